@@ -1,0 +1,46 @@
+# burrowpy: set-up, demo and tests. `make run` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEBIAN_PACKAGES := zookeeper kcat burrow
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test unit integration lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml tests/js/package.json
+	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		missing=""; \
+		for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+		command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+		command -v node >/dev/null || missing="$$missing nodejs npm"; \
+		if [ -n "$$missing" ]; then \
+			echo "installing Debian packages:$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		fi; \
+	fi
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,spark]'
+	cd tests/js && npm install --silent --no-audit --no-fund
+	touch $(STAMP)
+
+run: install
+	$(BIN)/burrowpy demo
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -p no:cacheprovider
+
+unit: install
+	$(BIN)/pytest -q tests/unit
+
+integration: install
+	$(BIN)/pytest -q tests/integration
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) tests/js/node_modules build *.egg-info

@@ -1,0 +1,1 @@
+"""A Kafka-protocol broker that real Kafka clients use unchanged."""
