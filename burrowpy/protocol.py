@@ -1,0 +1,237 @@
+"""Types shared by every part of the monitor.
+
+This module imports nothing from the rest of burrowpy: storage, evaluator, HTTP server, notifiers and
+the Spark pipeline all speak in these types. JSON shapes follow Burrow's v3 API exactly (field names,
+status strings), see ``to_json`` methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class Status(IntEnum):
+    """Burrow's status constants, ordered. Partitions use OK..REWIND (no ERR), groups NOTFOUND..ERR."""
+
+    NOTFOUND = 0
+    OK = 1
+    WARN = 2
+    ERR = 3
+    STOP = 4
+    STALL = 5
+    REWIND = 6
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def name_of(cls, value: int) -> str:
+        """The JSON string for a status value; Burrow prints UNKNOWN for anything out of range."""
+        try:
+            return cls(value).name
+        except ValueError:
+            return "UNKNOWN"
+
+
+@dataclass(slots=True)
+class ConsumerOffset:
+    """One stored consumer commit. ``order`` is its position in the source log and is never serialized."""
+
+    offset: int
+    timestamp: int  # commit time, ms since the epoch
+    observed_at: int  # when the monitor stored it, ms (second granularity)
+    lag: int | None
+    order: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "timestamp": self.timestamp, "observedAt": self.observed_at, "lag": self.lag}
+
+
+@dataclass(slots=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    status: Status
+    current_lag: int
+    complete: float
+    start: ConsumerOffset | None = None
+    end: ConsumerOffset | None = None
+    owner: str = ""
+    client_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "owner": self.owner,
+            "client_id": self.client_id,
+            "status": self.status.name,
+            "start": self.start.to_json() if self.start else None,
+            "end": self.end.to_json() if self.end else None,
+            "current_lag": self.current_lag,
+            "complete": self.complete,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerGroupStatus:
+    cluster: str
+    group: str
+    status: Status
+    complete: float
+    partitions: list[PartitionStatus] = field(default_factory=list)
+    partition_count: int = 0
+    maxlag: PartitionStatus | None = None
+    totallag: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "group": self.group,
+            "status": self.status.name,
+            "complete": self.complete,
+            "partitions": [p.to_json() for p in self.partitions],
+            "partition_count": self.partition_count,
+            "maxlag": self.maxlag.to_json() if self.maxlag else None,
+            "totallag": self.totallag,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerPartition:
+    """Storage's view of one partition of a group (FetchConsumer), before evaluation."""
+
+    offsets: list[ConsumerOffset | None]  # the full ring oldest -> newest, or [] if never committed
+    broker_offsets: list[int]  # broker offset history oldest -> newest
+    current_lag: int
+    owner: str = ""
+    client_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "offsets": [o.to_json() if o else None for o in self.offsets],
+            "owner": self.owner,
+            "client_id": self.client_id,
+            "current-lag": self.current_lag,
+        }
+
+
+ConsumerTopics = dict[str, list[ConsumerPartition]]
+
+
+# --- storage requests ------------------------------------------------------------------------------
+# Set requests have no reply. Fetch requests carry a future that storage resolves once, with None when
+# the cluster (or group/topic) is unknown; callers map None to 404.
+
+
+@dataclass(slots=True)
+class SetBrokerOffset:
+    cluster: str
+    topic: str
+    partition: int
+    partition_count: int
+    offset: int
+    timestamp: int  # ms
+
+
+@dataclass(slots=True)
+class SetConsumerOffset:
+    cluster: str
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    order: int
+    timestamp: int  # commit time, ms
+
+
+@dataclass(slots=True)
+class SetConsumerOwner:
+    cluster: str
+    group: str
+    topic: str
+    partition: int
+    owner: str
+    client_id: str
+
+
+@dataclass(slots=True)
+class SetDeleteTopic:
+    cluster: str
+    topic: str
+
+
+@dataclass(slots=True)
+class SetDeleteGroup:
+    cluster: str
+    group: str
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class SetDeletePartitionOffsets:
+    """An offset tombstone on ``__consumer_offsets``: forget that partition's commits (Burrow ignores these)."""
+
+    cluster: str
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(slots=True)
+class ClearConsumerOwners:
+    cluster: str
+    group: str
+
+
+@dataclass(slots=True)
+class FetchClusters:
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchConsumers:
+    cluster: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchTopics:
+    cluster: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchTopic:
+    cluster: str
+    topic: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchConsumer:
+    cluster: str
+    group: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchConsumersForTopic:
+    cluster: str
+    topic: str
+    reply: asyncio.Future
+
+
+GROUP_SCOPED_REQUESTS = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
+                         ClearConsumerOwners, FetchConsumer)
+
+
+@dataclass(slots=True)
+class EvaluatorRequest:
+    cluster: str
+    group: str
+    showall: bool
+    reply: asyncio.Future
