@@ -1,0 +1,243 @@
+"""One broker node: the logs, the request server, the group coordinator and the background jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.errors import ErrorCode, KafkaError
+from broker.log.manager import LogManager
+from broker.protocol.api import ApiKey
+from broker.server import KafkaServer
+
+log = structlog.get_logger("broker")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+# What ApiVersions advertises: every version in each range is served (kafkajs ignores minimums, so no
+# gaps). Reasons for the bounds are in ../shared/reference/kafka-protocol.md sections 2, 3 and 8: minimum
+# 0 for the group APIs (librdkafka's feature gates), Produce from 3 (v2 batches only), Fetch up to 12
+# (no topic ids on the wire), ListOffsets from 0 (Burrow 1.2.1).
+ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.FETCH: (0, 12),
+    ApiKey.LIST_OFFSETS: (0, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 8),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+class ProducerIdAllocator:
+    """Hands out producer ids that are never reused, even across restarts (a block is reserved on disk)."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        self.path = os.fspath(path)
+        try:
+            with open(self.path) as f:
+                self._next = int(json.load(f)["next"])
+        except (OSError, ValueError, KeyError):
+            self._next = 0
+        self._reserved_until = self._next
+
+    def allocate(self) -> int:
+        if self._next >= self._reserved_until:
+            self._reserved_until = self._next + self.BLOCK
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"next": self._reserved_until}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.host = config.advertised_host
+        self.port = config.advertised_port
+        self.cluster_id = ""
+        self.api_versions = dict(ADVERTISED_VERSIONS)
+        self.logs: LogManager | None = None
+        self.groups: Any = None
+        self.server: KafkaServer | None = None
+        self.producer_ids: ProducerIdAllocator | None = None
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
+        self._tasks: list[asyncio.Task] = []
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from broker.groups.coordinator import GroupCoordinator
+
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self.config.ensure_cluster_id()
+        self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
+        self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
+        self.groups = GroupCoordinator(self)
+        await self.groups.start()
+        self.server = KafkaServer(self, self.config.host, self.config.port,
+                                  self.config["socket.request.max.bytes"])
+        await self.server.start()
+        if self.config.port == 0:
+            self.port = self.server.port
+        self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
+        self._every(self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
+                 data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.server is not None:
+            await self.server.stop()
+        if self.groups is not None:
+            await self.groups.stop()
+        if self.logs is not None:
+            self.logs.close()
+        for waiters in self._waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.cancel()
+        log.info("broker stopped", node_id=self.node_id)
+
+    def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    await job()
+                except Exception:
+                    log.exception("background job failed", job=job.__name__)
+
+        self._tasks.append(asyncio.create_task(loop(), name=job.__name__))
+
+    async def _run_retention(self) -> None:
+        assert self.logs is not None
+        self.logs.run_retention(int(self.clock() * 1000))
+
+    async def _run_compaction(self) -> None:
+        assert self.logs is not None
+        await asyncio.to_thread(self.logs.run_compaction)
+
+    # --- topics ---------------------------------------------------------------------------------------
+
+    def ensure_topic(self, name: str, partitions: int | None = None, configs: dict[str, Any] | None = None):
+        """The topic, created (with broker defaults unless given) if it does not exist yet."""
+        assert self.logs is not None
+        topic = self.logs.topics.get(name)
+        if topic is not None:
+            return topic
+        return self.create_topic(name, partitions or self.config["num.partitions"], configs or {})
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any], *, replication_factor: int = 1):
+        assert self.logs is not None
+        topic = self.logs.create_topic(name, partitions, configs)
+        log.info("topic created", topic=name, partitions=partitions, configs=configs)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        assert self.logs is not None
+        partitions = self.logs.topics[name].partition_count
+        self.logs.delete_topic(name)
+        for index in range(partitions):
+            self.notify_appended(name, index)
+        log.info("topic deleted", topic=name)
+
+    def add_partitions(self, name: str, count: int) -> None:
+        assert self.logs is not None
+        self.logs.add_partitions(name, count)
+        log.info("partitions added", topic=name, count=count)
+
+    def partition_log(self, topic: str, partition: int):
+        assert self.logs is not None
+        plog = self.logs.get_log(topic, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} is not on this broker")
+        return plog
+
+    # --- appends and long polls ---------------------------------------------------------------------------
+
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0):
+        """Append one producer batch and wake fetches waiting on the partition."""
+        plog = self.partition_log(topic, partition)
+        result = plog.append(batch, leader_epoch=leader_epoch, now_ms=int(self.clock() * 1000))
+        if not result.duplicate:
+            plog.high_watermark = plog.log_end_offset
+            self.notify_appended(topic, partition)
+        return result
+
+    def notify_appended(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_appends(self, partitions: list[tuple[str, int]], timeout: float) -> None:
+        """Return when any of the partitions gets new data, or after ``timeout`` seconds."""
+        if timeout <= 0:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        for key in partitions:
+            self._waiters[key].add(fut)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, timeout)
+        finally:
+            for key in partitions:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        self._waiters.pop(key, None)
+
+    # --- cluster view (a single node until the cluster layer takes over) -----------------------------------
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        return [(self.node_id, self.host, self.port, self.config["rack"] or None)]
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
+        """(leader id, leader epoch, replicas, isr) of a partition."""
+        return self.node_id, 0, [self.node_id], [self.node_id]

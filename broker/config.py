@@ -1,0 +1,159 @@
+"""Broker configuration: Kafka's server.properties names, written as a flat YAML mapping.
+
+``burrowpy broker --config broker.yaml`` reads it; ``--listen``, ``--data-dir`` and ``--node-id`` override
+the file. Unknown keys are errors (a typo must not be silently ignored); every error names the file and
+the key and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from burrowpy.config import ConfigError, Section, load_document
+
+# name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
+# config name they set (see TOPIC_DEFAULTS).
+BROKER_KEYS: dict[str, tuple[str, Any]] = {
+    "node.id": ("int", 1),
+    "listeners": ("str", "127.0.0.1:9092"),
+    "advertised.listeners": ("str", ""),
+    "data.dir": ("str", ""),
+    "cluster.id": ("str", ""),
+    "rack": ("str", ""),
+    "auto.create.topics.enable": ("bool", True),
+    "delete.topic.enable": ("bool", True),
+    "num.partitions": ("int", 1),
+    "default.replication.factor": ("int", 1),
+    "message.max.bytes": ("int", 1048588),
+    "socket.request.max.bytes": ("int", 104857600),
+    "log.segment.bytes": ("int", 1073741824),
+    "log.roll.ms": ("int", 7 * 24 * 3600 * 1000),
+    "log.retention.ms": ("int", 7 * 24 * 3600 * 1000),
+    "log.retention.bytes": ("int", -1),
+    "log.retention.disk.percent": ("float", -1.0),
+    "log.cleanup.policy": ("str", "delete"),
+    "log.cleaner.delete.retention.ms": ("int", 24 * 3600 * 1000),
+    "log.message.timestamp.type": ("str", "CreateTime"),
+    "log.index.interval.bytes": ("int", 4096),
+    "log.flush.interval.messages": ("int", 2**63 - 1),
+    "log.flush.interval.ms": ("int", 2**63 - 1),
+    "log.retention.check.interval.ms": ("int", 300000),
+    "log.cleaner.backoff.ms": ("int", 15000),
+    "min.insync.replicas": ("int", 1),
+    "offsets.topic.num.partitions": ("int", 50),
+    "offsets.topic.replication.factor": ("int", 1),
+    "offsets.retention.minutes": ("int", 10080),
+    "offsets.retention.check.interval.ms": ("int", 600000),
+    "group.initial.rebalance.delay.ms": ("int", 3000),
+    "group.min.session.timeout.ms": ("int", 6000),
+    "group.max.session.timeout.ms": ("int", 1800000),
+    "group.metadata.value.version": ("int", 3),
+    "replica.lag.time.max.ms": ("int", 30000),
+    "transactional.id.expiration.ms": ("int", 7 * 24 * 3600 * 1000),
+}
+
+# broker key -> the per-topic config it provides the default for
+TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.retention.disk.percent": "retention.disk.percent",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+def parse_hostport(text: str, section: Section, key: str) -> tuple[str, int]:
+    text = text.split("://", 1)[-1]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise section.error(key, f"{text!r} is not host:port")
+    return host or "0.0.0.0", int(port)
+
+
+@dataclass
+class BrokerConfig:
+    node_id: int
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+    data_dir: Path
+    cluster_id: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    cluster: Section | None = None  # the `cluster:` block (multi-node); None on a single node
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+    def topic_defaults(self) -> dict[str, Any]:
+        return {topic_key: self.settings[broker_key] for broker_key, topic_key in TOPIC_DEFAULTS.items()}
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, *, listen: str | None = None, data_dir: str | None = None,
+             node_id: int | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
+        file = str(path) if path else "<command line>"
+        raw = load_document(path) if path else {}
+        cluster_block = raw.pop("cluster", None)
+        raw.update(overrides or {})
+        section = Section(file, "broker", raw)
+        section.check_keys(BROKER_KEYS)
+        getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
+                   "float": section.get_float}
+        settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
+        if listen:
+            settings["listeners"] = listen
+        if data_dir:
+            settings["data.dir"] = data_dir
+        if node_id is not None:
+            settings["node.id"] = node_id
+        if not settings["data.dir"]:
+            raise section.error("data.dir", "is required (or pass --data-dir)")
+        if settings["log.cleanup.policy"] not in ("delete", "compact", "compact,delete", "delete,compact"):
+            raise section.error("log.cleanup.policy", "must be delete, compact or compact,delete")
+        if settings["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise section.error("log.message.timestamp.type", "must be CreateTime or LogAppendTime")
+        if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
+            raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
+        host, port = parse_hostport(settings["listeners"], section, "listeners")
+        advertised = settings["advertised.listeners"] or settings["listeners"]
+        adv_host, adv_port = parse_hostport(advertised, section, "advertised.listeners")
+        if adv_host in ("0.0.0.0", "::", ""):
+            adv_host = "127.0.0.1"
+        data = Path(settings["data.dir"])
+        cluster_section = None
+        if cluster_block is not None:
+            if not isinstance(cluster_block, dict):
+                raise ConfigError(file, "cluster", "expected a mapping")
+            cluster_section = Section(file, "cluster", cluster_block)
+        return cls(node_id=settings["node.id"], host=host, port=port, advertised_host=adv_host,
+                   advertised_port=adv_port, data_dir=data, cluster_id=settings["cluster.id"],
+                   settings=settings, cluster=cluster_section)
+
+    def ensure_cluster_id(self) -> str:
+        """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""
+        if self.cluster_id:
+            return self.cluster_id
+        meta = self.data_dir / "meta.properties"
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    self.cluster_id = line.split("=", 1)[1].strip()
+                    return self.cluster_id
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = uuid.uuid4().hex[:22]
+        meta.write_text(f"cluster.id={self.cluster_id}\nnode.id={self.node_id}\nversion=1\n")
+        return self.cluster_id

@@ -1,0 +1,206 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.errors import ErrorCode, KafkaError
+from broker.handlers.registry import RequestContext, handler
+from broker.protocol.api import ApiKey
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# DescribeConfigs config_source values
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+ZERO_UUID = bytes(16)
+
+
+def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = None) -> list[dict[str, Any]]:
+    entries = []
+    for name, value, is_default, read_only, source in ctx.broker.logs.describe_configs(topic):
+        if keys is not None and name not in keys:
+            continue
+        source_code = SOURCE_DEFAULT if is_default else SOURCE_DYNAMIC_TOPIC
+        if source == "broker":
+            source_code = SOURCE_STATIC_BROKER
+        entries.append({"name": name, "value": None if value is None else str(value), "read_only": read_only,
+                        "is_default": is_default, "config_source": source_code, "is_sensitive": False,
+                        "synonyms": [], "config_type": 0, "documentation": None})
+    return entries
+
+
+def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+    broker = ctx.broker
+    name = topic["name"]
+    result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
+              "num_partitions": -1, "replication_factor": -1, "configs": None}
+    try:
+        if name in broker.logs.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        assignments = topic["assignments"]
+        if assignments:
+            if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "give either assignments or num_partitions/replication_factor, not both")
+            partitions = len(assignments)
+            replication = len(assignments[0]["broker_ids"])
+            live = {node for node, *_ in broker.live_brokers()}
+            for assignment in assignments:
+                if set(assignment["broker_ids"]) - live or len(assignment["broker_ids"]) != replication:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
+        else:
+            partitions = topic["num_partitions"]
+            replication = topic["replication_factor"]
+            if partitions == -1:
+                partitions = broker.config["num.partitions"]
+            if replication == -1:
+                replication = broker.config["default.replication.factor"]
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+        if replication <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
+        if replication > len(broker.live_brokers()):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication} is larger than the {len(broker.live_brokers())} "
+                             "available brokers")
+        configs = {c["name"]: c["value"] for c in topic["configs"]}
+        created = broker.logs.validate_topic(name, partitions, configs) if validate_only else \
+            broker.create_topic(name, partitions, configs, replication_factor=replication)
+        result.update(num_partitions=partitions, replication_factor=replication)
+        if not validate_only:
+            result["topic_id"] = getattr(created, "topic_id", None) or ZERO_UUID
+            result["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                                 for e in _config_entries(ctx, name)]
+    except KafkaError as exc:
+        result.update(error_code=exc.code, error_message=exc.message)
+    return result
+
+
+@handler(ApiKey.CREATE_TOPICS)
+async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    results = [_create_one(ctx, topic, request["validate_only"]) for topic in request["topics"]]
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handler(ApiKey.DELETE_TOPICS)
+async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    if ctx.api_version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
+    by_id = {getattr(t, "topic_id", None): n for n, t in broker.logs.topics.items()}
+    responses = []
+    for name, topic_id in wanted:
+        if name is None:
+            name = by_id.get(topic_id)
+        entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        try:
+            if name is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            if not broker.config["delete.topic.enable"]:
+                raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            if name.startswith("__"):
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
+            if name not in broker.logs.topics:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            broker.delete_topic(name)
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handler(ApiKey.CREATE_PARTITIONS)
+async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    results = []
+    for topic in request["topics"]:
+        entry = {"name": topic["name"], "error_code": 0, "error_message": None}
+        try:
+            existing = broker.logs.topics.get(topic["name"])
+            if existing is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic['name']!r} does not exist")
+            if topic["count"] <= existing.partition_count:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"topic has {existing.partition_count} partitions; {topic['count']} is not more")
+            if not request["validate_only"]:
+                broker.add_partitions(topic["name"], topic["count"])
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handler(ApiKey.DESCRIBE_CONFIGS)
+async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    results = []
+    for resource in request["resources"]:
+        kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
+        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name,
+                 "configs": []}
+        if kind == RESOURCE_TOPIC:
+            if name in broker.logs.topics:
+                entry["configs"] = _config_entries(ctx, name, keys)
+            else:
+                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             error_message=f"topic {name!r} does not exist")
+        elif kind == RESOURCE_BROKER and name in ("", str(broker.node_id)):
+            entry["configs"] = [
+                {"name": key, "value": None if value is None else str(value).lower() if isinstance(value, bool)
+                 else str(value), "read_only": True, "is_default": False, "config_source": SOURCE_STATIC_BROKER,
+                 "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
+                for key, value in sorted(broker.config.settings.items()) if keys is None or key in keys]
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                         error_message=f"unsupported resource type {kind} or unknown resource {name!r}")
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
+    broker = ctx.broker
+    responses = []
+    for resource in request["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
+        try:
+            if kind != RESOURCE_TOPIC:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered at run time")
+            if name not in broker.logs.topics:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            if incremental:
+                updates: dict[str, str | None] = {}
+                for config in resource["configs"]:
+                    op = config["config_operation"]
+                    if op == OP_SET:
+                        updates[config["name"]] = config["value"]
+                    elif op == OP_DELETE:
+                        updates[config["name"]] = None
+                    else:
+                        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                         f"{config['name']}: APPEND and SUBTRACT apply to list configs only")
+                broker.logs.alter_topic_configs(name, updates, replace=False, validate_only=request["validate_only"])
+            else:
+                updates = {c["name"]: c["value"] for c in resource["configs"]}
+                broker.logs.alter_topic_configs(name, updates, replace=True, validate_only=request["validate_only"])
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handler(ApiKey.ALTER_CONFIGS)
+async def alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    return _alter(ctx, request, incremental=False)
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    return _alter(ctx, request, incremental=True)

@@ -1,0 +1,80 @@
+"""ApiVersions, Metadata and DescribeCluster: what clients learn about the broker before anything else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.errors import ErrorCode, KafkaError
+from broker.handlers.registry import RequestContext, handler
+from broker.protocol.api import ApiKey
+
+ZERO_UUID = bytes(16)
+
+
+@handler(ApiKey.API_VERSIONS)
+async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    keys = [{"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(ctx.broker.api_versions.items())]
+    return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
+
+
+def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
+    return [{id_field: node_id, "host": host, "port": port, "rack": rack}
+            for node_id, host, port, rack in ctx.broker.live_brokers()]
+
+
+def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:
+    broker = ctx.broker
+    topic = broker.logs.topics[name]
+    partitions = []
+    for index in range(topic.partition_count):
+        leader, epoch, replicas, isr = broker.partition_leader(name, index)
+        partitions.append({"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
+                           "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": []})
+    return {"error_code": 0, "name": name, "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID,
+            "is_internal": name.startswith("__"), "partitions": partitions}
+
+
+def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+
+
+@handler(ApiKey.METADATA)
+async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    requested = request["topics"]
+    # v0: an empty list means every topic; v1+: null means every topic and [] means none.
+    if requested is None or (ctx.api_version == 0 and not requested):
+        topics = [_topic_entry(ctx, name) for name in sorted(broker.logs.topics)]
+    else:
+        auto_create = broker.config["auto.create.topics.enable"] and (
+            ctx.api_version < 4 or request["allow_auto_topic_creation"])
+        by_id = {getattr(t, "topic_id", None): name for name, t in broker.logs.topics.items()}
+        topics = []
+        for wanted in requested:
+            name = wanted["name"]
+            if name is None:
+                found = by_id.get(wanted["topic_id"])
+                if found is None:
+                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted["topic_id"]))
+                    continue
+                name = found
+            if name not in broker.logs.topics:
+                if not auto_create:
+                    topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                try:
+                    broker.ensure_topic(name)
+                except KafkaError as exc:
+                    topics.append(_error_topic(name, exc.code))
+                    continue
+            topics.append(_topic_entry(ctx, name))
+    return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
+            "controller_id": broker.controller_id(), "topics": topics}
+
+
+@handler(ApiKey.DESCRIBE_CLUSTER)
+async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.controller_id(),
+            "brokers": _broker_entries(ctx, "broker_id")}

@@ -1,0 +1,168 @@
+"""Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords: reading and trimming partition logs.
+
+Fetch is sessionless (session_id 0): every requested partition is in every response, which is what
+clients expect of a full fetch. Batches are served as stored (v2), also to Fetch v0-v3: Sarama (Burrow)
+reads v2 batches under any Fetch version. Consumers never see past the high watermark; without
+transactions the last stable offset equals it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.errors import ErrorCode, KafkaError
+from broker.handlers.registry import RequestContext, handler
+from broker.protocol.api import ApiKey
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+
+def _check_leader_epoch(current_epoch: int, requested: int) -> None:
+    if requested < 0 or requested == current_epoch:
+        return
+    if requested < current_epoch:
+        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def _leader_log(ctx: RequestContext, topic: str, partition: int, requested_epoch: int = -1):
+    broker = ctx.broker
+    leader, epoch, _replicas, _isr = broker.partition_leader(topic, partition)
+    plog = broker.partition_log(topic, partition)
+    if leader != broker.node_id:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    _check_leader_epoch(epoch, requested_epoch)
+    return plog, epoch
+
+
+def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_bytes: int,
+                     follower: bool) -> tuple[dict[str, Any], int]:
+    """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0)."""
+    index = part["partition"]
+    response = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+                "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
+                "records": b""}
+    try:
+        plog, _epoch = _leader_log(ctx, topic, index, part["current_leader_epoch"])
+        hw = plog.high_watermark
+        response.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+        offset = part["fetch_offset"]
+        if offset < plog.log_start_offset or offset > plog.log_end_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        limit = plog.log_end_offset if follower else hw
+        if offset >= limit or max_bytes <= 0:
+            return response, 0
+        data = plog.read(offset, max_bytes, max_offset=limit)
+        response["records"] = data
+        return response, len(data)
+    except KafkaError as exc:
+        response["error_code"] = exc.code
+        return response, 0
+
+
+@handler(ApiKey.FETCH)
+async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    if request["session_id"] != 0 or request["session_epoch"] > 0:
+        # We never create fetch sessions, so an incremental fetch names a session we do not have.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
+                "responses": []}
+    follower = request["replica_id"] >= 0
+    deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
+    wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
+    while True:
+        # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
+        # (KIP-74), so a batch bigger than the limits can never stall a consumer.
+        budget = request["max_bytes"] if ctx.api_version >= 3 else None
+        total = 0
+        responses = []
+        for topic in request["topics"]:
+            partitions = []
+            for part in topic["partitions"]:
+                max_bytes = part["partition_max_bytes"]
+                if budget is not None:
+                    left = budget - total
+                    max_bytes = min(max_bytes, left) if total else max(min(max_bytes, left), 1)
+                entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower)
+                total += size
+                partitions.append(entry)
+            responses.append({"topic": topic["topic"], "partitions": partitions})
+        remaining = deadline - time.monotonic()
+        if total >= request["min_bytes"] or remaining <= 0:
+            return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        await broker.wait_for_appends(wanted, remaining)
+
+
+@handler(ApiKey.LIST_OFFSETS)
+async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for topic in request["topics"]:
+        partitions = []
+        for part in topic["partitions"]:
+            index = part["partition_index"]
+            entry = {"partition_index": index, "error_code": 0, "old_style_offsets": [], "timestamp": -1,
+                     "offset": -1, "leader_epoch": -1}
+            try:
+                plog, epoch = _leader_log(ctx, topic["name"], index, part["current_leader_epoch"])
+                timestamp = part["timestamp"]
+                found_ts = -1
+                if timestamp == LATEST:
+                    offset = plog.high_watermark
+                elif timestamp == EARLIEST:
+                    offset = plog.log_start_offset
+                elif timestamp == MAX_TIMESTAMP:
+                    found = plog.max_timestamp()
+                    offset, found_ts = found if found else (-1, -1)
+                else:
+                    found = plog.offset_for_timestamp(timestamp)
+                    offset, found_ts = found if found else (-1, -1)
+                if ctx.api_version == 0:
+                    # Burrow 1.2.1 reads offsets[0] of a v0 answer: never send an empty array for a hit.
+                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
+                entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            partitions.append(entry)
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for topic in request["topics"]:
+        partitions = []
+        for part in topic["partitions"]:
+            entry = {"error_code": 0, "partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
+            try:
+                plog, _epoch = _leader_log(ctx, topic["topic"], part["partition"], part["current_leader_epoch"])
+                epoch, end_offset = plog.end_offset_for_epoch(part["leader_epoch"])
+                entry.update(leader_epoch=epoch, end_offset=end_offset)
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            partitions.append(entry)
+        topics.append({"topic": topic["topic"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handler(ApiKey.DELETE_RECORDS)
+async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for topic in request["topics"]:
+        partitions = []
+        for part in topic["partitions"]:
+            entry = {"partition_index": part["partition_index"], "low_watermark": -1, "error_code": 0}
+            try:
+                plog, _epoch = _leader_log(ctx, topic["name"], part["partition_index"])
+                offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
+                if offset < 0 or offset > plog.high_watermark:
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                entry["low_watermark"] = plog.delete_records_before(offset)
+            except KafkaError as exc:
+                entry["error_code"] = exc.code
+            partitions.append(entry)
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

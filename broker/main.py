@@ -1,0 +1,48 @@
+"""`burrowpy broker`: run one broker node until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from burrowpy.config import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", metavar="HOST:PORT", help="address to serve Kafka clients on")
+    parser.add_argument("--data-dir", metavar="DIR", help="where the logs and broker state live")
+    parser.add_argument("--node-id", type=int, metavar="N", help="this broker's id")
+    parser.add_argument("--config", metavar="FILE", help="broker YAML config (Kafka server.properties names)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+async def serve(config) -> None:
+    from broker.broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"broker {config.node_id} listening on {broker.host}:{broker.port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    from broker.config import BrokerConfig
+    from burrowpy.logging import configure_logging
+
+    configure_logging(args.log_level)
+    try:
+        config = BrokerConfig.load(args.config, listen=args.listen, data_dir=args.data_dir, node_id=args.node_id)
+    except ConfigError as exc:
+        print(f"burrowpy broker: config error: {exc}", file=sys.stderr)
+        return 1
+    asyncio.run(serve(config))
+    return 0

@@ -1,0 +1,142 @@
+"""The broker's TCP front end: framing, one request at a time per connection, dispatch.
+
+Kafka mutes a connection while one of its requests is being processed, so responses go back in request
+order and a long-polling Fetch holds back the requests behind it on the same connection. We do the same
+by handling each connection's requests sequentially; connections are served concurrently.
+
+Bad input never takes the broker down. What Kafka closes the connection for, we close it for: a frame
+larger than ``socket.request.max.bytes``, a header we cannot parse, an unknown API key, an unsupported
+version of any API but ApiVersions (which is answered in v0 form, KIP-511), a body that does not decode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.handlers import HANDLERS, RequestContext
+from broker.protocol.api import (
+    ApiKey,
+    DecodeError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+    decode_request,
+    encode_response,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger("broker.server")
+
+_SIZE = struct.Struct(">i")
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.max_request_bytes = max_request_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
+                                                  reuse_address=True, limit=1 << 20)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        self._server = None
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        client_host = peer[0] if peer else ""
+        try:
+            await self._request_loop(reader, writer, client_host)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection failed", client=client_host)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _request_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            client_host: str) -> None:
+        while True:
+            size_bytes = await reader.readexactly(4)
+            (size,) = _SIZE.unpack(size_bytes)
+            if size < 0 or size > self.max_request_bytes:
+                log.warning("closing connection: request size out of bounds", client=client_host, size=size,
+                            limit=self.max_request_bytes)
+                return
+            frame = await reader.readexactly(size)
+            response = await self._handle_frame(frame, client_host)
+            if response is False:
+                return
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+
+    async def _handle_frame(self, frame: bytes, client_host: str) -> bytes | None | bool:
+        """The encoded response, None when the request gets no answer, False to close the connection."""
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            if exc.header is not None and exc.header.api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(exc.header.correlation_id)
+            log.info("closing connection: unsupported api version", client=client_host, error=str(exc))
+            return False
+        except UnknownApiKeyError as exc:
+            log.info("closing connection: unknown api key", client=client_host, error=str(exc))
+            return False
+        except DecodeError as exc:
+            log.info("closing connection: request does not decode", client=client_host, error=str(exc))
+            return False
+        supported = self.broker.api_versions.get(header.api_key)
+        if supported is None or not supported[0] <= header.api_version <= supported[1]:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_fallback(header.correlation_id)
+            log.info("closing connection: api version not advertised", client=client_host,
+                     api_key=header.api_key, api_version=header.api_version)
+            return False
+        handle = HANDLERS[header.api_key]
+        ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
+                             header.client_id, client_host)
+        try:
+            result = await handle(ctx, body)
+        except Exception:
+            log.exception("handler failed; closing connection", api_key=header.api_key,
+                          api_version=header.api_version, client=client_host)
+            return False
+        if result is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        """KIP-511: an ApiVersions request of a version we do not know is answered as v0 with error 35."""
+        low, high = self.broker.api_versions[ApiKey.API_VERSIONS]
+        body = {"error_code": 35, "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low,
+                                                 "max_version": high}]}
+        return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

@@ -1,0 +1,16 @@
+"""Fixtures shared by the integration tests: every server is real, on 127.0.0.1, and always stopped."""
+
+from __future__ import annotations
+
+import pytest
+from harness import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One real broker per test module; tests use their own topic and group names."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
+                         extra_config={"group.initial.rebalance.delay.ms": 200})
+    proc.start()
+    yield proc
+    proc.stop()

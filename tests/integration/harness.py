@@ -1,0 +1,127 @@
+"""Helpers for integration tests: free ports, polling with a deadline, a broker in a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
+               message: str = "condition") -> T:
+    """Poll ``condition`` until it returns something truthy; fail with ``message`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+            if result:
+                return result
+        except Exception as exc:  # the condition may fail until the thing it polls is up
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}"
+                         + (f" (last error: {last_error!r})" if last_error else ""))
+
+
+def _answers_api_versions(port: int) -> bool:
+    """True when a broker on the port answers an ApiVersions v0 request."""
+    request = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        return size > 0 and len(sock.recv(size, socket.MSG_WAITALL)) == size
+
+
+class BrokerProcess:
+    """`burrowpy broker` as a real subprocess on 127.0.0.1."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1,
+                 config: Path | None = None, extra_config: dict | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.node_id = node_id
+        self.config = config
+        self.extra_config = extra_config
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"broker-{self.node_id}-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        config = self.config
+        if self.extra_config:
+            import yaml
+
+            config = self.data_dir.parent / f"broker-{self.node_id}.yaml"
+            config.write_text(yaml.safe_dump(self.extra_config))
+        cmd = [BURROWPY, "broker", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
+               "--node-id", str(self.node_id)]
+        if config:
+            cmd += ["--config", str(config)]
+        log = open(self.log_path, "ab")  # noqa: SIM115 (closed when the process is reaped)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        wait_until(lambda: self._check_alive() and _answers_api_versions(self.port), timeout,
+                   message=f"broker on port {self.port} to answer")
+        return self
+
+    def _check_alive(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"broker exited with {self.proc.returncode}:\n{self.log_text()}")
+        return True
+
+    def log_text(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-5000:]
+        return ""
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or close anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
