@@ -171,7 +171,9 @@ def iter_batches(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader
             _raise_bad_magic(header.magic)
         size = header.batch_length + LOG_OVERHEAD
         if size < HEADER_SIZE:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {header.batch_length} is too small")
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE, f"record batch length {header.batch_length} is too small"
+            )
         if pos + size > end:
             break
         yield pos, header
@@ -228,7 +230,9 @@ def validate_batch(buf: Buffer) -> BatchHeader:
     if crc_of(buf, 0, size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
     if header.compression > COMPRESSION_ZSTD:
-        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.compression}")
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.compression}"
+        )
     count_from_offsets = header.last_offset_delta + 1
     if count_from_offsets <= 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, f"invalid last offset delta {header.last_offset_delta}")
@@ -247,7 +251,9 @@ def validate_batch(buf: Buffer) -> BatchHeader:
             f"invalid sequence {header.base_sequence} for producer id {header.producer_id}",
         )
     if header.attributes & ATTR_LOG_APPEND_TIME:
-        raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "producers may not set the LogAppendTime timestamp type")
+        raise KafkaError(
+            ErrorCode.INVALID_TIMESTAMP, "producers may not set the LogAppendTime timestamp type"
+        )
     return header
 
 
@@ -545,7 +551,9 @@ def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, 
         _raise_bad_magic(header.magic)
     size = header.size
     if size < HEADER_SIZE or size > len(buf):
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch of {size} bytes in a {len(buf)}-byte buffer")
+        raise KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"record batch of {size} bytes in a {len(buf)}-byte buffer"
+        )
     if verify_crc and crc_of(buf, 0, size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
     payload = memoryview(buf)[HEADER_SIZE:size]
