@@ -52,7 +52,6 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.metadata.value.version": ("int", 3),
     "replica.lag.time.max.ms": ("int", 30000),
-    "transactional.id.expiration.ms": ("int", 7 * 24 * 3600 * 1000),
 }
 
 # broker key -> the per-topic config it provides the default for
