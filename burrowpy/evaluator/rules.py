@@ -1,0 +1,210 @@
+"""Burrow's consumer-lag evaluation rules as pure functions (burrow-spec 1.3-1.5).
+
+No clock, no IO: ``now`` is passed in (whole seconds, as Burrow truncates it). The caching evaluator,
+the notifier, the HTTP server's ``/metrics`` and the Spark pipeline all call these, so they must stay
+side-effect free and cheap.
+
+Commits may be given as :class:`~burrowpy.protocol.ConsumerOffset` objects (storage's own type) or as
+mappings with ``offset``, ``timestamp`` (ms) and ``lag`` keys (what tests and JSON users have);
+mappings are turned into :class:`OffsetView` objects, which answer both ``view.offset`` and
+``view["offset"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from burrowpy.protocol import ConsumerGroupStatus, ConsumerOffset, ConsumerTopics, PartitionStatus, Status
+
+
+class OffsetView(ConsumerOffset):
+    """A commit built from a mapping: a ConsumerOffset that can also be read like the mapping was."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "observedAt":
+            return self.observed_at
+        if key in ("offset", "timestamp", "observed_at", "lag", "order"):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    @classmethod
+    def from_mapping(cls, item: Mapping[str, Any]) -> OffsetView:
+        try:
+            offset = item["offset"]
+            timestamp = item["timestamp"]
+        except KeyError:
+            raise ValueError(f"a commit needs 'offset' and 'timestamp', got keys {sorted(item)}") from None
+        observed_at = item.get("observedAt", item.get("observed_at", 0))
+        return cls(int(offset), int(timestamp), int(observed_at or 0), _optional_int(item.get("lag")),
+                   int(item.get("order") or 0))
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _as_offset(item: Any) -> Any:
+    if isinstance(item, ConsumerOffset):  # the common case, checked first: Mapping checks are slow
+        return item
+    return OffsetView.from_mapping(item) if isinstance(item, Mapping) else item
+
+
+# --- the individual rules (spec 1.5); ``offsets`` here never contains None ---------------------------
+
+
+def is_lag_always_nonzero(offsets: Sequence[Any], allowed_lag: int) -> bool:
+    """No stored lag is within ``allowed_lag`` (commits without a lag do not count either way)."""
+    for item in offsets:
+        lag = item.lag
+        if lag is not None and lag <= allowed_lag:
+            return False
+    return True
+
+
+def rewind_index(offsets: Sequence[Any]) -> int:
+    """Index of the first commit whose offset is smaller than its predecessor's, else -1."""
+    for index in range(1, len(offsets)):
+        if offsets[index].offset < offsets[index - 1].offset:
+            return index
+    return -1
+
+
+def rewind_recovered(offsets: Sequence[Any], index: int) -> bool:
+    """A commit at or after ``index`` got back to where the consumer was before the rewind."""
+    before = offsets[index - 1].offset
+    return any(item.offset >= before for item in offsets[index:])
+
+
+def is_stopped(offsets: Sequence[Any], now: int) -> bool:
+    """The time since the last commit exceeds the time the window spans (a single commit: any time)."""
+    first = offsets[0].timestamp
+    last = offsets[-1].timestamp
+    return now * 1000 - last > last - first
+
+
+def is_stalled(offsets: Sequence[Any]) -> bool:
+    """Every commit in the window has the same offset."""
+    first = offsets[0].offset
+    return all(item.offset == first for item in offsets)
+
+
+def is_lag_not_decreasing(offsets: Sequence[Any]) -> bool:
+    """Walking the stored lags in order, none is smaller than the previous stored one."""
+    previous = None
+    for item in offsets:
+        lag = item.lag
+        if lag is not None:
+            if previous is not None and lag < previous:
+                return False
+            previous = lag
+    return True
+
+
+def is_recent_lag_zero(offsets: Sequence[Any], broker_offsets: Sequence[int]) -> bool:
+    """Some recent broker offset was at or below the last commit: the consumer was caught up lately."""
+    last = offsets[-1].offset
+    return any(broker <= last for broker in broker_offsets)
+
+
+def partition_status(offsets: Sequence[Any], broker_offsets: Sequence[int], current_lag: int, now: int,
+                     allowed_lag: int = 0) -> Status:
+    """The rules of spec 1.5 in Burrow's order, on a non-empty window without None entries."""
+    if current_lag <= allowed_lag:
+        return Status.OK  # a caught-up consumer is never in trouble, whatever its history
+    if is_stopped(offsets, now) and not is_recent_lag_zero(offsets, broker_offsets):
+        return Status.STOP
+    # A rewind counts only until the consumer is back where it was: rebalances often re-commit a
+    # slightly older offset, which is harmless.
+    index = rewind_index(offsets)
+    if index > 0 and not rewind_recovered(offsets, index):
+        return Status.REWIND
+    if is_lag_always_nonzero(offsets, allowed_lag):
+        if is_stalled(offsets):
+            return Status.STALL
+        if is_lag_not_decreasing(offsets):
+            return Status.WARN
+    return Status.OK
+
+
+# --- partitions and groups (spec 1.3, 1.4) -----------------------------------------------------------
+
+
+def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], current_lag: int, now: float,
+                       allowed_lag: int = 0, minimum_complete: float = 0.0, *, topic: str = "",
+                       partition: int = 0, owner: str = "", client_id: str = "") -> PartitionStatus:
+    """Evaluate one partition's window of commits (oldest first, leading ``None`` for empty slots).
+
+    ``now`` is in seconds and truncated to whole seconds like Burrow's. Returns a PartitionStatus
+    whose ``status``, ``complete``, ``start`` and ``end`` are those of spec 1.4; topic, partition,
+    owner and client id are only copied in (``evaluate_group`` fills them).
+    """
+    result = PartitionStatus(topic, partition, Status.OK, current_lag, 0.0, None, None, owner, client_id)
+    total = len(offsets)
+    if total == 0:
+        return result  # never committed: nothing to judge, and not complete at all
+
+    first = 0
+    while first < total and offsets[first] is None:
+        first += 1
+    if first == total:
+        # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would then
+        # crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
+        result.complete = 1 / total
+        return result
+    result.complete = (total - first) / total if first else 1.0
+
+    window = [_as_offset(item) for item in offsets[first:] if item is not None]
+    result.start = window[0]
+    result.end = window[-1]
+    if result.complete >= minimum_complete:
+        result.status = partition_status(window, broker_offsets, current_lag, int(now), allowed_lag)
+    return result
+
+
+def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
+                   minimum_complete: float = 0.0, showall: bool = True) -> ConsumerGroupStatus:
+    """Evaluate every partition of a group as storage returned it (FetchConsumer), spec 1.3.
+
+    Partitions are listed in (topic, partition) order; ``maxlag`` is the partition with the largest
+    current lag, the first in that order on ties. With ``showall`` False only partitions worse than
+    OK are listed; every other figure still covers all partitions.
+    """
+    result = ConsumerGroupStatus(cluster, group, Status.OK, 0.0)
+    statuses = result.partitions
+    complete_count = 0
+    totallag = 0
+    maxlag: PartitionStatus | None = None
+    worst = Status.OK
+    for topic in sorted(topics):
+        for partition_id, partition in enumerate(topics[topic]):
+            status = evaluate_partition(partition.offsets, partition.broker_offsets, partition.current_lag,
+                                        now, allowed_lag, minimum_complete, topic=topic,
+                                        partition=partition_id, owner=partition.owner,
+                                        client_id=partition.client_id)
+            totallag += status.current_lag
+            if status.status > worst:
+                worst = status.status
+            if maxlag is None or status.current_lag > maxlag.current_lag:
+                maxlag = status
+            if status.complete == 1.0:
+                complete_count += 1
+            if showall or status.status > Status.OK:
+                statuses.append(status)
+            result.partition_count += 1
+    # Groups only know OK, WARN and ERR: any partition STOP, STALL or REWIND makes the group ERR.
+    result.status = Status.ERR if worst > Status.ERR else worst
+    result.maxlag = maxlag
+    result.totallag = totallag
+    if result.partition_count:
+        result.complete = complete_count / result.partition_count
+    return result
+
+
+def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
+    """A copy of a group status listing only partitions worse than OK (Burrow's ``showall=false``)."""
+    return ConsumerGroupStatus(status.cluster, status.group, status.status, status.complete,
+                               [p for p in status.partitions if p.status > Status.OK],
+                               status.partition_count, status.maxlag, status.totallag)
