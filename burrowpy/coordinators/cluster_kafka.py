@@ -1,0 +1,162 @@
+"""The `kafka` cluster module: broker offsets by polling, as Burrow's cluster module does.
+
+Every ``offset-refresh`` seconds it asks each partition leader for the latest offset of its partitions
+(one ListOffsets per broker) and sends SetBrokerOffset to storage. Every ``topic-refresh`` seconds the
+next poll first refreshes metadata; topics that disappeared are deleted from storage. With
+``groups-reaper-refresh`` > 0, groups that Kafka no longer lists are deleted from storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from typing import Any
+
+from burrowpy.config import Section
+from burrowpy.context import ApplicationContext
+from burrowpy.coordinators.kafka_client import client_settings
+from burrowpy.protocol import FetchConsumers, SetBrokerOffset, SetDeleteGroup, SetDeleteTopic
+
+KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh")
+
+
+class KafkaCluster:
+    def __init__(self, name: str, section: Section, ctx: ApplicationContext) -> None:
+        section.check_keys(KEYS)
+        self.name = name
+        self.ctx = ctx
+        self.log = ctx.logger.bind(type="module", coordinator="cluster", class_name="kafka", name=name)
+        self.servers = section.get_hostports("servers")
+        self.profile_name = section.get_str("client-profile", "")
+        self.profile = ctx.config.client_profile(self.profile_name)
+        self.settings = client_settings(self.profile, section)
+        self.offset_refresh = section.get_int("offset-refresh", 10, minimum=1)
+        self.topic_refresh = section.get_int("topic-refresh", 60, minimum=1)
+        self.reaper_refresh = section.get_int("groups-reaper-refresh", 0, minimum=0)
+        self.topics: dict[str, int] = {}  # topic -> partition count
+        self.leaders: dict[tuple[str, int], int] = {}
+        self._client: Any = None
+        self._admin: Any = None
+        self._tasks: list[asyncio.Task] = []
+        self._refresh_metadata = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"class-name": "kafka", "servers": self.servers, "client-profile": self.profile.to_json(),
+                "topic-refresh": self.topic_refresh, "offset-refresh": self.offset_refresh}
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaClient
+
+        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
+        await self._client.bootstrap()
+        await self.poll_once()
+        self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
+        self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
+        if self.reaper_refresh > 0:
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, **self.settings)
+            await self._admin.start()
+            self._tasks.append(asyncio.create_task(self._reaper_loop(), name=f"cluster-{self.name}-reaper"))
+        self.log.info("started", servers=self.servers)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
+        if self._client is not None:
+            await self._client.close()
+        self.log.info("stopped")
+
+    # --- loops ----------------------------------------------------------------------------------------
+
+    async def _offset_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.offset_refresh)
+            try:
+                await self.poll_once()
+            except Exception as exc:
+                self.log.warning("offset refresh failed", error=repr(exc))
+                self._refresh_metadata = True
+
+    async def _topic_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.topic_refresh)
+            self._refresh_metadata = True
+
+    async def _reaper_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reaper_refresh)
+            try:
+                await self.reap_groups()
+            except Exception as exc:
+                self.log.warning("groups reaper failed", error=repr(exc))
+
+    # --- work -----------------------------------------------------------------------------------------
+
+    async def refresh_metadata(self) -> None:
+        cluster = await self._client.fetch_all_metadata()
+        topics: dict[str, int] = {}
+        leaders: dict[tuple[str, int], int] = {}
+        from aiokafka.structs import TopicPartition
+
+        for topic in cluster.topics(exclude_internal_topics=False):
+            partitions = cluster.partitions_for_topic(topic) or set()
+            topics[topic] = len(partitions)
+            for partition in partitions:
+                leader = cluster.leader_for_partition(TopicPartition(topic, partition))
+                if leader is None or leader < 0:
+                    self.log.warning("partition has no leader", topic=topic, partition=partition)
+                    continue
+                leaders[(topic, partition)] = leader
+        for gone in sorted(set(self.topics) - set(topics)):
+            self.log.info("topic deleted", topic=gone)
+            self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
+        self.topics, self.leaders = topics, leaders
+        self._refresh_metadata = False
+
+    async def poll_once(self) -> None:
+        """Refresh metadata if due, then send one ListOffsets (latest) per leader broker."""
+        from aiokafka.protocol.offset import OffsetRequest
+
+        if self._refresh_metadata:
+            await self.refresh_metadata()
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+        for (topic, partition), leader in self.leaders.items():
+            by_leader[leader][topic].append((partition, -1))
+        results = await asyncio.gather(*(
+            self._client.send(leader, OffsetRequest(-1, 0, [(t, parts) for t, parts in topics.items()]))
+            for leader, topics in by_leader.items()), return_exceptions=True)
+        now_ms = int(self.ctx.clock.time() * 1000)
+        for leader, response in zip(by_leader, results, strict=True):
+            if isinstance(response, BaseException):
+                self.log.warning("ListOffsets failed", broker=leader, error=repr(response))
+                self._refresh_metadata = True
+                continue
+            for topic, partitions in response.topics:
+                for partition, error_code, *info in partitions:
+                    if error_code:
+                        self.log.warning("partition offset error", topic=topic, partition=partition,
+                                         error_code=error_code)
+                        self._refresh_metadata = True
+                        continue
+                    offset = (info[0][0] if info[0] else None) if response.API_VERSION == 0 else info[1]
+                    if offset is None or offset < 0:
+                        continue
+                    self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
+                                                    partition_count=self.topics.get(topic, partition + 1),
+                                                    offset=offset, timestamp=now_ms))
+
+    async def reap_groups(self) -> None:
+        listed = {group for group, _protocol in await self._admin.list_consumer_groups()}
+        known = await self.ctx.fetch(FetchConsumers(cluster=self.name, reply=self.ctx.new_reply())) or []
+        own = f"burrow-{self.name}"
+        for group in known:
+            if group not in listed and group != own:
+                self.log.info("reaping group Kafka no longer lists", group=group)
+                self.ctx.submit(SetDeleteGroup(cluster=self.name, group=group))

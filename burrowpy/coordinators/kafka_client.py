@@ -1,0 +1,33 @@
+"""aiokafka settings from a Burrow client profile (client id, TLS, SASL) for the cluster and consumer modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from burrowpy.config import ClientProfile, Section
+
+SASL_MECHANISMS = {"PLAIN": "PLAIN", "SCRAM-SHA-256": "SCRAM-SHA-256", "SCRAM-SHA-512": "SCRAM-SHA-512"}
+
+
+def client_settings(profile: ClientProfile, section: Section) -> dict[str, Any]:
+    """Keyword arguments for aiokafka clients. An IAM profile is refused with a config error rather than
+    ignored: aiokafka has no AWS MSK IAM signer, and connecting without it would only fail later."""
+    if profile.iam is not None:
+        raise section.error("client-profile", f"client profile {profile.name!r} uses an iam profile; AWS MSK IAM "
+                                              "authentication is not supported by burrowpy")
+    settings: dict[str, Any] = {"client_id": profile.client_id}
+    # aiokafka bounds connecting and each request by one timeout, so it gets the larger of the two.
+    timeouts = [t for t in (profile.dial_timeout, profile.read_timeout) if t]
+    if timeouts:
+        settings["request_timeout_ms"] = max(timeouts) * 1000
+    protocol = "PLAINTEXT"
+    if profile.tls is not None:
+        settings["ssl_context"] = profile.tls.client_context()
+        protocol = "SSL"
+    if profile.sasl is not None:
+        protocol = "SASL_SSL" if profile.tls is not None else "SASL_PLAINTEXT"
+        settings["sasl_mechanism"] = SASL_MECHANISMS.get(profile.sasl.mechanism.upper(), "PLAIN")
+        settings["sasl_plain_username"] = profile.sasl.username
+        settings["sasl_plain_password"] = profile.sasl.password
+    settings["security_protocol"] = protocol
+    return settings
