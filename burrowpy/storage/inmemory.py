@@ -1,0 +1,275 @@
+"""The ``inmemory`` storage module: Burrow's storage behind per-group asyncio workers (burrow-spec 3).
+
+Requests are the dataclasses of :mod:`burrowpy.protocol`. Every request about one group (commits,
+owners, deletes, FetchConsumer) goes to the worker ``xxhash64(cluster + group) % workers``, so one
+group's requests are handled in the order they were submitted; requests about one topic go to the
+worker of ``cluster + topic`` (Burrow picks a random worker, which lets a topic delete overtake an
+earlier broker offset); cluster-wide fetches go round-robin. The data and its rules live in
+:class:`~burrowpy.storage.state.StorageState`; this module only routes, runs and logs.
+
+``submit`` never blocks and never drops: it appends to the worker's backlog. Producers that can outrun
+storage (reading ``__consumer_offsets`` from the start) use ``await put(request)``, which first waits
+while that worker has ``queue-depth`` requests waiting (Burrow's channel buffer size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from collections import deque
+from typing import Any
+
+import xxhash
+
+from burrowpy.config import Section
+from burrowpy.protocol import (
+    ClearConsumerOwners,
+    FetchClusters,
+    FetchConsumer,
+    FetchConsumers,
+    FetchConsumersForTopic,
+    FetchTopic,
+    FetchTopics,
+    SetBrokerOffset,
+    SetConsumerOffset,
+    SetConsumerOwner,
+    SetDeleteGroup,
+    SetDeletePartitionOffsets,
+    SetDeleteTopic,
+)
+from burrowpy.storage.state import StorageState
+
+CONFIG_KEYS = ("class-name", "intervals", "expire-group", "workers", "queue-depth", "min-distance",
+               "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
+
+# Requests a worker handles before giving the event loop to others (HTTP, the Kafka readers).
+_BATCH = 512
+
+_GROUP_SCOPED = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
+                 ClearConsumerOwners, FetchConsumer)
+_TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchConsumersForTopic)
+_CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics)
+
+# Drop reasons worth a warning (Burrow warns about these); every other drop is routine and logged at debug.
+_WARN_REASONS = frozenset({"unknown cluster", "negative partition",
+                           "partition beyond the topic's partition count"})
+
+
+class _Barrier:
+    """Marker put in a worker's backlog by ``flush``: resolved once everything before it is handled."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: asyncio.Future) -> None:
+        self.reply = reply
+
+
+class _Worker:
+    __slots__ = ("backlog", "wakeup", "room", "task")
+
+    def __init__(self) -> None:
+        self.backlog: deque[Any] = deque()
+        self.wakeup = asyncio.Event()  # set when the backlog gets work
+        self.room = asyncio.Event()  # set whenever the worker has drained its backlog
+        self.task: asyncio.Task | None = None
+
+
+def _resolve(reply: asyncio.Future, value: Any) -> None:
+    if not reply.done():  # the asker may have given up (timeout, cancellation)
+        reply.set_result(value)
+
+
+class InMemoryStorage:
+    """Storage module ``inmemory``. Clusters are fixed at construction (the configured cluster names)."""
+
+    class_name = "inmemory"
+
+    def __init__(self, name: str, section: Section, clusters: list[str], clock: Any, logger: Any) -> None:
+        section.check_keys(CONFIG_KEYS)
+        self.name = name
+        self._clock = clock
+        self._log = logger.bind(storage=name)
+        self.intervals = section.get_int("intervals", 10, minimum=1)
+        self.expire_group = section.get_int("expire-group", 604800, minimum=1)
+        self.worker_count = section.get_int("workers", 20, minimum=1)
+        self.queue_depth = section.get_int("queue-depth", 1, minimum=1)
+        self.min_distance = section.get_int("min-distance", 0, minimum=0)
+        self.group_allowlist = self._group_regex(section, "group-allowlist", "group-whitelist")
+        self.group_denylist = self._group_regex(section, "group-denylist", "group-blacklist")
+        self.state = StorageState(clusters, self.intervals, self.expire_group, self.min_distance,
+                                  self.accept_group)
+        self._workers: list[_Worker] = []
+        self._round_robin = itertools.count()
+        self._running = False
+        self._handlers = {
+            SetBrokerOffset: self._set_broker_offset,
+            SetConsumerOffset: self._set_consumer_offset,
+            SetConsumerOwner: self._set_consumer_owner,
+            SetDeleteTopic: self._set_delete_topic,
+            SetDeleteGroup: self._set_delete_group,
+            SetDeletePartitionOffsets: self._set_delete_partition_offsets,
+            ClearConsumerOwners: self._clear_consumer_owners,
+            FetchClusters: lambda r: _resolve(r.reply, self.state.cluster_names()),
+            FetchConsumers: lambda r: _resolve(r.reply, self.state.consumer_names(r.cluster)),
+            FetchTopics: lambda r: _resolve(r.reply, self.state.topic_names(r.cluster)),
+            FetchTopic: lambda r: _resolve(r.reply, self.state.topic_offsets(r.cluster, r.topic)),
+            FetchConsumersForTopic: lambda r: _resolve(r.reply, self.state.consumers_of_topic(r.cluster, r.topic)),
+            FetchConsumer: lambda r: _resolve(r.reply, self.state.consumer(r.cluster, r.group,
+                                                                           int(self._clock.time()))),
+            _Barrier: lambda r: _resolve(r.reply, None),
+        }
+
+    def _group_regex(self, section: Section, key: str, old_key: str) -> re.Pattern[str] | None:
+        """Read an allow/deny list, accepting Burrow's pre-1.3 key name with a warning (Burrow panics)."""
+        if not section.has(old_key):
+            return section.get_regex(key)
+        if section.has(key):
+            raise section.error(old_key, f"is the old name of {key}; set only {key}")
+        self._log.warning("deprecated config key", key=f"{section.path}.{old_key}", use=key)
+        return section.get_regex(old_key)
+
+    def accept_group(self, group: str) -> bool:
+        """Allowlist (unanchored search) must match if set; denylist must not match if set."""
+        if self.group_allowlist is not None and not self.group_allowlist.search(group):
+            return False
+        return self.group_denylist is None or not self.group_denylist.search(group)
+
+    def describe(self) -> dict[str, Any]:
+        """The module block of ``/v3/config/storage/NAME``."""
+        return {
+            "class-name": self.class_name,
+            "intervals": self.intervals,
+            "min-distance": self.min_distance,
+            "group-allowlist": self.group_allowlist.pattern if self.group_allowlist else "",
+            "expire-group": self.expire_group,
+        }
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._log.info("starting", workers=self.worker_count, intervals=self.intervals)
+        self._workers = [_Worker() for _ in range(self.worker_count)]
+        self._running = True
+        for number, worker in enumerate(self._workers):
+            worker.task = asyncio.create_task(self._run_worker(worker), name=f"storage-{self.name}-{number}")
+
+    async def stop(self) -> None:
+        """Stop taking requests, let every worker finish its backlog, then end the workers."""
+        self._log.info("stopping")
+        self._running = False
+        for worker in self._workers:
+            worker.wakeup.set()
+        await asyncio.gather(*(worker.task for worker in self._workers if worker.task is not None))
+        self._workers = []
+
+    # --- requests ------------------------------------------------------------------------------------
+
+    def submit(self, request: Any) -> None:
+        """Queue a request without waiting. Fetch requests get their answer through ``request.reply``."""
+        worker = self._worker_for(request)
+        if worker is None:
+            return
+        worker.backlog.append(request)
+        if not worker.wakeup.is_set():
+            worker.wakeup.set()
+
+    async def put(self, request: Any) -> None:
+        """Queue a request once its worker has fewer than ``queue-depth`` requests waiting."""
+        worker = self._worker_for(request)
+        if worker is None:
+            return
+        while len(worker.backlog) >= self.queue_depth and self._running:
+            worker.room.clear()
+            await worker.room.wait()
+        self.submit(request)
+
+    async def flush(self) -> None:
+        """Return once every request submitted before this call has been handled."""
+        if not self._running:
+            raise RuntimeError(f"storage {self.name} is not running")
+        loop = asyncio.get_running_loop()
+        barriers = []
+        for worker in self._workers:
+            barrier = _Barrier(loop.create_future())
+            worker.backlog.append(barrier)
+            worker.wakeup.set()
+            barriers.append(barrier.reply)
+        await asyncio.gather(*barriers)
+
+    def pending(self) -> int:
+        """Requests submitted but not handled yet, over all workers."""
+        return sum(len(worker.backlog) for worker in self._workers)
+
+    def _worker_for(self, request: Any) -> _Worker | None:
+        if not self._running:
+            raise RuntimeError(f"storage {self.name} is not running")
+        workers = self._workers
+        if isinstance(request, _GROUP_SCOPED):
+            key = request.cluster + request.group
+        elif isinstance(request, _TOPIC_SCOPED):
+            key = request.cluster + request.topic
+        elif isinstance(request, _CLUSTER_WIDE):
+            return workers[next(self._round_robin) % len(workers)]
+        else:
+            self._log.error("unknown storage request type", request=type(request).__name__)
+            reply = getattr(request, "reply", None)
+            if isinstance(reply, asyncio.Future):
+                _resolve(reply, None)
+            return None
+        return workers[xxhash.xxh64_intdigest(key.encode()) % len(workers)]
+
+    async def _run_worker(self, worker: _Worker) -> None:
+        backlog = worker.backlog
+        handlers = self._handlers
+        while True:
+            if not backlog:
+                worker.room.set()
+                if not self._running:
+                    return
+                worker.wakeup.clear()
+                await worker.wakeup.wait()
+                continue
+            for _ in range(min(len(backlog), _BATCH)):
+                request = backlog.popleft()
+                try:
+                    handlers[type(request)](request)
+                except Exception as exc:  # a bug must cost one request, never the worker
+                    self._log.exception("storage request failed", request=repr(request))
+                    reply = getattr(request, "reply", None)
+                    if isinstance(reply, asyncio.Future) and not reply.done():
+                        reply.set_exception(exc)
+            if len(backlog) < self.queue_depth:
+                worker.room.set()
+            await asyncio.sleep(0)
+
+    # --- handlers of Set requests: apply to the state, log drops ---------------------------------------
+
+    def _dropped(self, reason: str | None, request: Any) -> None:
+        if reason is None:
+            return
+        if reason in _WARN_REASONS:
+            self._log.warning("dropped", reason=reason, request=request)
+        else:
+            self._log.debug("dropped", reason=reason, request=request)
+
+    def _set_broker_offset(self, request: SetBrokerOffset) -> None:
+        self._dropped(self.state.add_broker_offset(request), request)
+
+    def _set_consumer_offset(self, request: SetConsumerOffset) -> None:
+        self._dropped(self.state.add_consumer_offset(request, int(self._clock.time())), request)
+
+    def _set_consumer_owner(self, request: SetConsumerOwner) -> None:
+        self._dropped(self.state.add_consumer_owner(request), request)
+
+    def _set_delete_topic(self, request: SetDeleteTopic) -> None:
+        self._dropped(self.state.delete_topic(request), request)
+
+    def _set_delete_group(self, request: SetDeleteGroup) -> None:
+        self._dropped(self.state.delete_group(request), request)
+
+    def _set_delete_partition_offsets(self, request: SetDeletePartitionOffsets) -> None:
+        self._dropped(self.state.delete_partition_offsets(request), request)
+
+    def _clear_consumer_owners(self, request: ClearConsumerOwners) -> None:
+        self._dropped(self.state.clear_consumer_owners(request), request)

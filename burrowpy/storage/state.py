@@ -1,0 +1,268 @@
+"""The in-memory storage's data and the rules for changing and reading it (burrow-spec 3.3-3.7).
+
+Pure and synchronous: every method takes the current time when it needs it and returns either a
+result or, for changes, ``None`` on success and a short reason when the request was dropped (the
+module logs it). :class:`~burrowpy.storage.inmemory.InMemoryStorage` runs this behind its asyncio
+workers; the Spark pipeline can replay history through it in-process.
+
+Differences from Burrow, on purpose:
+- an owner message creates the partition entry but no commit ring, so a partition without commits
+  always shows ``offsets: []`` and complete 0 (Burrow shows ``intervals`` nulls and complete 1/len);
+- requests that would crash Burrow (a broker offset for a partition beyond the partition count, a
+  consumer partition the broker no longer reports) are dropped or answered without broker data;
+- offset tombstones (:class:`SetDeletePartitionOffsets`) forget that partition's commits, then the
+  topic if none of its partitions has commits left, then the group if it has no topics left, so groups
+  deleted from Kafka disappear here too (Burrow issue #818).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from burrowpy.protocol import (
+    ClearConsumerOwners,
+    ConsumerPartition,
+    ConsumerTopics,
+    SetBrokerOffset,
+    SetConsumerOffset,
+    SetConsumerOwner,
+    SetDeleteGroup,
+    SetDeletePartitionOffsets,
+    SetDeleteTopic,
+)
+from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
+
+
+class PartitionEntry:
+    """One partition of one group: its commits (None until the first one) and current owner."""
+
+    __slots__ = ("ring", "owner", "client_id")
+
+    def __init__(self) -> None:
+        self.ring: CommitRing | None = None
+        self.owner = ""
+        self.client_id = ""
+
+
+class GroupEntry:
+    __slots__ = ("topics", "last_commit")
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[PartitionEntry]] = {}
+        self.last_commit = 0  # timestamp (ms) of the latest appended commit; drives expiry
+
+
+class ClusterEntry:
+    __slots__ = ("brokers", "groups")
+
+    def __init__(self) -> None:
+        self.brokers: dict[str, list[BrokerRing]] = {}
+        self.groups: dict[str, GroupEntry] = {}
+
+
+class StorageState:
+    """Broker offset history and consumer commits of a fixed set of clusters."""
+
+    def __init__(self, clusters: Iterable[str], intervals: int = 10, expire_group_s: int = 604800,
+                 min_distance_s: int = 0, accept_group: Callable[[str], bool] | None = None) -> None:
+        self.intervals = intervals
+        self.expire_group_s = expire_group_s
+        self.min_distance_ms = min_distance_s * 1000
+        self.accept_group = accept_group or (lambda group: True)
+        self.clusters: dict[str, ClusterEntry] = {name: ClusterEntry() for name in clusters}
+
+    # --- broker offsets ------------------------------------------------------------------------------
+
+    def add_broker_offset(self, request: SetBrokerOffset) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        if request.partition < 0:
+            return "negative partition"
+        rings = cluster.brokers.get(request.topic)
+        known = len(rings) if rings is not None else 0
+        if request.partition >= max(known, request.partition_count):
+            return "partition beyond the topic's partition count"
+        if rings is None:
+            rings = cluster.brokers[request.topic] = []
+        while len(rings) < request.partition_count:
+            rings.append(BrokerRing(self.intervals))
+        rings[request.partition].add(request.offset)
+        return None
+
+    def _broker_position(self, cluster: ClusterEntry, topic: str, partition: int) -> tuple[int, int] | str:
+        """(newest broker offset, partition count), or why a consumer request must be dropped."""
+        rings = cluster.brokers.get(topic)
+        if rings is None:
+            return "no broker data for the topic"
+        if partition < 0:
+            return "negative partition"
+        if partition >= len(rings):
+            return "partition unknown to the brokers"
+        newest = rings[partition].newest()
+        if newest is None:
+            return "no broker offset for the partition yet"
+        return newest, len(rings)
+
+    # --- consumer groups -----------------------------------------------------------------------------
+
+    def _partition_entry(self, group: GroupEntry, topic: str, partition: int, count: int) -> PartitionEntry:
+        """The group's entry for a partition, extending the topic's list up to the partition count."""
+        entries = group.topics.get(topic)
+        if entries is None:
+            entries = group.topics[topic] = []
+        if partition >= len(entries):
+            # Every partition the brokers know gets an entry, so uncommitted partitions show up and
+            # lower the group's completeness.
+            entries.extend(PartitionEntry() for _ in range(len(entries), count))
+        return entries[partition]
+
+    def add_consumer_offset(self, request: SetConsumerOffset, now_s: int) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        if request.timestamp < (now_s - self.expire_group_s) * 1000:
+            return "old offset"
+        if not self.accept_group(request.group):
+            return "group not accepted by the allow/deny lists"
+        position = self._broker_position(cluster, request.topic, request.partition)
+        if isinstance(position, str):
+            return position
+        broker_offset, partition_count = position
+
+        group = cluster.groups.get(request.group)
+        if group is None:
+            group = cluster.groups[request.group] = GroupEntry()
+        entry = self._partition_entry(group, request.topic, request.partition, partition_count)
+        ring = entry.ring
+        if ring is None:
+            ring = entry.ring = CommitRing(self.intervals)
+        outcome = ring.add(request.offset, request.order, request.timestamp, now_s * 1000, broker_offset,
+                           self.min_distance_ms)
+        if outcome is CommitOutcome.APPENDED:
+            group.last_commit = request.timestamp
+        elif not outcome:
+            return "duplicate, or older than everything in a full window"
+        return None
+
+    def add_consumer_owner(self, request: SetConsumerOwner) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        if not self.accept_group(request.group):
+            return "group not accepted by the allow/deny lists"
+        # Like Burrow, the group exists from its first owner message on, even without commits (it then
+        # expires on the first fetch).
+        group = cluster.groups.get(request.group)
+        if group is None:
+            group = cluster.groups[request.group] = GroupEntry()
+        position = self._broker_position(cluster, request.topic, request.partition)
+        if isinstance(position, str):
+            return position
+        entry = self._partition_entry(group, request.topic, request.partition, position[1])
+        entry.owner = request.owner
+        entry.client_id = request.client_id
+        return None
+
+    def clear_consumer_owners(self, request: ClearConsumerOwners) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        if not self.accept_group(request.group):
+            return "group not accepted by the allow/deny lists"
+        group = cluster.groups.get(request.group)
+        if group is None:
+            return "unknown group"
+        for entries in group.topics.values():
+            for entry in entries:
+                entry.owner = ""
+                entry.client_id = ""
+        return None
+
+    def delete_topic(self, request: SetDeleteTopic) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        # Groups left without topics stay (status OK, no partitions) until they expire, as in Burrow.
+        for group in cluster.groups.values():
+            group.topics.pop(request.topic, None)
+        cluster.brokers.pop(request.topic, None)
+        return None
+
+    def delete_group(self, request: SetDeleteGroup) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        group = cluster.groups.get(request.group)
+        if group is not None and request.topic:
+            group.topics.pop(request.topic, None)
+            if not group.topics:
+                del cluster.groups[request.group]
+        else:
+            cluster.groups.pop(request.group, None)
+        return None
+
+    def delete_partition_offsets(self, request: SetDeletePartitionOffsets) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        group = cluster.groups.get(request.group)
+        entries = group.topics.get(request.topic) if group is not None else None
+        if entries is None or not 0 <= request.partition < len(entries):
+            return "no commits stored for the partition"
+        entries[request.partition].ring = None
+        if all(entry.ring is None for entry in entries):
+            del group.topics[request.topic]
+            if not group.topics:
+                del cluster.groups[request.group]
+        return None
+
+    # --- fetches: None means an unknown cluster (or topic/group where it applies) -------------------
+
+    def cluster_names(self) -> list[str]:
+        return sorted(self.clusters)
+
+    def consumer_names(self, cluster_name: str) -> list[str] | None:
+        cluster = self.clusters.get(cluster_name)
+        return None if cluster is None else sorted(cluster.groups)
+
+    def topic_names(self, cluster_name: str) -> list[str] | None:
+        cluster = self.clusters.get(cluster_name)
+        return None if cluster is None else sorted(cluster.brokers)
+
+    def topic_offsets(self, cluster_name: str, topic: str) -> list[int] | None:
+        """The newest broker offset of each partition that has one (so indexes shift past gaps)."""
+        cluster = self.clusters.get(cluster_name)
+        rings = cluster.brokers.get(topic) if cluster is not None else None
+        if rings is None:
+            return None
+        return [newest for newest in (ring.newest() for ring in rings) if newest is not None]
+
+    def consumers_of_topic(self, cluster_name: str, topic: str) -> list[str] | None:
+        cluster = self.clusters.get(cluster_name)
+        if cluster is None:
+            return None
+        return sorted(name for name, group in cluster.groups.items() if topic in group.topics)
+
+    def consumer(self, cluster_name: str, group_name: str, now_s: int) -> ConsumerTopics | None:
+        """A group's partitions with broker history and current lag; an expired group is purged."""
+        cluster = self.clusters.get(cluster_name)
+        group = cluster.groups.get(group_name) if cluster is not None else None
+        if group is None:
+            return None
+        if (now_s - self.expire_group_s) * 1000 > group.last_commit:
+            del cluster.groups[group_name]
+            return None
+
+        topics: ConsumerTopics = {}
+        for topic in sorted(group.topics):
+            rings = cluster.brokers.get(topic)
+            partitions = topics[topic] = []
+            for partition_id, entry in enumerate(group.topics[topic]):
+                offsets = entry.ring.entries() if entry.ring is not None else []
+                history = rings[partition_id].values() if rings is not None and partition_id < len(rings) else []
+                current_lag = 0
+                if offsets and history:
+                    current_lag = max(0, history[-1] - offsets[-1].offset)
+                partitions.append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id))
+        return topics

@@ -1,0 +1,293 @@
+"""The storage's data rules (spec 3.3-3.7), driven synchronously through StorageState."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from burrowpy.protocol import (
+    ClearConsumerOwners,
+    SetBrokerOffset,
+    SetConsumerOffset,
+    SetConsumerOwner,
+    SetDeleteGroup,
+    SetDeletePartitionOffsets,
+    SetDeleteTopic,
+)
+from burrowpy.storage.state import StorageState
+
+NOW = 1_700_000_000
+BASE_MS = NOW * 1000 - 100000
+
+
+def make_state(**options):
+    return StorageState(["local", "other"], **options)
+
+
+def broker(state, offset, topic="t", partition=0, count=1, cluster="local"):
+    return state.add_broker_offset(SetBrokerOffset(cluster, topic, partition, count, offset, NOW * 1000))
+
+
+def commit(state, offset, order, timestamp=None, group="g", topic="t", partition=0, cluster="local", now=NOW):
+    timestamp = BASE_MS + order * 1000 if timestamp is None else timestamp
+    return state.add_consumer_offset(SetConsumerOffset(cluster, group, topic, partition, offset, order, timestamp),
+                                     now)
+
+
+def upstream_fixture(**options):
+    """Burrow's fixture: broker offset 4321, ten commits 1000..1900 ten seconds apart, an owner."""
+    state = make_state(min_distance_s=1, **options)
+    broker(state, 4321)
+    for i in range(10):
+        assert commit(state, 1000 + i * 100, 500 + i, BASE_MS + i * 10000) is None
+    state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 0, "testhost.example.com", "test_client_id"))
+    return state
+
+
+def test_fetch_consumer_returns_the_ring_history_lag_and_owner():
+    state = upstream_fixture()
+    [partition] = state.consumer("local", "g", NOW)["t"]
+    assert partition.current_lag == 2421
+    assert (partition.owner, partition.client_id) == ("testhost.example.com", "test_client_id")
+    assert partition.broker_offsets == [4321]
+    assert [(o.offset, o.timestamp, o.observed_at, o.lag) for o in partition.offsets] == [
+        (1000 + i * 100, BASE_MS + i * 10000, NOW * 1000, 3321 - i * 100) for i in range(10)]
+
+
+def test_consumer_detail_json_shape():
+    state = make_state(intervals=4)
+    broker(state, 50, count=2)
+    commit(state, 40, 1)
+    [first, second] = state.consumer("local", "g", NOW)["t"]
+    assert first.to_json() == {
+        "offsets": [None, None, None, {"offset": 40, "timestamp": BASE_MS + 1000, "observedAt": NOW * 1000, "lag": 10}],
+        "owner": "", "client_id": "", "current-lag": 10}
+    assert second.to_json() == {"offsets": [], "owner": "", "client_id": "", "current-lag": 0}
+
+
+def test_broker_offsets_keep_history_per_partition():
+    state = make_state(intervals=3)
+    for offset in range(10, 60, 10):
+        assert broker(state, offset, partition=1, count=2) is None
+    broker(state, 7, partition=0, count=2)
+    assert state.topic_offsets("local", "t") == [7, 50]
+    assert state.clusters["local"].brokers["t"][1].values() == [30, 40, 50]
+
+
+def test_fetch_topic_skips_partitions_without_offsets():
+    state = make_state()
+    broker(state, 99, partition=2, count=3)
+    assert state.topic_offsets("local", "t") == [99]
+    assert state.topic_offsets("local", "missing") is None
+    assert state.topic_offsets("nowhere", "t") is None
+
+
+def test_partition_count_grows_and_bad_broker_partitions_are_dropped():
+    state = make_state()
+    broker(state, 1, count=1)
+    broker(state, 5, partition=3, count=4)
+    assert state.topic_offsets("local", "t") == [1, 5]
+    assert broker(state, 5, partition=9, count=4) == "partition beyond the topic's partition count"
+    assert broker(state, 5, partition=-1, count=4) == "negative partition"
+    assert broker(state, 5, topic="new", partition=2, count=1) is not None
+    assert state.topic_names("local") == ["t"]
+    assert broker(state, 5, cluster="nowhere") == "unknown cluster"
+
+
+@pytest.mark.parametrize(("request_args", "reason"), [
+    ({"cluster": "nowhere"}, "unknown cluster"),
+    ({"timestamp": (NOW - 604800) * 1000 - 1}, "old offset"),
+    ({"group": "denied-group"}, "group not accepted by the allow/deny lists"),
+    ({"topic": "unknown"}, "no broker data for the topic"),
+    ({"partition": -1}, "negative partition"),
+    ({"partition": 2}, "partition unknown to the brokers"),
+    ({"partition": 1}, "no broker offset for the partition yet"),
+])
+def test_commits_are_dropped_without_creating_the_group(request_args, reason):
+    state = make_state(accept_group=lambda group: not group.startswith("denied"))
+    broker(state, 100, partition=0, count=2)
+    args = {"offset": 10, "order": 1} | request_args
+    assert commit(state, **args) == reason
+    assert state.consumer_names("local") == []
+
+
+def test_commit_at_the_expiry_edge_is_kept():
+    state = make_state()
+    broker(state, 100)
+    assert commit(state, 10, 1, timestamp=(NOW - 604800) * 1000) is None
+
+
+def test_duplicate_commit_is_reported_as_dropped():
+    state = make_state()
+    broker(state, 100)
+    assert commit(state, 10, 1) is None
+    assert commit(state, 10, 1) == "duplicate, or older than everything in a full window"
+
+
+def test_first_commit_extends_the_group_to_every_broker_partition():
+    state = make_state()
+    broker(state, 100, partition=1, count=4)
+    commit(state, 60, 1, partition=1)
+    partitions = state.consumer("local", "g", NOW)["t"]
+    assert [len(p.offsets) for p in partitions] == [0, 10, 0, 0]
+    assert [p.current_lag for p in partitions] == [0, 40, 0, 0]
+    # The topic grows to six partitions: a commit on partition 5 extends the group's list.
+    broker(state, 100, partition=5, count=6)
+    commit(state, 70, 2, partition=5)
+    assert len(state.consumer("local", "g", NOW)["t"]) == 6
+
+
+def test_consumer_ahead_of_the_broker_has_zero_lag():
+    state = make_state()
+    broker(state, 100)
+    commit(state, 150, 1)
+    [partition] = state.consumer("local", "g", NOW)["t"]
+    assert partition.current_lag == 0 and partition.offsets[-1].lag == 0
+
+
+def test_current_lag_uses_the_newest_broker_offset_and_commit():
+    state = make_state()
+    broker(state, 100)
+    commit(state, 10, 1)
+    broker(state, 400)
+    commit(state, 50, 0)  # a back-fill does not change the newest commit
+    [partition] = state.consumer("local", "g", NOW)["t"]
+    assert partition.broker_offsets == [100, 400]
+    assert partition.current_lag == 390
+
+
+def test_group_expires_lazily_on_fetch():
+    state = make_state(expire_group_s=60)
+    broker(state, 100)
+    commit(state, 10, 1, timestamp=NOW * 1000)
+    assert state.consumer("local", "g", NOW + 60) is not None
+    assert state.consumer_names("local") == ["g"]
+    assert state.consumer("local", "g", NOW + 61) is None
+    assert state.consumer_names("local") == []
+
+
+def test_back_filled_commits_do_not_refresh_the_group():
+    state = make_state(expire_group_s=60)
+    broker(state, 100)
+    commit(state, 10, 5, timestamp=NOW * 1000)
+    commit(state, 5, 1, timestamp=(NOW + 30) * 1000)  # inserted before order 5: lastCommit unchanged
+    assert state.consumer("local", "g", NOW + 61) is None
+
+
+def test_owner_creates_group_and_partition_entries_without_commits():
+    state = make_state()
+    broker(state, 100, count=3)
+    # Like a commit, an owner needs a broker offset for its own partition.
+    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client")) is not None
+    broker(state, 100, partition=2, count=3)
+    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client")) is None
+    assert state.consumer_names("local") == ["g"]
+    entries = state.clusters["local"].groups["g"].topics["t"]
+    assert [(e.owner, e.client_id, e.ring) for e in entries] == [("", "", None), ("", "", None),
+                                                                 ("/10.0.0.1", "client", None)]
+    # Never committed: it expires on the first fetch, as in Burrow.
+    assert state.consumer("local", "g", NOW) is None
+
+
+def test_owner_without_broker_data_creates_only_the_group():
+    state = make_state()
+    reason = state.add_consumer_owner(SetConsumerOwner("local", "g", "unknown", 0, "host", "client"))
+    assert reason == "no broker data for the topic"
+    assert state.clusters["local"].groups["g"].topics == {}
+    assert state.add_consumer_owner(SetConsumerOwner("nowhere", "g", "t", 0, "h", "c")) == "unknown cluster"
+
+
+def test_owner_respects_the_group_filter():
+    state = make_state(accept_group=lambda group: group == "g")
+    broker(state, 100)
+    assert state.add_consumer_owner(SetConsumerOwner("local", "x", "t", 0, "h", "c")) is not None
+    assert state.consumer_names("local") == []
+
+
+def test_clear_owners_empties_every_partition():
+    state = upstream_fixture()
+    assert state.clear_consumer_owners(ClearConsumerOwners("local", "g")) is None
+    [partition] = state.consumer("local", "g", NOW)["t"]
+    assert (partition.owner, partition.client_id) == ("", "")
+    assert state.clear_consumer_owners(ClearConsumerOwners("local", "nobody")) == "unknown group"
+
+
+def test_delete_topic_removes_it_everywhere_and_keeps_the_group():
+    state = upstream_fixture()
+    broker(state, 10, topic="u")
+    commit(state, 5, 1000, topic="u", group="h")
+    assert state.delete_topic(SetDeleteTopic("local", "t")) is None
+    assert state.consumer("local", "g", NOW) == {}
+    assert state.topic_names("local") == ["u"]
+    assert state.consumers_of_topic("local", "u") == ["h"]
+    assert state.delete_topic(SetDeleteTopic("nowhere", "t")) == "unknown cluster"
+
+
+def test_delete_group_whole_or_one_topic():
+    state = upstream_fixture()
+    broker(state, 10, topic="u")
+    commit(state, 5, 1000, topic="u")
+    commit(state, 5, 1000, topic="u", group="h")
+    state.delete_group(SetDeleteGroup("local", "g", "t"))
+    assert list(state.consumer("local", "g", NOW)) == ["u"]
+    state.delete_group(SetDeleteGroup("local", "g", "u"))
+    assert state.consumer_names("local") == ["h"]
+    state.delete_group(SetDeleteGroup("local", "nobody"))
+    state.delete_group(SetDeleteGroup("local", "h"))
+    assert state.consumer_names("local") == []
+
+
+def test_offset_tombstones_forget_partition_then_topic_then_group():
+    state = make_state()
+    broker(state, 100, count=2)
+    broker(state, 100, partition=1, count=2)
+    broker(state, 100, topic="u")
+    commit(state, 10, 1, partition=0)
+    commit(state, 20, 2, partition=1)
+    commit(state, 30, 3, topic="u")
+    state.delete_partition_offsets(SetDeletePartitionOffsets("local", "g", "t", 0))
+    detail = state.consumer("local", "g", NOW)
+    assert [len(p.offsets) for p in detail["t"]] == [0, 10]
+    state.delete_partition_offsets(SetDeletePartitionOffsets("local", "g", "t", 1))
+    assert list(state.consumer("local", "g", NOW)) == ["u"]
+    state.delete_partition_offsets(SetDeletePartitionOffsets("local", "g", "u", 0))
+    assert state.consumer_names("local") == []
+    assert state.delete_partition_offsets(SetDeletePartitionOffsets("local", "g", "u", 0)) is not None
+
+
+def test_lists_are_sorted_and_unknown_cluster_answers_none():
+    state = make_state()
+    for topic in ("b", "a", "c"):
+        broker(state, 100, topic=topic)
+    for group in ("z", "x", "y"):
+        commit(state, 1, 1, group=group, topic="b")
+    assert state.cluster_names() == ["local", "other"]
+    assert state.topic_names("local") == ["a", "b", "c"]
+    assert state.consumer_names("local") == ["x", "y", "z"]
+    assert state.consumers_of_topic("local", "b") == ["x", "y", "z"]
+    assert state.consumers_of_topic("local", "a") == []
+    assert state.topic_names("other") == [] and state.consumer_names("other") == []
+    for answer in (state.topic_names("nowhere"), state.consumer_names("nowhere"),
+                   state.consumers_of_topic("nowhere", "a"), state.consumer("nowhere", "x", NOW)):
+        assert answer is None
+
+
+def test_clusters_do_not_share_data():
+    state = make_state()
+    broker(state, 100)
+    commit(state, 1, 1)
+    assert state.topic_names("other") == [] and state.consumer("other", "g", NOW) is None
+
+
+def test_allowlist_and_denylist_regexes_are_unanchored_searches():
+    allow, deny = re.compile("test"), re.compile("[0-9]+")
+
+    def accept(group):
+        return bool(allow.search(group)) and not deny.search(group)
+
+    state = make_state(accept_group=accept)
+    broker(state, 100)
+    for group in ("mytestgroup", "test2", "other"):
+        commit(state, 1, 1, group=group)
+    assert state.consumer_names("local") == ["mytestgroup"]
