@@ -34,9 +34,23 @@ async def serve(config) -> None:
         await broker.stop()
 
 
+def configure_logging(level: str) -> None:
+    """structlog for the broker process: JSON lines, or a readable console format on a terminal."""
+    import logging
+
+    import structlog
+
+    renderer = structlog.dev.ConsoleRenderer() if sys.stdout.isatty() else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    structlog.processors.format_exc_info, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from broker.config import BrokerConfig
-    from burrowpy.logging import configure_logging
 
     configure_logging(args.log_level)
     try:
