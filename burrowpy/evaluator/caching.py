@@ -1,0 +1,121 @@
+"""The ``caching`` evaluator module: group status from storage through the rules, cached (burrow-spec 1.1-1.2).
+
+A group's status is computed from one FetchConsumer answer with :func:`rules.evaluate_group` and kept
+for ``expire-cache`` seconds, whether the group was found or not, so the HTTP API, ``/metrics`` and the
+notifier asking about the same group share one evaluation. Concurrent requests for a group that is
+being evaluated wait for that evaluation instead of starting another.
+
+Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
+names containing a space work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from burrowpy.config import Section
+from burrowpy.evaluator.rules import evaluate_group, only_problems
+from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer, Status
+
+CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag")
+
+
+def not_found(cluster: str, group: str) -> ConsumerGroupStatus:
+    """Burrow's answer for an unknown cluster or group (or one that expired)."""
+    return ConsumerGroupStatus(cluster, group, Status.NOTFOUND, 1.0, [], 0, None, 0)
+
+
+class CachingEvaluator:
+    """Evaluator module ``caching``; reads groups from ``storage`` (anything with ``submit(request)``)."""
+
+    class_name = "caching"
+
+    def __init__(self, name: str, section: Section, storage: Any, clock: Any, logger: Any) -> None:
+        section.check_keys(CONFIG_KEYS)
+        self.name = name
+        self._storage = storage
+        self._clock = clock
+        self._log = logger.bind(evaluator=name)
+        self.expire_cache = section.get_int("expire-cache", 10, minimum=0)
+        self.allowed_lag = section.get_int("allowed-lag", 0, minimum=0)
+        self.minimum_complete = section.get_float("minimum-complete", 0.0)
+        if not 0.0 <= self.minimum_complete <= 1.0:
+            raise section.error("minimum-complete", f"must be between 0 and 1, got {self.minimum_complete}")
+        # (cluster, group) -> (expiry time in clock seconds, full status with every partition)
+        self._cache: dict[tuple[str, str], tuple[float, ConsumerGroupStatus]] = {}
+        self._evaluating: dict[tuple[str, str], asyncio.Task] = {}
+        self._answering: set[asyncio.Task] = set()
+        self._next_sweep = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        """The module block of ``/v3/config/evaluator/NAME``."""
+        return {"class-name": self.class_name, "expire-cache": self.expire_cache}
+
+    async def start(self) -> None:
+        self._log.info("starting", expire_cache=self.expire_cache)
+
+    async def stop(self) -> None:
+        self._log.info("stopping")
+        pending = [*self._evaluating.values(), *self._answering]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._cache.clear()
+
+    async def evaluate(self, cluster: str, group: str, showall: bool) -> ConsumerGroupStatus:
+        """The group's status; with ``showall`` False only partitions worse than OK are listed.
+
+        The result (and the status objects in it) may be shared with other callers: read, don't modify.
+        """
+        key = (cluster, group)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > self._clock.time():
+            status = cached[1]
+        else:
+            task = self._evaluating.get(key)
+            if task is None:
+                task = self._evaluating[key] = asyncio.create_task(self._evaluate_fresh(cluster, group))
+                task.add_done_callback(lambda _: self._evaluating.pop(key, None))
+            # Shielded: a caller that gives up must not cancel the evaluation others are waiting for.
+            status = await asyncio.shield(task)
+        return status if showall else only_problems(status)
+
+    def submit(self, request: EvaluatorRequest) -> None:
+        """Channel-style entry point: answer ``request.reply`` with the group's status."""
+        task = asyncio.create_task(self._answer(request))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, request: EvaluatorRequest) -> None:
+        try:
+            status = await self.evaluate(request.cluster, request.group, request.showall)
+        except Exception as exc:
+            if not request.reply.done():
+                request.reply.set_exception(exc)
+            return
+        if not request.reply.done():
+            request.reply.set_result(status)
+
+    async def _evaluate_fresh(self, cluster: str, group: str) -> ConsumerGroupStatus:
+        reply = asyncio.get_running_loop().create_future()
+        self._storage.submit(FetchConsumer(cluster, group, reply))
+        topics = await reply
+        now = self._clock.time()
+        if topics is None:
+            status = not_found(cluster, group)
+        else:
+            status = evaluate_group(cluster, group, topics, int(now), self.allowed_lag, self.minimum_complete)
+        self._log.debug("evaluation result", cluster=cluster, group=group, status=status.status.name,
+                        complete=status.complete, totallag=status.totallag,
+                        partition_count=status.partition_count)
+        if now >= self._next_sweep:
+            self._sweep(now)
+        self._cache[(cluster, group)] = (now + self.expire_cache, status)
+        return status
+
+    def _sweep(self, now: float) -> None:
+        """Forget expired results, so groups nobody asks about any more do not stay in memory."""
+        for key in [key for key, (expiry, _) in self._cache.items() if expiry <= now]:
+            del self._cache[key]
+        self._next_sweep = now + max(self.expire_cache, 1)

@@ -1,0 +1,176 @@
+"""The caching evaluator against the real inmemory storage, with a fake clock (spec 1.1, 1.2, 1.6 group cases)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import structlog
+
+from burrowpy.config import ConfigError, Section
+from burrowpy.evaluator.caching import CachingEvaluator
+from burrowpy.protocol import EvaluatorRequest, SetBrokerOffset, SetConsumerOffset, SetDeleteTopic, Status
+from burrowpy.storage.inmemory import InMemoryStorage
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+def evaluator_section(**keys):
+    return Section("burrowpy.yaml", "evaluator.default", dict(keys))
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+async def storage(clock):
+    """Burrow's evaluator fixture: broker offset 4321; "g" has a full ring, "g2" half of one."""
+    module = InMemoryStorage("default", Section("burrowpy.yaml", "storage.default", {}), ["local", "my cluster"],
+                             clock, structlog.get_logger())
+    await module.start()
+    start_ms = int(clock.now) * 1000 - 100000
+    for cluster in ("local", "my cluster"):
+        module.submit(SetBrokerOffset(cluster, "t", 0, 1, 4321, 0))
+    await module.flush()  # broker offsets and commits go to different workers: commits need them first
+    for cluster in ("local", "my cluster"):
+        for i in range(10):
+            module.submit(SetConsumerOffset(cluster, "g", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000))
+        for i in range(5):
+            module.submit(SetConsumerOffset(cluster, "g2", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000))
+    await module.flush()
+    yield module
+    await module.stop()
+
+
+@pytest.fixture
+async def evaluator(storage, clock):
+    module = CachingEvaluator("default", evaluator_section(**{"expire-cache": 30}), storage, clock,
+                              structlog.get_logger())
+    await module.start()
+    yield module
+    await module.stop()
+
+
+def test_config_defaults_and_describe(storage, clock):
+    module = CachingEvaluator("default", evaluator_section(), storage, clock, structlog.get_logger())
+    assert (module.expire_cache, module.minimum_complete, module.allowed_lag) == (10, 0.0, 0)
+    assert module.describe() == {"class-name": "caching", "expire-cache": 10}
+
+
+@pytest.mark.parametrize(("keys", "key", "message"), [
+    ({"minimum-complete": 1.5}, "minimum-complete", "between 0 and 1"),
+    ({"minimum-complete": "most"}, "minimum-complete", "number"),
+    ({"allowed-lag": -1}, "allowed-lag", "at least 0"),
+    ({"expire-cache": "soon"}, "expire-cache", "integer"),
+    ({"expire_cache": 5}, "expire_cache", "unknown key"),
+])
+def test_config_errors_name_the_key(storage, clock, keys, key, message):
+    with pytest.raises(ConfigError) as error:
+        CachingEvaluator("default", evaluator_section(**keys), storage, clock, structlog.get_logger())
+    assert error.value.path == f"evaluator.default.{key}" and message in error.value.message
+
+
+async def test_unknown_group_is_notfound_with_burrows_shape(evaluator):
+    status = await evaluator.evaluate("local", "nosuchgroup", False)
+    assert status.to_json() == {"cluster": "local", "group": "nosuchgroup", "status": "NOTFOUND", "complete": 1.0,
+                                "partitions": [], "partition_count": 0, "maxlag": None, "totallag": 0}
+    assert (await evaluator.evaluate("nowhere", "g", True)).status is Status.NOTFOUND
+
+
+async def test_full_ring_is_ok_and_showall_lists_every_partition(evaluator):
+    status = await evaluator.evaluate("local", "g", False)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.OK, 1.0, 1, 2421)
+    assert (status.cluster, status.group, status.partitions) == ("local", "g", [])
+    everything = await evaluator.evaluate("local", "g", True)
+    assert len(everything.partitions) == 1 and everything.maxlag is everything.partitions[0]
+
+
+async def test_incomplete_ring_is_err(evaluator):
+    status = await evaluator.evaluate("local", "g2", False)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.ERR, 0.0, 1, 2921)
+    [partition] = status.partitions
+    assert (partition.status, partition.complete) == (Status.STOP, 0.5)
+    assert (status.maxlag.start.offset, status.maxlag.end.offset) == (1000, 1400)
+
+
+async def test_group_with_its_topics_deleted_is_ok_and_empty(storage, evaluator):
+    storage.submit(SetDeleteTopic("local", "t"))
+    await storage.flush()
+    status = await evaluator.evaluate("local", "g", True)
+    assert (status.status, status.partitions, status.complete) == (Status.OK, [], 0.0)
+
+
+async def test_cluster_names_with_spaces_work(evaluator):
+    assert (await evaluator.evaluate("my cluster", "g", True)).status is Status.OK
+
+
+async def test_results_are_cached_for_expire_cache_seconds(storage, evaluator, clock):
+    first = await evaluator.evaluate("local", "g", True)
+    # A commit that rewinds the group well below where it was: the cached OK stays until it expires.
+    storage.submit(SetConsumerOffset("local", "g", "t", 0, 10, 100, int(clock.now) * 1000))
+    await storage.flush()
+    clock.now += 29
+    assert await evaluator.evaluate("local", "g", True) is first
+    clock.now += 1
+    fresh = await evaluator.evaluate("local", "g", True)
+    assert fresh is not first and fresh.status is Status.ERR
+    assert fresh.partitions[0].status is Status.REWIND
+
+
+async def test_notfound_is_cached_too(storage, evaluator, clock):
+    assert (await evaluator.evaluate("local", "late", True)).status is Status.NOTFOUND
+    storage.submit(SetConsumerOffset("local", "late", "t", 0, 4321, 1, int(clock.now) * 1000))
+    await storage.flush()
+    assert (await evaluator.evaluate("local", "late", True)).status is Status.NOTFOUND
+    clock.now += 30
+    assert (await evaluator.evaluate("local", "late", True)).status is Status.OK
+
+
+async def test_concurrent_requests_share_one_evaluation(evaluator):
+    results = await asyncio.gather(*(evaluator.evaluate("local", "g2", True) for _ in range(20)))
+    assert all(result is results[0] for result in results)
+    filtered = await asyncio.gather(*(evaluator.evaluate("local", "g2", False) for _ in range(3)))
+    assert all(result.maxlag is results[0].maxlag for result in filtered)
+
+
+async def test_channel_style_requests_are_answered(evaluator):
+    reply = asyncio.get_running_loop().create_future()
+    evaluator.submit(EvaluatorRequest("local", "g", True, reply))
+    status = await asyncio.wait_for(reply, 5)
+    assert status.status is Status.OK and len(status.partitions) == 1
+
+
+async def test_storage_failures_are_raised_not_cached(clock):
+    storage = InMemoryStorage("default", Section("f", "storage.default", {}), ["local"], clock,
+                              structlog.get_logger())
+    evaluator = CachingEvaluator("default", evaluator_section(), storage, clock, structlog.get_logger())
+    await evaluator.start()
+    with pytest.raises(RuntimeError, match="not running"):
+        await evaluator.evaluate("local", "g", True)
+    reply = asyncio.get_running_loop().create_future()
+    evaluator.submit(EvaluatorRequest("local", "g", True, reply))
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(reply, 5)
+    await storage.start()
+    try:
+        assert (await evaluator.evaluate("local", "g", True)).status is Status.NOTFOUND
+    finally:
+        await evaluator.stop()
+        await storage.stop()
+
+
+async def test_allowed_lag_and_minimum_complete_come_from_config(storage, clock):
+    module = CachingEvaluator("default", evaluator_section(**{"minimum-complete": 0.6}), storage, clock,
+                              structlog.get_logger())
+    assert (await module.evaluate("local", "g2", True)).status is Status.OK
+    module = CachingEvaluator("default", evaluator_section(**{"allowed-lag": 3000}), storage, clock,
+                              structlog.get_logger())
+    assert (await module.evaluate("local", "g2", True)).status is Status.OK
