@@ -377,13 +377,17 @@ class Config:
     sasl: dict[str, SASLProfile] = field(default_factory=dict)
     iam: dict[str, IAMProfile] = field(default_factory=dict)
     client_profiles: dict[str, ClientProfile] = field(default_factory=dict)
-    sections: dict[str, dict[str, Section]] = field(default_factory=dict)  # COORDINATED_KINDS -> name -> Section
+    sections: dict[str, dict[str, Section]] = field(default_factory=dict)  # MODULE_KINDS -> name -> Section
     blocks: dict[str, Section] = field(default_factory=dict)  # BLOCK_KINDS present in the file
     warnings: list[str] = field(default_factory=list)  # accepted but deprecated or ignored settings
 
     def modules(self, kind: str) -> dict[str, Section]:
         """The sections of one module kind (``"cluster"`` -> {"local": Section}), in file order."""
         return self.sections.get(kind, {})
+
+    def section(self, kind: str, name: str) -> Section | None:
+        """The raw section ``[kind.name]`` (``"tls", "internal"``), or None when it is not configured."""
+        return self.sections.get(kind, {}).get(name)
 
     def block(self, kind: str) -> Section | None:
         """The raw section of a single block (``"zookeeper"``), or None when the file has none."""
@@ -443,10 +447,11 @@ def parse_config(doc: Mapping[str, Any], file: str, environ: Mapping[str, str] |
         # As in Burrow: without any listener configured, one listens on a free port (logged at start).
         config.httpserver = {"default": HttpListenerConfig("default", ":0")}
 
-    for kind in COORDINATED_KINDS:
+    for kind in MODULE_KINDS:
         sections = named[kind]
-        for section in sections.values():
-            _translate_legacy_keys(section, config.warnings)
+        if kind in COORDINATED_KINDS:
+            for section in sections.values():
+                _translate_legacy_keys(section, config.warnings)
         if kind in SINGLETON_DEFAULTS:
             if len(sections) > 1:
                 raise ConfigError(file, kind, f"exactly one {kind} module may be configured, found "

@@ -1,0 +1,269 @@
+"""``burrowpy serve``: the monitor daemon, Burrow's startup and shutdown in Python.
+
+Everything is configured first (every module built, so a bad config exits 1 before anything connects),
+then started in Burrow's order: zookeeper (only with notifiers), storage, evaluator, httpserver,
+notifier, cluster, consumer; stopped in reverse on SIGINT, SIGTERM or SIGQUIT. ``/burrow/admin/ready``
+turns READY once the consumer modules have started.
+
+:class:`Monitor` is the daemon without the process concerns (pid file, signals, log setup), for
+programs that embed the monitor, such as ``burrowpy demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from burrowpy.config import Config, Section
+    from burrowpy.context import ApplicationContext, Clock
+    from burrowpy.coordinators.base import ModuleFactory
+    from burrowpy.logging import LogControl
+
+# Burrow's --config-dir looks for a file named burrow with one of viper's extensions.
+CONFIG_DIR_NAMES = ("burrow.json", "burrow.toml", "burrow.yaml", "burrow.yml")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="FILE",
+                        help="config file: YAML (see config/burrowpy.yaml), or Burrow's own TOML (*.toml)")
+    source.add_argument("--config-dir", metavar="DIR",
+                        help="as Burrow's flag: read burrow.toml (or burrow.yaml/.yml/.json) from DIR")
+
+
+def _storage_factory(name: str, section: Section, ctx: ApplicationContext) -> Any:
+    from burrowpy.storage.inmemory import InMemoryStorage
+
+    return InMemoryStorage(name, section, ctx.config.cluster_names, ctx.clock,
+                           _module_logger(ctx, "storage", "inmemory", name))
+
+
+def _evaluator_factory(name: str, section: Section, ctx: ApplicationContext) -> Any:
+    from burrowpy.evaluator.caching import CachingEvaluator
+
+    return CachingEvaluator(name, section, ctx.storage, ctx.clock, _module_logger(ctx, "evaluator", "caching", name))
+
+
+def _module_logger(ctx: ApplicationContext, coordinator: str, class_name: str, name: str) -> Any:
+    return ctx.logger.bind(type="module", coordinator=coordinator, class_name=class_name, name=name)
+
+
+def module_classes() -> dict[str, dict[str, ModuleFactory]]:
+    """The one table of module classes: kind -> class-name -> factory(name, section, ctx).
+
+    Imports happen here, not at the top of the file, so that ``burrowpy --help`` stays fast.
+    """
+    from burrowpy.coordinators.cluster_kafka import KafkaCluster
+    from burrowpy.coordinators.consumer_kafka import KafkaConsumer
+    from burrowpy.coordinators.consumer_kafka_zk import KafkaZkConsumer
+
+    return {
+        "storage": {"inmemory": _storage_factory},
+        "evaluator": {"caching": _evaluator_factory},
+        "cluster": {"kafka": KafkaCluster},
+        "consumer": {"kafka": KafkaConsumer, "kafka_zk": KafkaZkConsumer},
+    }
+
+
+class Monitor:
+    """The configured coordinators of one monitor, started and stopped in Burrow's order."""
+
+    def __init__(self, config: Config, logger: Any, *, clock: Clock | None = None,
+                 log_control: LogControl | None = None,
+                 classes: Mapping[str, Mapping[str, ModuleFactory]] | None = None) -> None:
+        from burrowpy.context import ApplicationContext, SystemClock
+
+        self.ctx = ApplicationContext(config=config, logger=logger, clock=clock or SystemClock(),
+                                      log_control=log_control)
+        self.classes = classes if classes is not None else module_classes()
+        self.log = logger.bind(type="main", name="burrowpy")
+        self.http: Any = None
+        self.zookeeper: Any = None
+        self._coordinators: list[tuple[str, Any]] = []
+        self._started: list[tuple[str, Any]] = []
+
+    def configure(self) -> None:
+        """Build every coordinator and module (raises ConfigError); call inside the event loop."""
+        from burrowpy.coordinators.base import Coordinator
+        from burrowpy.httpserver.server import HttpServerCoordinator
+
+        ctx = self.ctx
+        config = ctx.config
+        if config.history is not None:
+            from burrowpy.pipeline.history import HistoryWriter
+
+            ctx.history = HistoryWriter(config.history.dir, config.history.roll_interval, ctx.clock)
+        zookeeper_block = config.block("zookeeper")
+        if config.has_notifiers and zookeeper_block is not None:
+            from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
+
+            tls_name = zookeeper_block.get_str("tls", "")
+            self.zookeeper = ZookeeperCoordinator(zookeeper_block, ctx, tls=config.section("tls", tls_name))
+            ctx.zookeeper = self.zookeeper.client
+            self._coordinators.append(("zookeeper", self.zookeeper))
+        storage = Coordinator("storage", ctx, self.classes["storage"], default_class="inmemory")
+        self._coordinators.append(("storage", storage))
+        ctx.storage = next(iter(storage.modules.values()))
+        evaluator = Coordinator("evaluator", ctx, self.classes["evaluator"], default_class="caching")
+        self._coordinators.append(("evaluator", evaluator))
+        ctx.evaluator = next(iter(evaluator.modules.values()))
+        self.http = HttpServerCoordinator(ctx)
+        self._coordinators.append(("httpserver", self.http))
+        if config.has_notifiers:
+            self._configure_notifiers()
+        for kind in ("cluster", "consumer"):
+            self._coordinators.append((kind, Coordinator(kind, ctx, self.classes[kind])))
+
+    def _configure_notifiers(self) -> None:
+        from burrowpy.notifier import NotifierCoordinator
+
+        # Burrow insists on ZooKeeper for notifiers; without a zookeeper block we run them unlocked, which is
+        # right for a single instance (the notifier coordinator logs it).
+        notifier = NotifierCoordinator(self.ctx, self.ctx.config.modules("notifier"), zookeeper=self.zookeeper,
+                                       registry=self.ctx.registry)
+        self.ctx.modules["notifier"] = notifier.modules
+        self._coordinators.append(("notifier", notifier))
+
+    async def start(self) -> None:
+        if not self._coordinators:
+            self.configure()
+        self.log.info("starting", coordinators=[name for name, _ in self._coordinators])
+        for name, coordinator in self._coordinators:
+            try:
+                await coordinator.start()
+            except Exception:
+                self.log.exception("coordinator failed to start", coordinator=name)
+                await self.stop()
+                raise
+            self._started.append((name, coordinator))
+        self.ctx.app_ready.set()
+        self.log.info("started")
+
+    async def stop(self) -> None:
+        """Stop in reverse order, so that request senders stop before the modules that serve them."""
+        self.ctx.app_ready.clear()
+        while self._started:
+            name, coordinator = self._started.pop()
+            try:
+                await coordinator.stop()
+            except Exception:
+                self.log.exception("coordinator failed to stop", coordinator=name)
+        if self.ctx.history is not None:
+            self.ctx.history.close()
+            self.ctx.history = None
+
+
+def find_config(args: argparse.Namespace) -> str:
+    if args.config:
+        return args.config
+    for name in CONFIG_DIR_NAMES:
+        candidate = Path(args.config_dir) / name
+        if candidate.is_file():
+            return str(candidate)
+    from burrowpy.config import ConfigError
+
+    raise ConfigError(args.config_dir, "", f"no config file found (looked for {', '.join(CONFIG_DIR_NAMES)})")
+
+
+def acquire_pidfile(path: str) -> str | None:
+    """Burrow's pid file: refuse to start when it names another live process. Returns an error or None."""
+    try:
+        text = Path(path).read_text().strip()
+    except FileNotFoundError:
+        text = ""
+    except OSError as exc:
+        return f"cannot read PID file {path}: {exc.strerror}"
+    if text:
+        if not text.isdigit():
+            return f"cannot interpret the contents of PID file {path}: {text[:40]!r}"
+        pid = int(text)
+        if pid != os.getpid() and _process_exists(pid):
+            return f"PID file {path} names running process {pid}; is another burrowpy running?"
+    try:
+        Path(path).write_text(str(os.getpid()))
+    except OSError as exc:
+        return f"cannot write PID file {path}: {exc.strerror}"
+    return None
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    from burrowpy.config import ConfigError, load_config
+    from burrowpy.logging import LogControl, redirect_stdout
+
+    try:
+        config = load_config(find_config(args))
+    except ConfigError as exc:
+        print(f"burrowpy serve: {exc}", file=sys.stderr)
+        return 1
+    pidfile = config.general.pidfile
+    if pidfile:
+        problem = acquire_pidfile(pidfile)
+        if problem:
+            print(f"burrowpy serve: {problem}", file=sys.stderr)
+            return 1
+    try:
+        if config.general.stdout_logfile:
+            redirect_stdout(config.general.stdout_logfile)
+        log_control = LogControl(config.logging, capture_libraries=True)
+        try:
+            return asyncio.run(_serve(config, log_control))
+        finally:
+            log_control.close()
+    finally:
+        if pidfile:
+            _remove_pidfile(pidfile)
+
+
+def _remove_pidfile(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError as exc:
+        print(f"burrowpy serve: failed to remove PID file {path}: {exc.strerror}", file=sys.stderr)
+
+
+async def _serve(config: Config, log_control: LogControl) -> int:
+    from burrowpy.config import ConfigError
+
+    logger = log_control.logger
+    log = logger.bind(type="main", name="burrowpy")
+    log.info("starting burrowpy", config=config.file, pid=os.getpid())
+    for warning in config.warnings:
+        log.warning(warning)
+    monitor = Monitor(config, logger, log_control=log_control)
+    try:
+        monitor.configure()
+    except ConfigError as exc:
+        log.error("invalid configuration", error=str(exc))
+        print(f"burrowpy serve: {exc}", file=sys.stderr)
+        return 1
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        await monitor.start()
+    except Exception as exc:
+        print(f"burrowpy serve: failed to start: {exc}", file=sys.stderr)
+        return 1
+    await stopping.wait()
+    log.info("shutdown triggered")
+    await monitor.stop()
+    log.info("stopped burrowpy")
+    return 0

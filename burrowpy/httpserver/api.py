@@ -1,0 +1,330 @@
+"""Burrow's HTTP API (spec section 6.3): the same paths, status codes, messages and JSON.
+
+Routing follows Burrow's router (httprouter) where clients can see it: an unknown path answers 404 with
+Burrow's plain-text body, a known path with the wrong method answers 405 with an ``Allow`` header, OPTIONS
+lists the methods, and a path that only differs by a trailing slash, doubled slashes or letter case is
+redirected to the real one. Lists that Burrow returns in Go's random map order are sorted here.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from burrowpy.context import ApplicationContext
+from burrowpy.httpserver import gojson
+from burrowpy.httpserver.metrics import render_metrics
+from burrowpy.protocol import (
+    FetchClusters,
+    FetchConsumer,
+    FetchConsumers,
+    FetchConsumersForTopic,
+    FetchTopic,
+    FetchTopics,
+    SetDeleteGroup,
+    Status,
+)
+
+CONTEXT = web.AppKey("burrowpy_context", ApplicationContext)
+
+NOT_FOUND_BODY = '{"error":true,"message":"invalid request type","result":{}}'
+ENCODE_FAILURE_BODY = '{"error":true,"message":"could not encode JSON","result":{}}'
+CONFIG_KINDS = ("storage", "evaluator", "cluster", "consumer", "notifier")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _request_info(request: web.Request) -> dict[str, str]:
+    return {"url": request.path, "host": socket.gethostname()}
+
+
+def _cors(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
+    origin = request.app[CONTEXT].config.general.access_control_allow_origin
+    if origin:
+        headers["Access-Control-Allow-Origin"] = origin
+    return headers
+
+
+def json_response(request: web.Request, status: int, body: dict[str, Any]) -> web.Response:
+    headers = _cors(request, {"Content-Type": "application/json"})
+    try:
+        text = gojson.dumps(body)
+    except (TypeError, ValueError):
+        return web.Response(status=500, body=ENCODE_FAILURE_BODY.encode(), headers=headers)
+    return web.Response(status=status, body=text.encode(), headers=headers)
+
+
+def ok(request: web.Request, message: str, status: int = 200, **fields: Any) -> web.Response:
+    """A success body: error false, the message, the endpoint's fields, then the request info (Go's order)."""
+    return json_response(request, status, {"error": False, "message": message, **fields,
+                                           "request": _request_info(request)})
+
+
+def error(request: web.Request, status: int, message: str) -> web.Response:
+    return json_response(request, status, {"error": True, "message": message, "request": _request_info(request)})
+
+
+def plain_error(status: int, text: str, headers: dict[str, str] | None = None) -> web.Response:
+    """Go's http.Error: text/plain, the text plus a newline."""
+    return web.Response(status=status, body=(text + "\n").encode(),
+                        headers={"Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff",
+                                 **(headers or {})})
+
+
+def plain_text(request: web.Request, status: int, text: str) -> web.Response:
+    return web.Response(status=status, body=text.encode(),
+                        headers=_cors(request, {"Content-Type": "text/plain; charset=utf-8"}))
+
+
+class BurrowApi:
+    """The handlers; each reads the context the application was built with."""
+
+    def __init__(self, ctx: ApplicationContext) -> None:
+        self.ctx = ctx
+
+    async def _fetch(self, request_type: type, **fields: Any) -> Any:
+        return await self.ctx.fetch(request_type(**fields, reply=self.ctx.new_reply()))
+
+    # --- health ------------------------------------------------------------------------------------
+
+    async def admin(self, request: web.Request) -> web.Response:
+        return plain_text(request, 200, "GOOD")
+
+    async def ready(self, request: web.Request) -> web.Response:
+        if self.ctx.app_ready.is_set():
+            return plain_text(request, 200, "READY")
+        return plain_text(request, 503, "STARTING")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = await render_metrics(self.ctx)
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    # --- /v3/kafka ---------------------------------------------------------------------------------
+
+    async def cluster_list(self, request: web.Request) -> web.Response:
+        clusters = await self._fetch(FetchClusters) or []
+        return ok(request, "cluster list returned", clusters=sorted(clusters))
+
+    async def cluster_detail(self, request: web.Request) -> web.Response:
+        module = self.ctx.modules.get("cluster", {}).get(request.match_info["cluster"])
+        if module is None:
+            return error(request, 404, "cluster module not found")
+        return ok(request, "cluster module detail returned", module=module.describe())
+
+    async def topic_list(self, request: web.Request) -> web.Response:
+        topics = await self._fetch(FetchTopics, cluster=request.match_info["cluster"])
+        if topics is None:
+            return error(request, 404, "cluster not found")
+        return ok(request, "topic list returned", topics=sorted(topics))
+
+    async def topic_detail(self, request: web.Request) -> web.Response:
+        offsets = await self._fetch(FetchTopic, cluster=request.match_info["cluster"],
+                                    topic=request.match_info["topic"])
+        if offsets is None:
+            return error(request, 404, "cluster or topic not found")
+        return ok(request, "topic offsets returned", offsets=list(offsets))
+
+    async def topic_consumers(self, request: web.Request) -> web.Response:
+        groups = await self._fetch(FetchConsumersForTopic, cluster=request.match_info["cluster"],
+                                   topic=request.match_info["topic"])
+        if groups is None:
+            return error(request, 404, "cluster not found")
+        return ok(request, "consumers of topic returned", consumers=sorted(groups))
+
+    async def consumer_list(self, request: web.Request) -> web.Response:
+        groups = await self._fetch(FetchConsumers, cluster=request.match_info["cluster"])
+        if groups is None:
+            return error(request, 404, "cluster not found")
+        return ok(request, "consumer list returned", consumers=sorted(groups))
+
+    async def consumer_detail(self, request: web.Request) -> web.Response:
+        topics = await self._fetch(FetchConsumer, cluster=request.match_info["cluster"],
+                                   group=request.match_info["group"])
+        if topics is None:
+            return error(request, 404, "cluster or consumer not found")
+        detail = {topic: [partition.to_json() for partition in partitions]
+                  for topic, partitions in sorted(topics.items())}
+        return ok(request, "consumer detail returned", topics=detail)
+
+    async def _status(self, request: web.Request, showall: bool) -> web.Response:
+        status = await self.ctx.evaluator.evaluate(request.match_info["cluster"], request.match_info["group"],
+                                                   showall)
+        # Burrow answers an unknown group with the NOTFOUND status body, 404, and error false.
+        code = 404 if status.status == Status.NOTFOUND else 200
+        return ok(request, "consumer status returned", code, status=status.to_json())
+
+    async def consumer_status(self, request: web.Request) -> web.Response:
+        return await self._status(request, showall=False)
+
+    async def consumer_lag(self, request: web.Request) -> web.Response:
+        return await self._status(request, showall=True)
+
+    async def consumer_delete(self, request: web.Request) -> web.Response:
+        self.ctx.storage.submit(SetDeleteGroup(cluster=request.match_info["cluster"],
+                                               group=request.match_info["group"],
+                                               topic=request.match_info.get("topic")))
+        return ok(request, "consumer group removed")
+
+    # --- /v3/config --------------------------------------------------------------------------------
+
+    async def config_main(self, request: web.Request) -> web.Response:
+        config = self.ctx.config
+        return ok(request, "main config returned",
+                  general=config.general.to_json(),
+                  logging=config.logging.to_json(),
+                  zookeeper=config.zookeeper.to_json(),
+                  httpserver={name: listener.to_json() for name, listener in sorted(config.httpserver.items())})
+
+    def _config_list(self, kind: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            return ok(request, "module list returned", coordinator=kind,
+                      modules=sorted(self.ctx.modules.get(kind, {})))
+        return handler
+
+    def _config_detail(self, kind: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            module = self.ctx.modules.get(kind, {}).get(request.match_info["name"])
+            if module is None:
+                return error(request, 404, f"{kind} module not found")
+            return ok(request, f"{kind} module detail returned", module=module.describe())
+        return handler
+
+    # --- /v3/admin ---------------------------------------------------------------------------------
+
+    async def get_log_level(self, request: web.Request) -> web.Response:
+        control = self.ctx.log_control
+        level = control.level if control is not None else self.ctx.config.logging.level
+        return ok(request, "log level returned", level=level)
+
+    async def set_log_level(self, request: web.Request) -> web.Response:
+        level = _decode_level(await request.text())
+        if level is None:
+            return error(request, 400, "could not decode message body")
+        control = self.ctx.log_control
+        if control is None or not control.set_level(level):
+            return error(request, 404, "unknown log level")
+        self.ctx.logger.info("log level changed", level=control.level)
+        return ok(request, "set log level")
+
+    def routes(self) -> list[tuple[str, str, Handler]]:
+        table: list[tuple[str, str, Handler]] = [
+            ("GET", "/burrow/admin", self.admin),
+            ("GET", "/burrow/admin/ready", self.ready),
+            ("GET", "/metrics", self.metrics),
+            ("GET", "/v3/kafka", self.cluster_list),
+            ("GET", "/v3/kafka/{cluster}", self.cluster_detail),
+            ("GET", "/v3/kafka/{cluster}/topic", self.topic_list),
+            ("GET", "/v3/kafka/{cluster}/topic/{topic}", self.topic_detail),
+            ("GET", "/v3/kafka/{cluster}/topic/{topic}/consumers", self.topic_consumers),
+            ("GET", "/v3/kafka/{cluster}/consumer", self.consumer_list),
+            ("GET", "/v3/kafka/{cluster}/consumer/{group}", self.consumer_detail),
+            ("GET", "/v3/kafka/{cluster}/consumer/{group}/status", self.consumer_status),
+            ("GET", "/v3/kafka/{cluster}/consumer/{group}/lag", self.consumer_lag),
+            ("DELETE", "/v3/kafka/{cluster}/consumer/{group}", self.consumer_delete),
+            ("DELETE", "/v3/kafka/{cluster}/consumer/{group}/topic/{topic}", self.consumer_delete),
+            ("GET", "/v3/config", self.config_main),
+            ("GET", "/v3/config/cluster/{cluster}", self.cluster_detail),
+            ("GET", "/v3/admin/loglevel", self.get_log_level),
+            ("POST", "/v3/admin/loglevel", self.set_log_level),
+        ]
+        for kind in CONFIG_KINDS:
+            table.append(("GET", f"/v3/config/{kind}", self._config_list(kind)))
+            if kind != "cluster":
+                table.append(("GET", f"/v3/config/{kind}/{{name}}", self._config_detail(kind)))
+        return table
+
+
+def _decode_level(body: str) -> str | None:
+    """The level of a ``{"level": "..."}`` body as Go's decoder reads it: the first JSON value, field names
+    matched case-insensitively, a missing field or null meaning ""; None if undecodable."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(body.lstrip())
+    except ValueError:
+        return None
+    if value is None:
+        return ""
+    if not isinstance(value, dict):
+        return None
+    level = value.get("level")
+    if "level" not in value:
+        level = next((item for key, item in value.items() if key.lower() == "level"), None)
+    if level is None:
+        return ""
+    return level if isinstance(level, str) else None
+
+
+# --- routing as Burrow's router does it ------------------------------------------------------------
+
+_PARAMETER = re.compile(r"^\{\w+\}$")
+
+
+def _segments(path: str) -> list[str]:
+    return path.split("/")[1:]
+
+
+def _clean_path(path: str) -> str:
+    """Collapse doubled slashes and . / .. segments, keeping a trailing slash."""
+    cleaned = posixpath.normpath("/" + path)
+    cleaned = "/" + cleaned.lstrip("/")
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+def _fixed_path(path: str, method: str, routes: list[tuple[str, str, Handler]]) -> str | None:
+    """The route path ``path`` was meant to be (case, trailing slash, doubled slashes), or None."""
+    cleaned = _clean_path(path)
+    candidates = [cleaned, cleaned[:-1] if cleaned.endswith("/") else cleaned + "/"]
+    for candidate in candidates:
+        wanted = _segments(candidate)
+        for route_method, pattern, _ in routes:
+            template = _segments(pattern)
+            if route_method != method or len(template) != len(wanted):
+                continue
+            fixed = []
+            for part, given in zip(template, wanted, strict=True):
+                if _PARAMETER.match(part) and given:
+                    fixed.append(given)
+                elif part.lower() == given.lower():
+                    fixed.append(part)
+                else:
+                    break
+            else:
+                return "/" + "/".join(fixed)
+    return None
+
+
+def _router_behaviour(routes: list[tuple[str, str, Handler]]) -> Any:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        failure = request.match_info.http_exception
+        if failure is None:
+            return await handler(request)
+        if request.method != "CONNECT" and request.path != "/":
+            fixed = _fixed_path(request.path, request.method, routes)
+            if fixed is not None and fixed != request.path:
+                location = fixed + (f"?{request.query_string}" if request.query_string else "")
+                return web.Response(status=301 if request.method == "GET" else 308, headers={"Location": location})
+        if isinstance(failure, web.HTTPMethodNotAllowed):
+            allow = ", ".join(sorted({*failure.allowed_methods, "OPTIONS"}))
+            if request.method == "OPTIONS":
+                return web.Response(status=200, headers={"Allow": allow})
+            return plain_error(405, "Method Not Allowed", {"Allow": allow})
+        return plain_error(404, NOT_FOUND_BODY)
+    return middleware
+
+
+def build_app(ctx: ApplicationContext) -> web.Application:
+    api = BurrowApi(ctx)
+    routes = api.routes()
+    app = web.Application(middlewares=[_router_behaviour(routes)])
+    app[CONTEXT] = ctx
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
+    return app

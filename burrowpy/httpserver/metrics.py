@@ -1,0 +1,113 @@
+"""``/metrics``: Burrow's Prometheus gauges, computed at scrape time, plus the daemon's own registry.
+
+For every group of every cluster the evaluator is asked for the full status (showall), and NOTFOUND groups
+are skipped, exactly as Burrow does (spec 6.4). Nothing is kept between scrapes, so a deleted or expired
+group or topic simply stops appearing: Burrow needs explicit series deletion for that and misses cases.
+The context's registry (process metrics, notifier counters) is appended to the same response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from burrowpy.context import ApplicationContext
+from burrowpy.protocol import FetchClusters, FetchConsumers, FetchTopic, FetchTopics, Status
+
+GROUP_LABELS = ("cluster", "consumer_group")
+PARTITION_LABELS = ("cluster", "consumer_group", "topic", "partition")
+
+
+def register_process_metrics(registry: CollectorRegistry) -> None:
+    """The standard process, platform and garbage-collector metrics (Burrow exports Go's equivalents)."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
+class _BurrowGauges:
+    def __init__(self) -> None:
+        self.lag_total = GaugeMetricFamily(
+            "burrow_kafka_consumer_lag_total", "Sum of the current lag of every partition of the group",
+            labels=GROUP_LABELS)
+        self.status = GaugeMetricFamily(
+            "burrow_kafka_consumer_status",
+            "Group status: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR (the worst of its partitions)", labels=GROUP_LABELS)
+        self.partition_status = GaugeMetricFamily(
+            "burrow_kafka_topic_partition_status",
+            "Partition status: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND (partitions with a full window only)",
+            labels=PARTITION_LABELS)
+        self.current_offset = GaugeMetricFamily(
+            "burrow_kafka_consumer_current_offset",
+            "Newest committed offset stored for the partition (partitions with a full window only)",
+            labels=PARTITION_LABELS)
+        self.partition_lag = GaugeMetricFamily(
+            "burrow_kafka_consumer_partition_lag",
+            "Messages the group is behind on the partition (newest broker offset minus newest commit)",
+            labels=PARTITION_LABELS)
+        self.topic_offset = GaugeMetricFamily(
+            "burrow_kafka_topic_partition_offset", "Newest broker offset of the partition",
+            labels=("cluster", "topic", "partition"))
+
+    def families(self) -> list[Metric]:
+        """Families with at least one series, by name (as Go's client gathers them)."""
+        every = [self.lag_total, self.status, self.partition_status, self.current_offset, self.partition_lag,
+                 self.topic_offset]
+        return sorted((family for family in every if family.samples), key=lambda family: family.name)
+
+
+async def _fetch(ctx: ApplicationContext, request_type: type, **fields: object) -> object:
+    return await ctx.fetch(request_type(**fields, reply=ctx.new_reply()))
+
+
+async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
+    gauges = _BurrowGauges()
+    for cluster in sorted(await _fetch(ctx, FetchClusters) or []):
+        groups = sorted(await _fetch(ctx, FetchConsumers, cluster=cluster) or [])
+        statuses = await asyncio.gather(*(ctx.evaluator.evaluate(cluster, group, True) for group in groups))
+        for group, status in zip(groups, statuses, strict=True):
+            if status.status == Status.NOTFOUND:
+                continue
+            gauges.lag_total.add_metric([cluster, group], status.totallag)
+            gauges.status.add_metric([cluster, group], int(status.status))
+            for partition in sorted(status.partitions, key=lambda p: (p.topic, p.partition)):
+                labels = [cluster, group, partition.topic, str(partition.partition)]
+                gauges.partition_lag.add_metric(labels, partition.current_lag)
+                # Burrow only exports these once the partition's window is full.
+                if partition.complete == 1.0 and partition.end is not None:
+                    gauges.current_offset.add_metric(labels, partition.end.offset)
+                    gauges.partition_status.add_metric(labels, int(partition.status))
+        topics = sorted(await _fetch(ctx, FetchTopics, cluster=cluster) or [])
+        offsets = await asyncio.gather(*(_fetch(ctx, FetchTopic, cluster=cluster, topic=topic) for topic in topics))
+        for topic, topic_offsets in zip(topics, offsets, strict=True):
+            for partition, offset in enumerate(topic_offsets or []):
+                gauges.topic_offset.add_metric([cluster, topic, str(partition)], offset)
+    return gauges.families()
+
+
+class _Snapshot:
+    """One scrape: the computed families followed by everything in the context's registry."""
+
+    def __init__(self, families: Iterable[Metric], registry: CollectorRegistry) -> None:
+        self._families = families
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families
+        yield from self._registry.collect()
+
+
+async def render_metrics(ctx: ApplicationContext) -> tuple[bytes, str]:
+    """The Prometheus text exposition of one scrape, and its content type."""
+    families = await burrow_metric_families(ctx)
+    return generate_latest(_Snapshot(families, ctx.registry)), CONTENT_TYPE_PLAIN_0_0_4
