@@ -156,7 +156,11 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
         return result
     result.complete = (total - first) / total if first else 1.0
 
-    window = [_as_offset(item) for item in offsets[first:] if item is not None]
+    window = offsets[first:]
+    for item in window:
+        if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise (storage never needs this)
+            window = [_as_offset(item) for item in window if item is not None]
+            break
     result.start = window[0]
     result.end = window[-1]
     if result.complete >= minimum_complete:

@@ -70,6 +70,8 @@ class StorageState:
         self.min_distance_ms = min_distance_s * 1000
         self.accept_group = accept_group or (lambda group: True)
         self.clusters: dict[str, ClusterEntry] = {name: ClusterEntry() for name in clusters}
+        # Every commit stored within one second shares one observed-at int: 32 bytes per ring slot.
+        self._observed = (-1, 0)
 
     # --- broker offsets ------------------------------------------------------------------------------
 
@@ -137,7 +139,9 @@ class StorageState:
         ring = entry.ring
         if ring is None:
             ring = entry.ring = CommitRing(self.intervals)
-        outcome = ring.add(request.offset, request.order, request.timestamp, now_s * 1000, broker_offset,
+        if self._observed[0] != now_s:
+            self._observed = (now_s, now_s * 1000)
+        outcome = ring.add(request.offset, request.order, request.timestamp, self._observed[1], broker_offset,
                            self.min_distance_ms)
         if outcome is CommitOutcome.APPENDED:
             group.last_commit = request.timestamp
