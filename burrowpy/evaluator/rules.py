@@ -139,7 +139,8 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
 
     ``now`` is in seconds and truncated to whole seconds like Burrow's. Returns a PartitionStatus
     whose ``status``, ``complete``, ``start`` and ``end`` are those of spec 1.4; topic, partition,
-    owner and client id are only copied in (``evaluate_group`` fills them).
+    owner and client id are only copied in (``evaluate_group`` fills them). A ``None`` after the
+    first commit (which storage never produces) is skipped rather than failing.
     """
     result = PartitionStatus(topic, partition, Status.OK, current_lag, 0.0, None, None, owner, client_id)
     total = len(offsets)
