@@ -1,0 +1,263 @@
+"""The notifier coordinator: which groups exist, when to evaluate them, whom to tell (burrow-spec 7.2).
+
+Every instance refreshes the group list from storage every ``group_refresh`` seconds (60, as Burrow;
+and once at start, where Burrow waits a full minute). Only the instance holding the ZooKeeper lock
+``<root-path>/notifier`` evaluates groups: every group is evaluated (``showall=False``, so templates
+see only the partitions with problems) once per ``interval`` (the smallest of all notifiers), new
+groups with a random offset so that evaluations spread out. Each result goes through the pure
+:func:`~burrowpy.notifier.decision.step`, and the notifications it returns are sent in the background.
+Without a ZooKeeper coordinator the instance assumes it is the only one and always sends.
+
+Sends to one notifier about one group happen in order (a close never overtakes the open it closes),
+while different groups and notifiers do not wait for each other, so a slow or failing endpoint (which
+is retried, see ``base.py``) does not hold up anything else.
+
+``/metrics``: the coordinator's :class:`NotifierMetrics` is a prometheus collector; pass ``registry``
+or register ``coordinator.metrics`` with the HTTP server's registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from burrowpy.config import Section
+from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
+from burrowpy.notifier.base import Notifier
+from burrowpy.notifier.decision import Action, GroupState, Notification, step
+from burrowpy.notifier.email import EmailNotifier
+from burrowpy.notifier.http import HttpNotifier
+from burrowpy.notifier.null import NullNotifier
+from burrowpy.protocol import ConsumerGroupStatus, FetchClusters, FetchConsumers, Status
+
+NOTIFIER_CLASSES: dict[str, type[Notifier]] = {"http": HttpNotifier, "email": EmailNotifier, "null": NullNotifier}
+GROUP_REFRESH_SECONDS = 60.0
+STORAGE_REPLY_TIMEOUT = 10.0  # seconds; storage answers fetches from memory, so this is a stuck worker
+IDLE_WAKEUP = 5.0  # seconds; the evaluation loop looks again at least this often
+
+
+def build_notifier(name: str, section: Section, ctx: Any) -> Notifier:
+    class_name = section.get_str("class-name")
+    if class_name not in NOTIFIER_CLASSES:
+        raise section.error("class-name", f"unknown notifier class {class_name!r} "
+                                          f"(known: {', '.join(sorted(NOTIFIER_CLASSES))})")
+    return NOTIFIER_CLASSES[class_name](name, section, ctx)
+
+
+@dataclass
+class TrackedGroup:
+    last_eval: float
+    state: GroupState = field(default_factory=GroupState)
+
+
+class NotifierMetrics:
+    """Prometheus collector of the notifier: deliveries, retries, evaluations, and who is the sender."""
+
+    def __init__(self, coordinator: NotifierCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def collect(self) -> Iterator[Metric]:
+        coordinator = self._coordinator
+        notifications = CounterMetricFamily(
+            "burrowpy_notifier_notifications", "Notifications by notifier, action (open/close) and result",
+            labels=["notifier", "action", "result"])
+        retries = CounterMetricFamily("burrowpy_notifier_retries", "Delivery attempts repeated after a failure",
+                                      labels=["notifier"])
+        for name, module in sorted(coordinator.modules.items()):
+            for action in Action:
+                notifications.add_metric([name, action.value, "sent"], module.stats.sent[action.value])
+                notifications.add_metric([name, action.value, "failed"], module.stats.failed[action.value])
+            retries.add_metric([name], module.stats.retries)
+        yield notifications
+        yield retries
+        yield CounterMetricFamily("burrowpy_notifier_evaluations", "Group evaluations requested by the notifier",
+                                  value=coordinator.evaluations)
+        yield GaugeMetricFamily("burrowpy_notifier_leader",
+                                "1 when this instance holds the notifier lock and sends notifications",
+                                value=1 if coordinator.is_leader else 0)
+
+
+class NotifierCoordinator:
+    """Builds the notifier modules of ``sections`` (name -> Section) and drives them."""
+
+    def __init__(self, ctx: Any, sections: Mapping[str, Section], *,
+                 zookeeper: ZookeeperCoordinator | None = None, registry: CollectorRegistry | None = None,
+                 group_refresh: float = GROUP_REFRESH_SECONDS, rng: random.Random | None = None) -> None:
+        self.ctx = ctx
+        self.logger = ctx.logger.bind(coordinator="notifier")
+        self.modules = {name: build_notifier(name, section, ctx) for name, section in sections.items()}
+        self.policies = {name: module.policy for name, module in self.modules.items()}
+        self.min_interval = min((m.interval for m in self.modules.values()), default=GROUP_REFRESH_SECONDS)
+        self.group_refresh = group_refresh
+        self.groups: dict[str, dict[str, TrackedGroup]] = {}
+        self.evaluations = 0
+        self._lock = zookeeper.lock("notifier") if zookeeper is not None else None
+        self.metrics = NotifierMetrics(self)
+        self._registry = registry
+        if registry is not None:
+            registry.register(self.metrics)
+        self._rng = rng or random.Random()
+        self._wake = asyncio.Event()
+        self._loops: list[asyncio.Task] = []
+        self._deliveries: dict[tuple[str, str, str], asyncio.Task] = {}
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this instance is the one that evaluates groups and sends notifications."""
+        return self._lock is None or self._lock.held
+
+    async def start(self) -> None:
+        if not self.modules:
+            return
+        for module in self.modules.values():
+            await module.start()
+        if self._lock is None:
+            self.logger.info("no ZooKeeper configured: this instance sends every notification")
+        else:
+            await self._lock.start()
+        self._loops = [asyncio.create_task(self._refresh_loop(), name="notifier-group-refresh"),
+                       asyncio.create_task(self._evaluation_loop(), name="notifier-evaluation")]
+
+    async def stop(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        if self._lock is not None:
+            await self._lock.stop()
+        pending = list(self._deliveries.values())
+        if pending:
+            self.logger.warning("stopping with notifications still being sent; they are dropped", count=len(pending))
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for module in self.modules.values():
+            await module.stop()
+        if self._registry is not None:
+            self._registry.unregister(self.metrics)
+
+    def describe(self, name: str) -> dict[str, Any] | None:
+        """``/v3/config/notifier/NAME`` detail, None for an unknown name."""
+        module = self.modules.get(name)
+        return module.describe() if module is not None else None
+
+    # --- group list -----------------------------------------------------------------------------------
+
+    async def refresh_groups(self) -> None:
+        """Track exactly the groups storage knows; new ones get a random first evaluation time."""
+        clusters = await self._fetch(lambda reply: FetchClusters(reply=reply)) or []
+        now = self.ctx.clock.time()
+        known: dict[str, dict[str, TrackedGroup]] = {}
+        for cluster in clusters:
+            names = await self._fetch(lambda reply, c=cluster: FetchConsumers(cluster=c, reply=reply)) or []
+            tracked = self.groups.get(cluster, {})
+            known[cluster] = {
+                group: tracked.get(group) or TrackedGroup(last_eval=now - self._rng.uniform(0, self.min_interval))
+                for group in names
+            }
+        self.groups = known
+        self._wake.set()
+
+    async def _fetch(self, make_request) -> Any:
+        reply = asyncio.get_running_loop().create_future()
+        request = make_request(reply)
+        self.ctx.storage.submit(request)
+        try:
+            return await asyncio.wait_for(reply, STORAGE_REPLY_TIMEOUT)
+        except TimeoutError:
+            self.logger.warning("storage did not answer the group list request", request=type(request).__name__,
+                                timeout_seconds=STORAGE_REPLY_TIMEOUT)
+            return None
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            try:
+                await self.refresh_groups()
+            except Exception:  # a storage bug must not end group tracking for the life of the daemon
+                self.logger.exception("refreshing the group list failed")
+            await asyncio.sleep(self.group_refresh)
+
+    # --- evaluation -----------------------------------------------------------------------------------
+
+    def due_groups(self, now: float) -> list[tuple[str, str]]:
+        """Groups whose last evaluation is at least one interval old; marks them evaluated at ``now``."""
+        due = []
+        for cluster, groups in self.groups.items():
+            for group, tracked in groups.items():
+                if tracked.last_eval <= now - self.min_interval:
+                    tracked.last_eval = now
+                    due.append((cluster, group))
+        return due
+
+    def _seconds_until_next_due(self, now: float) -> float:
+        next_due = min((t.last_eval + self.min_interval for g in self.groups.values() for t in g.values()),
+                       default=now + IDLE_WAKEUP)
+        return min(max(next_due - now, 0.0), IDLE_WAKEUP)
+
+    async def _evaluation_loop(self) -> None:
+        while True:
+            if self._lock is not None and not self._lock.held:
+                self.logger.info("not the notifier lock holder: waiting to take over")
+                await self._lock.wait_held()
+                self.logger.info("this instance now evaluates groups and sends notifications")
+            self._wake.clear()
+            due = self.due_groups(self.ctx.clock.time())
+            if due:
+                await asyncio.gather(*(self.evaluate_group(cluster, group) for cluster, group in due))
+            delay = self._seconds_until_next_due(self.ctx.clock.time())
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                except TimeoutError:
+                    pass
+
+    async def evaluate_group(self, cluster: str, group: str) -> None:
+        """Evaluate one group and send whatever the decision rules call for."""
+        self.evaluations += 1
+        try:
+            status = await self.ctx.evaluator.evaluate(cluster, group, False)
+        except Exception:  # an evaluator failure for one group must not end notification for all
+            self.logger.exception("evaluating the group failed", cluster=cluster, group=group)
+            return
+        if status is None or status.status == Status.NOTFOUND:
+            return
+        tracked = self.groups.get(cluster, {}).get(group)
+        if tracked is None or not self.is_leader:
+            return  # the group vanished, or the lock was lost, while the evaluator worked
+        tracked.state, notifications = step(tracked.state, group, status.status, self.policies,
+                                            self.ctx.clock.time(), lambda: str(uuid.uuid4()))
+        for notification in notifications:
+            self._dispatch(status, notification)
+
+    def _dispatch(self, status: ConsumerGroupStatus, notification: Notification) -> None:
+        key = (notification.notifier, status.cluster, status.group)
+        previous = self._deliveries.get(key)
+        task = asyncio.create_task(self._deliver_after(previous, status, notification))
+        self._deliveries[key] = task
+
+        def forget(done: asyncio.Task) -> None:
+            if self._deliveries.get(key) is done:
+                del self._deliveries[key]
+
+        task.add_done_callback(forget)
+
+    async def _deliver_after(self, previous: asyncio.Task | None, status: ConsumerGroupStatus,
+                             notification: Notification) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        try:
+            await self.modules[notification.notifier].notify(status, notification)
+        except Exception:  # notify handles every expected failure; this is a bug, and must stay contained
+            self.logger.exception("notifier failed unexpectedly", notifier=notification.notifier,
+                                  cluster=status.cluster, group=status.group)
+
+    async def wait_idle(self) -> None:
+        """Wait until every notification dispatched so far has been sent or given up on."""
+        while self._deliveries:
+            await asyncio.wait(list(self._deliveries.values()))
