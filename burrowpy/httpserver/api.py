@@ -60,10 +60,10 @@ def json_response(request: web.Request, status: int, body: dict[str, Any]) -> we
     return web.Response(status=status, body=text.encode(), headers=headers)
 
 
-def ok(request: web.Request, message: str, status: int = 200, **fields: Any) -> web.Response:
+def ok(request: web.Request, message: str, *, http_status: int = 200, **fields: Any) -> web.Response:
     """A success body: error false, the message, the endpoint's fields, then the request info (Go's order)."""
-    return json_response(request, status, {"error": False, "message": message, **fields,
-                                           "request": _request_info(request)})
+    return json_response(request, http_status, {"error": False, "message": message, **fields,
+                                                "request": _request_info(request)})
 
 
 def error(request: web.Request, status: int, message: str) -> web.Response:
@@ -157,7 +157,7 @@ class BurrowApi:
                                                    showall)
         # Burrow answers an unknown group with the NOTFOUND status body, 404, and error false.
         code = 404 if status.status == Status.NOTFOUND else 200
-        return ok(request, "consumer status returned", code, status=status.to_json())
+        return ok(request, "consumer status returned", http_status=code, status=status.to_json())
 
     async def consumer_status(self, request: web.Request) -> web.Response:
         return await self._status(request, showall=False)

@@ -62,8 +62,12 @@ def encode_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).translate(_GO_ESCAPES)
 
 
-def _as_float32(value: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", value))[0]
+def _as_float32(value: float) -> float | None:
+    """The float32 nearest to ``value``, or None outside float32's range."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return None
 
 
 def format_float32(value: float) -> str:
@@ -71,6 +75,8 @@ def format_float32(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         raise ValueError(f"unsupported float value {value}")
     single = _as_float32(value)
+    if single is None:
+        raise ValueError(f"unsupported float value {value} (beyond float32)")
     if single == 0:
         return "0"
     for digits in range(1, 10):
