@@ -59,9 +59,10 @@ class HttpNotifier(Notifier):
         self.keepalive = section.get_int("keepalive", 300, minimum=0)
         self.disable_keepalive = section.get_bool("disable-http-keepalive", False)
         self.tls = client_tls(section)
-        username = section.get_str("username", "")
-        self.auth = aiohttp.BasicAuth(username, section.get_str("password", "")) if username else None
         self.headers = CIMultiDict({"Content-Type": "application/json"})
+        username = section.get_str("username", "")
+        if username:
+            self.headers["Authorization"] = aiohttp.encode_basic_auth(username, section.get_str("password", ""))
         for header, value in section.get_map("headers", {}).items():
             self.headers[header] = value
         self._session: aiohttp.ClientSession | None = None
@@ -112,7 +113,7 @@ class HttpNotifier(Notifier):
         target = f"{message.method} {message.url}"
         try:
             async with self._session.request(message.method, message.url, data=message.body.encode(),
-                                             headers=self.headers, auth=self.auth) as response:
+                                             headers=self.headers) as response:
                 answer = (await response.text(errors="replace"))[:200]
         except (aiohttp.InvalidURL, aiohttp.ClientConnectorCertificateError, ValueError) as exc:
             raise DeliveryError(f"{target}: {type(exc).__name__}: {exc}", permanent=True) from None
