@@ -99,7 +99,7 @@ class Monitor:
         if config.history is not None:
             from burrowpy.pipeline.history import HistoryWriter
 
-            ctx.history = HistoryWriter(config.history.dir, config.history.roll_interval, ctx.clock)
+            ctx.history = HistoryWriter(config.history.dir, config.history.roll_interval, ctx.clock.time)
         zookeeper_block = config.block("zookeeper")
         if config.has_notifiers and zookeeper_block is not None:
             from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
