@@ -219,9 +219,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"burrowpy serve: {problem}", file=sys.stderr)
             return 1
     try:
-        if config.general.stdout_logfile:
-            redirect_stdout(config.general.stdout_logfile)
-        log_control = LogControl(config.logging, capture_libraries=True)
+        try:
+            if config.general.stdout_logfile:
+                redirect_stdout(config.general.stdout_logfile)
+            log_control = LogControl(config.logging, capture_libraries=True)
+        except OSError as exc:
+            print(f"burrowpy serve: {config.file}: cannot open the log output {exc.filename}: {exc.strerror}",
+                  file=sys.stderr)
+            return 1
         try:
             return asyncio.run(_serve(config, log_control))
         finally:
