@@ -327,11 +327,11 @@ _RUNTIME: dict[str, Any] = {
     "read_array_length": types.read_array_length,
     "read_compact_array_length": types.read_compact_array_length,
     "array_length_bytes": types.array_length_bytes,
-    "compact_array_length_bytes": types.compact_array_length_bytes,
     "NULL_INT16_LENGTH": types.NULL_INT16_LENGTH,
     "NULL_INT32_LENGTH": types.NULL_INT32_LENGTH,
     "NULL_COMPACT_LENGTH": types.NULL_COMPACT_LENGTH,
     "EMPTY_TAGGED_FIELDS": types.EMPTY_TAGGED_FIELDS,
+    "SMALL_UVARINTS": types.SMALL_UVARINTS,
     "read_uuid": types.read_uuid,
     "write_uuid": types.write_uuid,
 }
@@ -475,14 +475,20 @@ class _Generator:
     def _write_array_lines(self, f: Field, var: str, out: str, nested, indent: int) -> list[str]:
         pad = "    " * indent
         element = f.type.element
-        length = "compact_array_length_bytes" if self.flexible else "array_length_bytes"
         lines = []
         if self._nullable(f):
             null = "NULL_COMPACT_LENGTH" if self.flexible else "NULL_INT32_LENGTH"
             lines += [f"{pad}if {var} is None:", f"{pad}    {out}.append({null})", f"{pad}else:"]
             pad += "    "
             indent += 1
-        lines.append(f"{pad}{out}.append({length}(len({var})))")
+        if self.flexible:
+            # Inline one-byte fast path: nearly every compact length is below 127.
+            lines += [
+                f"{pad}n = len({var}) + 1",
+                f"{pad}{out}.append(SMALL_UVARINTS[n] if n < 128 else uvarint_bytes(n))",
+            ]
+        else:
+            lines.append(f"{pad}{out}.append(array_length_bytes(len({var})))")
         if isinstance(element, Struct):
             lines += [f"{pad}for item in {var}:", f"{pad}    {nested[f.name][0]}({out}, item)"]
         elif element in types.FIXED_FORMATS:
@@ -538,7 +544,8 @@ class _Generator:
             if tagged:
                 lines += self._tagged_decoder_lines(tagged, local, path, nested)
             else:
-                lines.append("    pos = skip_tagged_fields(buf, pos)")
+                # Nearly always an empty section (one zero byte).
+                lines += ["    if buf[pos]:", "        pos = skip_tagged_fields(buf, pos)", "    else:", "        pos += 1"]
         items = ", ".join(
             f"{f.name!r}: {local[f.name] if f.name in local else _fresh_default_source(f)}" for f in struct_.fields
         )
@@ -563,8 +570,18 @@ class _Generator:
     def _read_array_lines(self, f: Field, target: str, path: str, nested, indent: int) -> list[str]:
         pad = "    " * indent
         element = f.type.element
-        length = "read_compact_array_length" if self.flexible else "read_array_length"
-        lines = [f"{pad}count, pos = {length}(buf, pos)", f"{pad}if count < 0:"]
+        if self.flexible:
+            # Inline one-byte fast path; a longer varint goes through the checked reader.
+            lines = [
+                f"{pad}count = buf[pos] - 1",
+                f"{pad}if count < 127:",
+                f"{pad}    pos += 1",
+                f"{pad}else:",
+                f"{pad}    count, pos = read_compact_array_length(buf, pos)",
+            ]
+        else:
+            lines = [f"{pad}count, pos = read_array_length(buf, pos)"]
+        lines.append(f"{pad}if count < 0:")
         if self._nullable(f):
             lines.append(f"{pad}    {target} = None")
         else:

@@ -84,7 +84,7 @@ NULL_COMPACT_LENGTH = b"\x00"
 EMPTY_TAGGED_FIELDS = b"\x00"
 
 # Unsigned varints below 128 are one byte; lengths and counts are nearly always that small.
-_SMALL_UVARINTS = tuple(bytes((n,)) for n in range(128))
+SMALL_UVARINTS = tuple(bytes((n,)) for n in range(128))
 
 _MAX_UVARINT32_BYTES = 5
 
@@ -99,7 +99,7 @@ def _truncated(what: str, pos: int, needed: int, buf: Buffer) -> DecodeError:
 def uvarint_bytes(value: int) -> bytes:
     """The unsigned-varint encoding of ``value`` (0 <= value < 2**32)."""
     if 0 <= value < 128:
-        return _SMALL_UVARINTS[value]
+        return SMALL_UVARINTS[value]
     if value < 0 or value >= 1 << 32:
         raise EncodeError(f"unsigned varint out of range: {value}")
     return _varint_bytes(value)
@@ -116,6 +116,14 @@ def _varint_bytes(value: int) -> bytes:
 
 def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 32 bits (5 bytes), as Kafka's readUnsignedVarint."""
+    if pos < len(buf):
+        byte = buf[pos]
+        if byte < 0x80:
+            return byte, pos + 1
+    return _read_multibyte_uvarint(buf, pos)
+
+
+def _read_multibyte_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     end = len(buf)
@@ -205,9 +213,6 @@ def read_compact_array_length(buf: Buffer, pos: int) -> tuple[int, int]:
 def array_length_bytes(count: int) -> bytes:
     return INT32.pack(count)
 
-
-def compact_array_length_bytes(count: int) -> bytes:
-    return uvarint_bytes(count + 1)
 
 
 # ----- strings ----------------------------------------------------------------------------------
