@@ -493,6 +493,8 @@ def build_batch(
     baseTimestamp and sets attribute bit 6.
     """
     records = list(records)
+    if records and records[0].offset < base_offset:
+        raise ValueError(f"record offset {records[0].offset} is below the batch's base offset {base_offset}")
     if records:
         base_timestamp = records[0].timestamp
         computed_max = max(record.timestamp for record in records)
