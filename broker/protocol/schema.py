@@ -317,7 +317,6 @@ class CompiledVersion:
 # Helpers the generated code calls, by the names it uses for them.
 _RUNTIME: dict[str, Any] = {
     "DecodeError": types.DecodeError,
-    "EncodeError": types.EncodeError,
     "unpack_from": struct.unpack_from,
     "pack": struct.pack,
     "uvarint_bytes": types.uvarint_bytes,
@@ -352,12 +351,17 @@ def _compile(message: Message, version: int) -> CompiledVersion:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(_RUNTIME)
     namespace.update(generator.constants)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - code generated from our schemas
+    # The source comes from our own schemas only, never from input.
+    exec(compile(source, filename, "exec"), namespace)
     for tag_default_name, encoder_name, default in generator.tag_defaults:
         chunks: list = []
         namespace[encoder_name](chunks, default)
         namespace[tag_default_name] = b"".join(chunks)
     return CompiledVersion(namespace[encode_name], namespace[decode_name], source)
+
+
+# Field name -> (encoder name, decoder name) of the struct functions generated for that field's struct.
+_Nested = dict[str, tuple[str, str]]
 
 
 class _Generator:
@@ -399,7 +403,7 @@ class _Generator:
         present = [f for f in struct_.fields if self.version in f.versions]
         regular = [f for f in present if f.tag is None]
         tagged = sorted((f for f in present if f.tag is not None), key=lambda f: f.tag)
-        nested = {}
+        nested: _Nested = {}
         for f in present:
             inner = f.type.element if isinstance(f.type, Array) else f.type
             if isinstance(inner, Struct):
@@ -425,7 +429,9 @@ class _Generator:
 
     # -- encoding --
 
-    def _encoder_source(self, name, struct_, regular, tagged, nested) -> str:
+    def _encoder_source(
+        self, name: str, struct_: Struct, regular: list[Field], tagged: list[Field], nested: _Nested
+    ) -> str:
         lines = [f"def {name}(out, value):", "    get = value.get", "    append = out.append"]
         for run in self._fixed_runs(regular):
             if _is_fixed_run(run):
@@ -452,7 +458,7 @@ class _Generator:
             default = {}
         return self._constant("default", default)
 
-    def _write_lines(self, f: Field, var: str, out: str, nested, indent: int) -> list[str]:
+    def _write_lines(self, f: Field, var: str, out: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
         type_ = f.type
         if isinstance(type_, Struct):
@@ -472,7 +478,7 @@ class _Generator:
         nullable = "nullable_" if self._nullable(f) else ""
         return f"{direction}_{compact}{nullable}{kind}"
 
-    def _write_array_lines(self, f: Field, var: str, out: str, nested, indent: int) -> list[str]:
+    def _write_array_lines(self, f: Field, var: str, out: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
         element = f.type.element
         lines = []
@@ -499,7 +505,7 @@ class _Generator:
             lines += self._write_lines(element_field, "item", out, nested, indent + 1)
         return lines
 
-    def _tagged_encoder_lines(self, tagged: list[Field], nested) -> list[str]:
+    def _tagged_encoder_lines(self, tagged: list[Field], nested: _Nested) -> list[str]:
         lines = ["    tagged = []"]
         for f in tagged:
             default = self._default_constant(f)
@@ -518,7 +524,7 @@ class _Generator:
         lines += ["    append(uvarint_bytes(len(tagged) // 3))", "    out += tagged"]
         return lines
 
-    def _tag_value_encoder(self, f: Field, nested) -> str:
+    def _tag_value_encoder(self, f: Field, nested: _Nested) -> str:
         name = self._unique(f"encode_tag_{f.name}")
         body = self._write_lines(f, "v", "out", nested, indent=1)
         self.sources.append("\n".join([f"def {name}(out, v):", *body]) + "\n")
@@ -526,9 +532,11 @@ class _Generator:
 
     # -- decoding --
 
-    def _decoder_source(self, name, struct_, path, regular, tagged, nested) -> str:
+    def _decoder_source(
+        self, name: str, struct_: Struct, path: str, regular: list[Field], tagged: list[Field], nested: _Nested
+    ) -> str:
         lines = [f"def {name}(buf, pos):"]
-        local = {}
+        local: dict[str, str] = {}
         for run in self._fixed_runs(regular):
             for f in run:
                 local[f.name] = self._unique("f")
@@ -552,7 +560,7 @@ class _Generator:
         lines.append(f"    return {{{items}}}, pos")
         return "\n".join(lines) + "\n"
 
-    def _read_lines(self, f: Field, target: str, path: str, nested, indent: int) -> list[str]:
+    def _read_lines(self, f: Field, target: str, path: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
         type_ = f.type
         if isinstance(type_, Struct):
@@ -567,7 +575,7 @@ class _Generator:
             return [f"{pad}{target}, pos = read_uuid(buf, pos)"]
         return [f"{pad}{target}, pos = {self._blob_function('read', f)}(buf, pos)"]
 
-    def _read_array_lines(self, f: Field, target: str, path: str, nested, indent: int) -> list[str]:
+    def _read_array_lines(self, f: Field, target: str, path: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
         element = f.type.element
         if self.flexible:
@@ -603,7 +611,9 @@ class _Generator:
         lines.append(f"{pad}        {target}.append(item)")
         return lines
 
-    def _tagged_decoder_lines(self, tagged: list[Field], local: dict, path: str, nested) -> list[str]:
+    def _tagged_decoder_lines(
+        self, tagged: list[Field], local: dict[str, str], path: str, nested: _Nested
+    ) -> list[str]:
         lines = []
         for f in tagged:
             local[f.name] = self._unique("f")
