@@ -3,11 +3,13 @@ the monitor's own storage state and evaluator on random histories."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from burrowpy.evaluator.rules import evaluate_group
+from burrowpy.pipeline.inprocess import statuses_through_storage
 from burrowpy.pipeline.replay import (
     OffsetTimeline,
     PartitionState,
@@ -20,8 +22,7 @@ from burrowpy.pipeline.replay import (
     replay_history,
     replay_partition,
 )
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, Status
-from burrowpy.storage.state import StorageState
+from burrowpy.protocol import Status
 
 T0 = 1_700_000_000_000  # ms, a whole second
 
@@ -164,38 +165,9 @@ def test_evaluation_reports_lag_seconds_only_with_lag():
 
 
 # --- equal to the monitor's storage and evaluator on random histories -------------------------------
+# Partition rows must match one to one; group status and totallag folded from them (as the Spark job
+# folds them) must match evaluate_group's.
 
-
-def monitor_statuses(rows: list[tuple], points: list[int], rules: ReplaySettings) -> dict:
-    """The monitor's path: StorageState fed in replay order, evaluate_group at every point."""
-    partition_counts: dict[tuple[str, str], int] = {}
-    for _, cluster, _, topic, partition, *_ in rows:
-        key = (cluster, topic)
-        partition_counts[key] = max(partition_counts.get(key, 0), partition + 1)
-    state = StorageState({cluster for cluster, _ in partition_counts}, intervals=rules.intervals,
-                         expire_group_s=10**9, min_distance_s=rules.min_distance_s)
-    ordered = sorted(rows, key=lambda r: history_event(r[0], r[6], r[5], r[7], r[2]))
-    result = {}
-    position = 0
-    for point in points:
-        while position < len(ordered) and ordered[position][6] <= point * 1000:
-            kind, cluster, group, topic, partition, offset, timestamp, order = ordered[position]
-            if kind == "broker":
-                state.add_broker_offset(SetBrokerOffset(cluster, topic, partition,
-                                                        partition_counts[(cluster, topic)], offset, timestamp))
-            else:
-                state.add_consumer_offset(SetConsumerOffset(cluster, group, topic, partition, offset, order,
-                                                            timestamp), timestamp // 1000)
-            position += 1
-        for cluster in state.cluster_names():
-            for group in state.consumer_names(cluster):
-                topics = state.consumer(cluster, group, point)
-                status = evaluate_group(cluster, group, topics, point, rules.allowed_lag, rules.minimum_complete)
-                for p in status.partitions:
-                    if topics[p.topic][p.partition].offsets:
-                        result[(cluster, group, p.topic, p.partition, point * 1000)] = (
-                            p.status, p.current_lag, p.complete)
-    return result
 
 
 history_rows = st.lists(
@@ -222,4 +194,10 @@ def test_replay_equals_storage_state_and_evaluator(rows, intervals, min_distance
             (h.evaluation.status, h.evaluation.current_lag, h.evaluation.complete)
         for h in replay_history(rows, points, rules)
     }
-    assert replayed == monitor_statuses(rows, points, rules)
+    partitions, groups = statuses_through_storage(rows, points, rules)
+    assert replayed == partitions
+    by_group = defaultdict(list)
+    for (cluster, group, _, _, point), (status, current_lag, _) in replayed.items():
+        by_group[(cluster, group, point)].append((status, current_lag))
+    assert {key: (group_status(s for s, _ in parts), sum(lag for _, lag in parts))
+            for key, parts in by_group.items()} == groups

@@ -1,0 +1,217 @@
+"""The batch job: a recorded history evaluated at regular points in time, on Spark.
+
+Each (cluster, topic, partition) is one ``applyInPandas`` group: its broker samples and every group's
+commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at every
+evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
+aggregates of those partition statuses.
+
+Output, under the output directory:
+- ``partition_status``: cluster, group, topic, partition, timestamp (the evaluation point, ms),
+  status, current_lag, complete;
+- ``group_status``: cluster, group, timestamp, status (OK, WARN or ERR), totallag;
+- ``lag_report``: one row per group, see ``LAG_REPORT_COLUMNS``;
+- ``report.md`` and ``report.svg``: the short human report.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burrowpy.protocol import Status
+
+from .history import HISTORY_SPARK_SCHEMA, KIND_COMMIT
+from .replay import (
+    BROKER_RANK,
+    COMMIT_RANK,
+    GROUP_STATUS_OF_PARTITION,
+    ReplaySettings,
+    evaluation_points,
+    replay_partition,
+)
+
+PARTITION_EVALUATION_SCHEMA = (
+    "cluster string, `group` string, topic string, partition int, timestamp long, status string, "
+    "current_lag long, complete double, lag_seconds double"
+)
+PARTITION_STATUS_COLUMNS = ("cluster", "group", "topic", "partition", "timestamp", "status", "current_lag",
+                            "complete")
+GROUP_STATUS_COLUMNS = ("cluster", "group", "timestamp", "status", "totallag")
+LAG_REPORT_COLUMNS = (
+    "cluster", "group", "first_timestamp", "last_timestamp", "evaluations",
+    "seconds_ok", "seconds_warn", "seconds_err",  # time the group spent in each group status
+    "seconds_stop", "seconds_stall", "seconds_rewind",  # time with at least one partition in that status
+    "worst_totallag", "worst_partition_lag", "worst_lag_seconds", "final_status", "final_totallag",
+)
+
+# Group status rank of each partition status, for a Spark max(); rank -> group status name.
+GROUP_RANK = {status.name: int(GROUP_STATUS_OF_PARTITION[status]) for status in GROUP_STATUS_OF_PARTITION}
+GROUP_STATUS_NAMES = {int(s): s.name for s in (Status.OK, Status.WARN, Status.ERR)}
+
+
+class HistoryError(ValueError):
+    """The input is not a usable history (missing, empty)."""
+
+
+@dataclass(frozen=True)
+class EvaluationSummary:
+    events: int
+    points: int
+    first_point_s: int
+    last_point_s: int
+    partition_rows: int
+    group_rows: int
+    groups: int
+
+
+def replay_pandas_group(points_s: list[int], settings: ReplaySettings, key: tuple, frame: Any) -> Any:
+    """``applyInPandas`` body: one (cluster, topic, partition)'s history rows -> its evaluations."""
+    import pandas as pd
+
+    cluster, topic, partition = key
+    is_commit = (frame["kind"] == KIND_COMMIT).tolist()
+    orders = frame["order"].tolist()
+    groups = frame["group"].tolist()
+    events = [
+        (timestamp, COMMIT_RANK, int(order), offset, group) if commit else (timestamp, BROKER_RANK, -1, offset, None)
+        for timestamp, commit, order, offset, group in zip(
+            frame["timestamp"].tolist(), is_commit, orders, frame["offset"].tolist(), groups, strict=True)
+    ]
+    columns: dict[str, list] = {"group": [], "timestamp": [], "status": [], "current_lag": [], "complete": [],
+                                "lag_seconds": []}
+    for evaluation in replay_partition(events, points_s, settings):
+        columns["group"].append(evaluation.group)
+        columns["timestamp"].append(evaluation.timestamp)
+        columns["status"].append(evaluation.status.name)
+        columns["current_lag"].append(evaluation.current_lag)
+        columns["complete"].append(evaluation.complete)
+        columns["lag_seconds"].append(evaluation.lag_seconds)
+    rows = len(columns["group"])
+    return pd.DataFrame({
+        "cluster": [cluster] * rows,
+        "group": columns["group"],
+        "topic": [topic] * rows,
+        "partition": pd.Series([partition] * rows, dtype="int32"),
+        "timestamp": pd.Series(columns["timestamp"], dtype="int64"),
+        "status": columns["status"],
+        "current_lag": pd.Series(columns["current_lag"], dtype="int64"),
+        "complete": pd.Series(columns["complete"], dtype="float64"),
+        "lag_seconds": pd.Series(columns["lag_seconds"], dtype="float64"),
+    })
+
+
+def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
+    path = Path(input_path)
+    if not path.is_dir() and "://" not in str(input_path):
+        raise HistoryError(f"history directory {input_path} does not exist")
+    return spark.read.schema(HISTORY_SPARK_SCHEMA).parquet(str(input_path))
+
+
+def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
+    """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA)."""
+    def replay(key, frame):  # no annotations: Spark would try to read a pandas UDF type from them
+        return replay_pandas_group(points_s, settings, key, frame)
+
+    # Commit rows without a group or order are not valid history; broker rows are kept whatever their group.
+    valid = events.where((events.kind != KIND_COMMIT) | (events["group"].isNotNull() & events["order"].isNotNull()))
+    return valid.groupBy("cluster", "topic", "partition").applyInPandas(
+        replay, schema=PARTITION_EVALUATION_SCHEMA)
+
+
+def group_evaluations(partitions: Any) -> Any:
+    """Per (cluster, group, evaluation point): group status and totallag, plus what the lag report needs."""
+    from pyspark.sql import functions as F
+
+    rank = F.lit(int(Status.ERR))
+    for name, value in GROUP_RANK.items():
+        if value != int(Status.ERR):
+            rank = F.when(F.col("status") == name, F.lit(value)).otherwise(rank)
+    status_names = F.create_map(*[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))])
+
+    def any_partition(status: Status) -> Any:
+        return F.max((F.col("status") == status.name).cast("int")).alias(f"any_{status.name.lower()}")
+
+    return (
+        partitions.groupBy("cluster", "group", "timestamp")
+        .agg(
+            F.max(rank).alias("rank"),
+            F.sum("current_lag").alias("totallag"),
+            F.max("current_lag").alias("max_partition_lag"),
+            F.max("lag_seconds").alias("max_lag_seconds"),
+            any_partition(Status.STOP), any_partition(Status.STALL), any_partition(Status.REWIND),
+        )
+        .withColumn("status", status_names[F.col("rank")])
+    )
+
+
+def lag_report(groups: Any, step_s: int) -> Any:
+    """One row per group: time in each status, worst lags, the final state (LAG_REPORT_COLUMNS)."""
+    from pyspark.sql import functions as F
+
+    def seconds_where(condition: Any, name: str) -> Any:
+        return (F.sum(condition.cast("long")) * F.lit(step_s)).alias(name)
+
+    return groups.groupBy("cluster", "group").agg(
+        F.min("timestamp").alias("first_timestamp"),
+        F.max("timestamp").alias("last_timestamp"),
+        F.count(F.lit(1)).alias("evaluations"),
+        seconds_where(F.col("status") == "OK", "seconds_ok"),
+        seconds_where(F.col("status") == "WARN", "seconds_warn"),
+        seconds_where(F.col("status") == "ERR", "seconds_err"),
+        seconds_where(F.col("any_stop") == 1, "seconds_stop"),
+        seconds_where(F.col("any_stall") == 1, "seconds_stall"),
+        seconds_where(F.col("any_rewind") == 1, "seconds_rewind"),
+        F.max("totallag").alias("worst_totallag"),
+        F.max("max_partition_lag").alias("worst_partition_lag"),
+        F.max("max_lag_seconds").alias("worst_lag_seconds"),
+        F.max_by("status", "timestamp").alias("final_status"),
+        F.max_by("totallag", "timestamp").alias("final_totallag"),
+    ).select(*LAG_REPORT_COLUMNS)
+
+
+def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str | os.PathLike,
+                     settings: ReplaySettings = ReplaySettings(), step_s: int = 60,
+                     report_groups: int = 5) -> EvaluationSummary:
+    """Run the batch job: read the history, write every output (overwriting), return counts."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from .report import write_report
+
+    events = read_history_frame(spark, input_path)
+    bounds = events.agg(F.count(F.lit(1)), F.min("timestamp"), F.max("timestamp")).first()
+    event_count, first_ms, last_ms = bounds[0], bounds[1], bounds[2]
+    if not event_count:
+        raise HistoryError(f"history {input_path} has no events")
+    points_s = evaluation_points(first_ms, last_ms, step_s)
+    output = str(output_path).rstrip("/")
+
+    partitions = partition_evaluations(events, points_s, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    groups = None
+    try:
+        partitions.select(*PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{output}/partition_status")
+        groups = group_evaluations(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        groups.select(*GROUP_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{output}/group_status")
+        report = lag_report(groups, step_s)
+        report.write.mode("overwrite").parquet(f"{output}/lag_report")
+        report_rows = spark.read.parquet(f"{output}/lag_report").toPandas()
+        top = report_rows.sort_values(["worst_totallag", "cluster", "group"], ascending=[False, True, True])
+        chosen = top.head(report_groups)[["cluster", "group"]]
+        timelines = (
+            groups.join(spark.createDataFrame(chosen), ["cluster", "group"])
+            .select("cluster", "group", "timestamp", "status", "totallag", "max_lag_seconds")
+            .toPandas()
+        )
+        summary = EvaluationSummary(
+            events=int(event_count), points=len(points_s), first_point_s=points_s[0], last_point_s=points_s[-1],
+            partition_rows=partitions.count(), group_rows=groups.count(), groups=len(report_rows),
+        )
+        write_report(Path(output), summary, step_s, report_rows, timelines)
+        return summary
+    finally:
+        if groups is not None:
+            groups.unpersist()
+        partitions.unpersist()
+
