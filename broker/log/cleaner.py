@@ -1,0 +1,190 @@
+"""Log compaction: keep the latest record per key in the non-active segments of a partition.
+
+One pass over a partition (:func:`clean_partition`):
+
+1. Map every key in the non-active segments to the offset of its latest record (records are decoded
+   here; this is the one place besides timestamp lookups that does).
+2. Group consecutive segments so that each group's cleaned output fits ``segment.bytes``, and rebuild
+   each group aside into ``*.cleaned`` files: a batch keeps its base offset, offset range, producer
+   fields and codec, and holds only the records that are still the latest for their key. Batches that
+   lose nothing are copied byte for byte; control batches are kept as they are.
+3. Swap each group in under the log's lock (:meth:`PartitionLog.replace_segments`), which is short:
+   renames and unlinks. If the log changed meanwhile (retention, truncation), the group is dropped and
+   the next pass starts over.
+
+Tombstones (records with a null value) follow KIP-534: the first pass that keeps a tombstone stamps its
+batch with a delete horizon (now + ``delete.retention.ms``, attribute bit 6, stored in baseTimestamp);
+a pass after the horizon removes it, so consumers have ``delete.retention.ms`` to see every delete.
+Records without a key cannot be compacted and are dropped, as Kafka's cleaner does. A batch of an
+idempotent producer that loses all its records is kept as an empty batch if it is that producer's last,
+so its sequence numbers survive a restart.
+
+The active segment is never touched. Runs in the caller's thread (the broker uses ``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from broker.log.partition import PartitionLog
+from broker.log.segment import BatchScan, LogSegment, pread_exact
+from broker.protocol.records import (
+    INT32_MAX,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_batch,
+)
+
+
+def _read_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch of a segment, read through a file descriptor of our own: retention may close or
+    delete the segment meanwhile, and an open descriptor keeps the file readable."""
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        end = os.fstat(fd).st_size
+        for pos, header in BatchScan(fd, 0, end, segment.base_offset, min_offset=-1):
+            yield header, pread_exact(fd, header.size, pos)
+    finally:
+        os.close(fd)
+
+
+def _latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for segment in segments:
+        for header, data in _read_batches(segment):
+            if header.is_control:
+                continue
+            for record in decode_batch(data)[1]:
+                if record.key is not None:
+                    latest[record.key] = record.offset
+    return latest
+
+
+def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive runs whose total size fits one segment and whose offsets fit its 32-bit range."""
+    groups: list[list[LogSegment]] = []
+    for segment in segments:
+        if groups:
+            group = groups[-1]
+            size = sum(member.size for member in group) + segment.size
+            if size <= max_bytes and segment.next_offset - 1 - group[0].base_offset <= INT32_MAX:
+                group.append(segment)
+                continue
+        groups.append([segment])
+    return groups
+
+
+class _BatchFilter:
+    """Decides what becomes of each batch; remembers the earliest delete horizon it leaves behind."""
+
+    def __init__(
+        self,
+        latest: dict[bytes, int],
+        producer_last_offsets: dict[int, int],
+        now_ms: int,
+        delete_retention_ms: int,
+    ) -> None:
+        self.latest = latest
+        self.producer_last_offsets = producer_last_offsets
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.next_horizon_ms: int | None = None
+
+    def cleaned(self, header: BatchHeader, data: bytes) -> bytes | None:
+        """The batch to write in place of ``data`` (``data`` itself if unchanged), or None to drop it."""
+        if header.is_control:
+            return data
+        records = decode_batch(data)[1]
+        horizon = header.delete_horizon_ms
+        kept: list[Record] = []
+        keeps_tombstone = False
+        for record in records:
+            if record.key is None or self.latest.get(record.key) != record.offset:
+                continue
+            if record.value is None:
+                if horizon is not None and self.now_ms >= horizon:
+                    continue
+                keeps_tombstone = True
+            kept.append(record)
+        new_horizon = None
+        if keeps_tombstone:
+            new_horizon = horizon if horizon is not None else self.now_ms + self.delete_retention_ms
+            if self.next_horizon_ms is None or new_horizon < self.next_horizon_ms:
+                self.next_horizon_ms = new_horizon
+        if len(kept) == len(records) and new_horizon == horizon:
+            return data
+        if not kept and not (
+            header.producer_id >= 0
+            and self.producer_last_offsets.get(header.producer_id) == header.last_offset
+        ):
+            return None
+        return build_batch(
+            kept,
+            base_offset=header.base_offset,
+            compression=header.compression,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            timestamp_type=header.timestamp_type,
+            partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=header.is_transactional,
+            last_offset_delta=header.last_offset_delta,
+            # LogAppendTime records take the batch's time; an emptied batch keeps it for retention.
+            max_timestamp=header.max_timestamp
+            if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME or not kept
+            else None,
+            delete_horizon_ms=new_horizon,
+        )
+
+
+def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
+    """Compact one partition if it has uncleaned segments or tombstones past their horizon.
+
+    Returns True if any segment was rewritten.
+    """
+    version, segments, producer_last_offsets = partition_log.cleaning_snapshot()
+    if not segments:
+        return False
+    dirty = segments[-1].next_offset > partition_log.cleaned_through_offset
+    horizon = partition_log.next_tombstone_expiry_ms
+    if not dirty and (horizon is None or now_ms < horizon):
+        return False
+    config = partition_log.config
+    try:
+        latest = _latest_offsets(segments)
+    except FileNotFoundError:
+        return False  # retention deleted a segment meanwhile; the next pass sees the new layout
+    batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms)
+    rewritten = False
+    for group in _group_segments(segments, config.segment_bytes):
+        cleaned = partition_log.create_cleaned_segment(group[0].base_offset)
+        changed = len(group) > 1
+        try:
+            for segment in group:
+                for header, data in _read_batches(segment):
+                    kept = batch_filter.cleaned(header, data)
+                    if kept is not data:
+                        changed = True
+                    if kept is not None:
+                        kept_header = BatchHeader.parse(kept)
+                        cleaned.append(
+                            kept, kept_header.base_offset, kept_header.next_offset, kept_header.max_timestamp
+                        )
+        except FileNotFoundError:
+            cleaned.delete()
+            return rewritten
+        if not changed:
+            cleaned.delete()
+            continue
+        new_version = partition_log.replace_segments(version, group, cleaned)
+        if new_version is None:
+            cleaned.delete()
+            return rewritten
+        version = new_version
+        rewritten = True
+    partition_log.cleaned_through_offset = segments[-1].next_offset
+    partition_log.next_tombstone_expiry_ms = batch_filter.next_horizon_ms
+    return rewritten

@@ -1,0 +1,186 @@
+"""Per-topic log configuration: Kafka's topic config names, types, defaults and bounds.
+
+A topic's effective configuration is Kafka's default, overridden by the broker-wide defaults the broker
+hands to the :class:`~broker.log.manager.LogManager`, overridden by the topic's own settings. Values
+arrive as strings from the wire (CreateTopics, AlterConfigs) or as Python values from the broker's YAML;
+both are accepted. A bad name or value raises KafkaError INVALID_CONFIG with a message naming both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from broker.errors import ErrorCode, KafkaError
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+DAY_MS = 24 * 3600 * 1000
+
+SOURCE_TOPIC = "topic"
+SOURCE_BROKER = "broker"
+SOURCE_DEFAULT = "default"
+
+
+class ConfigDef(NamedTuple):
+    name: str
+    kind: str  # "int" (32-bit), "long", "double", "string", "list"
+    default: Any
+    check: Callable[[Any], str | None]  # the problem with a parsed value, or None
+
+
+class ConfigEntry(NamedTuple):
+    """One line of DescribeConfigs for a topic; ``source`` is "topic", "broker" or "default"."""
+
+    name: str
+    value: str
+    is_default: bool
+    read_only: bool
+    source: str
+
+
+def _at_least(minimum: int) -> Callable[[Any], str | None]:
+    return lambda value: None if value >= minimum else f"must be at least {minimum}"
+
+
+def _one_of(*allowed: str) -> Callable[[Any], str | None]:
+    return lambda value: None if value in allowed else f"must be one of {', '.join(allowed)}"
+
+
+def _cleanup_policy(value: tuple[str, ...]) -> str | None:
+    unknown = [item for item in value if item not in ("compact", "delete")]
+    return f"unknown policy {unknown[0]!r}; use delete, compact or both" if unknown else None
+
+
+def _disk_percent(value: float) -> str | None:
+    return None if value == -1 or 0 < value <= 100 else "must be -1 (off) or a percentage in (0, 100]"
+
+
+CONFIG_DEFS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef("segment.bytes", "int", 1024**3, _at_least(14)),
+        ConfigDef("segment.ms", "long", 7 * DAY_MS, _at_least(1)),
+        ConfigDef("retention.ms", "long", 7 * DAY_MS, _at_least(-1)),
+        ConfigDef("retention.bytes", "long", -1, lambda value: None),
+        ConfigDef("cleanup.policy", "list", ("delete",), _cleanup_policy),
+        ConfigDef("delete.retention.ms", "long", DAY_MS, _at_least(0)),
+        ConfigDef("max.message.bytes", "int", 1048588, _at_least(0)),
+        ConfigDef("message.timestamp.type", "string", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
+        ConfigDef("index.interval.bytes", "int", 4096, _at_least(0)),
+        ConfigDef("flush.messages", "long", INT64_MAX, _at_least(1)),
+        ConfigDef("flush.ms", "long", INT64_MAX, _at_least(0)),
+        ConfigDef("min.insync.replicas", "int", 1, _at_least(1)),
+        ConfigDef("retention.disk.percent", "double", -1.0, _disk_percent),
+    )
+}
+
+
+def _parse(definition: ConfigDef, raw: Any) -> Any:
+    """Turn a wire string or a Python value into the config's type, or raise INVALID_CONFIG."""
+    name, kind = definition.name, definition.kind
+    try:
+        if kind in ("int", "long"):
+            if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+                raise ValueError
+            value = int(raw.strip()) if isinstance(raw, str) else int(raw)
+            low, high = (-(2**31), INT32_MAX) if kind == "int" else (-(2**63), INT64_MAX)
+            if not low <= value <= high:
+                raise ValueError
+        elif kind == "double":
+            if isinstance(raw, bool):
+                raise ValueError
+            value = float(raw)
+        elif kind == "list":
+            items = raw.split(",") if isinstance(raw, str) else list(raw)
+            value = tuple(str(item).strip() for item in items if str(item).strip())
+        else:
+            if not isinstance(raw, str):
+                raise ValueError
+            value = raw.strip()
+    except (TypeError, ValueError):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is not a valid {kind}") from None
+    problem = definition.check(value)
+    if problem:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is invalid: {problem}")
+    return value
+
+
+def format_value(value: Any) -> str:
+    """How Kafka shows a config value: lists comma-joined, everything else as text."""
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def parse_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a mapping of config names to values; return the parsed values."""
+    parsed = {}
+    for name, raw in configs.items():
+        definition = CONFIG_DEFS.get(name)
+        if definition is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
+        if raw is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: a value is required")
+        parsed[name] = _parse(definition, raw)
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The effective configuration of one topic's logs (Kafka names with dots as underscores)."""
+
+    segment_bytes: int = CONFIG_DEFS["segment.bytes"].default
+    segment_ms: int = CONFIG_DEFS["segment.ms"].default
+    retention_ms: int = CONFIG_DEFS["retention.ms"].default
+    retention_bytes: int = CONFIG_DEFS["retention.bytes"].default
+    cleanup_policy: tuple[str, ...] = CONFIG_DEFS["cleanup.policy"].default
+    delete_retention_ms: int = CONFIG_DEFS["delete.retention.ms"].default
+    max_message_bytes: int = CONFIG_DEFS["max.message.bytes"].default
+    message_timestamp_type: str = CONFIG_DEFS["message.timestamp.type"].default
+    index_interval_bytes: int = CONFIG_DEFS["index.interval.bytes"].default
+    flush_messages: int = CONFIG_DEFS["flush.messages"].default
+    flush_ms: int = CONFIG_DEFS["flush.ms"].default
+    min_insync_replicas: int = CONFIG_DEFS["min.insync.replicas"].default
+    retention_disk_percent: float = CONFIG_DEFS["retention.disk.percent"].default
+
+    @classmethod
+    def from_settings(cls, *layers: Mapping[str, Any]) -> LogConfig:
+        """Kafka defaults overridden by each layer in turn (e.g. broker defaults, then topic settings)."""
+        values: dict[str, Any] = {}
+        for layer in layers:
+            values.update(parse_configs(layer))
+        return cls(**{name.replace(".", "_"): value for name, value in values.items()})
+
+    def value_of(self, name: str) -> Any:
+        return getattr(self, name.replace(".", "_"))
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+def describe(overrides: Mapping[str, Any], broker_defaults: Mapping[str, Any]) -> list[ConfigEntry]:
+    """DescribeConfigs lines for a topic, sorted by name, with where each value comes from."""
+    topic_values = parse_configs(overrides)
+    broker_values = parse_configs(broker_defaults)
+    entries = []
+    for name in sorted(CONFIG_DEFS):
+        definition = CONFIG_DEFS[name]
+        if name in topic_values:
+            value, source = topic_values[name], SOURCE_TOPIC
+        elif name in broker_values and broker_values[name] != definition.default:
+            value, source = broker_values[name], SOURCE_BROKER
+        else:
+            value, source = definition.default, SOURCE_DEFAULT
+        entries.append(ConfigEntry(name, format_value(value), source != SOURCE_TOPIC, False, source))
+    return entries

@@ -1,0 +1,36 @@
+"""Small durable files: checkpoints and metadata written whole, so a crash leaves the old or the new."""
+
+from __future__ import annotations
+
+import os
+
+TEMP_SUFFIX = ".tmp"
+
+
+def fsync_directory(directory: str) -> None:
+    """Make renames and creations inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over."""
+    temp = path + TEMP_SUFFIX
+    with open(temp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temp, path)
+    fsync_directory(os.path.dirname(path) or ".")
+
+
+def read_int(path: str) -> int | None:
+    """The integer a checkpoint file holds, or None if it is missing or damaged."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None

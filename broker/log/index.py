@@ -1,0 +1,184 @@
+"""Sparse offset and time indexes of one log segment, in Kafka's on-disk layout.
+
+``%020d.index`` holds 8-byte entries (relative offset int32, file position int32); ``%020d.timeindex``
+holds 12-byte entries (timestamp int64, relative offset int32); all big-endian. An offset entry names
+the start of a batch; a time entry says "batches before this offset all have smaller timestamps".
+
+Both live in memory as arrays (searched with bisect) and are appended to their files entry by entry
+(write() to the OS, like the log itself). Entries come every ``index.interval.bytes`` of log, so a
+1 GiB segment has ~260k of them: 2 MiB of memory. Files are neither preallocated nor mmapped: append-
+only writes of 8 bytes cost about a microsecond, and loading reads the file once.
+
+An index is only a hint. Recovery rebuilds it from the log when it is missing or fails
+:meth:`OffsetIndex.is_sane` / :meth:`TimeIndex.is_sane`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _open_append(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+class OffsetIndex:
+    """Maps an offset to the file position of a batch at or before it."""
+
+    def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._relative_offsets = array("i")
+        self._positions = array("i")
+        data = _read_file(path) if load else b""
+        usable = len(data) - len(data) % _OFFSET_ENTRY.size
+        self.torn = usable != len(data)
+        if usable:
+            raw = array("i")
+            raw.frombytes(data[:usable])
+            if sys.byteorder == "little":
+                raw.byteswap()
+            self._relative_offsets = raw[0::2]
+            self._positions = raw[1::2]
+        if not load:
+            with open(path, "wb"):
+                pass
+        self._fd = _open_append(path)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def entries(self) -> list[tuple[int, int]]:
+        """(absolute offset, position) pairs, oldest first."""
+        base = self.base_offset
+        return [(base + rel, pos) for rel, pos in zip(self._relative_offsets, self._positions, strict=True)]
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        self._relative_offsets.append(relative)
+        self._positions.append(position)
+        os.write(self._fd, _OFFSET_ENTRY.pack(relative, position))
+
+    def lookup(self, offset: int) -> int:
+        """Position of the last indexed batch starting at or before ``offset`` (0 if none)."""
+        i = bisect_right(self._relative_offsets, offset - self.base_offset)
+        return self._positions[i - 1] if i else 0
+
+    def is_sane(self, log_size: int) -> bool:
+        """Whole entries, increasing offsets and positions, all inside the log."""
+        if self.torn:
+            return False
+        offsets, positions = self._relative_offsets, self._positions
+        if any(
+            offsets[i] >= offsets[i + 1] or positions[i] >= positions[i + 1] for i in range(len(offsets) - 1)
+        ):
+            return False
+        return not positions or (offsets[0] >= 0 and positions[0] >= 0 and positions[-1] < log_size)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries for ``offset`` and beyond."""
+        keep = bisect_right(self._relative_offsets, offset - self.base_offset - 1)
+        if keep == len(self._positions):
+            return
+        del self._relative_offsets[keep:]
+        del self._positions[keep:]
+        os.ftruncate(self._fd, keep * _OFFSET_ENTRY.size)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class TimeIndex:
+    """Maps a timestamp to the offset of the first batch whose max timestamp reaches it."""
+
+    def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._timestamps = array("q")
+        self._relative_offsets = array("i")
+        data = _read_file(path) if load else b""
+        usable = len(data) - len(data) % _TIME_ENTRY.size
+        self.torn = usable != len(data)
+        for timestamp, relative in _TIME_ENTRY.iter_unpack(data[:usable]):
+            self._timestamps.append(timestamp)
+            self._relative_offsets.append(relative)
+        if not load:
+            with open(path, "wb"):
+                pass
+        self._fd = _open_append(path)
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    def entries(self) -> list[tuple[int, int]]:
+        """(timestamp, absolute offset) pairs, oldest first."""
+        base = self.base_offset
+        return [(ts, base + rel) for ts, rel in zip(self._timestamps, self._relative_offsets, strict=True)]
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self._timestamps:
+            return None
+        return self._timestamps[-1], self.base_offset + self._relative_offsets[-1]
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Record a new maximum timestamp; anything not above the last entry adds nothing."""
+        if self._timestamps and timestamp <= self._timestamps[-1]:
+            return
+        relative = offset - self.base_offset
+        self._timestamps.append(timestamp)
+        self._relative_offsets.append(relative)
+        os.write(self._fd, _TIME_ENTRY.pack(timestamp, relative))
+
+    def lookup(self, timestamp: int) -> int:
+        """Offset from which to scan for the first batch reaching ``timestamp`` (the segment base if none)."""
+        i = bisect_right(self._timestamps, timestamp)
+        return self.base_offset + self._relative_offsets[i - 1] if i else self.base_offset
+
+    def is_sane(self, next_offset: int) -> bool:
+        """Whole entries, increasing timestamps and non-decreasing offsets below ``next_offset``."""
+        if self.torn:
+            return False
+        ts, offsets = self._timestamps, self._relative_offsets
+        if any(ts[i] >= ts[i + 1] or offsets[i] > offsets[i + 1] for i in range(len(ts) - 1)):
+            return False
+        return not offsets or (offsets[0] >= 0 and self.base_offset + offsets[-1] < next_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries for ``offset`` and beyond."""
+        keep = len(self._relative_offsets)
+        while keep and self.base_offset + self._relative_offsets[keep - 1] >= offset:
+            keep -= 1
+        if keep == len(self._timestamps):
+            return
+        del self._timestamps[keep:]
+        del self._relative_offsets[keep:]
+        os.ftruncate(self._fd, keep * _TIME_ENTRY.size)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

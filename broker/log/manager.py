@@ -1,0 +1,346 @@
+"""All partition logs of a broker: topics, their persisted configs, retention, compaction.
+
+Layout of the data directory::
+
+    topics/<name>.json         {"name", "topic_id" (hex), "partitions", "configs" (the topic's overrides)}
+    <name>-<partition>/        one PartitionLog each
+    <name>-<partition>.<hex>-delete/   a deleted partition, removed on the next start if a crash interrupted
+
+The topic file is written (atomically) before its partition directories exist and removed before they
+are deleted, so a crash never leaves a topic half-created: on start every topic file is reopened and any
+missing partition directory is created empty.
+
+``defaults`` are the broker-wide topic config defaults, by topic config name (``segment.bytes``, ...).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import structlog
+
+from broker.errors import ErrorCode, KafkaError
+from broker.log.cleaner import clean_partition
+from broker.log.config import ConfigEntry, LogConfig, describe, format_value, parse_configs
+from broker.log.files import TEMP_SUFFIX, write_atomically
+from broker.log.partition import PartitionLog
+
+log = structlog.get_logger("broker.log")
+
+TOPICS_DIR = "topics"
+LOCK_FILE = ".lock"
+DELETED_SUFFIX = "-delete"
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+DiskUsage = Callable[[str], Any]  # shutil.disk_usage's shape: an object with .total and .used
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules; INVALID_TOPIC_EXCEPTION otherwise."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name is {len(name)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}",
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} contains characters other than ASCII letters, digits, '.', '_' and '-'",
+        )
+
+
+def _collision_key(name: str) -> str:
+    # Kafka's metric names turn '.' into '_', so topics differing only there are refused.
+    return name.replace(".", "_")
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: bytes  # 16 raw bytes, as Metadata v10+ and DeleteTopics v6 carry it
+    overrides: dict[str, str]
+    config: LogConfig
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        defaults: Mapping[str, Any],
+        *,
+        clock: Callable[[], float] = time.time,
+        disk_usage: DiskUsage = shutil.disk_usage,
+    ) -> None:
+        self.data_dir = os.fspath(data_dir)
+        self._clock = clock
+        self._disk_usage = disk_usage
+        self._defaults = {name: format_value(value) for name, value in parse_configs(defaults).items()}
+        self._topics: dict[str, Topic] = {}
+        self.topics: Mapping[str, Topic] = MappingProxyType(self._topics)
+        self._lock = threading.RLock()
+        self._closed = False
+        os.makedirs(os.path.join(self.data_dir, TOPICS_DIR), exist_ok=True)
+        self._lock_file = self._lock_data_dir()
+        self._remove_deleted_directories()
+        self._load_topics()
+
+    # --- startup -----------------------------------------------------------------------------------------
+
+    def _lock_data_dir(self) -> int:
+        """Two brokers on one data directory would corrupt it; the OS drops the lock if we die."""
+        fd = os.open(os.path.join(self.data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"data directory {self.data_dir} is in use by another broker") from None
+        return fd
+
+    def _remove_deleted_directories(self) -> None:
+        for name in os.listdir(self.data_dir):
+            if name.endswith(DELETED_SUFFIX):
+                shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
+
+    def _load_topics(self) -> None:
+        topics_dir = os.path.join(self.data_dir, TOPICS_DIR)
+        for file_name in sorted(os.listdir(topics_dir)):
+            path = os.path.join(topics_dir, file_name)
+            if file_name.endswith(TEMP_SUFFIX):
+                os.unlink(path)
+                continue
+            if not file_name.endswith(".json"):
+                continue
+            with open(path, "rb") as f:
+                meta = json.load(f)
+            overrides = {name: str(value) for name, value in meta["configs"].items()}
+            config = LogConfig.from_settings(self._defaults, overrides)
+            topic = Topic(meta["name"], bytes.fromhex(meta["topic_id"]), overrides, config)
+            topic.partitions = [self._open_log(topic.name, p, config) for p in range(meta["partitions"])]
+            self._topics[topic.name] = topic
+            log.info("topic loaded", topic=topic.name, partitions=topic.partition_count)
+
+    def _partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def _open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        return PartitionLog(self._partition_dir(topic, partition), config, self._clock)
+
+    def _save_topic(self, topic: Topic, partitions: int) -> None:
+        meta = {
+            "name": topic.name,
+            "topic_id": topic.topic_id.hex(),
+            "partitions": partitions,
+            "configs": topic.overrides,
+        }
+        write_atomically(self._topic_file(topic.name), json.dumps(meta, indent=1).encode())
+
+    def _topic_file(self, name: str) -> str:
+        return os.path.join(self.data_dir, TOPICS_DIR, f"{name}.json")
+
+    # --- topics ------------------------------------------------------------------------------------------
+
+    def validate_topic(self, name: str, partitions: int, configs: Mapping[str, Any]) -> LogConfig:
+        """Everything CreateTopics checks, without creating; returns the topic's effective config."""
+        validate_topic_name(name)
+        with self._lock:
+            if name in self._topics:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            key = _collision_key(name)
+            for existing in self._topics:
+                if _collision_key(existing) == key:
+                    raise KafkaError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"topic {name!r} collides with existing topic {existing!r} ('.' and '_' are alike)",
+                    )
+        if partitions <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, not {partitions}"
+            )
+        return LogConfig.from_settings(self._defaults, configs)
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, Any]) -> Topic:
+        with self._lock:
+            config = self.validate_topic(name, partitions, configs)
+            overrides = {key: format_value(value) for key, value in parse_configs(configs).items()}
+            topic = Topic(name, uuid.uuid4().bytes, overrides, config)
+            self._save_topic(topic, partitions)
+            topic.partitions = [self._open_log(name, p, config) for p in range(partitions)]
+            self._topics[name] = topic
+            return topic
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            topic = self._topics.pop(name, None)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            doomed = []
+            for index, partition_log in enumerate(topic.partitions):
+                partition_log.close_without_checkpoint()
+                source = self._partition_dir(name, index)
+                target = f"{source}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
+                os.replace(source, target)
+                doomed.append(target)
+            os.unlink(self._topic_file(name))
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """CreatePartitions: grow the topic to ``total`` partitions."""
+        with self._lock:
+            topic = self._get_topic(name)
+            if total <= topic.partition_count:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"topic {name!r} has {topic.partition_count} partitions; {total} is not more",
+                )
+            self._save_topic(topic, total)
+            topic.partitions.extend(
+                self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)
+            )
+
+    def _get_topic(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        found = self._topics.get(topic)
+        if found is None or not 0 <= partition < found.partition_count:
+            return None
+        return found.partitions[partition]
+
+    # --- configs -----------------------------------------------------------------------------------------
+
+    def describe_configs(self, topic: str) -> list[ConfigEntry]:
+        """(name, value, is_default, read_only, source) per config; source is "topic", "broker" or "default"."""
+        return describe(self._get_topic(topic).overrides, self._defaults)
+
+    def alter_topic_configs(
+        self,
+        name: str,
+        updates: Mapping[str, Any],
+        *,
+        replace: bool,
+        validate_only: bool = False,
+    ) -> LogConfig:
+        """AlterConfigs (``replace``: the updates become the whole set of overrides) or
+        IncrementalAlterConfigs (merge; a None value removes an override)."""
+        with self._lock:
+            topic = self._get_topic(name)
+            overrides = {} if replace else dict(topic.overrides)
+            for key, value in updates.items():
+                if value is None:
+                    overrides.pop(key, None)
+                else:
+                    overrides[key] = value
+            parsed = parse_configs(overrides)
+            config = LogConfig.from_settings(self._defaults, parsed)
+            if validate_only:
+                return config
+            topic.overrides = {key: format_value(value) for key, value in parsed.items()}
+            topic.config = config
+            self._save_topic(topic, topic.partition_count)
+            for partition_log in topic.partitions:
+                partition_log.config = config
+            return config
+
+    # --- background work ---------------------------------------------------------------------------------
+
+    def _all_logs(self, predicate: Callable[[Topic], bool] = lambda topic: True) -> list[PartitionLog]:
+        with self._lock:
+            return [p for topic in self._topics.values() if predicate(topic) for p in topic.partitions]
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Time, size and disk-usage retention over every log; returns the number of segments deleted."""
+        if now_ms is None:
+            now_ms = int(self._clock() * 1000)
+        deleted = 0
+        for partition_log in self._all_logs():
+            try:
+                deleted += partition_log.apply_retention(now_ms)
+            except KafkaError:
+                continue  # closed by a concurrent topic deletion
+        return deleted + self._apply_disk_retention()
+
+    def _apply_disk_retention(self) -> int:
+        """While the data disk is fuller than a topic's ``retention.disk.percent``, delete the oldest
+        non-active segment among such topics' partitions, oldest first across all of them."""
+        watched = [
+            (topic.config.retention_disk_percent, partition_log)
+            for topic in list(self._topics.values())
+            if topic.config.retention_disk_percent > 0
+            for partition_log in topic.partitions
+        ]
+        deleted = 0
+        while watched:
+            usage = self._disk_usage(self.data_dir)
+            percent = 100.0 * usage.used / usage.total if usage.total else 0.0
+            candidates = []
+            for threshold, partition_log in watched:
+                if percent > threshold:
+                    oldest = partition_log.oldest_deletable_timestamp()
+                    if oldest is not None:
+                        candidates.append((oldest, partition_log))
+            if not candidates:
+                return deleted
+            _, victim = min(candidates, key=lambda candidate: candidate[0])
+            if not victim.delete_oldest_segment():
+                return deleted
+            deleted += 1
+            log.info(
+                "segment deleted for disk usage", directory=victim.directory, disk_percent=round(percent, 1)
+            )
+        return deleted
+
+    def run_compaction(self, now_ms: int | None = None) -> int:
+        """Compact every partition of topics whose cleanup.policy includes compact; returns how many
+        partitions were rewritten. Blocking: run it in a thread (``asyncio.to_thread``)."""
+        if now_ms is None:
+            now_ms = int(self._clock() * 1000)
+        cleaned = 0
+        for partition_log in self._all_logs(lambda topic: topic.config.compact):
+            try:
+                if clean_partition(partition_log, now_ms):
+                    cleaned += 1
+            except KafkaError:
+                continue  # closed by a concurrent topic deletion or shutdown
+            except Exception:
+                log.exception("compaction failed", directory=partition_log.directory)
+        return cleaned
+
+    def run_flush(self, now_ms: int | None = None) -> int:
+        """fsync logs whose oldest unflushed append is older than their ``flush.ms``; returns how many."""
+        if now_ms is None:
+            now_ms = int(self._clock() * 1000)
+        return sum(1 for partition_log in self._all_logs() if partition_log.flush_if_due(now_ms))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for partition_log in self._all_logs():
+                partition_log.close()
+            os.close(self._lock_file)

@@ -1,0 +1,719 @@
+"""The log of one partition: segments, offsets, idempotent producers, leader epochs, recovery, retention.
+
+Appends stay opaque (DESIGN principle 2): a producer's batch is validated by its header and CRC-32C,
+patched with its offsets and leader epoch, and written as bytes. Reads return whole stored batches.
+Records are decoded only for a timestamp lookup and, on compacted topics, to refuse records without a
+key (as Kafka does).
+
+Directory layout (Kafka's)::
+
+    00000000000000000000.log / .index / .timeindex   segments, named by base offset
+    00000000000000000000.snapshot                    producer state before that offset (JSON)
+    leader-epoch-checkpoint                          leader epoch -> start offset
+    log-start-offset                                 advanced by retention and DeleteRecords
+    recovery-point                                   segments from here on are checked after a crash
+    .clean-shutdown                                  written last by close(), removed on open
+    <base>.cleaning                                  a compaction swap in progress (see replace_segments)
+
+Flush policy
+------------
+By default Kafka's: every append is written to the operating system before it is acknowledged, so it
+survives a crash of the process (kill -9), but there is no fsync per append. When a segment rolls the
+finished segment is fsynced and the recovery point moves to the new segment, so after a crash of the
+machine only segments from the recovery point on need checking. Topic configs ``flush.messages`` (fsync
+after that many records) and ``flush.ms`` (fsync when the oldest unflushed append is that old, checked on
+append and by :meth:`flush_if_due`) tighten this; set ``flush.messages=1`` in the broker-wide defaults to
+fsync every append. ``close()`` fsyncs everything and writes the clean-shutdown marker.
+
+Recovery
+--------
+Without the marker, every segment from the recovery point on is re-read: each batch's header must be
+plausible and its CRC-32C must match. The first torn or corrupt batch and everything after it (including
+later segments) is cut away; indexes of those segments are rebuilt. With the marker, segments are
+trusted and only indexes that are missing or inconsistent are rebuilt.
+
+Thread safety: every public method holds the log's lock, so the compaction thread can swap cleaned
+segments in (briefly) while the event loop appends and reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.errors import ErrorCode, KafkaError
+from broker.log.config import LogConfig
+from broker.log.epoch_cache import LeaderEpochCache
+from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
+from broker.log.producer_state import (
+    ProducerStateManager,
+    load_latest_snapshot,
+    write_snapshot,
+)
+from broker.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file,
+)
+from broker.protocol.records import (
+    INT32_MAX,
+    crc_of,
+    decode_batch,
+    iter_batches,
+    patch_batch,
+    validate_batch,
+)
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+LOG_START_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point"
+CLEANED_SUFFIX = ".cleaned"
+CLEANING_SUFFIX = ".cleaning"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class PartitionLog:
+    """One partition's log in ``directory``; see the module docstring for layout and guarantees.
+
+    ``high_watermark`` is a plain attribute. With ``auto_high_watermark`` (a single node) every append
+    moves it to the log end; replication turns that off and sets it itself.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        clock: Callable[[], float] = time.time,
+        *,
+        auto_high_watermark: bool = True,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self.config = config
+        self._clock = clock
+        self.auto_high_watermark = auto_high_watermark
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._producers = ProducerStateManager()
+        self._closed = False
+        self._unflushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        # Bumped whenever existing segments change (truncation, deletion, compaction swap), so the
+        # cleaner can tell that the segments it read are no longer the ones in the log.
+        self.structure_version = 0
+        # Compaction bookkeeping (in memory: after a restart the cleaner makes one full pass).
+        self.cleaned_through_offset = 0
+        self.next_tombstone_expiry_ms: int | None = None
+        os.makedirs(self.directory, exist_ok=True)
+        self._epochs = LeaderEpochCache(self.directory)
+        self._open()
+
+    # --- opening and recovery ----------------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _open(self) -> None:
+        now_ms = self._now_ms()
+        self._finish_interrupted_cleaning()
+        clean = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
+        if clean:
+            os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
+        bases = self._segment_bases_on_disk()
+        checkpointed_start = read_int(self._path(LOG_START_FILE))
+        recovery_point = read_int(self._path(RECOVERY_POINT_FILE)) or 0
+        recover_from = max(bisect_right(bases, recovery_point) - 1, 0)
+        interval = self.config.index_interval_bytes
+        for i, base in enumerate(bases):
+            if clean or i < recover_from:
+                self._segments.append(LogSegment.open(self.directory, base, interval, now_ms))
+                continue
+            segment, result = LogSegment.open_and_recover(self.directory, base, interval, now_ms)
+            self._segments.append(segment)
+            for header in result.headers:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+            if result.truncated_bytes:
+                for later in bases[i + 1 :]:
+                    for suffix in SEGMENT_SUFFIXES:
+                        _unlink_quietly(segment_file(self.directory, later, suffix))
+                break
+        if not self._segments:
+            start = checkpointed_start or 0
+            self._segments.append(LogSegment.create(self.directory, start, interval, now_ms))
+        self._bases = [segment.base_offset for segment in self._segments]
+        end = self._segments[-1].next_offset
+        self.log_start_offset = min(max(checkpointed_start or 0, self._segments[0].base_offset), end)
+        self._epochs.truncate_from_end(end)
+        self._epochs.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+        self.high_watermark = end if self.auto_high_watermark else self.log_start_offset
+
+    def _segment_bases_on_disk(self) -> list[int]:
+        bases = []
+        for name in os.listdir(self.directory):
+            stem, _, suffix = name.partition(".")
+            if name.endswith(CLEANED_SUFFIX) or name.endswith(TEMP_SUFFIX):
+                os.unlink(self._path(name))  # leftovers of an unfinished clean or checkpoint
+            elif "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+                bases.append(int(stem))
+        return sorted(bases)
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay the batch headers after it."""
+        end = self.log_end_offset
+        since = load_latest_snapshot(self.directory, self._producers, end)
+        replay_from = self.log_start_offset if since is None else since
+        for segment in self._segments:
+            if segment.next_offset <= replay_from:
+                continue
+            for _, header in segment.batches():
+                if header.base_offset >= replay_from:
+                    self._producers.update(header)
+        self._producers.remove_before(self.log_start_offset)
+
+    # --- properties --------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    def leader_epoch_entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return self._epochs.entries()
+
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"log {self.directory} is closed")
+
+    # --- appends -----------------------------------------------------------------------------------------
+
+    def append(
+        self, batch: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
+    ) -> AppendResult:
+        """Append one producer batch: validate, check the producer's sequence, assign offsets, write."""
+        header = validate_batch(batch)
+        if header.size > self.config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
+            )
+        if self.config.compact:
+            _require_keys(batch)
+        if now_ms is None:
+            now_ms = self._now_ms()
+        with self._lock:
+            self._check_open()
+            if header.producer_id >= 0:
+                original = self._producers.check_append(header)
+                if original is not None:
+                    return AppendResult(
+                        original.first_offset, original.last_offset, -1, self.log_start_offset, duplicate=True
+                    )
+            base_offset = self.log_end_offset
+            last_offset = base_offset + header.last_offset_delta
+            append_time = now_ms if self.config.log_append_time else None
+            data = bytearray(batch)
+            patch_batch(data, 0, base_offset, leader_epoch, log_append_time_ms=append_time)
+            max_timestamp = header.max_timestamp if append_time is None else append_time
+            self._maybe_roll(len(data), base_offset, last_offset, max_timestamp, now_ms)
+            self._segments[-1].append(data, base_offset, last_offset + 1, max_timestamp)
+            self._producers.update(
+                header._replace(
+                    base_offset=base_offset, partition_leader_epoch=leader_epoch, max_timestamp=max_timestamp
+                )
+            )
+            self._epochs.assign(leader_epoch, base_offset)
+            if self.auto_high_watermark:
+                self.high_watermark = last_offset + 1
+            self._after_write(header.records_count, now_ms)
+            return AppendResult(
+                base_offset, last_offset, -1 if append_time is None else append_time, self.log_start_offset
+            )
+
+    def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
+        """Append batches whose offsets a leader assigned (a follower's fetch); return the new log end.
+
+        Each whole batch must have a valid CRC and start at or after the log end (gaps are allowed: the
+        leader's log may be compacted). A truncated tail is ignored. No producer checks are made, but the
+        producer state and leader epochs are updated from the headers.
+        """
+        if now_ms is None:
+            now_ms = self._now_ms()
+        view = memoryview(batches)
+        with self._lock:
+            self._check_open()
+            records = 0
+            for pos, header in iter_batches(view):
+                if crc_of(view, pos, header.size) != header.crc:
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"replicated batch at offset {header.base_offset} has a bad CRC",
+                    )
+                if header.base_offset < self.log_end_offset or header.last_offset_delta < 0:
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD,
+                        f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
+                    )
+                self._maybe_roll(
+                    header.size, header.base_offset, header.last_offset, header.max_timestamp, now_ms
+                )
+                self._segments[-1].append(
+                    view[pos : pos + header.size],
+                    header.base_offset,
+                    header.next_offset,
+                    header.max_timestamp,
+                )
+                self._producers.update(header)
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+                records += header.records_count
+            if self.auto_high_watermark:
+                self.high_watermark = self.log_end_offset
+            if records:
+                self._after_write(records, now_ms)
+            return self.log_end_offset
+
+    def _maybe_roll(
+        self, size: int, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int
+    ) -> None:
+        """Roll before writing a batch that would overfill the active segment, arrives after
+        ``segment.ms`` (Kafka measures from the first batch's timestamp to this one's), or whose offsets
+        do not fit the segment's 32-bit relative range."""
+        active = self._segments[-1]
+        if last_offset - active.base_offset > INT32_MAX:
+            self._roll(now_ms, base_offset)
+            return
+        if active.size == 0:
+            return
+        if active.rolling_base_ms is not None:
+            waited = max_timestamp - active.rolling_base_ms
+        else:
+            waited = now_ms - active.created_ms
+        if active.size + size > self.config.segment_bytes or waited > self.config.segment_ms:
+            self._roll(now_ms, base_offset)
+
+    def _roll(self, now_ms: int, base_offset: int) -> None:
+        """Start a new active segment at ``base_offset``; fsync the finished one and checkpoint."""
+        old = self._segments[-1]
+        if old.size == 0:
+            old.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.close_for_appends()
+            old.flush()
+        new = LogSegment.create(self.directory, base_offset, self.config.index_interval_bytes, now_ms)
+        self._segments.append(new)
+        self._bases.append(base_offset)
+        fsync_directory(self.directory)
+        write_atomically(self._path(RECOVERY_POINT_FILE), str(base_offset).encode())
+        write_snapshot(self.directory, base_offset, self._producers)
+
+    def _after_write(self, records: int, now_ms: int) -> None:
+        self._unflushed_messages += records
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now_ms
+        if (
+            self._unflushed_messages >= self.config.flush_messages
+            or now_ms - self._first_unflushed_ms >= self.config.flush_ms
+        ):
+            self._flush_locked()
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding ``offset``: up to ``max_bytes``, but always one whole
+        batch when there is one (KIP-74), and none starting at ``max_offset`` (the high watermark) or later.
+
+        Raises KafkaError OFFSET_OUT_OF_RANGE below the log start or beyond the log end.
+        """
+        with self._lock:
+            self._check_open()
+            end = self.log_end_offset
+            if offset < self.log_start_offset or offset > end:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"offset {offset} is outside [{self.log_start_offset}, {end}]",
+                )
+            limit = end if max_offset is None else min(max_offset, end)
+            parts: list[bytes] = []
+            total = 0
+            i = self._segment_index(offset)
+            while offset < limit and i < len(self._segments):
+                segment = self._segments[i]
+                found = segment.find_batch(offset)
+                if found is not None:
+                    data, more = segment.read_batches(found[0], max_bytes - total, limit, not parts)
+                    if data:
+                        parts.append(data)
+                        total += len(data)
+                    if not more:
+                        break
+                i += 1
+                if i < len(self._segments):
+                    offset = self._segments[i].base_offset
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None (ListOffsets)."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                if segment.max_timestamp < timestamp_ms:
+                    continue
+                start = max(
+                    segment.time_index.lookup(timestamp_ms), self.log_start_offset, segment.base_offset
+                )
+                found = segment.find_batch(start)
+                if found is None:
+                    continue
+                for pos, header in segment.batches(found[0]):
+                    if header.max_timestamp < timestamp_ms or header.last_offset < self.log_start_offset:
+                        continue
+                    _, records = decode_batch(segment.read(pos, header.size))
+                    for record in records:
+                        if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
+                            return record.offset, record.timestamp
+            return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp, or None (ListOffsets -3)."""
+        with self._lock:
+            self._check_open()
+            best = None
+            for segment in self._segments:
+                if segment.max_timestamp >= 0 and (
+                    best is None or segment.max_timestamp > best.max_timestamp
+                ):
+                    best = segment
+            if best is None:
+                return None
+            found = best.find_batch(best.offset_of_max_timestamp)
+            if found is not None:
+                pos, header = found
+                _, records = decode_batch(best.read(pos, header.size))
+                for record in records:
+                    if record.timestamp == best.max_timestamp:
+                        return record.offset, record.timestamp
+            return best.offset_of_max_timestamp, best.max_timestamp
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, from the leader-epoch cache."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # --- removing data -----------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (-1: the high watermark); return the new start."""
+        with self._lock:
+            self._check_open()
+            if offset == -1:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"cannot delete records before {offset}: high watermark is {self.high_watermark}",
+                )
+            if offset > self.log_start_offset:
+                self._set_log_start(offset)
+                while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                    self._delete_first_segment()
+            return self.log_start_offset
+
+    def _set_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        write_atomically(self._path(LOG_START_FILE), str(offset).encode())
+        self._epochs.truncate_from_start(offset)
+        self._producers.remove_before(offset)
+
+    def _delete_first_segment(self) -> None:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        segment.delete()
+        self.structure_version += 1
+        if self.log_start_offset < self._segments[0].base_offset:
+            self._set_log_start(self._segments[0].base_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding ``offset`` or later (a follower diverged from its leader).
+
+        The log then ends at ``offset`` or, if that falls inside a batch, at that batch's base offset.
+        Below the log start, the log is emptied and restarts at ``offset``.
+        """
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            now_ms = self._now_ms()
+            self.structure_version += 1
+            if offset <= self.log_start_offset:
+                for segment in self._segments:
+                    segment.delete()
+                self._segments = [
+                    LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms)
+                ]
+                self._bases = [offset]
+                self.log_start_offset = offset
+                write_atomically(self._path(LOG_START_FILE), str(offset).encode())
+                self._epochs.clear()
+            else:
+                while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                    self._segments.pop().delete()
+                    self._bases.pop()
+                self._segments[-1].truncate_to(offset)
+                self._epochs.truncate_from_end(self.log_end_offset)
+            fsync_directory(self.directory)
+            if (read_int(self._path(RECOVERY_POINT_FILE)) or 0) > self._segments[-1].base_offset:
+                write_atomically(
+                    self._path(RECOVERY_POINT_FILE), str(self._segments[-1].base_offset).encode()
+                )
+            self._producers.clear()
+            self._rebuild_producer_state()
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete the oldest segments past ``retention.ms`` or beyond ``retention.bytes``; return how many.
+
+        As in Kafka, the active segment goes too when it qualifies and holds data: the log rolls first,
+        so the log start moves to the log end. Also forgets idle producers.
+        """
+        if now_ms is None:
+            now_ms = self._now_ms()
+        with self._lock:
+            self._check_open()
+            self._producers.expire(now_ms)
+            if not self.config.delete:
+                return 0
+            deleted = 0
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                deleted += self._delete_while(
+                    lambda segment, _: now_ms - segment.largest_timestamp() > retention_ms, now_ms
+                )
+            if self.config.retention_bytes >= 0:
+                excess = [self.size_bytes - self.config.retention_bytes]
+
+                def over_size(segment: LogSegment, _: int) -> bool:
+                    if excess[0] - segment.size < 0:
+                        return False
+                    excess[0] -= segment.size
+                    return True
+
+                deleted += self._delete_while(over_size, now_ms)
+            return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, int], bool], now_ms: int) -> int:
+        deleted = 0
+        while True:
+            first = self._segments[0]
+            if (len(self._segments) == 1 and first.size == 0) or not predicate(first, now_ms):
+                return deleted
+            if len(self._segments) == 1:
+                self._roll(now_ms, self.log_end_offset)
+            self._delete_first_segment()
+            deleted += 1
+
+    def oldest_deletable_timestamp(self) -> int | None:
+        """Largest timestamp of the oldest segment if it may be deleted (it is not the active one)."""
+        with self._lock:
+            if self._closed or len(self._segments) < 2:
+                return None
+            return self._segments[0].largest_timestamp()
+
+    def delete_oldest_segment(self) -> bool:
+        """Delete the oldest segment unless it is the active one (disk-usage retention)."""
+        with self._lock:
+            if self._closed or len(self._segments) < 2:
+                return False
+            self._delete_first_segment()
+            return True
+
+    # --- compaction support ------------------------------------------------------------------------------
+
+    def cleaning_snapshot(self) -> tuple[int, list[LogSegment], dict[int, int]]:
+        """What the cleaner works on: (structure version, non-active segments, producer last offsets)."""
+        with self._lock:
+            self._check_open()
+            return self.structure_version, list(self._segments[:-1]), self._producers.last_offsets()
+
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A segment built aside (``*.cleaned`` files) to replace segments starting at ``base_offset``."""
+        return LogSegment.create(
+            self.directory,
+            base_offset,
+            self.config.index_interval_bytes,
+            self._now_ms(),
+            suffix=CLEANED_SUFFIX,
+        )
+
+    def replace_segments(self, version: int, old: list[LogSegment], cleaned: LogSegment) -> int | None:
+        """Swap a cleaned segment in for ``old`` (consecutive, not active); return the new structure
+        version, or None if the log changed since ``version`` (nothing is swapped then).
+
+        Crash safety: ``<base>.cleaning`` records the range being replaced once the cleaned files are
+        durable; the old files are then deleted and the cleaned ones renamed. On open, a ``.cleaning``
+        file means the swap is finished; without one, ``*.cleaned`` files are discarded.
+        """
+        with self._lock:
+            if self._closed or version != self.structure_version:
+                return None
+            first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+            if (
+                first is None
+                or first + len(old) >= len(self._segments)
+                or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
+            ):
+                return None
+            cleaned.close_for_appends()
+            cleaned.flush()
+            cleaned.close()
+            base = old[0].base_offset
+            end = self._segments[first + len(old)].base_offset
+            marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
+            write_atomically(marker, json.dumps({"end": end}).encode())
+            for segment in old:
+                segment.delete()
+            self._complete_swap(base)
+            os.unlink(marker)
+            fsync_directory(self.directory)
+            new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms())
+            self._segments[first : first + len(old)] = [new]
+            self._bases = [segment.base_offset for segment in self._segments]
+            self.structure_version += 1
+            return self.structure_version
+
+    def _complete_swap(self, base: int) -> None:
+        for suffix in SEGMENT_SUFFIXES:
+            cleaned = segment_file(self.directory, base, suffix) + CLEANED_SUFFIX
+            if os.path.exists(cleaned):
+                os.replace(cleaned, segment_file(self.directory, base, suffix))
+        fsync_directory(self.directory)
+
+    def _finish_interrupted_cleaning(self) -> None:
+        for name in sorted(os.listdir(self.directory)):
+            if not name.endswith(CLEANING_SUFFIX):
+                continue
+            base = int(name[: -len(CLEANING_SUFFIX)])
+            with open(self._path(name)) as f:
+                end = json.load(f)["end"]
+            if os.path.exists(segment_file(self.directory, base, LOG_SUFFIX) + CLEANED_SUFFIX):
+                # The old files may still be there (all or some): the cleaned ones replace them.
+                for name_on_disk in os.listdir(self.directory):
+                    stem, _, suffix = name_on_disk.partition(".")
+                    if (
+                        len(stem) == 20
+                        and stem.isdigit()
+                        and base <= int(stem) < end
+                        and "." + suffix in SEGMENT_SUFFIXES
+                    ):
+                        os.unlink(self._path(name_on_disk))
+            else:
+                # The log file was renamed already; index files still to rename are rebuilt instead.
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    _unlink_quietly(segment_file(self.directory, base, suffix) + CLEANED_SUFFIX)
+                    _unlink_quietly(segment_file(self.directory, base, suffix))
+            self._complete_swap(base)
+            os.unlink(self._path(name))
+
+    # --- durability and lifetime -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the active segment (older ones were fsynced when they rolled)."""
+        with self._lock:
+            self._check_open()
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._segments[-1].flush()
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """fsync if the oldest unflushed append is older than ``flush.ms``; True if it did."""
+        with self._lock:
+            if self._closed or self._first_unflushed_ms is None:
+                return False
+            if now_ms - self._first_unflushed_ms < self.config.flush_ms:
+                return False
+            self._flush_locked()
+            return True
+
+    def close(self) -> None:
+        """fsync everything, checkpoint producer state, and mark the shutdown clean."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            active = self._segments[-1]
+            active.close_for_appends()
+            active.flush()
+            end = self.log_end_offset
+            write_snapshot(self.directory, end, self._producers)
+            write_atomically(self._path(RECOVERY_POINT_FILE), str(active.base_offset).encode())
+            for segment in self._segments:
+                segment.close()
+            write_atomically(self._path(CLEAN_SHUTDOWN_FILE), b"")
+
+    def close_without_checkpoint(self) -> None:
+        """Release files without marking the shutdown clean (the log is about to be deleted)."""
+        with self._lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _require_keys(batch: bytes | bytearray | memoryview) -> None:
+    """Compacted topics keep the latest record per key, so a record without one is refused."""
+    _, records = decode_batch(batch, verify_crc=False)
+    if any(record.key is None for record in records):
+        raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without a key")
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

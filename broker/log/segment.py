@@ -1,0 +1,370 @@
+"""One log segment: ``%020d.log`` holding whole v2 batches, with its offset and time indexes.
+
+The log file is written with ``pwrite`` at its current end, unbuffered, so an append that returned is in
+the OS page cache and survives a crash of the process. Reads use ``pread``; nothing here decodes records.
+Scans read batch headers in 64 KiB chunks and, during recovery, check every batch's CRC-32C.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from broker.errors import ErrorCode, KafkaError
+from broker.log.index import OffsetIndex, TimeIndex
+from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
+
+_SCAN_CHUNK = 1 << 16
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+def segment_file(directory: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(directory, f"{base_offset:020d}{suffix}")
+
+
+def pread_exact(fd: int, length: int, position: int) -> bytes:
+    """``length`` bytes at ``position`` (fewer only at the end of the file)."""
+    data = os.pread(fd, length, position)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class BatchScan:
+    """Iterate (position, header) over the plausible whole batches in ``[start, end)`` of a segment file.
+
+    Iteration stops at the first batch that is truncated, has an impossible header (magic, length,
+    offsets going backwards or past the segment's 32-bit relative range) or, with ``verify_crc``, a bad
+    checksum. ``valid_end`` is the position after the last batch yielded.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        start: int,
+        end: int,
+        segment_base: int,
+        *,
+        min_offset: int | None = None,
+        verify_crc: bool = False,
+    ) -> None:
+        self.fd = fd
+        self.start = start
+        self.end = end
+        self.segment_base = segment_base
+        self.min_offset = segment_base if min_offset is None else min_offset
+        self.verify_crc = verify_crc
+        self.valid_end = start
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
+        fd, end, segment_base = self.fd, self.end, self.segment_base
+        pos = self.start
+        buf = b""
+        buf_start = pos
+        expected = self.min_offset
+        while end - pos >= HEADER_SIZE:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = pread_exact(fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = BatchHeader.parse(buf, rel)
+            size = header.batch_length + 12
+            if (
+                header.magic != 2
+                or size < HEADER_SIZE
+                or pos + size > end
+                or header.base_offset < expected
+                or header.last_offset_delta < 0
+                or header.records_count < 0
+                or header.base_offset + header.last_offset_delta - segment_base > INT32_MAX
+            ):
+                return
+            if self.verify_crc:
+                if rel + size > len(buf):
+                    buf = pread_exact(fd, max(size, min(_SCAN_CHUNK, end - pos)), pos)
+                    buf_start, rel = pos, 0
+                    if len(buf) < size:
+                        return
+                if crc_of(buf, rel, size) != header.crc:
+                    return
+            expected = header.base_offset + header.last_offset_delta + 1
+            pos += size
+            self.valid_end = pos
+            yield pos - size, header
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    """What recovering a segment found: the batches kept and how many bytes of tail were cut."""
+
+    headers: list[BatchHeader]
+    truncated_bytes: int
+
+
+class LogSegment:
+    """A segment file and its indexes. Not thread-safe: the owning PartitionLog serialises access."""
+
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = now_ms
+        self.log_path = segment_file(directory, base_offset, LOG_SUFFIX)
+        self.fd = -1
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1  # base offset of the first batch that reached max_timestamp
+        self.rolling_base_ms: int | None = None
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+        self._bytes_since_index_entry = 0
+
+    # --- opening ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int, *, suffix: str = ""
+    ) -> LogSegment:
+        """A new empty segment; ``suffix`` (e.g. ".cleaned") names files built aside by the cleaner."""
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment.log_path += suffix
+        segment.fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
+        return segment
+
+    @classmethod
+    def open(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> LogSegment:
+        """An existing segment whose data is trusted; its indexes are rebuilt if they look wrong."""
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment.fd = os.open(segment.log_path, os.O_RDWR)
+        segment.size = os.fstat(segment.fd).st_size
+        indexes_exist = all(os.path.exists(segment._path(s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset)
+        if not indexes_exist or not segment.offset_index.is_sane(segment.size) or not segment._load_tail():
+            segment.rebuild_indexes()
+        return segment
+
+    @classmethod
+    def open_and_recover(
+        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int
+    ) -> tuple[LogSegment, RecoveryResult]:
+        """An existing segment after an unclean shutdown: verify every batch, cut a torn or corrupt tail."""
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment.fd = os.open(segment.log_path, os.O_RDWR)
+        segment.size = os.fstat(segment.fd).st_size
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False)
+        file_size = segment.size
+        headers = segment._index_batches(verify_crc=True)
+        return segment, RecoveryResult(headers, file_size - segment.size)
+
+    def _path(self, suffix: str) -> str:
+        return segment_file(self.directory, self.base_offset, suffix)
+
+    def _load_tail(self) -> bool:
+        """Finish loading from trusted indexes: find the last batch and the max timestamp."""
+        if self.size == 0:
+            return len(self.offset_index) == 0 and len(self.time_index) == 0
+        start = self.offset_index.lookup(2**63 - 1)
+        last = None
+        scan = BatchScan(self.fd, start, self.size, self.base_offset)
+        for _, header in scan:
+            last = header
+        if last is None or scan.valid_end != self.size:
+            return False
+        self.next_offset = last.next_offset
+        if not self.time_index.is_sane(self.next_offset):
+            return False
+        final = self.time_index.last_entry
+        if final is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = final
+        self._set_rolling_base()
+        # Entries resume one interval after the last one, as if the segment had never been closed.
+        self._bytes_since_index_entry = self.size - start
+        return True
+
+    def _set_rolling_base(self) -> None:
+        """segment.ms counts from the first batch's max timestamp (Kafka's rule), else from creation."""
+        self.rolling_base_ms = None
+        if self.size >= HEADER_SIZE:
+            first = BatchHeader.parse(pread_exact(self.fd, HEADER_SIZE, 0))
+            if first.max_timestamp >= 0:
+                self.rolling_base_ms = first.max_timestamp
+
+    def rebuild_indexes(self) -> None:
+        """Recreate both indexes from the log (trusted data, no CRC check)."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index = OffsetIndex(self._path(INDEX_SUFFIX), self.base_offset, load=False)
+        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), self.base_offset, load=False)
+        self._index_batches(verify_crc=False)
+
+    def _index_batches(self, *, verify_crc: bool) -> list[BatchHeader]:
+        """Scan the whole file into fresh indexes; cut anything after the last valid batch."""
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self._bytes_since_index_entry = 0
+        file_size = self.size
+        self.size = 0
+        headers = []
+        scan = BatchScan(self.fd, 0, file_size, self.base_offset, verify_crc=verify_crc)
+        for pos, header in scan:
+            self._account(pos, header.base_offset, header.next_offset, header.max_timestamp, header.size)
+            headers.append(header)
+        self.size = scan.valid_end
+        if self.size < file_size:
+            os.ftruncate(self.fd, self.size)
+        self._set_rolling_base()
+        return headers
+
+    # --- writing ---------------------------------------------------------------------------------------
+
+    def _account(self, pos: int, base_offset: int, next_offset: int, max_timestamp: int, size: int) -> None:
+        """Update indexes and statistics for a batch written at ``pos`` (Kafka's sparse-index rule)."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(base_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+        self.size = pos + size
+        self.next_offset = next_offset
+
+    def append(
+        self, data: bytes | bytearray | memoryview, base_offset: int, next_offset: int, max_timestamp: int
+    ) -> None:
+        """Write one batch (offsets already assigned) at the end of the segment."""
+        pos = self.size
+        view = memoryview(data)
+        try:
+            written = 0
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], pos + written)
+        except OSError as exc:
+            try:
+                os.ftruncate(self.fd, pos)
+            except OSError:
+                pass
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write {self.log_path}: {exc}") from exc
+        if pos == 0 and max_timestamp >= 0:
+            self.rolling_base_ms = max_timestamp
+        self._account(pos, base_offset, next_offset, max_timestamp, len(view))
+
+    def close_for_appends(self) -> None:
+        """The segment stops being active: record its final max timestamp so reopening need not scan."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding ``offset`` or later; the indexes are rebuilt."""
+        found = self.find_batch(offset)
+        if found is None:
+            return
+        os.ftruncate(self.fd, found[0])
+        self.size = found[0]
+        self.rebuild_indexes()
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    @property
+    def rolling_base(self) -> int:
+        return self.created_ms if self.rolling_base_ms is None else self.rolling_base_ms
+
+    def largest_timestamp(self) -> int:
+        """What time retention compares: the max record timestamp, else the file's modification time."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def read(self, position: int, length: int) -> bytes:
+        return pread_exact(self.fd, length, position)
+
+    def batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches from file position ``start`` on."""
+        return iter(BatchScan(self.fd, start, self.size, self.base_offset, min_offset=-1))
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is ``offset`` or later, with its position."""
+        if offset >= self.next_offset:
+            return None
+        for pos, header in self.batches(self.offset_index.lookup(offset)):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def read_batches(
+        self, position: int, max_bytes: int, max_offset: int, at_least_one: bool
+    ) -> tuple[bytes, bool]:
+        """Whole batches from ``position``: at most ``max_bytes`` (but one batch even if larger when
+        ``at_least_one``, KIP-74), none starting at ``max_offset`` or beyond.
+
+        Returns the bytes and whether reading may continue into the next segment (this one was read to
+        its end within the limits).
+        """
+        remaining = self.size - position
+        if remaining < HEADER_SIZE:
+            return b"", True
+        want = min(max_bytes, remaining)
+        if at_least_one:
+            first = BatchHeader.parse(self.read(position, HEADER_SIZE))
+            if first.base_offset >= max_offset:
+                return b"", False
+            want = max(want, first.size)
+        if want < HEADER_SIZE:
+            return b"", False
+        data = self.read(position, want)
+        taken = 0
+        while taken + HEADER_SIZE <= len(data):
+            header = BatchHeader.parse(data, taken)
+            if header.base_offset >= max_offset or taken + header.size > len(data):
+                return data[:taken], False
+            taken += header.size
+        if taken < len(data):
+            return data[:taken], False
+        return data, position + taken == self.size and len(data) < max_bytes
+
+    # --- durability and lifetime -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def file_paths(self) -> list[str]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def delete(self) -> None:
+        self.close()
+        for path in self.file_paths():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
