@@ -477,38 +477,44 @@ class PartitionLog:
         """Remove every batch holding ``offset`` or later (a follower diverged from its leader).
 
         The log then ends at ``offset`` or, if that falls inside a batch, at that batch's base offset.
-        Below the log start, the log is emptied and restarts at ``offset``.
+        At or below the log start the log is emptied and restarts at ``offset``; if the batch holding
+        ``offset`` began below the log start, the log is emptied and restarts at the log start.
         """
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
                 return
-            now_ms = self._now_ms()
             self.structure_version += 1
             if offset <= self.log_start_offset:
-                for segment in self._segments:
-                    segment.delete()
-                self._segments = [
-                    LogSegment.create(self.directory, offset, self.config.index_interval_bytes, now_ms)
-                ]
-                self._bases = [offset]
-                self.log_start_offset = offset
-                write_atomically(self._path(LOG_START_FILE), str(offset).encode())
-                self._epochs.clear()
+                self._restart_at(offset)
             else:
                 while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                     self._segments.pop().delete()
                     self._bases.pop()
-                self._segments[-1].truncate_to(offset)
-                self._epochs.truncate_from_end(self.log_end_offset)
-            fsync_directory(self.directory)
-            if (read_int(self._path(RECOVERY_POINT_FILE)) or 0) > self._segments[-1].base_offset:
-                write_atomically(
-                    self._path(RECOVERY_POINT_FILE), str(self._segments[-1].base_offset).encode()
-                )
+                active = self._segments[-1]
+                active.truncate_to(offset)
+                if self.log_end_offset < self.log_start_offset:
+                    self._restart_at(self.log_start_offset)
+                else:
+                    active.flush()  # the shorter length must not come back after a power loss
+                    self._epochs.truncate_from_end(self.log_end_offset)
+                    fsync_directory(self.directory)
             self._producers.clear()
             self._rebuild_producer_state()
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def _restart_at(self, offset: int) -> None:
+        """Delete every segment; the log continues, empty, at ``offset``."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [
+            LogSegment.create(self.directory, offset, self.config.index_interval_bytes, self._now_ms())
+        ]
+        self._bases = [offset]
+        self.log_start_offset = offset
+        write_atomically(self._path(LOG_START_FILE), str(offset).encode())
+        write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode())
+        self._epochs.clear()
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments past ``retention.ms`` or beyond ``retention.bytes``; return how many.
