@@ -66,6 +66,7 @@ class MonitorCore:
         now_ms = int(time.time() * 1000)
         storage = self.ctx.storage
         storage.submit(SetBrokerOffset(CLUSTER, TOPIC, 0, 1, BROKER_OFFSET, now_ms))
+        await storage.flush()  # broker offsets and commits go to different workers; commits need the offset
         for offset, age_s in ((100, 30), (200, 25), (300, 20)):
             storage.submit(SetConsumerOffset(CLUSTER, group, TOPIC, 0, offset, next(self._order),
                                              now_ms - age_s * 1000))

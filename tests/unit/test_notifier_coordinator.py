@@ -56,6 +56,7 @@ async def stopped_group(ctx, group: str) -> None:
     """Commits 100, 200, 300 twenty to thirty seconds ago against a broker at 1000: STOP, group ERR."""
     now_ms = int(ctx.clock.time() * 1000)
     ctx.storage.submit(SetBrokerOffset("local", "orders", 0, 1, 1000, now_ms))
+    await ctx.storage.flush()  # broker offsets and commits go to different workers; commits need the offset
     for order, (offset, age) in enumerate([(100, 30), (200, 25), (300, 20)], start=1):
         ctx.storage.submit(SetConsumerOffset("local", group, "orders", 0, offset, order, now_ms - age * 1000))
     await ctx.storage.flush()

@@ -1,0 +1,198 @@
+"""One sender among many: the notifier lock in a real ZooKeeper, its loss and its takeover."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from kazoo.client import KazooClient
+from notifier_support import CONFIG_FILE, MonitorCore, capturing_logger, eventually, notifier_sections
+from zk import ZooKeeperServer, free_port
+
+from burrowpy.config import ConfigError, Section
+from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
+from burrowpy.notifier.coordinator import NotifierCoordinator
+from burrowpy.notifier.decision import Action
+
+pytest_plugins = ["conftest_zk"]
+pytestmark = pytest.mark.integration
+
+PEER = Path(__file__).with_name("notifier_peer.py")
+
+
+def zookeeper_section(hosts: str, root_path: str, **extra) -> Section:
+    return Section(CONFIG_FILE, "zookeeper", {"servers": [hosts], "timeout": 2, "root-path": root_path, **extra})
+
+
+def events(logs, name: str) -> list[dict]:
+    return [e for e in logs.entries if e["event"] == name]
+
+
+@pytest.fixture
+async def monitor():
+    logger, logs = capturing_logger()
+    core = MonitorCore(logger)
+    core.logs = logs
+    await core.start()
+    yield core
+    await core.stop()
+
+
+def test_config_errors_name_the_key(monitor):
+    with pytest.raises(ConfigError, match=r"zookeeper\.servers: is required"):
+        ZookeeperCoordinator(Section(CONFIG_FILE, "zookeeper", {}), monitor.ctx)
+    with pytest.raises(ConfigError, match=r"zookeeper\.root-path: 'burrow' is not a ZooKeeper path"):
+        ZookeeperCoordinator(zookeeper_section("127.0.0.1:2181", "burrow"), monitor.ctx)
+    with pytest.raises(ConfigError, match=r"zookeeper\.tls: names the tls profile 'zk', which is not defined"):
+        ZookeeperCoordinator(zookeeper_section("127.0.0.1:2181", "/burrow", tls="zk"), monitor.ctx)
+    with pytest.raises(ConfigError, match=r"zookeeper\.servers: is required because notifiers are configured"):
+        ZookeeperCoordinator(None, monitor.ctx)
+
+
+async def test_root_path_is_created_and_the_only_instance_takes_the_lock(zookeeper, monitor):
+    zk = ZookeeperCoordinator(zookeeper_section(zookeeper.hosts, "/burrowpy/tests/single"), monitor.ctx)
+    await zk.start()
+    coordinator = NotifierCoordinator(monitor.ctx, notifier_sections(alerts={"class-name": "null", "interval": 1}),
+                                      zookeeper=zk)
+    await monitor.stop_group("payments")
+    await coordinator.start()
+    try:
+        await eventually(lambda: coordinator.is_leader, what="the lock")
+        await eventually(lambda: coordinator.modules["alerts"].calls, what="the open notification")
+        assert zk.client.exists("/burrowpy/tests/single") is not None
+        (node,) = zk.client.get_children("/burrowpy/tests/single/notifier")
+        assert "__lock__" in node
+        assert zk.describe() == {"servers": [zookeeper.hosts], "timeout": 2.0, "root-path": "/burrowpy/tests/single"}
+    finally:
+        await coordinator.stop()
+        await zk.stop()
+    # Stopping released the lock at once instead of leaving it to the session timeout.
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(10)
+    try:
+        assert client.get_children("/burrowpy/tests/single/notifier") == []
+    finally:
+        client.stop()
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict]] = []  # (X-Instance, body)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append((request.headers.get("X-Instance", ""), json.loads(await request.text())))
+        return web.Response(text="ok")
+
+
+async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper, monitor, tmp_path):
+    root = "/burrowpy/tests/takeover"
+    receiver = Receiver()
+    app = web.Application()
+    app.router.add_post("/open", receiver.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}/open"
+
+    peer_log = open(tmp_path / "peer-a.log", "wb")  # noqa: SIM115 (closed in the finally below)
+    peer = await asyncio.create_subprocess_exec(sys.executable, str(PEER), zookeeper.hosts, root, url, "A",
+                                                stdout=asyncio.subprocess.PIPE, stderr=peer_log,
+                                                cwd=PEER.parent)
+    peer_evaluations = 0
+
+    async def count_peer_evaluations() -> None:
+        nonlocal peer_evaluations
+        while line := await peer.stdout.readline():
+            peer_evaluations += line.strip() == b"evaluated"
+
+    reader = asyncio.create_task(count_peer_evaluations())
+    zk_b = ZookeeperCoordinator(zookeeper_section(zookeeper.hosts, root), monitor.ctx)
+    notifier = {"class-name": "http", "interval": 1, "send-interval": 3600, "url-open": url,
+                "template-open": "default-http-open.tmpl", "headers": {"X-Instance": "B"}}
+    coordinator_b = NotifierCoordinator(monitor.ctx, notifier_sections(alerts=notifier), zookeeper=zk_b)
+    try:
+        await eventually(lambda: receiver.requests, timeout=60, what="instance A's notification")
+        await monitor.stop_group("payments")  # B sees the same stopped group
+        await zk_b.start()
+        await coordinator_b.start()
+        await eventually(lambda: len(zk_b.client.get_children(f"{root}/notifier")) == 2, what="B contending")
+        await eventually(lambda: "payments" in coordinator_b.groups.get("local", {}), what="B tracking the group")
+        # A keeps evaluating the group every second; B, waiting for the lock, must not send anything.
+        seen = peer_evaluations
+        await eventually(lambda: peer_evaluations >= seen + 3, what="A evaluating on")
+        assert [instance for instance, _ in receiver.requests] == ["A"]
+        assert not coordinator_b.is_leader and coordinator_b.evaluations == 0
+
+        peer.kill()  # SIGKILL: no clean-up; A's lock node lives until its session expires
+        await peer.wait()
+        await eventually(lambda: len(receiver.requests) == 2, what="B taking over and notifying")
+    finally:
+        if peer.returncode is None:
+            peer.kill()
+            await peer.wait()
+        reader.cancel()
+        peer_log.close()
+        await coordinator_b.stop()
+        await zk_b.stop()
+        await runner.cleanup()
+    (_, opened_a), (instance, opened_b) = receiver.requests
+    assert instance == "B"
+    assert opened_a["events"][0]["event"]["group"] == opened_b["events"][0]["event"]["group"] == "payments"
+    assert opened_a["events"][0]["id"] != opened_b["events"][0]["id"]
+    assert events(monitor.logs, "took the ZooKeeper lock")
+
+
+async def test_session_expiry_is_logged_and_the_lock_is_taken_again(zookeeper, monitor):
+    zk = ZookeeperCoordinator(zookeeper_section(zookeeper.hosts, "/burrowpy/tests/expiry"), monitor.ctx)
+    await zk.start()
+    sections = notifier_sections(alerts={"class-name": "null", "interval": 1, "send-close": True})
+    coordinator = NotifierCoordinator(monitor.ctx, sections, zookeeper=zk)
+    await monitor.stop_group("payments")
+    await coordinator.start()
+    calls = coordinator.modules["alerts"].calls
+    try:
+        await eventually(lambda: calls, what="the open notification")
+        # Expire the session the way ZooKeeper does it: another client takes it over and closes it.
+        session_id, password = zk.client.client_id
+        intruder = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
+        await asyncio.to_thread(intruder.start, 10)
+        await asyncio.to_thread(intruder.stop)
+        await eventually(lambda: events(monitor.logs, "gave up the ZooKeeper lock: its session expired; "
+                                                      "contending again"), what="the lock given up")
+        assert events(monitor.logs, "ZooKeeper session expired; locks are released and will be contended for "
+                                    "again once a new session is up")[0]["log_level"] == "error"
+        await eventually(lambda: len(events(monitor.logs, "took the ZooKeeper lock")) == 2, what="the lock retaken")
+        await monitor.recover_group("payments")
+        await eventually(lambda: len(calls) == 2, what="the close notification after the expiry")
+    finally:
+        await coordinator.stop()
+        await zk.stop()
+    assert [c.action for c in calls] == [Action.OPEN, Action.CLOSE]
+    assert calls[0].incident_id == calls[1].incident_id
+
+
+async def test_zookeeper_unreachable_at_start_then_available(tmp_path, monitor):
+    server = ZooKeeperServer(tmp_path / "zookeeper")  # its port is chosen, nothing listens yet
+    zk = ZookeeperCoordinator(zookeeper_section(server.hosts, "/burrowpy/tests/late"), monitor.ctx)
+    coordinator = NotifierCoordinator(monitor.ctx, notifier_sections(alerts={"class-name": "null", "interval": 1}),
+                                      zookeeper=zk)
+    await monitor.stop_group("payments")
+    try:
+        await zk.start()
+        assert events(monitor.logs, "cannot reach ZooKeeper; notifications wait until it answers, retrying in the "
+                                    "background")[0]["log_level"] == "error"
+        await coordinator.start()
+        await eventually(lambda: "payments" in coordinator.groups.get("local", {}), what="the group list")
+        assert not coordinator.is_leader and coordinator.evaluations == 0
+        await asyncio.to_thread(server.start)
+        await eventually(lambda: coordinator.modules["alerts"].calls, what="the notification once ZooKeeper is up")
+        assert zk.client.exists("/burrowpy/tests/late") is not None
+    finally:
+        await coordinator.stop()
+        await zk.stop()
+        server.stop()
