@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -28,13 +28,21 @@ import structlog
 from broker.errors import ErrorCode
 from broker.groups import records
 from broker.groups.hashing import offsets_partition_for
+from broker.groups.loading import PartitionReplay
 from broker.groups.offsets import OffsetAndMetadata, TopicPartition
-from broker.groups.records import (
-    GroupMetadataKey,
-    GroupMetadataRecord,
-    MemberRecord,
-    OffsetCommitKey,
-    OffsetsRecordError,
+from broker.groups.records import GroupMetadataRecord, MemberRecord
+from broker.groups.requests import (
+    DEAD_GROUP_STATE,
+    UNKNOWN_MEMBER_ID,
+    CommitRequest,
+    GroupDescription,
+    GroupListing,
+    JoinedMember,
+    JoinRequest,
+    JoinResult,
+    MemberDescription,
+    SyncRequest,
+    SyncResult,
 )
 from broker.groups.state import (
     CONSUMER_PROTOCOL_TYPE,
@@ -42,16 +50,12 @@ from broker.groups.state import (
     GroupState,
     InitialJoinDelay,
     Member,
-    Protocols,
     plain_protocol_names,
 )
 from broker.groups.timers import Deadlines
 
 log = structlog.get_logger("broker.groups")
 
-UNKNOWN_MEMBER_ID = ""
-NO_GENERATION = -1
-NO_OFFSET = -1
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joined but never completed a rebalance
 # is dropped after this, since it cannot heartbeat yet and its connection may be gone.
@@ -99,116 +103,6 @@ class GroupConfig:
         )
 
 
-# --- requests and answers ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    # JoinGroup v4+ from a dynamic member: an unknown member is first handed an id (MEMBER_ID_REQUIRED).
-    require_known_member_id: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class JoinedMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation_id: int = NO_GENERATION
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: tuple[JoinedMember, ...] = ()  # only the leader gets them
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    assignments: Mapping[str, bytes]
-    # SyncGroup v5 echoes what JoinGroup returned; None (older versions) skips the check.
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionCommit:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-    # OffsetCommit v1 lets the client set the commit time; -1 means "now".
-    commit_timestamp: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRequest:
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    offsets: Mapping[TopicPartition, PartitionCommit]
-    # OffsetCommit v2-4: an explicit retention time sets an expire timestamp (-1: broker default).
-    retention_time_ms: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol_name: str
-    members: tuple[MemberDescription, ...] = ()
-
-
-DEAD_GROUP_STATE = GroupState.DEAD.value
-
-
-@dataclass(slots=True)
-class _PartitionReplay:
-    """What a `__consumer_offsets` partition says so far while it is being replayed: latest wins."""
-
-    offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = field(default_factory=dict)
-    groups: dict[str, GroupMetadataRecord | None] = field(default_factory=dict)
 
 
 # Timer keys. The group id is always part of the key, so unloading a group can cancel its timers.
@@ -256,7 +150,7 @@ class GroupMachine:
         self._new_member_suffix = new_member_suffix
         self._groups: dict[str, ClassicGroup] = {}
         self._owned: set[int] = set()
-        self._replays: dict[int, _PartitionReplay] = {}
+        self._replays: dict[int, PartitionReplay] = {}
         self._deadlines = Deadlines()
         self._deadlines.set((_RETENTION,), clock() + config.retention_check_interval_ms)
 
@@ -1031,45 +925,17 @@ class GroupMachine:
 
     def begin_loading(self, partition: int) -> None:
         """Requests for this partition's groups get COORDINATOR_LOAD_IN_PROGRESS until :meth:`finish_loading`."""
-        self._replays[partition] = _PartitionReplay()
+        self._replays[partition] = PartitionReplay(partition)
 
     def replay(self, partition: int, key: bytes | None, value: bytes | None) -> None:
-        """One record of the partition, in log order (tombstones included)."""
-        replay = self._replays[partition]
-        if key is None:
-            return
-        try:
-            decoded = records.decode_key(key)
-            if isinstance(decoded, OffsetCommitKey):
-                replay.offsets[(decoded.group, decoded.topic, decoded.partition)] = (
-                    records.decode_offset_commit_value(value) if value is not None else None)
-            elif isinstance(decoded, GroupMetadataKey):
-                replay.groups[decoded.group] = (
-                    records.decode_group_metadata_value(value) if value is not None else None)
-        except OffsetsRecordError as exc:
-            log.warning("skipping undecodable __consumer_offsets record", partition=partition, error=str(exc))
+        """One record of a partition being loaded, in log order (tombstones included)."""
+        self._replays[partition].apply(key, value)
 
     def finish_loading(self, partition: int) -> None:
-        """Build the partition's groups from what was replayed, and start coordinating them.
-
-        As Kafka does, a group comes back in the state its last record describes: Stable with its members
-        (who must heartbeat within their session timeout, or are expelled) or Empty; offsets without a
-        group record make a standalone group.
-        """
-        replay = self._replays.pop(partition)
+        """Take over the groups the partition's records describe. Restored members must heartbeat within
+        their session timeout (they do if they are still alive), or are expelled."""
+        loaded = self._replays.pop(partition).groups(self._clock())
         self._owned.add(partition)
-        now = self._clock()
-        loaded: dict[str, ClassicGroup] = {}
-        for group_id, value in replay.groups.items():
-            if value is not None:
-                loaded[group_id] = self._group_from_record(group_id, value)
-        for (group_id, topic, index), committed in replay.offsets.items():
-            if committed is None:
-                continue
-            group = loaded.get(group_id)
-            if group is None:
-                group = loaded[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
-            group.offsets.committed[(topic, index)] = committed
         for group_id, group in loaded.items():
             if self.partition_for(group_id) != partition:
                 log.warning("group record in the wrong partition", group=group_id, partition=partition)
@@ -1078,25 +944,6 @@ class GroupMachine:
                 self._schedule_session(group, member)
         if loaded:
             log.info("offsets partition loaded", partition=partition, groups=len(loaded))
-
-    @staticmethod
-    def _group_from_record(group_id: str, value: GroupMetadataRecord) -> ClassicGroup:
-        group = ClassicGroup(
-            group_id,
-            state=GroupState.STABLE if value.members else GroupState.EMPTY,
-            current_state_timestamp=None if value.current_state_timestamp == -1 else value.current_state_timestamp,
-            generation_id=value.generation,
-            protocol_type=value.protocol_type or None,
-            protocol_name=value.protocol,
-        )
-        for m in value.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout_ms, m.session_timeout_ms, value.protocol_type,
-                            ((value.protocol or "", m.subscription),), assignment=m.assignment)
-            group.add(member, None)
-        group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.subscribed_topics = group.compute_subscribed_topics(records.subscription_topics)
-        return group
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating a partition's groups (another node takes over): waiting members are told

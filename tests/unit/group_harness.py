@@ -7,10 +7,9 @@ from collections.abc import Callable
 
 from broker.errors import ErrorCode
 from broker.groups import records
-from broker.groups.machine import (
+from broker.groups.machine import GroupConfig, GroupMachine
+from broker.groups.requests import (
     CommitRequest,
-    GroupConfig,
-    GroupMachine,
     JoinRequest,
     JoinResult,
     PartitionCommit,

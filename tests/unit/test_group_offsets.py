@@ -7,8 +7,8 @@ from dataclasses import replace
 from group_harness import CONFIG, Harness, subscription
 
 from broker.errors import ErrorCode
-from broker.groups.machine import CommitRequest, PartitionCommit
 from broker.groups.records import GroupMetadataKey, OffsetCommitKey
+from broker.groups.requests import CommitRequest, PartitionCommit
 
 E = ErrorCode
 DAY = 24 * 3600 * 1000

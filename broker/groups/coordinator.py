@@ -1,0 +1,249 @@
+"""The group coordinator service: the pure :class:`GroupMachine` wired to asyncio and the partition logs.
+
+* Requests from the API handlers become machine calls; a call that waits (JoinGroup until the rebalance
+  completes, a commit until its records are in the log) returns an awaitable answer.
+* The machine's timers run from one task that sleeps until :meth:`GroupMachine.next_deadline` (or until
+  something changed) and then calls ``tick()``.
+* The machine's records are appended by one writer task, in the order the machine produced them, one
+  batch per call, to `__consumer_offsets`; the machine hears back when each append is done.
+* ``start()`` creates `__consumer_offsets` when missing (compacted, ``offsets.topic.num.partitions``)
+  and loads every partition: on a single node this broker coordinates all groups. A cluster moves
+  coordination with partition leadership through :meth:`load_partition` / :meth:`unload_partition`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+
+from broker.errors import ErrorCode, KafkaError
+from broker.groups.machine import GroupConfig, GroupMachine, OffsetsRecord
+from broker.groups.offsets import OffsetAndMetadata, TopicPartition
+from broker.groups.requests import (
+    CommitRequest,
+    GroupDescription,
+    GroupListing,
+    JoinRequest,
+    JoinResult,
+    SyncRequest,
+    SyncResult,
+)
+from broker.protocol.records import Record, build_batch, decode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger("broker.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK_BYTES = 1 << 20
+
+T = TypeVar("T")
+
+
+def read_partition_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of a partition log in offset order, control batches left out (blocking IO)."""
+    return list(_iter_partition_records(partition_log))
+
+
+def _iter_partition_records(partition_log: Any) -> Iterator[tuple[bytes | None, bytes | None]]:
+    offset = partition_log.log_start_offset
+    end = partition_log.log_end_offset
+    while offset < end:
+        data = partition_log.read(offset, _READ_CHUNK_BYTES)
+        progressed = False
+        for position, header in iter_batches(data):
+            if header.next_offset <= offset:
+                continue
+            if not header.is_control:
+                _, records = decode_batch(memoryview(data)[position:position + header.size])
+                for record in records:
+                    if record.offset >= offset:
+                        yield record.key, record.value
+            offset = header.next_offset
+            progressed = True
+        if not progressed:
+            return
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = GroupConfig.from_broker_config(broker.config)
+        self.machine = GroupMachine(self.config, self, self._now_ms)
+        self._appends: asyncio.Queue[tuple[int, list[OffsetsRecord], Callable[[ErrorCode], None]] | None] = (
+            asyncio.Queue())
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task | None = None
+        self._timers: asyncio.Task | None = None
+        self._running = False
+
+    def _now_ms(self) -> int:
+        return int(self.broker.clock() * 1000)
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_partitions,
+                                             {"cleanup.policy": "compact"})
+        elif topic.partition_count != self.config.offsets_partitions:
+            # Groups live where the existing topic put them; hashing by another count would lose them.
+            log.warning("__consumer_offsets has a different partition count than configured; using it",
+                        partitions=topic.partition_count, configured=self.config.offsets_partitions)
+            self.config = dataclasses.replace(self.config, offsets_partitions=topic.partition_count)
+            self.machine = GroupMachine(self.config, self, self._now_ms)
+        self._running = True
+        self._writer = asyncio.create_task(self._write_appends(), name="group-coordinator-writer")
+        self._timers = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")
+        for partition in range(topic.partition_count):
+            await self.load_partition(partition)
+
+    async def stop(self) -> None:
+        """Finish the appends already handed over, then stop; members still waiting get NOT_COORDINATOR."""
+        if not self._running:
+            return
+        self._running = False
+        for partition in sorted(self.machine.owned_partitions):
+            self.machine.unload_partition(partition)
+        self._appends.put_nowait(None)
+        if self._writer is not None:
+            await self._writer
+        if self._timers is not None:
+            self._timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timers
+
+    # --- partitions ---------------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return self.machine.partition_for(group_id)
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        return self.machine.owns(group_id)
+
+    async def load_partition(self, partition: int) -> None:
+        """Become the coordinator of a partition's groups, rebuilt from its records."""
+        self.machine.begin_loading(partition)
+        partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        records = await asyncio.to_thread(read_partition_records, partition_log)
+        for key, value in records:
+            self.machine.replay(partition, key, value)
+        self.machine.finish_loading(partition)
+        self._wake.set()
+
+    def unload_partition(self, partition: int) -> None:
+        self.machine.unload_partition(partition)
+        self._wake.set()
+
+    # --- the machine's log (OffsetsLog) -------------------------------------------------------------------------
+
+    def append(self, partition: int, records: list[OffsetsRecord],
+               on_complete: Callable[[ErrorCode], None]) -> None:
+        if not self._running:
+            on_complete(ErrorCode.NOT_COORDINATOR)
+            return
+        self._appends.put_nowait((partition, records, on_complete))
+
+    async def _write_appends(self) -> None:
+        while (item := await self._appends.get()) is not None:
+            partition, records, on_complete = item
+            error = await self._append_batch(partition, records)
+            try:
+                on_complete(error)
+            except Exception:
+                log.exception("group coordinator failed handling an append result", partition=partition)
+            self._wake.set()
+        # Stopping: whatever was queued after the stop request is refused, never silently dropped.
+        while not self._appends.empty():
+            item = self._appends.get_nowait()
+            if item is not None:
+                item[2](ErrorCode.NOT_COORDINATOR)
+
+    async def _append_batch(self, partition: int, records: list[OffsetsRecord]) -> ErrorCode:
+        now = self._now_ms()
+        batch = build_batch(Record(offset=i, timestamp=now, key=key, value=value)
+                            for i, (key, value) in enumerate(records))
+        try:
+            await self.broker.append(OFFSETS_TOPIC, partition, batch)
+        except KafkaError as exc:
+            log.warning("append to __consumer_offsets failed", partition=partition, error=exc.code.name)
+            return exc.code
+        except Exception:
+            log.exception("append to __consumer_offsets failed", partition=partition)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
+    # --- timers ---------------------------------------------------------------------------------------------
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._wake.clear()
+            deadline = self.machine.next_deadline()
+            timeout = None if deadline is None else max(deadline - self._now_ms(), 0) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            try:
+                self.machine.tick()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    # --- the API, for the handlers ------------------------------------------------------------------------------
+
+    async def _wait(self, call: Callable[[Callable[[T], None]], None]) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def resolve(answer: T) -> None:
+            if not future.done():  # the request may have been cancelled (client gone)
+                future.set_result(answer)
+
+        call(resolve)
+        self._wake.set()
+        return await future
+
+    def _now(self, answer: T) -> T:
+        self._wake.set()  # timers may have moved
+        return answer
+
+    async def join_group(self, request: JoinRequest) -> JoinResult:
+        return await self._wait(lambda reply: self.machine.join_group(request, reply))
+
+    async def sync_group(self, request: SyncRequest) -> SyncResult:
+        return await self._wait(lambda reply: self.machine.sync_group(request, reply))
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        return self._now(self.machine.heartbeat(group_id, member_id, group_instance_id, generation_id))
+
+    def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        return self._now(self.machine.leave_group(group_id, members))
+
+    async def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
+        return await self._wait(lambda reply: self.machine.commit_offsets(request, reply))
+
+    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        return self.machine.fetch_offsets(group_id, partitions)
+
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[GroupListing]]:
+        return self.machine.list_groups(states)
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
+        return self.machine.describe_group(group_id)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        group_ids = list(group_ids)
+        return await self._wait(lambda reply: self.machine.delete_groups(group_ids, reply))
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        partitions = list(partitions)
+        return await self._wait(
+            lambda reply: self.machine.delete_offsets(group_id, partitions, lambda e, p: reply((e, p))))

@@ -1,0 +1,284 @@
+"""Consumer groups on the wire: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
+
+These handlers translate between request/response bodies and the group coordinator
+(:mod:`broker.groups.coordinator`), honouring what each version means:
+
+* FindCoordinator v4+ batches ``coordinator_keys``; older versions ask for one ``key``. Only group
+  coordinators (key type 0) exist here: transactions are not implemented, so a transaction coordinator
+  lookup (key type 1) is answered COORDINATOR_NOT_AVAILABLE.
+* JoinGroup v0 has no rebalance timeout (the session timeout serves as both); from v4 a dynamic member
+  without an id is first given one with MEMBER_ID_REQUIRED; v5 adds static membership; v7 returns the
+  protocol type and a nullable protocol name.
+* LeaveGroup v3+ removes a batch of members; v0-2 one member, whose error is the top-level error.
+* OffsetCommit v1 may carry a commit timestamp, v2-4 a retention time, v6+ a leader epoch, v7+ an
+  instance id; generation -1 with no member id is a standalone commit. All versions (v0 included, which
+  Kafka once kept in ZooKeeper) store into `__consumer_offsets`.
+* OffsetFetch v8 asks for several groups (``groups``); older versions for one. Null topics (v2+) mean
+  every committed offset of the group; an offset never committed is -1 with no error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from broker.errors import ErrorCode
+from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata, TopicPartition
+from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
+from broker.handlers.registry import RequestContext, handler
+from broker.protocol.api import ApiKey
+
+COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
+NO_OFFSET = -1
+# DescribeGroups authorized_operations: not requested, or (with no ACLs) every group operation
+# Kafka knows: READ (3), DELETE (6), DESCRIBE (8), as a bit field.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator:
+    return ctx.broker.groups
+
+
+def _client_host(ctx: RequestContext) -> str:
+    """As Kafka shows it (InetAddress.toString): a slash, then the address."""
+    return "/" + ctx.client_host
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    return ctx.broker.logs.get_log(topic, partition) is not None
+
+
+def _by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Partition entries grouped under their topic, in first-seen order."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), entry in entries:
+        topics.setdefault(topic, []).append({"partition_index": partition, **entry})
+    return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
+
+
+# --- FindCoordinator ----------------------------------------------------------------------------------------
+
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    def error(code: ErrorCode, message: str) -> dict[str, Any]:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
+
+    if key_type == COORDINATOR_KEY_TRANSACTION:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker")
+    if key_type != COORDINATOR_KEY_GROUP:
+        return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    partition = _coordinator(ctx).partition_for(key)
+    leader = ctx.broker.partition_leader(OFFSETS_TOPIC, partition)[0]
+    for node_id, host, port, _rack in ctx.broker.live_brokers():
+        if node_id == leader:
+            return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
+                    "error_message": None}
+    return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader")
+
+
+@handler(ApiKey.FIND_COORDINATOR)
+async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    key_type = request["key_type"] if ctx.api_version >= 1 else COORDINATOR_KEY_GROUP
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [_find_one(ctx, key, key_type) for key in request["coordinator_keys"]]}
+    found = _find_one(ctx, request["key"], key_type)
+    return {"throttle_time_ms": 0, "error_code": found["error_code"], "error_message": found["error_message"],
+            "node_id": found["node_id"], "host": found["host"], "port": found["port"]}
+
+
+# --- membership -------------------------------------------------------------------------------------------
+
+@handler(ApiKey.JOIN_GROUP)
+async def join_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    version = ctx.api_version
+    instance_id = request["group_instance_id"] if version >= 5 else None
+    result = await _coordinator(ctx).join_group(JoinRequest(
+        group_id=request["group_id"],
+        member_id=request["member_id"],
+        group_instance_id=instance_id,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        session_timeout_ms=request["session_timeout_ms"],
+        rebalance_timeout_ms=request["rebalance_timeout_ms"] if version >= 1 else request["session_timeout_ms"],
+        protocol_type=request["protocol_type"],
+        protocols=tuple((p["name"], bytes(p["metadata"])) for p in request["protocols"]),
+        require_known_member_id=version >= 4 and instance_id is None,
+    ))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        # Before v7 the protocol name is not nullable: "" when there is none.
+        "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
+        "leader": result.leader_id,
+        "member_id": result.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                    for m in result.members],
+    }
+
+
+@handler(ApiKey.SYNC_GROUP)
+async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    version = ctx.api_version
+    result = await _coordinator(ctx).sync_group(SyncRequest(
+        group_id=request["group_id"],
+        generation_id=request["generation_id"],
+        member_id=request["member_id"],
+        group_instance_id=request["group_instance_id"] if version >= 3 else None,
+        assignments={a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]},
+        protocol_type=request["protocol_type"] if version >= 5 else None,
+        protocol_name=request["protocol_name"] if version >= 5 else None,
+    ))
+    return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+
+@handler(ApiKey.HEARTBEAT)
+async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    error = _coordinator(ctx).heartbeat(request["group_id"], request["member_id"],
+                                        request["group_instance_id"] if ctx.api_version >= 3 else None,
+                                        request["generation_id"])
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+@handler(ApiKey.LEAVE_GROUP)
+async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if ctx.api_version >= 3:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
+    else:
+        leaving = [(request["member_id"], None)]
+    error, member_errors = _coordinator(ctx).leave_group(request["group_id"], leaving)
+    if ctx.api_version < 3:
+        if error == ErrorCode.NONE and member_errors:
+            error = member_errors[0]
+        return {"throttle_time_ms": 0, "error_code": error}
+    return {"throttle_time_ms": 0, "error_code": error,
+            "members": [{"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
+                        for (member_id, instance_id), member_error in zip(leaving, member_errors, strict=False)]}
+
+
+# --- offsets ---------------------------------------------------------------------------------------------
+
+@handler(ApiKey.OFFSET_COMMIT)
+async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    version = ctx.api_version
+    requested: list[TopicPartition] = []
+    unknown: set[TopicPartition] = set()
+    commits: dict[TopicPartition, PartitionCommit] = {}
+    for topic in request["topics"]:
+        for p in topic["partitions"]:
+            tp = (topic["name"], p["partition_index"])
+            requested.append(tp)
+            if not _partition_exists(ctx, *tp):
+                unknown.add(tp)
+                continue
+            commits[tp] = PartitionCommit(
+                offset=p["committed_offset"],
+                leader_epoch=p["committed_leader_epoch"] if version >= 6 else NO_LEADER_EPOCH,
+                metadata=p["committed_metadata"],
+                commit_timestamp=p["commit_timestamp"] if version == 1 else -1,
+            )
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if commits:
+        errors = await _coordinator(ctx).commit_offsets(CommitRequest(
+            group_id=request["group_id"],
+            generation_id=request["generation_id_or_member_epoch"] if version >= 1 else -1,
+            member_id=request["member_id"] if version >= 1 else "",
+            group_instance_id=request["group_instance_id"] if version >= 7 else None,
+            offsets=commits,
+            retention_time_ms=request["retention_time_ms"] if 2 <= version <= 4 else -1,
+        ))
+    return {"throttle_time_ms": 0, "topics": _by_topic(
+        (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors[tp]})
+        for tp in requested)}
+
+
+def _fetched(offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    if offset is None:
+        return {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_LEADER_EPOCH, "metadata": "",
+                "error_code": error}
+    return {"committed_offset": offset.offset, "committed_leader_epoch": offset.leader_epoch,
+            "metadata": offset.metadata, "error_code": error}
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]] | None
+                 ) -> tuple[ErrorCode, list[tuple[TopicPartition, dict[str, Any]]]]:
+    wanted = None if topics is None else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
+    error, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
+    if error != ErrorCode.NONE:
+        return error, [(tp, _fetched(None, error)) for tp in wanted or []]
+    return error, [(tp, _fetched(offset)) for tp, offset in offsets.items()]
+
+
+@handler(ApiKey.OFFSET_FETCH)
+async def offset_fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if ctx.api_version >= 8:
+        groups = []
+        for group in request["groups"]:
+            error, entries = _fetch_group(ctx, group["group_id"], group["topics"])
+            groups.append({"group_id": group["group_id"], "error_code": error,
+                           "topics": [] if error != ErrorCode.NONE else _by_topic(entries)})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, entries = _fetch_group(ctx, request["group_id"], request["topics"])
+    if ctx.api_version < 2:
+        # No top-level error before v2: each partition carries the group's error.
+        return {"throttle_time_ms": 0, "topics": _by_topic(entries)}
+    return {"throttle_time_ms": 0, "error_code": error,
+            "topics": [] if error != ErrorCode.NONE else _by_topic(entries)}
+
+
+@handler(ApiKey.OFFSET_DELETE)
+async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    requested = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
+    unknown = {tp for tp in requested if not _partition_exists(ctx, *tp)}
+    error, partition_errors = await _coordinator(ctx).delete_offsets(
+        request["group_id"], [tp for tp in requested if tp not in unknown])
+    if error != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": error, "topics": []}
+    return {"throttle_time_ms": 0, "error_code": error, "topics": _by_topic(
+        (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else partition_errors[tp]})
+        for tp in requested)}
+
+
+# --- admin -----------------------------------------------------------------------------------------------
+
+@handler(ApiKey.LIST_GROUPS)
+async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    states = request["states_filter"] if ctx.api_version >= 4 else []
+    error, listings = _coordinator(ctx).list_groups(states)
+    return {"throttle_time_ms": 0, "error_code": error,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+                       for g in listings]}
+
+
+@handler(ApiKey.DESCRIBE_GROUPS)
+async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    include_operations = ctx.api_version >= 3 and request["include_authorized_operations"]
+    described = []
+    for group_id in request["groups"]:
+        error, group = _coordinator(ctx).describe_group(group_id)
+        described.append({
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": group.state,
+            "protocol_type": group.protocol_type,
+            "protocol_data": group.protocol_name,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
+                         "member_assignment": m.assignment} for m in group.members],
+            "authorized_operations": GROUP_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        })
+    return {"throttle_time_ms": 0, "groups": described}
+
+
+@handler(ApiKey.DELETE_GROUPS)
+async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    names = list(dict.fromkeys(request["groups_names"]))
+    results = await _coordinator(ctx).delete_groups(names)
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": name, "error_code": results[name]} for name in names]}
