@@ -105,10 +105,6 @@ class ZookeeperCoordinator:
     def connected(self) -> bool:
         return self._connected.is_set()
 
-    def describe(self) -> dict[str, Any]:
-        """The ``zookeeper`` block of ``/v3/config``."""
-        return {"servers": list(self.servers), "timeout": self.timeout, "root-path": self.root_path}
-
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.client.add_listener(self._kazoo_state)

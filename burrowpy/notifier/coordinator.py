@@ -142,11 +142,6 @@ class NotifierCoordinator:
         if self._registry is not None:
             self._registry.unregister(self.metrics)
 
-    def describe(self, name: str) -> dict[str, Any] | None:
-        """``/v3/config/notifier/NAME`` detail, None for an unknown name."""
-        module = self.modules.get(name)
-        return module.describe() if module is not None else None
-
     # --- group list -----------------------------------------------------------------------------------
 
     async def refresh_groups(self) -> None:
@@ -225,7 +220,7 @@ class NotifierCoordinator:
         except Exception:  # an evaluator failure for one group must not end notification for all
             self.logger.exception("evaluating the group failed", cluster=cluster, group=group)
             return
-        if status is None or status.status == Status.NOTFOUND:
+        if status.status == Status.NOTFOUND:
             return
         tracked = self.groups.get(cluster, {}).get(group)
         if tracked is None or not self.is_leader:

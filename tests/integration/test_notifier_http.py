@@ -182,3 +182,28 @@ async def test_https_with_an_extra_ca_and_a_refused_certificate_without_it(monit
     assert len(receiver.requests) == 1
     assert refused[0]["module"] == "untrusted" and refused[0]["gave_up"] == "permanent failure"
     assert "certificate verify failed" in refused[0]["error"]
+
+
+async def test_a_template_that_fails_when_rendered_is_logged_and_others_still_send(monitor, tmp_path):
+    (tmp_path / "broken.tmpl").write_text('{"group": {{ group | jsonencoder }},\n "lag": {{ result.total_lag }}}\n')
+    receiver = Receiver()
+    runner, port = await serve(receiver)
+    sections = notifier_sections(
+        broken=http_notifier(port, **{"template-open": str(tmp_path / "broken.tmpl"), "send-close": False}),
+        working=http_notifier(port, **{"send-close": False}))
+    coordinator = NotifierCoordinator(monitor.ctx, sections)
+    await monitor.stop_group("payments")
+    await coordinator.start()
+    try:
+        failed = await eventually(
+            lambda: [e for e in monitor.logs.entries if e["event"] == "notification not sent: its template failed"],
+            what="the template failure")
+        await eventually(lambda: receiver.accepted, what="the working notifier's open")
+        evaluations = coordinator.evaluations
+        await eventually(lambda: coordinator.evaluations > evaluations + 1, what="evaluations going on")
+    finally:
+        await coordinator.stop()
+        await runner.cleanup()
+    assert len(receiver.requests) == 1
+    assert failed[0]["module"] == "broken" and failed[0]["log_level"] == "error"
+    assert "broken.tmpl line 2: UndefinedError" in failed[0]["error"] and "total_lag" in failed[0]["error"]
