@@ -16,15 +16,21 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over."""
+def write_atomically(path: str, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data``: write a temporary file and rename it over.
+
+    ``durable`` also fsyncs the file and the directory, so the new content survives a power loss. Files
+    that are only hints (losing the update merely costs extra recovery work) skip that.
+    """
     temp = path + TEMP_SUFFIX
     with open(temp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(temp, path)
-    fsync_directory(os.path.dirname(path) or ".")
+    if durable:
+        fsync_directory(os.path.dirname(path) or ".")
 
 
 def read_int(path: str) -> int | None:

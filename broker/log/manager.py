@@ -2,9 +2,11 @@
 
 Layout of the data directory::
 
-    topics/<name>.json         {"name", "topic_id" (hex), "partitions", "configs" (the topic's overrides)}
+    topics/<topic id>.json     {"name", "topic_id" (hex), "partitions", "configs" (the topic's overrides)}
     <name>-<partition>/        one PartitionLog each
-    <name>-<partition>.<hex>-delete/   a deleted partition, removed on the next start if a crash interrupted
+    <random hex>-delete/       a deleted partition, removed on the next start if a crash interrupted
+
+Files are named by topic id rather than name because a name may be 249 characters long.
 
 The topic file is written (atomically) before its partition directories exist and removed before they
 are deleted, so a crash never leaves a topic half-created: on start every topic file is reopened and any
@@ -153,10 +155,10 @@ class LogManager:
             "partitions": partitions,
             "configs": topic.overrides,
         }
-        write_atomically(self._topic_file(topic.name), json.dumps(meta, indent=1).encode())
+        write_atomically(self._topic_file(topic), json.dumps(meta, indent=1).encode())
 
-    def _topic_file(self, name: str) -> str:
-        return os.path.join(self.data_dir, TOPICS_DIR, f"{name}.json")
+    def _topic_file(self, topic: Topic) -> str:
+        return os.path.join(self.data_dir, TOPICS_DIR, f"{topic.topic_id.hex()}.json")
 
     # --- topics ------------------------------------------------------------------------------------------
 
@@ -197,11 +199,10 @@ class LogManager:
             doomed = []
             for index, partition_log in enumerate(topic.partitions):
                 partition_log.close_without_checkpoint()
-                source = self._partition_dir(name, index)
-                target = f"{source}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
-                os.replace(source, target)
+                target = os.path.join(self.data_dir, f"{uuid.uuid4().hex}{DELETED_SUFFIX}")
+                os.replace(self._partition_dir(name, index), target)
                 doomed.append(target)
-            os.unlink(self._topic_file(name))
+            os.unlink(self._topic_file(topic))
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
 

@@ -187,8 +187,11 @@ def snapshot_offsets(directory: str) -> list[int]:
 
 
 def write_snapshot(directory: str, offset: int, state: ProducerStateManager) -> None:
-    """Save the state as of ``offset`` (all batches below it applied); keep only the newest few."""
-    write_atomically(snapshot_path(directory, offset), state.to_json())
+    """Save the state as of ``offset`` (all batches below it applied); keep only the newest few.
+
+    Not fsynced: a snapshot lost or damaged in a power loss is skipped, and batch headers replayed.
+    """
+    write_atomically(snapshot_path(directory, offset), state.to_json(), durable=False)
     for old in snapshot_offsets(directory)[:-SNAPSHOTS_KEPT]:
         os.unlink(snapshot_path(directory, old))
 

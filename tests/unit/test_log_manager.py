@@ -1,0 +1,252 @@
+"""LogManager: topics on disk, name and config validation, DescribeConfigs, retention across logs."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+from log_harness import BASE_TS, Clock, all_records, batch
+
+from broker.errors import ErrorCode, KafkaError
+from broker.log.manager import LogManager
+
+BROKER_DEFAULTS = {"retention.ms": 3_600_000, "segment.bytes": 1 << 20, "min.insync.replicas": 1}
+
+
+@pytest.fixture
+def manager(tmp_path):
+    logs = LogManager(tmp_path / "data", BROKER_DEFAULTS, clock=Clock())
+    yield logs
+    logs.close()
+
+
+def test_create_write_reopen(tmp_path):
+    data_dir = tmp_path / "data"
+    logs = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock())
+    topic = logs.create_topic("orders", 3, {"cleanup.policy": "compact,delete", "segment.bytes": "2048"})
+    assert topic.partition_count == 3 and len(topic.topic_id) == 16
+    assert topic.config.compact and topic.config.delete and topic.config.segment_bytes == 2048
+    assert sorted(logs.topics) == ["orders"]
+    assert logs.get_log("orders", 3) is None and logs.get_log("nope", 0) is None
+    logs.get_log("orders", 1).append(batch(4, key=b"k"))
+    logs.close()
+
+    reopened = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock())
+    again = reopened.topics["orders"]
+    assert again.topic_id == topic.topic_id
+    assert again.overrides == {"cleanup.policy": "compact,delete", "segment.bytes": "2048"}
+    assert again.config == topic.config
+    assert [r.offset for r in all_records(reopened.get_log("orders", 1))] == [0, 1, 2, 3]
+    assert sorted(os.listdir(data_dir)) == [".lock", "orders-0", "orders-1", "orders-2", "topics"]
+    reopened.close()
+
+
+def test_data_directory_is_locked(tmp_path, manager):
+    with pytest.raises(RuntimeError, match="in use"):
+        LogManager(tmp_path / "data", {})
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", ".", "..", "a" * 250, "with space", "slash/name", "ümlaut", "colon:name"],
+)
+def test_invalid_topic_names(manager, name):
+    with pytest.raises(KafkaError) as err:
+        manager.create_topic(name, 1, {})
+    assert err.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert not manager.topics
+
+
+@pytest.mark.parametrize("name", ["a" * 249, "__consumer_offsets", "My.Topic_2-x", "-"])
+def test_valid_topic_names(manager, name):
+    manager.create_topic(name, 1, {})
+    assert name in manager.topics
+
+
+def test_colliding_and_duplicate_names(manager):
+    manager.create_topic("metrics.cpu", 1, {})
+    with pytest.raises(KafkaError) as err:
+        manager.create_topic("metrics_cpu", 1, {})
+    assert err.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    with pytest.raises(KafkaError) as err:
+        manager.create_topic("metrics.cpu", 1, {})
+    assert err.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+@pytest.mark.parametrize("partitions", [0, -1])
+def test_invalid_partition_count(manager, partitions):
+    with pytest.raises(KafkaError) as err:
+        manager.create_topic("t", partitions, {})
+    assert err.value.code == ErrorCode.INVALID_PARTITIONS
+
+
+@pytest.mark.parametrize(
+    "configs, mentioned",
+    [
+        ({"no.such.config": "1"}, "no.such.config"),
+        ({"segment.bytes": "10"}, "segment.bytes"),
+        ({"segment.bytes": str(2**31)}, "segment.bytes"),
+        ({"retention.ms": "-2"}, "retention.ms"),
+        ({"retention.ms": "soon"}, "retention.ms"),
+        ({"cleanup.policy": "compact,shred"}, "cleanup.policy"),
+        ({"message.timestamp.type": "WallClock"}, "message.timestamp.type"),
+        ({"flush.messages": "0"}, "flush.messages"),
+        ({"retention.disk.percent": "150"}, "retention.disk.percent"),
+        ({"min.insync.replicas": None}, "min.insync.replicas"),
+    ],
+)
+def test_invalid_configs(manager, configs, mentioned):
+    with pytest.raises(KafkaError) as err:
+        manager.create_topic("t", 1, configs)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert mentioned in err.value.message
+    assert "t" not in manager.topics
+    assert not os.path.exists(os.path.join(manager.data_dir, "t-0"))
+
+
+def test_invalid_broker_defaults(tmp_path):
+    with pytest.raises(KafkaError) as err:
+        LogManager(tmp_path / "data", {"segment.bytes": 1})
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_validate_topic_creates_nothing(manager):
+    config = manager.validate_topic("t", 2, {"retention.ms": "-1"})
+    assert config.retention_ms == -1
+    assert not manager.topics
+
+
+def test_describe_configs_sources(manager):
+    manager.create_topic("t", 1, {"retention.bytes": "1000"})
+    entries = {entry.name: entry for entry in manager.describe_configs("t")}
+    assert entries["retention.bytes"] == ("retention.bytes", "1000", False, False, "topic")
+    assert entries["retention.ms"] == ("retention.ms", "3600000", True, False, "broker")
+    assert entries["cleanup.policy"] == ("cleanup.policy", "delete", True, False, "default")
+    assert entries["min.insync.replicas"].source == "default"  # broker value equals Kafka's default
+    assert entries["max.message.bytes"].value == "1048588"
+    with pytest.raises(KafkaError) as err:
+        manager.describe_configs("missing")
+    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_configs(tmp_path, manager):
+    manager.create_topic("t", 2, {"retention.bytes": "1000", "segment.ms": "60000"})
+    manager.alter_topic_configs("t", {"retention.bytes": "5000", "flush.messages": "1"}, replace=False)
+    assert manager.topics["t"].overrides == {
+        "retention.bytes": "5000",
+        "segment.ms": "60000",
+        "flush.messages": "1",
+    }
+    assert manager.get_log("t", 1).config.retention_bytes == 5000
+    manager.alter_topic_configs("t", {"segment.ms": None}, replace=False)
+    assert "segment.ms" not in manager.topics["t"].overrides
+    manager.alter_topic_configs("t", {"cleanup.policy": "compact"}, replace=True)
+    assert manager.topics["t"].overrides == {"cleanup.policy": "compact"}
+    manager.alter_topic_configs("t", {"cleanup.policy": "delete"}, replace=True, validate_only=True)
+    assert manager.topics["t"].config.compact
+    with pytest.raises(KafkaError) as err:
+        manager.alter_topic_configs("t", {"segment.bytes": "x"}, replace=False)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert manager.topics["t"].overrides == {"cleanup.policy": "compact"}
+    manager.close()
+    reopened = LogManager(tmp_path / "data", BROKER_DEFAULTS)
+    assert reopened.topics["t"].config.compact and reopened.get_log("t", 0).config.compact
+    reopened.close()
+
+
+def test_delete_and_recreate_topic(manager):
+    manager.create_topic("gone", 2, {})
+    manager.get_log("gone", 0).append(batch(3))
+    old_log = manager.get_log("gone", 0)
+    manager.delete_topic("gone")
+    assert "gone" not in manager.topics
+    assert old_log.closed
+    assert sorted(os.listdir(manager.data_dir)) == [".lock", "topics"]
+    with pytest.raises(KafkaError) as err:
+        manager.delete_topic("gone")
+    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    manager.create_topic("gone", 1, {})
+    assert manager.get_log("gone", 0).log_end_offset == 0
+
+
+def test_leftover_deleted_directories_are_removed_on_start(tmp_path):
+    data_dir = tmp_path / "data"
+    os.makedirs(data_dir / "0123abcd-delete")
+    (data_dir / "0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
+    LogManager(data_dir, {}).close()
+    assert not os.path.exists(data_dir / "0123abcd-delete")
+
+
+def test_add_partitions(tmp_path, manager):
+    manager.create_topic("t", 1, {})
+    manager.add_partitions("t", 3)
+    assert manager.topics["t"].partition_count == 3
+    assert manager.get_log("t", 2).log_end_offset == 0
+    with pytest.raises(KafkaError) as err:
+        manager.add_partitions("t", 3)
+    assert err.value.code == ErrorCode.INVALID_PARTITIONS
+    with pytest.raises(KafkaError) as err:
+        manager.add_partitions("missing", 3)
+    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    manager.close()
+    reopened = LogManager(tmp_path / "data", {})
+    assert reopened.topics["t"].partition_count == 3
+    reopened.close()
+
+
+def test_run_retention_over_all_logs(manager):
+    manager.create_topic("short", 2, {"retention.ms": "1000", "segment.bytes": "200"})
+    manager.create_topic("forever", 1, {"retention.ms": "-1", "segment.bytes": "200"})
+    for partition in range(2):
+        for i in range(6):
+            manager.get_log("short", partition).append(batch(1, ts=BASE_TS + i))
+    for i in range(6):
+        manager.get_log("forever", 0).append(batch(1, ts=BASE_TS + i))
+    deleted = manager.run_retention(BASE_TS + 10_000)
+    assert (
+        deleted == sum(1 for _ in range(2)) * 3
+    )  # every segment of "short": 2 full ones and the rolled active
+    assert all(manager.get_log("short", p).log_start_offset == 6 for p in range(2))
+    assert manager.get_log("forever", 0).log_start_offset == 0
+
+
+class FakeDisk:
+    """Disk usage of the data directory's files on a pretend disk of ``total`` bytes."""
+
+    def __init__(self, total: int, other_used: int) -> None:
+        self.total = total
+        self.other_used = other_used
+
+    def __call__(self, path: str) -> SimpleNamespace:
+        used = self.other_used
+        for root, _dirs, files in os.walk(path):
+            used += sum(os.path.getsize(os.path.join(root, name)) for name in files if name.endswith(".log"))
+        return SimpleNamespace(total=self.total, used=used, free=self.total - used)
+
+
+def test_disk_percent_retention_deletes_oldest_segments_first_across_partitions(tmp_path):
+    size = len(batch(1))
+    disk = FakeDisk(total=100 * size, other_used=40 * size)
+    clock = Clock()
+    logs = LogManager(tmp_path / "data", {"segment.bytes": 2 * size}, clock=clock, disk_usage=disk)
+    logs.create_topic("a", 2, {"retention.disk.percent": "60"})
+    logs.create_topic("b", 1, {"retention.disk.percent": "60"})
+    logs.create_topic("untouched", 1, {})
+    # Interleave timestamps so that the oldest segment alternates between partitions.
+    partitions = [logs.get_log("a", 0), logs.get_log("a", 1), logs.get_log("b", 0)]
+    for i in range(24):
+        partitions[i % 3].append(batch(1, ts=BASE_TS + i))
+    for i in range(8):
+        logs.get_log("untouched", 0).append(batch(1, ts=BASE_TS + i))
+    # 40 (other) + 24 + 8 = 72% full; down to 60% means 12 batches = 6 segments must go.
+    assert logs.run_retention(BASE_TS) == 6
+    used = disk(logs.data_dir).used
+    assert used <= 60 * size
+    assert [p.log_start_offset for p in partitions] == [4, 4, 4]
+    assert logs.get_log("untouched", 0).log_start_offset == 0
+    # With the disk still too full, only active segments remain deletable... and they are never deleted.
+    disk.other_used = 90 * size
+    assert logs.run_retention(BASE_TS) == 3
+    assert all(p.segment_count == 1 and p.size_bytes > 0 for p in partitions)
+    logs.close()
