@@ -5,13 +5,18 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from notifier_support import MonitorCore, capturing_logger, eventually, notifier_sections
+from notifier_support import (
+    MonitorCore,
+    capturing_logger,
+    eventually,
+    notifier_sections,
+    self_signed_certificate,
+)
 from prometheus_client import CollectorRegistry, generate_latest
 from zk import free_port
 
@@ -150,13 +155,7 @@ async def test_unreachable_endpoint_is_logged_and_the_notifier_keeps_working(mon
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost."""
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 async def test_https_with_an_extra_ca_and_a_refused_certificate_without_it(monitor, certificate):
