@@ -171,7 +171,10 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
                     if kept is not None:
                         kept_header = BatchHeader.parse(kept)
                         cleaned.append(
-                            kept, kept_header.base_offset, kept_header.next_offset, kept_header.max_timestamp
+                            (kept,),
+                            kept_header.base_offset,
+                            kept_header.next_offset,
+                            kept_header.max_timestamp,
                         )
         except FileNotFoundError:
             cleaned.delete()

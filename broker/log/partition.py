@@ -64,11 +64,12 @@ from broker.log.segment import (
     segment_file,
 )
 from broker.protocol.records import (
+    HEADER_SIZE,
     INT32_MAX,
     crc_of,
     decode_batch,
     iter_batches,
-    patch_batch,
+    patched_header,
     validate_batch,
 )
 
@@ -248,11 +249,12 @@ class PartitionLog:
             base_offset = self.log_end_offset
             last_offset = base_offset + header.last_offset_delta
             append_time = now_ms if self.config.log_append_time else None
-            data = bytearray(batch)
-            patch_batch(data, 0, base_offset, leader_epoch, log_append_time_ms=append_time)
+            patched = patched_header(batch, base_offset, leader_epoch, log_append_time_ms=append_time)
             max_timestamp = header.max_timestamp if append_time is None else append_time
-            self._maybe_roll(len(data), base_offset, last_offset, max_timestamp, now_ms)
-            self._segments[-1].append(data, base_offset, last_offset + 1, max_timestamp)
+            self._maybe_roll(header.size, base_offset, last_offset, max_timestamp, now_ms)
+            self._segments[-1].append(
+                (patched, memoryview(batch)[HEADER_SIZE:]), base_offset, last_offset + 1, max_timestamp
+            )
             self._producers.update(
                 header._replace(
                     base_offset=base_offset, partition_leader_epoch=leader_epoch, max_timestamp=max_timestamp
@@ -294,7 +296,7 @@ class PartitionLog:
                     header.size, header.base_offset, header.last_offset, header.max_timestamp, now_ms
                 )
                 self._segments[-1].append(
-                    view[pos : pos + header.size],
+                    (view[pos : pos + header.size],),
                     header.base_offset,
                     header.next_offset,
                     header.max_timestamp,

@@ -8,7 +8,7 @@ Scans read batch headers in 64 KiB chunks and, during recovery, check every batc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
@@ -252,15 +252,24 @@ class LogSegment:
         self.next_offset = next_offset
 
     def append(
-        self, data: bytes | bytearray | memoryview, base_offset: int, next_offset: int, max_timestamp: int
+        self,
+        parts: Sequence[bytes | bytearray | memoryview],
+        base_offset: int,
+        next_offset: int,
+        max_timestamp: int,
     ) -> None:
-        """Write one batch (offsets already assigned) at the end of the segment."""
+        """Write one batch (offsets already assigned), given as consecutive pieces, at the end of the segment."""
         pos = self.size
-        view = memoryview(data)
+        size = sum(len(part) for part in parts)
         try:
-            written = 0
-            while written < len(view):
-                written += os.pwrite(self.fd, view[written:], pos + written)
+            written = os.pwritev(self.fd, parts, pos)
+            if written < size:
+                # Regular files only write short when something is wrong; finish or raise.
+                rest = b"".join(parts)[written:]
+                while rest:
+                    n = os.pwrite(self.fd, rest, pos + written)
+                    written += n
+                    rest = rest[n:]
         except OSError as exc:
             try:
                 os.ftruncate(self.fd, pos)
@@ -269,7 +278,7 @@ class LogSegment:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write {self.log_path}: {exc}") from exc
         if pos == 0 and max_timestamp >= 0:
             self.rolling_base_ms = max_timestamp
-        self._account(pos, base_offset, next_offset, max_timestamp, len(view))
+        self._account(pos, base_offset, next_offset, max_timestamp, size)
 
     def close_for_appends(self) -> None:
         """The segment stops being active: record its final max timestamp so reopening need not scan."""

@@ -257,6 +257,33 @@ def validate_batch(buf: Buffer) -> BatchHeader:
     return header
 
 
+def patched_header(
+    batch: Buffer,
+    base_offset: int,
+    leader_epoch: int,
+    *,
+    log_append_time_ms: int | None = None,
+) -> bytearray:
+    """A copy of the batch's 61-byte header with its offsets and leader epoch assigned.
+
+    ``header + batch[61:]`` is the patched batch, so the records need not be copied. Bytes 0-20 are
+    outside the CRC. With ``log_append_time_ms`` the batch becomes LogAppendTime: attribute bit 3 and
+    maxTimestamp are set, and the CRC is recomputed since both lie inside it.
+    """
+    view = memoryview(batch)
+    header = bytearray(view[:HEADER_SIZE])
+    _INT64.pack_into(header, 0, base_offset)
+    _INT32.pack_into(header, 12, leader_epoch)
+    if log_append_time_ms is not None:
+        attributes = _INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0]
+        _INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes | ATTR_LOG_APPEND_TIME)
+        _INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, log_append_time_ms)
+        size = _INT32.unpack_from(header, 8)[0] + LOG_OVERHEAD
+        crc = crc32c(view[HEADER_SIZE:size], crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return header
+
+
 def patch_batch(
     buf: bytearray,
     pos: int,
@@ -265,19 +292,10 @@ def patch_batch(
     *,
     log_append_time_ms: int | None = None,
 ) -> None:
-    """Assign a batch its offsets and leader epoch in place; bytes 0-20 are outside the CRC.
-
-    With ``log_append_time_ms`` the batch becomes LogAppendTime: attribute bit 3 and maxTimestamp are
-    set, and the CRC is recomputed since both lie inside it.
-    """
-    _INT64.pack_into(buf, pos, base_offset)
-    _INT32.pack_into(buf, pos + 12, leader_epoch)
-    if log_append_time_ms is not None:
-        size = _INT32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
-        attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-        _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | ATTR_LOG_APPEND_TIME)
-        _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, log_append_time_ms)
-        _UINT32.pack_into(buf, pos + CRC_OFFSET, crc_of(buf, pos, size))
+    """:func:`patched_header` applied in place to the batch at ``pos`` of ``buf``."""
+    buf[pos : pos + HEADER_SIZE] = patched_header(
+        memoryview(buf)[pos:], base_offset, leader_epoch, log_append_time_ms=log_append_time_ms
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -172,7 +172,7 @@ def _cleaned_copy_of_first_segments(log: PartitionLog, keep: int) -> tuple[int, 
         data = build_batch(
             [Record(record.offset, record.timestamp, record.key, record.value, [])], base_offset=record.offset
         )
-        cleaned.append(data, record.offset, record.offset + 1, record.timestamp)
+        cleaned.append((data,), record.offset, record.offset + 1, record.timestamp)
     cleaned.close_for_appends()
     cleaned.flush()
     cleaned.close()
