@@ -46,16 +46,17 @@ _READ_CHUNK_BYTES = 1 << 20
 T = TypeVar("T")
 
 
-def read_partition_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]:
+def read_partition_records(partition_log: Any, chunk_bytes: int = _READ_CHUNK_BYTES
+                           ) -> list[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of a partition log in offset order, control batches left out (blocking IO)."""
-    return list(_iter_partition_records(partition_log))
+    return list(_iter_partition_records(partition_log, chunk_bytes))
 
 
-def _iter_partition_records(partition_log: Any) -> Iterator[tuple[bytes | None, bytes | None]]:
+def _iter_partition_records(partition_log: Any, chunk_bytes: int) -> Iterator[tuple[bytes | None, bytes | None]]:
     offset = partition_log.log_start_offset
     end = partition_log.log_end_offset
     while offset < end:
-        data = partition_log.read(offset, _READ_CHUNK_BYTES)
+        data = partition_log.read(offset, chunk_bytes)
         progressed = False
         for position, header in iter_batches(data):
             if header.next_offset <= offset:

@@ -21,7 +21,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -84,9 +84,10 @@ class GroupConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
     @classmethod
-    def from_broker_config(cls, config: Mapping[str, object] | object) -> GroupConfig:
-        """From a broker config with Kafka's names (any object with ``get``); missing keys take defaults."""
-        get = config.get  # type: ignore[attr-defined]
+    def from_broker_config(cls, config: Any) -> GroupConfig:
+        """From a broker config with Kafka's names (anything with a mapping's ``get``); missing keys take
+        Kafka's defaults."""
+        get = config.get
         d = cls()
         return cls(
             offsets_partitions=int(get("offsets.topic.num.partitions", d.offsets_partitions)),
@@ -94,15 +95,13 @@ class GroupConfig:
             max_session_timeout_ms=int(get("group.max.session.timeout.ms", d.max_session_timeout_ms)),
             initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms",
                                                d.initial_rebalance_delay_ms)),
-            offsets_retention_ms=int(get("offsets.retention.minutes", 10080)) * 60 * 1000,
+            offsets_retention_ms=int(get("offsets.retention.minutes", d.offsets_retention_ms // 60000)) * 60000,
             retention_check_interval_ms=int(get("offsets.retention.check.interval.ms",
                                                 d.retention_check_interval_ms)),
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes", d.offset_metadata_max_bytes)),
             group_metadata_value_version=int(get("group.metadata.value.version",
                                                  d.group_metadata_value_version)),
         )
-
-
 
 
 # Timer keys. The group id is always part of the key, so unloading a group can cancel its timers.
@@ -313,18 +312,12 @@ class GroupMachine:
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, request: JoinRequest,
                                      reply: Callable[[JoinResult], None]) -> None:
-        self._supersede_join(member)
+        # A JoinGroup of this member that is still waiting was given up by the client when it sent this
+        # one; answer it rather than leave it hanging.
+        self._answer_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, request.protocols, request.rebalance_timeout_ms,
                             request.session_timeout_ms, reply)
         self._maybe_prepare_rebalance(group)
-
-    @staticmethod
-    def _supersede_join(member: Member) -> None:
-        """A member sent JoinGroup again while one was still waiting: the older request is answered so it
-        does not hang (the client gave up on it when it sent the new one)."""
-        if member.join_reply is not None:
-            old, member.join_reply = member.join_reply, None
-            old(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
 
     def _rejoin_static_member(self, group: ClassicGroup, new_member_id: str, request: JoinRequest,
                               reply: Callable[[JoinResult], None]) -> None:
