@@ -96,10 +96,6 @@ class Monitor:
 
         ctx = self.ctx
         config = ctx.config
-        if config.history is not None:
-            from burrowpy.pipeline.history import HistoryWriter
-
-            ctx.history = HistoryWriter(config.history.dir, config.history.roll_interval, ctx.clock.time)
         zookeeper_block = config.block("zookeeper")
         if config.has_notifiers and zookeeper_block is not None:
             from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
@@ -120,6 +116,11 @@ class Monitor:
             self._configure_notifiers()
         for kind in ("cluster", "consumer"):
             self._coordinators.append((kind, Coordinator(kind, ctx, self.classes[kind])))
+        if config.history is not None:
+            # Last, so that a config error elsewhere leaves no writer behind.
+            from burrowpy.pipeline.history import HistoryWriter
+
+            ctx.history = HistoryWriter(config.history.dir, config.history.roll_interval, ctx.clock.time)
 
     def _configure_notifiers(self) -> None:
         from burrowpy.notifier import NotifierCoordinator
