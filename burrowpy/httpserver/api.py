@@ -60,10 +60,16 @@ def json_response(request: web.Request, status: int, body: dict[str, Any]) -> we
     return web.Response(status=status, body=text.encode(), headers=headers)
 
 
-def ok(request: web.Request, message: str, *, http_status: int = 200, **fields: Any) -> web.Response:
-    """A success body: error false, the message, the endpoint's fields, then the request info (Go's order)."""
-    return json_response(request, http_status, {"error": False, "message": message, **fields,
-                                                "request": _request_info(request)})
+def ok(request: web.Request, message: str, *, http_status: int = 200, request_first: bool = False,
+       **fields: Any) -> web.Response:
+    """A success body: error false, the message, the endpoint's fields and the request info, in the order
+    of Burrow's Go structs (the /v3/config bodies put the request info before their fields)."""
+    body: dict[str, Any] = {"error": False, "message": message}
+    if request_first:
+        body["request"] = _request_info(request)
+    body.update(fields)
+    body["request"] = _request_info(request)
+    return json_response(request, http_status, body)
 
 
 def error(request: web.Request, status: int, message: str) -> web.Response:
@@ -175,7 +181,7 @@ class BurrowApi:
 
     async def config_main(self, request: web.Request) -> web.Response:
         config = self.ctx.config
-        return ok(request, "main config returned",
+        return ok(request, "main config returned", request_first=True,
                   general=config.general.to_json(),
                   logging=config.logging.to_json(),
                   zookeeper=config.zookeeper.to_json(),
@@ -183,7 +189,7 @@ class BurrowApi:
 
     def _config_list(self, kind: str) -> Handler:
         async def handler(request: web.Request) -> web.Response:
-            return ok(request, "module list returned", coordinator=kind,
+            return ok(request, "module list returned", request_first=True, coordinator=kind,
                       modules=sorted(self.ctx.modules.get(kind, {})))
         return handler
 

@@ -28,11 +28,23 @@ CONFIG = {
     "client-profile": {"prod": {"client-id": "lagcheck", "kafka-version": "3.6.0"}},
     "httpserver": {"main": {"address": ":8000"}, "admin": {"address": "127.0.0.1:8001", "timeout": 30}},
     "storage": {"default": {"class-name": "inmemory", "intervals": 10}},
-    "cluster": {"local": {"class-name": "kafka", "servers": ["k1:9092"], "client-profile": "prod",
-                          "offset-refresh": 30},
-                "remote": {"class-name": "kafka", "servers": ["k2:9092"]}},
-    "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": ["k1:9092"],
-                           "group-allowlist": "^(healthy|stuck)$"}},
+    "cluster": {
+        "local": {
+            "class-name": "kafka",
+            "servers": ["k1:9092"],
+            "client-profile": "prod",
+            "offset-refresh": 30,
+        },
+        "remote": {"class-name": "kafka", "servers": ["k2:9092"]},
+    },
+    "consumer": {
+        "local": {
+            "class-name": "kafka",
+            "cluster": "local",
+            "servers": ["k1:9092"],
+            "group-allowlist": "^(healthy|stuck)$",
+        }
+    },
 }
 
 
@@ -45,7 +57,9 @@ class FakeClock:
 async def ctx():
     config = parse_config(CONFIG, "burrowpy.yaml", {})
     log_control = LogControl(config.logging, stream=io.StringIO(), name="burrowpy.test_http_api")
-    ctx = ApplicationContext(config=config, logger=log_control.logger, clock=FakeClock(), log_control=log_control)
+    ctx = ApplicationContext(
+        config=config, logger=log_control.logger, clock=FakeClock(), log_control=log_control
+    )
     classes = module_classes()
     coordinators = [Coordinator("storage", ctx, classes["storage"], default_class="inmemory")]
     ctx.storage = coordinators[0].modules["default"]
@@ -104,18 +118,35 @@ async def test_admin_and_readiness(client, ctx):
 
 async def test_cluster_list_and_detail(client):
     assert await get_json(client, "/v3/kafka") == {
-        "error": False, "message": "cluster list returned", "clusters": ["local", "remote"],
-        "request": request_info("/v3/kafka")}
+        "error": False,
+        "message": "cluster list returned",
+        "clusters": ["local", "remote"],
+        "request": request_info("/v3/kafka"),
+    }
     detail = await get_json(client, "/v3/kafka/local")
     assert detail["message"] == "cluster module detail returned"
     assert detail["module"] == {
-        "class-name": "kafka", "servers": ["k1:9092"], "topic-refresh": 60, "offset-refresh": 30,
-        "client-profile": {"name": "prod", "client-id": "lagcheck", "kafka-version": "3.6.0", "tls": None,
-                           "sasl": None}}
-    assert await get_json(client, "/v3/config/cluster/local") == {**detail, "request":
-                                                                   request_info("/v3/config/cluster/local")}
+        "class-name": "kafka",
+        "servers": ["k1:9092"],
+        "topic-refresh": 60,
+        "offset-refresh": 30,
+        "client-profile": {
+            "name": "prod",
+            "client-id": "lagcheck",
+            "kafka-version": "3.6.0",
+            "tls": None,
+            "sasl": None,
+        },
+    }
+    assert await get_json(client, "/v3/config/cluster/local") == {
+        **detail,
+        "request": request_info("/v3/config/cluster/local"),
+    }
     assert await get_json(client, "/v3/kafka/nowhere", status=404) == {
-        "error": True, "message": "cluster module not found", "request": request_info("/v3/kafka/nowhere")}
+        "error": True,
+        "message": "cluster module not found",
+        "request": request_info("/v3/kafka/nowhere"),
+    }
 
 
 async def test_topics(client):
@@ -125,10 +156,12 @@ async def test_topics(client):
     body = await get_json(client, "/v3/kafka/local/topic/orders/consumers")
     assert (body["message"], body["consumers"]) == ("consumers of topic returned", ["healthy", "stuck"])
     assert (await get_json(client, "/v3/kafka/local/topic/audit/consumers"))["consumers"] == []
-    for path, message in (("/v3/kafka/nowhere/topic", "cluster not found"),
-                          ("/v3/kafka/local/topic/missing", "cluster or topic not found"),
-                          ("/v3/kafka/nowhere/topic/orders", "cluster or topic not found"),
-                          ("/v3/kafka/nowhere/topic/orders/consumers", "cluster not found")):
+    for path, message in (
+        ("/v3/kafka/nowhere/topic", "cluster not found"),
+        ("/v3/kafka/local/topic/missing", "cluster or topic not found"),
+        ("/v3/kafka/nowhere/topic/orders", "cluster or topic not found"),
+        ("/v3/kafka/nowhere/topic/orders/consumers", "cluster not found"),
+    ):
         body = await get_json(client, path, status=404)
         assert (body["error"], body["message"]) == (True, message)
 
@@ -137,19 +170,32 @@ async def test_consumer_list_and_detail(client):
     body = await get_json(client, "/v3/kafka/local/consumer")
     assert (body["message"], body["consumers"]) == ("consumer list returned", ["healthy", "stuck"])
     assert (await get_json(client, "/v3/kafka/remote/consumer"))["consumers"] == []
-    assert (await get_json(client, "/v3/kafka/nowhere/consumer", status=404))["message"] == "cluster not found"
+    assert (await get_json(client, "/v3/kafka/nowhere/consumer", status=404))[
+        "message"
+    ] == "cluster not found"
 
     body = await get_json(client, "/v3/kafka/local/consumer/stuck")
     assert body["message"] == "consumer detail returned"
     partitions = body["topics"]["orders"]
     assert [list(p) for p in partitions] == [["offsets", "owner", "client_id", "current-lag"]] * 2
-    assert partitions[0]["current-lag"] == 500 and partitions[1] == {"offsets": [], "owner": "", "client_id": "",
-                                                                     "current-lag": 0}
-    assert partitions[0]["offsets"][0] == {"offset": 500, "timestamp": (NOW - 100) * 1000,
-                                           "observedAt": NOW * 1000, "lag": 500}
+    assert partitions[0]["current-lag"] == 500 and partitions[1] == {
+        "offsets": [],
+        "owner": "",
+        "client_id": "",
+        "current-lag": 0,
+    }
+    assert partitions[0]["offsets"][0] == {
+        "offset": 500,
+        "timestamp": (NOW - 100) * 1000,
+        "observedAt": NOW * 1000,
+        "lag": 500,
+    }
     body = await get_json(client, "/v3/kafka/local/consumer/absent", status=404)
-    assert body == {"error": True, "message": "cluster or consumer not found",
-                    "request": request_info("/v3/kafka/local/consumer/absent")}
+    assert body == {
+        "error": True,
+        "message": "cluster or consumer not found",
+        "request": request_info("/v3/kafka/local/consumer/absent"),
+    }
 
 
 async def test_status_and_lag(client):
@@ -159,33 +205,62 @@ async def test_status_and_lag(client):
     body = json.loads(text)
     assert list(body) == ["error", "message", "status", "request"]
     status = body["status"]
-    assert (status["status"], status["complete"], status["partition_count"], status["totallag"]) == \
-           ("ERR", 0.5, 2, 500)
-    assert [(p["topic"], p["partition"], p["status"]) for p in status["partitions"]] == [("orders", 0, "STALL")]
+    assert (status["status"], status["complete"], status["partition_count"], status["totallag"]) == (
+        "ERR",
+        0.5,
+        2,
+        500,
+    )
+    assert [(p["topic"], p["partition"], p["status"]) for p in status["partitions"]] == [
+        ("orders", 0, "STALL")
+    ]
     assert status["maxlag"]["current_lag"] == 500
     # Go prints float32 in shortest form: a whole number without ".0".
     assert '"current_lag":500,"complete":1}' in text and '"status":"ERR","complete":0.5,' in text
 
     lag = (await get_json(client, "/v3/kafka/local/consumer/stuck/lag"))["status"]
-    assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == \
-           [(0, "STALL", 1.0), (1, "OK", 0.0)]
+    assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [
+        (0, "STALL", 1.0),
+        (1, "OK", 0.0),
+    ]
     healthy = (await get_json(client, "/v3/kafka/local/consumer/healthy/status"))["status"]
-    assert (healthy["status"], healthy["complete"], healthy["partitions"], healthy["totallag"]) == ("OK", 1.0, [], 0)
+    assert (healthy["status"], healthy["complete"], healthy["partitions"], healthy["totallag"]) == (
+        "OK",
+        1.0,
+        [],
+        0,
+    )
 
 
 async def test_unknown_group_status_is_404_with_error_false(client):
     body = await get_json(client, "/v3/kafka/local/consumer/ghost/status", status=404)
-    assert body == {"error": False, "message": "consumer status returned", "status": {
-        "cluster": "local", "group": "ghost", "status": "NOTFOUND", "complete": 1.0, "partitions": [],
-        "partition_count": 0, "maxlag": None, "totallag": 0}, "request": request_info(
-        "/v3/kafka/local/consumer/ghost/status")}
-    assert (await get_json(client, "/v3/kafka/local/consumer/ghost/lag", status=404))["status"]["status"] == "NOTFOUND"
+    assert body == {
+        "error": False,
+        "message": "consumer status returned",
+        "status": {
+            "cluster": "local",
+            "group": "ghost",
+            "status": "NOTFOUND",
+            "complete": 1.0,
+            "partitions": [],
+            "partition_count": 0,
+            "maxlag": None,
+            "totallag": 0,
+        },
+        "request": request_info("/v3/kafka/local/consumer/ghost/status"),
+    }
+    assert (await get_json(client, "/v3/kafka/local/consumer/ghost/lag", status=404))["status"][
+        "status"
+    ] == "NOTFOUND"
 
 
 async def test_delete_group_and_group_topic(client, ctx):
     body = await get_json(client, "/v3/kafka/local/consumer/healthy/topic/orders", method="DELETE")
-    assert body == {"error": False, "message": "consumer group removed",
-                    "request": request_info("/v3/kafka/local/consumer/healthy/topic/orders")}
+    assert body == {
+        "error": False,
+        "message": "consumer group removed",
+        "request": request_info("/v3/kafka/local/consumer/healthy/topic/orders"),
+    }
     await ctx.storage.flush()
     assert (await get_json(client, "/v3/kafka/local/consumer"))["consumers"] == ["stuck"]
     await get_json(client, "/v3/kafka/local/consumer/stuck", method="DELETE")
@@ -195,36 +270,78 @@ async def test_delete_group_and_group_topic(client, ctx):
 
 
 async def test_main_config(client):
-    assert await get_json(client, "/v3/config") == {
-        "error": False, "message": "main config returned", "request": request_info("/v3/config"),
-        "general": {"pidfile": "burrow.pid", "stdout-logfile": "", "access-control-allow-origin": "dash.example.com"},
-        "logging": {"filename": "", "max-size": 100, "max-backups": 10, "max-age": 30, "use-local-time": False,
-                    "use-compression": False, "level": "warn"},
+    body = await get_json(client, "/v3/config")
+    # The key order of Burrow's Go structs: this body has the request info before the blocks.
+    assert list(body) == ["error", "message", "request", "general", "logging", "zookeeper", "httpserver"]
+    assert body == {
+        "error": False,
+        "message": "main config returned",
+        "request": request_info("/v3/config"),
+        "general": {
+            "pidfile": "burrow.pid",
+            "stdout-logfile": "",
+            "access-control-allow-origin": "dash.example.com",
+        },
+        "logging": {
+            "filename": "",
+            "max-size": 100,
+            "max-backups": 10,
+            "max-age": 30,
+            "use-local-time": False,
+            "use-compression": False,
+            "level": "warn",
+        },
         "zookeeper": {"servers": ["zk1:2181"], "timeout": 8, "root-path": "/monitor"},
-        "httpserver": {"admin": {"address": "127.0.0.1:8001", "tls": "", "timeout": 30},
-                       "main": {"address": ":8000", "tls": "", "timeout": 300}},
+        "httpserver": {
+            "admin": {"address": "127.0.0.1:8001", "tls": "", "timeout": 30},
+            "main": {"address": ":8000", "tls": "", "timeout": 300},
+        },
     }
 
 
-@pytest.mark.parametrize(("kind", "modules"), [
-    ("storage", ["default"]), ("evaluator", ["default"]), ("cluster", ["local", "remote"]), ("consumer", ["local"]),
-    ("notifier", []),
-])
+@pytest.mark.parametrize(
+    ("kind", "modules"),
+    [
+        ("storage", ["default"]),
+        ("evaluator", ["default"]),
+        ("cluster", ["local", "remote"]),
+        ("consumer", ["local"]),
+        ("notifier", []),
+    ],
+)
 async def test_config_module_lists(client, kind, modules):
-    assert await get_json(client, f"/v3/config/{kind}") == {
-        "error": False, "message": "module list returned", "request": request_info(f"/v3/config/{kind}"),
-        "coordinator": kind, "modules": modules}
+    body = await get_json(client, f"/v3/config/{kind}")
+    assert list(body) == ["error", "message", "request", "coordinator", "modules"]
+    assert body == {
+        "error": False,
+        "message": "module list returned",
+        "request": request_info(f"/v3/config/{kind}"),
+        "coordinator": kind,
+        "modules": modules,
+    }
 
 
 async def test_config_module_details(client):
     body = await get_json(client, "/v3/config/storage/default")
-    assert (body["message"], body["module"]) == ("storage module detail returned", {
-        "class-name": "inmemory", "intervals": 10, "min-distance": 0, "group-allowlist": "", "expire-group": 604800})
+    assert list(body) == ["error", "message", "module", "request"]
+    assert (body["message"], body["module"]) == (
+        "storage module detail returned",
+        {
+            "class-name": "inmemory",
+            "intervals": 10,
+            "min-distance": 0,
+            "group-allowlist": "",
+            "expire-group": 604800,
+        },
+    )
     body = await get_json(client, "/v3/config/evaluator/default")
     assert body["module"] == {"class-name": "caching", "expire-cache": 10}
     body = await get_json(client, "/v3/config/consumer/local")
-    assert (body["message"], body["module"]["group-allowlist"], body["module"]["cluster"]) == \
-           ("consumer module detail returned", "^(healthy|stuck)$", "local")
+    assert (body["message"], body["module"]["group-allowlist"], body["module"]["cluster"]) == (
+        "consumer module detail returned",
+        "^(healthy|stuck)$",
+        "local",
+    )
     for kind in ("storage", "evaluator", "consumer", "notifier"):
         body = await get_json(client, f"/v3/config/{kind}/nope", status=404)
         assert (body["error"], body["message"]) == (True, f"{kind} module not found")
@@ -232,7 +349,11 @@ async def test_config_module_details(client):
 
 async def test_log_level_get_and_set(client, ctx):
     assert await get_json(client, "/v3/admin/loglevel") == {
-        "error": False, "message": "log level returned", "level": "warn", "request": request_info("/v3/admin/loglevel")}
+        "error": False,
+        "message": "log level returned",
+        "level": "warn",
+        "request": request_info("/v3/admin/loglevel"),
+    }
     body = await get_json(client, "/v3/admin/loglevel", method="POST", data='{"level": "DEBUG"}')
     assert (body["error"], body["message"]) == (False, "set log level")
     assert ctx.log_control.level == "debug"
@@ -295,8 +416,11 @@ async def test_no_cors_header_unless_configured(ctx):
 def scrape_samples(text: str) -> dict[tuple[str, tuple], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def burrow_series(samples: dict) -> dict[str, dict[tuple, float]]:
@@ -323,17 +447,27 @@ async def test_metrics_are_burrows_gauges_computed_at_scrape_time(client, ctx):
         "burrow_kafka_consumer_lag_total": {("local", "healthy"): 0, ("local", "stuck"): 500},
         "burrow_kafka_consumer_status": {("local", "healthy"): 1, ("local", "stuck"): 3},
         "burrow_kafka_consumer_partition_lag": {
-            ("local", "healthy", "0", "orders"): 0, ("local", "healthy", "1", "orders"): 0,
-            ("local", "stuck", "0", "orders"): 500, ("local", "stuck", "1", "orders"): 0},
+            ("local", "healthy", "0", "orders"): 0,
+            ("local", "healthy", "1", "orders"): 0,
+            ("local", "stuck", "0", "orders"): 500,
+            ("local", "stuck", "1", "orders"): 0,
+        },
         # Only partitions with a full window: stuck's partition 1 has no commits.
         "burrow_kafka_consumer_current_offset": {
-            ("local", "healthy", "0", "orders"): 1000, ("local", "healthy", "1", "orders"): 2000,
-            ("local", "stuck", "0", "orders"): 500},
+            ("local", "healthy", "0", "orders"): 1000,
+            ("local", "healthy", "1", "orders"): 2000,
+            ("local", "stuck", "0", "orders"): 500,
+        },
         "burrow_kafka_topic_partition_status": {
-            ("local", "healthy", "0", "orders"): 1, ("local", "healthy", "1", "orders"): 1,
-            ("local", "stuck", "0", "orders"): 5},
+            ("local", "healthy", "0", "orders"): 1,
+            ("local", "healthy", "1", "orders"): 1,
+            ("local", "stuck", "0", "orders"): 5,
+        },
         "burrow_kafka_topic_partition_offset": {
-            ("local", "0", "audit"): 42, ("local", "0", "orders"): 1000, ("local", "1", "orders"): 2000},
+            ("local", "0", "audit"): 42,
+            ("local", "0", "orders"): 1000,
+            ("local", "1", "orders"): 2000,
+        },
     }
     assert samples[("burrowpy_test_events_total", ())] == 3
     assert any(name == "process_cpu_seconds_total" for name, _ in samples)
