@@ -1,7 +1,8 @@
 """The notifier coordinator: which groups exist, when to evaluate them, whom to tell (burrow-spec 7.2).
 
-Every instance refreshes the group list from storage every ``group_refresh`` seconds (60, as Burrow;
-and once at start, where Burrow waits a full minute). Only the instance holding the ZooKeeper lock
+Every instance refreshes the group list from storage at start and then every ``interval`` seconds,
+at most 60 (Burrow refreshes every 60 s only, and first after a minute, so with a short interval a new
+group went unwatched for up to a minute). Only the instance holding the ZooKeeper lock
 ``<root-path>/notifier`` evaluates groups: every group is evaluated (``showall=False``, so templates
 see only the partitions with problems) once per ``interval`` (the smallest of all notifiers), new
 groups with a random offset so that evaluations spread out. Each result goes through the pure
@@ -89,13 +90,14 @@ class NotifierCoordinator:
 
     def __init__(self, ctx: Any, sections: Mapping[str, Section], *,
                  zookeeper: ZookeeperCoordinator | None = None, registry: CollectorRegistry | None = None,
-                 group_refresh: float = GROUP_REFRESH_SECONDS, rng: random.Random | None = None) -> None:
+                 group_refresh: float | None = None, rng: random.Random | None = None) -> None:
         self.ctx = ctx
         self.logger = ctx.logger.bind(coordinator="notifier")
         self.modules = {name: build_notifier(name, section, ctx) for name, section in sections.items()}
         self.policies = {name: module.policy for name, module in self.modules.items()}
         self.min_interval = min((m.interval for m in self.modules.values()), default=GROUP_REFRESH_SECONDS)
-        self.group_refresh = group_refresh
+        self.group_refresh = group_refresh if group_refresh is not None else min(GROUP_REFRESH_SECONDS,
+                                                                                self.min_interval)
         self.groups: dict[str, dict[str, TrackedGroup]] = {}
         self.evaluations = 0
         self._lock = zookeeper.lock("notifier") if zookeeper is not None else None

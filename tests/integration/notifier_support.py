@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import inspect
 import itertools
 import secrets
 import ssl
@@ -95,10 +96,13 @@ class MonitorCore:
 
 
 async def eventually(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something true; fail after ``timeout`` seconds."""
+    """Poll ``condition`` (a function, or a coroutine function) until it returns something true; fail
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
+        if inspect.isawaitable(result):
+            result = await result
         if result:
             return result
         if time.monotonic() > deadline:

@@ -36,10 +36,12 @@ async def monitor():
     logs = LogCapture()
     logger = structlog.wrap_logger(structlog.PrintLogger(), processors=[logs])
     storage = InMemoryStorage("default", Section("t.yaml", "storage.default", {}), ["local"], clock, logger)
-    evaluator = CachingEvaluator("default", Section("t.yaml", "evaluator.default", {"expire-cache": 0}),
-                                 storage, clock, logger)
-    ctx = ApplicationContext(config=Config(file="t.yaml"), logger=logger, storage=storage, evaluator=evaluator,
-                             clock=clock)
+    evaluator = CachingEvaluator(
+        "default", Section("t.yaml", "evaluator.default", {"expire-cache": 0}), storage, clock, logger
+    )
+    ctx = ApplicationContext(
+        config=Config(file="t.yaml"), logger=logger, storage=storage, evaluator=evaluator, clock=clock
+    )
     ctx.logs = logs
     await storage.start()
     await evaluator.start()
@@ -88,13 +90,20 @@ async def test_open_then_close_for_a_group_that_stops_and_recovers(monitor):
     await coordinator.evaluate_group("local", "payments")
     await coordinator.wait_idle()
     assert [(c.action, c.status, c.incident_id) for c in calls] == [
-        (Action.OPEN, "ERR", incident), (Action.CLOSE, "OK", incident)]
+        (Action.OPEN, "ERR", incident),
+        (Action.CLOSE, "OK", incident),
+    ]
 
 
 async def test_refresh_tracks_new_groups_with_jitter_and_forgets_deleted_ones(monitor):
-    sections = notifiers(fast={"class-name": "null", "interval": 20}, slow={"class-name": "null", "interval": 90})
+    sections = notifiers(
+        fast={"class-name": "null", "interval": 20}, slow={"class-name": "null", "interval": 90}
+    )
     coordinator = NotifierCoordinator(monitor, sections, rng=random.Random(7))
     assert coordinator.min_interval == 20
+    assert coordinator.group_refresh == 20  # a new group is noticed within one interval...
+    slow = NotifierCoordinator(monitor, notifiers(slow={"class-name": "null", "interval": 300}))
+    assert slow.group_refresh == 60  # ...or within Burrow's minute
     for group in ("a", "b", "c"):
         await stopped_group(monitor, group)
     await coordinator.refresh_groups()
@@ -115,8 +124,10 @@ async def test_refresh_tracks_new_groups_with_jitter_and_forgets_deleted_ones(mo
 
 
 async def test_each_notifier_gets_only_its_groups(monitor):
-    sections = notifiers(payments={"class-name": "null", "group-allowlist": "^pay"},
-                         others={"class-name": "null", "group-denylist": "^pay"})
+    sections = notifiers(
+        payments={"class-name": "null", "group-allowlist": "^pay"},
+        others={"class-name": "null", "group-denylist": "^pay"},
+    )
     coordinator = NotifierCoordinator(monitor, sections)
     for group in ("payments", "orders"):
         await stopped_group(monitor, group)
@@ -149,7 +160,9 @@ async def test_metrics_count_notifications_and_evaluations(monitor):
     await coordinator.wait_idle()
     text = generate_latest(registry).decode()
     assert 'burrowpy_notifier_notifications_total{action="open",notifier="alerts",result="sent"} 1.0' in text
-    assert 'burrowpy_notifier_notifications_total{action="close",notifier="alerts",result="failed"} 0.0' in text
+    assert (
+        'burrowpy_notifier_notifications_total{action="close",notifier="alerts",result="failed"} 0.0' in text
+    )
     assert 'burrowpy_notifier_retries_total{notifier="alerts"} 0.0' in text
     assert "burrowpy_notifier_evaluations_total 1.0" in text
     assert "burrowpy_notifier_leader 1.0" in text  # no ZooKeeper: the only instance sends
@@ -164,8 +177,9 @@ async def eventually(condition, timeout: float = 10.0) -> None:
 
 async def test_start_runs_the_refresh_and_evaluation_loops_and_stop_releases_the_registry(monitor):
     registry = CollectorRegistry(auto_describe=True)
-    coordinator = NotifierCoordinator(monitor, notifiers(alerts={"class-name": "null"}), registry=registry,
-                                      group_refresh=3600)
+    coordinator = NotifierCoordinator(
+        monitor, notifiers(alerts={"class-name": "null"}), registry=registry, group_refresh=3600
+    )
     await stopped_group(monitor, "payments")
     await coordinator.start()
     try:
@@ -178,5 +192,7 @@ async def test_start_runs_the_refresh_and_evaluation_loops_and_stop_releases_the
     finally:
         await coordinator.stop()
     assert "burrowpy_notifier" not in generate_latest(registry).decode()
-    assert any(e["event"] == "no ZooKeeper configured: this instance sends every notification"
-               for e in monitor.logs.entries)
+    assert any(
+        e["event"] == "no ZooKeeper configured: this instance sends every notification"
+        for e in monitor.logs.entries
+    )
