@@ -82,13 +82,9 @@ class KafkaConsumer:
         from aiokafka.structs import TopicPartition
 
         consumer = await self._new_consumer()
-        partitions = None
-        for _ in range(50):
-            await consumer.topics()
-            partitions = consumer.partitions_for_topic(self.offsets_topic)
-            if partitions:
-                break
-            await asyncio.sleep(0.2)
+        # Fresh metadata of every topic: the consumer's own cache and topics() leave internal topics out.
+        metadata = await consumer._client.fetch_all_metadata()
+        partitions = metadata.partitions_for_topic(self.offsets_topic)
         if not partitions:
             await self.stop()
             raise RuntimeError(f"topic {self.offsets_topic!r} not found on {self.servers}")
