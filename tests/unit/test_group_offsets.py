@@ -19,11 +19,12 @@ TP = ("t", 0)
 
 # --- commits ----------------------------------------------------------------------------------------------
 
+
 def test_standalone_commit_creates_an_empty_group_and_is_answered_after_the_append():
     h = Harness(auto_append=False)
     answers = h.commit("simple", {("t", 0): 10, ("t", 1): 20})
     assert answers == [] and h.committed("simple", ("t", 0)) is None  # not visible before it is written
-    (partition, batch), = h.log.appends
+    ((partition, batch),) = h.log.appends
     assert partition == h.machine.partition_for("simple") and len(batch) == 2
     h.log.complete()
     assert answers == [{("t", 0): E.NONE, ("t", 1): E.NONE}]
@@ -55,7 +56,8 @@ def test_member_commits_are_validated():
     assert h.commit("g", {TP: 1}, generation=2, member_id=leader) == [{TP: E.ILLEGAL_GENERATION}]
     assert h.commit("g", {TP: 1}, generation=1, member_id="nobody") == [{TP: E.UNKNOWN_MEMBER_ID}]
     assert h.commit("g", {TP: 1}, generation=1, member_id=leader, instance_id="i") == [
-        {TP: E.UNKNOWN_MEMBER_ID}]
+        {TP: E.UNKNOWN_MEMBER_ID}
+    ]
     assert h.commit("nothing", {TP: 1}, generation=3, member_id="m") == [{TP: E.ILLEGAL_GENERATION}]
     # PreparingRebalance still takes commits of the current generation
     h.join(member_id=leader, protocols=(("range", subscription("t", "u")),))
@@ -70,18 +72,27 @@ def test_member_commits_are_validated():
 
 def test_static_member_commit_validation():
     h = Harness()
-    leader, = h.stable_group(instance_ids=["i1"])
+    (leader,) = h.stable_group(instance_ids=["i1"])
     assert h.commit("g", {TP: 1}, generation=1, member_id=leader, instance_id="i1") == [{TP: E.NONE}]
     assert h.commit("g", {TP: 1}, generation=1, member_id="zombie", instance_id="i1") == [
-        {TP: E.FENCED_INSTANCE_ID}]
+        {TP: E.FENCED_INSTANCE_ID}
+    ]
 
 
 def test_metadata_too_large_fails_only_that_partition():
     h = Harness()
     big = "x" * (CONFIG.offset_metadata_max_bytes + 1)
     answers = []
-    h.machine.commit_offsets(CommitRequest("g", -1, "", None, {
-        ("t", 0): PartitionCommit(1, metadata=big), ("t", 1): PartitionCommit(2, metadata=None)}), answers.append)
+    h.machine.commit_offsets(
+        CommitRequest(
+            "g",
+            -1,
+            "",
+            None,
+            {("t", 0): PartitionCommit(1, metadata=big), ("t", 1): PartitionCommit(2, metadata=None)},
+        ),
+        answers.append,
+    )
     assert answers == [{("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE}]
     error, offsets = h.machine.fetch_offsets("g", None)
     assert list(offsets) == [("t", 1)] and offsets[("t", 1)].metadata == ""
@@ -89,7 +100,7 @@ def test_metadata_too_large_fails_only_that_partition():
 
 def test_commit_keeps_a_member_alive():
     h = Harness()
-    leader, = h.stable_group(session_ms=10000)
+    (leader,) = h.stable_group(session_ms=10000)
     for _ in range(5):
         h.advance(6000)
         assert h.commit("g", {TP: 1}, generation=1, member_id=leader) == [{TP: E.NONE}]
@@ -105,6 +116,7 @@ def test_commit_errors_for_groups_we_do_not_coordinate():
 
 
 # --- fetch ------------------------------------------------------------------------------------------------
+
 
 def test_fetch_unknown_offsets_and_whole_group():
     h = Harness()
@@ -126,6 +138,7 @@ def test_a_later_commit_wins():
 
 # --- expiry -----------------------------------------------------------------------------------------------
 
+
 def test_standalone_offsets_expire_retention_after_their_commit():
     h = Harness()
     h.commit("s", {("t", 0): 1})
@@ -142,7 +155,7 @@ def test_standalone_offsets_expire_retention_after_their_commit():
 
 def test_consumer_group_offsets_expire_retention_after_the_group_became_empty():
     h = Harness()
-    leader, = h.stable_group()
+    (leader,) = h.stable_group()
     h.commit("g", {TP: 7}, generation=1, member_id=leader)
     h.advance(2 * DAY)  # old commits do not expire while the group is Stable and subscribed to them
     assert h.heartbeat("g", leader, 1) == E.UNKNOWN_MEMBER_ID  # (its session ran out long ago)
@@ -157,7 +170,7 @@ def test_consumer_group_offsets_expire_retention_after_the_group_became_empty():
 
 def test_stable_consumer_group_expires_offsets_of_topics_it_no_longer_consumes():
     h = Harness(CONFIG)
-    leader, = h.stable_group(topics=("t",), session_ms=300000)
+    (leader,) = h.stable_group(topics=("t",), session_ms=300000)
     h.commit("g", {("t", 0): 1, ("old", 0): 2}, generation=1, member_id=leader)
     for _ in range(int(RETENTION // 200000) + 1):
         h.advance(200000)
@@ -169,7 +182,7 @@ def test_stable_consumer_group_expires_offsets_of_topics_it_no_longer_consumes()
 def test_explicit_retention_time_sets_an_expire_timestamp():
     h = Harness()
     h.commit("s", {TP: 1}, retention_ms=CHECK)
-    (_, _, value), = h.log.decoded()
+    ((_, _, value),) = h.log.decoded()
     assert value.expire_timestamp == h.clock.now + CHECK
     h.advance(CHECK)
     assert h.committed("s", TP) is None
@@ -177,7 +190,7 @@ def test_explicit_retention_time_sets_an_expire_timestamp():
 
 def test_empty_groups_without_offsets_are_removed_with_a_tombstone():
     h = Harness()
-    leader, = h.stable_group()
+    (leader,) = h.stable_group()
     h.machine.leave_group("g", [(leader, None)])
     h.advance(CHECK)
     assert h.machine.group("g") is None
@@ -186,22 +199,34 @@ def test_empty_groups_without_offsets_are_removed_with_a_tombstone():
 
 # --- deletion ---------------------------------------------------------------------------------------------
 
+
 def test_delete_groups():
     h = Harness()
     h.stable_group("live")
-    leader, = h.stable_group("done")
+    (leader,) = h.stable_group("done")
     h.commit("done", {("t", 0): 1, ("t", 1): 2}, generation=1, member_id=leader)
     h.machine.leave_group("done", [(leader, None)])
     h.commit("simple", {TP: 1})
     answers = []
     h.machine.delete_groups(["live", "done", "simple", "nobody", ""], answers.append)
-    assert answers == [{"live": E.NON_EMPTY_GROUP, "done": E.NONE, "simple": E.NONE,
-                        "nobody": E.GROUP_ID_NOT_FOUND, "": E.GROUP_ID_NOT_FOUND}]
+    assert answers == [
+        {
+            "live": E.NON_EMPTY_GROUP,
+            "done": E.NONE,
+            "simple": E.NONE,
+            "nobody": E.GROUP_ID_NOT_FOUND,
+            "": E.GROUP_ID_NOT_FOUND,
+        }
+    ]
     assert h.machine.group("done") is None and h.machine.group("simple") is None
     assert h.committed("done", ("t", 1)) is None
     tombstones = {k for _, k, v in h.log.decoded() if v is None}
-    assert tombstones == {OffsetCommitKey("done", "t", 0), OffsetCommitKey("done", "t", 1),
-                          GroupMetadataKey("done"), OffsetCommitKey("simple", "t", 0)}
+    assert tombstones == {
+        OffsetCommitKey("done", "t", 0),
+        OffsetCommitKey("done", "t", 1),
+        GroupMetadataKey("done"),
+        OffsetCommitKey("simple", "t", 0),
+    }
 
 
 def test_delete_groups_answers_after_the_tombstones_are_written():
@@ -217,7 +242,7 @@ def test_delete_groups_answers_after_the_tombstones_are_written():
 
 def test_offset_delete():
     h = Harness()
-    leader, = h.stable_group(topics=("t",))
+    (leader,) = h.stable_group(topics=("t",))
     h.commit("g", {("t", 0): 1, ("u", 0): 2}, generation=1, member_id=leader)
     answers = []
     h.machine.delete_offsets("g", [("t", 0), ("u", 0)], lambda *a: answers.append(a))
@@ -243,15 +268,16 @@ def test_offset_delete_in_a_live_non_consumer_group():
 
 def test_a_commit_in_flight_does_not_resurrect_a_deleted_offset():
     h = Harness(auto_append=False)
-    h.commit("s", {TP: 1})
+    h.commit("s", {TP: 1, ("t", 1): 1})  # ("t", 1) keeps the group alive after the deletion
     h.log.complete()
     late = h.commit("s", {TP: 2})
     h.machine.delete_offsets("s", [TP], lambda *a: None)
     h.log.complete()
-    assert late == [{TP: E.NONE}] and h.committed("s", TP) is None
+    assert late == [{TP: E.NONE}] and h.committed("s", TP) is None and h.committed("s", ("t", 1)) == 1
 
 
 # --- listing and describing -------------------------------------------------------------------------------
+
 
 def test_list_groups_with_states_filter():
     h = Harness()
@@ -261,7 +287,10 @@ def test_list_groups_with_states_filter():
     error, listed = h.machine.list_groups()
     assert error == E.NONE
     assert {(g.group_id, g.protocol_type, g.state) for g in listed} == {
-        ("a", "consumer", "Stable"), ("b", "", "Empty"), ("c", "consumer", "PreparingRebalance")}
+        ("a", "consumer", "Stable"),
+        ("b", "", "Empty"),
+        ("c", "consumer", "PreparingRebalance"),
+    }
     assert [g.group_id for g in h.machine.list_groups(["stable", "Empty"])[1]] == ["a", "b"]
 
 
@@ -270,9 +299,15 @@ def test_describe_group():
     leader, follower = h.stable_group(count=2)
     error, described = h.machine.describe_group("g")
     assert (error, described.state, described.protocol_type, described.protocol_name) == (
-        E.NONE, "Stable", "consumer", "range")
+        E.NONE,
+        "Stable",
+        "consumer",
+        "range",
+    )
     assert [(m.member_id, m.metadata) for m in described.members] == [
-        (leader, subscription("t")), (follower, subscription("t"))]
+        (leader, subscription("t")),
+        (follower, subscription("t")),
+    ]
     assert described.members[0].assignment and described.members[0].client_host == "/127.0.0.1"
     h.join(member_id=leader)
     rebalancing = h.machine.describe_group("g")[1]
@@ -282,6 +317,7 @@ def test_describe_group():
 
 
 # --- replay -----------------------------------------------------------------------------------------------
+
 
 def replay_into_new_machine(h: Harness, config=CONFIG) -> Harness:
     """A second machine built from everything the first one wrote, as after a restart."""
@@ -300,13 +336,13 @@ def replay_into_new_machine(h: Harness, config=CONFIG) -> Harness:
 
 def test_replay_restores_offsets_groups_and_tombstones():
     h = Harness()
-    leader, = h.stable_group("live", session_ms=30000)
+    (leader,) = h.stable_group("live", session_ms=30000)
     h.commit("live", {("t", 0): 11}, generation=1, member_id=leader)
     h.commit("simple", {("t", 0): 1, ("t", 1): 2})
     h.machine.delete_offsets("simple", [("t", 1)], lambda *a: None)
     h.commit("gone", {TP: 5})
     h.machine.delete_groups(["gone"], lambda r: None)
-    second, = h.stable_group("emptied")
+    (second,) = h.stable_group("emptied")
     h.machine.leave_group("emptied", [(second, None)])
 
     restarted = replay_into_new_machine(h).machine
@@ -314,7 +350,9 @@ def test_replay_restores_offsets_groups_and_tombstones():
     assert set(restarted.fetch_offsets("simple", None)[1]) == {("t", 0)}
     assert restarted.group("gone") is None
     emptied = restarted.group("emptied")
-    assert emptied.state.value == "Empty" and emptied.generation_id == 2 and emptied.protocol_type == "consumer"
+    assert (
+        emptied.state.value == "Empty" and emptied.generation_id == 2 and emptied.protocol_type == "consumer"
+    )
     # As in Kafka, a group comes back as its last record left it, members included ...
     live = restarted.group("live")
     assert live.state.value == "Stable" and list(live.members) == [leader] and live.leader_id == leader
@@ -324,7 +362,7 @@ def test_replay_restores_offsets_groups_and_tombstones():
 
 def test_replayed_members_that_do_not_come_back_are_expelled():
     h = Harness()
-    leader, = h.stable_group(session_ms=30000)
+    (leader,) = h.stable_group(session_ms=30000)
     restarted = replay_into_new_machine(h)
     restarted.advance(30000)
     assert restarted.state() == "Empty" and restarted.machine.group("g").generation_id == 2
@@ -333,7 +371,7 @@ def test_replayed_members_that_do_not_come_back_are_expelled():
 def test_replay_of_a_burrow_compatible_group_value():
     config = replace(CONFIG, group_metadata_value_version=1)
     h = Harness(config)
-    leader, = h.stable_group()
+    (leader,) = h.stable_group()
     assert h.log.appends[-1][1][0][1][:2] == b"\x00\x01"
     restarted = replay_into_new_machine(h, config)
     assert list(restarted.machine.group("g").members) == [leader]
