@@ -84,8 +84,8 @@ def main() -> None:
         results = {}
         for acks in args.acks:
             topic = f"bench-acks-{acks}"
-            AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
-                [NewTopic(topic, 1, 1)])[topic].result(30)
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
             queue: mp.Queue = mp.Queue()
             p = mp.Process(target=produce, args=(broker.bootstrap, topic, args.records, args.size, acks, queue))
             p.start()

@@ -18,8 +18,8 @@ def test_acknowledged_records_survive_kill_9(tmp_path):
     broker = BrokerProcess(tmp_path / "data").start()
     try:
         topic = "crash"
-        AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
-            [NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
         acked: dict[tuple[int, int], bytes] = {}
 
         def delivered(err, msg) -> None:
