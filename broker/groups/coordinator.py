@@ -208,8 +208,8 @@ class GroupCoordinator:
         self._wake.set()
         return await future
 
-    def _now(self, answer: T) -> T:
-        self._wake.set()  # timers may have moved
+    def _timers_moved(self, answer: T) -> T:
+        self._wake.set()
         return answer
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
@@ -220,11 +220,11 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode:
-        return self._now(self.machine.heartbeat(group_id, member_id, group_instance_id, generation_id))
+        return self._timers_moved(self.machine.heartbeat(group_id, member_id, group_instance_id, generation_id))
 
     def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        return self._now(self.machine.leave_group(group_id, members))
+        return self._timers_moved(self.machine.leave_group(group_id, members))
 
     async def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
         return await self._wait(lambda reply: self.machine.commit_offsets(request, reply))
