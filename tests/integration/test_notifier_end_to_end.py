@@ -61,11 +61,6 @@ async def has_broker_offset(monitor: Monitor, offset: int) -> bool:
     return await monitor.ctx.fetch(FetchTopic("local", TOPIC, monitor.ctx.new_reply())) == [offset]
 
 
-# The consumer module cannot start against a broker that marks __consumer_offsets internal (as Kafka
-# does): aiokafka's consumer.topics() leaves internal topics out of partitions_for_topic. Strict, and
-# only for that error: once the consumer module is fixed this test must pass and the mark must go.
-@pytest.mark.xfail(raises=RuntimeError, strict=True,
-                   reason="consumer_kafka: topic '__consumer_offsets' not found (internal topic hidden by aiokafka)")
 async def test_a_group_stopped_on_our_broker_is_emailed_and_so_is_its_recovery(broker, tmp_path):
     cert, key = self_signed_certificate(tmp_path)
     await asyncio.to_thread(create_topic, broker.bootstrap)

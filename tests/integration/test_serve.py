@@ -147,9 +147,6 @@ def adapted_debian_config(workdir: Path, bootstrap: str, http_port: int) -> str:
 
 
 @pytest.mark.skipif(not DEBIAN_BURROW_TOML.exists(), reason="Debian's burrow package is not installed")
-@pytest.mark.xfail(strict=True, reason="consumer_kafka.start looks up __consumer_offsets with "
-                   "AIOKafkaConsumer.topics()/partitions_for_topic(), which never see it (internal topics are "
-                   "excluded and the client's cached metadata is not refreshed): serve exits 1 at start")
 def test_runs_debians_burrow_toml_unchanged_against_our_broker(tmp_path, broker, serving):
     from confluent_kafka import Producer
 
