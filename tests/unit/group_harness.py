@@ -19,9 +19,14 @@ from broker.groups.requests import (
 from broker.protocol.api import encode_struct
 
 START_MS = 1_700_000_000_000
-CONFIG = GroupConfig(offsets_partitions=50, initial_rebalance_delay_ms=3000, min_session_timeout_ms=6000,
-                     max_session_timeout_ms=300000, offsets_retention_ms=24 * 3600 * 1000,
-                     retention_check_interval_ms=600000)
+CONFIG = GroupConfig(
+    offsets_partitions=50,
+    initial_rebalance_delay_ms=3000,
+    min_session_timeout_ms=6000,
+    max_session_timeout_ms=300000,
+    offsets_retention_ms=24 * 3600 * 1000,
+    retention_check_interval_ms=600000,
+)
 
 
 def subscription(*topics: str) -> bytes:
@@ -29,9 +34,14 @@ def subscription(*topics: str) -> bytes:
 
 
 def assignment(*topic_partitions: tuple[str, list[int]]) -> bytes:
-    return encode_struct("ConsumerProtocolAssignment", 0, {
-        "assigned_partitions": [{"topic": t, "partitions": p} for t, p in topic_partitions],
-        "user_data": None})
+    return encode_struct(
+        "ConsumerProtocolAssignment",
+        0,
+        {
+            "assigned_partitions": [{"topic": t, "partitions": p} for t, p in topic_partitions],
+            "user_data": None,
+        },
+    )
 
 
 class FakeClock:
@@ -110,36 +120,83 @@ class Harness:
         g = self.machine.group(group)
         return g.state.value if g is not None else None
 
-    def join(self, group: str = "g", member_id: str = "", instance_id: str | None = None,
-             protocols=(("range", None),), protocol_type: str = "consumer", session_ms: int = 10000,
-             rebalance_ms: int = 30000, require_known: bool = False, client_id: str = "client"
-             ) -> list[JoinResult]:
+    def join(
+        self,
+        group: str = "g",
+        member_id: str = "",
+        instance_id: str | None = None,
+        protocols=(("range", None),),
+        protocol_type: str = "consumer",
+        session_ms: int = 10000,
+        rebalance_ms: int = 30000,
+        require_known: bool = False,
+        client_id: str = "client",
+    ) -> list[JoinResult]:
         answers: list[JoinResult] = []
         protocols = tuple((name, meta if meta is not None else subscription("t")) for name, meta in protocols)
-        self.machine.join_group(JoinRequest(group, member_id, instance_id, client_id, "/127.0.0.1", session_ms,
-                                            rebalance_ms, protocol_type, protocols, require_known),
-                                answers.append)
+        self.machine.join_group(
+            JoinRequest(
+                group,
+                member_id,
+                instance_id,
+                client_id,
+                "/127.0.0.1",
+                session_ms,
+                rebalance_ms,
+                protocol_type,
+                protocols,
+                require_known,
+            ),
+            answers.append,
+        )
         return answers
 
-    def sync(self, group: str, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             instance_id: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None
-             ) -> list[SyncResult]:
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> list[SyncResult]:
         answers: list[SyncResult] = []
-        self.machine.sync_group(SyncRequest(group, generation, member_id, instance_id, assignments or {},
-                                            protocol_type, protocol_name), answers.append)
+        self.machine.sync_group(
+            SyncRequest(
+                group, generation, member_id, instance_id, assignments or {}, protocol_type, protocol_name
+            ),
+            answers.append,
+        )
         return answers
 
-    def heartbeat(self, group: str, member_id: str, generation: int, instance_id: str | None = None) -> ErrorCode:
+    def heartbeat(
+        self, group: str, member_id: str, generation: int, instance_id: str | None = None
+    ) -> ErrorCode:
         return self.machine.heartbeat(group, member_id, instance_id, generation)
 
-    def commit(self, group: str, offsets: dict[tuple[str, int], int], generation: int = -1, member_id: str = "",
-               instance_id: str | None = None, metadata: str = "", retention_ms: int = -1
-               ) -> list[dict[tuple[str, int], ErrorCode]]:
+    def commit(
+        self,
+        group: str,
+        offsets: dict[tuple[str, int], int],
+        generation: int = -1,
+        member_id: str = "",
+        instance_id: str | None = None,
+        metadata: str = "",
+        retention_ms: int = -1,
+    ) -> list[dict[tuple[str, int], ErrorCode]]:
         answers: list = []
-        self.machine.commit_offsets(CommitRequest(
-            group, generation, member_id, instance_id,
-            {tp: PartitionCommit(offset, 5, metadata) for tp, offset in offsets.items()}, retention_ms),
-            answers.append)
+        self.machine.commit_offsets(
+            CommitRequest(
+                group,
+                generation,
+                member_id,
+                instance_id,
+                {tp: PartitionCommit(offset, 5, metadata) for tp, offset in offsets.items()},
+                retention_ms,
+            ),
+            answers.append,
+        )
         return answers
 
     def committed(self, group: str, tp: tuple[str, int]) -> int | None:
@@ -148,21 +205,41 @@ class Harness:
         found = offsets[tp]
         return found.offset if found is not None else None
 
-    def stable_group(self, group: str = "g", count: int = 1, session_ms: int = 10000,
-                     rebalance_ms: int = 30000, instance_ids: list[str | None] | None = None,
-                     topics: tuple[str, ...] = ("t",)) -> list[str]:
+    def stable_group(
+        self,
+        group: str = "g",
+        count: int = 1,
+        session_ms: int = 10000,
+        rebalance_ms: int = 30000,
+        instance_ids: list[str | None] | None = None,
+        topics: tuple[str, ...] = ("t",),
+    ) -> list[str]:
         """Members joined, synced and Stable at generation 1; their ids, leader first."""
         instance_ids = instance_ids or [None] * count
-        pending = [self.join(group, instance_id=iid, session_ms=session_ms, rebalance_ms=rebalance_ms,
-                             protocols=(("range", subscription(*topics)),))
-                   for iid in instance_ids]
+        pending = [
+            self.join(
+                group,
+                instance_id=iid,
+                session_ms=session_ms,
+                rebalance_ms=rebalance_ms,
+                protocols=(("range", subscription(*topics)),),
+            )
+            for iid in instance_ids
+        ]
         self.finish_initial_delay(*pending)
         results = [answers[0] for answers in pending]
         assert all(r.error == ErrorCode.NONE for r in results), results
         leader = results[0].leader_id
         ids = [leader] + [r.member_id for r in results if r.member_id != leader]
-        syncs = [self.sync(group, mid, 1, {m: assignment(("t", [i])) for i, m in enumerate(ids)}
-                           if mid == leader else None) for mid in reversed(ids)]
+        syncs = [
+            self.sync(
+                group,
+                mid,
+                1,
+                {m: assignment(("t", [i])) for i, m in enumerate(ids)} if mid == leader else None,
+            )
+            for mid in reversed(ids)
+        ]
         assert all(s and s[0].error == ErrorCode.NONE for s in syncs), syncs
         assert self.state(group) == "Stable"
         return ids

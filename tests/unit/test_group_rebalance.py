@@ -14,6 +14,7 @@ DELAY = CONFIG.initial_rebalance_delay_ms
 
 # --- joining ---------------------------------------------------------------------------------------------
 
+
 def test_single_member_join_sync_stable():
     h = Harness()
     first = h.join(require_known=True)
@@ -29,7 +30,11 @@ def test_single_member_join_sync_stable():
     h.advance(1)
     result = joined[0]
     assert (result.error, result.member_id, result.generation_id, result.leader_id) == (
-        E.NONE, member_id, 1, member_id)
+        E.NONE,
+        member_id,
+        1,
+        member_id,
+    )
     assert result.protocol_type == "consumer" and result.protocol_name == "range"
     assert [(m.member_id, m.metadata) for m in result.members] == [(member_id, subscription("t"))]
     assert h.state() == "CompletingRebalance"
@@ -146,6 +151,7 @@ def test_follower_rejoin_in_stable_without_changes_does_not_rebalance():
 
 # --- syncing ---------------------------------------------------------------------------------------------------
 
+
 def test_sync_errors():
     h = Harness()
     assert h.sync("g", "m", 1)[0].error == E.UNKNOWN_MEMBER_ID
@@ -213,6 +219,7 @@ def test_members_that_never_sync_are_removed_after_the_rebalance_timeout():
 
 
 # --- heartbeats and sessions -------------------------------------------------------------------------------------
+
 
 def test_heartbeat_answers():
     h = Harness()
@@ -296,7 +303,7 @@ def test_a_member_id_that_is_never_used_expires():
 
 def test_a_pending_member_holds_back_the_rebalance_until_it_joins():
     h = Harness()
-    leader, = h.stable_group()
+    (leader,) = h.stable_group()
     handed_out = h.join(require_known=True)[0].member_id
     assert h.state() == "Stable"  # a pending member does not trigger a rebalance
     rejoin = h.join(member_id=leader)
@@ -316,6 +323,7 @@ def test_new_member_that_never_completes_a_join_is_dropped_after_the_join_timeou
 
 
 # --- leaving ---------------------------------------------------------------------------------------------------
+
 
 def test_leave_rebalances_and_the_last_leave_empties_the_group():
     h = Harness()
@@ -338,7 +346,9 @@ def test_leave_errors():
     assert h.machine.leave_group("", [("m", None)]) == (E.INVALID_GROUP_ID, [])
     h.stable_group(count=1, instance_ids=["i1"])
     assert h.machine.leave_group("g", [("nobody", None), ("", "unknown-instance"), ("other", "i1")]) == (
-        E.NONE, [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID])
+        E.NONE,
+        [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID],
+    )
     # administrative removal of a static member by instance id alone
     assert h.machine.leave_group("g", [("", "i1")]) == (E.NONE, [E.NONE])
     assert h.state() == "Empty"
@@ -356,6 +366,7 @@ def test_leaving_while_waiting_for_join_answers_the_join():
 
 
 # --- static membership ----------------------------------------------------------------------------------------
+
 
 def test_static_member_restart_takes_its_seat_without_rebalance():
     h = Harness()
@@ -415,7 +426,9 @@ def test_static_member_restart_fails_cleanly_when_the_write_fails():
 
 def test_static_members_are_not_dropped_by_the_rebalance_timeout():
     h = Harness()
-    leader, follower = h.stable_group(count=2, instance_ids=["i1", "i2"], session_ms=60000, rebalance_ms=10000)
+    leader, follower = h.stable_group(
+        count=2, instance_ids=["i1", "i2"], session_ms=60000, rebalance_ms=10000
+    )
     rejoined = h.join(member_id=leader, instance_id="i1", session_ms=60000, rebalance_ms=10000)
     h.advance(10000)
     assert rejoined[0].generation_id == 2 and len(rejoined[0].members) == 2
@@ -424,7 +437,7 @@ def test_static_members_are_not_dropped_by_the_rebalance_timeout():
 
 def test_static_join_with_unknown_instance_and_known_member_id():
     h = Harness()
-    leader, = h.stable_group(count=1, instance_ids=["i1"])
+    (leader,) = h.stable_group(count=1, instance_ids=["i1"])
     assert h.join(member_id="x", instance_id="i1")[0].error == E.FENCED_INSTANCE_ID
     assert h.join(member_id=leader, instance_id="i9")[0].error == E.UNKNOWN_MEMBER_ID
     assert h.state() == "Stable"

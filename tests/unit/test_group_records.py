@@ -44,24 +44,41 @@ def blob(b: bytes) -> bytes:
     return i32(len(b)) + b
 
 
-MEMBER = MemberRecord(member_id="rdkafka-1", group_instance_id="host-a", client_id="rdkafka",
-                      client_host="/10.0.0.7", rebalance_timeout_ms=300000, session_timeout_ms=45000,
-                      subscription=b"\x00\x00sub", assignment=b"\x00\x00asg")
-GROUP = GroupMetadataRecord(protocol_type="consumer", generation=7, protocol="range", leader="rdkafka-1",
-                            current_state_timestamp=1_700_000_000_123, members=(MEMBER,))
+MEMBER = MemberRecord(
+    member_id="rdkafka-1",
+    group_instance_id="host-a",
+    client_id="rdkafka",
+    client_host="/10.0.0.7",
+    rebalance_timeout_ms=300000,
+    session_timeout_ms=45000,
+    subscription=b"\x00\x00sub",
+    assignment=b"\x00\x00asg",
+)
+GROUP = GroupMetadataRecord(
+    protocol_type="consumer",
+    generation=7,
+    protocol="range",
+    leader="rdkafka-1",
+    current_state_timestamp=1_700_000_000_123,
+    members=(MEMBER,),
+)
 
 
 # --- hashing ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("group", "hash_code", "partition"), [
-    ("", 0, 0),
-    ("foo", 101574, 24),
-    ("my-group", -1906497762, 12),
-    ("test-group", 627841412, 12),
-    ("polygenelubricants", -2147483648, 0),
-    ("group-é", None, 33),
-    ("g😀", None, 32),
-])
+
+@pytest.mark.parametrize(
+    ("group", "hash_code", "partition"),
+    [
+        ("", 0, 0),
+        ("foo", 101574, 24),
+        ("my-group", -1906497762, 12),
+        ("test-group", 627841412, 12),
+        ("polygenelubricants", -2147483648, 0),
+        ("group-é", None, 33),
+        ("g😀", None, 32),
+    ],
+)
 def test_partition_vectors(group, hash_code, partition):
     if hash_code is not None:
         assert java_string_hash(group) == hash_code
@@ -87,19 +104,24 @@ def test_hash_of_a_surrogate_pair_uses_utf16_code_units():
 
 # --- offset commits -----------------------------------------------------------------------------------------
 
+
 def test_offset_commit_key_v1():
     assert records.offset_commit_key("grp", "orders", 7) == i16(1) + string("grp") + string("orders") + i32(7)
 
 
 def test_offset_commit_value_v3():
-    value = records.offset_commit_value(OffsetAndMetadata(offset=1234, leader_epoch=5, metadata="meta",
-                                                          commit_timestamp=1_700_000_000_999))
+    value = records.offset_commit_value(
+        OffsetAndMetadata(offset=1234, leader_epoch=5, metadata="meta", commit_timestamp=1_700_000_000_999)
+    )
     assert value == i16(3) + i64(1234) + i32(5) + string("meta") + i64(1_700_000_000_999)
 
 
 def test_offset_commit_value_v1_when_the_commit_sets_an_expire_time():
-    value = records.offset_commit_value(OffsetAndMetadata(offset=42, leader_epoch=5, metadata="",
-                                                          commit_timestamp=1000, expire_timestamp=61000))
+    value = records.offset_commit_value(
+        OffsetAndMetadata(
+            offset=42, leader_epoch=5, metadata="", commit_timestamp=1000, expire_timestamp=61000
+        )
+    )
     assert value == i16(1) + i64(42) + string("") + i64(1000) + i64(61000)
 
 
@@ -117,27 +139,56 @@ def test_offset_commit_round_trip_and_old_versions():
 
 # --- group metadata -----------------------------------------------------------------------------------------
 
+
 def test_group_metadata_key_v2():
     assert records.group_metadata_key("grp") == i16(2) + string("grp")
     assert records.decode_key(i16(2) + string("grp")) == GroupMetadataKey("grp")
 
 
 def member_v3() -> bytes:
-    return (string("rdkafka-1") + string("host-a") + string("rdkafka") + string("/10.0.0.7")
-            + i32(300000) + i32(45000) + blob(b"\x00\x00sub") + blob(b"\x00\x00asg"))
+    return (
+        string("rdkafka-1")
+        + string("host-a")
+        + string("rdkafka")
+        + string("/10.0.0.7")
+        + i32(300000)
+        + i32(45000)
+        + blob(b"\x00\x00sub")
+        + blob(b"\x00\x00asg")
+    )
 
 
 def test_group_metadata_value_v3_with_a_member():
-    expected = (i16(3) + string("consumer") + i32(7) + string("range") + string("rdkafka-1")
-                + i64(1_700_000_000_123) + i32(1) + member_v3())
+    expected = (
+        i16(3)
+        + string("consumer")
+        + i32(7)
+        + string("range")
+        + string("rdkafka-1")
+        + i64(1_700_000_000_123)
+        + i32(1)
+        + member_v3()
+    )
     assert records.group_metadata_value(GROUP, 3) == expected
     assert records.decode_group_metadata_value(expected) == GROUP
 
 
 def test_group_metadata_value_v1_for_burrow_1_2_1():
-    expected = (i16(1) + string("consumer") + i32(7) + string("range") + string("rdkafka-1") + i32(1)
-                + string("rdkafka-1") + string("rdkafka") + string("/10.0.0.7") + i32(300000) + i32(45000)
-                + blob(b"\x00\x00sub") + blob(b"\x00\x00asg"))
+    expected = (
+        i16(1)
+        + string("consumer")
+        + i32(7)
+        + string("range")
+        + string("rdkafka-1")
+        + i32(1)
+        + string("rdkafka-1")
+        + string("rdkafka")
+        + string("/10.0.0.7")
+        + i32(300000)
+        + i32(45000)
+        + blob(b"\x00\x00sub")
+        + blob(b"\x00\x00asg")
+    )
     assert records.group_metadata_value(GROUP, 1) == expected
     decoded = records.decode_group_metadata_value(expected)
     assert decoded.current_state_timestamp == -1 and decoded.members[0].group_instance_id is None
@@ -146,9 +197,20 @@ def test_group_metadata_value_v1_for_burrow_1_2_1():
 
 def test_group_metadata_value_v0_and_v2():
     v0 = records.group_metadata_value(GROUP, 0)
-    assert v0 == (i16(0) + string("consumer") + i32(7) + string("range") + string("rdkafka-1") + i32(1)
-                  + string("rdkafka-1") + string("rdkafka") + string("/10.0.0.7") + i32(45000)
-                  + blob(b"\x00\x00sub") + blob(b"\x00\x00asg"))
+    assert v0 == (
+        i16(0)
+        + string("consumer")
+        + i32(7)
+        + string("range")
+        + string("rdkafka-1")
+        + i32(1)
+        + string("rdkafka-1")
+        + string("rdkafka")
+        + string("/10.0.0.7")
+        + i32(45000)
+        + blob(b"\x00\x00sub")
+        + blob(b"\x00\x00asg")
+    )
     assert records.decode_group_metadata_value(v0).members[0].rebalance_timeout_ms == 45000
     v2 = records.group_metadata_value(GROUP, 2)
     assert v2[:2] == i16(2) and i64(1_700_000_000_123) in v2
@@ -156,8 +218,9 @@ def test_group_metadata_value_v0_and_v2():
 
 def test_empty_group_value_has_null_protocol_and_leader():
     empty = GroupMetadataRecord("consumer", 8, None, None, 5000)
-    assert records.group_metadata_value(empty, 3) == (i16(3) + string("consumer") + i32(8) + string(None)
-                                                      + string(None) + i64(5000) + i32(0))
+    assert records.group_metadata_value(empty, 3) == (
+        i16(3) + string("consumer") + i32(8) + string(None) + string(None) + i64(5000) + i32(0)
+    )
 
 
 def test_group_value_version_must_be_known():
