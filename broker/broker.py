@@ -21,7 +21,6 @@ from broker.server import KafkaServer
 
 log = structlog.get_logger("broker")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 # What ApiVersions advertises: every version in each range is served (kafkajs ignores minimums, so no
 # gaps). Reasons for the bounds are in ../shared/reference/kafka-protocol.md sections 2, 3 and 8: minimum

@@ -7,6 +7,7 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.topics import INTERNAL_TOPICS
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -105,7 +106,7 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             if not broker.config["delete.topic.enable"]:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-            if name.startswith("__"):
+            if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
             if name not in broker.logs.topics:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")

@@ -7,6 +7,7 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.topics import INTERNAL_TOPICS
 
 ZERO_UUID = bytes(16)
 
@@ -32,7 +33,7 @@ def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:
         partitions.append({"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
                            "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": []})
     return {"error_code": 0, "name": name, "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID,
-            "is_internal": name.startswith("__"), "partitions": partitions}
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import structlog
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.topics import INTERNAL_TOPICS
 
 log = structlog.get_logger("broker.produce")
 
@@ -33,7 +34,7 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None,
                              acks: int) -> dict[str, Any]:
     broker = ctx.broker
-    if topic.startswith("__"):
+    if topic in INTERNAL_TOPICS:
         return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}")
     if records is None or len(records) < 61:
         return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, "no record batch")
