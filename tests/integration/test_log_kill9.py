@@ -31,10 +31,18 @@ WRITER = textwrap.dedent(
 
     directory, policy = sys.argv[1], sys.argv[2]
     log = PartitionLog(directory, LogConfig(segment_bytes=4096, index_interval_bytes=256, cleanup_policy=(policy,)))
+    out = threading.Lock()
+
+    def report(line):
+        with out:
+            sys.stdout.write(line + "\\n")
+            sys.stdout.flush()
+
     if policy == "compact":
         def clean_forever():
             while True:
-                clean_partition(log, 0)
+                if clean_partition(log, 0):
+                    report("cleaned")
         threading.Thread(target=clean_forever, daemon=True).start()
     i = 0
     while True:
@@ -42,38 +50,47 @@ WRITER = textwrap.dedent(
         value = b"value-%d-" % i + b"x" * (i % 300)
         records = [Record(0, 1_700_000_000_000 + i, key, value, [])]
         result = log.append(build_batch(records, compression=i % 3))
-        sys.stdout.write(f"{result.base_offset} {key.decode()} {value.decode()}\\n")
-        sys.stdout.flush()
+        report(f"{result.base_offset} {key.decode()} {value.decode()}")
         i += 1
     """
 )
 
 
-def run_and_kill(directory: Path, policy: str, acks_before_kill: int) -> list[tuple[int, bytes, bytes]]:
-    """Start the writer, read its acknowledgements, SIGKILL it; return what it acknowledged."""
+def run_and_kill(
+    directory: Path, policy: str, acks_before_kill: int, cleans_before_kill: int = 0
+) -> list[tuple[int, bytes, bytes]]:
+    """Start the writer, read its acknowledgements (and compaction passes), SIGKILL it once enough
+    have been seen; return what it acknowledged."""
     child = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(directory), policy],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
     )
-    acked = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(acked) < acks_before_kill:
-            assert time.monotonic() < deadline, "the writer acknowledged too slowly"
-            line = child.stdout.readline()
-            assert line, f"the writer exited with {child.wait()}"
+    acked: list[tuple[int, bytes, bytes]] = []
+    cleans = 0
+
+    def take(line: str) -> None:
+        nonlocal cleans
+        if line == "cleaned\n":
+            cleans += 1
+        elif line.endswith("\n"):
             offset, key, value = line.split()
             acked.append((int(offset), key.encode(), value.encode()))
+
+    deadline = time.monotonic() + 60
+    try:
+        while len(acked) < acks_before_kill or cleans < cleans_before_kill:
+            assert time.monotonic() < deadline, f"only {len(acked)} appends and {cleans} cleanings in time"
+            line = child.stdout.readline()
+            assert line, f"the writer exited with {child.wait()}"
+            take(line)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
     # Lines written before the kill may still sit in the pipe: they were acknowledged too.
     for line in child.stdout:
-        if line.endswith("\n"):
-            offset, key, value = line.split()
-            acked.append((int(offset), key.encode(), value.encode()))
+        take(line)
     child.stdout.close()
     return acked
 
@@ -96,7 +113,7 @@ def test_every_acknowledged_append_survives_kill_9(tmp_path, acks_before_kill):
 @pytest.mark.parametrize("acks_before_kill", [500, 3000])
 def test_compaction_killed_midway_loses_no_acknowledged_latest_value(tmp_path, acks_before_kill):
     directory = tmp_path / "p"
-    acked = run_and_kill(directory, "compact", acks_before_kill)
+    acked = run_and_kill(directory, "compact", acks_before_kill, cleans_before_kill=2)
     log = PartitionLog(
         directory, LogConfig(segment_bytes=4096, index_interval_bytes=256, cleanup_policy=("compact",))
     )
