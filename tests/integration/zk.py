@@ -6,9 +6,9 @@
 The server runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from /usr/share/java/zookeeper.jar,
 whose manifest ``Class-Path`` already names its dependencies (netty, jute, slf4j-api, commons-*, ...);
 only an slf4j binding is added so that the server's log goes to ``<dir>/zookeeper.log``. ``start``
-waits, with a deadline, until the server answers ``ruok`` with ``imok``; ``stop`` always ends the
-process (SIGTERM, then SIGKILL); ``kill`` is a crash (SIGKILL) and ``start`` again brings the same
-server back on the same port with its data.
+waits, with a deadline, until the server answers ``ruok`` with ``imok`` and ``srvr`` with its mode;
+``stop`` always ends the process (SIGTERM, then SIGKILL); ``kill`` is a crash (SIGKILL) and ``start``
+again brings the same server back on the same port with its data.
 
 Session timeouts: the tick is 200 ms and the minimum session timeout 1 s, so tests can let sessions
 expire in about a second.
@@ -126,7 +126,10 @@ class ZooKeeperServer:
         return self
 
     def ruok(self) -> bool:
-        return four_letter_word(self.host, self.port, "ruok") == "imok"
+        """Whether the server serves requests: ``ruok`` answers as soon as the port is open, while the
+        database may still be loading, so ``srvr`` has to report the server's mode too."""
+        return (four_letter_word(self.host, self.port, "ruok") == "imok"
+                and "Mode: " in four_letter_word(self.host, self.port, "srvr"))
 
     def stop(self, timeout: float = 15.0) -> None:
         """End the server: SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
