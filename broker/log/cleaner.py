@@ -140,10 +140,38 @@ class _BatchFilter:
         )
 
 
+def _clean_group(
+    partition_log: PartitionLog, group: list[LogSegment], batch_filter: _BatchFilter
+) -> LogSegment | None:
+    """Build the cleaned replacement of ``group`` aside; None (and nothing left behind) if it would
+    be identical to what is there."""
+    cleaned = partition_log.create_cleaned_segment(group[0].base_offset)
+    changed = len(group) > 1  # merging small segments is worth a rewrite by itself
+    try:
+        for segment in group:
+            for header, data in _read_batches(segment):
+                kept = batch_filter.cleaned(header, data)
+                if kept is not data:
+                    changed = True
+                if kept is not None:
+                    kept_header = BatchHeader.parse(kept)
+                    cleaned.append(
+                        (kept,), kept_header.base_offset, kept_header.next_offset, kept_header.max_timestamp
+                    )
+    except BaseException:
+        cleaned.delete()
+        raise
+    if not changed:
+        cleaned.delete()
+        return None
+    return cleaned
+
+
 def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
     """Compact one partition if it has uncleaned segments or tombstones past their horizon.
 
-    Returns True if any segment was rewritten.
+    Returns True if any segment was rewritten. If retention, truncation or deletion changes the log
+    meanwhile, the pass stops early and the next one starts over.
     """
     version, segments, producer_last_offsets = partition_log.cleaning_snapshot()
     if not segments:
@@ -153,41 +181,22 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
     if not dirty and (horizon is None or now_ms < horizon):
         return False
     config = partition_log.config
+    rewritten = False
     try:
         latest = _latest_offsets(segments)
+        batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms)
+        for group in _group_segments(segments, config.segment_bytes):
+            cleaned = _clean_group(partition_log, group, batch_filter)
+            if cleaned is None:
+                continue
+            new_version = partition_log.replace_segments(version, group, cleaned)
+            if new_version is None:
+                cleaned.delete()
+                return rewritten
+            version = new_version
+            rewritten = True
     except FileNotFoundError:
-        return False  # retention deleted a segment meanwhile; the next pass sees the new layout
-    batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms)
-    rewritten = False
-    for group in _group_segments(segments, config.segment_bytes):
-        cleaned = partition_log.create_cleaned_segment(group[0].base_offset)
-        changed = len(group) > 1
-        try:
-            for segment in group:
-                for header, data in _read_batches(segment):
-                    kept = batch_filter.cleaned(header, data)
-                    if kept is not data:
-                        changed = True
-                    if kept is not None:
-                        kept_header = BatchHeader.parse(kept)
-                        cleaned.append(
-                            (kept,),
-                            kept_header.base_offset,
-                            kept_header.next_offset,
-                            kept_header.max_timestamp,
-                        )
-        except FileNotFoundError:
-            cleaned.delete()
-            return rewritten
-        if not changed:
-            cleaned.delete()
-            continue
-        new_version = partition_log.replace_segments(version, group, cleaned)
-        if new_version is None:
-            cleaned.delete()
-            return rewritten
-        version = new_version
-        rewritten = True
+        return rewritten  # a segment or the whole partition was deleted meanwhile
     partition_log.cleaned_through_offset = segments[-1].next_offset
     partition_log.next_tombstone_expiry_ms = batch_filter.next_horizon_ms
     return rewritten
