@@ -78,7 +78,6 @@ class ZookeeperCoordinator:
             raise ConfigError("configuration", "zookeeper.servers",
                               "is required because notifiers are configured (their lock lives in ZooKeeper)")
         section.check_keys(self.KEYS)
-        self.section = section
         self.servers = section.get_hostports("servers")
         if not self.servers:
             raise section.error("servers", "no ZooKeeper servers specified")
