@@ -56,10 +56,13 @@ DECISION_TABLE = [
 
 
 @pytest.mark.parametrize(
-    "threshold,status,existing,send_close,send_once,already_sent,expected,incident_after", DECISION_TABLE,
-    ids=[f"row{i}" for i in range(len(DECISION_TABLE))])
-def test_decision_table(threshold, status, existing, send_close, send_once, already_sent, expected,
-                        incident_after):
+    "threshold,status,existing,send_close,send_once,already_sent,expected,incident_after",
+    DECISION_TABLE,
+    ids=[f"row{i}" for i in range(len(DECISION_TABLE))],
+)
+def test_decision_table(
+    threshold, status, existing, send_close, send_once, already_sent, expected, incident_after
+):
     policy = NotifyPolicy(threshold=threshold, send_interval=60, send_close=send_close, send_once=send_once)
     last_open = {"test": LastOpen(NOW - 1, EXISTING.id)} if already_sent else {}
     state = GroupState(EXISTING if existing else None, last_open)
@@ -73,8 +76,9 @@ def test_decision_table(threshold, status, existing, send_close, send_once, alre
     else:
         assert new_state.incident is None
     if expected is Action.OPEN:
-        assert new_state.last_open["test"] == LastOpen(NOW, state.incident.id if existing else
-                                                       (new_state.incident.id if new_state.incident else ""))
+        assert new_state.last_open["test"] == LastOpen(
+            NOW, state.incident.id if existing else (new_state.incident.id if new_state.incident else "")
+        )
         assert sent[0].incident == (new_state.incident or state.incident)
     elif expected is Action.CLOSE:
         assert "test" not in new_state.last_open
@@ -172,11 +176,17 @@ group_statuses = st.sampled_from([OK, WARN, ERR])
 
 
 @settings(deadline=None, max_examples=150)
-@given(threshold=group_statuses, send_close=st.booleans(), send_once=st.booleans(),
-       send_interval=st.integers(0, 50), statuses=st.lists(group_statuses, max_size=40))
+@given(
+    threshold=group_statuses,
+    send_close=st.booleans(),
+    send_once=st.booleans(),
+    send_interval=st.integers(0, 50),
+    statuses=st.lists(group_statuses, max_size=40),
+)
 def test_invariants_over_any_history(threshold, send_close, send_once, send_interval, statuses):
-    policy = NotifyPolicy(threshold=threshold, send_interval=send_interval, send_close=send_close,
-                          send_once=send_once)
+    policy = NotifyPolicy(
+        threshold=threshold, send_interval=send_interval, send_close=send_close, send_once=send_once
+    )
     state, new_id = GroupState(), ids()
     opens_per_incident: dict[str, int] = {}
     for now, status in enumerate(statuses):
@@ -191,8 +201,9 @@ def test_invariants_over_any_history(threshold, send_close, send_once, send_inte
             else:
                 assert status >= threshold
                 if notification.incident is not None:
-                    opens_per_incident[notification.incident.id] = \
+                    opens_per_incident[notification.incident.id] = (
                         opens_per_incident.get(notification.incident.id, 0) + 1
+                    )
         if before.incident is None and status > OK and status >= threshold:
             assert [n.action for n in sent] == [Action.OPEN]  # a new incident is always announced at once
     if send_once:

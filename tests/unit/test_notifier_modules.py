@@ -30,8 +30,10 @@ def logs() -> LogCapture:
 
 @pytest.fixture
 def ctx(logs) -> ApplicationContext:
-    return ApplicationContext(config=Config(file="burrowpy.yaml"),
-                              logger=structlog.wrap_logger(structlog.PrintLogger(), processors=[logs]))
+    return ApplicationContext(
+        config=Config(file="burrowpy.yaml"),
+        logger=structlog.wrap_logger(structlog.PrintLogger(), processors=[logs]),
+    )
 
 
 def section(name: str = "alerts", **keys) -> Section:
@@ -39,15 +41,24 @@ def section(name: str = "alerts", **keys) -> Section:
 
 
 def http_keys(**extra) -> dict:
-    keys = {"class-name": "http", "url-open": "http://127.0.0.1:9/{{ group }}",
-            "template-open": "default-http-open.tmpl"}
+    keys = {
+        "class-name": "http",
+        "url-open": "http://127.0.0.1:9/{{ group }}",
+        "template-open": "default-http-open.tmpl",
+    }
     keys.update(extra)
     return keys
 
 
 def email_keys(**extra) -> dict:
-    keys = {"class-name": "email", "server": "mail.example.com", "port": 587, "from": "burrow@example.com",
-            "to": "ops@example.com, dev@example.com", "template-open": "default-email-open.tmpl"}
+    keys = {
+        "class-name": "email",
+        "server": "mail.example.com",
+        "port": 587,
+        "from": "burrow@example.com",
+        "to": "ops@example.com, dev@example.com",
+        "template-open": "default-email-open.tmpl",
+    }
     keys.update(extra)
     return keys
 
@@ -63,8 +74,11 @@ OPEN = Notification("alerts", Action.OPEN, Incident("id-1", 1_700_000_000.0))
 
 
 def test_unknown_class_name_is_a_config_error(ctx):
-    with pytest.raises(ConfigError, match=r"notifier\.alerts\.class-name: unknown notifier class 'slack' "
-                                          r"\(known: email, http, null\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"notifier\.alerts\.class-name: unknown notifier class 'slack' "
+        r"\(known: email, http, null\)",
+    ):
         build_notifier("alerts", section(**{"class-name": "slack"}), ctx)
 
 
@@ -73,83 +87,147 @@ def test_unknown_keys_are_rejected(ctx):
         build_notifier("alerts", section(**http_keys(**{"url-opne": "x"})), ctx)
 
 
-@pytest.mark.parametrize("keys,message", [
-    ({"url-open": None}, r"url-open: is required"),
-    ({"send-close": True}, r"template-close: is required"),
-    ({"send-close": True, "template-close": "default-http-close.tmpl"}, r"url-close: is required"),
-    ({"method-open": "PO ST"}, r"method-open: 'PO ST' is not an HTTP method"),
-    ({"threshold": 4}, r"threshold: must be 1 \(OK\), 2 \(WARN\) or 3 \(ERR\), got '4'"),
-    ({"group-allowlist": "("}, r"group-allowlist: bad regular expression"),
-    ({"extra-ca": "/nonexistent/ca.pem"}, r"extra-ca: cannot load CA certificates from '/nonexistent/ca.pem'"),
-    ({"timeout": 0}, r"timeout: must be at least 1"),
-    ({"url-open": "http://x/{{ group"}, r"url-open: bad template"),
-])
+@pytest.mark.parametrize(
+    "keys,message",
+    [
+        ({"url-open": None}, r"url-open: is required"),
+        ({"send-close": True}, r"template-close: is required"),
+        ({"send-close": True, "template-close": "default-http-close.tmpl"}, r"url-close: is required"),
+        ({"method-open": "PO ST"}, r"method-open: 'PO ST' is not an HTTP method"),
+        ({"threshold": 4}, r"threshold: must be 1 \(OK\), 2 \(WARN\) or 3 \(ERR\), got '4'"),
+        ({"group-allowlist": "("}, r"group-allowlist: bad regular expression"),
+        (
+            {"extra-ca": "/nonexistent/ca.pem"},
+            r"extra-ca: cannot load CA certificates from '/nonexistent/ca.pem'",
+        ),
+        ({"timeout": 0}, r"timeout: must be at least 1"),
+        ({"url-open": "http://x/{{ group"}, r"url-open: bad template"),
+    ],
+)
 def test_http_config_errors_name_the_key(ctx, keys, message):
     with pytest.raises(ConfigError, match=message):
         HttpNotifier("alerts", section(**http_keys(**keys)), ctx)
 
 
-@pytest.mark.parametrize("keys,message", [
-    ({"server": None}, r"server: is required"),
-    ({"from": None}, r"from: is required"),
-    ({"to": ""}, r"to: must name at least one recipient"),
-    ({"auth-type": "gssapi"}, r"auth-type: must be empty, plain, login or crammd5, got 'gssapi'"),
-    ({"auth-type": "plain"}, r"username: is required with auth-type plain"),
-    ({"port": 70000}, r"port: 70000 is not a TCP port"),
-])
+@pytest.mark.parametrize(
+    "keys,message",
+    [
+        ({"server": None}, r"server: is required"),
+        ({"from": None}, r"from: is required"),
+        ({"to": ""}, r"to: must name at least one recipient"),
+        ({"auth-type": "gssapi"}, r"auth-type: must be empty, plain, login or crammd5, got 'gssapi'"),
+        ({"auth-type": "plain"}, r"username: is required with auth-type plain"),
+        ({"port": 70000}, r"port: 70000 is not a TCP port"),
+    ],
+)
 def test_email_config_errors_name_the_key(ctx, keys, message):
     with pytest.raises(ConfigError, match=message):
         EmailNotifier("alerts", section(**email_keys(**keys)), ctx)
 
 
 def test_threshold_by_name_and_old_list_keys_with_a_warning(ctx, logs):
-    notifier = NullNotifier("alerts", section(**{"class-name": "null", "threshold": "err",
-                                                 "group-whitelist": "^pay", "group-blacklist": "test"}), ctx)
+    notifier = NullNotifier(
+        "alerts",
+        section(
+            **{"class-name": "null", "threshold": "err", "group-whitelist": "^pay", "group-blacklist": "test"}
+        ),
+        ctx,
+    )
     assert notifier.policy.threshold == Status.ERR
     assert notifier.policy.accepts("payments") and not notifier.policy.accepts("payments-test")
     warnings = [e for e in logs.entries if e["log_level"] == "warning"]
-    assert {(e["key"], e["new_key"]) for e in warnings} == {("group-whitelist", "group-allowlist"),
-                                                            ("group-blacklist", "group-denylist")}
+    assert {(e["key"], e["new_key"]) for e in warnings} == {
+        ("group-whitelist", "group-allowlist"),
+        ("group-blacklist", "group-denylist"),
+    }
 
 
 def test_send_interval_defaults_to_interval(ctx):
     notifier = NullNotifier("n", section("n", **{"class-name": "null", "interval": 30}), ctx)
     assert notifier.policy.send_interval == 30
-    notifier = NullNotifier("n", section("n", **{"class-name": "null", "interval": 30, "send-interval": 300}), ctx)
+    notifier = NullNotifier(
+        "n", section("n", **{"class-name": "null", "interval": 30, "send-interval": 300}), ctx
+    )
     assert notifier.policy.send_interval == 300
 
 
 def test_http_describe_has_burrows_fields(ctx):
-    notifier = HttpNotifier("alerts", section(**http_keys(**{
-        "send-close": True, "url-close": "http://127.0.0.1:9/close", "method-close": "delete",
-        "template-close": "default-http-close.tmpl", "extras": {"app": "burrowpy"}, "group-allowlist": "^pay",
-        "noverify": True})), ctx)
+    notifier = HttpNotifier(
+        "alerts",
+        section(
+            **http_keys(
+                **{
+                    "send-close": True,
+                    "url-close": "http://127.0.0.1:9/close",
+                    "method-close": "delete",
+                    "template-close": "default-http-close.tmpl",
+                    "extras": {"app": "burrowpy"},
+                    "group-allowlist": "^pay",
+                    "noverify": True,
+                }
+            )
+        ),
+        ctx,
+    )
     assert notifier.describe() == {
-        "class-name": "http", "group-allowlist": "^pay", "interval": 60, "threshold": 2, "timeout": 5,
-        "keepalive": 300, "url-open": "http://127.0.0.1:9/{{ group }}", "url-close": "http://127.0.0.1:9/close",
-        "method-open": "POST", "method-close": "DELETE", "template-open": "default-http-open.tmpl",
-        "template-close": "default-http-close.tmpl", "extra": {"app": "burrowpy"}, "send-close": True,
-        "extra-ca": "", "noverify": "true",
+        "class-name": "http",
+        "group-allowlist": "^pay",
+        "interval": 60,
+        "threshold": 2,
+        "timeout": 5,
+        "keepalive": 300,
+        "url-open": "http://127.0.0.1:9/{{ group }}",
+        "url-close": "http://127.0.0.1:9/close",
+        "method-open": "POST",
+        "method-close": "DELETE",
+        "template-open": "default-http-open.tmpl",
+        "template-close": "default-http-close.tmpl",
+        "extra": {"app": "burrowpy"},
+        "send-close": True,
+        "extra-ca": "",
+        "noverify": "true",
     }
 
 
 def test_email_describe_has_burrows_fields_and_never_the_password(ctx):
-    notifier = EmailNotifier("alerts", section(**email_keys(**{"auth-type": "CRAMMD5", "username": "u",
-                                                               "password": "secret"})), ctx)
+    notifier = EmailNotifier(
+        "alerts",
+        section(**email_keys(**{"auth-type": "CRAMMD5", "username": "u", "password": "secret"})),
+        ctx,
+    )
     detail = notifier.describe()
     assert detail == {
-        "class-name": "email", "group-allowlist": "", "interval": 60, "threshold": 2,
-        "template-open": "default-email-open.tmpl", "template-close": "", "extra": {}, "send-close": False,
-        "server": "mail.example.com", "port": 587, "auth-type": "CRAMMD5", "username": "u",
-        "from": "burrow@example.com", "to": "ops@example.com,dev@example.com", "extra-ca": "", "noverify": "false",
+        "class-name": "email",
+        "group-allowlist": "",
+        "interval": 60,
+        "threshold": 2,
+        "template-open": "default-email-open.tmpl",
+        "template-close": "",
+        "extra": {},
+        "send-close": False,
+        "server": "mail.example.com",
+        "port": 587,
+        "auth-type": "CRAMMD5",
+        "username": "u",
+        "from": "burrow@example.com",
+        "to": "ops@example.com,dev@example.com",
+        "extra-ca": "",
+        "noverify": "false",
     }
     assert "secret" not in repr(detail)
 
 
 def test_null_describe_is_the_common_fields(ctx):
     assert NullNotifier("n", section("n", **{"class-name": "null"}), ctx).describe() == {
-        "class-name": "null", "group-allowlist": "", "interval": 60, "threshold": 2, "template-open": "",
-        "template-close": "", "extra": {}, "send-close": False}
+        "class-name": "null",
+        "group-allowlist": "",
+        "interval": 60,
+        "threshold": 2,
+        "template-open": "",
+        "template-close": "",
+        "extra": {},
+        "send-close": False,
+    }
 
 
 def test_noverify_turns_certificate_checks_off(ctx):
@@ -163,8 +241,11 @@ def test_noverify_turns_certificate_checks_off(ctx):
 
 
 def test_build_message_takes_subject_and_recipients():
-    message = build_message("Subject: lag on payments\n\nline one\nline two\n", "burrow@example.com",
-                            ["ops@example.com", "dev@example.com"])
+    message = build_message(
+        "Subject: lag on payments\n\nline one\nline two\n",
+        "burrow@example.com",
+        ["ops@example.com", "dev@example.com"],
+    )
     assert isinstance(message, EmailMessage)
     assert message["Subject"] == "lag on payments"
     assert message["From"] == "burrow@example.com"
@@ -174,8 +255,12 @@ def test_build_message_takes_subject_and_recipients():
 
 
 def test_build_message_content_type_and_mime_version_lines():
-    message = build_message("Subject: s\nContent-Type: text/html; charset=iso-8859-1\nMIME-version: 1.0;\n"
-                            "<p>caf\u00e9</p>\nSubject: not the subject\n", "a@example.com", ["b@example.com"])
+    message = build_message(
+        "Subject: s\nContent-Type: text/html; charset=iso-8859-1\nMIME-version: 1.0;\n"
+        "<p>caf\u00e9</p>\nSubject: not the subject\n",
+        "a@example.com",
+        ["b@example.com"],
+    )
     assert message.get_content_type() == "text/html"
     assert message.get_content_charset() == "iso-8859-1"
     assert message["MIME-Version"] == "1.0"
@@ -216,8 +301,14 @@ async def test_failed_deliveries_are_retried_and_counted(ctx, logs):
     assert await notifier.notify(status(), OPEN) is True
     assert notifier.attempts == 3
     assert [c.incident_id for c in notifier.calls] == ["id-1"]
-    assert notifier.stats.retries == 2 and notifier.stats.sent["open"] == 1 and notifier.stats.failed["open"] == 0
-    assert [e["event"] for e in logs.entries] == ["notification failed, will retry"] * 2 + ["notification sent"]
+    assert (
+        notifier.stats.retries == 2
+        and notifier.stats.sent["open"] == 1
+        and notifier.stats.failed["open"] == 0
+    )
+    assert [e["event"] for e in logs.entries] == ["notification failed, will retry"] * 2 + [
+        "notification sent"
+    ]
     assert logs.entries[0]["error"] == "attempt 1 refused" and logs.entries[0]["group"] == "payments"
 
 
@@ -253,5 +344,10 @@ async def test_null_notifier_renders_configured_templates(ctx):
     notifier = NullNotifier("alerts", section(**keys), ctx)
     assert await notifier.notify(status(), OPEN)
     (call,) = notifier.calls
-    assert (call.action, call.group, call.incident_id, call.status) == (Action.OPEN, "payments", "id-1", "WARN")
+    assert (call.action, call.group, call.incident_id, call.status) == (
+        Action.OPEN,
+        "payments",
+        "id-1",
+        "WARN",
+    )
     assert '"ids": ["id-1"]' in call.text

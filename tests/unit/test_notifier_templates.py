@@ -33,21 +33,43 @@ START = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
 
 def partition(topic: str, number: int, status: Status, lag: int) -> PartitionStatus:
-    return PartitionStatus(topic=topic, partition=number, status=status, current_lag=lag, complete=1.0,
-                           start=ConsumerOffset(100, 1_699_999_000_000, 1_699_999_000_000, 5),
-                           end=ConsumerOffset(140, 1_699_999_600_000, 1_699_999_600_000, lag),
-                           owner="/10.0.0.1", client_id="consumer-1")
+    return PartitionStatus(
+        topic=topic,
+        partition=number,
+        status=status,
+        current_lag=lag,
+        complete=1.0,
+        start=ConsumerOffset(100, 1_699_999_000_000, 1_699_999_000_000, 5),
+        end=ConsumerOffset(140, 1_699_999_600_000, 1_699_999_600_000, lag),
+        owner="/10.0.0.1",
+        client_id="consumer-1",
+    )
 
 
 def group_status(status: Status = Status.ERR, group: str = "payments") -> ConsumerGroupStatus:
-    partitions = [partition("orders", 0, Status.STOP, 70), partition("orders", 1, Status.WARN, 12),
-                  partition("refunds", 3, Status.STOP, 9)]
-    return ConsumerGroupStatus(cluster="local", group=group, status=status, complete=1.0, partitions=partitions,
-                               partition_count=8, maxlag=partitions[0], totallag=91)
+    partitions = [
+        partition("orders", 0, Status.STOP, 70),
+        partition("orders", 1, Status.WARN, 12),
+        partition("refunds", 3, Status.STOP, 9),
+    ]
+    return ConsumerGroupStatus(
+        cluster="local",
+        group=group,
+        status=status,
+        complete=1.0,
+        partitions=partitions,
+        partition_count=8,
+        maxlag=partitions[0],
+        totallag=91,
+    )
 
 
-def data(status: ConsumerGroupStatus | None = None, incident: str = "4f6f-incident", start: float | None = START,
-         extras: dict | None = None) -> dict:
+def data(
+    status: ConsumerGroupStatus | None = None,
+    incident: str = "4f6f-incident",
+    start: float | None = START,
+    extras: dict | None = None,
+) -> dict:
     return template_data(status or group_status(), incident, start, extras or {})
 
 
@@ -63,23 +85,43 @@ def inline(source: str):
 
 
 def test_helpers_exist_as_filters_and_as_globals():
-    text = render(inline("{{ result.partitions | partitioncounts | jsonencoder }}|"
-                         "{{ jsonencoder(partitioncounts(result.partitions)) }}|"
-                         "{{ 7 | add(5) }} {{ add(7, 5) }} {{ minus(7, 5) }} {{ multiply(7, 5) }} {{ 7 | divide(2) }}"),
-                  data())
+    text = render(
+        inline(
+            "{{ result.partitions | partitioncounts | jsonencoder }}|"
+            "{{ jsonencoder(partitioncounts(result.partitions)) }}|"
+            "{{ 7 | add(5) }} {{ add(7, 5) }} {{ minus(7, 5) }} {{ multiply(7, 5) }} {{ 7 | divide(2) }}"
+        ),
+        data(),
+    )
     counts = '{"warn":1,"stop":2,"stall":0,"rewind":0,"unknown":0}'
     assert text == f"{counts}|{counts}|12 12 2 35 3"
 
 
 def test_jsonencoder_uses_burrow_field_names_and_status_strings():
     encoded = json.loads(jsonencoder(group_status().partitions[:1]))
-    assert encoded == [{"topic": "orders", "partition": 0, "owner": "/10.0.0.1", "client_id": "consumer-1",
-                        "status": "STOP",
-                        "start": {"offset": 100, "timestamp": 1_699_999_000_000, "observedAt": 1_699_999_000_000,
-                                  "lag": 5},
-                        "end": {"offset": 140, "timestamp": 1_699_999_600_000, "observedAt": 1_699_999_600_000,
-                                "lag": 70},
-                        "current_lag": 70, "complete": 1.0}]
+    assert encoded == [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "owner": "/10.0.0.1",
+            "client_id": "consumer-1",
+            "status": "STOP",
+            "start": {
+                "offset": 100,
+                "timestamp": 1_699_999_000_000,
+                "observedAt": 1_699_999_000_000,
+                "lag": 5,
+            },
+            "end": {
+                "offset": 140,
+                "timestamp": 1_699_999_600_000,
+                "observedAt": 1_699_999_600_000,
+                "lag": 70,
+            },
+            "current_lag": 70,
+            "complete": 1.0,
+        }
+    ]
     assert jsonencoder({"s": Status.WARN, "q": 'a "quoted" name'}) == '{"s":"WARN","q":"a \\"quoted\\" name"}'
 
 
@@ -88,8 +130,12 @@ def test_topicsbystatus_lists_each_topic_once_per_status():
 
 
 def test_partitioncounts_ignores_ok_and_counts_the_unexpected_as_unknown():
-    parts = [partition("t", 0, Status.OK, 0), partition("t", 1, Status.STALL, 1),
-             partition("t", 2, Status.REWIND, 1), partition("t", 3, Status.ERR, 1)]
+    parts = [
+        partition("t", 0, Status.OK, 0),
+        partition("t", 1, Status.STALL, 1),
+        partition("t", 2, Status.REWIND, 1),
+        partition("t", 3, Status.ERR, 1),
+    ]
     assert partitioncounts(parts) == {"warn": 0, "stop": 0, "stall": 1, "rewind": 1, "unknown": 1}
 
 
@@ -99,7 +145,7 @@ def test_maxlag_of_a_group_without_maxlag_is_zero():
 
 
 @settings(deadline=None, max_examples=200)
-@given(st.integers(-10**12, 10**12), st.integers(-10**6, 10**6).filter(bool))
+@given(st.integers(-(10**12), 10**12), st.integers(-(10**6), 10**6).filter(bool))
 def test_divide_truncates_toward_zero_like_go(a, b):
     quotient = divide(a, b)
     assert abs(quotient) == abs(a) // abs(b)
@@ -107,17 +153,22 @@ def test_divide_truncates_toward_zero_like_go(a, b):
 
 
 def test_formattimestamp_formats_milliseconds_in_local_time():
-    assert formattimestamp(1_699_999_600_000, "%Y-%m-%d %H:%M:%S") == \
-        datetime.fromtimestamp(1_699_999_600).strftime("%Y-%m-%d %H:%M:%S")
+    assert formattimestamp(1_699_999_600_000, "%Y-%m-%d %H:%M:%S") == datetime.fromtimestamp(
+        1_699_999_600
+    ).strftime("%Y-%m-%d %H:%M:%S")
 
 
 # --- data and errors -------------------------------------------------------------------------------
 
 
 def test_template_data_names_and_types():
-    text = render(inline("{{ cluster }} {{ group }} {{ id }} {{ start.isoformat() }} {{ extras.tier }}"
-                         "[{{ extras.missing }}] {{ result.status }} {{ result.status == 3 }} {{ result.totallag }}"),
-                  data(extras={"tier": "gold"}))
+    text = render(
+        inline(
+            "{{ cluster }} {{ group }} {{ id }} {{ start.isoformat() }} {{ extras.tier }}"
+            "[{{ extras.missing }}] {{ result.status }} {{ result.status == 3 }} {{ result.totallag }}"
+        ),
+        data(extras={"tier": "gold"}),
+    )
     assert text == "local payments 4f6f-incident 2023-11-14T22:13:20+00:00 gold[] ERR True 91"
 
 
@@ -140,8 +191,11 @@ def test_a_failing_expression_is_a_render_error():
 
 def test_syntax_errors_are_config_errors_naming_file_key_and_line(tmp_path):
     (tmp_path / "bad.tmpl").write_text("Subject: x\n{% for p in result.partitions %}\n")
-    with pytest.raises(ConfigError, match=r"burrowpy\.yaml: notifier\.test\.template-open: template .*bad\.tmpl "
-                                          r"line 2: .*"):
+    with pytest.raises(
+        ConfigError,
+        match=r"burrowpy\.yaml: notifier\.test\.template-open: template .*bad\.tmpl "
+        r"line 2: .*",
+    ):
         load_template(section_for(tmp_path, **{"template-open": "bad.tmpl"}), "template-open")
 
 
@@ -152,7 +206,9 @@ def test_a_go_template_gets_a_hint(tmp_path):
 
 
 def test_missing_template_file_names_where_it_looked(tmp_path):
-    with pytest.raises(ConfigError, match=r"template-open: template file 'nope\.tmpl' not found \(looked for "):
+    with pytest.raises(
+        ConfigError, match=r"template-open: template file 'nope\.tmpl' not found \(looked for "
+    ):
         load_template(section_for(tmp_path, **{"template-open": "nope.tmpl"}), "template-open")
 
 
@@ -160,13 +216,16 @@ def test_relative_template_paths_are_found_next_to_the_config_file(tmp_path, mon
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "open.tmpl").write_text("{{ group }}")
     monkeypatch.chdir("/")
-    template = load_template(section_for(tmp_path, **{"template-open": "templates/open.tmpl"}), "template-open")
+    template = load_template(
+        section_for(tmp_path, **{"template-open": "templates/open.tmpl"}), "template-open"
+    )
     assert render(template, data()) == "payments"
 
 
 def test_inline_url_templates(tmp_path):
-    url = compile_inline(section_for(tmp_path, **{"url-open": "http://h/{{ cluster }}/{{ group }}?id={{ id }}"}),
-                         "url-open")
+    url = compile_inline(
+        section_for(tmp_path, **{"url-open": "http://h/{{ cluster }}/{{ group }}?id={{ id }}"}), "url-open"
+    )
     assert render(url, data()) == "http://h/local/payments?id=4f6f-incident"
     with pytest.raises(ConfigError, match="notifier.test.url-open: bad template"):
         compile_inline(section_for(tmp_path, **{"url-open": "http://h/{{ group"}), "url-open")
@@ -181,8 +240,12 @@ def shipped(name: str):
 
 
 def test_default_http_open_is_valid_json_with_the_event():
-    body = json.loads(render(shipped("default-http-open.tmpl"),
-                             data(extras={"api_key": "k", "app": "burrowpy", "tier": "prod"})))
+    body = json.loads(
+        render(
+            shipped("default-http-open.tmpl"),
+            data(extras={"api_key": "k", "app": "burrowpy", "tier": "prod"}),
+        )
+    )
     assert body["api_key"] == "k" and body["app"] == "burrowpy" and body["block"] is False
     (event,) = body["events"]
     assert event["id"] == "4f6f-incident"
@@ -203,7 +266,9 @@ def test_default_http_close_sends_the_incident_id():
 def test_group_names_with_quotes_keep_the_json_valid():
     name = 'we"ird\\group'
     awkward = data(group_status(group=name))
-    assert json.loads(render(shipped("default-http-open.tmpl"), awkward))["events"][0]["event"]["group"] == name
+    assert (
+        json.loads(render(shipped("default-http-open.tmpl"), awkward))["events"][0]["event"]["group"] == name
+    )
     for slack in ("default-slack-open.tmpl", "default-slack-close.tmpl"):
         (attachment,) = json.loads(render(shipped(slack), awkward))["attachments"]
         assert attachment["fields"][0] == {"title": "Group", "value": name, "short": False}
@@ -215,8 +280,13 @@ def test_slack_templates_are_attachments():
     assert opened["attachments"][0]["color"] == "danger"
     assert closed["attachments"][0]["color"] == "good"
     fields = {f["title"]: f["value"] for f in opened["attachments"][0]["fields"]}
-    assert fields == {"Group": "payments", "Cluster": "local", "Status": "ERR", "Total Lag": "91",
-                      "Start": datetime.fromtimestamp(START, UTC).isoformat()}
+    assert fields == {
+        "Group": "payments",
+        "Cluster": "local",
+        "Status": "ERR",
+        "Total Lag": "91",
+        "Start": datetime.fromtimestamp(START, UTC).isoformat(),
+    }
 
 
 def test_default_email_open_lists_the_partitions():
@@ -225,10 +295,18 @@ def test_default_email_open_lists_the_partitions():
     assert message["Subject"] == "[burrowpy] Kafka consumer lag alert: payments on local is ERR"
     body = message.get_content()
     assert "Errors:   3 partitions have problems" in body
-    assert ("          STOP orders:0 lag 70 (1699999000000, 100, 5) -> (1699999600000, 140, 70)"
-            in body.splitlines())
-    assert "          WARN orders:1 lag 12 (1699999000000, 100, 5) -> (1699999600000, 140, 12)" in body.splitlines()
-    assert "          STOP refunds:3 lag 9 (1699999000000, 100, 5) -> (1699999600000, 140, 9)" in body.splitlines()
+    assert (
+        "          STOP orders:0 lag 70 (1699999000000, 100, 5) -> (1699999600000, 140, 70)"
+        in body.splitlines()
+    )
+    assert (
+        "          WARN orders:1 lag 12 (1699999000000, 100, 5) -> (1699999600000, 140, 12)"
+        in body.splitlines()
+    )
+    assert (
+        "          STOP refunds:3 lag 9 (1699999000000, 100, 5) -> (1699999600000, 140, 9)"
+        in body.splitlines()
+    )
 
 
 def test_default_email_close():
