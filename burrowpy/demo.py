@@ -4,8 +4,9 @@ The workload produces to one topic and runs three consumer groups, so that real 
 minute at http://127.0.0.1:8000/v3/kafka/local/consumer:
 
 - ``demo-healthy`` keeps up and commits every second: OK;
-- ``demo-lagging`` reads a few records per second, slower than they are produced: lag grows at every
-  commit, WARN;
+- ``demo-lagging`` reads a few records of each partition every 3 s, slower than they are produced: lag
+  grows at every commit, WARN (commits are spaced wider than the 1 s broker-offset refresh, so each
+  commit's stored lag sees a newer log end);
 - ``demo-stopped`` reads for a while and then stops committing while lag is left: STOP (group ERR).
 """
 
@@ -40,7 +41,7 @@ def monitor_config(bootstrap: str, http: str, log_level: str) -> dict[str, Any]:
         "storage": {"default": {"class-name": "inmemory", "intervals": 10, "expire-group": 604800}},
         "evaluator": {"default": {"class-name": "caching", "expire-cache": 2}},
         "httpserver": {"default": {"address": http}},
-        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 2,
+        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1,
                               "topic-refresh": 10}},
         "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap]}},
     }
@@ -61,8 +62,10 @@ async def _produce(bootstrap: str, rate: float) -> None:
         await producer.stop()
 
 
-async def _consume(bootstrap: str, group: str, per_poll: int, stop_after: float | None = None) -> None:
-    """Consume in a group, committing after every poll; with ``stop_after``, stop committing after that long."""
+async def _consume(bootstrap: str, group: str, per_partition: int, every: float = 1.0,
+                   stop_after: float | None = None) -> None:
+    """Consume in a group, at most ``per_partition`` records of each partition every ``every`` seconds,
+    committing after every round; with ``stop_after``, stop consuming and committing after that long."""
     from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
@@ -72,9 +75,10 @@ async def _consume(bootstrap: str, group: str, per_poll: int, stop_after: float 
     started = loop.time()
     try:
         while stop_after is None or loop.time() - started < stop_after:
-            await consumer.getmany(timeout_ms=1000, max_records=per_poll)
+            for tp in consumer.assignment():
+                await consumer.getmany(tp, timeout_ms=100, max_records=per_partition)
             await consumer.commit()
-            await asyncio.sleep(1)
+            await asyncio.sleep(every)
         # Still a member of the group, but no progress and no commits: Burrow's STOP.
         await asyncio.Event().wait()
     finally:
@@ -84,10 +88,12 @@ async def _consume(bootstrap: str, group: str, per_poll: int, stop_after: float 
 async def demo(args: argparse.Namespace) -> int:
     from broker.broker import Broker
     from broker.config import BrokerConfig
+    from broker.main import configure_logging
     from burrowpy.config import parse_config
     from burrowpy.daemon import Monitor
     from burrowpy.logging import LogControl
 
+    configure_logging("warning")
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="burrowpy-demo-"))
     broker = Broker(BrokerConfig.load(None, listen=args.broker, data_dir=str(data_dir),
                                       overrides={"group.initial.rebalance.delay.ms": 0}))
@@ -102,9 +108,9 @@ async def demo(args: argparse.Namespace) -> int:
         await monitor.start()
         workload = [
             asyncio.create_task(_produce(bootstrap, rate=30)),
-            asyncio.create_task(_consume(bootstrap, "demo-healthy", per_poll=10_000)),
-            asyncio.create_task(_consume(bootstrap, "demo-lagging", per_poll=3)),
-            asyncio.create_task(_consume(bootstrap, "demo-stopped", per_poll=10_000, stop_after=15)),
+            asyncio.create_task(_consume(bootstrap, "demo-healthy", per_partition=10_000)),
+            asyncio.create_task(_consume(bootstrap, "demo-lagging", per_partition=5, every=3)),
+            asyncio.create_task(_consume(bootstrap, "demo-stopped", per_partition=10_000, stop_after=15)),
         ]
         base = f"http://{args.http}"
         print(f"burrowpy demo: broker on {bootstrap} (data in {data_dir}), HTTP API on {base}\n"
