@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest_zk import zookeeper, zookeeper_module  # noqa: F401  (real ZooKeeper fixtures)
 from harness import BrokerProcess
 
 

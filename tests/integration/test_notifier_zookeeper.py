@@ -18,7 +18,6 @@ from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
 from burrowpy.notifier.coordinator import NotifierCoordinator
 from burrowpy.notifier.decision import Action
 
-pytest_plugins = ["conftest_zk"]
 pytestmark = pytest.mark.integration
 
 PEER = Path(__file__).with_name("notifier_peer.py")
