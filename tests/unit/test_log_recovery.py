@@ -283,5 +283,5 @@ class LogModel(RuleBasedStateMachine):
         assert [(r.offset, r.value) for r in all_records(self.log)] == expected
 
 
-LogModel.TestCase.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
+LogModel.TestCase.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
 test_log_state_machine = LogModel.TestCase
