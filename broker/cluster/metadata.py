@@ -1,0 +1,357 @@
+"""The cluster's replicated metadata: a pure state machine, applied in Raft log order on every broker.
+
+It holds the registered brokers (and whether each is alive), the topics with their ids and config
+overrides, and per partition the replica assignment, the leader, the leader epoch, the ISR and a
+partition epoch. Commands are plain JSON-able dicts ``{"op": ..., ...}``; :meth:`ClusterMetadata.apply`
+returns ``{"error_code": int, "error_message": str | None, ...}`` and never raises, because a command that
+made it into the Raft log is replayed on every broker and after every restart: a bad one must be a
+recorded refusal, never a crash. Nothing here reads a clock, a random source or a socket, so every
+broker that applies the same commands in the same order holds the same state.
+
+The rules follow Kafka's KRaft controller:
+
+* A new topic's replicas are assigned round robin over the live brokers (sorted by id), starting one
+  broker further for every topic so that leaders spread; the first replica is the preferred leader.
+* Every leadership change bumps the leader epoch; every leader or ISR change bumps the partition epoch.
+* Fencing a broker (it died) removes it from every ISR it is in, unless it is the last member (then the
+  partition has no leader until that broker returns: no unclean election), and moves each leadership
+  it held to the first live ISR member in replica order.
+* A broker that registers again becomes leader of the partitions that were offline waiting for it.
+* The preferred replica takes leadership back only on request (``elect_preferred``), once it is in the ISR.
+* An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
+  leader nor add a replica that is not alive.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.errors import ErrorCode
+
+NO_LEADER = -1
+
+Command = dict[str, Any]
+Result = dict[str, Any]
+
+
+class CommandRefused(Exception):
+    """A command that cannot be applied; it becomes the error of the command's result."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    alive: bool = True
+
+
+@dataclass
+class PartitionState:
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int = 0
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: bytes
+    partitions: list[PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def ok(**extra: Any) -> Result:
+    return {"error_code": ErrorCode.NONE.value, "error_message": None, **extra}
+
+
+def refused(code: ErrorCode, message: str) -> Result:
+    return {"error_code": code.value, "error_message": message}
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int, start: int,
+                    first_partition: int = 0) -> list[list[int]]:
+    """Round-robin replica lists: partition ``p``'s leader is broker ``start + p`` (mod n), its followers
+    the next ones. ``brokers`` must be sorted so that every broker computes the same answer."""
+    count = len(brokers)
+    return [[brokers[(start + p + j) % count] for j in range(replication_factor)]
+            for p in range(first_partition, first_partition + partitions)]
+
+
+class ClusterMetadata:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        # Where the next topic's round-robin assignment starts; bumped per topic so leaders spread.
+        self.assignment_cursor = 0
+
+    # --- queries -----------------------------------------------------------------------------------------
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(node for node, broker in self.brokers.items() if broker.alive)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        return [self.brokers[node] for node in self.live_broker_ids()]
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        found = self.topics.get(topic)
+        if found is None or not 0 <= partition < len(found.partitions):
+            return None
+        return found.partitions[partition]
+
+    def topic_by_id(self, topic_id: bytes) -> TopicMetadata | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    def partitions(self) -> Iterator[tuple[str, int, PartitionState]]:
+        for name, topic in self.topics.items():
+            for index, state in enumerate(topic.partitions):
+                yield name, index, state
+
+    def preferred_elections_due(self) -> list[tuple[str, int]]:
+        """Partitions whose preferred replica is alive and in the ISR but does not lead."""
+        due = []
+        for name, index, state in self.partitions():
+            preferred = state.preferred_leader
+            if state.leader != preferred and preferred in state.isr and self._alive(preferred):
+                due.append((name, index))
+        return due
+
+    def _alive(self, node_id: int) -> bool:
+        broker = self.brokers.get(node_id)
+        return broker is not None and broker.alive
+
+    # --- commands ----------------------------------------------------------------------------------------
+
+    def apply(self, command: Command) -> Result:
+        """Apply one command; the result says whether it took effect (see the module docstring)."""
+        try:
+            op = command["op"]
+            handler = self._HANDLERS.get(op)
+            if handler is None:
+                return refused(ErrorCode.INVALID_REQUEST, f"unknown metadata command {op!r}")
+            return handler(self, command)
+        except CommandRefused as exc:
+            return refused(exc.code, exc.message)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return refused(ErrorCode.INVALID_REQUEST, f"malformed metadata command: {exc!r}")
+
+    def _register_broker(self, command: Command) -> Result:
+        node_id = int(command["node_id"])
+        self.brokers[node_id] = BrokerRegistration(node_id, str(command["host"]), int(command["port"]),
+                                                   command.get("rack") or None, alive=True)
+        for _name, _index, state in self.partitions():
+            if state.leader == NO_LEADER and node_id in state.isr:
+                self._change_leader(state, node_id)
+        return ok()
+
+    def _fence_broker(self, command: Command) -> Result:
+        node_id = int(command["node_id"])
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            raise CommandRefused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {node_id} is not registered")
+        broker.alive = False
+        for _name, _index, state in self.partitions():
+            if node_id not in state.isr or (state.isr == [node_id] and state.leader != node_id):
+                continue  # not in the ISR, or already the offline partition's last ISR member
+            if len(state.isr) > 1:
+                state.isr = [replica for replica in state.isr if replica != node_id]
+            if state.leader == node_id:
+                state.leader = next((r for r in state.replicas if r in state.isr and self._alive(r)), NO_LEADER)
+                state.leader_epoch += 1
+            state.partition_epoch += 1
+        return ok()
+
+    def _create_topic(self, command: Command) -> Result:
+        name = str(command["name"])
+        topic_id = bytes.fromhex(command["topic_id"])
+        existing = self.topics.get(name)
+        if existing is not None:
+            if existing.topic_id == topic_id:
+                return ok(topic_id=topic_id.hex())  # the same request again (a retried proposal)
+            raise CommandRefused(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if len(topic_id) != 16 or topic_id == bytes(16) or self.topic_by_id(topic_id) is not None:
+            raise CommandRefused(ErrorCode.INVALID_REQUEST, "a new topic needs a fresh 16-byte topic id")
+        assignments = command.get("assignments")
+        if assignments:
+            replica_lists = [[int(r) for r in replicas] for replicas in assignments]
+            self._check_assignments(replica_lists)
+        else:
+            partitions = int(command["partitions"])
+            replication_factor = int(command["replication_factor"])
+            if partitions <= 0:
+                raise CommandRefused(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+            replica_lists = self._round_robin(partitions, replication_factor, 0)
+            self.assignment_cursor += 1
+        configs = {str(k): str(v) for k, v in (command.get("configs") or {}).items()}
+        self.topics[name] = TopicMetadata(name, topic_id, [
+            PartitionState(replicas=replicas, leader=replicas[0], leader_epoch=0, isr=list(replicas))
+            for replicas in replica_lists], configs)
+        return ok(topic_id=topic_id.hex())
+
+    def _round_robin(self, partitions: int, replication_factor: int, first_partition: int) -> list[list[int]]:
+        live = self.live_broker_ids()
+        if replication_factor <= 0:
+            raise CommandRefused(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
+        if replication_factor > len(live):
+            raise CommandRefused(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"replication factor {replication_factor} is larger than the {len(live)} "
+                                 "available brokers")
+        return assign_replicas(live, partitions, replication_factor, self.assignment_cursor, first_partition)
+
+    def _check_assignments(self, replica_lists: list[list[int]]) -> None:
+        width = len(replica_lists[0])
+        for replicas in replica_lists:
+            if not replicas or len(replicas) != width or len(set(replicas)) != len(replicas):
+                raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "every partition needs the same number of distinct replicas")
+            unknown = [r for r in replicas if not self._alive(r)]
+            if unknown:
+                raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"brokers {unknown} are not live members of the cluster")
+
+    def _delete_topic(self, command: Command) -> Result:
+        name = str(command["name"])
+        if self.topics.pop(name, None) is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return ok()
+
+    def _create_partitions(self, command: Command) -> Result:
+        topic = self._topic(command["name"])
+        total = int(command["count"])
+        current = len(topic.partitions)
+        if total <= current:
+            raise CommandRefused(ErrorCode.INVALID_PARTITIONS,
+                                 f"topic has {current} partitions; {total} is not more")
+        assignments = command.get("assignments")
+        if assignments:
+            replica_lists = [[int(r) for r in replicas] for replicas in assignments]
+            if len(replica_lists) != total - current:
+                raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"{len(replica_lists)} assignments for {total - current} new partitions")
+            self._check_assignments(replica_lists)
+        else:
+            replica_lists = self._round_robin(total - current, len(topic.partitions[0].replicas), current)
+        topic.partitions.extend(
+            PartitionState(replicas=replicas, leader=replicas[0], leader_epoch=0, isr=list(replicas))
+            for replicas in replica_lists)
+        return ok()
+
+    def _alter_configs(self, command: Command) -> Result:
+        topic = self._topic(command["name"])
+        configs = {} if command.get("replace") else dict(topic.configs)
+        for key, value in command["configs"].items():
+            if value is None:
+                configs.pop(str(key), None)
+            else:
+                configs[str(key)] = str(value)
+        topic.configs = configs
+        return ok()
+
+    def _change_isr(self, command: Command) -> Result:
+        name, index = str(command["topic"]), int(command["partition"])
+        state = self.partition(name, index)
+        if state is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+        leader, epoch = int(command["leader"]), int(command["leader_epoch"])
+        if leader != state.leader:
+            raise CommandRefused(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"broker {leader} does not lead {name}-{index} (broker {state.leader} does)")
+        if epoch != state.leader_epoch:
+            raise CommandRefused(ErrorCode.FENCED_LEADER_EPOCH,
+                                 f"leader epoch {epoch} of {name}-{index} is not the current {state.leader_epoch}")
+        wanted = {int(r) for r in command["isr"]}
+        if leader not in wanted:
+            raise CommandRefused(ErrorCode.INVALID_REQUEST, "the leader cannot leave its own ISR")
+        if not wanted <= set(state.replicas):
+            raise CommandRefused(ErrorCode.INVALID_REQUEST, f"ISR {sorted(wanted)} is not a subset of the replicas")
+        joining = [r for r in wanted - set(state.isr) if not self._alive(r)]
+        if joining:
+            raise CommandRefused(ErrorCode.INELIGIBLE_REPLICA, f"brokers {joining} are not alive")
+        new_isr = [r for r in state.replicas if r in wanted]
+        if new_isr != state.isr:
+            state.isr = new_isr
+            state.partition_epoch += 1
+        return ok(isr=list(state.isr), partition_epoch=state.partition_epoch)
+
+    def _elect_preferred(self, command: Command) -> Result:
+        name, index = str(command["topic"]), int(command["partition"])
+        state = self.partition(name, index)
+        if state is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+        preferred = state.preferred_leader
+        if state.leader == preferred:
+            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{index} is led by its preferred replica")
+        if preferred not in state.isr or not self._alive(preferred):
+            raise CommandRefused(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                 f"preferred replica {preferred} of {name}-{index} is not a live ISR member")
+        self._change_leader(state, preferred)
+        return ok()
+
+    def _topic(self, name: Any) -> TopicMetadata:
+        topic = self.topics.get(str(name))
+        if topic is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    @staticmethod
+    def _change_leader(state: PartitionState, leader: int) -> None:
+        state.leader = leader
+        state.leader_epoch += 1
+        state.partition_epoch += 1
+
+    _HANDLERS = {
+        "register_broker": _register_broker,
+        "fence_broker": _fence_broker,
+        "create_topic": _create_topic,
+        "delete_topic": _delete_topic,
+        "create_partitions": _create_partitions,
+        "alter_configs": _alter_configs,
+        "change_isr": _change_isr,
+        "elect_preferred": _elect_preferred,
+    }
+
+    # --- snapshots ---------------------------------------------------------------------------------------
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """A JSON-able copy of the whole state (Raft log compaction, a new replica catching up)."""
+        return {
+            "assignment_cursor": self.assignment_cursor,
+            "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive] for b in self.brokers.values()],
+            "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
+                        "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch]
+                                       for p in t.partitions]}
+                       for t in self.topics.values()],
+        }
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict[str, Any]) -> ClusterMetadata:
+        snapshot = copy.deepcopy(snapshot)
+        metadata = cls()
+        metadata.assignment_cursor = snapshot["assignment_cursor"]
+        for node_id, host, port, rack, alive in snapshot["brokers"]:
+            metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive)
+        for topic in snapshot["topics"]:
+            metadata.topics[topic["name"]] = TopicMetadata(
+                topic["name"], bytes.fromhex(topic["topic_id"]),
+                [PartitionState(replicas, leader, epoch, isr, partition_epoch)
+                 for replicas, leader, epoch, isr, partition_epoch in topic["partitions"]],
+                topic["configs"])
+        return metadata

@@ -1,0 +1,205 @@
+"""The replicated metadata state machine: commands, elections, ISR rules, snapshots, determinism."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.cluster.metadata import NO_LEADER, ClusterMetadata, assign_replicas
+from broker.errors import ErrorCode
+
+TOPIC_ID = "11" * 16
+OTHER_ID = "22" * 16
+
+
+def cluster(*nodes: int) -> ClusterMetadata:
+    metadata = ClusterMetadata()
+    for node in nodes:
+        assert metadata.apply(register(node))["error_code"] == 0
+    return metadata
+
+
+def register(node: int) -> dict:
+    return {"op": "register_broker", "node_id": node, "host": "127.0.0.1", "port": 9000 + node, "rack": None}
+
+
+def create(name: str = "t", partitions: int = 6, rf: int = 3, topic_id: str = TOPIC_ID, **extra) -> dict:
+    return {"op": "create_topic", "name": name, "topic_id": topic_id, "partitions": partitions,
+            "replication_factor": rf, "configs": {}, **extra}
+
+
+def test_round_robin_assignment_spreads_leaders_and_followers():
+    assert assign_replicas([1, 2, 3], 4, 2, start=0) == [[1, 2], [2, 3], [3, 1], [1, 2]]
+    assert assign_replicas([1, 2, 3], 2, 3, start=1) == [[2, 3, 1], [3, 1, 2]]
+
+
+def test_create_topic_assigns_live_brokers_and_rotates_between_topics():
+    metadata = cluster(1, 2, 3)
+    assert metadata.apply(create("a", 3, 3))["error_code"] == 0
+    assert metadata.apply(create("b", 3, 1, topic_id=OTHER_ID))["error_code"] == 0
+    a, b = metadata.topics["a"], metadata.topics["b"]
+    assert [p.replicas for p in a.partitions] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    assert [(p.leader, p.leader_epoch, p.isr) for p in a.partitions] == [
+        (1, 0, [1, 2, 3]), (2, 0, [2, 3, 1]), (3, 0, [3, 1, 2])]
+    assert [p.replicas for p in b.partitions] == [[2], [3], [1]]
+
+
+def test_create_topic_errors():
+    metadata = cluster(1, 2)
+    assert metadata.apply(create(rf=3))["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert metadata.apply(create(partitions=0, rf=1))["error_code"] == ErrorCode.INVALID_PARTITIONS
+    assert metadata.apply(create(rf=2))["error_code"] == 0
+    # The same proposal again (a retry after an unknown outcome) succeeds; another one is refused.
+    assert metadata.apply(create(rf=2))["error_code"] == 0
+    assert metadata.apply(create(rf=2, topic_id=OTHER_ID))["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert metadata.apply(create("u", topic_id=TOPIC_ID))["error_code"] == ErrorCode.INVALID_REQUEST
+    bad = create("v", topic_id=OTHER_ID, assignments=[[1, 2], [3, 1]])
+    assert metadata.apply(bad)["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_explicit_assignments_are_kept():
+    metadata = cluster(1, 2, 3)
+    assert metadata.apply(create(assignments=[[3, 1], [2, 3]]))["error_code"] == 0
+    assert [(p.replicas, p.leader) for p in metadata.topics["t"].partitions] == [([3, 1], 3), ([2, 3], 2)]
+
+
+def test_malformed_or_unknown_commands_are_refused_not_raised():
+    metadata = cluster(1)
+    assert metadata.apply({"op": "launch"})["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata.apply({"op": "create_topic"})["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata.apply({"nothing": 1})["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata.apply(create(topic_id="zz"))["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_fencing_the_leader_elects_the_next_live_isr_member_with_a_new_epoch():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=3))
+    assert metadata.apply({"op": "fence_broker", "node_id": 1})["error_code"] == 0
+    parts = metadata.topics["t"].partitions
+    assert [(p.leader, p.leader_epoch, p.isr) for p in parts] == [
+        (2, 1, [2, 3]),  # led by 1: the next replica in order takes over, epoch bumped
+        (2, 0, [2, 3]),  # 1 was a follower: ISR shrinks, the leader epoch stays
+        (3, 0, [3, 2])]
+    assert all(p.partition_epoch == 1 for p in parts)
+    assert metadata.live_broker_ids() == [2, 3]
+
+
+def test_the_last_isr_member_keeps_its_place_and_the_partition_waits_for_it():
+    metadata = cluster(1, 2)
+    metadata.apply(create(partitions=1, rf=2))
+    metadata.apply({"op": "fence_broker", "node_id": 2})
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.leader_epoch, state.isr) == (NO_LEADER, 1, [1])
+    # Broker 2 returning is no help: it is not in the ISR (no unclean election).
+    metadata.apply(register(2))
+    assert metadata.partition("t", 0).leader == NO_LEADER
+    metadata.apply(register(1))
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 2, [1])
+
+
+def test_fencing_an_unknown_broker_is_refused():
+    assert cluster(1).apply({"op": "fence_broker", "node_id": 7})["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def change_isr(isr: list[int], leader: int = 2, epoch: int = 1, partition: int = 0) -> dict:
+    return {"op": "change_isr", "topic": "t", "partition": partition, "leader": leader, "leader_epoch": epoch,
+            "isr": isr}
+
+
+def test_isr_changes_come_from_the_current_leader_at_its_epoch():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1))
+    metadata.apply({"op": "fence_broker", "node_id": 1})  # leader 2, epoch 1, ISR [2, 3]
+    assert metadata.apply(change_isr([2, 3], leader=3))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert metadata.apply(change_isr([2, 3], epoch=0))["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+    assert metadata.apply(change_isr([3]))["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata.apply(change_isr([2, 4]))["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata.apply(change_isr([1, 2, 3]))["error_code"] == ErrorCode.INELIGIBLE_REPLICA
+    result = metadata.apply(change_isr([2]))
+    assert (result["error_code"], result["isr"]) == (0, [2])
+    metadata.apply(register(1))
+    result = metadata.apply(change_isr([3, 1, 2]))
+    assert (result["error_code"], result["isr"]) == (0, [1, 2, 3])  # kept in replica order
+
+
+def test_preferred_leader_election_after_the_preferred_replica_rejoins_the_isr():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1))
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    metadata.apply(register(1))
+    elect = {"op": "elect_preferred", "topic": "t", "partition": 0}
+    assert metadata.preferred_elections_due() == []
+    assert metadata.apply(elect)["error_code"] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    metadata.apply(change_isr([1, 2, 3]))
+    assert metadata.preferred_elections_due() == [("t", 0)]
+    assert metadata.apply(elect)["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.leader_epoch) == (1, 2)
+    assert metadata.apply(elect)["error_code"] == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_delete_partitions_and_configs():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=2, rf=2, configs={"cleanup.policy": "compact"}))
+    assert metadata.apply({"op": "create_partitions", "name": "t", "count": 2})["error_code"] == \
+        ErrorCode.INVALID_PARTITIONS
+    assert metadata.apply({"op": "create_partitions", "name": "t", "count": 4})["error_code"] == 0
+    assert [len(p.replicas) for p in metadata.topics["t"].partitions] == [2, 2, 2, 2]
+    assert metadata.apply({"op": "alter_configs", "name": "t", "configs": {"retention.ms": 5},
+                           "replace": False})["error_code"] == 0
+    assert metadata.topics["t"].configs == {"cleanup.policy": "compact", "retention.ms": "5"}
+    metadata.apply({"op": "alter_configs", "name": "t", "configs": {"cleanup.policy": None}, "replace": False})
+    assert metadata.topics["t"].configs == {"retention.ms": "5"}
+    metadata.apply({"op": "alter_configs", "name": "t", "configs": {"segment.ms": 9}, "replace": True})
+    assert metadata.topics["t"].configs == {"segment.ms": "9"}
+    assert metadata.apply({"op": "delete_topic", "name": "t"})["error_code"] == 0
+    assert metadata.apply({"op": "delete_topic", "name": "t"})["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert metadata.apply({"op": "alter_configs", "name": "t", "configs": {},
+                           "replace": True})["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# --- properties over random command sequences ------------------------------------------------------------
+
+NODES = [1, 2, 3, 4]
+commands = st.one_of(
+    st.builds(register, st.sampled_from(NODES)),
+    st.builds(lambda n: {"op": "fence_broker", "node_id": n}, st.sampled_from(NODES)),
+    st.builds(lambda name, parts, rf, tid: create(name, parts, rf, topic_id=f"{tid:032x}"),
+              st.sampled_from("abc"), st.integers(1, 4), st.integers(1, 3), st.integers(1, 50)),
+    st.builds(lambda name: {"op": "delete_topic", "name": name}, st.sampled_from("abc")),
+    st.builds(lambda name, count: {"op": "create_partitions", "name": name, "count": count},
+              st.sampled_from("abc"), st.integers(1, 6)),
+    st.builds(lambda name, p, leader, epoch, isr: {"op": "change_isr", "topic": name, "partition": p,
+                                                  "leader": leader, "leader_epoch": epoch, "isr": isr},
+              st.sampled_from("abc"), st.integers(0, 3), st.sampled_from(NODES), st.integers(0, 3),
+              st.lists(st.sampled_from(NODES), max_size=4)),
+    st.builds(lambda name, p: {"op": "elect_preferred", "topic": name, "partition": p},
+              st.sampled_from("abc"), st.integers(0, 3)),
+)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(commands, max_size=40))
+def test_invariants_hold_and_replicas_stay_identical(sequence):
+    metadata, twin = ClusterMetadata(), ClusterMetadata()
+    epochs: dict[tuple[str, bytes, int], tuple[int, int]] = {}
+    for command in sequence:
+        result = metadata.apply(command)
+        assert twin.apply(json.loads(json.dumps(command))) == result
+        for name, index, state in metadata.partitions():
+            assert set(state.isr) <= set(state.replicas) and state.isr
+            assert state.leader == NO_LEADER or state.leader in state.isr
+            if state.leader != NO_LEADER:
+                assert metadata.brokers[state.leader].alive
+            key = (name, metadata.topics[name].topic_id, index)
+            before = epochs.get(key, (0, 0))
+            assert state.leader_epoch >= before[0] and state.partition_epoch >= before[1]
+            epochs[key] = (state.leader_epoch, state.partition_epoch)
+    snapshot = json.loads(json.dumps(metadata.to_snapshot()))
+    restored = ClusterMetadata.from_snapshot(snapshot)
+    assert restored.to_snapshot() == metadata.to_snapshot() == twin.to_snapshot()
+    assert restored.brokers == metadata.brokers and restored.topics == metadata.topics
