@@ -118,6 +118,7 @@ class Broker:
             self.port = self.server.port
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 
@@ -152,6 +153,10 @@ class Broker:
     async def _run_retention(self) -> None:
         assert self.logs is not None
         self.logs.run_retention(int(self.clock() * 1000))
+
+    async def _run_flush(self) -> None:
+        assert self.logs is not None
+        self.logs.run_flush(int(self.clock() * 1000))
 
     async def _run_compaction(self) -> None:
         assert self.logs is not None
