@@ -30,6 +30,8 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "burrowpy", shuf
         "spark.sql.shuffle.partitions": str(shuffle_partitions or default_shuffle_partitions(master)),
     }
     if master.startswith("local"):
+        # Read by the JVM at launch: every Spark service (block manager too) binds to loopback only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
     settings.update(conf or {})
