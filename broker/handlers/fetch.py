@@ -9,11 +9,15 @@ transactions the last stable offset equals it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
 
 LATEST = -1
 EARLIEST = -2
@@ -63,6 +67,19 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         return response, 0
 
 
+def _record_follower_progress(broker: Broker, request: dict[str, Any]) -> None:
+    """A follower's fetch offset is its log end: the leader counts it before answering, so the high
+    watermark in this very answer already includes it."""
+    replicas = getattr(broker, "replica_manager", None)
+    if replicas is None:
+        return
+    now = broker.clock()
+    for topic in request["topics"]:
+        for part in topic["partitions"]:
+            replicas.on_follower_fetch(topic["topic"], part["partition"], request["replica_id"],
+                                       part["fetch_offset"], now, leader_epoch=part["current_leader_epoch"])
+
+
 @handler(ApiKey.FETCH)
 async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
@@ -71,6 +88,8 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
                 "responses": []}
     follower = request["replica_id"] >= 0
+    if follower:
+        _record_follower_progress(broker, request)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
@@ -96,73 +115,68 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
         await broker.wait_for_appends(wanted, remaining)
 
 
-@handler(ApiKey.LIST_OFFSETS)
-async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    topics = []
-    for topic in request["topics"]:
+def _answer_partitions(topics: list[dict[str, Any]], topic_key: str, index_key: str, blank: dict[str, Any],
+                       fill: Callable[[str, dict[str, Any], dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """The topics/partitions of a response: each requested partition gets a copy of ``blank`` that
+    ``fill(topic, requested_partition, entry)`` completes; a KafkaError it raises becomes that partition's
+    error code, and the other partitions are answered as usual."""
+    answered = []
+    for topic in topics:
         partitions = []
         for part in topic["partitions"]:
-            index = part["partition_index"]
-            entry = {"partition_index": index, "error_code": 0, "old_style_offsets": [], "timestamp": -1,
-                     "offset": -1, "leader_epoch": -1}
+            entry = {**blank, index_key: part[index_key], "error_code": 0}
             try:
-                plog, epoch = _leader_log(ctx, topic["name"], index, part["current_leader_epoch"])
-                timestamp = part["timestamp"]
-                found_ts = -1
-                if timestamp == LATEST:
-                    offset = plog.high_watermark
-                elif timestamp == EARLIEST:
-                    offset = plog.log_start_offset
-                elif timestamp == MAX_TIMESTAMP:
-                    found = plog.max_timestamp()
-                    offset, found_ts = found if found else (-1, -1)
-                else:
-                    found = plog.offset_for_timestamp(timestamp)
-                    offset, found_ts = found if found else (-1, -1)
-                if ctx.api_version == 0:
-                    # Burrow 1.2.1 reads offsets[0] of a v0 answer: never send an empty array for a hit.
-                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
-                entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+                fill(topic[topic_key], part, entry)
             except KafkaError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)
-        topics.append({"name": topic["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+        answered.append({topic_key: topic[topic_key], "partitions": partitions})
+    return answered
+
+
+@handler(ApiKey.LIST_OFFSETS)
+async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+        plog, epoch = _leader_log(ctx, topic, part["partition_index"], part["current_leader_epoch"])
+        timestamp = part["timestamp"]
+        found_ts = -1
+        if timestamp == LATEST:
+            offset = plog.high_watermark
+        elif timestamp == EARLIEST:
+            offset = plog.log_start_offset
+        else:
+            found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
+            offset, found_ts = found if found else (-1, -1)
+        if ctx.api_version == 0:
+            # Burrow 1.2.1 reads offsets[0] of a v0 answer: never send an empty array for a hit.
+            entry["old_style_offsets"] = [offset] if offset >= 0 else []
+        entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+
+    blank = {"old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    return {"throttle_time_ms": 0,
+            "topics": _answer_partitions(request["topics"], "name", "partition_index", blank, fill)}
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    topics = []
-    for topic in request["topics"]:
-        partitions = []
-        for part in topic["partitions"]:
-            entry = {"error_code": 0, "partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
-            try:
-                plog, _epoch = _leader_log(ctx, topic["topic"], part["partition"], part["current_leader_epoch"])
-                epoch, end_offset = plog.end_offset_for_epoch(part["leader_epoch"])
-                entry.update(leader_epoch=epoch, end_offset=end_offset)
-            except KafkaError as exc:
-                entry["error_code"] = exc.code
-            partitions.append(entry)
-        topics.append({"topic": topic["topic"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+        plog, _epoch = _leader_log(ctx, topic, part["partition"], part["current_leader_epoch"])
+        entry["leader_epoch"], entry["end_offset"] = plog.end_offset_for_epoch(part["leader_epoch"])
+
+    blank = {"leader_epoch": -1, "end_offset": -1}
+    return {"throttle_time_ms": 0,
+            "topics": _answer_partitions(request["topics"], "topic", "partition", blank, fill)}
 
 
 @handler(ApiKey.DELETE_RECORDS)
 async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    topics = []
-    for topic in request["topics"]:
-        partitions = []
-        for part in topic["partitions"]:
-            entry = {"partition_index": part["partition_index"], "low_watermark": -1, "error_code": 0}
-            try:
-                plog, _epoch = _leader_log(ctx, topic["name"], part["partition_index"])
-                offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
-                if offset < 0 or offset > plog.high_watermark:
-                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
-                entry["low_watermark"] = plog.delete_records_before(offset)
-            except KafkaError as exc:
-                entry["error_code"] = exc.code
-            partitions.append(entry)
-        topics.append({"name": topic["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+        plog, _epoch = _leader_log(ctx, topic, part["partition_index"])
+        offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
+        if offset < 0 or offset > plog.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        entry["low_watermark"] = plog.delete_records_before(offset)
+
+    blank = {"low_watermark": -1}
+    return {"throttle_time_ms": 0,
+            "topics": _answer_partitions(request["topics"], "name", "partition_index", blank, fill)}
