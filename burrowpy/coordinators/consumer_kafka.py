@@ -39,16 +39,22 @@ def group_filter(section: Section, log: Any) -> GroupFilter:
     return GroupFilter(allow=allow, deny=deny)
 
 
+def consumer_basics(name: str, section: Section, ctx: ApplicationContext, keys: tuple[str, ...],
+                    class_name: str) -> tuple[str, ApplicationContext, Any, str, list[str]]:
+    """What every consumer module starts from: known keys only, its logger, the cluster it feeds (which
+    must be a configured cluster module) and its servers."""
+    section.check_keys(keys)
+    log = ctx.logger.bind(type="module", coordinator="consumer", class_name=class_name, name=name)
+    cluster = section.get_str("cluster")
+    if cluster not in ctx.config.cluster_names:
+        raise section.error("cluster", f"no cluster module named {cluster!r}")
+    return name, ctx, log, cluster, section.get_hostports("servers")
+
+
 class KafkaConsumer:
     def __init__(self, name: str, section: Section, ctx: ApplicationContext) -> None:
-        section.check_keys(KEYS)
-        self.name = name
-        self.ctx = ctx
-        self.log = ctx.logger.bind(type="module", coordinator="consumer", class_name="kafka", name=name)
-        self.cluster = section.get_str("cluster")
-        if self.cluster not in ctx.config.cluster_names:
-            raise section.error("cluster", f"no cluster module named {self.cluster!r}")
-        self.servers = section.get_hostports("servers")
+        self.name, self.ctx, self.log, self.cluster, self.servers = consumer_basics(
+            name, section, ctx, KEYS, "kafka")
         self.profile = ctx.config.client_profile(section.get_str("client-profile", ""))
         self.settings = client_settings(self.profile, section)
         self.offsets_topic = section.get_str("offsets-topic", "__consumer_offsets")

@@ -17,7 +17,7 @@ from typing import Any
 
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
-from burrowpy.coordinators.consumer_kafka import group_filter
+from burrowpy.coordinators.consumer_kafka import consumer_basics, group_filter
 from burrowpy.protocol import SetConsumerOffset, SetConsumerOwner
 
 KEYS = ("class-name", "cluster", "servers", "zookeeper-path", "zookeeper-timeout", "group-allowlist",
@@ -26,14 +26,8 @@ KEYS = ("class-name", "cluster", "servers", "zookeeper-path", "zookeeper-timeout
 
 class KafkaZkConsumer:
     def __init__(self, name: str, section: Section, ctx: ApplicationContext) -> None:
-        section.check_keys(KEYS)
-        self.name = name
-        self.ctx = ctx
-        self.log = ctx.logger.bind(type="module", coordinator="consumer", class_name="kafka_zk", name=name)
-        self.cluster = section.get_str("cluster")
-        if self.cluster not in ctx.config.cluster_names:
-            raise section.error("cluster", f"no cluster module named {self.cluster!r}")
-        self.servers = section.get_hostports("servers")
+        self.name, self.ctx, self.log, self.cluster, self.servers = consumer_basics(
+            name, section, ctx, KEYS, "kafka_zk")
         chroot = section.get_str("zookeeper-path", "").rstrip("/")
         if chroot and not chroot.startswith("/"):
             raise section.error("zookeeper-path", f"{chroot!r} is not an absolute ZooKeeper path")
