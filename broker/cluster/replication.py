@@ -1,0 +1,615 @@
+"""Partition replication: leaders track their followers, followers copy their leaders' logs.
+
+Leader side: every follower Fetch (``replica_id >= 0``) reports the follower's log end to
+:meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
+into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through
+``broker.propose_isr(topic, partition, isr, leader_epoch)``, which returns (or resolves to) True once the
+change is committed. ``acks=all`` producers wait in :meth:`ReplicaManager.wait_for_isr`.
+
+Follower side: one :class:`LeaderFetcher` per leader broker replicates all partitions this broker follows
+from it over one connection, as Kafka's replica fetcher does. A partition joining a fetcher first settles
+divergence: it asks the leader (OffsetForLeaderEpoch) where its own latest leader epoch ends on the leader
+and cuts its log there, repeating with older epochs until both logs agree (KIP-101, KIP-279). Then it
+fetches from its log end, appends the leader's batches as they are, and takes the leader's high watermark.
+
+Partition logs open with an automatic high watermark (every append is committed at once, right for a
+single node); a partition taken over here (leader or follower) gets ``auto_high_watermark = False`` and its
+high watermark is set only from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.client import ClientError, KafkaConnection
+from broker.cluster.isr import IsrChange, PartitionLeaderState
+from broker.errors import ErrorCode, KafkaError
+from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from broker.protocol.api import ApiKey
+from broker.protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.log.partition import PartitionLog
+
+log = structlog.get_logger("broker.replication")
+
+TopicPartition = tuple[str, int]
+ProposeIsr = Callable[[str, int, list[int], int], "bool | Awaitable[bool]"]
+
+# Kafka's replica fetcher settings and their defaults; read from the broker config when it has them.
+FETCHER_DEFAULTS: dict[str, int] = {
+    "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.max.bytes": 1048576,
+    "replica.fetch.response.max.bytes": 10485760,
+    "replica.fetch.backoff.ms": 1000,
+    "replica.socket.timeout.ms": 30000,
+}
+
+
+def truncation_for_epoch_answer(
+    latest_epoch: int,
+    latest_epoch_start: int,
+    log_end_offset: int,
+    answer_epoch: int,
+    answer_end_offset: int,
+    local_end_for_epoch: Callable[[int], tuple[int, int]],
+) -> tuple[int, bool]:
+    """Where a follower cuts its log after asking the leader about ``latest_epoch`` (its newest epoch,
+    starting at ``latest_epoch_start``), and whether the logs then agree (False: ask again with the
+    follower's new latest epoch).
+
+    ``answer_epoch``/``answer_end_offset`` are the leader's reply: the largest epoch it knows at or below the
+    asked one and where that epoch ends on the leader. ``local_end_for_epoch`` is the follower's own
+    OffsetForLeaderEpoch lookup.
+    """
+    if answer_epoch == UNDEFINED_EPOCH or answer_end_offset == UNDEFINED_OFFSET:
+        # The leader knows no epoch at or after ours, so it holds none of our latest epoch's records.
+        return min(latest_epoch_start, log_end_offset), False
+    if answer_epoch == latest_epoch:
+        return min(answer_end_offset, log_end_offset), True
+    local_epoch, local_end = local_end_for_epoch(answer_epoch)
+    if local_epoch != answer_epoch:
+        # We never had the leader's epoch: drop what came after our largest epoch below it, then ask again.
+        return min(local_end, log_end_offset), False
+    return min(answer_end_offset, local_end, log_end_offset), True
+
+
+def cut_divergent_tail(plog: PartitionLog, asked_epoch: int, asked_epoch_start: int, answer_epoch: int,
+                       answer_end_offset: int) -> bool:
+    """Apply the leader's OffsetForLeaderEpoch answer about our latest epoch ``asked_epoch`` (starting at
+    ``asked_epoch_start``) to our log; True once the log agrees with the leader's, False to ask again."""
+    offset, agreed = truncation_for_epoch_answer(
+        asked_epoch, asked_epoch_start, plog.log_end_offset, answer_epoch, answer_end_offset,
+        plog.end_offset_for_epoch,
+    )
+    if offset < plog.log_end_offset:
+        log.info("truncating divergent log tail", directory=plog.directory, from_offset=plog.log_end_offset,
+                 to_offset=offset, epoch=asked_epoch)
+        plog.truncate_to(offset)
+    # A round that cut nothing older cannot make the next answer differ: stop rather than loop.
+    return agreed or plog.latest_epoch >= asked_epoch
+
+
+def append_leader_batches(plog: PartitionLog, records: bytes, fetch_offset: int) -> bool:
+    """Append the whole batches of a fetch answer that end past ``fetch_offset``; True if any was appended.
+
+    The leader answers from the start of the batch holding ``fetch_offset``, so earlier records of that
+    batch may be here already. ``fetch_offset`` may lie past our log end (the leader's log starts there);
+    the log then has a gap. A batch starting inside our last batch means that batch was cut differently
+    on the leader: ours goes.
+    """
+    view = memoryview(records)
+    for pos, header in iter_batches(view):
+        if header.next_offset <= fetch_offset:
+            continue
+        if header.base_offset < plog.log_end_offset:
+            plog.truncate_to(header.base_offset)
+        plog.append_replicated(view[pos:])
+        return True
+    return False
+
+
+@dataclass(eq=False, slots=True)
+class FollowedPartition:
+    """This broker's replica of a partition led elsewhere, as one fetcher sees it."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    plog: PartitionLog
+    diverged: bool = True  # not yet compared with the leader in this epoch
+    fetch_offset: int | None = None  # None: the log end; set when the leader's log starts past our end
+    retry_at: float = 0.0  # monotonic time before which the partition is not fetched (after an error)
+
+    @property
+    def next_offset(self) -> int:
+        return self.plog.log_end_offset if self.fetch_offset is None else self.fetch_offset
+
+
+# Errors a fetcher waits out: the leader has not caught up with the metadata (or we have not).
+_TRANSIENT_FETCH_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+})
+
+
+class LeaderFetcher:
+    """Replicates every partition this broker follows from one leader broker, over one connection."""
+
+    def __init__(self, manager: ReplicaManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._changed = asyncio.Event()
+        self._connection: KafkaConnection | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def cancel(self) -> asyncio.Task | None:
+        """Stop fetching; the returned task ends once the connection is closed."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
+
+    def add(self, followed: FollowedPartition) -> None:
+        self.partitions[(followed.topic, followed.partition)] = followed
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._changed.set()
+
+    def _is_current(self, followed: FollowedPartition) -> bool:
+        """False once the partition left this fetcher or was re-added (new epoch) while we awaited."""
+        return self.partitions.get((followed.topic, followed.partition)) is followed
+
+    # --- the loop ---------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = self.manager.fetcher_settings["replica.fetch.backoff.ms"] / 1000
+        try:
+            while True:
+                try:
+                    if not await self._wait_for_work():
+                        continue
+                    connection = await self._connect()
+                    await self._settle_divergence(connection)
+                    await self._fetch_once(connection)
+                except (ClientError, KafkaError, OSError) as exc:
+                    log.warning("replica fetch from leader failed", leader=self.leader_id, error=str(exc))
+                    await self._disconnect()
+                    await asyncio.sleep(backoff)
+                except Exception:
+                    log.exception("replica fetcher failed", leader=self.leader_id)
+                    await self._disconnect()
+                    await asyncio.sleep(backoff)
+        finally:
+            await self._disconnect()
+
+    async def _wait_for_work(self) -> bool:
+        """Wait until some partition may be fetched; False if woken by a change (look again)."""
+        now = asyncio.get_running_loop().time()
+        waits = [f.retry_at - now for f in self.partitions.values()]
+        if waits and min(waits) <= 0:
+            return True
+        self._changed.clear()
+        timeout = min(waits) if waits else None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        return False
+
+    def _ready(self) -> list[FollowedPartition]:
+        now = asyncio.get_running_loop().time()
+        return [f for f in self.partitions.values() if f.retry_at <= now]
+
+    def _back_off(self, followed: FollowedPartition) -> None:
+        backoff = self.manager.fetcher_settings["replica.fetch.backoff.ms"] / 1000
+        followed.retry_at = asyncio.get_running_loop().time() + backoff
+
+    async def _connect(self) -> KafkaConnection:
+        if self._connection is not None:
+            return self._connection
+        address = self.manager.broker_address(self.leader_id)
+        if address is None:
+            raise ClientError(f"leader {self.leader_id} is not among the live brokers")
+        host, port = address
+        timeout = self.manager.fetcher_settings["replica.socket.timeout.ms"] / 1000
+        connection = KafkaConnection(host, port, client_id=f"replica-fetcher-{self.manager.node_id}",
+                                     timeout=timeout)
+        await connection.open()
+        self._connection = connection
+        return connection
+
+    async def _disconnect(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    # --- divergence -------------------------------------------------------------------------------------
+
+    async def _settle_divergence(self, connection: KafkaConnection) -> None:
+        """OffsetForLeaderEpoch rounds until every ready partition agrees with the leader's log."""
+        while True:
+            asking: dict[TopicPartition, tuple[FollowedPartition, int, int]] = {}
+            for followed in self._ready():
+                if not followed.diverged:
+                    continue
+                entries = followed.plog.leader_epoch_entries()
+                if not entries:
+                    followed.diverged = False  # an empty log (or one without epochs) has nothing to cut
+                    continue
+                latest_epoch, latest_start = entries[-1]
+                asking[(followed.topic, followed.partition)] = (followed, latest_epoch, latest_start)
+            if not asking:
+                return
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, partition), (followed, latest_epoch, _start) in asking.items():
+                by_topic.setdefault(topic, []).append({
+                    "partition": partition, "current_leader_epoch": followed.leader_epoch,
+                    "leader_epoch": latest_epoch,
+                })
+            response = await connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, {
+                "replica_id": self.manager.node_id,
+                "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
+            })
+            for topic in response["topics"]:
+                for answer in topic["partitions"]:
+                    entry = asking.get((topic["topic"], answer["partition"]))
+                    if entry is not None and self._is_current(entry[0]):
+                        self._apply_epoch_answer(*entry, answer)
+
+    def _apply_epoch_answer(self, followed: FollowedPartition, latest_epoch: int, latest_start: int,
+                            answer: dict[str, Any]) -> None:
+        if answer["error_code"]:
+            log.info("leader cannot answer for its epochs yet", topic=followed.topic,
+                     partition=followed.partition, leader=self.leader_id, error=answer["error_code"])
+            self._back_off(followed)
+            return
+        followed.diverged = not cut_divergent_tail(followed.plog, latest_epoch, latest_start,
+                                                   answer["leader_epoch"], answer["end_offset"])
+
+    # --- fetching ---------------------------------------------------------------------------------------
+
+    async def _fetch_once(self, connection: KafkaConnection) -> None:
+        settings = self.manager.fetcher_settings
+        sent: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for followed in self._ready():
+            if followed.diverged:
+                continue
+            offset = followed.next_offset
+            sent[(followed.topic, followed.partition)] = (followed, offset)
+            by_topic.setdefault(followed.topic, []).append({
+                "partition": followed.partition, "current_leader_epoch": followed.leader_epoch,
+                "fetch_offset": offset, "last_fetched_epoch": -1,
+                "log_start_offset": followed.plog.log_start_offset,
+                "partition_max_bytes": settings["replica.fetch.max.bytes"],
+            })
+        if not sent:
+            return
+        response = await connection.request(ApiKey.FETCH, {
+            "replica_id": self.manager.node_id,
+            "max_wait_ms": settings["replica.fetch.wait.max.ms"],
+            "min_bytes": settings["replica.fetch.min.bytes"],
+            "max_bytes": settings["replica.fetch.response.max.bytes"],
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
+        })
+        if response["error_code"]:
+            raise KafkaError(ErrorCode(response["error_code"]), "replica fetch refused")
+        for topic in response["responses"]:
+            for part in topic["partitions"]:
+                entry = sent.get((topic["topic"], part["partition_index"]))
+                if entry is not None and self._is_current(entry[0]):
+                    self._apply_fetched(entry[0], entry[1], part)
+
+    def _apply_fetched(self, followed: FollowedPartition, fetch_offset: int, part: dict[str, Any]) -> None:
+        error = part["error_code"]
+        plog = followed.plog
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_start = part["log_start_offset"]
+            if leader_start > fetch_offset:
+                # The leader deleted what we would fetch next: continue at its log start. The log keeps a gap
+                # below it until the log start moves up (replicated from the leader below).
+                log.info("leader log starts past our log end", topic=followed.topic,
+                         partition=followed.partition, fetch_offset=fetch_offset, leader_start=leader_start)
+                followed.fetch_offset = leader_start
+            else:
+                # We are past the leader's log end: our tail diverged. Ask about epochs again (after a pause,
+                # in case the answer cannot fix it, e.g. a log without epochs).
+                followed.diverged = True
+                self._back_off(followed)
+            return
+        if error:
+            if error not in _TRANSIENT_FETCH_ERRORS:
+                log.warning("replica fetch error", topic=followed.topic, partition=followed.partition,
+                            leader=self.leader_id, error=error)
+            self._back_off(followed)
+            return
+        records = part["records"]
+        if records:
+            try:
+                if append_leader_batches(plog, records, fetch_offset):
+                    followed.fetch_offset = None
+            except KafkaError as exc:
+                log.warning("cannot append replicated batches", topic=followed.topic,
+                            partition=followed.partition, error=exc.message)
+                self._back_off(followed)
+                return
+        plog.high_watermark = max(min(part["high_watermark"], plog.log_end_offset), plog.log_start_offset)
+        leader_start = part["log_start_offset"]
+        new_start = min(leader_start, plog.high_watermark)
+        if new_start > plog.log_start_offset:
+            plog.delete_records_before(new_start)
+
+
+@dataclass(slots=True)
+class _IsrWaiter:
+    required_offset: int
+    future: asyncio.Future
+
+
+@dataclass(eq=False, slots=True)
+class LedPartition:
+    """A partition this broker leads: the pure leader state and the log it describes."""
+
+    state: PartitionLeaderState
+    plog: PartitionLog
+
+
+class ReplicaManager:
+    """Replication for one broker: leader state and follower fetchers of its partitions.
+
+    ``become_leader``, ``become_follower`` and ``stop_replica`` are called by the cluster layer when the
+    metadata changes. Calling ``become_leader`` again with the same epoch updates replicas and ISR (an ISR
+    change committed by the controller); an older epoch than the current one is ignored.
+    """
+
+    def __init__(self, broker: Broker, *, propose_isr: ProposeIsr | None = None) -> None:
+        self.broker = broker
+        self._propose_isr = propose_isr
+        self.lag_time_max_s = broker.config["replica.lag.time.max.ms"] / 1000
+        self.fetcher_settings = {key: broker.config.get(key, default) for key, default in FETCHER_DEFAULTS.items()}
+        self._leading: dict[TopicPartition, LedPartition] = {}
+        self._following: dict[TopicPartition, int] = {}  # -> leader id
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._waiters: dict[TopicPartition, list[_IsrWaiter]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._isr_check: asyncio.Task | None = None
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._isr_check = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._isr_check, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._isr_check = None
+        self._tasks.clear()
+        stopping = [fetcher.cancel() for fetcher in self._fetchers.values()]
+        self._fetchers.clear()
+        self._following.clear()
+        await asyncio.gather(*(task for task in stopping if task is not None), return_exceptions=True)
+        for tp in list(self._leading):
+            self._drop_leadership(tp)
+
+    # --- role changes -----------------------------------------------------------------------------------
+
+    def become_leader(self, topic: str, partition: int, leader_epoch: int, replicas: list[int],
+                      isr: list[int]) -> None:
+        tp = (topic, partition)
+        now = self.broker.clock()
+        led = self._leading.get(tp)
+        if led is not None and leader_epoch < led.state.leader_epoch:
+            log.warning("ignoring leadership for an older epoch", topic=topic, partition=partition,
+                        epoch=leader_epoch, current_epoch=led.state.leader_epoch)
+            return
+        if led is not None and leader_epoch == led.state.leader_epoch:
+            led.state.update_assignment(replicas, isr, now)
+        else:
+            plog = self.broker.partition_log(topic, partition)
+            self._stop_following(tp)
+            plog.auto_high_watermark = False
+            state = PartitionLeaderState(
+                leader_id=self.node_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
+                leader_end_offset=plog.log_end_offset, high_watermark=plog.high_watermark,
+                lag_time_max_s=self.lag_time_max_s, now=now,
+            )
+            led = self._leading[tp] = LedPartition(state, plog)
+            log.info("became leader", topic=topic, partition=partition, epoch=leader_epoch,
+                     replicas=replicas, isr=list(state.isr), log_end_offset=plog.log_end_offset)
+        if led.state.on_leader_append(led.plog.log_end_offset):
+            self._publish_high_watermark(tp, led)
+
+    def become_follower(self, topic: str, partition: int, leader_epoch: int, leader_id: int) -> None:
+        if leader_id == self.node_id:
+            raise ValueError(f"{topic}-{partition}: broker {leader_id} cannot follow itself")
+        tp = (topic, partition)
+        plog = self.broker.partition_log(topic, partition)
+        self._drop_leadership(tp)
+        current = self._following.get(tp)
+        if current == leader_id:
+            if self._fetchers[leader_id].partitions[tp].leader_epoch == leader_epoch:
+                return
+        elif current is not None:
+            self._stop_following(tp)
+        plog.auto_high_watermark = False
+        plog.high_watermark = min(plog.high_watermark, plog.log_end_offset)
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self._fetchers[leader_id] = LeaderFetcher(self, leader_id)
+            fetcher.start()
+        # A new entry (also for a new epoch of the same leader): answers to requests made for the old
+        # one are ignored, and divergence is settled again.
+        fetcher.add(FollowedPartition(topic, partition, leader_epoch, plog))
+        self._following[tp] = leader_id
+        log.info("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
+                 log_end_offset=plog.log_end_offset)
+
+    def stop_replica(self, topic: str, partition: int) -> None:
+        """Neither lead nor follow the partition any more (it moved away, or is being deleted)."""
+        tp = (topic, partition)
+        self._drop_leadership(tp)
+        self._stop_following(tp)
+
+    def _stop_following(self, tp: TopicPartition) -> None:
+        leader_id = self._following.pop(tp, None)
+        if leader_id is None:
+            return
+        fetcher = self._fetchers[leader_id]
+        fetcher.remove(tp)
+        if not fetcher.partitions:
+            del self._fetchers[leader_id]
+            fetcher.cancel()
+
+    def _drop_leadership(self, tp: TopicPartition) -> None:
+        if self._leading.pop(tp, None) is None:
+            return
+        for waiter in self._waiters.pop(tp, []):
+            if not waiter.future.done():
+                waiter.future.set_result(False)
+
+    # --- leader side ------------------------------------------------------------------------------------
+
+    def leader_state(self, topic: str, partition: int) -> PartitionLeaderState | None:
+        """The leader state of a partition this broker leads, else None."""
+        led = self._leading.get((topic, partition))
+        return None if led is None else led.state
+
+    def following(self, topic: str, partition: int) -> int | None:
+        """The leader this broker replicates the partition from, else None."""
+        return self._following.get((topic, partition))
+
+    def on_leader_append(self, topic: str, partition: int) -> None:
+        """The leader's log grew (a produce or group-coordinator append); ``Broker.append`` calls this."""
+        tp = (topic, partition)
+        led = self._leading.get(tp)
+        if led is not None and led.state.on_leader_append(led.plog.log_end_offset):
+            self._publish_high_watermark(tp, led)
+
+    def on_follower_fetch(self, topic: str, partition: int, replica_id: int, fetch_offset: int, now: float,
+                          leader_epoch: int = -1) -> None:
+        """A follower's Fetch asks for ``fetch_offset``: its log end. Called before the fetch is answered, so
+        the high watermark in the answer already counts it. ``leader_epoch`` is the fetch's
+        current_leader_epoch; a fetch from another epoch is not counted."""
+        tp = (topic, partition)
+        led = self._leading.get(tp)
+        if led is None:
+            return
+        if led.state.on_follower_fetch(replica_id, fetch_offset, leader_epoch, led.plog.log_end_offset, now):
+            self._publish_high_watermark(tp, led)
+        self._maybe_change_isr(tp, led, now)
+
+    async def wait_for_isr(self, topic: str, partition: int, required_offset: int, timeout_s: float) -> bool:
+        """acks=all: True once the high watermark reached ``required_offset`` (the offset after the batch).
+
+        False after ``timeout_s``, or as soon as this broker stops leading the partition. A partition not
+        replicated here (a single node) is committed as soon as it is appended.
+        """
+        tp = (topic, partition)
+        led = self._leading.get(tp)
+        if led is None:
+            return self.broker.partition_log(topic, partition).high_watermark >= required_offset
+        if led.state.high_watermark >= required_offset:
+            return True
+        waiter = _IsrWaiter(required_offset, asyncio.get_running_loop().create_future())
+        self._waiters.setdefault(tp, []).append(waiter)
+        try:
+            return await asyncio.wait_for(waiter.future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(tp)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[tp]
+
+    def _publish_high_watermark(self, tp: TopicPartition, led: LedPartition) -> None:
+        """Make a moved high watermark visible: to consumers (the log, long polls) and acks=all waiters."""
+        high_watermark = led.state.high_watermark
+        led.plog.high_watermark = high_watermark
+        waiters = self._waiters.pop(tp, [])
+        remaining = []
+        for waiter in waiters:
+            if waiter.required_offset > high_watermark:
+                remaining.append(waiter)
+            elif not waiter.future.done():
+                waiter.future.set_result(True)
+        if remaining:
+            self._waiters[tp] = remaining
+        self.broker.notify_appended(*tp)
+
+    # --- ISR changes ------------------------------------------------------------------------------------
+
+    async def _check_isr_periodically(self) -> None:
+        """Followers that fell behind leave the ISR even when nothing else happens (Kafka checks at half the
+        lag limit)."""
+        while True:
+            await asyncio.sleep(self.lag_time_max_s / 2)
+            now = self.broker.clock()
+            for tp, led in list(self._leading.items()):
+                self._maybe_change_isr(tp, led, now)
+
+    def _maybe_change_isr(self, tp: TopicPartition, led: LedPartition, now: float) -> None:
+        desired = led.state.desired_isr(now)
+        if desired is None:
+            return
+        change = led.state.begin_isr_change(desired)
+        log.info("proposing ISR change", topic=tp[0], partition=tp[1], epoch=led.state.leader_epoch,
+                 isr=list(led.state.isr), proposed=list(desired))
+        self._spawn(self._send_isr_change(tp, led, change))
+
+    async def _send_isr_change(self, tp: TopicPartition, led: LedPartition, change: IsrChange) -> None:
+        propose = self._propose_isr or self.broker.propose_isr
+        try:
+            answer = propose(tp[0], tp[1], list(change.isr), change.leader_epoch)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            committed = bool(answer)
+        except Exception:
+            log.exception("ISR change proposal failed", topic=tp[0], partition=tp[1])
+            committed = False
+        if self._leading.get(tp) is not led:
+            return
+        if led.state.finish_isr_change(change, committed, self.broker.clock()):
+            self._publish_high_watermark(tp, led)
+        log.info("ISR change committed" if committed else "ISR change refused", topic=tp[0], partition=tp[1],
+                 isr=list(led.state.isr))
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        for live_id, host, port, _rack in self.broker.live_brokers():
+            if live_id == node_id:
+                return host, port
+        return None
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
