@@ -1,0 +1,233 @@
+"""A replicated state machine on Raft: our small interface over pysyncobj.
+
+:class:`RaftNode` replicates commands (plain dicts) to a fixed set of peers and applies them, in log
+order, to a state machine given as a factory (``apply(command) -> result``, ``to_snapshot()``, and a
+``restore(snapshot)`` constructor). pysyncobj runs Raft on its own thread; so that the asyncio side never
+reads a structure that the Raft thread is changing, there are two copies of the state machine:
+
+* the Raft thread's copy applies each committed command, produces the result a proposer receives, and
+  is what log compaction writes to disk and sends to a replica that is too far behind;
+* the event loop's copy (:attr:`RaftNode.state`) applies the same commands in the same order, handed
+  over with ``call_soon_threadsafe``. Applying is deterministic, so both copies are always equal at
+  the same log position, and a proposal's answer arrives after the loop's copy has applied it.
+
+The Raft journal and snapshots live in ``data_dir``, so a restarted node replays its state before it
+even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret
+(pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+log = structlog.get_logger("broker.raft")
+
+Command = dict[str, Any]
+
+
+class StateMachine(Protocol):
+    def apply(self, command: Command) -> Any: ...
+
+    def to_snapshot(self) -> Any: ...
+
+
+class ProposalFailed(Exception):
+    """The command was not committed (no leader, leadership changed, timed out); it may be retried.
+
+    After a timeout or a leadership change the command may still be committed later: commands should
+    be safe to apply twice (ours are, by their ids and epochs)."""
+
+
+_FAILURES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
+
+
+@dataclass(frozen=True)
+class RaftTiming:
+    """Raft's clocks, in seconds. Elections start after a random quiet time in [min, max] timeout."""
+
+    election_timeout_min: float = 0.4
+    election_timeout_max: float = 1.4
+    heartbeat_interval: float = 0.1
+    reconnect_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 3 * self.heartbeat_interval < self.election_timeout_min < self.election_timeout_max:
+            raise ValueError("need 3 x heartbeat_interval < election_timeout_min < election_timeout_max")
+        if self.reconnect_interval <= 0:
+            raise ValueError("reconnect_interval must be positive")
+
+
+class RaftListener(Protocol):
+    """Called on the event loop."""
+
+    def on_applied(self, command: Command, result: Any) -> None: ...
+
+    def on_restored(self) -> None: ...
+
+    def on_leader_changed(self, leader_id: int | None) -> None: ...
+
+
+class _SyncObjRunner(SyncObj):
+    """pysyncobj's object: its one replicated method applies a command on the Raft thread."""
+
+    def __init__(self, node: RaftNode, self_address: str, peer_addresses: list[str], conf: SyncObjConf) -> None:
+        self._node = node
+        super().__init__(self_address, peer_addresses, conf)
+
+    @replicated
+    def apply_command(self, command: Command) -> Any:
+        return self._node._apply_on_raft_thread(command)
+
+
+class RaftNode:
+    def __init__(self, node_id: int, listen: str, peers: dict[int, str], secret: str, data_dir: Path,
+                 state_factory: Callable[[], StateMachine], restore: Callable[[Any], StateMachine], *,
+                 timing: RaftTiming | None = None, listener: RaftListener | None = None,
+                 compaction_entries: int = 5000) -> None:
+        if not secret:
+            raise ValueError("the cluster secret must not be empty")
+        self.node_id = node_id
+        self.listen = listen
+        self.peers = {n: a for n, a in peers.items() if n != node_id}
+        self.secret = secret
+        self.data_dir = Path(data_dir)
+        self.timing = timing or RaftTiming()
+        self.listener = listener
+        self._restore = restore
+        self._compaction_entries = compaction_entries
+        self._raft_state: StateMachine = state_factory()
+        self.state: StateMachine = state_factory()  # the event loop's copy; read it, never change it
+        self._ids_by_address = {address: n for n, address in self.peers.items()}
+        self._ids_by_address[listen] = node_id
+        self._sync: _SyncObjRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._leader_seen: object = object()  # the leader last reported, compared on the Raft thread
+        self.leader_id: int | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        timing = self.timing
+        conf = SyncObjConf(
+            password=self.secret,
+            journalFile=str(self.data_dir / "raft.journal"),
+            fullDumpFile=str(self.data_dir / "raft.snapshot"),
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            raftMinTimeout=timing.election_timeout_min,
+            raftMaxTimeout=timing.election_timeout_max,
+            appendEntriesPeriod=timing.heartbeat_interval,
+            connectionTimeout=max(3.5, timing.election_timeout_max),
+            connectionRetryTime=timing.reconnect_interval,
+            # A leader cut off from the majority steps down quickly: it must not act as controller.
+            leaderFallbackTimeout=timing.election_timeout_max,
+            logCompactionMinEntries=self._compaction_entries,
+            useFork=False,
+            dynamicMembershipChange=False,
+        )
+        # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
+        self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf)
+        self._sync.addOnTickCallback(self._watch_leader)
+        log.info("raft started", node_id=self.node_id, listen=self.listen, peers=self.peers)
+
+    async def stop(self) -> None:
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            await asyncio.to_thread(sync.destroy_synchronous)
+            log.info("raft stopped", node_id=self.node_id)
+
+    # --- proposing ---------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
+
+    async def propose(self, command: Command, timeout: float = 10.0) -> Any:
+        """Replicate ``command`` (through the leader, from any node) and return its result once applied here."""
+        if self._sync is None or self._loop is None:
+            raise ProposalFailed("raft is not running")
+        loop = self._loop
+        answer: asyncio.Future[Any] = loop.create_future()
+
+        def settle(result: Any, error: int) -> None:
+            if not answer.done():
+                if error == FAIL_REASON.SUCCESS:
+                    answer.set_result(result)
+                else:
+                    answer.set_exception(ProposalFailed(_FAILURES.get(error, str(error))))
+
+        def on_raft_thread(result: Any, error: int) -> None:
+            loop.call_soon_threadsafe(settle, result, error)
+
+        self._sync.apply_command(command, callback=on_raft_thread)
+        try:
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            raise ProposalFailed(f"not committed within {timeout} s") from None
+
+    # --- the Raft thread ---------------------------------------------------------------------------------
+
+    def _apply_on_raft_thread(self, command: Command) -> Any:
+        result = self._raft_state.apply(command)
+        self._to_loop(self._apply_on_loop, command)
+        return result
+
+    def _apply_on_loop(self, command: Command) -> None:
+        result = self.state.apply(command)
+        if self.listener is not None:
+            self.listener.on_applied(command, result)
+
+    def _write_snapshot(self, path: str, raft_data: Any) -> None:
+        with open(path, "wb") as f:
+            pickle.dump({"state": self._raft_state.to_snapshot(), "raft": raft_data}, f)
+
+    def _read_snapshot(self, path: str) -> Any:
+        with open(path, "rb") as f:
+            saved = pickle.load(f)  # noqa: S301 (our own file, or a leader's, received over authenticated Raft)
+        self._raft_state = self._restore(saved["state"])
+        self._to_loop(self._restore_on_loop, saved["state"])
+        return saved["raft"]
+
+    def _restore_on_loop(self, snapshot: Any) -> None:
+        self.state = self._restore(snapshot)
+        if self.listener is not None:
+            self.listener.on_restored()
+
+    def _watch_leader(self) -> None:
+        sync = self._sync
+        if sync is None:
+            return
+        leader = sync._getLeader()
+        if leader == self._leader_seen:
+            return
+        self._leader_seen = leader
+        leader_id = None if leader is None else self._ids_by_address.get(leader.id)
+        self._to_loop(self._leader_changed, leader_id)
+
+    def _leader_changed(self, leader_id: int | None) -> None:
+        self.leader_id = leader_id
+        log.info("raft leader changed", node_id=self.node_id, leader_id=leader_id)
+        if self.listener is not None:
+            self.listener.on_leader_changed(leader_id)
+
+    def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._guarded, callback, *args)
+
+    @staticmethod
+    def _guarded(callback: Callable[..., None], *args: Any) -> None:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("raft listener failed", callback=getattr(callback, "__name__", repr(callback)))

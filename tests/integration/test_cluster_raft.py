@@ -1,0 +1,175 @@
+"""RaftNode over pysyncobj on 127.0.0.1: election, proposals from any node, failover, restart from the
+data directory, catching up from a snapshot, and refusal of a peer without the cluster secret."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+
+import pytest
+from harness import free_port
+
+from broker.cluster.metadata import ClusterMetadata
+from broker.cluster.raft import ProposalFailed, RaftNode, RaftTiming
+
+pytestmark = pytest.mark.timeout(120)
+
+TIMING = RaftTiming(election_timeout_min=0.3, election_timeout_max=0.6, heartbeat_interval=0.05,
+                    reconnect_interval=0.2)
+SECRET = "raft test secret"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.applied: list[dict] = []
+        self.restored = 0
+        self.leaders: list[int | None] = []
+
+    def on_applied(self, command, result) -> None:
+        self.applied.append(command)
+
+    def on_restored(self) -> None:
+        self.restored += 1
+
+    def on_leader_changed(self, leader_id) -> None:
+        self.leaders.append(leader_id)
+
+
+async def poll(condition, timeout: float = 20.0, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def make_node(node_id: int, addresses: dict[int, str], tmp_path, secret: str = SECRET,
+              compaction_entries: int = 5000) -> RaftNode:
+    return RaftNode(node_id, addresses[node_id], addresses, secret, tmp_path / f"raft-{node_id}",
+                    ClusterMetadata, ClusterMetadata.from_snapshot, timing=TIMING, listener=Recorder(),
+                    compaction_entries=compaction_entries)
+
+
+def register(node: int) -> dict:
+    return {"op": "register_broker", "node_id": node, "host": "127.0.0.1", "port": 9000 + node}
+
+
+async def leader_of(nodes: list[RaftNode]) -> RaftNode:
+    def agreed():
+        leaders = {n.leader_id for n in nodes}
+        return len(leaders) == 1 and None not in leaders and next(iter(leaders)) in {n.node_id for n in nodes}
+    await poll(agreed, message="one leader that every node knows")
+    return next(n for n in nodes if n.is_leader)
+
+
+@pytest.fixture
+async def three(tmp_path):
+    addresses = {i: f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    nodes = [make_node(i, addresses, tmp_path) for i in (1, 2, 3)]
+    for node in nodes:
+        await node.start()
+    yield nodes, addresses
+    for node in nodes:
+        await node.stop()
+
+
+async def test_proposals_from_any_node_reach_every_copy(three):
+    nodes, _ = three
+    leader = await leader_of(nodes)
+    follower = next(n for n in nodes if n is not leader)
+    assert (await follower.propose(register(1)))["error_code"] == 0
+    assert (await leader.propose(register(2)))["error_code"] == 0
+    result = await follower.propose({"op": "fence_broker", "node_id": 9})
+    assert result["error_code"] != 0  # the state machine's refusal comes back to the proposer
+    await poll(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
+    assert all(n.state.to_snapshot() == leader.state.to_snapshot() for n in nodes)
+    assert [c["op"] for c in follower.listener.applied] == ["register_broker", "register_broker", "fence_broker"]
+
+
+async def test_a_new_leader_takes_over_and_a_restarted_node_replays_its_journal(three, tmp_path):
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    await leader.propose(register(1))
+    await leader.stop()
+    rest = [n for n in nodes if n is not leader]
+    new_leader = await leader_of(rest)
+    assert new_leader is not leader
+    assert (await rest[0].propose(register(2)))["error_code"] == 0
+    restarted = make_node(leader.node_id, addresses, tmp_path)
+    nodes[nodes.index(leader)] = restarted
+    await restarted.start()
+    await poll(lambda: sorted(restarted.state.brokers) == [1, 2], message="the restarted node to catch up")
+    assert restarted.listener.applied[0] == register(1)
+
+
+async def test_a_wiped_node_catches_up_from_a_snapshot(tmp_path):
+    addresses = {i: f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    nodes = [make_node(i, addresses, tmp_path, compaction_entries=10) for i in (1, 2, 3)]
+    try:
+        for node in nodes:
+            await node.start()
+        leader = await leader_of(nodes)
+        for i in range(40):
+            await leader.propose(register(i))
+        await poll(lambda: all((tmp_path / f"raft-{n.node_id}" / "raft.snapshot").exists() for n in nodes),
+                   message="log compaction to write snapshots")
+        victim = next(n for n in nodes if n is not leader)
+        await victim.stop()
+        shutil.rmtree(tmp_path / f"raft-{victim.node_id}")
+        await leader.propose(register(100))
+        fresh = make_node(victim.node_id, addresses, tmp_path, compaction_entries=10)
+        nodes[nodes.index(victim)] = fresh
+        await fresh.start()
+        await poll(lambda: len(fresh.state.brokers) == 41, message="the wiped node to catch up")
+        assert fresh.listener.restored >= 1  # it was given a snapshot, not the (compacted) log
+        assert fresh.state.to_snapshot() == leader.state.to_snapshot()
+    finally:
+        for node in nodes:
+            await node.stop()
+
+
+async def test_a_peer_without_the_secret_is_refused(tmp_path):
+    addresses = {i: f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    nodes = [make_node(1, addresses, tmp_path), make_node(2, addresses, tmp_path),
+             make_node(3, addresses, tmp_path, secret="a guess")]
+    try:
+        for node in nodes:
+            await node.start()
+        good = await leader_of(nodes[:2])
+        await good.propose(register(7))
+        await poll(lambda: all(7 in n.state.brokers for n in nodes[:2]), message="the good nodes to agree")
+        intruder = nodes[2]
+        with pytest.raises(ProposalFailed):
+            await intruder.propose(register(666), timeout=2.0)
+        assert intruder.state.brokers == {} and intruder.leader_id != good.node_id
+        assert all(666 not in n.state.brokers for n in nodes[:2])
+    finally:
+        for node in nodes:
+            await node.stop()
+
+
+def test_timing_is_checked():
+    with pytest.raises(ValueError):
+        RaftTiming(election_timeout_min=0.2, election_timeout_max=0.5, heartbeat_interval=0.1)
+    with pytest.raises(ValueError):
+        RaftNode(1, "127.0.0.1:1", {}, "", ".", ClusterMetadata, ClusterMetadata.from_snapshot)
+
+
+
+async def test_the_whole_cluster_restarts_from_its_data_dirs(three, tmp_path):
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    for i in (1, 2, 3):
+        await leader.propose(register(i))
+    await poll(lambda: all(len(n.state.brokers) == 3 for n in nodes), message="every node to apply")
+    for node in nodes:
+        await node.stop()
+    nodes[:] = [make_node(i, addresses, tmp_path) for i in (1, 2, 3)]
+    for node in nodes:
+        await node.start()
+    leader = await leader_of(nodes)
+    assert (await leader.propose(register(4)))["error_code"] == 0
+    await poll(lambda: all(sorted(n.state.brokers) == [1, 2, 3, 4] for n in nodes), message="the old log and more")
