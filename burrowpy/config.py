@@ -629,10 +629,11 @@ def _client_profile(section: Section, config: Config) -> ClientProfile:
 
 
 def valid_zookeeper_path(path: str) -> bool:
-    if path == "/":
-        return True
+    """An absolute znode path below the root (``/burrow``, ``/kafka/cluster``), not in ``/zookeeper``,
+    which ZooKeeper reserves for itself. The root alone is refused: paths are built as ``<path>/<name>``."""
     parts = path.split("/")
-    return len(parts) >= 2 and parts[0] == "" and all(_ZK_NODE.match(node) for node in parts[1:])
+    return (len(parts) >= 2 and parts[0] == "" and parts[1] != "zookeeper"
+            and all(_ZK_NODE.match(node) for node in parts[1:]))
 
 
 def _zookeeper(section: Section | None, config: Config) -> ZookeeperConfig:
@@ -641,7 +642,8 @@ def _zookeeper(section: Section | None, config: Config) -> ZookeeperConfig:
     section.check_keys(ZOOKEEPER_KEYS)
     root_path = section.get_str("root-path", "/burrow")
     if not valid_zookeeper_path(root_path):
-        raise section.error("root-path", f"{root_path!r} is not a ZooKeeper path such as /burrow")
+        raise section.error("root-path", f"{root_path!r} is not a ZooKeeper path such as /burrow "
+                                         "(absolute, below the root, not in /zookeeper)")
     tls = _reference(section, "tls", config.tls, "TLS profile")
     if tls is not None and not tls.cafile:
         raise section.error("tls", f"TLS profile {tls.name!r} needs a cafile for ZooKeeper")

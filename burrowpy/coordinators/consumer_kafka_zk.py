@@ -15,7 +15,7 @@ import asyncio
 import threading
 from typing import Any
 
-from burrowpy.config import Section
+from burrowpy.config import Section, valid_zookeeper_path
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.consumer_kafka import consumer_basics, group_filter
 from burrowpy.protocol import SetConsumerOffset, SetConsumerOwner
@@ -29,8 +29,8 @@ class KafkaZkConsumer:
         self.name, self.ctx, self.log, self.cluster, self.servers = consumer_basics(
             name, section, ctx, KEYS, "kafka_zk")
         chroot = section.get_str("zookeeper-path", "").rstrip("/")
-        if chroot and not chroot.startswith("/"):
-            raise section.error("zookeeper-path", f"{chroot!r} is not an absolute ZooKeeper path")
+        if chroot and not valid_zookeeper_path(chroot):
+            raise section.error("zookeeper-path", f"{chroot!r} is not a ZooKeeper path such as /kafka-cluster")
         self.zookeeper_path = chroot
         self.consumers_path = f"{chroot}/consumers"
         self.timeout = section.get_int("zookeeper-timeout", 30, minimum=1)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,21 +33,16 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
-from burrowpy.config import ConfigError, Section
+from burrowpy.config import ConfigError, Section, valid_zookeeper_path
 
 DEFAULT_ROOT_PATH = "/burrow"
 LOCK_RETRY_DELAY = 1.0  # seconds before contending again after ZooKeeper refused a lock operation
-_ZNODE_NAME = re.compile(r"[^/\x00]+")
 
 
 def validate_root_path(section: Section, key: str, path: str) -> str:
-    """A ZooKeeper path: absolute, no empty, "." or ".." components, no trailing slash."""
-    parts = path.split("/")
-    if (not path.startswith("/") or path == "/" or path.endswith("/")
-            or any(not _ZNODE_NAME.fullmatch(part) or part in (".", "..") for part in parts[1:])):
-        raise section.error(key, f"{path!r} is not a ZooKeeper path like /burrow")
-    if parts[1] == "zookeeper":
-        raise section.error(key, f"{path!r} is inside /zookeeper, which ZooKeeper reserves for itself")
+    if not valid_zookeeper_path(path):
+        raise section.error(key, f"{path!r} is not a ZooKeeper path such as /burrow "
+                                 "(absolute, below the root, not in /zookeeper)")
     return path
 
 

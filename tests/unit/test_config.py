@@ -84,8 +84,15 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_debian_burrow_toml_loads_with_burrow_semantics(tmp_path):
     config = load_config(write(tmp_path, "burrow.toml", BURROW_TOML.format(tmp=tmp_path)), environ={})
     assert config.general.pidfile == f"{tmp_path}/burrow.pid"
-    assert config.logging == LoggingConfig(filename=f"{tmp_path}/burrow.log", level="info", maxsize=100,
-                                           maxbackups=30, maxage=10, use_localtime=False, use_compression=True)
+    assert config.logging == LoggingConfig(
+        filename=f"{tmp_path}/burrow.log",
+        level="info",
+        maxsize=100,
+        maxbackups=30,
+        maxage=10,
+        use_localtime=False,
+        use_compression=True,
+    )
     assert config.zookeeper.servers == ("zkhost01.example.com:2181", "zkhost02.example.com:2181")
     assert config.httpserver == {"default": HttpListenerConfig("default", ":8000", 300, None)}
     assert config.client_profile("test").version == (0, 10, 0, 0)
@@ -96,7 +103,10 @@ def test_debian_burrow_toml_loads_with_burrow_semantics(tmp_path):
     assert config.modules("evaluator")["default"].get_str("class-name") == "caching"
     # Burrow 1.2's list names are read as the new ones, with a warning instead of Burrow 1.3's panic.
     consumer = config.modules("consumer")["local"]
-    assert consumer.get_regex("group-denylist").pattern == "^(console-consumer-|python-kafka-consumer-|quick-).*$"
+    assert (
+        consumer.get_regex("group-denylist").pattern
+        == "^(console-consumer-|python-kafka-consumer-|quick-).*$"
+    )
     assert consumer.get_regex("group-allowlist") is None
     assert "group-blacklist" not in consumer.data
     assert any("consumer.local.group-blacklist" in warning for warning in config.warnings)
@@ -123,12 +133,16 @@ storage: {{default: {{class-name: inmemory, workers: 20, intervals: 15, expire-g
     yaml = load_config(write(tmp_path, "burrowpy.yaml", yaml_text), environ={})
     for field in ("general", "logging", "zookeeper", "httpserver", "client_profiles"):
         assert getattr(yaml, field) == getattr(toml, field)
-    assert [warning.replace(".yaml", ".toml").replace("burrowpy.", "burrow.") for warning in yaml.warnings] == \
-        toml.warnings
-    assert {kind: {name: section.data for name, section in sections.items()}
-            for kind, sections in yaml.sections.items()} == \
-           {kind: {name: section.data for name, section in sections.items()}
-            for kind, sections in toml.sections.items()}
+    assert [
+        warning.replace(".yaml", ".toml").replace("burrowpy.", "burrow.") for warning in yaml.warnings
+    ] == toml.warnings
+    assert {
+        kind: {name: section.data for name, section in sections.items()}
+        for kind, sections in yaml.sections.items()
+    } == {
+        kind: {name: section.data for name, section in sections.items()}
+        for kind, sections in toml.sections.items()
+    }
 
 
 def test_defaults_without_any_section():
@@ -137,35 +151,75 @@ def test_defaults_without_any_section():
     assert config.logging == LoggingConfig()
     assert config.zookeeper.to_json() == {"servers": [], "timeout": 6, "root-path": "/burrow"}
     assert config.httpserver == {"default": HttpListenerConfig("default", ":0")}
-    assert {kind: list(config.modules(kind)) for kind in ("storage", "evaluator", "cluster", "consumer")} == \
-           {"storage": ["default"], "evaluator": ["default"], "cluster": [], "consumer": []}
+    assert {kind: list(config.modules(kind)) for kind in ("storage", "evaluator", "cluster", "consumer")} == {
+        "storage": ["default"],
+        "evaluator": ["default"],
+        "cluster": [],
+        "consumer": [],
+    }
     assert config.modules("storage")["default"].data == {"class-name": "inmemory"}
     assert config.client_profile("") == ClientProfile()
-    assert config.client_profile("").to_json() == {"name": "", "client-id": "burrow-lagchecker",
-                                                   "kafka-version": "2.8.0", "tls": None, "sasl": None}
+    assert config.client_profile("").to_json() == {
+        "name": "",
+        "client-id": "burrow-lagchecker",
+        "kafka-version": "2.8.0",
+        "tls": None,
+        "sasl": None,
+    }
     assert config.history is None and not config.has_notifiers
 
 
 def test_profiles_and_references(tmp_path):
     cert = write(tmp_path, "cert.pem", "x")
     key = write(tmp_path, "key.pem", "x")
-    config = parse_config({
-        "tls": {"internal": {"certfile": str(cert), "keyfile": str(key), "cafile": str(cert), "noverify": True}},
-        "sasl": {"scram": {"username": "u", "password": "secret", "mechanism": "scram-sha-512",
-                           "handshake-first": True}},
-        "iam": {"msk": {"region": "us-west-1"}},
-        "client-profile": {"secure": {"tls": "internal", "sasl": "scram", "iam": "msk", "kafka-version": "3.6.1",
-                                      "dial-timeout": 5}},
-        "history": {"dir": str(tmp_path / "history")},
-        "httpserver": {"api": {"address": "127.0.0.1:0", "tls": "internal", "timeout": 30}},
-    }, "x.yaml", {})
+    config = parse_config(
+        {
+            "tls": {
+                "internal": {
+                    "certfile": str(cert),
+                    "keyfile": str(key),
+                    "cafile": str(cert),
+                    "noverify": True,
+                }
+            },
+            "sasl": {
+                "scram": {
+                    "username": "u",
+                    "password": "secret",
+                    "mechanism": "scram-sha-512",
+                    "handshake-first": True,
+                }
+            },
+            "iam": {"msk": {"region": "us-west-1"}},
+            "client-profile": {
+                "secure": {
+                    "tls": "internal",
+                    "sasl": "scram",
+                    "iam": "msk",
+                    "kafka-version": "3.6.1",
+                    "dial-timeout": 5,
+                }
+            },
+            "history": {"dir": str(tmp_path / "history")},
+            "httpserver": {"api": {"address": "127.0.0.1:0", "tls": "internal", "timeout": 30}},
+        },
+        "x.yaml",
+        {},
+    )
     profile = config.client_profile("secure")
     assert profile.version == (3, 6, 1, 0) and profile.dial_timeout == 5 and profile.read_timeout is None
     assert profile.sasl.mechanism == "SCRAM-SHA-512" and profile.iam.region == "us-west-1"
     assert profile.to_json() == {
-        "name": "secure", "client-id": "burrow-lagchecker", "kafka-version": "3.6.1",
-        "tls": {"name": "internal", "noverify": True, "certfile": str(cert), "keyfile": str(key),
-                "cafile": str(cert)},
+        "name": "secure",
+        "client-id": "burrow-lagchecker",
+        "kafka-version": "3.6.1",
+        "tls": {
+            "name": "internal",
+            "noverify": True,
+            "certfile": str(cert),
+            "keyfile": str(key),
+            "cafile": str(cert),
+        },
         "sasl": {"name": "scram", "handshake-first": True, "username": "u"},  # never the password
     }
     assert config.history.dir == str(tmp_path / "history") and config.history.roll_interval == 3600
@@ -180,37 +234,63 @@ def error_of(doc: dict, file: str = "burrowpy.yaml", environ: dict | None = None
     return caught.value
 
 
-@pytest.mark.parametrize(("doc", "path", "message"), [
-    ({"clusters": {}}, "clusters", "unknown section"),
-    ({"logging": {"levle": "debug"}}, "logging.levle", "unknown key"),
-    ({"logging": {"maxsize": "big"}}, "logging.maxsize", "expected an integer"),
-    ({"logging": "loud"}, "logging", "expected a mapping"),
-    ({"general": {"pidfile": ["a"]}}, "general.pidfile", "expected a string"),
-    ({"cluster": {"class-name": "kafka"}}, "cluster.class-name", "expected a mapping of settings"),
-    ({"cluster": ["local"]}, "cluster", "expected a mapping of NAME"),
-    ({"iam": {"msk": {}}}, "iam.msk.region", "is required"),
-    ({"history": {}}, "history.dir", "is required"),
-    ({"history": {"dir": "h", "roll-interval": 0}}, "history.roll-interval", "at least 1"),
-    ({"httpserver": {"api": {}}}, "httpserver.api.address", "is required"),
-    ({"httpserver": {"api": {"address": "localhost"}}}, "httpserver.api.address", "not host:port"),
-    ({"httpserver": {"api": {"address": ":80", "tls": "nope"}}}, "httpserver.api.tls", "'nope', which is not"),
-    ({"zookeeper": {"servers": ["zk"]}}, "zookeeper.servers", "not host:port"),
-    ({"zookeeper": {"root-path": "burrow"}}, "zookeeper.root-path", "not a ZooKeeper path"),
-    ({"client-profile": {"p": {"kafka-version": "1.0"}}}, "client-profile.p.kafka-version", "unknown Kafka version"),
-    ({"client-profile": {"p": {"sasl": "missing"}}}, "client-profile.p.sasl", "SASL profile 'missing'"),
-    ({"client-profile": {"p": {"iam": "msk"}}, "iam": {"msk": {"region": "r"}}}, "client-profile.p.iam",
-     "needs TLS"),
-    ({"tls": {"t": {"certfile": "/nonexistent/cert.pem"}}}, "tls.t.certfile", "does not exist"),
-    ({"cluster": {"local": {"class-name": "kafka", "client-profile": "prod"}}}, "cluster.local.client-profile",
-     "client profile 'prod'"),
-    ({"consumer": {"c": {"class-name": "kafka", "cluster": "remote"}}, "cluster": {"local": {}}},
-     "consumer.c.cluster", "cluster 'remote', which is not configured (configured: local)"),
-    ({"consumer": {"c": {"class-name": "kafka"}}}, "consumer.c.cluster", "is required"),
-    ({"storage": {"a": {}, "b": {}}}, "storage", "exactly one storage module"),
-    ({"evaluator": {"a": {}, "b": {}}}, "evaluator", "exactly one evaluator module"),
-    ({"storage": {"s": {"group-whitelist": "a", "group-allowlist": "b"}}}, "storage.s.group-whitelist",
-     "conflicts with group-allowlist"),
-])
+@pytest.mark.parametrize(
+    ("doc", "path", "message"),
+    [
+        ({"clusters": {}}, "clusters", "unknown section"),
+        ({"logging": {"levle": "debug"}}, "logging.levle", "unknown key"),
+        ({"logging": {"maxsize": "big"}}, "logging.maxsize", "expected an integer"),
+        ({"logging": "loud"}, "logging", "expected a mapping"),
+        ({"general": {"pidfile": ["a"]}}, "general.pidfile", "expected a string"),
+        ({"cluster": {"class-name": "kafka"}}, "cluster.class-name", "expected a mapping of settings"),
+        ({"cluster": ["local"]}, "cluster", "expected a mapping of NAME"),
+        ({"iam": {"msk": {}}}, "iam.msk.region", "is required"),
+        ({"history": {}}, "history.dir", "is required"),
+        ({"history": {"dir": "h", "roll-interval": 0}}, "history.roll-interval", "at least 1"),
+        ({"httpserver": {"api": {}}}, "httpserver.api.address", "is required"),
+        ({"httpserver": {"api": {"address": "localhost"}}}, "httpserver.api.address", "not host:port"),
+        (
+            {"httpserver": {"api": {"address": ":80", "tls": "nope"}}},
+            "httpserver.api.tls",
+            "'nope', which is not",
+        ),
+        ({"zookeeper": {"servers": ["zk"]}}, "zookeeper.servers", "not host:port"),
+        ({"zookeeper": {"root-path": "burrow"}}, "zookeeper.root-path", "not a ZooKeeper path"),
+        ({"zookeeper": {"root-path": "/"}}, "zookeeper.root-path", "not a ZooKeeper path"),
+        ({"zookeeper": {"root-path": "/zookeeper/locks"}}, "zookeeper.root-path", "not in /zookeeper"),
+        ({"zookeeper": {"root-path": "/burrow/"}}, "zookeeper.root-path", "not a ZooKeeper path"),
+        (
+            {"client-profile": {"p": {"kafka-version": "1.0"}}},
+            "client-profile.p.kafka-version",
+            "unknown Kafka version",
+        ),
+        ({"client-profile": {"p": {"sasl": "missing"}}}, "client-profile.p.sasl", "SASL profile 'missing'"),
+        (
+            {"client-profile": {"p": {"iam": "msk"}}, "iam": {"msk": {"region": "r"}}},
+            "client-profile.p.iam",
+            "needs TLS",
+        ),
+        ({"tls": {"t": {"certfile": "/nonexistent/cert.pem"}}}, "tls.t.certfile", "does not exist"),
+        (
+            {"cluster": {"local": {"class-name": "kafka", "client-profile": "prod"}}},
+            "cluster.local.client-profile",
+            "client profile 'prod'",
+        ),
+        (
+            {"consumer": {"c": {"class-name": "kafka", "cluster": "remote"}}, "cluster": {"local": {}}},
+            "consumer.c.cluster",
+            "cluster 'remote', which is not configured (configured: local)",
+        ),
+        ({"consumer": {"c": {"class-name": "kafka"}}}, "consumer.c.cluster", "is required"),
+        ({"storage": {"a": {}, "b": {}}}, "storage", "exactly one storage module"),
+        ({"evaluator": {"a": {}, "b": {}}}, "evaluator", "exactly one evaluator module"),
+        (
+            {"storage": {"s": {"group-whitelist": "a", "group-allowlist": "b"}}},
+            "storage.s.group-whitelist",
+            "conflicts with group-allowlist",
+        ),
+    ],
+)
 def test_errors_name_the_file_and_key_path(doc, path, message):
     error = error_of(doc)
     assert error.file == "burrowpy.yaml" and error.path == path
@@ -231,9 +311,16 @@ def test_unparseable_and_unreadable_files_name_the_file(tmp_path):
 
 def test_environment_overrides_keys_that_modules_read():
     doc = {"storage": {"default": {"intervals": 10}}, "logging": {"level": "info"}}
-    config = parse_config(doc, "x.yaml", {"BURROW_STORAGE_DEFAULT_INTERVALS": "15", "BURROW_LOGGING_LEVEL": "debug",
-                                         "BURROW_STORAGE_DEFAULT_MIN_DISTANCE": "2",
-                                         "BURROW_STORAGE_DEFAULT_WORKERS": ""})
+    config = parse_config(
+        doc,
+        "x.yaml",
+        {
+            "BURROW_STORAGE_DEFAULT_INTERVALS": "15",
+            "BURROW_LOGGING_LEVEL": "debug",
+            "BURROW_STORAGE_DEFAULT_MIN_DISTANCE": "2",
+            "BURROW_STORAGE_DEFAULT_WORKERS": "",
+        },
+    )
     storage = config.modules("storage")["default"]
     assert storage.get_int("intervals") == 15
     assert storage.get_int("min-distance", 0) == 2  # not in the file: the environment alone sets it
@@ -243,7 +330,9 @@ def test_environment_overrides_keys_that_modules_read():
 
 def test_environment_prefix_comes_from_general_and_bad_values_name_the_variable():
     doc = {"general": {"env-var-prefix": "bp"}, "storage": {"default": {}}}
-    config = parse_config(doc, "x.yaml", {"BP_STORAGE_DEFAULT_INTERVALS": "many", "BURROW_STORAGE_DEFAULT_WORKERS": "3"})
+    config = parse_config(
+        doc, "x.yaml", {"BP_STORAGE_DEFAULT_INTERVALS": "many", "BURROW_STORAGE_DEFAULT_WORKERS": "3"}
+    )
     storage = config.modules("storage")["default"]
     assert storage.get_int("workers", 20) == 20
     with pytest.raises(ConfigError) as caught:
@@ -258,19 +347,40 @@ def test_unknown_log_level_starts_at_info_with_a_warning():
     assert any("logging.level 'verbose'" in warning for warning in config.warnings)
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    ("2.8.0", (2, 8, 0, 0)), ("0.10.2.1", (0, 10, 2, 1)), ("0.10.2", (0, 10, 2, 0)), ("0.8", (0, 8, 2, 0)),
-    ("0.11", (0, 11, 0, 0)), ("4.1.0", (4, 1, 0, 0)), ("1.0", None), ("0.10.3", None), ("2.x.0", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("2.8.0", (2, 8, 0, 0)),
+        ("0.10.2.1", (0, 10, 2, 1)),
+        ("0.10.2", (0, 10, 2, 0)),
+        ("0.8", (0, 8, 2, 0)),
+        ("0.11", (0, 11, 0, 0)),
+        ("4.1.0", (4, 1, 0, 0)),
+        ("1.0", None),
+        ("0.10.3", None),
+        ("2.x.0", None),
+        ("", None),
+    ],
+)
 def test_kafka_versions_burrow_accepts(text, version):
     assert parse_kafka_version(text) == version
 
 
-@pytest.mark.parametrize(("address", "valid"), [
-    (":8000", True), ("127.0.0.1:0", True), ("localhost:80", True), ("[::1]:8000", True),
-    ("my_host:1", True), ("host", False), ("1.2.3.256:80", False), ("::1:80", False), ("a:b", False),
-    ("a:70000", False),
-])
+@pytest.mark.parametrize(
+    ("address", "valid"),
+    [
+        (":8000", True),
+        ("127.0.0.1:0", True),
+        ("localhost:80", True),
+        ("[::1]:8000", True),
+        ("my_host:1", True),
+        ("host", False),
+        ("1.2.3.256:80", False),
+        ("::1:80", False),
+        ("a:b", False),
+        ("a:70000", False),
+    ],
+)
 def test_listen_addresses(address, valid):
     assert valid_listen_address(address) is valid
 
@@ -315,8 +425,13 @@ def test_real_modules_report_bad_regex_and_type_with_the_key_path():
     ctx = context_for({"storage": {"default": {"group-allowlist": "(unclosed"}}})
     with pytest.raises(ConfigError) as caught:
         Coordinator("storage", ctx, classes["storage"], default_class="inmemory")
-    assert caught.value.path == "storage.default.group-allowlist" and "bad regular expression" in caught.value.message
-    ctx = context_for({"cluster": {"local": {"class-name": "kafka", "servers": ["k:9092"], "offset-refresh": "x"}}})
+    assert (
+        caught.value.path == "storage.default.group-allowlist"
+        and "bad regular expression" in caught.value.message
+    )
+    ctx = context_for(
+        {"cluster": {"local": {"class-name": "kafka", "servers": ["k:9092"], "offset-refresh": "x"}}}
+    )
     with pytest.raises(ConfigError, match=r"cluster\.local\.offset-refresh: expected an integer"):
         Coordinator("cluster", ctx, classes["cluster"])
 
@@ -334,8 +449,12 @@ def test_sample_config_loads_and_builds_every_module():
         monitor.configure()
         return {kind: sorted(modules) for kind, modules in monitor.ctx.modules.items()}
 
-    assert asyncio.run(build()) == {"storage": ["default"], "evaluator": ["default"], "cluster": ["local"],
-                                    "consumer": ["local"]}
+    assert asyncio.run(build()) == {
+        "storage": ["default"],
+        "evaluator": ["default"],
+        "cluster": ["local"],
+        "consumer": ["local"],
+    }
 
 
 def _sample_keys_under(kind: str) -> set[str]:
@@ -343,8 +462,8 @@ def _sample_keys_under(kind: str) -> set[str]:
     text = SAMPLE.read_text()
     start = re.search(rf"^#? ?{re.escape(kind)}:", text, re.MULTILINE)
     assert start, kind
-    following = re.search(r"^#? ?[a-z-]+:\s*(#.*)?$", text[start.end():], re.MULTILINE)
-    block = text[start.end(): start.end() + following.start()] if following else text[start.end():]
+    following = re.search(r"^#? ?[a-z-]+:\s*(#.*)?$", text[start.end() :], re.MULTILINE)
+    block = text[start.end() : start.end() + following.start()] if following else text[start.end() :]
     return set(re.findall(r"^\s*#?\s+([a-z][a-z-]*):", block, re.MULTILINE))
 
 
@@ -359,15 +478,21 @@ def test_sample_config_documents_every_key_of_every_module_class():
 
     legacy = set(config_module.LEGACY_KEYS)
     expected = {
-        "general": set(config_module.GENERAL_KEYS), "logging": set(config_module.LOGGING_KEYS),
-        "zookeeper": set(config_module.ZOOKEEPER_KEYS), "history": set(config_module.HISTORY_KEYS),
-        "client-profile": set(config_module.CLIENT_PROFILE_KEYS), "tls": set(config_module.TLS_KEYS),
-        "sasl": set(config_module.SASL_KEYS), "iam": set(config_module.IAM_KEYS),
+        "general": set(config_module.GENERAL_KEYS),
+        "logging": set(config_module.LOGGING_KEYS),
+        "zookeeper": set(config_module.ZOOKEEPER_KEYS),
+        "history": set(config_module.HISTORY_KEYS),
+        "client-profile": set(config_module.CLIENT_PROFILE_KEYS),
+        "tls": set(config_module.TLS_KEYS),
+        "sasl": set(config_module.SASL_KEYS),
+        "iam": set(config_module.IAM_KEYS),
         "httpserver": set(config_module.HTTPSERVER_KEYS),
-        "storage": set(inmemory.CONFIG_KEYS) - legacy, "evaluator": set(caching.CONFIG_KEYS),
+        "storage": set(inmemory.CONFIG_KEYS) - legacy,
+        "evaluator": set(caching.CONFIG_KEYS),
         "cluster": set(cluster_kafka.KEYS),
         "consumer": (set(consumer_kafka.KEYS) | set(consumer_kafka_zk.KEYS)) - legacy,
-        "notifier": (set(COMMON_KEYS) | set(HttpNotifier.class_keys) | set(EmailNotifier.class_keys)) - legacy,
+        "notifier": (set(COMMON_KEYS) | set(HttpNotifier.class_keys) | set(EmailNotifier.class_keys))
+        - legacy,
     }
     for kind, keys in expected.items():
         missing = keys - _sample_keys_under(kind)
