@@ -46,35 +46,60 @@ CONFIG = {
 
 
 def classes(journal, failing_kind=None):
-    return {kind: {"fake": Recorder(journal, fail_on_start=kind == failing_kind),
-                   "inmemory": Recorder(journal), "caching": Recorder(journal)}
-            for kind in ("storage", "evaluator", "cluster", "consumer")}
+    return {
+        kind: {
+            "fake": Recorder(journal, fail_on_start=kind == failing_kind),
+            "inmemory": Recorder(journal),
+            "caching": Recorder(journal),
+        }
+        for kind in ("storage", "evaluator", "cluster", "consumer")
+    }
 
 
 async def test_start_and_stop_in_burrows_order():
     journal: list[str] = []
-    monitor = Monitor(parse_config(CONFIG, "burrowpy.yaml", {}), structlog.get_logger(), classes=classes(journal))
+    monitor = Monitor(
+        parse_config(CONFIG, "burrowpy.yaml", {}), structlog.get_logger(), classes=classes(journal)
+    )
     await monitor.start()
     assert monitor.ctx.app_ready.is_set()
-    assert journal == ["start storage.default ready=False", "start evaluator.default ready=False",
-                       "start cluster.a ready=False", "start cluster.b ready=False", "start consumer.a ready=False"]
+    assert journal == [
+        "start storage.default ready=False",
+        "start evaluator.default ready=False",
+        "start cluster.a ready=False",
+        "start cluster.b ready=False",
+        "start consumer.a ready=False",
+    ]
     assert monitor.http.addresses["api"][0][1] > 0  # the HTTP server started between evaluator and cluster
     journal.clear()
     await monitor.stop()
     assert not monitor.ctx.app_ready.is_set()
-    assert journal == ["stop consumer.a", "stop cluster.b", "stop cluster.a", "stop evaluator.default",
-                       "stop storage.default"]
+    assert journal == [
+        "stop consumer.a",
+        "stop cluster.b",
+        "stop cluster.a",
+        "stop evaluator.default",
+        "stop storage.default",
+    ]
     assert monitor.http.addresses == {}
 
 
 async def test_a_module_failing_to_start_stops_what_started_and_raises():
     journal: list[str] = []
-    monitor = Monitor(parse_config(CONFIG, "burrowpy.yaml", {}), structlog.get_logger(),
-                      classes=classes(journal, failing_kind="cluster"))
+    monitor = Monitor(
+        parse_config(CONFIG, "burrowpy.yaml", {}),
+        structlog.get_logger(),
+        classes=classes(journal, failing_kind="cluster"),
+    )
     with pytest.raises(RuntimeError, match="cannot reach Kafka"):
         await monitor.start()
-    assert journal == ["start storage.default ready=False", "start evaluator.default ready=False",
-                       "start cluster.a ready=False", "stop evaluator.default", "stop storage.default"]
+    assert journal == [
+        "start storage.default ready=False",
+        "start evaluator.default ready=False",
+        "start cluster.a ready=False",
+        "stop evaluator.default",
+        "stop storage.default",
+    ]
     assert not monitor.ctx.app_ready.is_set() and monitor.http.addresses == {}
 
 
@@ -83,8 +108,9 @@ async def test_module_requests_are_teed_to_history_capture(tmp_path):
     from burrowpy.pipeline.history import read_history
 
     journal: list[str] = []
-    config = parse_config({**CONFIG, "history": {"dir": str(tmp_path / "history"), "roll-interval": 60}},
-                          "burrowpy.yaml", {})
+    config = parse_config(
+        {**CONFIG, "history": {"dir": str(tmp_path / "history"), "roll-interval": 60}}, "burrowpy.yaml", {}
+    )
     monitor = Monitor(config, structlog.get_logger(), classes=classes(journal))
     await monitor.start()
     monitor.ctx.submit(SetBrokerOffset("a", "orders", 0, 1, 100, 1_700_000_000_000))
@@ -92,10 +118,15 @@ async def test_module_requests_are_teed_to_history_capture(tmp_path):
     monitor.ctx.submit(SetDeleteGroup("a", "g"))
     await monitor.stop()  # closing the writer writes the buffered events
     assert [line for line in journal if line.startswith("submit")] == [
-        "submit SetBrokerOffset", "submit SetConsumerOffset", "submit SetDeleteGroup"]
+        "submit SetBrokerOffset",
+        "submit SetConsumerOffset",
+        "submit SetDeleteGroup",
+    ]
     rows = sorted(read_history(tmp_path / "history").to_pylist(), key=lambda row: row["kind"])
-    assert [(row["kind"], row["group"], row["offset"]) for row in rows] == [("broker", None, 100),
-                                                                            ("commit", "g", 90)]
+    assert [(row["kind"], row["group"], row["offset"]) for row in rows] == [
+        ("broker", None, 100),
+        ("commit", "g", 90),
+    ]
 
 
 async def test_notifiers_are_wired_with_the_registry_and_listed_for_config():
@@ -113,7 +144,11 @@ async def test_notifiers_are_wired_with_the_registry_and_listed_for_config():
 def test_the_module_table_names_every_shipped_class():
     table = module_classes()
     assert {kind: sorted(names) for kind, names in table.items()} == {
-        "storage": ["inmemory"], "evaluator": ["caching"], "cluster": ["kafka"], "consumer": ["kafka", "kafka_zk"]}
+        "storage": ["inmemory"],
+        "evaluator": ["caching"],
+        "cluster": ["kafka"],
+        "consumer": ["kafka", "kafka_zk"],
+    }
 
 
 def test_pidfile_refuses_a_live_process_and_replaces_a_stale_one(tmp_path):
@@ -124,7 +159,9 @@ def test_pidfile_refuses_a_live_process_and_replaces_a_stale_one(tmp_path):
     pidfile = tmp_path / "burrow.pid"
     assert acquire_pidfile(str(pidfile)) is None and pidfile.read_text() == str(os.getpid())
     assert acquire_pidfile(str(pidfile)) is None  # our own pid (a restarted container) is fine
-    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as other:
+    with subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    ) as other:
         pidfile.write_text(str(other.pid))
         assert "names running process" in acquire_pidfile(str(pidfile))
         other.stdin.close()

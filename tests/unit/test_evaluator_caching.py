@@ -33,8 +33,13 @@ def clock():
 @pytest.fixture
 async def storage(clock):
     """Burrow's evaluator fixture: broker offset 4321; "g" has a full ring, "g2" half of one."""
-    module = InMemoryStorage("default", Section("burrowpy.yaml", "storage.default", {}), ["local", "my cluster"],
-                             clock, structlog.get_logger())
+    module = InMemoryStorage(
+        "default",
+        Section("burrowpy.yaml", "storage.default", {}),
+        ["local", "my cluster"],
+        clock,
+        structlog.get_logger(),
+    )
     await module.start()
     start_ms = int(clock.now) * 1000 - 100000
     for cluster in ("local", "my cluster"):
@@ -42,9 +47,13 @@ async def storage(clock):
     await module.flush()  # broker offsets and commits go to different workers: commits need them first
     for cluster in ("local", "my cluster"):
         for i in range(10):
-            module.submit(SetConsumerOffset(cluster, "g", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000))
+            module.submit(
+                SetConsumerOffset(cluster, "g", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000)
+            )
         for i in range(5):
-            module.submit(SetConsumerOffset(cluster, "g2", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000))
+            module.submit(
+                SetConsumerOffset(cluster, "g2", "t", 0, 1000 + i * 100, 10 + i, start_ms + i * 10000)
+            )
     await module.flush()
     yield module
     await module.stop()
@@ -52,8 +61,9 @@ async def storage(clock):
 
 @pytest.fixture
 async def evaluator(storage, clock):
-    module = CachingEvaluator("default", evaluator_section(**{"expire-cache": 30}), storage, clock,
-                              structlog.get_logger())
+    module = CachingEvaluator(
+        "default", evaluator_section(**{"expire-cache": 30}), storage, clock, structlog.get_logger()
+    )
     await module.start()
     yield module
     await module.stop()
@@ -65,13 +75,16 @@ def test_config_defaults_and_describe(storage, clock):
     assert module.describe() == {"class-name": "caching", "expire-cache": 10}
 
 
-@pytest.mark.parametrize(("keys", "key", "message"), [
-    ({"minimum-complete": 1.5}, "minimum-complete", "between 0 and 1"),
-    ({"minimum-complete": "most"}, "minimum-complete", "number"),
-    ({"allowed-lag": -1}, "allowed-lag", "at least 0"),
-    ({"expire-cache": "soon"}, "expire-cache", "integer"),
-    ({"expire_cache": 5}, "expire_cache", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("keys", "key", "message"),
+    [
+        ({"minimum-complete": 1.5}, "minimum-complete", "between 0 and 1"),
+        ({"minimum-complete": "most"}, "minimum-complete", "number"),
+        ({"allowed-lag": -1}, "allowed-lag", "at least 0"),
+        ({"expire-cache": "soon"}, "expire-cache", "integer"),
+        ({"expire_cache": 5}, "expire_cache", "unknown key"),
+    ],
+)
 def test_config_errors_name_the_key(storage, clock, keys, key, message):
     with pytest.raises(ConfigError) as error:
         CachingEvaluator("default", evaluator_section(**keys), storage, clock, structlog.get_logger())
@@ -80,14 +93,27 @@ def test_config_errors_name_the_key(storage, clock, keys, key, message):
 
 async def test_unknown_group_is_notfound_with_burrows_shape(evaluator):
     status = await evaluator.evaluate("local", "nosuchgroup", False)
-    assert status.to_json() == {"cluster": "local", "group": "nosuchgroup", "status": "NOTFOUND", "complete": 1.0,
-                                "partitions": [], "partition_count": 0, "maxlag": None, "totallag": 0}
+    assert status.to_json() == {
+        "cluster": "local",
+        "group": "nosuchgroup",
+        "status": "NOTFOUND",
+        "complete": 1.0,
+        "partitions": [],
+        "partition_count": 0,
+        "maxlag": None,
+        "totallag": 0,
+    }
     assert (await evaluator.evaluate("nowhere", "g", True)).status is Status.NOTFOUND
 
 
 async def test_full_ring_is_ok_and_showall_lists_every_partition(evaluator):
     status = await evaluator.evaluate("local", "g", False)
-    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.OK, 1.0, 1, 2421)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (
+        Status.OK,
+        1.0,
+        1,
+        2421,
+    )
     assert (status.cluster, status.group, status.partitions) == ("local", "g", [])
     everything = await evaluator.evaluate("local", "g", True)
     assert len(everything.partitions) == 1 and everything.maxlag is everything.partitions[0]
@@ -95,7 +121,12 @@ async def test_full_ring_is_ok_and_showall_lists_every_partition(evaluator):
 
 async def test_incomplete_ring_is_err(evaluator):
     status = await evaluator.evaluate("local", "g2", False)
-    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.ERR, 0.0, 1, 2921)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (
+        Status.ERR,
+        0.0,
+        1,
+        2921,
+    )
     [partition] = status.partitions
     assert (partition.status, partition.complete) == (Status.STOP, 0.5)
     assert (status.maxlag.start.offset, status.maxlag.end.offset) == (1000, 1400)
@@ -149,8 +180,9 @@ async def test_channel_style_requests_are_answered(evaluator):
 
 
 async def test_storage_failures_are_raised_not_cached(clock):
-    storage = InMemoryStorage("default", Section("f", "storage.default", {}), ["local"], clock,
-                              structlog.get_logger())
+    storage = InMemoryStorage(
+        "default", Section("f", "storage.default", {}), ["local"], clock, structlog.get_logger()
+    )
     evaluator = CachingEvaluator("default", evaluator_section(), storage, clock, structlog.get_logger())
     await evaluator.start()
     with pytest.raises(RuntimeError, match="not running"):
@@ -168,9 +200,11 @@ async def test_storage_failures_are_raised_not_cached(clock):
 
 
 async def test_allowed_lag_and_minimum_complete_come_from_config(storage, clock):
-    module = CachingEvaluator("default", evaluator_section(**{"minimum-complete": 0.6}), storage, clock,
-                              structlog.get_logger())
+    module = CachingEvaluator(
+        "default", evaluator_section(**{"minimum-complete": 0.6}), storage, clock, structlog.get_logger()
+    )
     assert (await module.evaluate("local", "g2", True)).status is Status.OK
-    module = CachingEvaluator("default", evaluator_section(**{"allowed-lag": 3000}), storage, clock,
-                              structlog.get_logger())
+    module = CachingEvaluator(
+        "default", evaluator_section(**{"allowed-lag": 3000}), storage, clock, structlog.get_logger()
+    )
     assert (await module.evaluate("local", "g2", True)).status is Status.OK

@@ -26,8 +26,11 @@ async def get_text(url: str, **kwargs) -> tuple[int, str]:
 
 
 async def test_every_listener_serves_the_api():
-    server = HttpServerCoordinator(context({"httpserver": {"a": {"address": "127.0.0.1:0"},
-                                                           "b": {"address": "127.0.0.1:0", "timeout": 5}}}))
+    server = HttpServerCoordinator(
+        context(
+            {"httpserver": {"a": {"address": "127.0.0.1:0"}, "b": {"address": "127.0.0.1:0", "timeout": 5}}}
+        )
+    )
     await server.start()
     try:
         ports = {name: addresses[0][1] for name, addresses in server.addresses.items()}
@@ -55,8 +58,11 @@ async def test_a_busy_port_fails_start_and_leaves_nothing_listening():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        server = HttpServerCoordinator(context({"httpserver": {"free": {"address": "127.0.0.1:0"},
-                                                               "busy": {"address": f"127.0.0.1:{port}"}}}))
+        server = HttpServerCoordinator(
+            context(
+                {"httpserver": {"free": {"address": "127.0.0.1:0"}, "busy": {"address": f"127.0.0.1:{port}"}}}
+            )
+        )
         with pytest.raises(OSError):
             await server.start()
         assert server.addresses == {}
@@ -67,16 +73,39 @@ def certificate(tmp_path):
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
 async def test_https_listener_from_a_tls_profile(certificate):
     cert, key = certificate
-    ctx = context({"tls": {"web": {"certfile": str(cert), "keyfile": str(key)}},
-                   "httpserver": {"secure": {"address": "127.0.0.1:0", "tls": "web"}}})
+    ctx = context(
+        {
+            "tls": {"web": {"certfile": str(cert), "keyfile": str(key)}},
+            "httpserver": {"secure": {"address": "127.0.0.1:0", "tls": "web"}},
+        }
+    )
     server = HttpServerCoordinator(ctx)
     await server.start()
     try:
@@ -93,8 +122,12 @@ async def test_https_listener_from_a_tls_profile(certificate):
 async def test_unreadable_certificate_is_a_config_error_naming_the_listener(tmp_path):
     cert = tmp_path / "cert.pem"
     cert.write_text("not a certificate")
-    ctx = context({"tls": {"web": {"certfile": str(cert), "keyfile": str(cert)}},
-                   "httpserver": {"secure": {"address": "127.0.0.1:0", "tls": "web"}}})
+    ctx = context(
+        {
+            "tls": {"web": {"certfile": str(cert), "keyfile": str(cert)}},
+            "httpserver": {"secure": {"address": "127.0.0.1:0", "tls": "web"}},
+        }
+    )
     with pytest.raises(ConfigError) as caught:
         HttpServerCoordinator(ctx)
     assert caught.value.path == "httpserver.secure.tls" and "TLS profile 'web'" in caught.value.message
@@ -103,6 +136,14 @@ async def test_unreadable_certificate_is_a_config_error_naming_the_listener(tmp_
 def test_a_tls_profile_without_a_key_cannot_serve_https(tmp_path):
     cafile = tmp_path / "ca.pem"
     cafile.write_text("x")
-    with pytest.raises(ConfigError, match=r"httpserver\.secure\.tls: TLS profile 'ca' needs certfile and keyfile"):
-        parse_config({"tls": {"ca": {"cafile": str(cafile)}},
-                      "httpserver": {"secure": {"address": ":0", "tls": "ca"}}}, "burrowpy.yaml", {})
+    with pytest.raises(
+        ConfigError, match=r"httpserver\.secure\.tls: TLS profile 'ca' needs certfile and keyfile"
+    ):
+        parse_config(
+            {
+                "tls": {"ca": {"cafile": str(cafile)}},
+                "httpserver": {"secure": {"address": ":0", "tls": "ca"}},
+            },
+            "burrowpy.yaml",
+            {},
+        )

@@ -49,8 +49,15 @@ def test_level_changes_at_run_time_by_burrows_names():
 
 
 def test_level_names():
-    assert [parse_level(name) for name in ("debug", "Info", "warn", "warning", "error", "fatal", "x")] == \
-           [logging.DEBUG, logging.INFO, logging.WARNING, logging.WARNING, logging.ERROR, logging.CRITICAL, None]
+    assert [parse_level(name) for name in ("debug", "Info", "warn", "warning", "error", "fatal", "x")] == [
+        logging.DEBUG,
+        logging.INFO,
+        logging.WARNING,
+        logging.WARNING,
+        logging.ERROR,
+        logging.CRITICAL,
+        None,
+    ]
 
 
 class Terminal(io.StringIO):
@@ -71,14 +78,18 @@ def test_console_format_on_a_terminal():
 
 def test_library_records_are_captured_and_released():
     stream = io.StringIO()
-    control = LogControl(LoggingConfig(level="info"), stream=stream, name="burrowpy.test_capture",
-                         capture_libraries=True)
+    control = LogControl(
+        LoggingConfig(level="info"), stream=stream, name="burrowpy.test_capture", capture_libraries=True
+    )
     library = logging.getLogger("kazoo.test_capture")
     try:
         library.warning("connection lost to %s", "zk1")
         line = json_lines(stream)[-1]
-        assert (line["event"], line["level"], line["logger"]) == ("connection lost to zk1", "warning",
-                                                                  "kazoo.test_capture")
+        assert (line["event"], line["level"], line["logger"]) == (
+            "connection lost to zk1",
+            "warning",
+            "kazoo.test_capture",
+        )
     finally:
         control.close()
     library.warning("after close")
@@ -86,8 +97,9 @@ def test_library_records_are_captured_and_released():
 
 
 def test_log_file_rotates_keeps_maxbackups_and_compresses(tmp_path):
-    settings = LoggingConfig(filename=str(tmp_path / "logs" / "burrow.log"), maxsize=1, maxbackups=2,
-                             use_compression=True)
+    settings = LoggingConfig(
+        filename=str(tmp_path / "logs" / "burrow.log"), maxsize=1, maxbackups=2, use_compression=True
+    )
     control = LogControl(settings, name="burrowpy.test_rotate")
     handler = control.handler
     try:
@@ -96,7 +108,9 @@ def test_log_file_rotates_keeps_maxbackups_and_compresses(tmp_path):
             control.logger.info(chunk)
         handler.wait_housekeeping()
         backups = sorted(name for name in os.listdir(tmp_path / "logs") if name != "burrow.log")
-        assert len(backups) == 2 and all(name.startswith("burrow-") and name.endswith(".log.gz") for name in backups)
+        assert len(backups) == 2 and all(
+            name.startswith("burrow-") and name.endswith(".log.gz") for name in backups
+        )
         with gzip.open(tmp_path / "logs" / backups[-1], "rt") as backup:
             first = json.loads(backup.readline())
         assert first["event"] == chunk

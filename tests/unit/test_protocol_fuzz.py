@@ -38,7 +38,9 @@ def test_random_bytes(frame):
 @FUZZ_SETTINGS
 @given(api_key=st.sampled_from(API_KEYS), version=st.integers(-2, 20), tail=st.binary(max_size=120))
 def test_random_bodies_behind_a_plausible_header(api_key, version, tail):
-    header = api_key.to_bytes(2, "big") + version.to_bytes(2, "big", signed=True) + b"\x00\x00\x00\x01\x00\x01c"
+    header = (
+        api_key.to_bytes(2, "big") + version.to_bytes(2, "big", signed=True) + b"\x00\x00\x00\x01\x00\x01c"
+    )
     _decode_or_protocol_error(header + tail)
 
 

@@ -111,7 +111,9 @@ def test_fetch_v12_request_tagged_cluster_id_and_unknown_tags():
     untagged = fixed + bytes([2]) + topic + bytes([1]) + compact_string("")
     known_tag = b"\x00" + bytes([4]) + compact_string("abc")  # tag 0: cluster_id
     unknown_tag = b"\x07" + b"\x02" + b"\xaa\xbb"  # tag 7 is not in the schema: skipped
-    frame = framed(i16(1) + i16(12) + i32(9) + string("c") + b"\x00" + untagged + b"\x02" + known_tag + unknown_tag)
+    frame = framed(
+        i16(1) + i16(12) + i32(9) + string("c") + b"\x00" + untagged + b"\x02" + known_tag + unknown_tag
+    )
     _, body = decode_request(frame[4:])
     assert body["cluster_id"] == "abc"
     assert body["topics"][0]["partitions"][0]["fetch_offset"] == 5
@@ -122,7 +124,9 @@ def test_fetch_v12_request_tagged_cluster_id_and_unknown_tags():
 
 
 def test_trailing_bytes_after_a_request_are_ignored_as_kafka_does():
-    frame = encode_request(ApiKey.HEARTBEAT, 1, 4, "c", {"group_id": "g", "generation_id": 2, "member_id": "m"})
+    frame = encode_request(
+        ApiKey.HEARTBEAT, 1, 4, "c", {"group_id": "g", "generation_id": 2, "member_id": "m"}
+    )
     assert decode_request(frame[4:] + b"garbage") == decode_request(frame[4:])
 
 
@@ -175,7 +179,9 @@ def test_api_versions_v3_response_header_has_no_tagged_fields():
 
 
 def test_api_versions_error_35_response_is_decoded_as_v0_whatever_version_was_asked():
-    frame = encode_response(18, 0, 42, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]})
+    frame = encode_response(
+        18, 0, 42, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    )
     correlation_id, body = decode_response(18, 3, frame[4:])
     assert correlation_id == 42
     assert body["error_code"] == 35
@@ -196,7 +202,13 @@ def test_metadata_v1_response_bytes():
                 "name": "orders",
                 "is_internal": False,
                 "partitions": [
-                    {"error_code": 0, "partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "replica_nodes": [1],
+                        "isr_nodes": [1],
+                    }
                 ],
             }
         ],
@@ -233,7 +245,12 @@ def test_fetch_v12_response_leaves_default_tagged_fields_out():
     assert len(tagged) == len(plain) + 1 + 1 + 9
     assert b"\x01\x01\x09" + i32(3) + i32(7) + b"\x00" in tagged
     explicit_default = dict(partition, current_leader={"leader_id": -1, "leader_epoch": -1})
-    assert encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [explicit_default]}]}) == plain
+    assert (
+        encode_response(
+            ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [explicit_default]}]}
+        )
+        == plain
+    )
 
 
 # ----- encode errors ----------------------------------------------------------------------------
@@ -285,7 +302,13 @@ def test_group_metadata_key_and_value_v1_bytes():
     value = encode_struct(
         "GroupMetadataValue",
         1,
-        {"protocol_type": "consumer", "generation": 4, "protocol": "range", "leader": "m", "members": [member]},
+        {
+            "protocol_type": "consumer",
+            "generation": 4,
+            "protocol": "range",
+            "leader": "m",
+            "members": [member],
+        },
     )
     member_bytes = string("m") + string("c") + string("/h") + i32(300) + i32(10) + i32(1) + b"s" + i32(0)
     header = string("consumer") + i32(4) + string("range") + string("m")
@@ -380,7 +403,10 @@ def test_we_read_kafka_python_requests():
         timeout_ms=30000,
         topic_data=[
             ProduceRequest.TopicProduceData(
-                name="t", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=b"batch")]
+                name="t",
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=b"batch")
+                ],
             )
         ],
     )
@@ -410,7 +436,11 @@ def test_we_read_kafka_python_requests():
                 topic="t",
                 partitions=[
                     FetchRequest.FetchTopic.FetchPartition(
-                        partition=0, current_leader_epoch=-1, fetch_offset=42, log_start_offset=-1, partition_max_bytes=4096
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=42,
+                        log_start_offset=-1,
+                        partition_max_bytes=4096,
                     )
                 ],
             )
@@ -431,7 +461,10 @@ def test_we_read_kafka_python_requests():
                 name="t",
                 partitions=[
                     OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=9, committed_leader_epoch=-1, committed_metadata=""
+                        partition_index=0,
+                        committed_offset=9,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
                     )
                 ],
             )
@@ -459,7 +492,10 @@ def test_we_read_kafka_python_requests():
 def test_kafka_python_reads_our_api_versions_v3_response():
     body = {
         "error_code": 0,
-        "api_keys": [{"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in [(0, (3, 9)), (18, (0, 3))]],
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in [(0, (3, 9)), (18, (0, 3))]
+        ],
         "throttle_time_ms": 0,
     }
     frame = encode_response(ApiKey.API_VERSIONS, 3, 99, body)

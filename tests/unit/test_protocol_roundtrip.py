@@ -64,7 +64,13 @@ def test_api_message_round_trip(case, data):
         assert encode_request(message.api_key, version, correlation_id, client_id, decoded) == frame
     else:
         # An error-35 ApiVersions response is always read as v0 (tested in test_protocol_golden.py).
-        assume(not (message.api_key == ApiKey.API_VERSIONS and version > 0 and body["error_code"] == _UNSUPPORTED_VERSION))
+        assume(
+            not (
+                message.api_key == ApiKey.API_VERSIONS
+                and version > 0
+                and body["error_code"] == _UNSUPPORTED_VERSION
+            )
+        )
         frame = encode_response(message.api_key, version, correlation_id, body)
         got_correlation_id, decoded = decode_response(message.api_key, version, _without_size(frame))
         assert got_correlation_id == correlation_id

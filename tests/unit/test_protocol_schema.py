@@ -135,12 +135,20 @@ def test_schema_versions_cover_the_required_ranges():
 
 @pytest.mark.parametrize(
     ("api_key", "first_flexible"),
-    [(ApiKey.API_VERSIONS, 3), (ApiKey.METADATA, 9), (ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12), (ApiKey.DESCRIBE_CLUSTER, 0)],
+    [
+        (ApiKey.API_VERSIONS, 3),
+        (ApiKey.METADATA, 9),
+        (ApiKey.PRODUCE, 9),
+        (ApiKey.FETCH, 12),
+        (ApiKey.DESCRIBE_CLUSTER, 0),
+    ],
 )
 def test_flexible_thresholds(api_key, first_flexible):
     low, high = SCHEMA_VERSIONS[api_key]
     for schema in (messages.REQUESTS[api_key], messages.RESPONSES[api_key]):
-        assert [v for v in range(low, high + 1) if schema.is_flexible(v)] == list(range(first_flexible, high + 1))
+        assert [v for v in range(low, high + 1) if schema.is_flexible(v)] == list(
+            range(first_flexible, high + 1)
+        )
 
 
 def test_compiled_once_and_fixed_fields_merged_into_one_struct_call():

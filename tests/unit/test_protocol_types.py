@@ -14,7 +14,14 @@ QUICK = settings(max_examples=60, deadline=None)
 
 @pytest.mark.parametrize(
     ("value", "encoded"),
-    [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"), (300, b"\xac\x02"), (2**32 - 1, b"\xff\xff\xff\xff\x0f")],
+    [
+        (0, b"\x00"),
+        (1, b"\x01"),
+        (127, b"\x7f"),
+        (128, b"\x80\x01"),
+        (300, b"\xac\x02"),
+        (2**32 - 1, b"\xff\xff\xff\xff\x0f"),
+    ],
 )
 def test_unsigned_varint_vectors(value, encoded):
     assert types.uvarint_bytes(value) == encoded
@@ -23,7 +30,15 @@ def test_unsigned_varint_vectors(value, encoded):
 
 @pytest.mark.parametrize(
     ("value", "encoded"),
-    [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (63, b"\x7e"), (-64, b"\x7f"), (64, b"\x80\x01"), (-(2**31), b"\xff\xff\xff\xff\x0f")],
+    [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (1, b"\x02"),
+        (63, b"\x7e"),
+        (-64, b"\x7f"),
+        (64, b"\x80\x01"),
+        (-(2**31), b"\xff\xff\xff\xff\x0f"),
+    ],
 )
 def test_zigzag_varint_vectors(value, encoded):
     assert types.varint_bytes(value) == encoded
@@ -62,7 +77,12 @@ def test_bad_unsigned_varints(data):
 
 
 def test_out_of_range_varints_cannot_be_encoded():
-    for encode, value in [(types.uvarint_bytes, -1), (types.uvarint_bytes, 2**32), (types.varint_bytes, 2**31), (types.varlong_bytes, -(2**63) - 1)]:
+    for encode, value in [
+        (types.uvarint_bytes, -1),
+        (types.uvarint_bytes, 2**32),
+        (types.varint_bytes, 2**31),
+        (types.varlong_bytes, -(2**63) - 1),
+    ]:
         with pytest.raises(EncodeError):
             encode(value)
 

@@ -17,23 +17,59 @@ def commits(*rows):
 
 
 def five(offsets, lags):
-    return commits(*[(o, ts, lag) for o, ts, lag in zip(offsets, range(100000, 500001, 100000), lags, strict=True)])
+    return commits(
+        *[(o, ts, lag) for o, ts, lag in zip(offsets, range(100000, 500001, 100000), lags, strict=True)]
+    )
 
 
 STEADY = [1000, 2000, 3000, 4000, 5000]
 CONSTANT = [1000] * 5
 REWOUND = [1000, 2000, 3000, 2000, 4000]
 NOT_RECOVERED = [1000, 2000, 3000, 2000, 2500]
-ZERO_LAG_15 = commits(*[(792748079 + i, ts, 0) for i, ts in enumerate(
-    [1512224618356, 1512224619362, 1512224620366, 1512224621367, 1512224622370, 1512224623373,
-     1512224624378, 1512224625379, 1512224626383, 1512224627383, 1512224628383, 1512224629388,
-     1512224630391, 1512224631394, 1512224632397])])
-NULL_LAGS = [ConsumerOffset(offset, ts, 0, lag, order) for offset, ts, lag, order in [
-    (1000, 100000, 0, 10), (1500, 150000, None, 15), (2000, 200000, 50, 20), (2500, 250000, None, 25),
-    (3000, 300000, 100, 30), (3500, 350000, None, 35), (4000, 400000, 150, 40), (4500, 450000, None, 45),
-    (5000, 500000, 200, 50), (5500, 550000, None, 55)]]
-ALLOWED = [ConsumerOffset(1000, 100000, 0, 2, 1), ConsumerOffset(2000, 200000, 0, 1, 2),
-           ConsumerOffset(2000, 300000, 0, 1, 2)]
+ZERO_LAG_15 = commits(
+    *[
+        (792748079 + i, ts, 0)
+        for i, ts in enumerate(
+            [
+                1512224618356,
+                1512224619362,
+                1512224620366,
+                1512224621367,
+                1512224622370,
+                1512224623373,
+                1512224624378,
+                1512224625379,
+                1512224626383,
+                1512224627383,
+                1512224628383,
+                1512224629388,
+                1512224630391,
+                1512224631394,
+                1512224632397,
+            ]
+        )
+    ]
+)
+NULL_LAGS = [
+    ConsumerOffset(offset, ts, 0, lag, order)
+    for offset, ts, lag, order in [
+        (1000, 100000, 0, 10),
+        (1500, 150000, None, 15),
+        (2000, 200000, 50, 20),
+        (2500, 250000, None, 25),
+        (3000, 300000, 100, 30),
+        (3500, 350000, None, 35),
+        (4000, 400000, 150, 40),
+        (4500, 450000, None, 45),
+        (5000, 500000, 200, 50),
+        (5500, 550000, None, 55),
+    ]
+]
+ALLOWED = [
+    ConsumerOffset(1000, 100000, 0, 2, 1),
+    ConsumerOffset(2000, 200000, 0, 1, 2),
+    ConsumerOffset(2000, 300000, 0, 1, 2),
+]
 
 # (offsets, broker offsets, current lag, now s, allowed lag,
 #  lag always nonzero, rewind index, stopped, stalled, lag not decreasing, recent lag zero, status)
@@ -41,29 +77,142 @@ RULE_CASES = [
     (five(STEADY, [0, 50, 100, 150, 200]), [5200], 200, 600, 0, False, -1, False, False, True, False, "OK"),
     (five(STEADY, [0, 50, 100, 150, 200]), [5200], 200, 900, 0, False, -1, False, False, True, False, "OK"),
     (five(STEADY, [0, 50, 100, 150, 200]), [5200], 200, 1000, 0, False, -1, True, False, True, False, "STOP"),
-    (five(STEADY, [50, 100, 150, 200, 250]), [5250], 250, 1000, 0, True, -1, True, False, True, False, "STOP"),
+    (
+        five(STEADY, [50, 100, 150, 200, 250]),
+        [5250],
+        250,
+        1000,
+        0,
+        True,
+        -1,
+        True,
+        False,
+        True,
+        False,
+        "STOP",
+    ),
     (five(CONSTANT, [0, 50, 100, 150, 200]), [1200], 200, 600, 0, False, -1, False, True, True, False, "OK"),
-    (five(CONSTANT, [100, 150, 200, 250, 300]), [1300], 300, 600, 0, True, -1, False, True, True, False, "STALL"),
+    (
+        five(CONSTANT, [100, 150, 200, 250, 300]),
+        [1300],
+        300,
+        600,
+        0,
+        True,
+        -1,
+        False,
+        True,
+        True,
+        False,
+        "STALL",
+    ),
     (five(CONSTANT, [100] * 5), [1100], 100, 600, 0, True, -1, False, True, True, False, "STALL"),
-    (five(REWOUND, [100, 150, 200, 1250, 300]), [4300], 300, 600, 0, True, 3, False, False, False, False, "OK"),
+    (
+        five(REWOUND, [100, 150, 200, 1250, 300]),
+        [4300],
+        300,
+        600,
+        0,
+        True,
+        3,
+        False,
+        False,
+        False,
+        False,
+        "OK",
+    ),
     (five(STEADY, [50, 100, 150, 200, 250]), [5250], 0, 1000, 0, True, -1, True, False, True, False, "OK"),
-    (ZERO_LAG_15, [792749024, 792749000, 792748800, 792748600, 792748500], 931, 1512224650, 0,
-     False, -1, True, False, True, False, "STOP"),
-    (ZERO_LAG_15, [792748094, 792748093, 792748093, 792748093], 1, 1512224650, 0,
-     False, -1, True, False, True, True, "OK"),
+    (
+        ZERO_LAG_15,
+        [792749024, 792749000, 792748800, 792748600, 792748500],
+        931,
+        1512224650,
+        0,
+        False,
+        -1,
+        True,
+        False,
+        True,
+        False,
+        "STOP",
+    ),
+    (
+        ZERO_LAG_15,
+        [792748094, 792748093, 792748093, 792748093],
+        1,
+        1512224650,
+        0,
+        False,
+        -1,
+        True,
+        False,
+        True,
+        True,
+        "OK",
+    ),
     (NULL_LAGS, [5700], 200, 600, 0, False, -1, False, False, True, False, "OK"),
     (ALLOWED, [2001], 1, 550, 1, False, -1, True, False, False, False, "OK"),
-    (five(CONSTANT, [100, 150, 200, 250, 300]), [1300], 300, 600, 99, True, -1, False, True, True, False, "STALL"),
-    (five(REWOUND, [100, 150, 200, 1250, 300]), [4300], 300, 600, 99, True, 3, False, False, False, False, "OK"),
-    (five(NOT_RECOVERED, [100, 150, 200, 1250, 300]), [4300], 300, 600, 0, True, 3, False, False, False, False,
-     "REWIND"),
+    (
+        five(CONSTANT, [100, 150, 200, 250, 300]),
+        [1300],
+        300,
+        600,
+        99,
+        True,
+        -1,
+        False,
+        True,
+        True,
+        False,
+        "STALL",
+    ),
+    (
+        five(REWOUND, [100, 150, 200, 1250, 300]),
+        [4300],
+        300,
+        600,
+        99,
+        True,
+        3,
+        False,
+        False,
+        False,
+        False,
+        "OK",
+    ),
+    (
+        five(NOT_RECOVERED, [100, 150, 200, 1250, 300]),
+        [4300],
+        300,
+        600,
+        0,
+        True,
+        3,
+        False,
+        False,
+        False,
+        False,
+        "REWIND",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", RULE_CASES, ids=[f"upstream-{i}" for i in range(len(RULE_CASES))])
 def test_upstream_rule_case(case):
-    (offsets, brokers, current_lag, now, allowed, always_nonzero, rewind, stopped, stalled, not_decreasing,
-     recent_zero, status) = case
+    (
+        offsets,
+        brokers,
+        current_lag,
+        now,
+        allowed,
+        always_nonzero,
+        rewind,
+        stopped,
+        stalled,
+        not_decreasing,
+        recent_zero,
+        status,
+    ) = case
     assert rules.is_lag_always_nonzero(offsets, allowed) is always_nonzero
     assert rules.rewind_index(offsets) == rewind
     assert rules.is_stopped(offsets, now) is stopped
@@ -143,22 +292,34 @@ NOW = 1_700_000_000
 def ring_partition(count, intervals=10, broker=4321):
     """Storage's view of a ring with ``count`` commits (offsets 1000.., 10 s apart, the last 10 s ago)."""
     start = NOW * 1000 - 100000
-    entries = [ConsumerOffset(1000 + i * 100, start + i * 10000, NOW * 1000, broker - 1000 - i * 100, 10 + i)
-               for i in range(count)]
+    entries = [
+        ConsumerOffset(1000 + i * 100, start + i * 10000, NOW * 1000, broker - 1000 - i * 100, 10 + i)
+        for i in range(count)
+    ]
     newest = entries[-1].offset
     return ConsumerPartition([None] * (intervals - count) + entries, [broker], max(0, broker - newest))
 
 
 def test_group_with_a_full_ring_is_ok():
     status = evaluate_group("c", "g", {"t": [ring_partition(10)]}, NOW, showall=True)
-    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.OK, 1.0, 1, 2421)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (
+        Status.OK,
+        1.0,
+        1,
+        2421,
+    )
     assert len(status.partitions) == 1
     assert len(evaluate_group("c", "g", {"t": [ring_partition(10)]}, NOW, showall=False).partitions) == 0
 
 
 def test_group_with_a_half_ring_is_err():
     status = evaluate_group("c", "g", {"t": [ring_partition(5)]}, NOW, showall=False)
-    assert (status.status, status.complete, status.partition_count, status.totallag) == (Status.ERR, 0.0, 1, 2921)
+    assert (status.status, status.complete, status.partition_count, status.totallag) == (
+        Status.ERR,
+        0.0,
+        1,
+        2921,
+    )
     [partition] = status.partitions
     assert (partition.status, partition.complete) == (Status.STOP, 0.5)
     assert status.maxlag.start.offset == 1000 and status.maxlag.end.offset == 1400
@@ -166,8 +327,14 @@ def test_group_with_a_half_ring_is_err():
 
 def test_group_without_topics_is_ok_with_nothing_complete():
     status = evaluate_group("c", "g", {}, NOW)
-    assert (status.status, status.complete, status.partitions, status.partition_count, status.maxlag,
-            status.totallag) == (Status.OK, 0.0, [], 0, None, 0)
+    assert (
+        status.status,
+        status.complete,
+        status.partitions,
+        status.partition_count,
+        status.maxlag,
+        status.totallag,
+    ) == (Status.OK, 0.0, [], 0, None, 0)
 
 
 def test_group_lists_partitions_in_order_and_attaches_identity():
@@ -214,20 +381,46 @@ def test_only_problems_keeps_every_group_figure():
     filtered = only_problems(full)
     assert [p.partition for p in filtered.partitions] == [1]
     assert len(full.partitions) == 2
-    assert (filtered.status, filtered.complete, filtered.partition_count, filtered.maxlag, filtered.totallag) == (
-        full.status, full.complete, full.partition_count, full.maxlag, full.totallag)
+    assert (
+        filtered.status,
+        filtered.complete,
+        filtered.partition_count,
+        filtered.maxlag,
+        filtered.totallag,
+    ) == (full.status, full.complete, full.partition_count, full.maxlag, full.totallag)
 
 
 def test_group_status_json_shape():
     status = evaluate_group("c", "g", {"t": [ring_partition(5)]}, NOW)
     document = status.to_json()
-    assert list(document) == ["cluster", "group", "status", "complete", "partitions", "partition_count", "maxlag",
-                              "totallag"]
+    assert list(document) == [
+        "cluster",
+        "group",
+        "status",
+        "complete",
+        "partitions",
+        "partition_count",
+        "maxlag",
+        "totallag",
+    ]
     assert document["status"] == "ERR" and document["complete"] == 0.0
     partition = document["partitions"][0]
-    assert list(partition) == ["topic", "partition", "owner", "client_id", "status", "start", "end", "current_lag",
-                               "complete"]
+    assert list(partition) == [
+        "topic",
+        "partition",
+        "owner",
+        "client_id",
+        "status",
+        "start",
+        "end",
+        "current_lag",
+        "complete",
+    ]
     assert partition["status"] == "STOP" and partition["owner"] == "" and partition["current_lag"] == 2921
-    assert partition["start"] == {"offset": 1000, "timestamp": NOW * 1000 - 100000, "observedAt": NOW * 1000,
-                                  "lag": 3321}
+    assert partition["start"] == {
+        "offset": 1000,
+        "timestamp": NOW * 1000 - 100000,
+        "observedAt": NOW * 1000,
+        "lag": 3321,
+    }
     assert document["maxlag"] == partition

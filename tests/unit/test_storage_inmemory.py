@@ -40,7 +40,9 @@ def section(**keys):
 
 
 def build(clock=None, **keys):
-    return InMemoryStorage("default", section(**keys), ["local"], clock or FakeClock(), structlog.get_logger())
+    return InMemoryStorage(
+        "default", section(**keys), ["local"], clock or FakeClock(), structlog.get_logger()
+    )
 
 
 @pytest.fixture
@@ -59,33 +61,64 @@ async def ask(storage, request_type, *args):
 
 def test_config_defaults_follow_burrow():
     module = build()
-    assert (module.intervals, module.expire_group, module.worker_count, module.queue_depth, module.min_distance) == (
-        10, 604800, 20, 1, 0)
+    assert (
+        module.intervals,
+        module.expire_group,
+        module.worker_count,
+        module.queue_depth,
+        module.min_distance,
+    ) == (10, 604800, 20, 1, 0)
     assert module.group_allowlist is None and module.group_denylist is None
-    assert module.describe() == {"class-name": "inmemory", "intervals": 10, "min-distance": 0,
-                                 "group-allowlist": "", "expire-group": 604800}
+    assert module.describe() == {
+        "class-name": "inmemory",
+        "intervals": 10,
+        "min-distance": 0,
+        "group-allowlist": "",
+        "expire-group": 604800,
+    }
 
 
 def test_config_values_and_group_lists():
-    module = build(**{"class-name": "inmemory", "intervals": 5, "expire-group": 60, "workers": 2,
-                      "queue-depth": 100, "min-distance": 1, "group-allowlist": "^app-",
-                      "group-denylist": "-test$"})
-    assert (module.intervals, module.expire_group, module.worker_count, module.queue_depth,
-            module.min_distance) == (5, 60, 2, 100, 1)
+    module = build(
+        **{
+            "class-name": "inmemory",
+            "intervals": 5,
+            "expire-group": 60,
+            "workers": 2,
+            "queue-depth": 100,
+            "min-distance": 1,
+            "group-allowlist": "^app-",
+            "group-denylist": "-test$",
+        }
+    )
+    assert (
+        module.intervals,
+        module.expire_group,
+        module.worker_count,
+        module.queue_depth,
+        module.min_distance,
+    ) == (5, 60, 2, 100, 1)
     assert module.describe()["group-allowlist"] == "^app-"
     assert module.accept_group("app-orders")
     assert not module.accept_group("app-orders-test")
     assert not module.accept_group("billing")
 
 
-@pytest.mark.parametrize(("keys", "path", "message"), [
-    ({"intervals": 0}, "storage.default.intervals", "at least 1"),
-    ({"workers": "many"}, "storage.default.workers", "integer"),
-    ({"group-allowlist": "["}, "storage.default.group-allowlist", "bad regular expression"),
-    ({"group-denylist": "("}, "storage.default.group-denylist", "bad regular expression"),
-    ({"expire-groups": 5}, "storage.default.expire-groups", "unknown key"),
-    ({"group-whitelist": "a", "group-allowlist": "b"}, "storage.default.group-whitelist", "set only group-allowlist"),
-])
+@pytest.mark.parametrize(
+    ("keys", "path", "message"),
+    [
+        ({"intervals": 0}, "storage.default.intervals", "at least 1"),
+        ({"workers": "many"}, "storage.default.workers", "integer"),
+        ({"group-allowlist": "["}, "storage.default.group-allowlist", "bad regular expression"),
+        ({"group-denylist": "("}, "storage.default.group-denylist", "bad regular expression"),
+        ({"expire-groups": 5}, "storage.default.expire-groups", "unknown key"),
+        (
+            {"group-whitelist": "a", "group-allowlist": "b"},
+            "storage.default.group-whitelist",
+            "set only group-allowlist",
+        ),
+    ],
+)
 def test_config_errors_name_the_key(keys, path, message):
     with pytest.raises(ConfigError) as error:
         build(**keys)
@@ -96,9 +129,14 @@ def test_config_errors_name_the_key(keys, path, message):
 def test_old_whitelist_and_blacklist_keys_are_accepted_with_a_warning():
     with capture_logs() as logs:
         module = build(**{"group-whitelist": "^app", "group-blacklist": "test"})
-    assert module.accept_group("app-1") and not module.accept_group("app-test") and not module.accept_group("x")
+    assert (
+        module.accept_group("app-1") and not module.accept_group("app-test") and not module.accept_group("x")
+    )
     warnings = [entry for entry in logs if entry["log_level"] == "warning"]
-    assert [w["key"] for w in warnings] == ["storage.default.group-whitelist", "storage.default.group-blacklist"]
+    assert [w["key"] for w in warnings] == [
+        "storage.default.group-whitelist",
+        "storage.default.group-blacklist",
+    ]
     assert [w["use"] for w in warnings] == ["group-allowlist", "group-denylist"]
 
 
@@ -107,7 +145,9 @@ async def test_commits_are_stored_and_fetched(storage):
     storage.submit(SetBrokerOffset("local", "t", 1, 2, 10, 0))
     now_ms = int(FakeClock().now) * 1000
     for i in range(10):
-        storage.submit(SetConsumerOffset("local", "g", "t", 0, 1000 + i * 100, 10 + i, now_ms - 100000 + i * 10000))
+        storage.submit(
+            SetConsumerOffset("local", "g", "t", 0, 1000 + i * 100, 10 + i, now_ms - 100000 + i * 10000)
+        )
     storage.submit(SetConsumerOwner("local", "g", "t", 0, "/10.0.0.1", "client-1"))
     await storage.flush()
     topics = await ask(storage, FetchConsumer, "local", "g")
@@ -149,7 +189,9 @@ async def test_requests_of_one_group_are_handled_in_submission_order():
             [partition] = (await ask(storage, FetchConsumer, "local", group))["t"]
             # In order, every commit after the delete is an append (so it has a lag) and the delete
             # came before the last ten.
-            assert [(o.order, o.lag) for o in partition.offsets] == [(n, 10_000 - n * 10) for n in range(21, 31)]
+            assert [(o.order, o.lag) for o in partition.offsets] == [
+                (n, 10_000 - n * 10) for n in range(21, 31)
+            ]
             assert partition.owner == f"owner-{group}"
     finally:
         await storage.stop()
@@ -242,7 +284,9 @@ async def test_a_failing_request_costs_only_itself(storage):
         with pytest.raises(TypeError):
             await ask(storage, FetchConsumers, ["not", "a", "name"])
         await storage.flush()
-    assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == ["storage request failed"] * 2
+    assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == [
+        "storage request failed"
+    ] * 2
     storage.submit(SetConsumerOffset("local", "g", "t", 0, 5, 1, int(FakeClock().now) * 1000))
     assert await ask(storage, FetchConsumers, "local") == ["g"]
 

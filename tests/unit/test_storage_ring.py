@@ -28,25 +28,49 @@ TEN_LAGS = [(1000 * i, 10 * i, 100000 * i, 10000 - 1000 * i) for i in range(1, 1
 # Burrow's storage table (inmemory_test.go), all with a 10-slot ring and min-distance 1 s:
 # (broker offset, inputs (offset, order, timestamp), stored entries (offset, order, timestamp, lag))
 STORAGE_CASES = {
-    "appends": (5000, [(1000 * i, i, 100000 * i) for i in range(1, 6)],
-                [(1000 * i, i, 100000 * i, 5000 - 1000 * i) for i in range(1, 6)]),
-    "prepends-until-full": (5000, [(1000, 20, 100000), (2000, 30, 200000), (3000, 15, 300000)]
-                            + [(900 - 100 * k, 14 - k, 300000) for k in range(9)],
-                            [(300 + 100 * k, 8 + k, 300000, None) for k in range(7)]
-                            + [(3000, 15, 300000, None), (1000, 20, 100000, 4000), (2000, 30, 200000, 3000)]),
-    "insert-between": (5000, [(1000, 20, 100000), (2000, 30, 300000), (3000, 40, 400000), (1500, 25, 200000)],
-                       [(1000, 20, 100000, 4000), (1500, 25, 200000, None), (2000, 30, 300000, 3000),
-                        (3000, 40, 400000, 2000)]),
-    "insert-into-full-ring": (10000, TEN + [(5500, 55, 550000)],
-                              TEN_LAGS[1:5] + [(5500, 55, 550000, None)] + TEN_LAGS[5:]),
-    "replace-oldest-of-full-ring": (10000, TEN + [(1500, 15, 150000)],
-                                    [(1500, 15, 150000, None)] + TEN_LAGS[1:]),
-    "merge-into-newest": (10000, TEN[:5] + [(6000, 60, 500001)],
-                          [(1000 * i, 10 * i, 100000 * i, 10000 - 1000 * i) for i in range(1, 5)]
-                          + [(6000, 60, 500000, 4000)]),
-    "merge-into-previous": (10000, TEN[:5] + [(4500, 45, 400001)],
-                            [(1000 * i, 10 * i, 100000 * i, 10000 - 1000 * i) for i in range(1, 4)]
-                            + [(4500, 45, 400000, None), (5000, 50, 500000, 5000)]),
+    "appends": (
+        5000,
+        [(1000 * i, i, 100000 * i) for i in range(1, 6)],
+        [(1000 * i, i, 100000 * i, 5000 - 1000 * i) for i in range(1, 6)],
+    ),
+    "prepends-until-full": (
+        5000,
+        [(1000, 20, 100000), (2000, 30, 200000), (3000, 15, 300000)]
+        + [(900 - 100 * k, 14 - k, 300000) for k in range(9)],
+        [(300 + 100 * k, 8 + k, 300000, None) for k in range(7)]
+        + [(3000, 15, 300000, None), (1000, 20, 100000, 4000), (2000, 30, 200000, 3000)],
+    ),
+    "insert-between": (
+        5000,
+        [(1000, 20, 100000), (2000, 30, 300000), (3000, 40, 400000), (1500, 25, 200000)],
+        [
+            (1000, 20, 100000, 4000),
+            (1500, 25, 200000, None),
+            (2000, 30, 300000, 3000),
+            (3000, 40, 400000, 2000),
+        ],
+    ),
+    "insert-into-full-ring": (
+        10000,
+        TEN + [(5500, 55, 550000)],
+        TEN_LAGS[1:5] + [(5500, 55, 550000, None)] + TEN_LAGS[5:],
+    ),
+    "replace-oldest-of-full-ring": (
+        10000,
+        TEN + [(1500, 15, 150000)],
+        [(1500, 15, 150000, None)] + TEN_LAGS[1:],
+    ),
+    "merge-into-newest": (
+        10000,
+        TEN[:5] + [(6000, 60, 500001)],
+        [(1000 * i, 10 * i, 100000 * i, 10000 - 1000 * i) for i in range(1, 5)] + [(6000, 60, 500000, 4000)],
+    ),
+    "merge-into-previous": (
+        10000,
+        TEN[:5] + [(4500, 45, 400001)],
+        [(1000 * i, 10 * i, 100000 * i, 10000 - 1000 * i) for i in range(1, 4)]
+        + [(4500, 45, 400000, None), (5000, 50, 500000, 5000)],
+    ),
 }
 
 
@@ -66,8 +90,8 @@ def test_full_ring_keeps_the_last_ten_appends_with_their_lag():
     entries = ring.entries()
     assert len(entries) == 10
     assert [(e.offset, e.timestamp, e.lag) for e in entries] == [
-        (1100 + i * 100, base + 10000 + i * 10000, 4321 - 1100 - i * 100) for i in range(9)] + [
-        (2000, base + 100000, 2321)]
+        (1100 + i * 100, base + 10000 + i * 10000, 4321 - 1100 - i * 100) for i in range(9)
+    ] + [(2000, base + 100000, 2321)]
 
 
 def test_commit_closer_than_min_distance_replaces_the_newest():
@@ -76,7 +100,8 @@ def test_commit_closer_than_min_distance_replaces_the_newest():
     ring = replay(10, 4321, [(1000 + i * 100, 500 + i, base + i * 10000) for i in range(10)], 1000)
     assert ring.add(2000, 1000, base + 90001, NOW_MS, 4321, 1000) is CommitOutcome.APPENDED
     assert [(e.offset, e.timestamp, e.lag) for e in ring.entries()] == [
-        (1000 + i * 100, base + i * 10000, 4321 - 1000 - i * 100) for i in range(9)] + [(2000, base + 90000, 2321)]
+        (1000 + i * 100, base + i * 10000, 4321 - 1000 - i * 100) for i in range(9)
+    ] + [(2000, base + 90000, 2321)]
 
 
 def test_entries_pad_empty_slots_and_never_written_is_empty():
@@ -150,7 +175,11 @@ class GoRingModel:
         lag = max(0, broker - offset) if appended else None
         target = insert_at if insert_at is not None else extend_at
         before = slots[self.prev(target)]
-        if before is not None and before["order"] < order and timestamp - before["timestamp"] < min_distance_ms:
+        if (
+            before is not None
+            and before["order"] < order
+            and timestamp - before["timestamp"] < min_distance_ms
+        ):
             timestamp = before["timestamp"]
             insert_at, extend_at = self.prev(target), None
         if insert_at is not None and extend_at is not None:
@@ -160,7 +189,11 @@ class GoRingModel:
                 slots[self.prev(to)] = None
                 to = self.prev(to)
         slots[insert_at if insert_at is not None else extend_at] = {
-            "offset": offset, "order": order, "timestamp": timestamp, "lag": lag}
+            "offset": offset,
+            "order": order,
+            "timestamp": timestamp,
+            "lag": lag,
+        }
         if extend_at is not None:
             self.pointer = (extend_at + 1) % self.n
         return True
@@ -174,7 +207,8 @@ class GoRingModel:
 
 commit_streams = st.lists(
     st.tuples(st.integers(0, 10_000), st.integers(0, 40), st.integers(0, 20_000), st.integers(0, 12_000)),
-    max_size=40)
+    max_size=40,
+)
 
 
 @settings(deadline=None, max_examples=300)
@@ -184,13 +218,16 @@ def test_ring_matches_burrows_circular_algorithm(intervals, min_distance_ms, str
     for offset, order, timestamp, broker in stream:
         outcome = ring.add(offset, order, timestamp, NOW_MS, broker, min_distance_ms)
         assert bool(outcome) == model.add(offset, order, timestamp, NOW_MS, broker, min_distance_ms)
-        assert [None if e is None else (e.offset, e.order, e.timestamp, e.lag) for e in ring.entries()] == \
-            model.entries()
+        assert [
+            None if e is None else (e.offset, e.order, e.timestamp, e.lag) for e in ring.entries()
+        ] == model.entries()
 
 
 @settings(deadline=None, max_examples=300)
-@given(st.integers(1, 8), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10_000), st.integers(0, 12_000)),
-                                   max_size=50))
+@given(
+    st.integers(1, 8),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10_000), st.integers(0, 12_000)), max_size=50),
+)
 def test_ring_keeps_the_newest_orders_with_lag_only_for_appends(intervals, stream):
     """Without merges (timestamps follow the order), the ring holds the `intervals` largest distinct orders
     ever seen, sorted, and a commit has a lag exactly when it was the newest seen when it arrived."""

@@ -31,8 +31,9 @@ def broker(state, offset, topic="t", partition=0, count=1, cluster="local"):
 
 def commit(state, offset, order, timestamp=None, group="g", topic="t", partition=0, cluster="local", now=NOW):
     timestamp = BASE_MS + order * 1000 if timestamp is None else timestamp
-    return state.add_consumer_offset(SetConsumerOffset(cluster, group, topic, partition, offset, order, timestamp),
-                                     now)
+    return state.add_consumer_offset(
+        SetConsumerOffset(cluster, group, topic, partition, offset, order, timestamp), now
+    )
 
 
 def upstream_fixture(**options):
@@ -52,7 +53,8 @@ def test_fetch_consumer_returns_the_ring_history_lag_and_owner():
     assert (partition.owner, partition.client_id) == ("testhost.example.com", "test_client_id")
     assert partition.broker_offsets == [4321]
     assert [(o.offset, o.timestamp, o.observed_at, o.lag) for o in partition.offsets] == [
-        (1000 + i * 100, BASE_MS + i * 10000, NOW * 1000, 3321 - i * 100) for i in range(10)]
+        (1000 + i * 100, BASE_MS + i * 10000, NOW * 1000, 3321 - i * 100) for i in range(10)
+    ]
 
 
 def test_consumer_detail_json_shape():
@@ -61,8 +63,16 @@ def test_consumer_detail_json_shape():
     commit(state, 40, 1)
     [first, second] = state.consumer("local", "g", NOW)["t"]
     assert first.to_json() == {
-        "offsets": [None, None, None, {"offset": 40, "timestamp": BASE_MS + 1000, "observedAt": NOW * 1000, "lag": 10}],
-        "owner": "", "client_id": "", "current-lag": 10}
+        "offsets": [
+            None,
+            None,
+            None,
+            {"offset": 40, "timestamp": BASE_MS + 1000, "observedAt": NOW * 1000, "lag": 10},
+        ],
+        "owner": "",
+        "client_id": "",
+        "current-lag": 10,
+    }
     assert second.to_json() == {"offsets": [], "owner": "", "client_id": "", "current-lag": 0}
 
 
@@ -95,15 +105,18 @@ def test_partition_count_grows_and_bad_broker_partitions_are_dropped():
     assert broker(state, 5, cluster="nowhere") == "unknown cluster"
 
 
-@pytest.mark.parametrize(("request_args", "reason"), [
-    ({"cluster": "nowhere"}, "unknown cluster"),
-    ({"timestamp": (NOW - 604800) * 1000 - 1}, "old offset"),
-    ({"group": "denied-group"}, "group not accepted by the allow/deny lists"),
-    ({"topic": "unknown"}, "no broker data for the topic"),
-    ({"partition": -1}, "negative partition"),
-    ({"partition": 2}, "partition unknown to the brokers"),
-    ({"partition": 1}, "no broker offset for the partition yet"),
-])
+@pytest.mark.parametrize(
+    ("request_args", "reason"),
+    [
+        ({"cluster": "nowhere"}, "unknown cluster"),
+        ({"timestamp": (NOW - 604800) * 1000 - 1}, "old offset"),
+        ({"group": "denied-group"}, "group not accepted by the allow/deny lists"),
+        ({"topic": "unknown"}, "no broker data for the topic"),
+        ({"partition": -1}, "negative partition"),
+        ({"partition": 2}, "partition unknown to the brokers"),
+        ({"partition": 1}, "no broker offset for the partition yet"),
+    ],
+)
 def test_commits_are_dropped_without_creating_the_group(request_args, reason):
     state = make_state(accept_group=lambda group: not group.startswith("denied"))
     broker(state, 100, partition=0, count=2)
@@ -184,8 +197,11 @@ def test_owner_creates_group_and_partition_entries_without_commits():
     assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client")) is None
     assert state.consumer_names("local") == ["g"]
     entries = state.clusters["local"].groups["g"].topics["t"]
-    assert [(e.owner, e.client_id, e.ring) for e in entries] == [("", "", None), ("", "", None),
-                                                                 ("/10.0.0.1", "client", None)]
+    assert [(e.owner, e.client_id, e.ring) for e in entries] == [
+        ("", "", None),
+        ("", "", None),
+        ("/10.0.0.1", "client", None),
+    ]
     # Never committed: it expires on the first fetch, as in Burrow.
     assert state.consumer("local", "g", NOW) is None
 
@@ -268,8 +284,12 @@ def test_lists_are_sorted_and_unknown_cluster_answers_none():
     assert state.consumers_of_topic("local", "b") == ["x", "y", "z"]
     assert state.consumers_of_topic("local", "a") == []
     assert state.topic_names("other") == [] and state.consumer_names("other") == []
-    for answer in (state.topic_names("nowhere"), state.consumer_names("nowhere"),
-                   state.consumers_of_topic("nowhere", "a"), state.consumer("nowhere", "x", NOW)):
+    for answer in (
+        state.topic_names("nowhere"),
+        state.consumer_names("nowhere"),
+        state.consumers_of_topic("nowhere", "a"),
+        state.consumer("nowhere", "x", NOW),
+    ):
         assert answer is None
 
 
