@@ -1,13 +1,15 @@
 """Produce and InitProducerId.
 
 A Produce v3+ partition carries exactly one v2 record batch. The batch stays opaque: the log checks its
-header and CRC, patches the base offset and appends the bytes (DESIGN principle 2). Transactions are not
-supported: InitProducerId with a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+header and CRC, patches the base offset and appends the bytes (DESIGN principle 2). With acks=all the
+answer waits until the in-sync replicas hold the batch (``broker.cluster.replication``). Transactions are
+not supported: InitProducerId with a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 which clients report as fatal instead of retrying forever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Any
 
@@ -32,18 +34,21 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None,
-                             acks: int) -> dict[str, Any]:
+                             acks: int) -> tuple[dict[str, Any], int | None]:
+    """The partition's answer and, after a successful append, the offset following its batch."""
     broker = ctx.broker
     if topic in INTERNAL_TOPICS:
-        return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}")
+        return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                f"cannot append to internal topic {topic}"), None
     if records is None or len(records) < 61:
-        return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, "no record batch")
+        return _partition_error(index, ErrorCode.CORRUPT_MESSAGE, "no record batch"), None
     (batch_length,) = _BATCH_LENGTH.unpack_from(records, 8)
     if batch_length + 12 != len(records):
         return _partition_error(index, ErrorCode.INVALID_RECORD,
-                                "a produce request must carry exactly one record batch per partition")
+                                "a produce request must carry exactly one record batch per partition"), None
     if records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD and ctx.api_version < 7:
-        return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+        return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                "zstd needs Produce v7 or later"), None
     try:
         leader, epoch, _replicas, isr = broker.partition_leader(topic, index)
         if leader != broker.node_id:
@@ -54,16 +59,40 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                              f"{len(isr)} in-sync replicas, min.insync.replicas is {plog.config.min_insync_replicas}")
         result = await broker.append(topic, index, records, leader_epoch=epoch)
     except KafkaError as exc:
-        return _partition_error(index, exc.code, exc.message)
+        return _partition_error(index, exc.code, exc.message), None
     return {"index": index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
-            "record_errors": [], "error_message": None}
+            "record_errors": [], "error_message": None}, result.last_offset + 1
+
+
+async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str, dict[str, Any], int]],
+                                  timeout_s: float) -> None:
+    """acks=all: answer each appended partition once the ISR holds its batch (the high watermark passed it),
+    as Kafka's delayed produce does; all partitions of the request wait together."""
+    broker = ctx.broker
+    replicas = getattr(broker, "replica_manager", None)
+    if replicas is None:
+        return  # a broker without replication commits every append at once
+    replicated = await asyncio.gather(*(
+        replicas.wait_for_isr(topic, entry["index"], next_offset, timeout_s)
+        for topic, entry, next_offset in appended
+    ))
+    for (topic, entry, _next_offset), in_sync in zip(appended, replicated, strict=True):
+        leader, _epoch, _replicas, isr = broker.partition_leader(topic, entry["index"])
+        if leader != broker.node_id:
+            entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif not in_sync:
+            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+        elif len(isr) < broker.partition_log(topic, entry["index"]).config.min_insync_replicas:
+            # Written and replicated to the ISR, but the ISR shrank below the minimum meanwhile.
+            entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 @handler(ApiKey.PRODUCE)
 async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
     acks = request["acks"]
     responses = []
+    appended: list[tuple[str, dict[str, Any], int]] = []
     for topic in request["topic_data"]:
         name = topic["name"]
         partitions = []
@@ -71,10 +100,15 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
             if acks not in (0, 1, -1):
                 partitions.append(_partition_error(part["index"], ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            partitions.append(await _produce_partition(ctx, name, part["index"], part["records"], acks))
+            entry, next_offset = await _produce_partition(ctx, name, part["index"], part["records"], acks)
+            partitions.append(entry)
+            if next_offset is not None:
+                appended.append((name, entry, next_offset))
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
+    if acks == -1 and appended:
+        await _await_in_sync_replicas(ctx, appended, request["timeout_ms"] / 1000)
     return {"responses": responses, "throttle_time_ms": 0}
 
 
