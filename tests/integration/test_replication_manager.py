@@ -1,0 +1,169 @@
+"""ReplicaManager edge cases with two real brokers in one event loop (real TCP, real logs, real handlers).
+
+Leadership is assigned by hand through the StaticClusterBroker of replication_harness.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from harness import free_port
+from replication_harness import StaticClusterBroker
+
+from broker.client import KafkaConnection
+from broker.cluster.replication import ReplicaManager
+from broker.config import BrokerConfig
+from broker.errors import ErrorCode
+from broker.protocol.api import ApiKey
+from broker.protocol.records import Record, build_batch
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "t"
+
+
+async def poll(condition, timeout: float = 15.0, message: str = "condition"):
+    """Await until ``condition()`` is truthy (the brokers run in this loop, so yield between checks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+@pytest.fixture
+async def brokers(tmp_path):
+    ports = {1: free_port(), 2: free_port()}
+    started = []
+    for node_id, port in ports.items():
+        config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / f"n{node_id}"),
+                                   node_id=node_id,
+                                   overrides={"replica.lag.time.max.ms": 1000, "offsets.topic.num.partitions": 1})
+        broker = StaticClusterBroker(config, ports)
+        await broker.start()
+        broker.create_topic(TOPIC, 1, {})
+        started.append(broker)
+    yield started
+    for broker in started:
+        await broker.stop()
+
+
+async def produce(broker: StaticClusterBroker, texts: list[str], *, acks: int = -1, timeout_ms: int = 10000):
+    batch = build_batch([Record(i, 0, None, text.encode()) for i, text in enumerate(texts)])
+    async with await KafkaConnection.connect(f"127.0.0.1:{broker.port}") as connection:
+        response = await connection.request(ApiKey.PRODUCE, {
+            "acks": acks, "timeout_ms": timeout_ms,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+        })
+    return response["responses"][0]["partition_responses"][0]
+
+
+def log_of(broker: StaticClusterBroker):
+    return broker.partition_log(TOPIC, 0)
+
+
+async def test_producers_waiting_when_leadership_moves_are_told_not_leader(brokers):
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])  # 2 is in the ISR but does not fetch: nothing commits
+    waiting = asyncio.create_task(produce(leader, ["x"], timeout_ms=30000))
+    await poll(lambda: log_of(leader).log_end_offset == 1, message="the append")
+    assert not waiting.done()
+    leader.follow(TOPIC, 0, 1, 2, [1, 2])
+    answer = await asyncio.wait_for(waiting, 5)
+    assert answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_isr_change_through_an_awaitable_callback_and_a_refusal(brokers):
+    leader, follower = brokers
+    proposals: list[tuple[list[int], int]] = []
+    refuse = True
+
+    async def propose_isr(topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        await asyncio.sleep(0)
+        proposals.append((isr, leader_epoch))
+        if refuse:
+            return False
+        return leader.propose_isr(topic, partition, isr, leader_epoch)
+
+    await leader.replica_manager.stop()
+    leader.replica_manager = ReplicaManager(leader, propose_isr=propose_isr)
+    await leader.replica_manager.start()
+    leader.lead(TOPIC, 0, 3, [1, 2], [1])
+    assert (await produce(leader, ["a", "b"]))["error_code"] == 0  # alone in the ISR
+    follower.follow(TOPIC, 0, 3, 1, [1, 2])
+    await poll(lambda: proposals, message="an expansion proposal")
+    assert proposals[0] == ([1, 2], 3)
+    state = leader.replica_manager.leader_state(TOPIC, 0)
+    assert state.isr == (1,)
+    refuse = False
+    await poll(lambda: state.isr == (1, 2), message="the retried proposal to commit")
+    assert leader.partition_leader(TOPIC, 0)[3] == [1, 2]
+
+
+async def test_metadata_update_in_the_same_epoch_drops_a_dead_follower(brokers):
+    """The controller removes a dead broker from the ISR itself; the leader learns it through
+    become_leader with the same epoch, and the high watermark moves on without waiting for lag."""
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])
+    waiting = asyncio.create_task(produce(leader, ["x"], timeout_ms=30000))
+    await poll(lambda: log_of(leader).log_end_offset == 1, message="the append")
+    leader.lead(TOPIC, 0, 0, [1, 2], [1])
+    answer = await asyncio.wait_for(waiting, 5)
+    assert answer["error_code"] == 0
+    assert log_of(leader).high_watermark == 1
+
+
+async def test_follower_behind_the_leader_log_start_continues_there(brokers):
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1])
+    for round_ in range(4):
+        assert (await produce(leader, [f"{round_}-{i}" for i in range(5)]))["error_code"] == 0
+    assert log_of(leader).delete_records_before(12) == 12
+    follower.follow(TOPIC, 0, 0, 1, [1, 2])
+    await poll(lambda: log_of(follower).log_end_offset == 20, message="the follower to fetch from offset 12")
+    follower_log = log_of(follower)
+    assert follower_log.read(12, 1 << 20) == log_of(leader).read(12, 1 << 20)
+    await poll(lambda: follower_log.log_start_offset == 12, message="the log start to follow the leader's")
+    await poll(lambda: leader.replica_manager.leader_state(TOPIC, 0).isr == (1, 2), message="ISR expansion")
+
+
+async def test_follower_high_watermark_and_log_start_follow_the_leader(brokers):
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])
+    follower.follow(TOPIC, 0, 0, 1, [1, 2])
+    for round_ in range(3):
+        assert (await produce(leader, [f"{round_}-{i}" for i in range(4)]))["error_code"] == 0
+    await poll(lambda: log_of(follower).high_watermark == 12, message="the follower's high watermark")
+    assert not log_of(follower).auto_high_watermark
+    log_of(leader).delete_records_before(6)
+    assert (await produce(leader, ["more"]))["error_code"] == 0  # the next fetch answer carries it
+    await poll(lambda: log_of(follower).log_start_offset == 6, message="the follower's log start")
+
+
+async def test_stop_replica_stops_fetching(brokers):
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1])
+    follower.follow(TOPIC, 0, 0, 1, [1, 2])
+    assert (await produce(leader, ["a"]))["error_code"] == 0
+    await poll(lambda: log_of(follower).log_end_offset == 1, message="replication")
+    follower.replica_manager.stop_replica(TOPIC, 0)
+    assert follower.replica_manager.following(TOPIC, 0) is None
+    assert (await produce(leader, ["b"], acks=1))["error_code"] == 0
+    await asyncio.sleep(0.3)  # a fetcher still running would fetch "b" well within this
+    assert log_of(follower).log_end_offset == 1
+
+
+async def test_follower_of_a_stale_epoch_is_fenced_until_it_learns_the_new_one(brokers):
+    leader, follower = brokers
+    leader.lead(TOPIC, 0, 5, [1, 2], [1])
+    follower.follow(TOPIC, 0, 4, 1, [1, 2])  # an outdated view of the partition
+    assert (await produce(leader, ["a", "b"]))["error_code"] == 0
+    await asyncio.sleep(0.3)
+    assert log_of(follower).log_end_offset == 0
+    assert leader.replica_manager.leader_state(TOPIC, 0).followers[2].log_end_offset == -1
+    follower.follow(TOPIC, 0, 5, 1, [1, 2])
+    await poll(lambda: log_of(follower).log_end_offset == 2, message="replication in the current epoch")
