@@ -144,7 +144,9 @@ class KafkaZkConsumer:
                 continue
             path = f"{self.consumers_path}/{group}/offsets/{topic}/{name}"
             if self._watch_once(path):
-                self._zk.DataWatch(path, lambda data, stat, p=int(name): self._on_offset(
+                # kazoo calls a data watch with (data, stat, event) first, so the partition must not be a
+                # third parameter: it would receive the event (None on the first call).
+                self._zk.DataWatch(path, lambda data, stat, event=None, p=int(name): self._on_offset(
                     group, topic, p, data, stat, generation))
         return None
 
