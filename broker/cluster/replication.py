@@ -2,9 +2,10 @@
 
 Leader side: every follower Fetch (``replica_id >= 0``) reports the follower's log end to
 :meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
-into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through
-``broker.propose_isr(topic, partition, isr, leader_epoch)``, which returns (or resolves to) True once the
-change is committed. ``acks=all`` producers wait in :meth:`ReplicaManager.wait_for_isr`.
+into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through the
+``propose_isr`` callback (default: ``broker.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
+returns, or resolves to, True once the change is committed. ``acks=all`` producers wait in
+:meth:`ReplicaManager.wait_for_isr`.
 
 Follower side: one :class:`LeaderFetcher` per leader broker replicates all partitions this broker follows
 from it over one connection, as Kafka's replica fetcher does. A partition joining a fetcher first settles
@@ -15,6 +16,11 @@ fetches from its log end, appends the leader's batches as they are, and takes th
 Partition logs open with an automatic high watermark (every append is committed at once, right for a
 single node); a partition taken over here (leader or follower) gets ``auto_high_watermark = False`` and its
 high watermark is set only from here.
+
+What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
+leader's address) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
+call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it must not move the high
+watermark itself), and expose the manager as ``broker.replica_manager`` for the Produce and Fetch handlers.
 """
 
 from __future__ import annotations
