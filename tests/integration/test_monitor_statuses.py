@@ -14,30 +14,23 @@ monitor's wall clock.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from burrow_support import CLUSTER, CONSUMER, BurrowpyProcess, MonitorSettings
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 from harness import wait_until
 from kafka import KafkaConsumer
-from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as PythonPartition
+from monitor_support import CLIENTS, CommitLoop, committing, create_topic, produce
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
 
 INTERVALS = 4
-COMMIT_PERIOD = 0.4  # seconds between a live consumer's commits
 PARTITION_CODES = {"OK": 1, "WARN": 2, "STOP": 4, "STALL": 5, "REWIND": 6}
 GROUP_CODES = {"OK": 1, "WARN": 2, "ERR": 3}
 CAUGHT_UP = 10  # records in partition 1, always committed in full
-CLIENTS = ("confluent", "kafka-python")
 OFFSETS_TOPIC = "__consumer_offsets"
 SELF_GROUP = f"burrow-{CONSUMER}"  # where the consumer module reports its position in OFFSETS_TOPIC
 
@@ -58,139 +51,7 @@ def producer(broker) -> Iterator[Producer]:
     del producer  # librdkafka would keep reconnecting to a stopped broker
 
 
-# --- consumers ------------------------------------------------------------------------------------------
-
-
-class ConfluentCommitter:
-    """A subscribed librdkafka consumer that commits offsets it is given, synchronously."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.topic = topic
-        self.client_id = f"{group}-librdkafka"
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": self.client_id,
-                                  "enable.auto.commit": False, "auto.offset.reset": "latest"})
-        self.consumer.subscribe([topic])
-
-    def wait_assigned(self) -> None:
-        def assigned() -> bool:
-            self.consumer.poll(0.1)
-            return len(self.consumer.assignment()) == 2
-        wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned both partitions")
-
-    def commit(self, offsets: dict[int, int]) -> None:
-        self.consumer.commit(offsets=[ConfluentPartition(self.topic, p, o) for p, o in offsets.items()],
-                             asynchronous=False)
-
-    def idle(self, seconds: float) -> None:
-        # poll serves the group's callbacks; it returns early when a record arrives, which is dropped
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.consumer.poll(left)
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-class KafkaPythonCommitter:
-    """A subscribed kafka-python consumer that commits offsets it is given, synchronously."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.topic = topic
-        self.client_id = f"{group}-kafka-python"
-        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=self.client_id,
-                                      enable_auto_commit=False, auto_offset_reset="latest")
-
-    def wait_assigned(self) -> None:
-        def assigned() -> bool:
-            self.consumer.poll(100)
-            return len(self.consumer.assignment()) == 2
-        wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned both partitions")
-
-    def commit(self, offsets: dict[int, int]) -> None:
-        self.consumer.commit({PythonPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
-
-    def idle(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.consumer.poll(max(1, int(left * 1000)))
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-COMMITTERS = {"confluent": ConfluentCommitter, "kafka-python": KafkaPythonCommitter}
-
-
-class CommitLoop:
-    """A consumer in its own thread (the clients are not shared between threads): it joins its group,
-    then commits ``offsets_for(round)`` every COMMIT_PERIOD seconds until stopped, or ``rounds`` times."""
-
-    def __init__(self, client: str, bootstrap: str, group: str, topic: str,
-                 offsets_for: Callable[[int], dict[int, int]], rounds: int | None = None) -> None:
-        self.committer = COMMITTERS[client](bootstrap, group, topic)
-        self.offsets_for = offsets_for
-        self.rounds = rounds
-        self.commits = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"commit-loop-{group}", daemon=True)
-
-    @property
-    def client_id(self) -> str:
-        return self.committer.client_id
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.committer.wait_assigned()
-            while not self._stop.is_set() and self.commits != self.rounds:
-                self.committer.commit(self.offsets_for(self.commits))
-                self.commits += 1
-                self.committer.idle(COMMIT_PERIOD)
-        except BaseException as exc:  # handed to the test thread by stop()
-            self.error = exc
-        finally:
-            self.committer.close()
-
-    def committed(self, count: int) -> bool:
-        if self.error is not None:
-            raise AssertionError(f"the consumer failed: {self.error!r}") from self.error
-        return self.commits >= count
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        assert not self._thread.is_alive(), "the consumer thread did not stop"
-        if self.error is not None:
-            raise AssertionError(f"the consumer failed: {self.error!r}") from self.error
-
-
-@contextlib.contextmanager
-def committing(client: str, bootstrap: str, group: str, topic: str,
-               offsets_for: Callable[[int], dict[int, int]], rounds: int | None = None) -> Iterator[CommitLoop]:
-    loop = CommitLoop(client, bootstrap, group, topic, offsets_for, rounds)
-    loop.start()
-    try:
-        yield loop
-    finally:
-        loop.stop()
-
-
 # --- the monitor's answers -----------------------------------------------------------------------------
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
-        future.result(30)
-
-
-def produce(producer: Producer, topic: str, partition: int, count: int) -> None:
-    for number in range(count):
-        producer.produce(topic, value=b"record %d" % number, partition=partition)
-    assert producer.flush(30) == 0
 
 
 def broker_offsets(monitor: BurrowpyProcess, topic: str) -> list[int] | None:
@@ -317,7 +178,7 @@ def check_answers(monitor: BurrowpyProcess, group: str, topic: str, expected: st
 
 def prepare(broker, monitor, producer, topic: str, backlog: int) -> None:
     """A two-partition topic with ``backlog`` records in partition 0 and CAUGHT_UP in partition 1."""
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap, topic, 2)
     produce(producer, topic, 0, backlog)
     produce(producer, topic, 1, CAUGHT_UP)
     wait_for_broker_offsets(monitor, topic, [backlog, CAUGHT_UP])

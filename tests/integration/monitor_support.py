@@ -1,0 +1,160 @@
+"""Real consumers for the monitor's end-to-end tests: each drives one group on our broker by committing
+offsets it is told, with confluent-kafka (librdkafka) or kafka-python, from its own thread.
+
+    with committing("kafka-python", bootstrap, "g", "t", lambda n: {0: 10 + n}) as consumer:
+        wait_until(lambda: consumer.committed(4))
+
+The consumers subscribe (so the broker records them as the group's members, which monitors show as
+partition owners), wait until they own every partition of their topic, then commit with their client's
+commit API, synchronously, every COMMIT_PERIOD seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from harness import wait_until
+from kafka import KafkaConsumer
+from kafka.structs import OffsetAndMetadata
+from kafka.structs import TopicPartition as PythonPartition
+
+COMMIT_PERIOD = 0.4  # seconds between a live consumer's commits
+CLIENTS = ("confluent", "kafka-python")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+
+
+def produce(producer: Producer, topic: str, partition: int, count: int) -> None:
+    for number in range(count):
+        producer.produce(topic, value=b"record %d" % number, partition=partition)
+    assert producer.flush(30) == 0
+
+
+class ConfluentCommitter:
+    """A subscribed librdkafka consumer that commits offsets it is given."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.client_id = f"{group}-librdkafka"
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": self.client_id,
+                                  "enable.auto.commit": False, "auto.offset.reset": "latest"})
+        self.consumer.subscribe([topic])
+
+    def wait_assigned(self) -> None:
+        def assigned() -> bool:
+            self.consumer.poll(0.1)
+            return len(self.consumer.assignment()) == self.partitions
+        wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned every partition")
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        self.consumer.commit(offsets=[ConfluentPartition(self.topic, p, o) for p, o in offsets.items()],
+                             asynchronous=False)
+
+    def idle(self, seconds: float) -> None:
+        # poll serves the group's callbacks; it returns early when a record arrives, which is dropped
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.consumer.poll(left)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonCommitter:
+    """A subscribed kafka-python consumer that commits offsets it is given."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.client_id = f"{group}-kafka-python"
+        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=self.client_id,
+                                      enable_auto_commit=False, auto_offset_reset="latest")
+
+    def wait_assigned(self) -> None:
+        def assigned() -> bool:
+            self.consumer.poll(100)
+            return len(self.consumer.assignment()) == self.partitions
+        wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned every partition")
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        self.consumer.commit({PythonPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+
+    def idle(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.consumer.poll(max(1, int(left * 1000)))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+COMMITTERS = {"confluent": ConfluentCommitter, "kafka-python": KafkaPythonCommitter}
+
+
+class CommitLoop:
+    """A consumer in its own thread (the clients are not shared between threads): it joins its group,
+    then commits ``offsets_for(round)`` every COMMIT_PERIOD seconds until stopped, or ``rounds`` times."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, topic: str, partitions: int,
+                 offsets_for: Callable[[int], dict[int, int]], rounds: int | None = None) -> None:
+        self.committer = COMMITTERS[client](bootstrap, group, topic, partitions)
+        self.offsets_for = offsets_for
+        self.rounds = rounds
+        self.commits = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"commit-loop-{group}", daemon=True)
+
+    @property
+    def client_id(self) -> str:
+        return self.committer.client_id
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.committer.wait_assigned()
+            while not self._stop.is_set() and self.commits != self.rounds:
+                self.committer.commit(self.offsets_for(self.commits))
+                self.commits += 1
+                self.committer.idle(COMMIT_PERIOD)
+        except BaseException as exc:  # handed to the test thread by committed() and stop()
+            self.error = exc
+        finally:
+            self.committer.close()
+
+    def committed(self, count: int) -> bool:
+        if self.error is not None:
+            raise AssertionError(f"the consumer failed: {self.error!r}") from self.error
+        return self.commits >= count
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the consumer thread did not stop"
+        if self.error is not None:
+            raise AssertionError(f"the consumer failed: {self.error!r}") from self.error
+
+
+@contextlib.contextmanager
+def committing(client: str, bootstrap: str, group: str, topic: str, offsets_for: Callable[[int], dict[int, int]],
+               *, partitions: int = 2, rounds: int | None = None) -> Iterator[CommitLoop]:
+    """A CommitLoop that runs for the duration of the ``with`` block (and is always stopped)."""
+    loop = CommitLoop(client, bootstrap, group, topic, partitions, offsets_for, rounds)
+    loop.start()
+    try:
+        yield loop
+    finally:
+        loop.stop()
