@@ -29,8 +29,9 @@ from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, Status
 
 pytestmark = pytest.mark.integration
 
-# 15 groups x 4 partitions x 60 rounds: about 3,200 commits (the stopping groups are silent a while).
-SPEC = SyntheticSpec(groups=15, partitions=4, commits_per_partition=60, disorder=0.03)
+# 15 groups (three per topic) x 4 partitions x 60 rounds: about 3,300 commits (the stopping groups are
+# silent a while).
+SPEC = SyntheticSpec(groups=15, groups_per_topic=3, partitions=4, commits_per_partition=60, disorder=0.03)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def spark():
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     directory = tmp_path_factory.mktemp("history")
-    write_synthetic_history(directory, SPEC, groups_per_file=4)
+    write_synthetic_history(directory, SPEC, topics_per_file=4)
     return directory
 
 

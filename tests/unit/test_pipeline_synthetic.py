@@ -8,14 +8,14 @@ import pyarrow as pa
 
 from burrowpy.pipeline.history import history_arrow_schema, read_history
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points, replay_history
-from burrowpy.pipeline.synthetic import SyntheticSpec, synthetic_tables, write_synthetic_history
+from burrowpy.pipeline.synthetic import BEHAVIOURS, SyntheticSpec, synthetic_tables, write_synthetic_history
 from burrowpy.protocol import Status
 
 SPEC = SyntheticSpec(groups=5, partitions=2, commits_per_partition=40, disorder=0.05)
 
 
-def whole(spec: SyntheticSpec, groups_per_table: int = 100) -> pa.Table:
-    return pa.concat_tables(list(synthetic_tables(spec, groups_per_table)))
+def whole(spec: SyntheticSpec, topics_per_table: int = 100) -> pa.Table:
+    return pa.concat_tables(list(synthetic_tables(spec, topics_per_table)))
 
 
 def test_rows_and_schema():
@@ -35,7 +35,7 @@ def test_rows_and_schema():
 def test_reproducible_from_the_seed():
     assert whole(SPEC).equals(whole(SPEC))
     assert not whole(SPEC).equals(whole(SyntheticSpec(**{**SPEC.__dict__, "seed": 8})))
-    assert whole(SPEC, groups_per_table=2).num_rows == whole(SPEC).num_rows
+    assert whole(SPEC, topics_per_table=2).num_rows == whole(SPEC).num_rows
 
 
 def test_orders_increase_with_rounds_and_some_commits_arrive_out_of_order():
@@ -49,6 +49,16 @@ def test_orders_increase_with_rounds_and_some_commits_arrive_out_of_order():
         orders = [r["order"] for r in by_time]
         disordered += sum(1 for a, b in zip(orders, orders[1:], strict=False) if b < a)
     assert disordered > 0
+
+
+def test_groups_share_topics():
+    spec = SyntheticSpec(groups=7, groups_per_topic=3, partitions=2, commits_per_partition=10)
+    table = whole(spec, topics_per_table=2)
+    assert spec.topics == 3
+    pairs = {(r["group"], r["topic"]) for r in table.to_pylist() if r["kind"] == "commit"}
+    assert pairs == {(f"group-{g:05d}-{BEHAVIOURS[g % 5]}", f"topic-{g // 3:05d}") for g in range(7)}
+    brokers = [r for r in table.to_pylist() if r["kind"] == "broker"]
+    assert len(brokers) == 3 * 2 * (spec.duration_ms // 30_000 + 1)
 
 
 def test_every_behaviour_reaches_its_status(tmp_path):

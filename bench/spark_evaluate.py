@@ -1,0 +1,167 @@
+"""Benchmark: the Spark batch job on a synthetic history of 10M commits, local[1] against local[2],
+and the monitor's single-process evaluator on the same input.
+
+    .venv/bin/python bench/spark_evaluate.py [--commits 10000000] [--masters 'local[1],local[2]']
+
+Steps, all on the same history (written once into --work, default a temporary directory):
+1. generate the history (SyntheticSpec: groups sharing topics, every behaviour, some disorder);
+2. for each master, a fresh process builds its SparkSession (JVM start-up timed apart) and runs
+   ``evaluate_history`` with every output written; the job time excludes the JVM start-up;
+3. in this process, the monitor's own path (StorageState + evaluate_group, ``inprocess``) and the
+   replay core alone (what each Spark task runs), file by file: each file holds whole topics and the
+   state is per partition, so this equals one pass over the whole history with bounded memory.
+Rates are input commits per second (and all history rows per second, broker samples included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from burrowpy.pipeline.history import list_history_files
+from burrowpy.pipeline.replay import ReplaySettings, evaluation_points, replay_history
+from burrowpy.pipeline.synthetic import SyntheticSpec, write_synthetic_history
+
+
+def spec_for(commits: int, partitions: int, commits_per_partition: int, groups_per_topic: int) -> SyntheticSpec:
+    groups = max(1, round(commits / (partitions * commits_per_partition)))
+    return SyntheticSpec(groups=groups, groups_per_topic=groups_per_topic, partitions=partitions,
+                         commits_per_partition=commits_per_partition)
+
+
+def history_stats(directory: Path) -> dict:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    commits = rows = 0
+    first, last = None, None
+    for path in list_history_files(directory):
+        table = pq.read_table(path, columns=["kind", "timestamp"])
+        rows += table.num_rows
+        commits += pc.sum(pc.equal(table.column("kind"), "commit").cast("int64")).as_py() or 0
+        low, high = pc.min_max(table.column("timestamp")).values()
+        first = low.as_py() if first is None else min(first, low.as_py())
+        last = high.as_py() if last is None else max(last, high.as_py())
+    return {"rows": rows, "commits": commits, "first_ms": first, "last_ms": last}
+
+
+def run_spark_worker(master: str, history: Path, output: Path, step: int) -> dict:
+    """In a child process: one SparkSession for ``master``, one timed job."""
+    from burrowpy.pipeline.evaluate import evaluate_history
+    from burrowpy.pipeline.session import build_session
+
+    started = time.perf_counter()
+    spark = build_session(master, app_name="burrowpy-bench", conf={"spark.driver.memory": "4g"})
+    spark.range(1).count()  # the JVM and a first Python worker are up
+    startup_s = time.perf_counter() - started
+    started = time.perf_counter()
+    summary = evaluate_history(spark, history, output, ReplaySettings(), step_s=step)
+    job_s = time.perf_counter() - started
+    spark.stop()
+    return {"master": master, "startup_s": startup_s, "job_s": job_s, "partition_rows": summary.partition_rows,
+            "group_rows": summary.group_rows}
+
+
+def spark_run(master: str, history: Path, output: Path, step: int) -> dict:
+    completed = subprocess.run(
+        [sys.executable, __file__, "--worker", master, "--history", str(history), "--output", str(output),
+         "--step", str(step)],
+        capture_output=True, text=True, check=False,
+    )
+    if completed.returncode != 0:
+        raise SystemExit(f"Spark run on {master} failed:\n{completed.stderr[-4000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def file_rows(path: Path) -> list[tuple]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    return list(zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True))
+
+
+def in_process_runs(history: Path, points: list[int]) -> dict:
+    """Time the monitor's storage + evaluator path and the bare replay core, reading excluded."""
+    from burrowpy.pipeline.inprocess import replay_through_storage
+
+    storage_s = replay_s = read_s = 0.0
+    partition_evaluations = group_evaluations = 0
+    for path in list_history_files(history):
+        started = time.perf_counter()
+        rows = file_rows(path)
+        read_s += time.perf_counter() - started
+        started = time.perf_counter()
+        for result in replay_through_storage(rows, points, ReplaySettings()):
+            group_evaluations += 1
+            partition_evaluations += len(result.committed)
+        storage_s += time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in replay_history(rows, points, ReplaySettings()):
+            pass
+        replay_s += time.perf_counter() - started
+    return {"storage_s": storage_s, "replay_s": replay_s, "read_s": read_s,
+            "partition_evaluations": partition_evaluations, "group_evaluations": group_evaluations}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=10_000_000)
+    parser.add_argument("--partitions", type=int, default=50, help="partitions per topic")
+    parser.add_argument("--commits-per-partition", type=int, default=100)
+    parser.add_argument("--groups-per-topic", type=int, default=20)
+    parser.add_argument("--step", type=int, default=60, help="seconds between evaluation points")
+    parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--work", type=Path, help="where the history and outputs go (default: a temp dir)")
+    parser.add_argument("--skip-in-process", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--history", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        print(json.dumps(run_spark_worker(args.worker, args.history, args.output, args.step)))
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="burrowpy-bench-", dir=args.work) as work_dir:
+        work = Path(work_dir)
+        spec = spec_for(args.commits, args.partitions, args.commits_per_partition, args.groups_per_topic)
+        started = time.perf_counter()
+        write_synthetic_history(work / "history", spec, topics_per_file=max(1, 20 // spec.groups_per_topic))
+        generate_s = time.perf_counter() - started
+        stats = history_stats(work / "history")
+        points = evaluation_points(stats["first_ms"], stats["last_ms"], args.step)
+        print(f"history: {stats['commits']:,} commits + {stats['rows'] - stats['commits']:,} broker samples, "
+              f"{spec.groups:,} groups on {spec.topics:,} topics x {spec.partitions} partitions, "
+              f"{len(points)} evaluation points every {args.step} s (generated in {generate_s:.0f} s); "
+              f"{os.cpu_count()} cores", flush=True)
+
+        results = []
+        for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
+            run = spark_run(master, work / "history", work / f"out-{index}", args.step)
+            results.append(run)
+            print(f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
+                  f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
+                  f"{run['partition_rows']:,} partition statuses", flush=True)
+        if len(results) >= 2:
+            print(f"scaling {results[-1]['master']} / {results[0]['master']}: "
+                  f"{results[0]['job_s'] / results[-1]['job_s']:.2f}x", flush=True)
+
+        if not args.skip_in_process:
+            local = in_process_runs(work / "history", points)
+            print(f"single process, monitor storage + evaluate_group: {local['storage_s']:.1f} s, "
+                  f"{stats['commits'] / local['storage_s']:,.0f} commits/s, "
+                  f"{local['partition_evaluations']:,} partition statuses", flush=True)
+            print(f"single process, replay core only (what each Spark task runs): {local['replay_s']:.1f} s, "
+                  f"{stats['commits'] / local['replay_s']:,.0f} commits/s "
+                  f"(reading Parquet into tuples, not counted: {local['read_s']:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
