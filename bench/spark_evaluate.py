@@ -30,9 +30,15 @@ from burrowpy.pipeline.synthetic import SyntheticSpec, write_synthetic_history
 
 
 def spec_for(commits: int, partitions: int, commits_per_partition: int, groups_per_topic: int) -> SyntheticSpec:
-    groups = max(1, round(commits / (partitions * commits_per_partition)))
-    return SyntheticSpec(groups=groups, groups_per_topic=groups_per_topic, partitions=partitions,
-                         commits_per_partition=commits_per_partition)
+    """The smallest spec that writes at least ``commits`` commit rows."""
+    def spec(groups: int) -> SyntheticSpec:
+        return SyntheticSpec(groups=groups, groups_per_topic=groups_per_topic, partitions=partitions,
+                             commits_per_partition=commits_per_partition)
+
+    groups = max(1, commits // (partitions * commits_per_partition))
+    while spec(groups).commit_rows < commits:
+        groups += 1
+    return spec(groups)
 
 
 def history_stats(directory: Path) -> dict:

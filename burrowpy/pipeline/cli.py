@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between log-end offset samples (Burrow's offset-refresh, default 10)")
     stream.add_argument("--trigger", type=_positive_float, default=1.0, metavar="S",
                         help="seconds between micro-batches (default 1)")
+    stream.add_argument("--expire-group", type=_positive_int, default=604800, metavar="S",
+                        help="forget a group's partition after S seconds without commits (default 604800)")
     stream.add_argument("--run-for", type=_positive_float, metavar="S", help="stop after S seconds")
     _add_rule_arguments(stream)
     _add_spark_arguments(stream)
@@ -145,7 +147,8 @@ def _run_stream(spark: object, args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_server, output=args.output,
         checkpoint=args.checkpoint or f"{args.output.rstrip('/')}/_checkpoint", history=args.history,
         cluster=args.cluster, offsets_topic=args.offsets_topic, starting_offsets=args.starting_offsets,
-        sample_interval_s=args.sample_interval, trigger_s=args.trigger, replay=replay_settings(args),
+        sample_interval_s=args.sample_interval, trigger_s=args.trigger, expire_group_s=args.expire_group,
+        replay=replay_settings(args),
     )
     run_stream(spark, settings, run_for_s=args.run_for)
     return 0

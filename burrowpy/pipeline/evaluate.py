@@ -199,11 +199,16 @@ def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str
         report_rows = spark.read.parquet(f"{output}/lag_report").toPandas()
         top = report_rows.sort_values(["worst_totallag", "cluster", "group"], ascending=[False, True, True])
         chosen = top.head(report_groups)[["cluster", "group"]]
-        timelines = (
-            groups.join(spark.createDataFrame(chosen), ["cluster", "group"])
-            .select("cluster", "group", "timestamp", "status", "totallag", "max_lag_seconds")
-            .toPandas()
-        )
+        timeline_columns = ["cluster", "group", "timestamp", "status", "totallag", "max_lag_seconds"]
+        if len(chosen):
+            timelines = (
+                groups.join(spark.createDataFrame(chosen, schema="cluster string, `group` string"),
+                            ["cluster", "group"])
+                .select(*timeline_columns)
+                .toPandas()
+            )
+        else:
+            timelines = report_rows.iloc[0:0].reindex(columns=timeline_columns)
         summary = EvaluationSummary(
             events=int(event_count), points=len(points_s), first_point_s=points_s[0], last_point_s=points_s[-1],
             partition_rows=partitions.count(), group_rows=groups.count(), groups=len(report_rows),

@@ -265,7 +265,8 @@ class _KafkaReaderBase:
         return self._client
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, OffsetRange)
+        if not isinstance(partition, OffsetRange):
+            raise TypeError(f"expected an OffsetRange, got {partition!r}")
         return read_range(self.config, partition, self.poll_timeout_ms)
 
 

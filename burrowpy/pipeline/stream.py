@@ -46,6 +46,7 @@ class StreamSettings:
     starting_offsets: str = "earliest"
     sample_interval_s: float = 10.0
     trigger_s: float = 1.0
+    expire_group_s: int = 604800  # storage expire-group: 7 days, as in Burrow
     replay: ReplaySettings = field(default_factory=ReplaySettings)
 
     @property
@@ -76,9 +77,25 @@ class LiveState:
             self.partition.apply(event)
         return events[-1][0] // 1000 if events else 0
 
-    def changes(self, now_s: int) -> list[Any]:
+    def forget_expired(self, expire_group_s: int) -> None:
+        """Drop groups whose newest commit here is older than ``expire_group_s`` (storage's expire-group).
+
+        Burrow expires a whole group on its last commit anywhere; a key only sees its own partition, so
+        here a group is forgotten partition by partition. It keeps a long-running stream's state bounded.
+        """
+        cutoff_ms = (self.evaluated_at_s - expire_group_s) * 1000
+        commits = self.partition.commits
+        expired = [group for group, ring in commits.items()
+                   if (newest := ring.newest()) is None or newest.timestamp < cutoff_ms]
+        for group in expired:
+            del commits[group]
+            self.last_status.pop(group, None)
+
+    def changes(self, now_s: int, expire_group_s: int | None = None) -> list[Any]:
         """Evaluations at ``now_s`` (or later, if already evaluated later) that changed a group's status."""
         self.evaluated_at_s = max(self.evaluated_at_s, now_s)
+        if expire_group_s is not None:
+            self.forget_expired(expire_group_s)
         changed = []
         for evaluation in self.partition.evaluate(self.evaluated_at_s):
             if self.last_status.get(evaluation.group) != evaluation.status:
@@ -100,7 +117,7 @@ def fold_partition(settings: StreamSettings, key: tuple, frames: Iterator[Any], 
         now_s = int(time.time())
     else:
         now_s = max((live.take_in(frame) for frame in frames), default=0)
-    changes = live.changes(now_s)
+    changes = live.changes(now_s, settings.expire_group_s)
     state.update((pickle.dumps(live, protocol=pickle.HIGHEST_PROTOCOL),))
     state.setTimeoutDuration(settings.evaluation_timeout_ms)
     if changes:

@@ -49,7 +49,19 @@ class SyntheticSpec:
 
     @property
     def commits(self) -> int:
+        """Commit rounds of all groups' partitions (``commit_rows`` is what is written)."""
         return self.groups * self.partitions * self.commits_per_partition
+
+    @property
+    def silent_rounds(self) -> int:
+        """Rounds in which a stopping group does not commit."""
+        return int(self.commits_per_partition * 0.8) - int(self.commits_per_partition * 0.4)
+
+    @property
+    def commit_rows(self) -> int:
+        """The commits actually written: every round of every group, but the stopping groups' silence."""
+        stopping = len(range(BEHAVIOURS.index("stopping"), self.groups, len(BEHAVIOURS)))
+        return self.commits - stopping * self.partitions * self.silent_rounds
 
     @property
     def duration_ms(self) -> int:
@@ -109,7 +121,7 @@ def _topics_table(spec: SyntheticSpec, first_topic: int, topic_count: int) -> An
         [healthy, lagging, stopping, stalling],
         rewinding,
     )
-    silent = (behaviour == 2) & (rounds >= int(commits * 0.4)) & (rounds < int(commits * 0.8))
+    silent = (behaviour == BEHAVIOURS.index("stopping")) & (rounds >= int(commits * 0.4)) & (rounds < int(commits * 0.8))
     timestamps = spec.start_ms + elapsed
     swap = (rng.random(elapsed.shape) < spec.disorder) & (rounds < commits - 1)
     swapped = timestamps.copy()

@@ -51,6 +51,15 @@ def test_evaluation_time_never_goes_back():
     assert live.evaluated_at_s == late.timestamp // 1000
 
 
+def test_groups_without_commits_for_expire_group_are_forgotten():
+    live = LiveState(PartitionState(ReplaySettings()))
+    live.take_in(frame([("broker", None, 10, T0, None), ("commit", "old", 5, T0, 1),
+                        ("commit", "new", 6, T0 + 50_000, 2)]))
+    assert {c.group for c in live.changes(T0 // 1000 + 60, expire_group_s=100)} == {"old", "new"}
+    live.changes(T0 // 1000 + 120, expire_group_s=100)
+    assert set(live.partition.commits) == {"new"} and set(live.last_status) == {"new"}
+
+
 def test_state_survives_pickling():
     live = LiveState(PartitionState(ReplaySettings(intervals=2)))
     live.take_in(frame([("broker", None, 10, T0, None), ("commit", "g", 5, T0, 1)]))
@@ -64,6 +73,7 @@ def test_state_survives_pickling():
 def test_stream_timeout_is_at_least_a_second():
     assert StreamSettings("b", "o", "c", trigger_s=0.2).evaluation_timeout_ms == 1000
     assert StreamSettings("b", "o", "c", trigger_s=5).evaluation_timeout_ms == 5000
+    assert StreamSettings("b", "o", "c").expire_group_s == 604800
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
