@@ -1,4 +1,10 @@
-"""One broker node: the logs, the request server, the group coordinator and the background jobs."""
+"""One broker node: the logs, the request server, the group coordinator and the background jobs.
+
+With a ``cluster:`` block in its config the broker is one node of a cluster (:mod:`broker.cluster`): the
+replicated metadata answers who the live brokers, the controller and the partition leaders are, topic
+administration goes through the metadata quorum, and partitions are replicated between brokers.
+Without it the broker is the whole cluster: it leads every partition and coordinates every group.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import contextlib
 import json
 import os
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,8 +25,12 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.server import KafkaServer
+from broker.topics import OFFSETS_TOPIC
 
 log = structlog.get_logger("broker")
+
+# Kafka's offsets.commit.timeout.ms: how long a group coordinator's write waits for the ISR in a cluster.
+OFFSETS_COMMIT_TIMEOUT = 5.0
 
 
 # What ApiVersions advertises: every version in each range is served (kafkajs ignores minimums, so no
@@ -97,6 +108,9 @@ class Broker:
         self.groups: Any = None
         self.server: KafkaServer | None = None
         self.producer_ids: ProducerIdAllocator | None = None
+        self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster
+        self.replica_manager: Any = None  # the cluster's ReplicaManager
+        self.topic_admin: Any = LocalTopicAdmin(self)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 
@@ -105,24 +119,47 @@ class Broker:
     async def start(self) -> None:
         from broker.groups.coordinator import GroupCoordinator
 
+        cluster_config = self._cluster_config()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if cluster_config is not None and not self.config.cluster_id:
+            # Every node of the cluster must report the same id: one derived from the voters' addresses.
+            voters = sorted([cluster_config.raft_listen, *cluster_config.raft_peers.values()])
+            self.config.cluster_id = uuid.uuid5(uuid.NAMESPACE_URL, "burrowpy:" + ",".join(voters)).hex[:22]
         self.cluster_id = self.config.ensure_cluster_id()
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
         self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
         self.groups = GroupCoordinator(self)
-        await self.groups.start()
+        await self.groups.start(load_all_partitions=cluster_config is None)
+        if cluster_config is not None:
+            from broker.cluster.node import ClusterNode, ClusterTopicAdmin
+
+            self.cluster = ClusterNode(self, cluster_config)
+            self.replica_manager = self.cluster.replicas
+            self.topic_admin = ClusterTopicAdmin(self.cluster)
         self.server = KafkaServer(self, self.config.host, self.config.port,
                                   self.config["socket.request.max.bytes"])
         await self.server.start()
         if self.config.port == 0:
             self.port = self.server.port
+        if self.cluster is not None:
+            await self.cluster.start()
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 
+    def _cluster_config(self) -> Any:
+        """The parsed ``cluster:`` block, or None on a single node (raises ConfigError naming file and key)."""
+        if self.config.cluster is None:
+            return None
+        from broker.cluster.config import ClusterConfig
+
+        return ClusterConfig.from_section(self.config.cluster, self.node_id)
+
     async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop()  # hands leaderships over while clients can still be answered
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -173,6 +210,8 @@ class Broker:
         return self.create_topic(name, partitions or self.config["num.partitions"], configs or {})
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, Any], *, replication_factor: int = 1):
+        """Create the topic's logs on this node (a single node's topic creation; the cluster's is in
+        :attr:`topic_admin`)."""
         assert self.logs is not None
         topic = self.logs.create_topic(name, partitions, configs)
         log.info("topic created", topic=name, partitions=partitions, configs=configs)
@@ -201,12 +240,22 @@ class Broker:
     # --- appends and long polls ---------------------------------------------------------------------------
 
     async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0):
-        """Append one producer batch and wake fetches waiting on the partition."""
+        """Append one batch as the partition's leader and wake fetches waiting on it.
+
+        In a cluster the replica manager hears of the append (the high watermark follows the ISR), and
+        the group coordinator's writes to `__consumer_offsets` return only once the ISR has them, as
+        Kafka's coordinator writes with acks=all: a commit that was answered survives a failover.
+        """
         plog = self.partition_log(topic, partition)
         result = plog.append(batch, leader_epoch=leader_epoch, now_ms=int(self.clock() * 1000))
-        if not result.duplicate:
-            plog.high_watermark = plog.log_end_offset
-            self.notify_appended(topic, partition)
+        if result.duplicate:
+            return result
+        self.notify_appended(topic, partition)
+        if self.replica_manager is not None:
+            self.replica_manager.on_leader_append(topic, partition)
+            if topic == OFFSETS_TOPIC and not await self.replica_manager.wait_for_isr(
+                    topic, partition, result.last_offset + 1, OFFSETS_COMMIT_TIMEOUT):
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: the ISR did not confirm")
         return result
 
     def notify_appended(self, topic: str, partition: int) -> None:
@@ -234,14 +283,49 @@ class Broker:
                     if not waiters:
                         self._waiters.pop(key, None)
 
-    # --- cluster view (a single node until the cluster layer takes over) -----------------------------------
+    # --- cluster view: the replicated metadata in a cluster, this node alone otherwise -------------------------
 
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        if self.cluster is not None:
+            return self.cluster.live_brokers()
         return [(self.node_id, self.host, self.port, self.config["rack"] or None)]
 
     def controller_id(self) -> int:
+        if self.cluster is not None:
+            return self.cluster.controller_id()
         return self.node_id
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         """(leader id, leader epoch, replicas, isr) of a partition."""
+        if self.cluster is not None:
+            return self.cluster.partition_leader(topic, partition)
         return self.node_id, 0, [self.node_id], [self.node_id]
+
+    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        """A partition leader's ISR change, for the controller to commit; True once committed."""
+        if self.cluster is None:
+            return False
+        return await self.cluster.propose_isr(topic, partition, isr, leader_epoch)
+
+
+class LocalTopicAdmin:
+    """Topic administration on a single node: straight to the local logs. A cluster uses
+    :class:`broker.cluster.node.ClusterTopicAdmin`, with the same methods."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
+                           assignments: list[list[int]] | None = None) -> bytes:
+        return self.broker.create_topic(name, partitions, configs, replication_factor=replication_factor).topic_id
+
+    async def delete_topic(self, name: str) -> None:
+        self.broker.delete_topic(name)
+
+    async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
+        self.broker.add_partitions(name, total)
+
+    async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
+                            validate_only: bool) -> None:
+        assert self.broker.logs is not None
+        self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)

@@ -445,6 +445,7 @@ class GossipNode:
         self._transport: asyncio.DatagramTransport | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._running = False
 
     @property
     def address(self) -> Address:
@@ -461,12 +462,15 @@ class GossipNode:
         self.protocol = SwimMembership(self._name, address, self._meta, self._config, random.Random(),
                                        time.monotonic(), incarnation=int(time.time()), seeds=self._seeds)
         self._send(self.protocol.join(time.monotonic()))
+        self._running = True
         self._task = asyncio.create_task(self._run(), name=f"gossip-{self._name}")
         log.info("gossip started", name=self._name, address=f"{address[0]}:{address[1]}",
                  seeds=[f"{h}:{p}" for h, p in self._seeds])
 
     async def stop(self, *, leave: bool = True) -> None:
         """Stop; with ``leave`` the others are told at once instead of having to detect the failure."""
+        self._running = False  # ends the loop even if a completing wait_for swallows the cancellation
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -486,7 +490,7 @@ class GossipNode:
 
     async def _run(self) -> None:
         assert self.protocol is not None
-        while True:
+        while self._running:
             self._wake.clear()
             delay = self.protocol.next_deadline() - time.monotonic()
             if delay > 0:

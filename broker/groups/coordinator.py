@@ -89,12 +89,15 @@ class GroupCoordinator:
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, load_all_partitions: bool = True) -> None:
+        """On a single node: create `__consumer_offsets` if needed and coordinate every group. In a cluster
+        (``load_all_partitions=False``) the controller creates the topic and the cluster layer loads the
+        partitions this broker leads."""
         topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
-        if topic is None:
+        if load_all_partitions and topic is None:
             topic = self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_partitions,
                                              {"cleanup.policy": "compact"})
-        elif topic.partition_count != self.config.offsets_partitions:
+        elif load_all_partitions and topic.partition_count != self.config.offsets_partitions:
             # Groups live where the existing topic put them; hashing by another count would lose them.
             log.warning("__consumer_offsets has a different partition count than configured; using it",
                         partitions=topic.partition_count, configured=self.config.offsets_partitions)
@@ -103,8 +106,9 @@ class GroupCoordinator:
         self._running = True
         self._writer = asyncio.create_task(self._write_appends(), name="group-coordinator-writer")
         self._timers = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")
-        for partition in range(topic.partition_count):
-            await self.load_partition(partition)
+        if load_all_partitions:
+            for partition in range(topic.partition_count):
+                await self.load_partition(partition)
 
     async def stop(self) -> None:
         """Finish the appends already handed over, then stop; members still waiting get NOT_COORDINATOR."""

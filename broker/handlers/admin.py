@@ -35,7 +35,7 @@ def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = No
     return entries
 
 
-def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
     broker = ctx.broker
     name = topic["name"]
     result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
@@ -44,6 +44,7 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
         if name in broker.logs.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         assignments = topic["assignments"]
+        replica_lists = None
         if assignments:
             if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -54,6 +55,10 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
             for assignment in assignments:
                 if set(assignment["broker_ids"]) - live or len(assignment["broker_ids"]) != replication:
                     raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
+            ordered = sorted(assignments, key=lambda a: a["partition_index"])
+            if [a["partition_index"] for a in ordered] != list(range(partitions)):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0 to n-1")
+            replica_lists = [list(a["broker_ids"]) for a in ordered]
         else:
             partitions = topic["num_partitions"]
             replication = topic["replication_factor"]
@@ -70,11 +75,13 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
                              f"replication factor {replication} is larger than the {len(broker.live_brokers())} "
                              "available brokers")
         configs = {c["name"]: c["value"] for c in topic["configs"]}
-        created = broker.logs.validate_topic(name, partitions, configs) if validate_only else \
-            broker.create_topic(name, partitions, configs, replication_factor=replication)
+        if validate_only:
+            broker.logs.validate_topic(name, partitions, configs)
+        else:
+            topic_id = await broker.topic_admin.create_topic(name, partitions, configs, replication, replica_lists)
         result.update(num_partitions=partitions, replication_factor=replication)
         if not validate_only:
-            result["topic_id"] = getattr(created, "topic_id", None) or ZERO_UUID
+            result["topic_id"] = topic_id
             result["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                                  for e in _config_entries(ctx, name)]
     except KafkaError as exc:
@@ -84,7 +91,7 @@ def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool)
 
 @handler(ApiKey.CREATE_TOPICS)
 async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    results = [_create_one(ctx, topic, request["validate_only"]) for topic in request["topics"]]
+    results = [await _create_one(ctx, topic, request["validate_only"]) for topic in request["topics"]]
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -110,7 +117,7 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
             if name not in broker.logs.topics:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            broker.delete_topic(name)
+            await broker.topic_admin.delete_topic(name)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
@@ -131,7 +138,8 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic has {existing.partition_count} partitions; {topic['count']} is not more")
             if not request["validate_only"]:
-                broker.add_partitions(topic["name"], topic["count"])
+                assignments = [list(a["broker_ids"]) for a in topic["assignments"] or ()]
+                await broker.topic_admin.create_partitions(topic["name"], topic["count"], assignments or None)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
@@ -165,7 +173,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
+async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
     broker = ctx.broker
     responses = []
     for resource in request["resources"]:
@@ -187,10 +195,12 @@ def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> d
                     else:
                         raise KafkaError(ErrorCode.INVALID_CONFIG,
                                          f"{config['name']}: APPEND and SUBTRACT apply to list configs only")
-                broker.logs.alter_topic_configs(name, updates, replace=False, validate_only=request["validate_only"])
+                await broker.topic_admin.alter_configs(name, updates, replace=False,
+                                                       validate_only=request["validate_only"])
             else:
                 updates = {c["name"]: c["value"] for c in resource["configs"]}
-                broker.logs.alter_topic_configs(name, updates, replace=True, validate_only=request["validate_only"])
+                await broker.topic_admin.alter_configs(name, updates, replace=True,
+                                                       validate_only=request["validate_only"])
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
@@ -199,9 +209,9 @@ def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> d
 
 @handler(ApiKey.ALTER_CONFIGS)
 async def alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(ctx, request, incremental=False)
+    return await _alter(ctx, request, incremental=False)
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(ctx, request, incremental=True)
+    return await _alter(ctx, request, incremental=True)

@@ -27,11 +27,15 @@ def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
 def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:
     broker = ctx.broker
     topic = broker.logs.topics[name]
+    live = {node_id for node_id, *_ in broker.live_brokers()}
     partitions = []
     for index in range(topic.partition_count):
         leader, epoch, replicas, isr = broker.partition_leader(name, index)
-        partitions.append({"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
-                           "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": []})
+        # A partition whose ISR is all down has no leader until one of them returns (clients retry).
+        error = ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else ErrorCode.NONE
+        partitions.append({"error_code": error, "partition_index": index, "leader_id": leader,
+                           "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                           "offline_replicas": [r for r in replicas if r not in live]})
     return {"error_code": 0, "name": name, "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID,
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
 
@@ -65,10 +69,13 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                     topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 try:
-                    broker.ensure_topic(name)
+                    await broker.topic_admin.create_topic(name, broker.config["num.partitions"], {},
+                                                          broker.config["default.replication.factor"])
                 except KafkaError as exc:
-                    topics.append(_error_topic(name, exc.code))
-                    continue
+                    # Another request may have created it meanwhile: that is success too.
+                    if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in broker.logs.topics:
+                        topics.append(_error_topic(name, exc.code))
+                        continue
             topics.append(_topic_entry(ctx, name))
     return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id(), "topics": topics}

@@ -181,11 +181,13 @@ class LogManager:
             )
         return LogConfig.from_settings(self._defaults, configs)
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, Any]) -> Topic:
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, Any], *,
+                     topic_id: bytes | None = None) -> Topic:
+        """A new topic; its id is fresh unless given (a cluster's metadata assigns it)."""
         with self._lock:
             config = self.validate_topic(name, partitions, configs)
             overrides = {key: format_value(value) for key, value in parse_configs(configs).items()}
-            topic = Topic(name, uuid.uuid4().bytes, overrides, config)
+            topic = Topic(name, topic_id or uuid.uuid4().bytes, overrides, config)
             self._save_topic(topic, partitions)
             topic.partitions = [self._open_log(name, p, config) for p in range(partitions)]
             self._topics[name] = topic

@@ -1,0 +1,191 @@
+"""The controller: what the Raft leader does to keep the metadata true to the cluster.
+
+Any broker may propose a command (topic creation, an ISR change from a partition leader); the state
+machine (:mod:`broker.cluster.metadata`) applies each one the same way everywhere, which is where
+replicas are assigned round robin and where leadership leaves a fenced broker. What only the controller
+does is decide, from what gossip sees, that something has to change:
+
+* a broker gossip sees alive that is not registered (or registered as dead, or with another address)
+  is registered; a registered broker that gossip declares dead or left is fenced, which moves its
+  leaderships to other ISR members with new epochs. A registered broker gossip has never heard of is
+  fenced only after a grace period, so a new controller does not fence brokers its gossip has not met yet;
+* `__consumer_offsets` is created once enough brokers are registered for its replication factor;
+* every ``preferred_leader_election_interval`` the preferred replica of each partition takes leadership
+  back if it is a live ISR member again (a broker returned and caught up).
+
+The decisions are pure functions of the metadata and the gossip view (:func:`plan_membership`,
+:func:`plan_offsets_topic`, :func:`plan_preferred_elections`); :class:`Controller` runs them whenever
+something changes while this broker is the Raft leader, and proposes the commands one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from broker.cluster.membership import ALIVE, DEAD, LEFT, SUSPECT
+from broker.cluster.metadata import ClusterMetadata, Command
+from broker.cluster.raft import ProposalFailed, RaftNode
+
+log = structlog.get_logger("broker.controller")
+
+PROPOSAL_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class BrokerSighting:
+    """A broker as gossip sees it: its Kafka listener and its SWIM state."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    state: str
+
+
+@dataclass(frozen=True)
+class OffsetsTopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+def plan_membership(metadata: ClusterMetadata, sightings: dict[int, BrokerSighting],
+                    *, fence_unknown: bool) -> list[Command]:
+    """Register brokers gossip sees alive; fence registered brokers that gossip declared failed (and, with
+    ``fence_unknown``, those gossip does not know at all)."""
+    commands: list[Command] = []
+    for node_id in sorted(sightings):
+        seen = sightings[node_id]
+        if seen.state not in (ALIVE, SUSPECT):
+            continue
+        registered = metadata.brokers.get(node_id)
+        if (registered is None or not registered.alive
+                or (registered.host, registered.port, registered.rack) != (seen.host, seen.port, seen.rack)):
+            commands.append({"op": "register_broker", "node_id": node_id, "host": seen.host, "port": seen.port,
+                             "rack": seen.rack})
+    for broker in metadata.live_brokers():
+        seen = sightings.get(broker.node_id)
+        if (seen is None and fence_unknown) or (seen is not None and seen.state in (DEAD, LEFT)):
+            commands.append({"op": "fence_broker", "node_id": broker.node_id})
+    return commands
+
+
+def plan_offsets_topic(metadata: ClusterMetadata, spec: OffsetsTopicSpec,
+                       new_topic_id: Callable[[], str]) -> Command | None:
+    if spec.name in metadata.topics or len(metadata.live_broker_ids()) < spec.replication_factor:
+        return None
+    return {"op": "create_topic", "name": spec.name, "topic_id": new_topic_id(), "partitions": spec.partitions,
+            "replication_factor": spec.replication_factor, "configs": dict(spec.configs)}
+
+
+def plan_preferred_elections(metadata: ClusterMetadata) -> list[Command]:
+    return [{"op": "elect_preferred", "topic": topic, "partition": partition}
+            for topic, partition in metadata.preferred_elections_due()]
+
+
+def new_topic_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Controller:
+    """Runs the plans while this broker leads the Raft quorum. ``wake()`` on any change."""
+
+    def __init__(self, raft: RaftNode, sightings: Callable[[], dict[int, BrokerSighting]],
+                 offsets_topic: OffsetsTopicSpec, *, preferred_leader_election_interval: float,
+                 unknown_broker_grace: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.raft = raft
+        self.sightings = sightings
+        self.offsets_topic = offsets_topic
+        self.preferred_interval = preferred_leader_election_interval
+        self.unknown_broker_grace = unknown_broker_grace
+        self.clock = clock
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._running = False
+        self._active_since: float | None = None
+        self._next_preferred_check = 0.0
+
+    async def start(self) -> None:
+        self._running = True
+        self._task = asyncio.create_task(self._run(), name="controller")
+
+    async def stop(self) -> None:
+        # The flag ends the loop even if the cancellation is swallowed by a wait_for that was completing.
+        self._running = False
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def active(self) -> bool:
+        return self._active_since is not None
+
+    async def _run(self) -> None:
+        while self._running:
+            self._wake.clear()
+            try:
+                await self._step()
+            except Exception:
+                log.exception("controller step failed")
+            timeout = None
+            if self._active_since is not None:
+                now = self.clock()
+                deadlines = [self._next_preferred_check]
+                grace_end = self._active_since + self.unknown_broker_grace
+                if now < grace_end:
+                    deadlines.append(grace_end)
+                timeout = max(0.05, min(deadlines) - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _step(self) -> None:
+        now = self.clock()
+        if not self.raft.is_leader:
+            if self._active_since is not None:
+                log.info("no longer the controller", node_id=self.raft.node_id)
+            self._active_since = None
+            return
+        if self._active_since is None:
+            self._active_since = now
+            self._next_preferred_check = now + self.preferred_interval
+            log.info("became the controller", node_id=self.raft.node_id)
+        metadata = self.raft.state
+        assert isinstance(metadata, ClusterMetadata)
+        commands = plan_membership(metadata, self.sightings(),
+                                   fence_unknown=now >= self._active_since + self.unknown_broker_grace)
+        if not commands:
+            offsets = plan_offsets_topic(metadata, self.offsets_topic, new_topic_id)
+            commands = [offsets] if offsets is not None else []
+        if not commands and now >= self._next_preferred_check:
+            self._next_preferred_check = now + self.preferred_interval
+            commands = plan_preferred_elections(metadata)
+        for command in commands:
+            if not await self._propose(command):
+                self.wake()  # try again after a short pause: the quorum may be electing
+                await asyncio.sleep(0.1)
+                return
+
+    async def _propose(self, command: Command) -> bool:
+        try:
+            result: Any = await self.raft.propose(command, PROPOSAL_TIMEOUT)
+        except ProposalFailed as exc:
+            log.warning("controller proposal failed", command=command, error=str(exc))
+            return False
+        log.info("controller applied", op=command["op"], command=command, error_code=result["error_code"],
+                 error_message=result["error_message"])
+        return True

@@ -1,0 +1,328 @@
+"""One broker as a node of a cluster: the metadata quorum, gossip, the controller, replication, and what the
+metadata means for this broker's own logs.
+
+:class:`ClusterNode` is the replicated metadata's listener. After every applied command it reconciles
+this broker with the metadata:
+
+* local topics: every topic of the cluster exists in the local log manager under its cluster-wide id
+  (partitions this broker does not replicate stay empty; the handlers see the whole cluster's topic
+  list that way), with the cluster's config overrides; a topic deleted (or deleted and created again
+  under a new id) is deleted here;
+* replica roles: for each partition with this broker among its replicas, the replica manager is told to
+  lead (with the epoch, replicas and ISR) or to follow the current leader; an offline partition, or one
+  no longer assigned here, is stopped;
+* group coordination: the groups of a `__consumer_offsets` partition are loaded when this broker
+  becomes its leader and unloaded when it stops leading it.
+
+It also answers the broker's cluster questions (live brokers, controller, partition leaders) from the
+metadata, routes topic administration and ISR changes into the quorum, and on a clean stop hands its
+leaderships over before it goes (gossip tells the controller it left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.cluster.config import ClusterConfig
+from broker.cluster.controller import BrokerSighting, Controller, OffsetsTopicSpec
+from broker.cluster.membership import ALIVE, LEFT, GossipNode, MemberEvent
+from broker.cluster.metadata import NO_LEADER, ClusterMetadata, PartitionState
+from broker.cluster.raft import ProposalFailed, RaftNode
+from broker.cluster.replication import ReplicaManager
+from broker.errors import ErrorCode, KafkaError
+from broker.log.config import format_value, parse_configs
+from broker.topics import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger("broker.cluster")
+
+ADMIN_TIMEOUT = 15.0
+# How long a clean stop waits for the controller to move this broker's leaderships elsewhere.
+CONTROLLED_SHUTDOWN_TIMEOUT = 5.0
+
+Role = tuple[Any, ...]
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker, config: ClusterConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self.node_id = broker.node_id
+        self.raft = RaftNode(self.node_id, config.raft_listen, config.raft_peers, config.secret,
+                             broker.config.data_dir / "raft", ClusterMetadata, ClusterMetadata.from_snapshot,
+                             timing=config.raft_timing, listener=self)
+        self.replicas = ReplicaManager(broker)
+        self.gossip: GossipNode | None = None
+        self.controller = Controller(
+            self.raft, self.sightings,
+            OffsetsTopicSpec(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"],
+                             broker.config["offsets.topic.replication.factor"], {"cleanup.policy": "compact"}),
+            preferred_leader_election_interval=config.preferred_leader_election_interval,
+            unknown_broker_grace=config.unknown_broker_grace)
+        self._roles: dict[tuple[str, int], Role] = {}
+        self._configs_applied: dict[str, dict[str, str]] = {}
+        self._group_locks: dict[int, asyncio.Lock] = {}
+        self._group_tasks: set[asyncio.Task] = set()
+        self._leaving = False
+        self._fenced = asyncio.Event()
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        state = self.raft.state
+        assert isinstance(state, ClusterMetadata)
+        return state
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the cluster; the broker's Kafka listener must already be up (gossip advertises it)."""
+        broker = self.broker
+        await self.replicas.start()
+        await self.raft.start()
+        self.gossip = GossipNode(
+            str(self.node_id), self.config.gossip_listen, self.config.secret.encode(),
+            seeds=self.config.gossip_seeds, config=self.config.swim, on_event=self._on_member_event,
+            meta={"node_id": self.node_id, "host": broker.host, "port": broker.port,
+                  "rack": broker.config["rack"] or None})
+        await self.gossip.start()
+        await self.controller.start()
+        self.reconcile()
+
+    async def stop(self) -> None:
+        """Controlled shutdown: leave the gossip group, wait until the controller has fenced this broker
+        (its leaderships moved), then stop."""
+        self._leaving = True
+        if self.gossip is not None:
+            await self.gossip.stop(leave=True)
+        self.controller.wake()
+        if self.raft.leader_id is not None and self.metadata.brokers.get(self.node_id) is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
+        await self.controller.stop()
+        await self.replicas.stop()
+        await self.raft.stop()
+        for task in list(self._group_tasks):
+            task.cancel()
+        await asyncio.gather(*self._group_tasks, return_exceptions=True)
+
+    async def _wait_fenced(self) -> None:
+        while self.metadata.brokers[self.node_id].alive:
+            self._fenced.clear()
+            await self._fenced.wait()
+
+    # --- what the broker asks ----------------------------------------------------------------------------
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        return [(b.node_id, b.host, b.port, b.rack) for b in self.metadata.live_brokers()]
+
+    def controller_id(self) -> int:
+        return self.raft.leader_id if self.raft.leader_id is not None else -1
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
+        state = self.metadata.partition(topic, partition)
+        if state is None:
+            return NO_LEADER, -1, [], []
+        return state.leader, state.leader_epoch, list(state.replicas), list(state.isr)
+
+    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        """A partition leader's ISR change (replication calls this); True once the quorum committed it."""
+        command = {"op": "change_isr", "topic": topic, "partition": partition, "leader": self.node_id,
+                   "leader_epoch": leader_epoch, "isr": list(isr)}
+        try:
+            result = await self.raft.propose(command, ADMIN_TIMEOUT)
+        except ProposalFailed as exc:
+            log.warning("ISR change not committed", topic=topic, partition=partition, error=str(exc))
+            return False
+        if result["error_code"]:
+            log.info("ISR change refused", topic=topic, partition=partition, error=result["error_message"])
+        return result["error_code"] == 0
+
+    async def propose(self, command: dict[str, Any], *, retry: bool) -> dict[str, Any]:
+        """Commit an admin command; KafkaError with the state machine's error if it was refused. With
+        ``retry`` the command (which must be idempotent) is proposed again after an unknown outcome."""
+        deadline = asyncio.get_running_loop().time() + ADMIN_TIMEOUT
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                result = await self.raft.propose(command, max(remaining, 0.1))
+                break
+            except ProposalFailed as exc:
+                if not retry or remaining <= 0.5:
+                    raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                     f"the metadata quorum did not commit the change: {exc}") from None
+                await asyncio.sleep(0.2)  # a leader election is probably under way
+        if result["error_code"]:
+            raise KafkaError(ErrorCode(result["error_code"]), result["error_message"] or "")
+        return result
+
+    # --- gossip ------------------------------------------------------------------------------------------
+
+    def sightings(self) -> dict[int, BrokerSighting]:
+        seen: dict[int, BrokerSighting] = {}
+        if self.gossip is not None:
+            for member in self.gossip.members():
+                meta = member.meta
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    node_id = int(meta["node_id"])
+                    seen[node_id] = BrokerSighting(node_id, str(meta["host"]), int(meta["port"]),
+                                                   meta.get("rack"), member.state)
+        broker = self.broker
+        seen[self.node_id] = BrokerSighting(self.node_id, broker.host, broker.port, broker.config["rack"] or None,
+                                            LEFT if self._leaving else ALIVE)
+        return seen
+
+    def _on_member_event(self, event: MemberEvent) -> None:
+        self.controller.wake()
+
+    # --- the metadata's listener (called on the event loop) ------------------------------------------------
+
+    def on_applied(self, command: dict[str, Any], result: dict[str, Any]) -> None:
+        if result["error_code"] == 0:
+            self.reconcile()
+        self.controller.wake()
+
+    def on_restored(self) -> None:
+        self.reconcile()
+        self.controller.wake()
+
+    def on_leader_changed(self, leader_id: int | None) -> None:
+        self.controller.wake()
+
+    # --- reconciling this broker with the metadata ---------------------------------------------------------
+
+    def reconcile(self) -> None:
+        metadata = self.metadata
+        registered = metadata.brokers.get(self.node_id)
+        if registered is not None and not registered.alive:
+            self._fenced.set()
+        self._reconcile_topics(metadata)
+        wanted: dict[tuple[str, int], Role] = {}
+        for name, index, state in metadata.partitions():
+            role = self._role_for(state)
+            if role is not None:
+                wanted[(name, index)] = role
+        for tp in [tp for tp in self._roles if tp not in wanted]:
+            self._change_role(tp, None)
+        for tp, role in wanted.items():
+            if self._roles.get(tp) != role:
+                self._change_role(tp, role)
+
+    def _reconcile_topics(self, metadata: ClusterMetadata) -> None:
+        logs = self.broker.logs
+        for name, local in list(logs.topics.items()):
+            wanted = metadata.topics.get(name)
+            if wanted is None or wanted.topic_id != local.topic_id:
+                self._delete_local_topic(name, local.partition_count)
+        for name, topic in metadata.topics.items():
+            try:
+                local = logs.topics.get(name)
+                if local is None:
+                    logs.create_topic(name, len(topic.partitions), topic.configs, topic_id=topic.topic_id)
+                    self._configs_applied[name] = dict(topic.configs)
+                    log.info("topic created from metadata", topic=name, partitions=len(topic.partitions))
+                    continue
+                if local.partition_count < len(topic.partitions):
+                    logs.add_partitions(name, len(topic.partitions))
+                if self._configs_applied.get(name) != topic.configs:
+                    logs.alter_topic_configs(name, topic.configs, replace=True)
+                    self._configs_applied[name] = dict(topic.configs)
+            except KafkaError as exc:
+                log.error("cannot apply topic metadata locally", topic=name, error=exc.message)
+
+    def _delete_local_topic(self, name: str, partitions: int) -> None:
+        for index in range(partitions):
+            if (name, index) in self._roles:
+                self._change_role((name, index), None)
+        self.broker.delete_topic(name)
+        self._configs_applied.pop(name, None)
+
+    def _role_for(self, state: PartitionState) -> Role | None:
+        if self.node_id not in state.replicas or state.leader == NO_LEADER:
+            return None
+        if state.leader == self.node_id:
+            return ("leader", state.leader_epoch, tuple(state.replicas), tuple(state.isr))
+        return ("follower", state.leader_epoch, state.leader)
+
+    def _change_role(self, tp: tuple[str, int], role: Role | None) -> None:
+        topic, partition = tp
+        was_leader = self._roles.get(tp, (None,))[0] == "leader"
+        if role is None:
+            self._roles.pop(tp, None)
+            self.replicas.stop_replica(topic, partition)
+        elif role[0] == "leader":
+            self._roles[tp] = role
+            self.replicas.become_leader(topic, partition, role[1], list(role[2]), list(role[3]))
+        else:
+            self._roles[tp] = role
+            self.replicas.become_follower(topic, partition, role[1], role[2])
+        is_leader = role is not None and role[0] == "leader"
+        if topic == OFFSETS_TOPIC and is_leader != was_leader:
+            self._spawn_group_change(partition, load=is_leader)
+
+    def _spawn_group_change(self, partition: int, *, load: bool) -> None:
+        task = asyncio.create_task(self._change_group_partition(partition, load),
+                                   name=f"groups-{'load' if load else 'unload'}-{partition}")
+        self._group_tasks.add(task)
+        task.add_done_callback(self._group_tasks.discard)
+
+    async def _change_group_partition(self, partition: int, load: bool) -> None:
+        """Loads and unloads of one partition run in the order they were decided, never interleaved."""
+        lock = self._group_locks.setdefault(partition, asyncio.Lock())
+        async with lock:
+            groups = self.broker.groups
+            try:
+                if load:
+                    await groups.load_partition(partition)
+                    log.info("group coordination taken over", partition=partition)
+                else:
+                    groups.unload_partition(partition)
+                    log.info("group coordination handed over", partition=partition)
+            except Exception:
+                log.exception("group partition change failed", partition=partition, load=load)
+
+
+class ClusterTopicAdmin:
+    """Topic administration through the metadata quorum, from any broker. Each change is checked against
+    the local logs first (names, configs), committed by Raft, and applied to the local logs by the time
+    the call returns."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
+                           assignments: list[list[int]] | None = None) -> bytes:
+        self.node.broker.logs.validate_topic(name, partitions, configs)
+        result = await self.node.propose({
+            "op": "create_topic", "name": name, "topic_id": uuid.uuid4().hex, "partitions": partitions,
+            "replication_factor": replication_factor, "configs": _normalized(configs),
+            "assignments": assignments or None}, retry=True)
+        return bytes.fromhex(result["topic_id"])
+
+    async def delete_topic(self, name: str) -> None:
+        await self.node.propose({"op": "delete_topic", "name": name}, retry=False)
+
+    async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
+        await self.node.propose({"op": "create_partitions", "name": name, "count": total,
+                                 "assignments": assignments or None}, retry=False)
+
+    async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
+                            validate_only: bool) -> None:
+        logs = self.node.broker.logs
+        logs.alter_topic_configs(name, updates, replace=replace, validate_only=True)
+        if validate_only:
+            return
+        normalized: dict[str, str | None] = dict(_normalized({k: v for k, v in updates.items() if v is not None}))
+        normalized.update({k: None for k, v in updates.items() if v is None})
+        await self.node.propose({"op": "alter_configs", "name": name, "replace": replace, "configs": normalized},
+                                retry=True)
+
+def _normalized(configs: dict[str, Any]) -> dict[str, str]:
+    """Config overrides as the log manager writes them, so every broker stores the same text."""
+    return {key: format_value(value) for key, value in parse_configs(configs).items()}
