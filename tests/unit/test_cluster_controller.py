@@ -1,0 +1,125 @@
+"""The controller's decisions (pure) and the cluster config block."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.cluster.config import ClusterConfig
+from broker.cluster.controller import (
+    BrokerSighting,
+    OffsetsTopicSpec,
+    plan_membership,
+    plan_offsets_topic,
+    plan_preferred_elections,
+)
+from broker.cluster.membership import ALIVE, DEAD, LEFT, SUSPECT
+from broker.cluster.metadata import ClusterMetadata
+from burrowpy.config import ConfigError, Section
+
+
+def seen(node: int, state: str = ALIVE, port: int | None = None) -> BrokerSighting:
+    return BrokerSighting(node, "127.0.0.1", port or 9000 + node, None, state)
+
+
+def registered(*nodes: int) -> ClusterMetadata:
+    metadata = ClusterMetadata()
+    for node in nodes:
+        metadata.apply({"op": "register_broker", "node_id": node, "host": "127.0.0.1", "port": 9000 + node})
+    return metadata
+
+
+def test_brokers_seen_alive_are_registered_once():
+    metadata = registered(1)
+    commands = plan_membership(metadata, {1: seen(1), 2: seen(2), 3: seen(3, SUSPECT)}, fence_unknown=True)
+    assert commands == [
+        {"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9002, "rack": None},
+        {"op": "register_broker", "node_id": 3, "host": "127.0.0.1", "port": 9003, "rack": None}]
+    for command in commands:
+        metadata.apply(command)
+    assert plan_membership(metadata, {1: seen(1), 2: seen(2), 3: seen(3)}, fence_unknown=True) == []
+
+
+def test_a_broker_back_at_a_new_address_is_registered_again():
+    metadata = registered(1, 2)
+    commands = plan_membership(metadata, {1: seen(1), 2: seen(2, port=9100)}, fence_unknown=True)
+    assert commands == [{"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9100, "rack": None}]
+
+
+def test_failed_brokers_are_fenced_and_unknown_ones_only_after_the_grace():
+    metadata = registered(1, 2, 3, 4)
+    sightings = {1: seen(1), 2: seen(2, DEAD), 3: seen(3, LEFT)}
+    assert plan_membership(metadata, sightings, fence_unknown=False) == [
+        {"op": "fence_broker", "node_id": 2}, {"op": "fence_broker", "node_id": 3}]
+    assert plan_membership(metadata, sightings, fence_unknown=True)[-1] == {"op": "fence_broker", "node_id": 4}
+    metadata.apply({"op": "fence_broker", "node_id": 2})
+    # Already fenced: nothing more to do until it comes back.
+    assert {"op": "fence_broker", "node_id": 2} not in plan_membership(metadata, sightings, fence_unknown=False)
+    assert plan_membership(metadata, {**sightings, 2: seen(2)}, fence_unknown=False)[0]["op"] == "register_broker"
+
+
+def test_offsets_topic_waits_for_enough_brokers():
+    spec = OffsetsTopicSpec("__consumer_offsets", 12, 3, {"cleanup.policy": "compact"})
+    assert plan_offsets_topic(registered(1, 2), spec, lambda: "ab" * 16) is None
+    metadata = registered(1, 2, 3)
+    command = plan_offsets_topic(metadata, spec, lambda: "ab" * 16)
+    assert command == {"op": "create_topic", "name": "__consumer_offsets", "topic_id": "ab" * 16, "partitions": 12,
+                       "replication_factor": 3, "configs": {"cleanup.policy": "compact"}}
+    metadata.apply(command)
+    assert plan_offsets_topic(metadata, spec, lambda: "cd" * 16) is None
+
+
+def test_preferred_elections_are_planned_for_returned_replicas():
+    metadata = registered(1, 2)
+    metadata.apply({"op": "create_topic", "name": "t", "topic_id": "01" * 16, "partitions": 2,
+                    "replication_factor": 2, "configs": {}})
+    assert plan_preferred_elections(metadata) == []
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    metadata.apply({"op": "register_broker", "node_id": 1, "host": "127.0.0.1", "port": 9001})
+    metadata.apply({"op": "change_isr", "topic": "t", "partition": 0, "leader": 2, "leader_epoch": 1,
+                    "isr": [1, 2]})
+    assert plan_preferred_elections(metadata) == [{"op": "elect_preferred", "topic": "t", "partition": 0}]
+
+
+# --- the cluster: block ----------------------------------------------------------------------------------------
+
+def block(**overrides) -> dict:
+    data = {"secret": "s3cret",
+            "raft": {"listen": "127.0.0.1:7001", "peers": {2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}},
+            "gossip": {"listen": "127.0.0.1:7101", "seeds": ["127.0.0.1:7102"], "protocol_period_ms": 200,
+                       "ping_timeout_ms": 50}}
+    data.update(overrides)
+    return data
+
+
+def parse(data: dict, node_id: int = 1) -> ClusterConfig:
+    return ClusterConfig.from_section(Section("broker.yaml", "cluster", data), node_id)
+
+
+def test_cluster_block_parses():
+    config = parse(block(controller={"preferred_leader_election_interval_ms": 1500}))
+    assert config.raft_peers == {2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}
+    assert config.gossip_listen == ("127.0.0.1", 7101) and config.gossip_seeds == [("127.0.0.1", 7102)]
+    assert config.swim.protocol_period == 0.2 and config.swim.ping_timeout == 0.05
+    assert config.preferred_leader_election_interval == 1.5
+    assert config.raft_timing.election_timeout_min == 0.4
+
+
+@pytest.mark.parametrize(("data", "where"), [
+    (block(bogus=1), "cluster.bogus"),
+    (block(secret=""), "cluster.secret"),
+    ({k: v for k, v in block().items() if k != "secret"}, "cluster.secret"),
+    (block(raft={"listen": "127.0.0.1:7001", "peers": {}, "typo": 1}), "cluster.raft.typo"),
+    (block(raft={"listen": "nowhere", "peers": {}}), "cluster.raft.listen"),
+    (block(raft={"listen": "127.0.0.1:7001", "peers": {1: "127.0.0.1:7001"}}), "cluster.raft.peers"),
+    (block(raft={"listen": "127.0.0.1:7001", "peers": {"x": "127.0.0.1:7002"}}), "cluster.raft.peers"),
+    (block(raft={"listen": "127.0.0.1:7001", "peers": {}, "heartbeat_interval_ms": 500}), "cluster.raft"),
+    (block(gossip={"listen": "127.0.0.1:7101", "seeds": ["bad"]}), "cluster.gossip.seeds"),
+    (block(gossip={"listen": "127.0.0.1:7101", "ping_timeout_ms": 900}), "cluster.gossip"),
+    (block(controller={"preferred_leader_election_interval_ms": 0}), "cluster.controller"),
+    (block(gossip="yes"), "cluster.gossip"),
+])
+def test_cluster_block_errors_name_file_and_key(data, where):
+    with pytest.raises(ConfigError) as caught:
+        parse(data)
+    assert caught.value.file == "broker.yaml"
+    assert caught.value.path.startswith(where), caught.value.path
