@@ -1,12 +1,14 @@
-"""Real consumers for the monitor's end-to-end tests: each drives one group on our broker by committing
-offsets it is told, with confluent-kafka (librdkafka) or kafka-python, from its own thread.
+"""Real consumers and small questions to the monitors, for the monitor's end-to-end tests.
+
+Consumers: each drives one group on our broker by committing the offsets it is told, with confluent-kafka
+(librdkafka) or kafka-python, from its own thread.
 
     with committing("kafka-python", bootstrap, "g", "t", lambda n: {0: 10 + n}) as consumer:
         wait_until(lambda: consumer.committed(4))
 
-The consumers subscribe (so the broker records them as the group's members, which monitors show as
-partition owners), wait until they own every partition of their topic, then commit with their client's
-commit API, synchronously, every COMMIT_PERIOD seconds.
+They subscribe (so the broker records them as the group's members, which monitors show as partition
+owners), wait until they own every partition of their topic, then commit with their client's commit
+API, synchronously, every COMMIT_PERIOD seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from burrow_support import CLUSTER, CONSUMER, BurrowpyProcess, MonitorProcess
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -24,6 +27,8 @@ from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as PythonPartition
 
+OFFSETS_TOPIC = "__consumer_offsets"
+SELF_GROUP = f"burrow-{CONSUMER}"  # where burrowpy's consumer module reports its position in OFFSETS_TOPIC
 COMMIT_PERIOD = 0.4  # seconds between a live consumer's commits
 CLIENTS = ("confluent", "kafka-python")
 
@@ -38,6 +43,36 @@ def produce(producer: Producer, topic: str, partition: int, count: int) -> None:
     for number in range(count):
         producer.produce(topic, value=b"record %d" % number, partition=partition)
     assert producer.flush(30) == 0
+
+
+def broker_offsets(monitor: MonitorProcess, topic: str) -> list[int] | None:
+    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/topic/{topic}")
+    return body["offsets"] if status == 200 else None
+
+
+def offsets_topic_ends(bootstrap: str, partitions: int) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        ends = consumer.end_offsets([PythonPartition(OFFSETS_TOPIC, p) for p in range(partitions)])
+    finally:
+        consumer.close()
+    return {tp.partition: end for tp, end in ends.items()}
+
+
+def wait_until_offsets_topic_read(monitor: BurrowpyProcess) -> None:
+    """Wait until burrowpy has read ``__consumer_offsets`` up to where it ends now: its consumer module
+    reports its own position there as the commits of group ``burrow-local`` (Burrow 1.2.1 has no such group)."""
+    partitions = len(broker_offsets(monitor, OFFSETS_TOPIC))
+    ends = offsets_topic_ends(monitor.settings.bootstrap, partitions)
+
+    def read_everything() -> bool:
+        status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{SELF_GROUP}")
+        if status != 200:
+            return False
+        entries = body["topics"][OFFSETS_TOPIC]
+        position = {p: e["offsets"][-1]["offset"] for p, e in enumerate(entries) if e["offsets"]}
+        return all(position.get(p, 0) >= end for p, end in ends.items() if end > 0)
+    wait_until(read_everything, 30, interval=0.1, message="the monitor to read __consumer_offsets to its end")
 
 
 class ConfluentCommitter:

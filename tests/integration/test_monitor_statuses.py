@@ -17,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from burrow_support import CLUSTER, CONSUMER, BurrowpyProcess, MonitorSettings
+from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from confluent_kafka import Producer
 from harness import wait_until
-from kafka import KafkaConsumer
-from kafka.structs import TopicPartition as PythonPartition
-from monitor_support import CLIENTS, CommitLoop, committing, create_topic, produce
+from monitor_support import (
+    CLIENTS,
+    CommitLoop,
+    broker_offsets,
+    committing,
+    create_topic,
+    produce,
+    wait_until_offsets_topic_read,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
@@ -31,8 +37,6 @@ INTERVALS = 4
 PARTITION_CODES = {"OK": 1, "WARN": 2, "STOP": 4, "STALL": 5, "REWIND": 6}
 GROUP_CODES = {"OK": 1, "WARN": 2, "ERR": 3}
 CAUGHT_UP = 10  # records in partition 1, always committed in full
-OFFSETS_TOPIC = "__consumer_offsets"
-SELF_GROUP = f"burrow-{CONSUMER}"  # where the consumer module reports its position in OFFSETS_TOPIC
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +56,6 @@ def producer(broker) -> Iterator[Producer]:
 
 
 # --- the monitor's answers -----------------------------------------------------------------------------
-
-
-def broker_offsets(monitor: BurrowpyProcess, topic: str) -> list[int] | None:
-    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/topic/{topic}")
-    return body["offsets"] if status == 200 else None
 
 
 def wait_for_broker_offsets(monitor: BurrowpyProcess, topic: str, offsets: list[int]) -> None:
@@ -101,31 +100,6 @@ def wait_for_partition_status(monitor: BurrowpyProcess, group: str, expected: st
         first = by_partition.get(0)
         return lag if first and first["status"] == expected and first["complete"] == 1.0 else None
     return wait_until(reached, 45, interval=0.2, message=f"partition 0 of {group} to be {expected}")
-
-
-def offsets_topic_ends(bootstrap: str, partitions: int) -> dict[int, int]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        ends = consumer.end_offsets([PythonPartition(OFFSETS_TOPIC, p) for p in range(partitions)])
-    finally:
-        consumer.close()
-    return {tp.partition: end for tp, end in ends.items()}
-
-
-def wait_until_offsets_topic_read(monitor: BurrowpyProcess) -> None:
-    """Wait until the monitor has read ``__consumer_offsets`` up to where it ends now: its consumer module
-    reports its own position there as the commits of group ``burrow-local``."""
-    partitions = len(broker_offsets(monitor, OFFSETS_TOPIC))
-    ends = offsets_topic_ends(monitor.settings.bootstrap, partitions)
-
-    def read_everything() -> bool:
-        status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{SELF_GROUP}")
-        if status != 200:
-            return False
-        entries = body["topics"][OFFSETS_TOPIC]
-        position = {p: e["offsets"][-1]["offset"] for p, e in enumerate(entries) if e["offsets"]}
-        return all(position.get(p, 0) >= end for p, end in ends.items() if end > 0)
-    wait_until(read_everything, 30, interval=0.1, message="the monitor to read __consumer_offsets to its end")
 
 
 def check_answers(monitor: BurrowpyProcess, group: str, topic: str, expected: str, *, consumer: CommitLoop | None,
