@@ -68,12 +68,18 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
 
 
 class ProducerIdAllocator:
-    """Hands out producer ids that are never reused, even across restarts (a block is reserved on disk)."""
+    """Hands out producer ids that are never reused, even across restarts (a block is reserved on disk).
+
+    In a cluster every broker hands out ids, so each draws from its own range: ``base`` is the node id
+    shifted past any count one broker can reach (2**40), and the ids of two brokers never meet.
+    """
 
     BLOCK = 1000
+    NODE_RANGE_BITS = 40
 
-    def __init__(self, path: os.PathLike[str] | str) -> None:
+    def __init__(self, path: os.PathLike[str] | str, base: int = 0) -> None:
         self.path = os.fspath(path)
+        self.base = base
         try:
             with open(self.path) as f:
                 self._next = int(json.load(f)["next"])
@@ -92,7 +98,7 @@ class ProducerIdAllocator:
             os.replace(tmp, self.path)
         pid = self._next
         self._next += 1
-        return pid
+        return self.base + pid
 
 
 class Broker:
@@ -127,7 +133,9 @@ class Broker:
             self.config.cluster_id = uuid.uuid5(uuid.NAMESPACE_URL, "burrowpy:" + ",".join(voters)).hex[:22]
         self.cluster_id = self.config.ensure_cluster_id()
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
-        self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
+        self.producer_ids = ProducerIdAllocator(
+            self.config.data_dir / "producer-ids.json",
+            base=0 if cluster_config is None else self.node_id << ProducerIdAllocator.NODE_RANGE_BITS)
         self.groups = GroupCoordinator(self)
         await self.groups.start(load_all_partitions=cluster_config is None)
         if cluster_config is not None:

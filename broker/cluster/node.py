@@ -97,12 +97,13 @@ class ClusterNode:
 
     async def stop(self) -> None:
         """Controlled shutdown: leave the gossip group, wait until the controller has fenced this broker
-        (its leaderships moved), then stop."""
+        (its leaderships moved to the other live brokers, if there are any), then stop."""
         self._leaving = True
         if self.gossip is not None:
             await self.gossip.stop(leave=True)
         self.controller.wake()
-        if self.raft.leader_id is not None and self.metadata.brokers.get(self.node_id) is not None:
+        others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
+        if self.raft.leader_id is not None and others and self.node_id in self.metadata.brokers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
         await self.controller.stop()

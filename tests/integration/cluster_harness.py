@@ -1,0 +1,136 @@
+"""A cluster of `burrowpy broker` processes on 127.0.0.1 for tests and benchmarks: configs with short
+Raft and gossip timings, start / kill -9 / restart of single brokers, and Metadata through our client."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+from harness import BrokerProcess, free_port, wait_until
+
+from broker.client import KafkaConnection
+from broker.protocol.api import ApiKey
+
+SECRET = "cluster test secret"
+# Short timings so that failover takes about a second: gossip declares a silent broker dead after ~0.5 s.
+FAST_CLUSTER = {
+    "raft": {"election_timeout_min_ms": 300, "election_timeout_max_ms": 600, "heartbeat_interval_ms": 50,
+             "reconnect_interval_ms": 200},
+    "gossip": {"protocol_period_ms": 100, "ping_timeout_ms": 40, "suspicion_multiplier": 3,
+               "push_pull_interval_ms": 1000},
+    "controller": {"preferred_leader_election_interval_ms": 1000, "unknown_broker_grace_ms": 3000},
+}
+BROKER_SETTINGS = {
+    "num.partitions": 6,
+    "default.replication.factor": 3,
+    "offsets.topic.num.partitions": 6,
+    "offsets.topic.replication.factor": 3,
+    "group.initial.rebalance.delay.ms": 200,
+    "replica.lag.time.max.ms": 3000,
+}
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerCluster:
+    def __init__(self, root: Path, size: int = 3, settings: dict[str, Any] | None = None) -> None:
+        self.ids = list(range(1, size + 1))
+        raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
+        gossip = {i: f"127.0.0.1:{free_udp_port()}" for i in self.ids}
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in self.ids:
+            cluster = {
+                "secret": SECRET,
+                "raft": {"listen": raft[i], "peers": {j: raft[j] for j in self.ids if j != i},
+                         **FAST_CLUSTER["raft"]},
+                "gossip": {"listen": gossip[i], "seeds": [gossip[j] for j in self.ids if j != i],
+                           **FAST_CLUSTER["gossip"]},
+                "controller": FAST_CLUSTER["controller"],
+            }
+            config = {**BROKER_SETTINGS, **(settings or {}), "cluster": cluster}
+            (root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
+            self.brokers[i] = BrokerProcess(root / f"broker-{i}" / "data", node_id=i, extra_config=config)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.brokers[i].bootstrap for i in self.running())
+
+    def running(self) -> list[int]:
+        return [i for i in self.ids if self.brokers[i].proc is not None]
+
+    def start(self) -> BrokerCluster:
+        for i in self.ids:
+            self.brokers[i].start()
+        self.wait_healthy()
+        return self
+
+    def stop(self) -> None:
+        for i in self.ids:
+            self.brokers[i].stop()
+
+    def kill(self, node_id: int) -> None:
+        self.brokers[node_id].kill()
+
+    def restart(self, node_id: int) -> None:
+        self.brokers[node_id].start()
+
+    # --- what the brokers say --------------------------------------------------------------------------------
+
+    def metadata(self, node_id: int, topics: list[str] | None = None) -> dict[str, Any]:
+        async def ask() -> dict[str, Any]:
+            connection = await KafkaConnection.connect(self.brokers[node_id].bootstrap, timeout=5)
+            async with connection:
+                wanted = None if topics is None else [{"name": t, "topic_id": bytes(16)} for t in topics]
+                return await connection.request(ApiKey.METADATA, {"topics": wanted,
+                                                                  "allow_auto_topic_creation": False})
+        return asyncio.run(ask())
+
+    def create_topic(self, node_id: int, name: str, partitions: int, replication: int,
+                     configs: dict[str, str] | None = None) -> dict[str, Any]:
+        """CreateTopics sent to this very broker (real clients send it to the controller)."""
+        async def ask() -> dict[str, Any]:
+            connection = await KafkaConnection.connect(self.brokers[node_id].bootstrap, timeout=30)
+            async with connection:
+                answer = await connection.request(ApiKey.CREATE_TOPICS, {"topics": [{
+                    "name": name, "num_partitions": partitions, "replication_factor": replication,
+                    "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                    "timeout_ms": 30000})
+                return answer["topics"][0]
+        return asyncio.run(ask())
+
+    def controller(self, node_id: int | None = None) -> int:
+        return self.metadata(node_id or self.running()[0])["controller_id"]
+
+    def partitions(self, topic: str, node_id: int | None = None) -> dict[int, dict[str, Any]]:
+        answer = self.metadata(node_id or self.running()[0], [topic])
+        found = answer["topics"][0]
+        assert found["error_code"] == 0, found
+        return {p["partition_index"]: p for p in found["partitions"]}
+
+    def healthy(self) -> bool:
+        """Every running broker agrees on the controller and the live brokers, and every partition of every
+        topic is led and fully in sync (all replicas of the running brokers in the ISR)."""
+        running = self.running()
+        views = [self.metadata(i) for i in running]
+        controllers = {v["controller_id"] for v in views}
+        if len(controllers) != 1 or controllers.pop() not in running:
+            return False
+        for view in views:
+            if sorted(b["node_id"] for b in view["brokers"]) != running:
+                return False
+            if not any(t["name"] == "__consumer_offsets" for t in view["topics"]):
+                return False
+            for topic in view["topics"]:
+                for part in topic["partitions"]:
+                    if part["leader_id"] < 0 or sorted(part["isr_nodes"]) != sorted(part["replica_nodes"]):
+                        return False
+        return True
+
+    def wait_healthy(self, timeout: float = 40.0) -> None:
+        wait_until(self.healthy, timeout, interval=0.2, message="the cluster to be healthy")

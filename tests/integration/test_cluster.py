@@ -1,0 +1,255 @@
+"""Three `burrowpy broker` processes forming a cluster on 127.0.0.1 (Raft metadata, SWIM gossip,
+replication), used by real clients, losing brokers to kill -9 and getting them back.
+
+One cluster serves the module; every test that kills a broker restarts it and waits until the cluster
+is healthy again (every partition led and fully in sync) before it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from cluster_harness import BrokerCluster
+from harness import wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    brokers = BrokerCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        brokers.start()
+        yield brokers
+    finally:
+        brokers.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int, timeout: float = 30.0,
+                 **configs: str) -> None:
+    """Create through an AdminClient bootstrapped at ``bootstrap`` only; retried while the quorum elects."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        future = admin.create_topics([NewTopic(name, partitions, replication, config=configs)])[name]
+        try:
+            future.result(timeout=15)
+            return
+        except confluent_kafka.KafkaException as exc:
+            if time.monotonic() > deadline or not exc.args[0].retriable():
+                raise
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int,
+                timeout: float = 60.0) -> dict[int, list[tuple[int, bytes, bytes]]]:
+    """Every record of the topic from the beginning, per partition: (offset, key, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+    records: dict[int, list[tuple[int, bytes, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    try:
+        while sum(map(len, records.values())) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            records[message.partition()].append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return records
+
+
+def test_cluster_forms_and_real_clients_use_it(cluster):
+    views = {i: cluster.metadata(i) for i in cluster.ids}
+    controllers = {v["controller_id"] for v in views.values()}
+    assert len(controllers) == 1 and controllers <= set(cluster.ids)
+    for view in views.values():
+        assert sorted((b["node_id"], b["host"], b["port"]) for b in view["brokers"]) == [
+            (i, "127.0.0.1", cluster.brokers[i].port) for i in cluster.ids]
+        assert view["cluster_id"] == views[1]["cluster_id"]
+
+    # Created through a broker that is not the controller; every broker learns it (with the next Raft
+    # heartbeat), identically.
+    through = next(i for i in cluster.ids if i != controllers.copy().pop())
+    answer = cluster.create_topic(through, "orders", 6, 3)
+    assert answer["error_code"] == 0, answer
+    assert cluster.partitions("orders", through)  # known to the broker that answered, at once
+    def known_everywhere():
+        found = [cluster.metadata(i, ["orders"])["topics"][0] for i in cluster.ids]
+        return found if all(t["error_code"] == 0 for t in found) else None
+
+    found = wait_until(known_everywhere, 10, message="every broker to know the topic")
+    assert found[0]["topic_id"] == found[1]["topic_id"] == found[2]["topic_id"] != bytes(16)
+    described = [cluster.partitions("orders", i) for i in cluster.ids]
+    assert described[0] == described[1] == described[2]
+    parts = described[0]
+    assert sorted(parts) == list(range(6))
+    assert all(sorted(p["replica_nodes"]) == [1, 2, 3] == sorted(p["isr_nodes"]) for p in parts.values())
+    assert {p["leader_id"] for p in parts.values()} == {1, 2, 3}
+    assert all(p["leader_id"] == p["replica_nodes"][0] for p in parts.values())
+
+    producer = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    errors: list = []
+    for i in range(600):
+        producer.produce("orders", key=f"c{i}".encode(), value=f"confluent-{i}".encode(),
+                         on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert producer.flush(30) == 0 and errors == []
+
+    kp = kafka.KafkaProducer(bootstrap_servers=cluster.brokers[1].bootstrap, acks="all")
+    for i in range(600):
+        kp.send("orders", key=f"k{i}".encode(), value=f"kafka-python-{i}".encode())
+    kp.flush(30)
+    kp.close()
+
+    records = consume_all(cluster.brokers[3].bootstrap, "orders", 6, 1200)
+    values = sorted(v for part in records.values() for _o, _k, v in part)
+    assert values == sorted([f"confluent-{i}".encode() for i in range(600)]
+                            + [f"kafka-python-{i}".encode() for i in range(600)])
+    for part in records.values():  # each producer's records keep their order within a partition
+        for prefix in (b"confluent-", b"kafka-python-"):
+            mine = [int(v[len(prefix):]) for _o, _k, v in part if v.startswith(prefix)]
+            assert mine == sorted(mine)
+
+    consumer = kafka.KafkaConsumer("orders", bootstrap_servers=cluster.brokers[1].bootstrap,
+                                   group_id="kp-readers", auto_offset_reset="earliest",
+                                   consumer_timeout_ms=20000)
+    seen = set()
+    for message in consumer:
+        seen.add(message.value)
+        if len(seen) == 1200:
+            break
+    consumer.commit()
+    consumer.close()
+    assert len(seen) == 1200
+
+
+def test_kill_the_controller_and_topic_creation_works_again(cluster):
+    old = cluster.controller()
+    cluster.kill(old)
+    survivors = cluster.running()
+    killed_at = time.monotonic()
+    new = wait_until(lambda: (c := cluster.controller(survivors[0])) in survivors and c, 15,
+                     message="a new controller")
+    assert new != old
+    # A real admin client (sent to the new controller) and our client through the other survivor.
+    create_topic(cluster.brokers[survivors[-1]].bootstrap, "after-controller-loss", 3, 2)
+    took = time.monotonic() - killed_at
+    other = next(i for i in survivors if i != new)
+    answer = wait_until(lambda: (a := cluster.create_topic(other, "through-a-follower", 2, 2))["error_code"] == 0
+                        and a, 15, message="topic creation through a follower")
+    assert answer["num_partitions"] == 2
+    assert took < 15, took
+    # Once gossip has declared the killed broker dead it is out of Metadata and out of new assignments.
+    wait_until(lambda: sorted(b["node_id"] for b in cluster.metadata(other)["brokers"]) == survivors, 15,
+               message="the killed broker to leave Metadata")
+    answer = cluster.create_topic(other, "after-fencing", 4, 2)
+    assert answer["error_code"] == 0, answer
+    parts = cluster.partitions("after-fencing", other)
+    assert all(set(p["replica_nodes"]) == set(survivors) for p in parts.values())
+    cluster.restart(old)
+    cluster.wait_healthy()
+    assert old in [b["node_id"] for b in cluster.metadata(old)["brokers"]]
+
+
+def group_coordinator(cluster: BrokerCluster, group: str) -> int:
+    import asyncio
+
+    from broker.client import KafkaConnection
+    from broker.protocol.api import ApiKey
+
+    async def ask() -> int:
+        connection = await KafkaConnection.connect(cluster.brokers[cluster.running()[0]].bootstrap)
+        async with connection:
+            answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version=2)
+            assert answer["error_code"] == 0, answer
+            return answer["node_id"]
+    return asyncio.run(ask())
+
+
+def test_kill_a_leader_during_acks_all_produce(cluster):
+    topic, group, total = "stream", "stream-readers", 3000
+    create_topic(cluster.brokers[1].bootstrap, topic, 3, 3, **{"min.insync.replicas": "2"})
+    wait_until(lambda: group_coordinator(cluster, group) > 0, 20, message="a coordinator for the group")
+
+    # A group commits offsets; they must survive the loss of the broker that coordinates the group.
+    committed = {p: 0 for p in range(3)}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 2, "message.timeout.ms": 60000})
+    acked: dict[str, tuple[int, int]] = {}
+    errors: list = []
+    lock = threading.Lock()
+
+    def delivered(err, msg) -> None:
+        with lock:
+            if err:
+                errors.append(err)
+            else:
+                acked[msg.value().decode()] = (msg.partition(), msg.offset())
+
+    def produce(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            producer.produce(topic, key=str(i).encode(), value=f"record-{i}".encode(), on_delivery=delivered)
+            producer.poll(0)
+            if i % 50 == 0:
+                time.sleep(0.005)  # pace the stream so that the kill lands in the middle of it
+
+    produce(0, 500)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(3)])
+    read = 0
+    deadline = time.monotonic() + 30
+    while read < 300 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            read += 1
+            committed[message.partition()] = message.offset() + 1
+    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
+    consumer.close()
+
+    victim = group_coordinator(cluster, group)
+    led = [p for p, part in cluster.partitions(topic).items() if part["leader_id"] == victim]
+    assert led, "every broker leads one of the three partitions"
+    stream = threading.Thread(target=produce, args=(500, total))
+    stream.start()
+    wait_until(lambda: len(acked) >= 1200, 30, message="the stream to be under way")
+    cluster.kill(victim)
+    stream.join(120)
+    assert producer.flush(90) == 0
+    assert errors == [] and len(acked) == total
+
+    survivors = cluster.running()
+    records = consume_all(cluster.bootstrap, topic, 3, total)
+    seen = {v.decode(): (p, o) for p, part in records.items() for o, _k, v in part}
+    assert sum(map(len, records.values())) == total  # exactly once: idempotence across the failover
+    assert seen == acked  # every acknowledged record, where it was acknowledged, as written
+    new_leaders = {p["leader_id"] for i, p in cluster.partitions(topic, survivors[0]).items() if i in led}
+    assert new_leaders <= set(survivors)
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
+    finally:
+        reader.close()
+    assert {tp.partition: tp.offset for tp in found} == committed
+
+    # The killed broker comes back, catches up, rejoins every ISR and leads its preferred partitions again.
+    cluster.restart(victim)
+    cluster.wait_healthy()
+    parts = cluster.partitions(topic)
+    assert all(victim in p["isr_nodes"] for p in parts.values())
+    wait_until(lambda: all(p["leader_id"] == p["replica_nodes"][0] for p in cluster.partitions(topic).values()),
+               20, message="preferred leaders to be restored")
+    again = consume_all(cluster.brokers[victim].bootstrap, topic, 3, total)
+    assert {v.decode(): (p, o) for p, part in again.items() for o, _k, v in part} == acked
