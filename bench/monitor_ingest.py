@@ -1,0 +1,230 @@
+"""Monitor ingest: how fast burrowpy and Debian's Burrow 1.2.1 take in a full ``__consumer_offsets``.
+
+    .venv/bin/python bench/monitor_ingest.py [--commits 1000000] [--groups 100] [--partitions 100]
+                                             [--connections 4] [--no-burrow]
+
+One run, one broker (``burrowpy broker`` on a fresh data dir), one data set:
+
+1. Fill. A topic ``ingest`` with ``--partitions`` partitions gets ``rounds`` records per partition, then
+   ``--groups`` groups each commit every partition ``rounds`` times (offsets 1..rounds), one OffsetCommit
+   request per group and round carrying all partitions, over ``--connections`` connections through
+   broker/client.py. ``commits = groups x partitions x rounds``. Then one marker group per
+   ``__consumer_offsets`` partition commits once, after everything else was acknowledged.
+2. Ingest, once per monitor, one monitor at a time (the other is not running): start the monitor
+   (``burrowpy serve`` / ``/usr/bin/Burrow``, generated configs with the same settings) and time from the
+   process start until its HTTP API shows every commit: first every marker group (each
+   ``__consumer_offsets`` partition is read in order, so a visible marker means its partition was read to
+   the end), then every group's ``/status`` with a full window and no lag on every partition, which only
+   its last commits give. Commits/s = commits / that time. Memory: the process's resident set (VmRSS) at
+   that moment and its peak (VmHWM). The HTTP questions are asked one at a time, ten a second at most
+   while waiting, so that measuring adds little work.
+
+Both monitors read the whole topic from its oldest offset, as they do on every start. The time includes
+each process's start-up (reported separately: until its HTTP API answers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# The helpers that start a broker, a ZooKeeper and the two monitors alike are the integration tests' own.
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from burrow_support import BurrowProcess, BurrowpyProcess, MonitorProcess, MonitorSettings  # noqa: E402
+from harness import BrokerProcess  # noqa: E402
+from zk import ZooKeeperServer  # noqa: E402
+
+from broker.client import KafkaConnection  # noqa: E402
+from broker.groups.hashing import offsets_partition_for  # noqa: E402
+from broker.protocol.api import ApiKey  # noqa: E402
+
+TOPIC = "ingest"
+MARKER_TOPIC = "ingest-done"
+OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
+POLL_INTERVAL = 0.1
+INTERVALS = 10  # both monitors' default window
+
+
+@dataclass
+class IngestResult:
+    name: str
+    startup_s: float
+    elapsed_s: float
+    rss_bytes: int
+    peak_rss_bytes: int
+    cpu_s: float  # the monitor's user + system CPU time
+    broker_cpu_s: float  # the broker's, over the same span (it serves the monitor's fetches)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/PID/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()  # the command name may contain spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def marker_groups(partitions: int) -> list[str]:
+    """One group name per ``__consumer_offsets`` partition (Kafka's placement: Java hash of the name)."""
+    chosen: dict[int, str] = {}
+    for number in itertools.count():
+        name = f"ingest-done-{number}"
+        chosen.setdefault(offsets_partition_for(name, partitions), name)
+        if len(chosen) == partitions:
+            return [chosen[p] for p in range(partitions)]
+    raise AssertionError("unreachable: itertools.count() does not end")
+
+
+def prepare_topics(bootstrap: str, partitions: int, rounds: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1), NewTopic(MARKER_TOPIC, 1, 1)]).values():
+        future.result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for partition in range(partitions):
+        for number in range(rounds):
+            producer.produce(TOPIC, value=b"record %d" % number, partition=partition)
+    producer.produce(MARKER_TOPIC, value=b"done", partition=0)
+    assert producer.flush(60) == 0
+
+
+async def commit(connection: KafkaConnection, group: str, topic: str, offsets: dict[int, int]) -> None:
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                       "committed_metadata": ""} for p, o in offsets.items()]}]}
+    answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
+    errors = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
+    if errors != {0}:
+        raise RuntimeError(f"OffsetCommit for {group} answered error codes {sorted(errors)}")
+
+
+async def fill(bootstrap: str, groups: list[str], partitions: int, rounds: int, connections: int,
+               markers: list[str]) -> None:
+    """Every group commits every partition ``rounds`` times; then each marker group commits once."""
+    async def committer(own_groups: list[str]) -> None:
+        async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
+            for round_number in range(rounds):
+                offsets = dict.fromkeys(range(partitions), round_number + 1)
+                for group in own_groups:
+                    await commit(connection, group, TOPIC, offsets)
+
+    await asyncio.gather(*(committer(groups[i::connections]) for i in range(connections)))
+    async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
+        for group in markers:
+            await commit(connection, group, MARKER_TOPIC, {0: 1})
+
+
+def marker_seen(monitor: MonitorProcess, group: str) -> bool:
+    """The marker's single commit (offset 1) is in the monitor's storage (consumer detail endpoint)."""
+    status, body = monitor.get(f"/v3/kafka/local/consumer/{group}")
+    entries = body.get("topics", {}).get(MARKER_TOPIC, []) if status == 200 else []
+    return any(o and o["offset"] == 1 for entry in entries for o in entry["offsets"])
+
+
+def group_complete(monitor: MonitorProcess, group: str, partitions: int) -> bool:
+    """Every partition of the group's topic has its last commit: with ``rounds`` records per partition and
+    ``rounds`` >= intervals, that is a full window on every partition (complete 1) and no lag anywhere.
+    ``/status`` is asked rather than the consumer detail: its answer is small, so the question costs the
+    monitor little."""
+    status, body = monitor.get(f"/v3/kafka/local/consumer/{group}/status")
+    if status != 200:
+        return False
+    answer = body["status"]
+    return answer["partition_count"] == partitions and answer["complete"] == 1 and answer["totallag"] == 0
+
+
+def wait_for_each(monitor: MonitorProcess, items: list[str], done: Callable[[str], bool], timeout: float) -> None:
+    """Check the items in order, each until it is done: one question at a time, so that polling adds
+    little work to the monitor being measured (a done item stays done)."""
+    deadline = time.monotonic() + timeout
+    for item in items:
+        while not done(item):
+            if monitor.process is None or monitor.process.poll() is not None:
+                raise RuntimeError(f"{monitor.name} exited:\n{monitor.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{monitor.name}: {item} still incomplete after {timeout:.0f} s")
+            time.sleep(POLL_INTERVAL)
+
+
+def measure(monitor: MonitorProcess, broker_pid: int, groups: list[str], markers: list[str], partitions: int,
+            timeout: float) -> IngestResult:
+    broker_cpu = cpu_seconds(broker_pid)
+    started = time.monotonic()
+    monitor.start()
+    try:
+        answering = time.monotonic()
+        wait_for_each(monitor, markers, lambda group: marker_seen(monitor, group), timeout)
+        wait_for_each(monitor, groups, lambda group: group_complete(monitor, group, partitions), timeout)
+        done = time.monotonic()
+        return IngestResult(monitor.name, answering - started, done - started, monitor.rss_bytes(),
+                            monitor.peak_rss_bytes(), cpu_seconds(monitor.pid), cpu_seconds(broker_pid) - broker_cpu)
+    finally:
+        monitor.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commits", type=int, default=1_000_000, help="commits to fill (rounded to whole rounds)")
+    parser.add_argument("--groups", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=100, help="partitions of the committed topic")
+    parser.add_argument("--connections", type=int, default=4, help="connections filling __consumer_offsets")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a monitor may take")
+    parser.add_argument("--no-burrow", action="store_true", help="measure burrowpy only")
+    args = parser.parse_args()
+    rounds = args.commits // (args.groups * args.partitions)
+    if rounds < INTERVALS:
+        parser.error(f"--commits must give every partition at least {INTERVALS} commits (groups x partitions x "
+                     f"{INTERVALS} = {args.groups * args.partitions * INTERVALS})")
+    commits = args.groups * args.partitions * rounds
+    groups = [f"ingest-group-{n}" for n in range(args.groups)]
+    markers = marker_groups(OFFSETS_PARTITIONS)
+
+    print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
+    print(f"{commits:,} commits = {args.groups} groups x {args.partitions} partitions x {rounds} rounds "
+          f"(+{len(markers)} marker commits)")
+    with tempfile.TemporaryDirectory(prefix="monitor-ingest-") as tmp:
+        directory = Path(tmp)
+        with BrokerProcess(directory / "data") as broker:
+            prepare_topics(broker.bootstrap, args.partitions, rounds)
+            began = time.monotonic()
+            asyncio.run(fill(broker.bootstrap, groups, args.partitions, rounds, args.connections, markers))
+            filled = time.monotonic() - began
+            print(f"fill through our broker: {filled:.1f} s, {commits / filled:,.0f} commits/s "
+                  f"({args.connections} connections, {args.partitions} partitions per OffsetCommit)")
+            # A status is cached for expire-cache seconds; 1 s keeps a re-asked group's answer fresh.
+            settings = MonitorSettings(broker.bootstrap, intervals=INTERVALS, expire_cache=1)
+            broker_pid = broker.proc.pid
+            results = [measure(BurrowpyProcess(directory / "burrowpy", settings), broker_pid, groups, markers,
+                               args.partitions, args.timeout)]
+            if not args.no_burrow:
+                with ZooKeeperServer(directory / "zookeeper") as zookeeper:
+                    burrow = BurrowProcess(directory / "burrow", settings, zookeeper=zookeeper.hosts)
+                    results.append(measure(burrow, broker_pid, groups, markers, args.partitions, args.timeout))
+
+    print()
+    print("| monitor | start-up until HTTP answers | time to take in every commit | commits/s | monitor CPU "
+          "| broker CPU | RSS at the end | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|")
+    for result in results:
+        print(f"| {result.name} | {result.startup_s:.1f} s | {result.elapsed_s:.1f} s | "
+              f"{commits / result.elapsed_s:,.0f} | {result.cpu_s:.1f} s | {result.broker_cpu_s:.1f} s | "
+              f"{result.rss_bytes / 2**20:,.0f} MiB | {result.peak_rss_bytes / 2**20:,.0f} MiB |")
+    if len(results) == 2:
+        print(f"\nburrowpy / Burrow 1.2.1 ingest rate: {results[1].elapsed_s / results[0].elapsed_s:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
