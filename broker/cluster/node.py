@@ -14,6 +14,9 @@ this broker with the metadata:
 * group coordination: the groups of a `__consumer_offsets` partition are loaded when this broker
   becomes its leader and unloaded when it stops leading it.
 
+Nothing is reconciled before the metadata has caught up with the quorum (a restarted broker replays an
+old journal first), so a stale view never deletes or moves anything.
+
 It also answers the broker's cluster questions (live brokers, controller, partition leaders) from the
 metadata, routes topic administration and ISR changes into the quorum, and on a clean stop hands its
 leaderships over before it goes (gossip tells the controller it left).
@@ -193,12 +196,18 @@ class ClusterNode:
         self.reconcile()
         self.controller.wake()
 
+    def on_ready(self) -> None:
+        self.reconcile()
+        self.controller.wake()
+
     def on_leader_changed(self, leader_id: int | None) -> None:
         self.controller.wake()
 
     # --- reconciling this broker with the metadata ---------------------------------------------------------
 
     def reconcile(self) -> None:
+        if not self.raft.ready:
+            return  # an old view (a journal being replayed) must not delete or move anything
         metadata = self.metadata
         registered = metadata.brokers.get(self.node_id)
         if registered is not None and not registered.alive:

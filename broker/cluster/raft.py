@@ -72,6 +72,8 @@ class RaftListener(Protocol):
 
     def on_restored(self) -> None: ...
 
+    def on_ready(self) -> None: ...
+
     def on_leader_changed(self, leader_id: int | None) -> None: ...
 
 
@@ -111,6 +113,9 @@ class RaftNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._leader_seen: object = object()  # the leader last reported, compared on the Raft thread
         self.leader_id: int | None = None
+        # True once this node has applied everything the leader had committed when it (re)joined: before
+        # that, :attr:`state` may be an old one (replaying the journal, or behind the cluster).
+        self.ready = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -134,6 +139,7 @@ class RaftNode:
             logCompactionMinEntries=self._compaction_entries,
             useFork=False,
             dynamicMembershipChange=False,
+            onReady=lambda: self._to_loop(self._became_ready),
         )
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf)
@@ -213,6 +219,12 @@ class RaftNode:
         self._leader_seen = leader
         leader_id = None if leader is None else self._ids_by_address.get(leader.id)
         self._to_loop(self._leader_changed, leader_id)
+
+    def _became_ready(self) -> None:
+        self.ready = True
+        log.info("raft caught up", node_id=self.node_id)
+        if self.listener is not None:
+            self.listener.on_ready()
 
     def _leader_changed(self, leader_id: int | None) -> None:
         self.leader_id = leader_id

@@ -253,3 +253,15 @@ def test_kill_a_leader_during_acks_all_produce(cluster):
                20, message="preferred leaders to be restored")
     again = consume_all(cluster.brokers[victim].bootstrap, topic, 3, total)
     assert {v.decode(): (p, o) for p, part in again.items() for o, _k, v in part} == acked
+
+
+def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):
+    before = {t["name"]: t["topic_id"] for t in cluster.metadata(1)["topics"]}
+    records_before = consume_all(cluster.bootstrap, "orders", 6, 1200)
+    for node_id in cluster.ids:
+        cluster.kill(node_id)
+    for node_id in cluster.ids:
+        cluster.restart(node_id)
+    cluster.wait_healthy()
+    assert {t["name"]: t["topic_id"] for t in cluster.metadata(2)["topics"]} == before
+    assert consume_all(cluster.bootstrap, "orders", 6, 1200) == records_before

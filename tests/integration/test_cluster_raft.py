@@ -24,6 +24,7 @@ class Recorder:
     def __init__(self) -> None:
         self.applied: list[dict] = []
         self.restored = 0
+        self.ready = 0
         self.leaders: list[int | None] = []
 
     def on_applied(self, command, result) -> None:
@@ -31,6 +32,9 @@ class Recorder:
 
     def on_restored(self) -> None:
         self.restored += 1
+
+    def on_ready(self) -> None:
+        self.ready += 1
 
     def on_leader_changed(self, leader_id) -> None:
         self.leaders.append(leader_id)
@@ -87,6 +91,7 @@ async def test_proposals_from_any_node_reach_every_copy(three):
     await poll(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
     assert all(n.state.to_snapshot() == leader.state.to_snapshot() for n in nodes)
     assert [c["op"] for c in follower.listener.applied] == ["register_broker", "register_broker", "fence_broker"]
+    assert all(n.ready and n.listener.ready == 1 for n in nodes)
 
 
 async def test_a_new_leader_takes_over_and_a_restarted_node_replays_its_journal(three, tmp_path):
@@ -173,3 +178,5 @@ async def test_the_whole_cluster_restarts_from_its_data_dirs(three, tmp_path):
     leader = await leader_of(nodes)
     assert (await leader.propose(register(4)))["error_code"] == 0
     await poll(lambda: all(sorted(n.state.brokers) == [1, 2, 3, 4] for n in nodes), message="the old log and more")
+    # Ready means caught up with what the quorum had committed: the replayed log was all there by then.
+    assert all(n.ready and n.listener.applied[:3] == [register(1), register(2), register(3)] for n in nodes)
