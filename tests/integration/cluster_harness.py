@@ -39,7 +39,11 @@ def free_udp_port() -> int:
 
 
 class BrokerCluster:
-    def __init__(self, root: Path, size: int = 3, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, root: Path, size: int = 3, settings: dict[str, Any] | None = None,
+                 timings: dict[str, dict[str, Any]] | None = None) -> None:
+        """``timings``: the raft / gossip / controller timing keys (default: the short ones for tests; ``{}``
+        for the brokers' own defaults)."""
+        timings = FAST_CLUSTER if timings is None else timings
         self.ids = list(range(1, size + 1))
         raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
         gossip = {i: f"127.0.0.1:{free_udp_port()}" for i in self.ids}
@@ -48,10 +52,10 @@ class BrokerCluster:
             cluster = {
                 "secret": SECRET,
                 "raft": {"listen": raft[i], "peers": {j: raft[j] for j in self.ids if j != i},
-                         **FAST_CLUSTER["raft"]},
+                         **timings.get("raft", {})},
                 "gossip": {"listen": gossip[i], "seeds": [gossip[j] for j in self.ids if j != i],
-                           **FAST_CLUSTER["gossip"]},
-                "controller": FAST_CLUSTER["controller"],
+                           **timings.get("gossip", {})},
+                "controller": timings.get("controller", {}),
             }
             config = {**BROKER_SETTINGS, **(settings or {}), "cluster": cluster}
             (root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
