@@ -260,7 +260,7 @@ class InMemoryStorage:
         self._dropped(self.state.add_consumer_offset(request, int(self._clock.time())), request)
 
     def _set_consumer_owner(self, request: SetConsumerOwner) -> None:
-        self._dropped(self.state.add_consumer_owner(request), request)
+        self._dropped(self.state.add_consumer_owner(request, int(self._clock.time())), request)
 
     def _set_delete_topic(self, request: SetDeleteTopic) -> None:
         self._dropped(self.state.delete_topic(request), request)

@@ -10,6 +10,9 @@ Differences from Burrow, on purpose:
   always shows ``offsets: []`` and complete 0 (Burrow shows ``intervals`` nulls and complete 1/len);
 - requests that would crash Burrow (a broker offset for a partition beyond the partition count, a
   consumer partition the broker no longer reports) are dropped or answered without broker data;
+- a group known only from its owners (a consumer joined but has not committed yet) lives for
+  ``expire-group`` after its last owner update; Burrow deletes it, owners included, on the first fetch,
+  so a /metrics scrape between a join and the first commit wiped the owners until the next rebalance;
 - offset tombstones (:class:`SetDeletePartitionOffsets`) forget that partition's commits, then the
   topic if none of its partitions has commits left, then the group if it has no topics left, so groups
   deleted from Kafka disappear here too (Burrow issue #818).
@@ -45,11 +48,12 @@ class PartitionEntry:
 
 
 class GroupEntry:
-    __slots__ = ("topics", "last_commit")
+    __slots__ = ("topics", "last_commit", "last_owner_update")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[PartitionEntry]] = {}
-        self.last_commit = 0  # timestamp (ms) of the latest appended commit; drives expiry
+        self.last_commit = 0  # timestamp (ms) of the latest appended commit
+        self.last_owner_update = 0  # when owners were last set (ms); with last_commit, drives expiry
 
 
 class ClusterEntry:
@@ -149,17 +153,18 @@ class StorageState:
             return "duplicate, or older than everything in a full window"
         return None
 
-    def add_consumer_owner(self, request: SetConsumerOwner) -> str | None:
+    def add_consumer_owner(self, request: SetConsumerOwner, now_s: int) -> str | None:
         cluster = self.clusters.get(request.cluster)
         if cluster is None:
             return "unknown cluster"
         if not self.accept_group(request.group):
             return "group not accepted by the allow/deny lists"
-        # Like Burrow, the group exists from its first owner message on, even without commits (it then
-        # expires on the first fetch).
+        # Like Burrow, the group exists from its first owner message on, even without commits; unlike
+        # Burrow, owner updates keep it alive (see the module docstring).
         group = cluster.groups.get(request.group)
         if group is None:
             group = cluster.groups[request.group] = GroupEntry()
+        group.last_owner_update = now_s * 1000
         position = self._broker_position(cluster, request.topic, request.partition)
         if isinstance(position, str):
             return position
@@ -254,7 +259,7 @@ class StorageState:
         group = cluster.groups.get(group_name) if cluster is not None else None
         if group is None:
             return None
-        if (now_s - self.expire_group_s) * 1000 > group.last_commit:
+        if (now_s - self.expire_group_s) * 1000 > max(group.last_commit, group.last_owner_update):
             del cluster.groups[group_name]
             return None
 

@@ -49,8 +49,11 @@ CONFIG = {
 
 
 class FakeClock:
+    def __init__(self) -> None:
+        self.now = float(NOW)
+
     def time(self) -> float:
-        return float(NOW)
+        return self.now
 
 
 @pytest.fixture
@@ -476,10 +479,12 @@ async def test_metrics_are_burrows_gauges_computed_at_scrape_time(client, ctx):
 async def test_metrics_forget_deleted_groups_and_skip_notfound_ones(client, ctx):
     from burrowpy.protocol import SetConsumerOwner
 
-    # A group known only from an owner message has never committed: storage lists it, the evaluator
-    # answers NOTFOUND, and Burrow leaves it out of /metrics.
+    # A group known only from an owner message set longer than expire-group ago: storage still lists it,
+    # the evaluator answers NOTFOUND (the fetch expires it), and Burrow leaves it out of /metrics.
+    ctx.clock.now = NOW - 604800 - 1
     ctx.storage.submit(SetConsumerOwner("local", "owned-only", "orders", 0, "/10.0.0.1", "client-1"))
     await ctx.storage.flush()
+    ctx.clock.now = NOW
     assert "owned-only" in (await get_json(client, "/v3/kafka/local/consumer"))["consumers"]
     await get_json(client, "/v3/kafka/local/consumer/stuck", method="DELETE")
     await ctx.storage.flush()

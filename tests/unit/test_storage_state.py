@@ -42,7 +42,7 @@ def upstream_fixture(**options):
     broker(state, 4321)
     for i in range(10):
         assert commit(state, 1000 + i * 100, 500 + i, BASE_MS + i * 10000) is None
-    state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 0, "testhost.example.com", "test_client_id"))
+    state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 0, "testhost.example.com", "test_client_id"), NOW)
     return state
 
 
@@ -192,9 +192,9 @@ def test_owner_creates_group_and_partition_entries_without_commits():
     state = make_state()
     broker(state, 100, count=3)
     # Like a commit, an owner needs a broker offset for its own partition.
-    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client")) is not None
+    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client"), NOW) is not None
     broker(state, 100, partition=2, count=3)
-    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client")) is None
+    assert state.add_consumer_owner(SetConsumerOwner("local", "g", "t", 2, "/10.0.0.1", "client"), NOW) is None
     assert state.consumer_names("local") == ["g"]
     entries = state.clusters["local"].groups["g"].topics["t"]
     assert [(e.owner, e.client_id, e.ring) for e in entries] == [
@@ -202,22 +202,26 @@ def test_owner_creates_group_and_partition_entries_without_commits():
         ("", "", None),
         ("/10.0.0.1", "client", None),
     ]
-    # Never committed: it expires on the first fetch, as in Burrow.
-    assert state.consumer("local", "g", NOW) is None
+    # Never committed: unlike Burrow, a fetch does not delete it while its owners are recent...
+    fetched = state.consumer("local", "g", NOW)
+    assert fetched is not None and fetched["t"][2].owner == "/10.0.0.1"
+    # ...it expires expire-group after its last owner update.
+    assert state.consumer("local", "g", NOW + make_state().expire_group_s) is not None
+    assert state.consumer("local", "g", NOW + make_state().expire_group_s + 1) is None
 
 
 def test_owner_without_broker_data_creates_only_the_group():
     state = make_state()
-    reason = state.add_consumer_owner(SetConsumerOwner("local", "g", "unknown", 0, "host", "client"))
+    reason = state.add_consumer_owner(SetConsumerOwner("local", "g", "unknown", 0, "host", "client"), NOW)
     assert reason == "no broker data for the topic"
     assert state.clusters["local"].groups["g"].topics == {}
-    assert state.add_consumer_owner(SetConsumerOwner("nowhere", "g", "t", 0, "h", "c")) == "unknown cluster"
+    assert state.add_consumer_owner(SetConsumerOwner("nowhere", "g", "t", 0, "h", "c"), NOW) == "unknown cluster"
 
 
 def test_owner_respects_the_group_filter():
     state = make_state(accept_group=lambda group: group == "g")
     broker(state, 100)
-    assert state.add_consumer_owner(SetConsumerOwner("local", "x", "t", 0, "h", "c")) is not None
+    assert state.add_consumer_owner(SetConsumerOwner("local", "x", "t", 0, "h", "c"), NOW) is not None
     assert state.consumer_names("local") == []
 
 
