@@ -59,6 +59,7 @@ class KafkaZkConsumer:
 
     async def stop(self) -> None:
         if self._zk is not None:
+            self._zk.remove_listener(self._on_state)  # kazoo reports its own stop as a lost session
             with self._lock:
                 self._generation += 1
             await asyncio.to_thread(self._zk.stop)
