@@ -255,6 +255,51 @@ def test_kill_a_leader_during_acks_all_produce(cluster):
     assert {v.decode(): (p, o) for p, part in again.items() for o, _k, v in part} == acked
 
 
+def request(cluster: BrokerCluster, node_id: int, api_key, body: dict) -> dict:
+    import asyncio
+
+    from broker.client import KafkaConnection
+
+    async def ask() -> dict:
+        connection = await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=30)
+        async with connection:
+            return await connection.request(api_key, body)
+    return asyncio.run(ask())
+
+
+def test_partitions_configs_and_deletion_through_followers(cluster):
+    from broker.protocol.api import ApiKey
+
+    controller = cluster.controller()
+    first, second = [i for i in cluster.ids if i != controller]
+    assert cluster.create_topic(first, "admin", 2, 2)["error_code"] == 0
+    answer = request(cluster, second, ApiKey.CREATE_PARTITIONS, {
+        "topics": [{"name": "admin", "count": 5, "assignments": None}], "timeout_ms": 30000,
+        "validate_only": False})
+    assert answer["results"][0]["error_code"] == 0, answer
+    answer = request(cluster, first, ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [{
+        "resource_type": 2, "resource_name": "admin",
+        "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}],
+        "validate_only": False})
+    assert answer["responses"][0]["error_code"] == 0, answer
+
+    def described(node_id: int) -> tuple[int, str | None]:
+        topic = cluster.metadata(node_id, ["admin"])["topics"][0]
+        configs = request(cluster, node_id, ApiKey.DESCRIBE_CONFIGS, {"resources": [{
+            "resource_type": 2, "resource_name": "admin", "configuration_keys": ["retention.ms"]}]})
+        return len(topic["partitions"]), configs["results"][0]["configs"][0]["value"]
+
+    wait_until(lambda: all(described(i) == (5, "3600000") for i in cluster.ids), 10,
+               message="every broker to see 5 partitions and the new retention")
+    answer = request(cluster, second, ApiKey.DELETE_TOPICS, {"topic_names": ["admin"],
+                                                              "topics": [{"name": "admin", "topic_id": bytes(16)}],
+                                                              "timeout_ms": 30000})
+    assert answer["responses"][0]["error_code"] == 0, answer
+    wait_until(lambda: all(cluster.metadata(i, ["admin"])["topics"][0]["error_code"] == 3 for i in cluster.ids),
+               10, message="every broker to forget the topic")
+    assert not any((cluster.brokers[i].data_dir / "logs" / "admin-0").exists() for i in cluster.ids)
+
+
 def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):
     before = {t["name"]: t["topic_id"] for t in cluster.metadata(1)["topics"]}
     records_before = consume_all(cluster.bootstrap, "orders", 6, 1200)
