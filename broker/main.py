@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
         config = BrokerConfig.load(args.config, listen=args.listen, data_dir=args.data_dir, node_id=args.node_id)
+        if config.cluster is not None:
+            from broker.cluster.config import ClusterConfig
+
+            ClusterConfig.from_section(config.cluster, config.node_id)  # its errors, before anything starts
     except ConfigError as exc:
         print(f"burrowpy broker: config error: {exc}", file=sys.stderr)
         return 1
