@@ -161,6 +161,9 @@ class LeaderFetcher:
         self._changed = asyncio.Event()
         self._connection: KafkaConnection | None = None
         self._task: asyncio.Task | None = None
+        # Python 3.11's wait_for can swallow a cancellation that lands as its wait completes; the loop
+        # also ends on this flag, so stopping never hangs.
+        self._stopped = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -168,6 +171,8 @@ class LeaderFetcher:
     def cancel(self) -> asyncio.Task | None:
         """Stop fetching; the returned task ends once the connection is closed."""
         task, self._task = self._task, None
+        self._stopped = True
+        self._changed.set()
         if task is not None:
             task.cancel()
         return task
@@ -189,7 +194,7 @@ class LeaderFetcher:
     async def _run(self) -> None:
         backoff = self.manager.fetcher_settings["replica.fetch.backoff.ms"] / 1000
         try:
-            while True:
+            while not self._stopped:
                 try:
                     if not await self._wait_for_work():
                         continue
