@@ -1,6 +1,6 @@
 """The batch job: a recorded history evaluated at regular points in time, on Spark.
 
-Each (cluster, topic, partition) is one ``applyInPandas`` group: its broker samples and every group's
+Each (cluster, topic, partition) is one ``applyInArrow`` group: its broker samples and every group's
 commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at every
 evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
 aggregates of those partition statuses.
@@ -22,12 +22,11 @@ from typing import Any
 
 from burrowpy.protocol import Status
 
-from .history import HISTORY_SPARK_SCHEMA, KIND_COMMIT
+from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT
 from .replay import (
-    BROKER_RANK,
-    COMMIT_RANK,
     GROUP_STATUS_OF_PARTITION,
     ReplaySettings,
+    column_events,
     evaluation_points,
     replay_partition,
 )
@@ -66,39 +65,35 @@ class EvaluationSummary:
     groups: int
 
 
-def replay_pandas_group(points_s: list[int], settings: ReplaySettings, key: tuple, frame: Any) -> Any:
-    """``applyInPandas`` body: one (cluster, topic, partition)'s history rows -> its evaluations."""
-    import pandas as pd
+def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple, table: Any) -> Any:
+    """``applyInArrow`` body: one (cluster, topic, partition)'s history rows -> its evaluations.
 
-    cluster, topic, partition = key
-    is_commit = (frame["kind"] == KIND_COMMIT).tolist()
-    orders = frame["order"].tolist()
-    groups = frame["group"].tolist()
-    events = [
-        (timestamp, COMMIT_RANK, int(order), offset, group) if commit else (timestamp, BROKER_RANK, -1, offset, None)
-        for timestamp, commit, order, offset, group in zip(
-            frame["timestamp"].tolist(), is_commit, orders, frame["offset"].tolist(), groups, strict=True)
-    ]
-    columns: dict[str, list] = {"group": [], "timestamp": [], "status": [], "current_lag": [], "complete": [],
-                                "lag_seconds": []}
+    Arrow in and out: no pandas conversion on either side, which is a large part of the cost.
+    """
+    import pyarrow as pa
+
+    cluster, topic, partition = (value.as_py() for value in key)
+    events = column_events(*(table.column(name).to_pylist() for name in ("kind", "timestamp", "offset", "order",
+                                                                          "group")))
+    groups, timestamps, statuses, lags, completes, lag_seconds = [], [], [], [], [], []
     for evaluation in replay_partition(events, points_s, settings):
-        columns["group"].append(evaluation.group)
-        columns["timestamp"].append(evaluation.timestamp)
-        columns["status"].append(evaluation.status.name)
-        columns["current_lag"].append(evaluation.current_lag)
-        columns["complete"].append(evaluation.complete)
-        columns["lag_seconds"].append(evaluation.lag_seconds)
-    rows = len(columns["group"])
-    return pd.DataFrame({
-        "cluster": [cluster] * rows,
-        "group": columns["group"],
-        "topic": [topic] * rows,
-        "partition": pd.Series([partition] * rows, dtype="int32"),
-        "timestamp": pd.Series(columns["timestamp"], dtype="int64"),
-        "status": columns["status"],
-        "current_lag": pd.Series(columns["current_lag"], dtype="int64"),
-        "complete": pd.Series(columns["complete"], dtype="float64"),
-        "lag_seconds": pd.Series(columns["lag_seconds"], dtype="float64"),
+        groups.append(evaluation.group)
+        timestamps.append(evaluation.timestamp)
+        statuses.append(evaluation.status.name)
+        lags.append(evaluation.current_lag)
+        completes.append(evaluation.complete)
+        lag_seconds.append(evaluation.lag_seconds)
+    rows = len(groups)
+    return pa.table({
+        "cluster": pa.array([cluster] * rows, pa.string()),
+        "group": pa.array(groups, pa.string()),
+        "topic": pa.array([topic] * rows, pa.string()),
+        "partition": pa.array([partition] * rows, pa.int32()),
+        "timestamp": pa.array(timestamps, pa.int64()),
+        "status": pa.array(statuses, pa.string()),
+        "current_lag": pa.array(lags, pa.int64()),
+        "complete": pa.array(completes, pa.float64()),
+        "lag_seconds": pa.array(lag_seconds, pa.float64()),
     })
 
 
@@ -111,13 +106,14 @@ def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
 
 def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
     """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA)."""
-    def replay(key, frame):  # no annotations: Spark would try to read a pandas UDF type from them
-        return replay_pandas_group(points_s, settings, key, frame)
+    def replay(key, table):  # no annotations: Spark would try to read a UDF type from them
+        return replay_arrow_group(points_s, settings, key, table)
 
-    # Commit rows without a group or order are not valid history; broker rows are kept whatever their group.
-    valid = events.where((events.kind != KIND_COMMIT) | (events["group"].isNotNull() & events["order"].isNotNull()))
-    return valid.groupBy("cluster", "topic", "partition").applyInPandas(
-        replay, schema=PARTITION_EVALUATION_SCHEMA)
+    # Commit rows without a group or order, and rows of unknown kinds, are not history; broker rows are
+    # kept whatever their group and order say.
+    valid = events.where((events.kind == KIND_BROKER) | (
+        (events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull()))
+    return valid.groupBy("cluster", "topic", "partition").applyInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
 
 
 def group_evaluations(partitions: Any) -> Any:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.protocol import Status
@@ -76,14 +77,32 @@ def history_event(kind: str, timestamp: int, offset: int, order: int | None, gro
     return commit_event(timestamp, offset, order, group)
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionEvaluation:
+class PartitionEvaluation(NamedTuple):  # a tuple: millions are made per job, and tuples are cheap
     group: str
     timestamp: int  # the evaluation point, ms
     status: Status
     current_lag: int
     complete: float
     lag_seconds: float
+
+
+def column_events(kinds: list[str], timestamps: list[int], offsets: list[int], orders: list[Any],
+                  groups: list[str | None]) -> list[Event]:
+    """The replay events of history rows given as columns (broker rows and valid commit rows only).
+
+    ``order`` may arrive as floats (pandas turns a column with nulls into floats), hence the int().
+    """
+    return [
+        (timestamp, COMMIT_RANK, int(order), offset, group) if kind == KIND_COMMIT
+        else (timestamp, BROKER_RANK, -1, offset, None)
+        for kind, timestamp, offset, order, group in zip(kinds, timestamps, offsets, orders, groups, strict=True)
+    ]
+
+
+def frame_events(frame: Any) -> list[Event]:
+    """The replay events of a pandas frame of history rows (what Spark hands a grouped pandas function)."""
+    return column_events(frame["kind"].tolist(), frame["timestamp"].tolist(), frame["offset"].tolist(),
+                         frame["order"].tolist(), frame["group"].tolist())
 
 
 def evaluation_points(first_ms: int, last_ms: int, step_s: int) -> list[int]:
@@ -195,8 +214,7 @@ class PartitionState:
                                         allowed_lag=settings.allowed_lag,
                                         minimum_complete=settings.minimum_complete)
             lag_seconds = self.timeline.lag_seconds(newest.offset, now_ms) if current_lag and newest else 0.0
-            yield PartitionEvaluation(group, now_ms, Status(result.status), current_lag, float(result.complete),
-                                      lag_seconds)
+            yield PartitionEvaluation(group, now_ms, result.status, current_lag, result.complete, lag_seconds)
 
 
 def replay_partition(events: Iterable[Event], points_s: list[int],

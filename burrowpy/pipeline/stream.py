@@ -25,8 +25,7 @@ from typing import Any
 
 from burrowpy.protocol import Status
 
-from .history import KIND_COMMIT
-from .replay import BROKER_RANK, COMMIT_RANK, PartitionState, ReplaySettings
+from .replay import PartitionState, ReplaySettings, frame_events
 
 STATUS_CHANGE_SCHEMA = (
     "cluster string, `group` string, topic string, partition int, timestamp long, status string, "
@@ -65,14 +64,7 @@ class LiveState:
 
     def take_in(self, frame: Any) -> int:
         """Apply a micro-batch's events of this key in replay order; returns the newest event time (s)."""
-        is_commit = (frame["kind"] == KIND_COMMIT).tolist()
-        events = sorted(
-            (timestamp, COMMIT_RANK, int(order), offset, group) if commit
-            else (timestamp, BROKER_RANK, -1, offset, None)
-            for timestamp, commit, order, offset, group in zip(
-                frame["timestamp"].tolist(), is_commit, frame["order"].tolist(), frame["offset"].tolist(),
-                frame["group"].tolist(), strict=True)
-        )
+        events = sorted(frame_events(frame))
         for event in events:
             self.partition.apply(event)
         return events[-1][0] // 1000 if events else 0

@@ -126,6 +126,22 @@ def test_history_written_by_the_monitor_writer_is_evaluated(spark, tmp_path):
     assert rows[-1]["status"] == "STOP"
 
 
+def test_history_without_commits_and_with_foreign_rows(spark, tmp_path):
+    """Only broker samples (plus rows no writer should produce): no statuses, a report without a plot."""
+    t0 = 1_700_000_000_000
+    table = pa.table({
+        "kind": ["broker", "broker", "owner", "commit"], "cluster": ["c"] * 4, "group": [None, None, "g", "g"],
+        "topic": ["t"] * 4, "partition": pa.array([0, 0, 0, 0], pa.int32()), "offset": [1, 2, 3, 4],
+        "timestamp": [t0, t0 + 60_000, t0, t0], "order": pa.array([None, None, 1, None], pa.int64()),
+    })
+    (tmp_path / "history").mkdir()
+    pq.write_table(table, tmp_path / "history" / "history-0000000000000-000000.parquet")
+    summary = evaluate_history(spark, tmp_path / "history", tmp_path / "out", ReplaySettings(), step_s=60)
+    assert (summary.events, summary.points, summary.partition_rows, summary.groups) == (4, 2, 0, 0)
+    assert "0 groups" in (tmp_path / "out" / "report.md").read_text()
+    assert not (tmp_path / "out" / "report.svg").exists()
+
+
 def test_empty_or_missing_history(spark, tmp_path):
     with pytest.raises(HistoryError):
         evaluate_history(spark, tmp_path / "missing", tmp_path / "out")
