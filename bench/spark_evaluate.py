@@ -74,6 +74,11 @@ def run_spark_worker(master: str, history: Path, output: Path, step: int) -> dic
             "group_rows": summary.group_rows}
 
 
+def load() -> str:
+    """The 1-minute load average: other work on the machine shows up here and in every figure."""
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
 def spark_run(master: str, history: Path, output: Path, step: int) -> dict:
     completed = subprocess.run(
         [sys.executable, __file__, "--worker", master, "--history", str(history), "--output", str(output),
@@ -145,7 +150,7 @@ def main() -> int:
         print(f"history: {stats['commits']:,} commits + {stats['rows'] - stats['commits']:,} broker samples, "
               f"{spec.groups:,} groups on {spec.topics:,} topics x {spec.partitions} partitions, "
               f"{len(points)} evaluation points every {args.step} s (generated in {generate_s:.0f} s); "
-              f"{os.cpu_count()} cores", flush=True)
+              f"{os.cpu_count()} cores, {load()}", flush=True)
 
         results = []
         for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
@@ -153,7 +158,7 @@ def main() -> int:
             results.append(run)
             print(f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
                   f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
-                  f"{run['partition_rows']:,} partition statuses", flush=True)
+                  f"{run['partition_rows']:,} partition statuses; {load()} after", flush=True)
         if len(results) >= 2:
             print(f"scaling {results[-1]['master']} / {results[0]['master']}: "
                   f"{results[0]['job_s'] / results[-1]['job_s']:.2f}x", flush=True)
@@ -162,7 +167,7 @@ def main() -> int:
             local = in_process_runs(work / "history", points)
             print(f"single process, monitor storage + evaluate_group: {local['storage_s']:.1f} s, "
                   f"{stats['commits'] / local['storage_s']:,.0f} commits/s, "
-                  f"{local['partition_evaluations']:,} partition statuses", flush=True)
+                  f"{local['partition_evaluations']:,} partition statuses; {load()} after", flush=True)
             print(f"single process, replay core only (what each Spark task runs): {local['replay_s']:.1f} s, "
                   f"{stats['commits'] / local['replay_s']:,.0f} commits/s "
                   f"(reading Parquet into tuples, not counted: {local['read_s']:.1f} s)", flush=True)
