@@ -115,7 +115,7 @@ class BrokerClient:
 
 def parse_offsets_option(value: str | None, default: int) -> Offsets | int:
     """An offsets option: the EARLIEST/LATEST sentinel or a {topic: {partition: offset}} mapping."""
-    if value is None or value.strip().lower() == ("earliest" if default == EARLIEST else "latest"):
+    if value is None:
         return default
     text = value.strip().lower()
     if text == "earliest":
