@@ -33,6 +33,9 @@ class Storage(Protocol):
     def submit(self, request: Any) -> None:
         """Queue a protocol.py storage request; Fetch requests are answered through their ``reply`` future."""
 
+    def pending(self) -> int:
+        """Requests queued and not handled yet (readers that can outrun storage wait while it is large)."""
+
 
 class Evaluator(Protocol):
     async def evaluate(self, cluster: str, group: str, showall: bool) -> ConsumerGroupStatus: ...

@@ -4,6 +4,14 @@ It reads the whole compacted topic from the oldest offset (or only new records w
 ``backfill-earliest`` then also reads the history up to the starting point once). What each record means
 is in :mod:`burrowpy.coordinators.offsets_topic`.
 
+Reading is the monitor's hot path, so this module fetches raw record sets through aiokafka's client
+(its connections, TLS and SASL, metadata and protocol classes) and decodes them itself with
+:mod:`burrowpy.coordinators.offsets_fastpath` instead of going through aiokafka's consumer and record
+objects. Each partition is fetched from its leader, one fetch per leader at a time, and its records are
+handed to storage in offset order. Errors that mean stale metadata (a moved leader, an unknown partition,
+a lost connection) refresh the metadata and retry the partition after a back-off; an offset out of range
+(retention or DeleteRecords moved the log start) starts the partition over from its earliest offset.
+
 Self-reporting differs from Burrow on purpose: Burrow stores a commit for the group ``burrow-NAME`` for
 every record it reads, so its window covers only the last few records; we store one per partition per
 fetched batch (the position after the batch), so the window spans time and the group's lag is meaningful.
@@ -13,17 +21,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.kafka_client import client_settings
-from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
+from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
+from burrowpy.coordinators.offsets_topic import GroupFilter
 from burrowpy.protocol import SetConsumerOffset
 
 KEYS = ("class-name", "cluster", "servers", "client-profile", "offsets-topic", "start-latest", "backfill-earliest",
         "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
-FETCH_MAX_RECORDS = 5000
+
+FETCH_MAX_WAIT_MS = 500  # how long a leader may hold a fetch when nothing new is there
+FETCH_MAX_BYTES = 16 << 20  # one response
+PARTITION_MAX_BYTES = 1 << 20  # one partition of a response: about 15,000 commits, decoded in one go
+RETRY_BACKOFF_S = 1.0
+# Reading waits while storage has this many requests queued, so a fast read of a large topic holds at most
+# about this many decoded requests in memory.
+STORAGE_BACKLOG_LIMIT = 50_000
+# ListOffsets timestamps
+EARLIEST = -2
+LATEST = -1
+ERROR_NONE = 0
+ERROR_OFFSET_OUT_OF_RANGE = 1
+START_ATTEMPTS = 10  # ListOffsets rounds start() tries before it gives up on start-latest
 
 
 def group_filter(section: Section, log: Any) -> GroupFilter:
@@ -51,6 +75,55 @@ def consumer_basics(name: str, section: Section, ctx: ApplicationContext, keys: 
     return name, ctx, log, cluster, section.get_hostports("servers")
 
 
+@dataclass
+class Reading:
+    """Where one read of the offsets topic stands (pure bookkeeping, no IO).
+
+    ``positions`` holds the next offset of each partition still being read, EARLIEST until the partition's
+    log start is known; ``ends`` (a backfill) the offset where each partition's read stops. A partition is
+    in at most one fetch at a time, so its records reach storage in offset order.
+    """
+
+    positions: dict[int, int]
+    ends: dict[int, int] | None = None
+    fetching: set[int] = field(default_factory=set)
+    retry_at: dict[int, float] = field(default_factory=dict)  # partition -> loop time before which it waits
+    # Bytes asked per partition and fetch. A leader returns a batch larger than this whole only if it is the
+    # first of its response, so a partition stuck behind a large batch gets a larger limit until it passes.
+    max_bytes: dict[int, int] = field(default_factory=dict)
+
+    def due(self, now: float) -> list[int]:
+        """Partitions to fetch now: not in a fetch and not backing off."""
+        return [p for p in self.positions if p not in self.fetching and self.retry_at.get(p, 0.0) <= now]
+
+    def next_retry(self) -> float | None:
+        waiting = [at for p, at in self.retry_at.items() if p in self.positions and p not in self.fetching]
+        return min(waiting) if waiting else None
+
+    def advance(self, partition: int, next_offset: int) -> None:
+        """Record where the partition's read goes on; a backfill partition that reached its end is done."""
+        self.retry_at.pop(partition, None)
+        if next_offset > self.positions.get(partition, next_offset):
+            self.positions[partition] = next_offset
+        if self.ends is not None and next_offset >= self.ends[partition]:
+            del self.positions[partition]
+
+    def fetch_size(self, partition: int) -> int:
+        return self.max_bytes.get(partition, PARTITION_MAX_BYTES)
+
+    def too_small(self, partition: int) -> None:
+        """The partition's fetch held only part of a batch: ask for more next time."""
+        self.max_bytes[partition] = min(2 * self.fetch_size(partition), FETCH_MAX_BYTES)
+
+    def back_off(self, partition: int, now: float) -> None:
+        self.retry_at[partition] = now + RETRY_BACKOFF_S
+
+    def restart(self, partition: int) -> None:
+        """Read the partition again from its log start (the position fell out of the log)."""
+        if partition in self.positions:
+            self.positions[partition] = EARLIEST
+
+
 class KafkaConsumer:
     def __init__(self, name: str, section: Section, ctx: ApplicationContext) -> None:
         self.name, self.ctx, self.log, self.cluster, self.servers = consumer_basics(
@@ -64,7 +137,8 @@ class KafkaConsumer:
         self.self_group = f"burrow-{name}"
         self.records_read = 0
         self.records_skipped = 0
-        self._consumers: list[Any] = []
+        self._decoder = OffsetsRecordDecoder(self.cluster, self.groups)
+        self._client: Any = None
         self._tasks: list[asyncio.Task] = []
         self.section = section
 
@@ -74,92 +148,221 @@ class KafkaConsumer:
                 "zookeeper-path": "", "zookeeper-timeout": 0, "client-profile": self.profile.to_json(),
                 "offsets-topic": self.offsets_topic, "start-latest": self.start_latest}
 
-    async def _new_consumer(self) -> Any:
-        from aiokafka import AIOKafkaConsumer
-
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20,
-                                    fetch_max_bytes=64 << 20, check_crcs=False, **self.settings)
-        await consumer.start()
-        self._consumers.append(consumer)
-        return consumer
-
     async def start(self) -> None:
-        from aiokafka.structs import TopicPartition
+        from aiokafka import AIOKafkaClient
 
-        consumer = await self._new_consumer()
-        # Fresh metadata of every topic: the consumer's own cache and topics() leave internal topics out.
-        metadata = await consumer._client.fetch_all_metadata()
-        partitions = metadata.partitions_for_topic(self.offsets_topic)
-        if not partitions:
+        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
+        try:
+            await self._client.bootstrap()
+            partitions = await self._partitions()
+            if not partitions:
+                raise RuntimeError(f"topic {self.offsets_topic!r} not found on {self.servers}")
+            if self.start_latest:
+                ends = await self._latest_offsets(partitions)
+                main = Reading(positions=ends)
+                backfill = {p: end for p, end in ends.items() if end > 0}
+                if self.backfill_earliest and backfill:
+                    self._tasks.append(asyncio.create_task(
+                        self._read(Reading(positions=dict.fromkeys(backfill, EARLIEST), ends=backfill)),
+                        name=f"consumer-{self.name}-backfill"))
+            else:
+                main = Reading(positions=dict.fromkeys(partitions, EARLIEST))
+        except BaseException:
             await self.stop()
-            raise RuntimeError(f"topic {self.offsets_topic!r} not found on {self.servers}")
-        assigned = [TopicPartition(self.offsets_topic, p) for p in sorted(partitions)]
-        consumer.assign(assigned)
-        if self.start_latest:
-            ends = await consumer.end_offsets(assigned)
-            await consumer.seek_to_end(*assigned)
-            if self.backfill_earliest:
-                backfill = await self._new_consumer()
-                todo = {tp: end for tp, end in ends.items() if end > 0}
-                if todo:
-                    backfill.assign(list(todo))
-                    await backfill.seek_to_beginning(*todo)
-                    self._tasks.append(asyncio.create_task(self._read(backfill, stop_at=todo),
-                                                           name=f"consumer-{self.name}-backfill"))
-        else:
-            await consumer.seek_to_beginning(*assigned)
-        self._tasks.append(asyncio.create_task(self._read(consumer), name=f"consumer-{self.name}"))
-        self.log.info("started", servers=self.servers, partitions=len(assigned), start_latest=self.start_latest)
+            raise
+        self._tasks.append(asyncio.create_task(self._read(main), name=f"consumer-{self.name}"))
+        self.log.info("started", servers=self.servers, partitions=len(partitions), start_latest=self.start_latest)
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        for consumer in self._consumers:
+        if self._client is not None:
             with contextlib.suppress(Exception):
-                await consumer.stop()
-        self._consumers.clear()
+                await self._client.close()
+            self._client = None
         self.log.info("stopped", records_read=self.records_read, records_skipped=self.records_skipped)
 
-    async def _read(self, consumer: Any, stop_at: dict | None = None) -> None:
-        """Read until cancelled, or (backfill) until every partition reached its starting end offset."""
-        remaining = dict(stop_at) if stop_at is not None else None
-        while remaining is None or remaining:
-            try:
-                batches = await consumer.getmany(timeout_ms=1000, max_records=FETCH_MAX_RECORDS)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.log.warning("reading the offsets topic failed; retrying", error=repr(exc))
-                await asyncio.sleep(1)
-                continue
-            for tp, records in batches.items():
-                if remaining is not None:
-                    end = remaining.get(tp)
-                    if end is None:
-                        continue
-                    records = [r for r in records if r.offset < end]
-                    if not records or records[-1].offset >= end - 1:
-                        remaining.pop(tp, None)
-                        consumer.pause(tp)
-                if records:
-                    self._take(tp.partition, records)
-            await asyncio.sleep(0)
+    # --- metadata and offsets -------------------------------------------------------------------------
 
-    def _take(self, partition: int, records: list[Any]) -> None:
+    async def _refresh_metadata(self) -> None:
+        """Fresh metadata of every topic (asking for the offsets topic alone could auto-create it)."""
+        if not await self._client.force_metadata_update():
+            raise RuntimeError(f"no metadata from {self.servers}")
+
+    async def _partitions(self) -> list[int]:
+        await self._refresh_metadata()
+        return sorted(self._client.cluster.partitions_for_topic(self.offsets_topic) or ())
+
+    def _by_leader(self, partitions: list[int]) -> tuple[dict[int, list[int]], list[int]]:
+        """The partitions grouped by leader node, and those whose leader is unknown."""
+        from aiokafka.structs import TopicPartition
+
+        by_leader: dict[int, list[int]] = defaultdict(list)
+        leaderless = []
+        for partition in partitions:
+            leader = self._client.cluster.leader_for_partition(TopicPartition(self.offsets_topic, partition))
+            if leader is None or leader < 0:
+                leaderless.append(partition)
+            else:
+                by_leader[leader].append(partition)
+        return by_leader, leaderless
+
+    async def _list_offsets(self, partitions: list[int], timestamp: int) -> tuple[dict[int, int], list[int]]:
+        """ListOffsets (EARLIEST or LATEST) from each partition's leader: (offsets found, partitions failed)."""
+        from aiokafka.protocol.offset import OffsetRequest
+
+        by_leader, failed = self._by_leader(partitions)
+
+        async def ask(node: int, wanted: list[int]) -> list[tuple]:
+            request = OffsetRequest(-1, 0, [(self.offsets_topic, [(p, timestamp) for p in wanted])])
+            response = await self._client.send(node, request)
+            return [answer for topic, answers in response.topics if topic == self.offsets_topic
+                    for answer in answers]
+
+        found: dict[int, int] = {}
+        results = await asyncio.gather(*(ask(node, wanted) for node, wanted in by_leader.items()),
+                                       return_exceptions=True)
+        for wanted, result in zip(by_leader.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                self.log.warning("listing offsets failed", error=repr(result), partitions=wanted)
+                continue
+            for partition, error, *_, offset in result:  # v1+: partition, error, timestamp, offset
+                if error == ERROR_NONE and partition in wanted:
+                    found[partition] = offset
+        failed.extend(p for p in partitions if p not in found and p not in failed)
+        return found, failed
+
+    async def _latest_offsets(self, partitions: list[int]) -> dict[int, int]:
+        """Every partition's log end, for start-latest; retries on stale metadata, then gives up."""
+        ends: dict[int, int] = {}
+        missing = partitions
+        for _ in range(START_ATTEMPTS):
+            found, missing = await self._list_offsets(missing, LATEST)
+            ends.update(found)
+            if not missing:
+                return ends
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            await self._refresh_metadata()
+        raise RuntimeError(f"no latest offset for partitions {missing} of {self.offsets_topic!r}")
+
+    # --- reading --------------------------------------------------------------------------------------
+
+    async def _read(self, reading: Reading) -> None:
+        """Fetch until cancelled, or (backfill) until every partition reached its end."""
+        loop = asyncio.get_running_loop()
+        fetches: dict[asyncio.Task, dict[int, int]] = {}
+        stale = False
+        try:
+            while reading.positions:
+                if stale:
+                    try:
+                        await self._refresh_metadata()
+                        stale = False
+                    except Exception as exc:
+                        self.log.warning("refreshing metadata failed", error=repr(exc))
+                due = reading.due(loop.time())
+                unresolved = [p for p in due if reading.positions[p] == EARLIEST]
+                if unresolved:
+                    found, failed = await self._list_offsets(unresolved, EARLIEST)
+                    for partition, offset in found.items():
+                        reading.advance(partition, offset)
+                    for partition in failed:
+                        reading.back_off(partition, loop.time())
+                    stale = stale or bool(failed)
+                    due = reading.due(loop.time())
+                by_leader, leaderless = self._by_leader(due)
+                for partition in leaderless:
+                    reading.back_off(partition, loop.time())
+                    stale = True
+                for node, partitions in by_leader.items():
+                    offsets = {p: reading.positions[p] for p in partitions}
+                    reading.fetching.update(offsets)
+                    fetches[asyncio.create_task(self._fetch(node, offsets, reading))] = offsets
+                retry = reading.next_retry()
+                timeout = None if retry is None else max(0.0, retry - loop.time())
+                if not fetches:
+                    await asyncio.sleep(RETRY_BACKOFF_S if timeout is None else timeout)
+                    continue
+                done, _ = await asyncio.wait(fetches, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    offsets = fetches.pop(task)
+                    reading.fetching.difference_update(offsets)
+                    stale = await self._take(reading, offsets, task) or stale
+            if reading.ends is not None:
+                self.log.info("backfill done", records_read=self.records_read)
+        finally:
+            for task in fetches:
+                task.cancel()
+            await asyncio.gather(*fetches, return_exceptions=True)
+
+    async def _fetch(self, node: int, offsets: dict[int, int], reading: Reading) -> list[tuple[int, int, bytes]]:
+        """One Fetch from a leader: (partition, error code, raw record set) for each partition."""
+        from aiokafka.protocol.fetch import FetchRequest
+
+        wanted = [(p, offset, reading.fetch_size(p)) for p, offset in offsets.items()]
+        request = FetchRequest(FETCH_MAX_WAIT_MS, 1, FETCH_MAX_BYTES, 0, [(self.offsets_topic, wanted)])
+        response = await self._client.send(node, request)
+        # Every version's partition entry starts with partition and error code and ends with the records.
+        return [(answer[0], answer[1], answer[-1] or b"") for topic, answers in response.topics
+                if topic == self.offsets_topic for answer in answers if answer[0] in offsets]
+
+    async def _take(self, reading: Reading, offsets: dict[int, int], fetch: asyncio.Task) -> bool:
+        """Hand a finished fetch's records to storage; True if the metadata needs a refresh."""
+        now = asyncio.get_running_loop().time()
+        try:
+            answers = fetch.result()
+        except Exception as exc:
+            self.log.warning("fetching the offsets topic failed; retrying", error=repr(exc), partitions=list(offsets))
+            for partition in offsets:
+                reading.back_off(partition, now)
+            return True
+        stale = False
+        for partition, error, records in answers:
+            if error == ERROR_OFFSET_OUT_OF_RANGE:
+                self.log.info("offset out of range; reading the partition from its earliest offset",
+                              partition=partition, offset=offsets[partition])
+                reading.restart(partition)
+            elif error != ERROR_NONE:
+                from aiokafka.errors import for_code
+
+                self.log.warning("fetch error; refreshing metadata", partition=partition, error_code=error,
+                                 error=for_code(error).__name__)
+                reading.back_off(partition, now)
+                stale = True
+            elif records:
+                self._hand_over(reading, partition, offsets[partition], records)
+                await self._wait_for_storage()
+        return stale
+
+    def _hand_over(self, reading: Reading, partition: int, offset: int, records: bytes) -> None:
+        ends = reading.ends
+        try:
+            decoded = self._decoder.decode(records, offset, None if ends is None else ends[partition])
+        except Exception as exc:  # bytes that cannot be a record set: retried, as the log may be repaired
+            self.log.warning("undecodable fetch response; retrying", partition=partition, offset=offset,
+                             error=repr(exc))
+            reading.back_off(partition, asyncio.get_running_loop().time())
+            return
         submit = self.ctx.submit
-        for record in records:
-            try:
-                for request in interpret(self.cluster, record.key, record.value, record.offset, self.groups):
-                    submit(request)
-            except RecordSkipped as exc:
-                self.records_skipped += 1
-                self.log.warning("skipped offsets-topic record", partition=partition, offset=record.offset,
-                                 reason=str(exc))
-        self.records_read += len(records)
-        last = records[-1].offset
-        submit(SetConsumerOffset(cluster=self.cluster, group=self.self_group, topic=self.offsets_topic,
-                                 partition=partition, offset=last + 1, order=last,
-                                 timestamp=int(self.ctx.clock.time() * 1000)))
+        for request in decoded.requests:
+            submit(request)
+        self.records_read += decoded.records
+        for record_offset, reason in decoded.skipped:
+            self.records_skipped += 1
+            self.log.warning("skipped offsets-topic record", partition=partition, offset=record_offset, reason=reason)
+        position = decoded.next_offset
+        if position == offset:
+            reading.too_small(partition)
+        else:
+            submit(SetConsumerOffset(cluster=self.cluster, group=self.self_group, topic=self.offsets_topic,
+                                     partition=partition, offset=position, order=position - 1,
+                                     timestamp=int(self.ctx.clock.time() * 1000)))
+        reading.advance(partition, position)
+
+    async def _wait_for_storage(self) -> None:
+        """Let storage catch up before decoding more, so memory stays bounded (and yield to other tasks)."""
+        await asyncio.sleep(0)
+        while self.ctx.storage.pending() > STORAGE_BACKLOG_LIMIT:
+            await asyncio.sleep(0)

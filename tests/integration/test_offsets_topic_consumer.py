@@ -1,0 +1,151 @@
+"""The `kafka` consumer module on a real broker: reading `__consumer_offsets` from its start, start-latest with
+and without backfill-earliest, and a log replaced under the reader (offset out of range after a broker lost
+its data), with the monitor's real storage and cluster module in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import structlog
+from harness import BrokerProcess
+
+from broker.client import KafkaConnection
+from broker.groups.hashing import offsets_partition_for
+from broker.protocol.api import ApiKey
+from burrowpy.config import parse_config
+from burrowpy.daemon import Monitor
+from burrowpy.protocol import FetchConsumer
+
+TOPIC = "orders"
+PARTITIONS = 3
+OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
+
+
+async def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
+    async with await KafkaConnection.connect(bootstrap, client_id="offsets-topic-test") as connection:
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                           "committed_metadata": ""} for p, o in offsets.items()]}]}
+        answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
+    assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {0}
+
+
+async def create_topic(bootstrap: str) -> None:
+    async with await KafkaConnection.connect(bootstrap, client_id="offsets-topic-test") as connection:
+        answer = await connection.request(ApiKey.CREATE_TOPICS, {
+            "topics": [{"name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 1}], "timeout_ms": 30000})
+    assert answer["topics"][0]["error_code"] == 0, answer
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout} s"
+        await asyncio.sleep(0.1)
+
+
+class InProcessMonitor:
+    """The monitor's storage, cluster module and consumer module on one broker, in this event loop."""
+
+    def __init__(self, bootstrap: str, **consumer_options: object) -> None:
+        doc = {"httpserver": {"default": {"address": "127.0.0.1:0"}},
+               "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1}},
+               "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap],
+                                      **consumer_options}}}
+        self.monitor = Monitor(parse_config(doc, "burrowpy.yaml", {}), structlog.get_logger())
+
+    async def __aenter__(self) -> InProcessMonitor:
+        await self.monitor.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.monitor.stop()
+
+    @property
+    def consumer(self):
+        return self.monitor.ctx.modules["consumer"]["local"]
+
+    async def committed(self, group: str) -> dict[int, list[int]]:
+        """The offsets stored for each partition of the group's topic (oldest first), {} for an unknown group."""
+        ctx = self.monitor.ctx
+        topics = await ctx.fetch(FetchConsumer(cluster="local", group=group, reply=ctx.new_reply()))
+        if topics is None:
+            return {}
+        return {p: [entry.offset for entry in partition.offsets if entry is not None]
+                for topic, partitions in topics.items() for p, partition in enumerate(partitions)}
+
+    async def has(self, group: str, partition: int, offset: int) -> bool:
+        return offset in (await self.committed(group)).get(partition, [])
+
+
+@pytest.fixture(scope="module")
+def bootstrap(broker) -> str:
+    asyncio.run(create_topic(broker.bootstrap))
+    return broker.bootstrap
+
+
+async def test_reads_every_commit_from_the_start_and_reports_itself(bootstrap):
+    for offset in (5, 6, 7):
+        await commit(bootstrap, "from-start", {0: offset, 2: offset * 10})
+    async with InProcessMonitor(bootstrap) as monitor:
+        await eventually(lambda: monitor.has("from-start", 2, 70), what="the last commit")
+        assert (await monitor.committed("from-start"))[0] == [5, 6, 7]
+        await commit(bootstrap, "from-start", {1: 3})
+        await eventually(lambda: monitor.has("from-start", 1, 3), what="a commit made while reading")
+        # The self-report group: one commit per read partition of the offsets topic, at its position.
+        partition = offsets_partition_for("from-start", OFFSETS_PARTITIONS)
+        ctx = monitor.monitor.ctx
+        own = await ctx.fetch(FetchConsumer(cluster="local", group="burrow-local", reply=ctx.new_reply()))
+        assert own["__consumer_offsets"][partition].offsets[-1].offset >= 4
+        assert monitor.consumer.records_read >= 4 and monitor.consumer.records_skipped == 0
+
+
+async def test_start_latest_reads_only_new_commits(bootstrap):
+    await commit(bootstrap, "latest-old", {0: 1})
+    async with InProcessMonitor(bootstrap, **{"start-latest": True}) as monitor:
+        await commit(bootstrap, "latest-new", {0: 2})
+        await eventually(lambda: monitor.has("latest-new", 0, 2), what="the commit made after the start")
+        assert await monitor.committed("latest-old") == {}
+
+
+async def test_start_latest_with_backfill_reads_the_history_once(bootstrap):
+    await commit(bootstrap, "backfill-old", {1: 11})
+    async with InProcessMonitor(bootstrap, **{"start-latest": True, "backfill-earliest": True}) as monitor:
+        await commit(bootstrap, "backfill-new", {1: 12})
+        await eventually(lambda: monitor.has("backfill-new", 1, 12), what="the commit made after the start")
+        await eventually(lambda: monitor.has("backfill-old", 1, 11), what="the commit made before the start")
+
+        async def backfill_ended() -> bool:
+            return all(task.done() for task in monitor.consumer._tasks if task.get_name().endswith("-backfill"))
+
+        await eventually(backfill_ended, what="the end of the backfill")
+
+
+async def test_a_replaced_log_is_read_again_from_its_start(tmp_path: Path):
+    """A broker that lost its data comes back with shorter logs: the reader's positions are out of range."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        await create_topic(broker.bootstrap)
+        for offset in range(1, 6):
+            await commit(broker.bootstrap, "before", {0: offset})
+        # A group of the same offsets-topic partition, committed once after the restart: the new log ends
+        # before the reader's position there.
+        partition = offsets_partition_for("before", OFFSETS_PARTITIONS)
+        after = next(f"after-{n}" for n in range(10_000)
+                     if offsets_partition_for(f"after-{n}", OFFSETS_PARTITIONS) == partition)
+        async with InProcessMonitor(broker.bootstrap) as monitor:
+            await eventually(lambda: monitor.has("before", 0, 5), what="the commits before the restart")
+            await asyncio.to_thread(broker.stop)
+            shutil.rmtree(broker.data_dir)
+            await asyncio.to_thread(broker.start)
+            await create_topic(broker.bootstrap)
+            await commit(broker.bootstrap, after, {0: 1})
+            await eventually(lambda: monitor.has(after, 0, 1), timeout=60, what="the commit in the replaced log")
+    finally:
+        broker.stop()

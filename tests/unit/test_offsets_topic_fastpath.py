@@ -1,0 +1,318 @@
+"""The raw-batch decoder of `__consumer_offsets` gives exactly what record-by-record decoding with the schema
+codec (`interpret`) gives: every key and value version, tombstones, garbage, compression, headers, control
+batches, message sets v0/v1, partial fetches and offset ranges."""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.errors import KafkaError
+from broker.protocol.api import encode_struct
+from broker.protocol.records import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    HEADER_SIZE,
+    Record,
+    build_batch,
+    decode_records_any,
+)
+from burrowpy.coordinators import offsets_fastpath
+from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
+from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
+from burrowpy.protocol import SetConsumerOffset, SetDeletePartitionOffsets
+
+CLUSTER = "c"
+ALL = GroupFilter()
+CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+def reference(data: bytes, groups: GroupFilter, start: int = 0, end: int | None = None):
+    """What record-by-record decoding gives: (requests, skipped offsets, records read)."""
+    requests, skipped, read = [], [], 0
+    for record in decode_records_any(data, verify_crc=False):
+        if record.offset < start or (end is not None and record.offset >= end):
+            continue
+        read += 1
+        try:
+            requests.extend(interpret(CLUSTER, record.key, record.value, record.offset, groups))
+        except RecordSkipped:
+            skipped.append(record.offset)
+    return requests, skipped, read
+
+
+def fast(data: bytes, groups: GroupFilter, start: int = 0, end: int | None = None):
+    decoded = OffsetsRecordDecoder(CLUSTER, groups).decode(data, start, end)
+    return decoded.requests, [offset for offset, _ in decoded.skipped], decoded.records
+
+
+# --- strategies: the records a `__consumer_offsets` partition can hold, and broken ones ----------------------
+
+
+def offset_key(version: int, group: str, topic: str, partition: int) -> bytes:
+    return encode_struct("OffsetCommitKey", version, {"group": group, "topic": topic, "partition": partition})
+
+
+@st.composite
+def offset_values(draw) -> bytes | None:
+    choice = draw(st.sampled_from(["value", "value", "value", "null", "empty"]))
+    if choice == "null":
+        return None
+    if choice == "empty":
+        return b""
+    body = {"offset": draw(INT64), "leader_epoch": draw(INT32), "commit_timestamp": draw(INT64),
+            "expire_timestamp": draw(INT64), "metadata": draw(st.sampled_from(["", "", "m", "x" * 200, "é"]))}
+    return encode_struct("OffsetCommitValue", draw(st.integers(0, 4)), body)
+
+
+def group_metadata(group: str, topic: str, members: int, version: int) -> tuple[bytes, bytes]:
+    assignment = encode_struct("ConsumerProtocolAssignment", 0,
+                               {"assigned_partitions": [{"topic": topic, "partitions": [0, 1]}], "user_data": None})
+    value = encode_struct("GroupMetadataValue", version, {
+        "protocol_type": "consumer", "generation": 1, "protocol": "range", "leader": "m0",
+        "members": [{"member_id": f"m{n}", "group_instance_id": None, "client_id": f"c{n}", "client_host": "/h",
+                     "rebalance_timeout": 1, "session_timeout": 1, "subscription": b"", "assignment": assignment}
+                    for n in range(members)]})
+    return encode_struct("GroupMetadataKey", 2, {"group": group}), value
+
+
+def damaged(draw, data: bytes) -> bytes:
+    """Truncated, extended or with one byte changed: what a broken producer or disk could leave."""
+    how = draw(st.sampled_from(["truncate", "extend", "flip"]))
+    if how == "truncate":
+        return data[: draw(st.integers(0, max(0, len(data) - 1)))]
+    if how == "extend":
+        return data + draw(st.binary(min_size=1, max_size=8))
+    if not data:
+        return b"\x00"
+    index = draw(st.integers(0, len(data) - 1))
+    return data[:index] + bytes([draw(st.integers(0, 255))]) + data[index + 1 :]
+
+
+@st.composite
+def key_values(draw) -> tuple[bytes | None, bytes | None]:
+    group = draw(st.sampled_from(["app-1", "app-2", "other", "app-1-test", "", "gr\u00fcn", "g" * 70]))
+    topic = draw(st.sampled_from(["t", "orders", "", "t" * 80]))
+    kind = draw(st.sampled_from(["commit"] * 6 + ["group", "group tombstone", "damaged key", "damaged value",
+                                                    "garbage", "null key", "unknown key version"]))
+    key = offset_key(draw(st.integers(0, 1)), group, topic, draw(INT32))
+    if kind == "commit":
+        return key, draw(offset_values())
+    if kind == "group":
+        return group_metadata(group, topic, draw(st.integers(0, 2)), draw(st.integers(0, 4)))
+    if kind == "group tombstone":
+        return encode_struct("GroupMetadataKey", 2, {"group": group}), None
+    if kind == "damaged key":
+        return damaged(draw, key), draw(offset_values())
+    if kind == "damaged value":
+        value = draw(offset_values()) or encode_struct("OffsetCommitValue", 3, {"offset": 1, "commit_timestamp": 2})
+        return key, damaged(draw, value)
+    if kind == "garbage":
+        return draw(st.binary(max_size=40)), draw(st.one_of(st.none(), st.binary(max_size=40)))
+    if kind == "null key":
+        return None, draw(offset_values())
+    return struct.pack(">h", draw(st.sampled_from([-1, 3, 256, 32767]))) + key[2:], draw(offset_values())
+
+
+@st.composite
+def record_sets(draw) -> bytes:
+    """Concatenated batches as a fetch returns them: random compression, control batches, record headers,
+    gaps left by compaction."""
+    out = bytearray()
+    offset = draw(st.integers(0, 10**12))
+    for _ in range(draw(st.integers(1, 4))):
+        records = []
+        base_offset = offset
+        for key, value in draw(st.lists(key_values(), min_size=1, max_size=12)):
+            headers = [("h", b"v")] if draw(st.integers(0, 9)) == 0 else []
+            records.append(Record(offset, 1_700_000_000_000, key, value, headers))
+            offset += draw(st.sampled_from([1, 1, 1, 2, 70]))
+        control = draw(st.integers(0, 9)) == 0
+        out += build_batch(records, base_offset=base_offset, compression=draw(st.sampled_from(CODECS)),
+                           is_control=control)
+    return bytes(out)
+
+
+FILTERS = [ALL, GroupFilter(allow=re.compile("^app-")), GroupFilter(deny=re.compile("-test$")),
+           GroupFilter(allow=re.compile("^app-"), deny=re.compile("-test$"))]
+
+
+@settings(deadline=None, max_examples=300)
+@given(data=record_sets(), groups=st.sampled_from(FILTERS))
+def test_fast_path_gives_what_the_schema_codec_gives(data, groups):
+    assert fast(data, groups) == reference(data, groups)
+
+
+@settings(deadline=None, max_examples=100)
+@given(data=record_sets(), cut=st.integers(0, 10**6), start_at=st.integers(0, 40), length=st.integers(0, 40))
+def test_partial_fetches_and_offset_ranges(data, cut, start_at, length):
+    """A fetch may start inside a batch and end inside another; a backfill stops at its end offset."""
+    (first,) = struct.unpack_from(">q", data)  # the first batch's base offset
+    start, end = first + start_at, first + start_at + length
+    truncated = data[: cut % (len(data) + 1)]
+    assert fast(truncated, ALL, start, end) == reference(truncated, ALL, start, end)
+    assert fast(truncated, ALL, start) == reference(truncated, ALL, start)
+
+
+def variants(data: bytes) -> list[bytes]:
+    """Every truncation of ``data``, and ``data`` with each byte set to 0x00, 0x7F, 0x80 and 0xFF."""
+    out = [data[:length] for length in range(len(data))]
+    out += [data[:i] + bytes([b]) + data[i + 1 :] for i in range(len(data)) for b in (0x00, 0x7F, 0x80, 0xFF)]
+    return out
+
+
+def one_batch_each(pairs: list[tuple[bytes | None, bytes | None]]) -> bytes:
+    """A batch per record, so that a record the fast path gets wrong cannot hide behind a batch fallback."""
+    return b"".join(build_batch([Record(n, 0, key, value, [])], base_offset=n) for n, (key, value) in enumerate(pairs))
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("metadata", ["", "meta"])
+def test_every_truncation_and_damaged_byte_of_a_value(version, metadata):
+    """The precompiled layouts stop exactly where the schema codec stops (lengths, expire timestamp, tags)."""
+    value = encode_struct("OffsetCommitValue", version, {"offset": 3, "leader_epoch": 4, "metadata": metadata,
+                                                          "commit_timestamp": 1 << 8, "expire_timestamp": 6})
+    key = offset_key(1, "g", "t", 0)
+    data = one_batch_each([(key, damaged_value) for damaged_value in [value, *variants(value)]])
+    assert fast(data, ALL) == reference(data, ALL)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_every_truncation_and_damaged_byte_of_a_key(version):
+    key = offset_key(version, "group", "topic", 258)
+    data = one_batch_each([(damaged_key, commit_value()) for damaged_key in [key, *variants(key)]])
+    assert fast(data, ALL) == reference(data, ALL)
+
+
+# --- positions ---------------------------------------------------------------------------------------------
+
+
+def commit_value(offset: int = 5, timestamp: int = 1000) -> bytes:
+    return encode_struct("OffsetCommitValue", 3, {"offset": offset, "commit_timestamp": timestamp})
+
+
+def commit_batch(base_offset: int, count: int, **options) -> bytes:
+    records = [Record(base_offset + n, 0, offset_key(1, "g", "t", n), commit_value(n), []) for n in range(count)]
+    return build_batch(records, base_offset=base_offset, **options)
+
+
+def test_next_offset_is_after_the_last_whole_batch():
+    data = commit_batch(10, 3) + commit_batch(13, 2)
+    decoder = OffsetsRecordDecoder(CLUSTER, ALL)
+    assert decoder.decode(data, 10).next_offset == 15
+    assert decoder.decode(data[:-1], 10).next_offset == 13  # the partial tail is read by the next fetch
+    assert decoder.decode(data[: HEADER_SIZE - 1], 10).next_offset == 10
+    assert decoder.decode(b"", 10).next_offset == 10
+
+
+def test_compacted_batches_and_control_batches_still_move_the_position():
+    """Compaction keeps a batch's last offset delta; a control batch (transaction marker) holds no commits."""
+    compacted = build_batch([Record(20, 0, offset_key(1, "g", "t", 0), commit_value(), [])], base_offset=20,
+                            last_offset_delta=9)
+    marker = build_batch([Record(30, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])], base_offset=30,
+                         is_control=True)
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(compacted + marker, 20)
+    assert decoded.next_offset == 31 and decoded.records == 1
+    assert decoded.requests == [SetConsumerOffset(CLUSTER, "g", "t", 0, 5, 20, 1000)]
+
+
+def test_a_fetch_starting_inside_a_batch_passes_over_the_earlier_records():
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(commit_batch(100, 5), 103)
+    assert [r.order for r in decoded.requests] == [103, 104] and decoded.records == 2
+
+
+# --- what the fast path takes itself ---------------------------------------------------------------------------
+
+
+def test_offset_commits_tombstones_and_filters():
+    only_app = GroupFilter(allow=re.compile("^app-"))
+    records = [Record(0, 0, offset_key(0, "app-1", "t", 7), commit_value(42, 99), []),
+               Record(1, 0, offset_key(1, "app-1", "t", 7), None, []),
+               Record(2, 0, offset_key(1, "other", "t", 7), commit_value(), []),
+               Record(3, 0, offset_key(1, "other", "t", 7), None, [])]
+    decoded = OffsetsRecordDecoder(CLUSTER, only_app).decode(build_batch(records), 0)
+    assert decoded.requests == [SetConsumerOffset(CLUSTER, "app-1", "t", 7, 42, 0, 99),
+                                SetDeletePartitionOffsets(CLUSTER, "app-1", "t", 7)]
+    assert decoded.records == 4 and decoded.skipped == []
+
+
+def test_the_key_cache_starts_over_when_full(monkeypatch):
+    monkeypatch.setattr(offsets_fastpath, "KEY_CACHE_LIMIT", 2)
+    decoder = OffsetsRecordDecoder(CLUSTER, ALL)
+    decoded = decoder.decode(commit_batch(0, 5), 0)
+    assert [r.partition for r in decoded.requests] == [0, 1, 2, 3, 4]
+    assert len(decoder._keys) <= 2
+
+
+# --- what goes elsewhere -------------------------------------------------------------------------------------
+
+
+def legacy_message(offset: int, magic: int, key: bytes | None, value: bytes | None, timestamp: int = 7) -> bytes:
+    """One entry of a message set v0/v1, as brokers before 0.11 stored `__consumer_offsets`."""
+    def sized(data: bytes | None) -> bytes:
+        return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+
+    body = bytes([magic, 0]) + (struct.pack(">q", timestamp) if magic == 1 else b"") + sized(key) + sized(value)
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_message_sets_v0_v1(magic):
+    data = (legacy_message(4, magic, offset_key(0, "g", "t", 1), encode_struct("OffsetCommitValue", 0, {
+                "offset": 9, "metadata": "", "commit_timestamp": 77}))
+            + legacy_message(5, magic, offset_key(0, "g", "t", 1), None))
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(data, 4)
+    assert decoded.requests == [SetConsumerOffset(CLUSTER, "g", "t", 1, 9, 4, 77),
+                                SetDeletePartitionOffsets(CLUSTER, "g", "t", 1)]
+    assert decoded.next_offset == 6 and decoded.records == 2
+
+
+def test_unknown_versions_are_skipped_with_the_codecs_reason():
+    records = [Record(0, 0, b"\x00\x09abc", commit_value(), []),
+               Record(1, 0, offset_key(1, "g", "t", 0), b"\x00\x09" + bytes(30), [])]
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(build_batch(records), 0)
+    assert decoded.requests == [] and [offset for offset, _ in decoded.skipped] == [0, 1]
+    assert "unknown key version 9" in decoded.skipped[0][1]
+    assert "version 9" in decoded.skipped[1][1]
+
+
+def test_a_batch_that_cannot_be_decompressed_is_skipped_and_passed():
+    batch = bytearray(commit_batch(50, 3, compression=COMPRESSION_ZSTD))
+    batch[HEADER_SIZE:] = b"\xff" * (len(batch) - HEADER_SIZE)
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch) + commit_batch(53, 1), 50)
+    assert [offset for offset, _ in decoded.skipped] == [50] and "zstd" in decoded.skipped[0][1]
+    assert [r.order for r in decoded.requests] == [53] and decoded.next_offset == 54
+
+
+def test_a_batch_whose_records_overrun_it_is_skipped():
+    batch = bytearray(commit_batch(0, 2))
+    struct.pack_into(">i", batch, HEADER_SIZE - 4, 3)  # the header claims a third record
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch) + commit_batch(2, 1), 0)
+    assert [offset for offset, _ in decoded.skipped] == [0]
+    assert [r.order for r in decoded.requests] == [2] and decoded.next_offset == 3
+
+
+def test_a_record_whose_header_count_runs_past_it_skips_the_batch():
+    batch = bytearray(commit_batch(0, 1))
+    batch[-1] = 2  # the record's last byte, its header count, now says one header, which is not there
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch), 0)
+    assert decoded.requests == [] and [offset for offset, _ in decoded.skipped] == [0]
+
+
+@pytest.mark.parametrize("magic", [3, 255])
+def test_an_impossible_magic_byte_is_an_error(magic):
+    batch = bytearray(commit_batch(0, 1))
+    batch[16] = magic
+    with pytest.raises(KafkaError):
+        OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch), 0)
