@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +33,9 @@ class SystemClock:
 class Storage(Protocol):
     def submit(self, request: Any) -> None:
         """Queue a protocol.py storage request; Fetch requests are answered through their ``reply`` future."""
+
+    def submit_many(self, requests: Iterable[Any]) -> None:
+        """``submit`` each request, in order."""
 
     def pending(self) -> int:
         """Requests queued and not handled yet (readers that can outrun storage wait while it is large)."""
@@ -74,12 +78,22 @@ class ApplicationContext:
     def submit(self, request: Any) -> None:
         """Send a storage Set request from a cluster or consumer module, teeing it to history capture."""
         if self.history is not None:
-            try:
-                self.history.record(request)
-            except Exception:
-                # Losing history must not stop monitoring: storage still gets the request.
-                self.logger.exception("history capture failed", request=type(request).__name__)
+            self._record(request)
         self.storage.submit(request)
+
+    def submit_many(self, requests: list[Any]) -> None:
+        """:meth:`submit` each request, in order, at a lower cost per request (the offsets-topic reader)."""
+        if self.history is not None:
+            for request in requests:
+                self._record(request)
+        self.storage.submit_many(requests)
+
+    def _record(self, request: Any) -> None:
+        try:
+            self.history.record(request)
+        except Exception:
+            # Losing history must not stop monitoring: storage still gets the request.
+            self.logger.exception("history capture failed", request=type(request).__name__)
 
     async def fetch(self, request: Any) -> Any:
         """Send a storage Fetch request (built with ``reply=ctx.new_reply()``) and wait for its answer;

@@ -345,9 +345,7 @@ class KafkaConsumer:
                              error=repr(exc))
             reading.back_off(partition, asyncio.get_running_loop().time())
             return
-        submit = self.ctx.submit
-        for request in decoded.requests:
-            submit(request)
+        self.ctx.submit_many(decoded.requests)
         self.records_read += decoded.records
         for record_offset, reason in decoded.skipped:
             self.records_skipped += 1
@@ -356,7 +354,7 @@ class KafkaConsumer:
         if position == offset:
             reading.too_small(partition)
         else:
-            submit(SetConsumerOffset(cluster=self.cluster, group=self.self_group, topic=self.offsets_topic,
+            self.ctx.submit(SetConsumerOffset(cluster=self.cluster, group=self.self_group, topic=self.offsets_topic,
                                      partition=partition, offset=position, order=position - 1,
                                      timestamp=int(self.ctx.clock.time() * 1000)))
         reading.advance(partition, position)

@@ -27,6 +27,12 @@ class CommitOutcome(IntEnum):
     INSERTED = 2
 
 
+# The outcomes as plain module constants: looking a member up on its Enum class is slow for the hot path.
+_DROPPED = CommitOutcome.DROPPED
+_APPENDED = CommitOutcome.APPENDED
+_INSERTED = CommitOutcome.INSERTED
+
+
 class CommitRing:
     """The last ``intervals`` commits of one partition of one group, ordered by ``order``.
 
@@ -65,35 +71,34 @@ class CommitRing:
         ``now_ms`` becomes the entry's ``observed_at``; ``current_broker_offset`` is the partition's
         newest broker offset, used for the lag of an appended commit (inserted ones get no lag).
         """
+        # The usual case first, and kept cheap (it runs for every commit read): newer than the newest commit.
+        # Stored commits are ordered, so such a commit cannot be older than a full ring's oldest one.
         stored = self._stored
-        if not stored:
-            stored.append(ConsumerOffset(offset, timestamp_ms, now_ms, max(0, current_broker_offset - offset),
-                                         order))
-            return CommitOutcome.APPENDED
-
-        full = len(stored) == self.intervals
-        if full and stored[0].order >= order:
-            return CommitOutcome.DROPPED  # older than everything a full ring keeps
-
-        newest = stored[-1]
-        if newest.order < order:
-            lag = max(0, current_broker_offset - offset)
-            if timestamp_ms - newest.timestamp < min_distance_ms:
+        newest = stored[-1] if stored else None
+        if newest is None or newest.order < order:
+            lag = current_broker_offset - offset
+            if lag < 0:
+                lag = 0
+            if newest is not None and timestamp_ms - newest.timestamp < min_distance_ms:
                 # Too close to the newest commit: take its place but keep its timestamp, otherwise a
                 # consumer committing more often than min-distance would never advance the ring.
                 stored[-1] = ConsumerOffset(offset, newest.timestamp, now_ms, lag, order)
             else:
-                if full:
+                if len(stored) == self.intervals:
                     del stored[0]
                 stored.append(ConsumerOffset(offset, timestamp_ms, now_ms, lag, order))
-            return CommitOutcome.APPENDED
+            return _APPENDED
+
+        full = len(stored) == self.intervals
+        if full and stored[0].order >= order:
+            return _DROPPED  # older than everything a full ring keeps
 
         # A back-fill: walk from the newest towards the oldest looking for the commit's place.
         index = len(stored) - 1
         while True:
             previous = stored[index]
             if previous.order == order:
-                return CommitOutcome.DROPPED  # the same commit seen twice
+                return _DROPPED  # the same commit seen twice
             if previous.order < order:
                 break
             if index == 0:
@@ -101,13 +106,13 @@ class CommitRing:
                 # Burrow's full ring never gets here (dropped above) except through its oldest slot,
                 # whose order is known to be smaller.
                 stored.insert(0, ConsumerOffset(offset, timestamp_ms, now_ms, None, order))
-                return CommitOutcome.INSERTED
+                return _INSERTED
             index -= 1
             if full and index == 0:
                 # Burrow replaces the oldest slot of a full ring without looking at it (its order is
                 # already known to be smaller): the commit takes the place of the oldest.
                 stored[0] = ConsumerOffset(offset, timestamp_ms, now_ms, None, order)
-                return CommitOutcome.INSERTED
+                return _INSERTED
 
         if timestamp_ms - previous.timestamp < min_distance_ms:
             stored[index] = ConsumerOffset(offset, previous.timestamp, now_ms, None, order)
@@ -115,7 +120,7 @@ class CommitRing:
             stored.insert(index + 1, ConsumerOffset(offset, timestamp_ms, now_ms, None, order))
             if len(stored) > self.intervals:
                 del stored[0]
-        return CommitOutcome.INSERTED
+        return _INSERTED
 
 
 class BrokerRing:

@@ -35,6 +35,8 @@ from burrowpy.protocol import (
 )
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
+_APPENDED = CommitOutcome.APPENDED  # a plain constant: Enum member lookups cost on the per-commit path
+
 
 class PartitionEntry:
     """One partition of one group: its commits (None until the first one) and current owner."""
@@ -124,31 +126,41 @@ class StorageState:
         return entries[partition]
 
     def add_consumer_offset(self, request: SetConsumerOffset, now_s: int) -> str | None:
+        # Every commit read from __consumer_offsets comes through here, so the usual path (known topic,
+        # partition and group) is written out rather than going through the helpers.
         cluster = self.clusters.get(request.cluster)
         if cluster is None:
             return "unknown cluster"
-        if request.timestamp < (now_s - self.expire_group_s) * 1000:
+        timestamp = request.timestamp
+        if timestamp < (now_s - self.expire_group_s) * 1000:
             return "old offset"
-        if not self.accept_group(request.group):
+        group_name = request.group
+        if not self.accept_group(group_name):
             return "group not accepted by the allow/deny lists"
-        position = self._broker_position(cluster, request.topic, request.partition)
-        if isinstance(position, str):
-            return position
-        broker_offset, partition_count = position
+        topic = request.topic
+        partition = request.partition
+        rings = cluster.brokers.get(topic)
+        broker_offset = rings[partition].newest() if rings is not None and 0 <= partition < len(rings) else None
+        if broker_offset is None:
+            return self._broker_position(cluster, topic, partition)  # the reason
 
-        group = cluster.groups.get(request.group)
+        group = cluster.groups.get(group_name)
         if group is None:
-            group = cluster.groups[request.group] = GroupEntry()
-        entry = self._partition_entry(group, request.topic, request.partition, partition_count)
+            group = cluster.groups[group_name] = GroupEntry()
+        entries = group.topics.get(topic)
+        if entries is not None and partition < len(entries):
+            entry = entries[partition]
+        else:
+            entry = self._partition_entry(group, topic, partition, len(rings))
         ring = entry.ring
         if ring is None:
             ring = entry.ring = CommitRing(self.intervals)
-        if self._observed[0] != now_s:
-            self._observed = (now_s, now_s * 1000)
-        outcome = ring.add(request.offset, request.order, request.timestamp, self._observed[1], broker_offset,
-                           self.min_distance_ms)
-        if outcome is CommitOutcome.APPENDED:
-            group.last_commit = request.timestamp
+        observed = self._observed
+        if observed[0] != now_s:
+            observed = self._observed = (now_s, now_s * 1000)
+        outcome = ring.add(request.offset, request.order, timestamp, observed[1], broker_offset, self.min_distance_ms)
+        if outcome is _APPENDED:
+            group.last_commit = timestamp
         elif not outcome:
             return "duplicate, or older than everything in a full window"
         return None
