@@ -29,11 +29,18 @@ from burrowpy.pipeline.replay import ReplaySettings, evaluation_points, replay_h
 from burrowpy.pipeline.synthetic import SyntheticSpec, write_synthetic_history
 
 
-def spec_for(commits: int, partitions: int, commits_per_partition: int, groups_per_topic: int) -> SyntheticSpec:
+def spec_for(
+    commits: int, partitions: int, commits_per_partition: int, groups_per_topic: int
+) -> SyntheticSpec:
     """The smallest spec that writes at least ``commits`` commit rows."""
+
     def spec(groups: int) -> SyntheticSpec:
-        return SyntheticSpec(groups=groups, groups_per_topic=groups_per_topic, partitions=partitions,
-                             commits_per_partition=commits_per_partition)
+        return SyntheticSpec(
+            groups=groups,
+            groups_per_topic=groups_per_topic,
+            partitions=partitions,
+            commits_per_partition=commits_per_partition,
+        )
 
     groups = max(1, commits // (partitions * commits_per_partition))
     while spec(groups).commit_rows < commits:
@@ -70,8 +77,23 @@ def run_spark_worker(master: str, history: Path, output: Path, step: int) -> dic
     summary = evaluate_history(spark, history, output, ReplaySettings(), step_s=step)
     job_s = time.perf_counter() - started
     spark.stop()
-    return {"master": master, "startup_s": startup_s, "job_s": job_s, "partition_rows": summary.partition_rows,
-            "group_rows": summary.group_rows}
+    return {
+        "master": master,
+        "startup_s": startup_s,
+        "job_s": job_s,
+        "partition_rows": summary.partition_rows,
+        "group_rows": summary.group_rows,
+    }
+
+
+def local_cores(master: str) -> int:
+    """Cores of a local master (local, local[N], local[*]); other masters sort last."""
+    if master == "local":
+        return 1
+    if master.startswith("local[") and master.endswith("]"):
+        cores = master[len("local[") : -1].split(",")[0]
+        return (os.cpu_count() or 1) if cores == "*" else int(cores)
+    return 1 << 30
 
 
 def load() -> str:
@@ -81,9 +103,21 @@ def load() -> str:
 
 def spark_run(master: str, history: Path, output: Path, step: int) -> dict:
     completed = subprocess.run(
-        [sys.executable, __file__, "--worker", master, "--history", str(history), "--output", str(output),
-         "--step", str(step)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            master,
+            "--history",
+            str(history),
+            "--output",
+            str(output),
+            "--step",
+            str(step),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if completed.returncode != 0:
         raise SystemExit(f"Spark run on {master} failed:\n{completed.stderr[-4000:]}")
@@ -116,12 +150,19 @@ def in_process_runs(history: Path, points: list[int]) -> dict:
         for _ in replay_history(rows, points, ReplaySettings()):
             pass
         replay_s += time.perf_counter() - started
-    return {"storage_s": storage_s, "replay_s": replay_s, "read_s": read_s,
-            "partition_evaluations": partition_evaluations, "group_evaluations": group_evaluations}
+    return {
+        "storage_s": storage_s,
+        "replay_s": replay_s,
+        "read_s": read_s,
+        "partition_evaluations": partition_evaluations,
+        "group_evaluations": group_evaluations,
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--commits", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=50, help="partitions per topic")
     parser.add_argument("--commits-per-partition", type=int, default=100)
@@ -147,30 +188,47 @@ def main() -> int:
         generate_s = time.perf_counter() - started
         stats = history_stats(work / "history")
         points = evaluation_points(stats["first_ms"], stats["last_ms"], args.step)
-        print(f"history: {stats['commits']:,} commits + {stats['rows'] - stats['commits']:,} broker samples, "
-              f"{spec.groups:,} groups on {spec.topics:,} topics x {spec.partitions} partitions, "
-              f"{len(points)} evaluation points every {args.step} s (generated in {generate_s:.0f} s); "
-              f"{os.cpu_count()} cores, {load()}", flush=True)
+        print(
+            f"history: {stats['commits']:,} commits + {stats['rows'] - stats['commits']:,} broker samples, "
+            f"{spec.groups:,} groups on {spec.topics:,} topics x {spec.partitions} partitions, "
+            f"{len(points)} evaluation points every {args.step} s (generated in {generate_s:.0f} s); "
+            f"{os.cpu_count()} cores, {load()}",
+            flush=True,
+        )
 
         results = []
         for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
             run = spark_run(master, work / "history", work / f"out-{index}", args.step)
             results.append(run)
-            print(f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
-                  f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
-                  f"{run['partition_rows']:,} partition statuses; {load()} after", flush=True)
+            print(
+                f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
+                f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
+                f"{run['partition_rows']:,} partition statuses; {load()} after",
+                flush=True,
+            )
         if len(results) >= 2:
-            print(f"scaling {results[-1]['master']} / {results[0]['master']}: "
-                  f"{results[0]['job_s'] / results[-1]['job_s']:.2f}x", flush=True)
+            by_cores = sorted(results, key=lambda r: local_cores(r["master"]))
+            fewest, most = by_cores[0], by_cores[-1]
+            print(
+                f"scaling: {most['master']} runs {fewest['job_s'] / most['job_s']:.2f}x as fast as "
+                f"{fewest['master']}",
+                flush=True,
+            )
 
         if not args.skip_in_process:
             local = in_process_runs(work / "history", points)
-            print(f"single process, monitor storage + evaluate_group: {local['storage_s']:.1f} s, "
-                  f"{stats['commits'] / local['storage_s']:,.0f} commits/s, "
-                  f"{local['partition_evaluations']:,} partition statuses; {load()} after", flush=True)
-            print(f"single process, replay core only (what each Spark task runs): {local['replay_s']:.1f} s, "
-                  f"{stats['commits'] / local['replay_s']:,.0f} commits/s "
-                  f"(reading Parquet into tuples, not counted: {local['read_s']:.1f} s)", flush=True)
+            print(
+                f"single process, monitor storage + evaluate_group: {local['storage_s']:.1f} s, "
+                f"{stats['commits'] / local['storage_s']:,.0f} commits/s, "
+                f"{local['partition_evaluations']:,} partition statuses; {load()} after",
+                flush=True,
+            )
+            print(
+                f"single process, replay core only (what each Spark task runs): {local['replay_s']:.1f} s, "
+                f"{stats['commits'] / local['replay_s']:,.0f} commits/s "
+                f"(reading Parquet into tuples, not counted: {local['read_s']:.1f} s)",
+                flush=True,
+            )
     return 0
 
 

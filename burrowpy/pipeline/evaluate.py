@@ -35,14 +35,34 @@ PARTITION_EVALUATION_SCHEMA = (
     "cluster string, `group` string, topic string, partition int, timestamp long, status string, "
     "current_lag long, complete double, lag_seconds double"
 )
-PARTITION_STATUS_COLUMNS = ("cluster", "group", "topic", "partition", "timestamp", "status", "current_lag",
-                            "complete")
+PARTITION_STATUS_COLUMNS = (
+    "cluster",
+    "group",
+    "topic",
+    "partition",
+    "timestamp",
+    "status",
+    "current_lag",
+    "complete",
+)
 GROUP_STATUS_COLUMNS = ("cluster", "group", "timestamp", "status", "totallag")
 LAG_REPORT_COLUMNS = (
-    "cluster", "group", "first_timestamp", "last_timestamp", "evaluations",
-    "seconds_ok", "seconds_warn", "seconds_err",  # time the group spent in each group status
-    "seconds_stop", "seconds_stall", "seconds_rewind",  # time with at least one partition in that status
-    "worst_totallag", "worst_partition_lag", "worst_lag_seconds", "final_status", "final_totallag",
+    "cluster",
+    "group",
+    "first_timestamp",
+    "last_timestamp",
+    "evaluations",
+    "seconds_ok",
+    "seconds_warn",
+    "seconds_err",  # time the group spent in each group status
+    "seconds_stop",
+    "seconds_stall",
+    "seconds_rewind",  # time with at least one partition in that status
+    "worst_totallag",
+    "worst_partition_lag",
+    "worst_lag_seconds",
+    "final_status",
+    "final_totallag",
 )
 
 # Group status rank of each partition status, for a Spark max(); rank -> group status name.
@@ -73,8 +93,9 @@ def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple
     import pyarrow as pa
 
     cluster, topic, partition = (value.as_py() for value in key)
-    events = column_events(*(table.column(name).to_pylist() for name in ("kind", "timestamp", "offset", "order",
-                                                                          "group")))
+    events = column_events(
+        *(table.column(name).to_pylist() for name in ("kind", "timestamp", "offset", "order", "group"))
+    )
     groups, timestamps, statuses, lags, completes, lag_seconds = [], [], [], [], [], []
     for evaluation in replay_partition(events, points_s, settings):
         groups.append(evaluation.group)
@@ -84,17 +105,19 @@ def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple
         completes.append(evaluation.complete)
         lag_seconds.append(evaluation.lag_seconds)
     rows = len(groups)
-    return pa.table({
-        "cluster": pa.array([cluster] * rows, pa.string()),
-        "group": pa.array(groups, pa.string()),
-        "topic": pa.array([topic] * rows, pa.string()),
-        "partition": pa.array([partition] * rows, pa.int32()),
-        "timestamp": pa.array(timestamps, pa.int64()),
-        "status": pa.array(statuses, pa.string()),
-        "current_lag": pa.array(lags, pa.int64()),
-        "complete": pa.array(completes, pa.float64()),
-        "lag_seconds": pa.array(lag_seconds, pa.float64()),
-    })
+    return pa.table(
+        {
+            "cluster": pa.array([cluster] * rows, pa.string()),
+            "group": pa.array(groups, pa.string()),
+            "topic": pa.array([topic] * rows, pa.string()),
+            "partition": pa.array([partition] * rows, pa.int32()),
+            "timestamp": pa.array(timestamps, pa.int64()),
+            "status": pa.array(statuses, pa.string()),
+            "current_lag": pa.array(lags, pa.int64()),
+            "complete": pa.array(completes, pa.float64()),
+            "lag_seconds": pa.array(lag_seconds, pa.float64()),
+        }
+    )
 
 
 def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
@@ -106,14 +129,19 @@ def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
 
 def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
     """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA)."""
+
     def replay(key, table):  # no annotations: Spark would try to read a UDF type from them
         return replay_arrow_group(points_s, settings, key, table)
 
     # Commit rows without a group or order, and rows of unknown kinds, are not history; broker rows are
     # kept whatever their group and order say.
-    valid = events.where((events.kind == KIND_BROKER) | (
-        (events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull()))
-    return valid.groupBy("cluster", "topic", "partition").applyInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
+    valid = events.where(
+        (events.kind == KIND_BROKER)
+        | ((events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull())
+    )
+    return valid.groupBy("cluster", "topic", "partition").applyInArrow(
+        replay, schema=PARTITION_EVALUATION_SCHEMA
+    )
 
 
 def group_evaluations(partitions: Any) -> Any:
@@ -124,7 +152,9 @@ def group_evaluations(partitions: Any) -> Any:
     for name, value in GROUP_RANK.items():
         if value != int(Status.ERR):
             rank = F.when(F.col("status") == name, F.lit(value)).otherwise(rank)
-    status_names = F.create_map(*[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))])
+    status_names = F.create_map(
+        *[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))]
+    )
 
     def any_partition(status: Status) -> Any:
         return F.max((F.col("status") == status.name).cast("int")).alias(f"any_{status.name.lower()}")
@@ -136,7 +166,9 @@ def group_evaluations(partitions: Any) -> Any:
             F.sum("current_lag").alias("totallag"),
             F.max("current_lag").alias("max_partition_lag"),
             F.max("lag_seconds").alias("max_lag_seconds"),
-            any_partition(Status.STOP), any_partition(Status.STALL), any_partition(Status.REWIND),
+            any_partition(Status.STOP),
+            any_partition(Status.STALL),
+            any_partition(Status.REWIND),
         )
         .withColumn("status", status_names[F.col("rank")])
     )
@@ -149,27 +181,36 @@ def lag_report(groups: Any, step_s: int) -> Any:
     def seconds_where(condition: Any, name: str) -> Any:
         return (F.sum(condition.cast("long")) * F.lit(step_s)).alias(name)
 
-    return groups.groupBy("cluster", "group").agg(
-        F.min("timestamp").alias("first_timestamp"),
-        F.max("timestamp").alias("last_timestamp"),
-        F.count(F.lit(1)).alias("evaluations"),
-        seconds_where(F.col("status") == "OK", "seconds_ok"),
-        seconds_where(F.col("status") == "WARN", "seconds_warn"),
-        seconds_where(F.col("status") == "ERR", "seconds_err"),
-        seconds_where(F.col("any_stop") == 1, "seconds_stop"),
-        seconds_where(F.col("any_stall") == 1, "seconds_stall"),
-        seconds_where(F.col("any_rewind") == 1, "seconds_rewind"),
-        F.max("totallag").alias("worst_totallag"),
-        F.max("max_partition_lag").alias("worst_partition_lag"),
-        F.max("max_lag_seconds").alias("worst_lag_seconds"),
-        F.max_by("status", "timestamp").alias("final_status"),
-        F.max_by("totallag", "timestamp").alias("final_totallag"),
-    ).select(*LAG_REPORT_COLUMNS)
+    return (
+        groups.groupBy("cluster", "group")
+        .agg(
+            F.min("timestamp").alias("first_timestamp"),
+            F.max("timestamp").alias("last_timestamp"),
+            F.count(F.lit(1)).alias("evaluations"),
+            seconds_where(F.col("status") == "OK", "seconds_ok"),
+            seconds_where(F.col("status") == "WARN", "seconds_warn"),
+            seconds_where(F.col("status") == "ERR", "seconds_err"),
+            seconds_where(F.col("any_stop") == 1, "seconds_stop"),
+            seconds_where(F.col("any_stall") == 1, "seconds_stall"),
+            seconds_where(F.col("any_rewind") == 1, "seconds_rewind"),
+            F.max("totallag").alias("worst_totallag"),
+            F.max("max_partition_lag").alias("worst_partition_lag"),
+            F.max("max_lag_seconds").alias("worst_lag_seconds"),
+            F.max_by("status", "timestamp").alias("final_status"),
+            F.max_by("totallag", "timestamp").alias("final_totallag"),
+        )
+        .select(*LAG_REPORT_COLUMNS)
+    )
 
 
-def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str | os.PathLike,
-                     settings: ReplaySettings = ReplaySettings(), step_s: int = 60,
-                     report_groups: int = 5) -> EvaluationSummary:
+def evaluate_history(
+    spark: Any,
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    settings: ReplaySettings = ReplaySettings(),
+    step_s: int = 60,
+    report_groups: int = 5,
+) -> EvaluationSummary:
     """Run the batch job: read the history, write every output (overwriting), return counts."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -187,7 +228,9 @@ def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str
     partitions = partition_evaluations(events, points_s, settings).persist(StorageLevel.MEMORY_AND_DISK)
     groups = None
     try:
-        partitions.select(*PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{output}/partition_status")
+        partitions.select(*PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(
+            f"{output}/partition_status"
+        )
         groups = group_evaluations(partitions).persist(StorageLevel.MEMORY_AND_DISK)
         groups.select(*GROUP_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{output}/group_status")
         report = lag_report(groups, step_s)
@@ -198,16 +241,23 @@ def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str
         timeline_columns = ["cluster", "group", "timestamp", "status", "totallag", "max_lag_seconds"]
         if len(chosen):
             timelines = (
-                groups.join(spark.createDataFrame(chosen, schema="cluster string, `group` string"),
-                            ["cluster", "group"])
+                groups.join(
+                    spark.createDataFrame(chosen, schema="cluster string, `group` string"),
+                    ["cluster", "group"],
+                )
                 .select(*timeline_columns)
                 .toPandas()
             )
         else:
             timelines = report_rows.iloc[0:0].reindex(columns=timeline_columns)
         summary = EvaluationSummary(
-            events=int(event_count), points=len(points_s), first_point_s=points_s[0], last_point_s=points_s[-1],
-            partition_rows=partitions.count(), group_rows=groups.count(), groups=len(report_rows),
+            events=int(event_count),
+            points=len(points_s),
+            first_point_s=points_s[0],
+            last_point_s=points_s[-1],
+            partition_rows=partitions.count(),
+            group_rows=groups.count(),
+            groups=len(report_rows),
         )
         write_report(Path(output), summary, step_s, report_rows, timelines)
         return summary
@@ -215,4 +265,3 @@ def evaluate_history(spark: Any, input_path: str | os.PathLike, output_path: str
         if groups is not None:
             groups.unpersist()
         partitions.unpersist()
-

@@ -75,7 +75,8 @@ def list_history_files(directory: str | os.PathLike) -> list[Path]:
     listed too, so a history captured by ``burrowpy spark stream --history`` reads the same way.
     """
     return sorted(
-        p for p in Path(directory).iterdir()
+        p
+        for p in Path(directory).iterdir()
         if p.name.endswith(FILE_SUFFIX) and not p.name.startswith((".", "_")) and p.is_file()
     )
 
@@ -129,11 +130,27 @@ class HistoryWriter:
         if self._closed:
             raise ValueError("HistoryWriter is closed")
         if isinstance(request, SetConsumerOffset):
-            self._append(KIND_COMMIT, request.cluster, request.group, request.topic, request.partition,
-                         request.offset, request.timestamp, request.order)
+            self._append(
+                KIND_COMMIT,
+                request.cluster,
+                request.group,
+                request.topic,
+                request.partition,
+                request.offset,
+                request.timestamp,
+                request.order,
+            )
         elif isinstance(request, SetBrokerOffset):
-            self._append(KIND_BROKER, request.cluster, None, request.topic, request.partition,
-                         request.offset, request.timestamp, None)
+            self._append(
+                KIND_BROKER,
+                request.cluster,
+                None,
+                request.topic,
+                request.partition,
+                request.offset,
+                request.timestamp,
+                None,
+            )
         else:
             return
         if self.buffered_rows >= self.max_buffered_rows:
@@ -160,8 +177,17 @@ class HistoryWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _append(self, kind: str, cluster: str, group: str | None, topic: str, partition: int,
-                offset: int, timestamp: int, order: int | None) -> None:
+    def _append(
+        self,
+        kind: str,
+        cluster: str,
+        group: str | None,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        order: int | None,
+    ) -> None:
         if self._buffer_started_at is None:
             self._buffer_started_at = self._clock()
         columns = self._columns

@@ -28,19 +28,26 @@ NEVER_EXPIRE_S = 10**12
 class GroupAtPoint:
     point_s: int
     status: ConsumerGroupStatus
-    committed: frozenset[tuple[str, int]]  # (topic, partition) that have commits; the others are storage padding
+    committed: frozenset[
+        tuple[str, int]
+    ]  # (topic, partition) that have commits; the others are storage padding
 
 
-def replay_through_storage(rows: Iterable[tuple], points_s: list[int],
-                           settings: ReplaySettings) -> Iterator[GroupAtPoint]:
+def replay_through_storage(
+    rows: Iterable[tuple], points_s: list[int], settings: ReplaySettings
+) -> Iterator[GroupAtPoint]:
     """Every group at every point; ``rows`` are history tuples in HISTORY_COLUMNS order."""
     rows = list(rows)
     partition_counts: dict[tuple[str, str], int] = {}
     for row in rows:
         key = (row[1], row[3])
         partition_counts[key] = max(partition_counts.get(key, 0), row[4] + 1)
-    state = StorageState({cluster for cluster, _ in partition_counts}, intervals=settings.intervals,
-                         expire_group_s=NEVER_EXPIRE_S, min_distance_s=settings.min_distance_s)
+    state = StorageState(
+        {cluster for cluster, _ in partition_counts},
+        intervals=settings.intervals,
+        expire_group_s=NEVER_EXPIRE_S,
+        min_distance_s=settings.min_distance_s,
+    )
     ordered = sorted(rows, key=lambda r: history_event(r[0], r[6], r[5], r[7], r[2]))
     position = 0
     for point in points_s:
@@ -48,21 +55,31 @@ def replay_through_storage(rows: Iterable[tuple], points_s: list[int],
         while position < len(ordered) and ordered[position][6] <= limit_ms:
             kind, cluster, group, topic, partition, offset, timestamp, order = ordered[position]
             if kind == KIND_BROKER:
-                state.add_broker_offset(SetBrokerOffset(cluster, topic, partition,
-                                                        partition_counts[(cluster, topic)], offset, timestamp))
+                state.add_broker_offset(
+                    SetBrokerOffset(
+                        cluster, topic, partition, partition_counts[(cluster, topic)], offset, timestamp
+                    )
+                )
             else:
-                state.add_consumer_offset(SetConsumerOffset(cluster, group, topic, partition, offset, order,
-                                                            timestamp), timestamp // 1000)
+                state.add_consumer_offset(
+                    SetConsumerOffset(cluster, group, topic, partition, offset, order, timestamp),
+                    timestamp // 1000,
+                )
             position += 1
         for cluster in state.cluster_names():
             for group in state.consumer_names(cluster) or []:
                 topics = state.consumer(cluster, group, point)
                 if topics is None:
                     continue
-                status = evaluate_group(cluster, group, topics, point, settings.allowed_lag,
-                                        settings.minimum_complete)
-                committed = frozenset((topic, index) for topic, partitions in topics.items()
-                                      for index, partition in enumerate(partitions) if partition.offsets)
+                status = evaluate_group(
+                    cluster, group, topics, point, settings.allowed_lag, settings.minimum_complete
+                )
+                committed = frozenset(
+                    (topic, index)
+                    for topic, partitions in topics.items()
+                    for index, partition in enumerate(partitions)
+                    if partition.offsets
+                )
                 yield GroupAtPoint(point, status, committed)
 
 
@@ -70,8 +87,9 @@ PartitionKey = tuple[str, str, str, int, int]  # cluster, group, topic, partitio
 GroupKey = tuple[str, str, int]  # cluster, group, point (ms)
 
 
-def statuses_through_storage(rows: Iterable[tuple], points_s: list[int], settings: ReplaySettings
-                             ) -> tuple[dict[PartitionKey, tuple[Status, int, float]], dict[GroupKey, tuple[Status, int]]]:
+def statuses_through_storage(
+    rows: Iterable[tuple], points_s: list[int], settings: ReplaySettings
+) -> tuple[dict[PartitionKey, tuple[Status, int, float]], dict[GroupKey, tuple[Status, int]]]:
     """(status, current_lag, complete) per committed partition and (status, totallag) per group, by point."""
     partitions: dict[PartitionKey, tuple[Status, int, float]] = {}
     groups: dict[GroupKey, tuple[Status, int]] = {}
@@ -82,5 +100,8 @@ def statuses_through_storage(rows: Iterable[tuple], points_s: list[int], setting
         for partition in status.partitions:
             if (partition.topic, partition.partition) in result.committed:
                 partitions[(status.cluster, status.group, partition.topic, partition.partition, point_ms)] = (
-                    partition.status, partition.current_lag, partition.complete)
+                    partition.status,
+                    partition.current_lag,
+                    partition.complete,
+                )
     return partitions, groups

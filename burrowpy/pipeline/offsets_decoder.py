@@ -19,8 +19,9 @@ from .history import HISTORY_COLUMNS, KIND_BROKER, KIND_COMMIT
 HistoryRow = tuple  # the HISTORY_COLUMNS of one event
 
 
-def commit_rows(cluster: str, records: Iterable[tuple[bytes | None, bytes | None, int]],
-                groups: GroupFilter | None = None) -> Iterator[HistoryRow]:
+def commit_rows(
+    cluster: str, records: Iterable[tuple[bytes | None, bytes | None, int]], groups: GroupFilter | None = None
+) -> Iterator[HistoryRow]:
     """History commit rows for (key, value, offset) records of the offsets topic; the offset is the order."""
     accept = groups or GroupFilter()
     for key, value, offset in records:
@@ -32,8 +33,16 @@ def commit_rows(cluster: str, records: Iterable[tuple[bytes | None, bytes | None
             continue
         for request in requests:
             if isinstance(request, SetConsumerOffset):
-                yield (KIND_COMMIT, request.cluster, request.group, request.topic, request.partition,
-                       request.offset, request.timestamp, request.order)
+                yield (
+                    KIND_COMMIT,
+                    request.cluster,
+                    request.group,
+                    request.topic,
+                    request.partition,
+                    request.offset,
+                    request.timestamp,
+                    request.order,
+                )
 
 
 def broker_offset_row(cluster: str, topic: str, partition: int, offset: int, timestamp_ms: int) -> HistoryRow:
@@ -49,15 +58,22 @@ def decode_arrow_batches(cluster: str, batches: Iterable[Any]) -> Iterator[Any]:
 
     schema = history_arrow_schema()
     for batch in batches:
-        records = zip(batch.column("key").to_pylist(), batch.column("value").to_pylist(),
-                      batch.column("offset").to_pylist(), strict=True)
+        records = zip(
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+            batch.column("offset").to_pylist(),
+            strict=True,
+        )
         rows = list(commit_rows(cluster, records))
         if rows:
             columns = list(zip(*rows, strict=True))
             yield pa.RecordBatch.from_arrays(
-                [pa.array(column, type=schema.field(name).type) for name, column in zip(HISTORY_COLUMNS, columns,
-                                                                                          strict=True)],
-                schema=schema)
+                [
+                    pa.array(column, type=schema.field(name).type)
+                    for name, column in zip(HISTORY_COLUMNS, columns, strict=True)
+                ],
+                schema=schema,
+            )
 
 
 def commits_from_records(records: Any, cluster: str) -> Any:
@@ -66,5 +82,6 @@ def commits_from_records(records: Any, cluster: str) -> Any:
 
     from .history import HISTORY_SPARK_SCHEMA
 
-    return records.select("key", "value", "offset").mapInArrow(partial(decode_arrow_batches, cluster),
-                                                               HISTORY_SPARK_SCHEMA)
+    return records.select("key", "value", "offset").mapInArrow(
+        partial(decode_arrow_batches, cluster), HISTORY_SPARK_SCHEMA
+    )

@@ -86,23 +86,32 @@ class PartitionEvaluation(NamedTuple):  # a tuple: millions are made per job, an
     lag_seconds: float
 
 
-def column_events(kinds: list[str], timestamps: list[int], offsets: list[int], orders: list[Any],
-                  groups: list[str | None]) -> list[Event]:
+def column_events(
+    kinds: list[str], timestamps: list[int], offsets: list[int], orders: list[Any], groups: list[str | None]
+) -> list[Event]:
     """The replay events of history rows given as columns (broker rows and valid commit rows only).
 
     ``order`` may arrive as floats (pandas turns a column with nulls into floats), hence the int().
     """
     return [
-        (timestamp, COMMIT_RANK, int(order), offset, group) if kind == KIND_COMMIT
+        (timestamp, COMMIT_RANK, int(order), offset, group)
+        if kind == KIND_COMMIT
         else (timestamp, BROKER_RANK, -1, offset, None)
-        for kind, timestamp, offset, order, group in zip(kinds, timestamps, offsets, orders, groups, strict=True)
+        for kind, timestamp, offset, order, group in zip(
+            kinds, timestamps, offsets, orders, groups, strict=True
+        )
     ]
 
 
 def frame_events(frame: Any) -> list[Event]:
     """The replay events of a pandas frame of history rows (what Spark hands a grouped pandas function)."""
-    return column_events(frame["kind"].tolist(), frame["timestamp"].tolist(), frame["offset"].tolist(),
-                         frame["order"].tolist(), frame["group"].tolist())
+    return column_events(
+        frame["kind"].tolist(),
+        frame["timestamp"].tolist(),
+        frame["offset"].tolist(),
+        frame["order"].tolist(),
+        frame["group"].tolist(),
+    )
 
 
 def evaluation_points(first_ms: int, last_ms: int, step_s: int) -> list[int]:
@@ -158,7 +167,9 @@ class OffsetTimeline:
         else:
             low_offset, high_offset = offsets[after - 1], offsets[after]
             low_time, high_time = times[after - 1], times[after]
-            passed_at = low_time + (committed - low_offset) * (high_time - low_time) / (high_offset - low_offset)
+            passed_at = low_time + (committed - low_offset) * (high_time - low_time) / (
+                high_offset - low_offset
+            )
         return max(0.0, (now_ms - passed_at) / 1000.0)
 
 
@@ -188,8 +199,14 @@ class PartitionState:
         if ring is None:
             ring = self.commits[group] = CommitRing(self.settings.intervals)
         observed_ms = timestamp_ms // 1000 * 1000  # storage records observation times in whole seconds
-        return ring.add(offset, order, timestamp_ms, observed_ms, current_broker_offset,
-                        self.settings.min_distance_s * 1000)
+        return ring.add(
+            offset,
+            order,
+            timestamp_ms,
+            observed_ms,
+            current_broker_offset,
+            self.settings.min_distance_s * 1000,
+        )
 
     def apply(self, event: Event) -> None:
         timestamp, rank, order, offset, group = event
@@ -210,15 +227,21 @@ class PartitionState:
                 current_lag = 0
             else:
                 current_lag = max(0, newest_broker - newest.offset)
-            result = evaluate_partition(ring.entries(), broker_offsets, current_lag, now_s,
-                                        allowed_lag=settings.allowed_lag,
-                                        minimum_complete=settings.minimum_complete)
+            result = evaluate_partition(
+                ring.entries(),
+                broker_offsets,
+                current_lag,
+                now_s,
+                allowed_lag=settings.allowed_lag,
+                minimum_complete=settings.minimum_complete,
+            )
             lag_seconds = self.timeline.lag_seconds(newest.offset, now_ms) if current_lag and newest else 0.0
             yield PartitionEvaluation(group, now_ms, result.status, current_lag, result.complete, lag_seconds)
 
 
-def replay_partition(events: Iterable[Event], points_s: list[int],
-                     settings: ReplaySettings) -> Iterator[PartitionEvaluation]:
+def replay_partition(
+    events: Iterable[Event], points_s: list[int], settings: ReplaySettings
+) -> Iterator[PartitionEvaluation]:
     """Replay one (cluster, topic, partition)'s events in replay order, evaluating at every point."""
     ordered = sorted(events)
     state = PartitionState(settings)
@@ -240,13 +263,15 @@ class HistoryEvaluation:
     evaluation: PartitionEvaluation
 
 
-def replay_history(rows: Iterable[tuple], points_s: list[int],
-                   settings: ReplaySettings) -> Iterator[HistoryEvaluation]:
+def replay_history(
+    rows: Iterable[tuple], points_s: list[int], settings: ReplaySettings
+) -> Iterator[HistoryEvaluation]:
     """The in-process path: ``rows`` are history tuples in HISTORY_COLUMNS order, in any order."""
     by_partition: dict[tuple[str, str, int], list[Event]] = {}
     for kind, cluster, group, topic, partition, offset, timestamp, order in rows:
         by_partition.setdefault((cluster, topic, partition), []).append(
-            history_event(kind, timestamp, offset, order, group))
+            history_event(kind, timestamp, offset, order, group)
+        )
     for (cluster, topic, partition), events in by_partition.items():
         for evaluation in replay_partition(events, points_s, settings):
             yield HistoryEvaluation(cluster, evaluation.group, topic, partition, evaluation)

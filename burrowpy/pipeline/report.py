@@ -52,7 +52,10 @@ def render_markdown(summary: Any, step_s: int, report_rows: Any, plot_name: str 
         "",
     ]
     if plot_name:
-        lines += [f"![Total lag of the groups with the largest lag, and their status over time]({plot_name})", ""]
+        lines += [
+            f"![Total lag of the groups with the largest lag, and their status over time]({plot_name})",
+            "",
+        ]
     ordered = report_rows.sort_values(
         ["seconds_err", "seconds_warn", "worst_totallag", "cluster", "group"],
         ascending=[False, False, False, True, True],
@@ -88,7 +91,9 @@ def render_svg(timelines: Any) -> str:
     """
     series = [
         (f"{cluster}/{group}", frame.sort_values("timestamp"))
-        for (cluster, group), frame in sorted(timelines.groupby(["cluster", "group"]), key=lambda item: item[0])
+        for (cluster, group), frame in sorted(
+            timelines.groupby(["cluster", "group"]), key=lambda item: item[0]
+        )
     ]
     chart_bottom = MARGIN_TOP + PLOT_HEIGHT
     strips_top = chart_bottom + 30
@@ -123,21 +128,31 @@ def render_svg(timelines: Any) -> str:
         colour = LINE_COLOURS[index % len(LINE_COLOURS)]
         stride = -(-len(frame) // MAX_LINE_POINTS)
         line = frame.iloc[::stride]
-        points = " ".join(f"{x_of(t):.1f},{y_of(lag):.1f}" for t, lag in zip(line["timestamp"], line["totallag"],
-                                                                            strict=True))
+        points = " ".join(
+            f"{x_of(t):.1f},{y_of(lag):.1f}"
+            for t, lag in zip(line["timestamp"], line["totallag"], strict=True)
+        )
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
         strip_y = strips_top + index * (STRIP_HEIGHT + 6)
         for start, end, status in status_runs(frame["timestamp"].tolist(), frame["status"].tolist(), last):
-            parts.append(f'<rect x="{x_of(start):.1f}" y="{strip_y}" width="{max(1.0, x_of(end) - x_of(start)):.1f}" '
-                         f'height="{STRIP_HEIGHT}" fill="{STATUS_COLOURS.get(status, "#9e9e9e")}"/>')
-        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{strip_y + STRIP_HEIGHT - 2}" text-anchor="end" '
-                     f'fill="{colour}">{index + 1}</text>')
+            parts.append(
+                f'<rect x="{x_of(start):.1f}" y="{strip_y}" width="{max(1.0, x_of(end) - x_of(start)):.1f}" '
+                f'height="{STRIP_HEIGHT}" fill="{STATUS_COLOURS.get(status, "#9e9e9e")}"/>'
+            )
+        parts.append(
+            f'<text x="{MARGIN_LEFT - 6}" y="{strip_y + STRIP_HEIGHT - 2}" text-anchor="end" '
+            f'fill="{colour}">{index + 1}</text>'
+        )
         legend_y = legend_top + index * 16
         parts.append(f'<rect x="{MARGIN_LEFT}" y="{legend_y}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{MARGIN_LEFT + 16}" y="{legend_y + 9}">{index + 1}: {html.escape(name)}</text>')
-    parts.append(f'<text x="{width - MARGIN_RIGHT}" y="{strips_top - 6}" text-anchor="end">status: '
-                 f'<tspan fill="{STATUS_COLOURS["OK"]}">OK</tspan> <tspan fill="{STATUS_COLOURS["WARN"]}">WARN</tspan> '
-                 f'<tspan fill="{STATUS_COLOURS["ERR"]}">ERR</tspan></text>')
+        parts.append(
+            f'<text x="{MARGIN_LEFT + 16}" y="{legend_y + 9}">{index + 1}: {html.escape(name)}</text>'
+        )
+    parts.append(
+        f'<text x="{width - MARGIN_RIGHT}" y="{strips_top - 6}" text-anchor="end">status: '
+        f'<tspan fill="{STATUS_COLOURS["OK"]}">OK</tspan> <tspan fill="{STATUS_COLOURS["WARN"]}">WARN</tspan> '
+        f'<tspan fill="{STATUS_COLOURS["ERR"]}">ERR</tspan></text>'
+    )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 

@@ -14,8 +14,12 @@ from typing import Any
 DEFAULT_MASTER = "local[*]"
 
 
-def build_session(master: str = DEFAULT_MASTER, app_name: str = "burrowpy", shuffle_partitions: int | None = None,
-                  conf: dict[str, str] | None = None) -> Any:
+def build_session(
+    master: str = DEFAULT_MASTER,
+    app_name: str = "burrowpy",
+    shuffle_partitions: int | None = None,
+    conf: dict[str, str] | None = None,
+) -> Any:
     """Get or create the SparkSession for ``master``; ``shuffle_partitions`` defaults to 2 per core locally."""
     from pyspark.sql import SparkSession
 
@@ -45,7 +49,7 @@ def build_session(master: str = DEFAULT_MASTER, app_name: str = "burrowpy", shuf
 def default_shuffle_partitions(master: str) -> int:
     """Two shuffle partitions per local core; Spark's default of 200 only adds task overhead locally."""
     if master.startswith("local[") and master.endswith("]"):
-        cores = master[len("local["):-1].split(",")[0]
+        cores = master[len("local[") : -1].split(",")[0]
         count = (os.cpu_count() or 1) if cores == "*" else int(cores)
         return max(2, 2 * count)
     if master == "local":

@@ -37,9 +37,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from .history import HISTORY_SPARK_SCHEMA
 from .offsets_decoder import broker_offset_row
 
-RECORD_SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
-)
+RECORD_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 
 EARLIEST = -2
 LATEST = -1
@@ -58,7 +56,9 @@ class KafkaSourceError(RuntimeError):
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
     """librdkafka settings from data source options: every ``kafka.*`` option, without the prefix."""
-    config = {key[len("kafka."):]: value for key, value in options.items() if key.lower().startswith("kafka.")}
+    config = {
+        key[len("kafka.") :]: value for key, value in options.items() if key.lower().startswith("kafka.")
+    }
     if "bootstrap.servers" not in config:
         raise KafkaSourceError("option kafka.bootstrap.servers is required")
     return config
@@ -105,8 +105,9 @@ class BrokerClient:
         """(log-start offset, log-end offset) of a partition, asked from the broker (ListOffsets)."""
         from confluent_kafka import TopicPartition
 
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s,
-                                                         cached=False)
+        low, high = self._consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=self.timeout_s, cached=False
+        )
         return low, high
 
     def close(self) -> None:
@@ -131,8 +132,9 @@ def parse_offsets_option(value: str | None, default: int) -> Offsets | int:
     return {topic: {str(p): int(o) for p, o in parts.items()} for topic, parts in parsed.items()}
 
 
-def resolve_offsets(client: BrokerClient, layout: dict[str, list[int]], spec: Offsets | int,
-                    fallback: int) -> Offsets:
+def resolve_offsets(
+    client: BrokerClient, layout: dict[str, list[int]], spec: Offsets | int, fallback: int
+) -> Offsets:
     """Concrete offsets for every partition of ``layout``: sentinels become watermarks.
 
     Partitions that a JSON spec does not mention take ``fallback`` (EARLIEST or LATEST). Offsets past
@@ -174,16 +176,25 @@ def read_range(config: Mapping[str, str], offset_range: OffsetRange, poll_timeou
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    schema = pa.schema([
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-        ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ])
-    consumer = Consumer({
-        "group.id": "burrowpy-spark",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        **config,
-    })
+    schema = pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("timestampType", pa.int32()),
+        ]
+    )
+    consumer = Consumer(
+        {
+            "group.id": "burrowpy-spark",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **config,
+        }
+    )
     try:
         consumer.assign([TopicPartition(offset_range.topic, offset_range.partition, offset_range.start)])
         columns: dict[str, list] = {name: [] for name in schema.names}
@@ -195,7 +206,8 @@ def read_range(config: Mapping[str, str], offset_range: OffsetRange, poll_timeou
                 if time.monotonic() > deadline:
                     raise KafkaSourceError(
                         f"no records from {offset_range.topic}/{offset_range.partition} at offset {position} "
-                        f"within {poll_timeout_ms} ms (expected up to {offset_range.end})")
+                        f"within {poll_timeout_ms} ms (expected up to {offset_range.end})"
+                    )
                 continue
             deadline = time.monotonic() + poll_timeout_ms / 1000
             for message in messages:
@@ -218,7 +230,9 @@ def read_range(config: Mapping[str, str], offset_range: OffsetRange, poll_timeou
                 columns["timestamp"].append(timestamp_ms * 1000 if timestamp_ms >= 0 else None)
                 columns["timestampType"].append(timestamp_type - 1 if timestamp_type > 0 else -1)
                 position = offset + 1
-            if len(columns["offset"]) >= ARROW_BATCH_ROWS or (position >= offset_range.end and columns["offset"]):
+            if len(columns["offset"]) >= ARROW_BATCH_ROWS or (
+                position >= offset_range.end and columns["offset"]
+            ):
                 yield pa.RecordBatch.from_pydict(columns, schema=schema)
                 columns = {name: [] for name in schema.names}
     finally:
@@ -306,7 +320,9 @@ class KafkaStreamReader(_KafkaReaderBase, DataSourceStreamReader):
         return ReadAllAvailable()
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        latest = resolve_offsets(self.client, self.client.partitions(self.topics, missing_ok=True), LATEST, LATEST)
+        latest = resolve_offsets(
+            self.client, self.client.partitions(self.topics, missing_ok=True), LATEST, LATEST
+        )
         if isinstance(limit, ReadMaxRows):
             return limit_offsets(start, latest, limit.max_rows)
         return latest
@@ -322,7 +338,9 @@ class KafkaStreamReader(_KafkaReaderBase, DataSourceStreamReader):
 
 def limit_offsets(start: Offsets, latest: Offsets, max_records: int) -> Offsets:
     """Advance at most ``max_records`` past ``start`` in total, sharing the budget evenly between partitions."""
-    pending = {(t, p): stop - start.get(t, {}).get(p, 0) for t, parts in latest.items() for p, stop in parts.items()}
+    pending = {
+        (t, p): stop - start.get(t, {}).get(p, 0) for t, parts in latest.items() for p, stop in parts.items()
+    }
     grant = {key: 0 for key in pending}
     budget = max_records
     waiting = sorted(key for key, count in pending.items() if count > 0)
@@ -358,8 +376,9 @@ class BrokerOffsetsDataSource(DataSource):
         return BrokerOffsetsStreamReader(self.options)
 
 
-def sample_broker_offsets(config: Mapping[str, str], cluster: str, topics: list[str] | None,
-                          timeout_s: float, now_ms: int) -> list[tuple]:
+def sample_broker_offsets(
+    config: Mapping[str, str], cluster: str, topics: list[str] | None, timeout_s: float, now_ms: int
+) -> list[tuple]:
     """One history broker row per partition: its log-end offset now."""
     client = BrokerClient(config, timeout_s)
     try:
@@ -382,7 +401,9 @@ class _BrokerOffsetsOptions:
         self.sample_interval_ms = int(options.get("sampleIntervalMs", DEFAULT_SAMPLE_INTERVAL_MS))
 
     def sample(self) -> list[tuple]:
-        return sample_broker_offsets(self.config, self.cluster, self.topics, self.timeout_s, int(time.time() * 1000))
+        return sample_broker_offsets(
+            self.config, self.cluster, self.topics, self.timeout_s, int(time.time() * 1000)
+        )
 
 
 class BrokerOffsetsBatchReader(_BrokerOffsetsOptions, DataSourceReader):

@@ -77,8 +77,11 @@ class LiveState:
         """
         cutoff_ms = (self.evaluated_at_s - expire_group_s) * 1000
         commits = self.partition.commits
-        expired = [group for group, ring in commits.items()
-                   if (newest := ring.newest()) is None or newest.timestamp < cutoff_ms]
+        expired = [
+            group
+            for group, ring in commits.items()
+            if (newest := ring.newest()) is None or newest.timestamp < cutoff_ms
+        ]
         for group in expired:
             del commits[group]
             self.last_status.pop(group, None)
@@ -113,17 +116,19 @@ def fold_partition(settings: StreamSettings, key: tuple, frames: Iterator[Any], 
     state.update((pickle.dumps(live, protocol=pickle.HIGHEST_PROTOCOL),))
     state.setTimeoutDuration(settings.evaluation_timeout_ms)
     if changes:
-        yield pd.DataFrame({
-            "cluster": [cluster] * len(changes),
-            "group": [c.group for c in changes],
-            "topic": [topic] * len(changes),
-            "partition": pd.Series([partition] * len(changes), dtype="int32"),
-            "timestamp": pd.Series([c.timestamp for c in changes], dtype="int64"),
-            "status": [c.status.name for c in changes],
-            "current_lag": pd.Series([c.current_lag for c in changes], dtype="int64"),
-            "complete": pd.Series([c.complete for c in changes], dtype="float64"),
-            "lag_seconds": pd.Series([c.lag_seconds for c in changes], dtype="float64"),
-        })
+        yield pd.DataFrame(
+            {
+                "cluster": [cluster] * len(changes),
+                "group": [c.group for c in changes],
+                "topic": [topic] * len(changes),
+                "partition": pd.Series([partition] * len(changes), dtype="int32"),
+                "timestamp": pd.Series([c.timestamp for c in changes], dtype="int64"),
+                "status": [c.status.name for c in changes],
+                "current_lag": pd.Series([c.current_lag for c in changes], dtype="int64"),
+                "complete": pd.Series([c.complete for c in changes], dtype="float64"),
+                "lag_seconds": pd.Series([c.lag_seconds for c in changes], dtype="float64"),
+            }
+        )
 
 
 def event_stream(spark: Any, settings: StreamSettings) -> Any:
@@ -167,15 +172,24 @@ def start_stream(spark: Any, settings: StreamSettings) -> list[Any]:
     trigger = f"{settings.trigger_s} seconds"
     events = event_stream(spark, settings)
     queries = [
-        status_changes(events, settings).writeStream.format("parquet").outputMode("append")
-        .option("path", settings.output).option("checkpointLocation", f"{settings.checkpoint}/status")
-        .trigger(processingTime=trigger).queryName("burrowpy-status").start()
+        status_changes(events, settings)
+        .writeStream.format("parquet")
+        .outputMode("append")
+        .option("path", settings.output)
+        .option("checkpointLocation", f"{settings.checkpoint}/status")
+        .trigger(processingTime=trigger)
+        .queryName("burrowpy-status")
+        .start()
     ]
     if settings.history:
         queries.append(
-            events.writeStream.format("parquet").outputMode("append")
-            .option("path", settings.history).option("checkpointLocation", f"{settings.checkpoint}/history")
-            .trigger(processingTime=trigger).queryName("burrowpy-history").start()
+            events.writeStream.format("parquet")
+            .outputMode("append")
+            .option("path", settings.history)
+            .option("checkpointLocation", f"{settings.checkpoint}/history")
+            .trigger(processingTime=trigger)
+            .queryName("burrowpy-history")
+            .start()
         )
     return queries
 

@@ -91,16 +91,25 @@ def _topics_table(spec: SyntheticSpec, first_topic: int, topic_count: int) -> An
     broker_offsets = log_start[..., None] + (sample_times * spec.rate) // 1000
     broker_shape = broker_offsets.shape
     brokers = _table(
-        pa, np, spec, kind=KIND_BROKER,
-        topic_index=np.broadcast_to(np.arange(first_topic, first_topic + topic_count)[:, None, None], broker_shape),
+        pa,
+        np,
+        spec,
+        kind=KIND_BROKER,
+        topic_index=np.broadcast_to(
+            np.arange(first_topic, first_topic + topic_count)[:, None, None], broker_shape
+        ),
         group_index=None,
         partition=np.broadcast_to(np.arange(partitions)[None, :, None], broker_shape),
-        offset=broker_offsets, timestamp=spec.start_ms + np.broadcast_to(sample_times, broker_shape), order=None,
+        offset=broker_offsets,
+        timestamp=spec.start_ms + np.broadcast_to(sample_times, broker_shape),
+        order=None,
     )
 
     # Commits: round k of a group happens at k * interval plus a per-partition phase.
-    groups = np.arange(first_topic * spec.groups_per_topic,
-                       min((first_topic + topic_count) * spec.groups_per_topic, spec.groups))
+    groups = np.arange(
+        first_topic * spec.groups_per_topic,
+        min((first_topic + topic_count) * spec.groups_per_topic, spec.groups),
+    )
     topic_of_group = groups // spec.groups_per_topic
     group_log_start = log_start[topic_of_group - first_topic]
     phase = rng.integers(0, spec.commit_interval_s * 1000, size=(len(groups), partitions))
@@ -109,11 +118,14 @@ def _topics_table(spec: SyntheticSpec, first_topic: int, topic_count: int) -> An
     behaviour = (groups % len(BEHAVIOURS))[:, None, None]
     caught_up = group_log_start[..., None] + (elapsed * spec.rate) // 1000
     behind = caught_up - rng.integers(1, spec.rate * 5, size=elapsed.shape)
-    healthy = np.where(rng.random(elapsed.shape) < 0.3, caught_up, caught_up - rng.integers(0, spec.rate * 3,
-                                                                                                 size=elapsed.shape))
+    healthy = np.where(
+        rng.random(elapsed.shape) < 0.3,
+        caught_up,
+        caught_up - rng.integers(0, spec.rate * 3, size=elapsed.shape),
+    )
     lagging = group_log_start[..., None] + (elapsed * spec.rate) // 2000
     stall_at = int(commits * 0.3)
-    stalling = np.where(rounds >= stall_at, behind[..., stall_at:stall_at + 1], behind)
+    stalling = np.where(rounds >= stall_at, behind[..., stall_at : stall_at + 1], behind)
     rewinding = np.where(rounds >= commits // 2, behind - rewind_by, behind)
     stopping = np.where(rounds >= int(commits * 0.8), caught_up, behind)
     offsets = np.select(
@@ -121,7 +133,11 @@ def _topics_table(spec: SyntheticSpec, first_topic: int, topic_count: int) -> An
         [healthy, lagging, stopping, stalling],
         rewinding,
     )
-    silent = (behaviour == BEHAVIOURS.index("stopping")) & (rounds >= int(commits * 0.4)) & (rounds < int(commits * 0.8))
+    silent = (
+        (behaviour == BEHAVIOURS.index("stopping"))
+        & (rounds >= int(commits * 0.4))
+        & (rounds < int(commits * 0.8))
+    )
     timestamps = spec.start_ms + elapsed
     swap = (rng.random(elapsed.shape) < spec.disorder) & (rounds < commits - 1)
     swapped = timestamps.copy()
@@ -131,11 +147,16 @@ def _topics_table(spec: SyntheticSpec, first_topic: int, topic_count: int) -> An
     shape = offsets.shape
     keep = ~np.broadcast_to(silent, shape)
     commits_table = _table(
-        pa, np, spec, kind=KIND_COMMIT,
+        pa,
+        np,
+        spec,
+        kind=KIND_COMMIT,
         topic_index=np.broadcast_to(topic_of_group[:, None, None], shape)[keep],
         group_index=np.broadcast_to(groups[:, None, None], shape)[keep],
         partition=np.broadcast_to(np.arange(partitions)[None, :, None], shape)[keep],
-        offset=offsets[keep], timestamp=swapped[keep], order=np.broadcast_to(order, shape)[keep],
+        offset=offsets[keep],
+        timestamp=swapped[keep],
+        order=np.broadcast_to(order, shape)[keep],
     )
     return pa.concat_tables([brokers, commits_table])
 
@@ -144,18 +165,34 @@ def _names(pa: Any, np: Any, indices: Any, name_of: Any) -> Any:
     """A string column of ``name_of(index)`` built through a dictionary: one Python string per distinct name."""
     first = int(indices.min())
     dictionary = pa.array([name_of(i) for i in range(first, int(indices.max()) + 1)])
-    return pa.DictionaryArray.from_arrays(pa.array(indices - first, type=pa.int32()), dictionary).cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(indices - first, type=pa.int32()), dictionary).cast(
+        pa.string()
+    )
 
 
-def _table(pa: Any, np: Any, spec: SyntheticSpec, *, kind: str, topic_index: Any, group_index: Any,
-           partition: Any, offset: Any, timestamp: Any, order: Any) -> Any:
+def _table(
+    pa: Any,
+    np: Any,
+    spec: SyntheticSpec,
+    *,
+    kind: str,
+    topic_index: Any,
+    group_index: Any,
+    partition: Any,
+    offset: Any,
+    timestamp: Any,
+    order: Any,
+) -> Any:
     topic_index = np.ravel(topic_index)
     rows = len(topic_index)
     columns = {
         "kind": pa.array(np.full(rows, kind, dtype=object), pa.string()),
         "cluster": pa.array(np.full(rows, spec.cluster, dtype=object), pa.string()),
-        "group": (_names(pa, np, np.ravel(group_index), group_name) if group_index is not None
-                  else pa.nulls(rows, pa.string())),
+        "group": (
+            _names(pa, np, np.ravel(group_index), group_name)
+            if group_index is not None
+            else pa.nulls(rows, pa.string())
+        ),
         "topic": _names(pa, np, topic_index, topic_name),
         "partition": pa.array(np.ravel(partition), pa.int32()),
         "offset": pa.array(np.ravel(offset), pa.int64()),
@@ -174,7 +211,9 @@ def synthetic_tables(spec: SyntheticSpec, topics_per_table: int = 100) -> Iterat
         yield _topics_table(spec, first, min(topics_per_table, spec.topics - first))
 
 
-def write_synthetic_history(directory: str | os.PathLike, spec: SyntheticSpec, topics_per_file: int = 100) -> int:
+def write_synthetic_history(
+    directory: str | os.PathLike, spec: SyntheticSpec, topics_per_file: int = 100
+) -> int:
     """Write the history into ``directory`` (history file names); returns the number of rows written.
 
     A file holds whole topics (broker rows and commits), so each file can also be replayed on its own.

@@ -35,7 +35,9 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for index in range(count):
-        producer.produce(topic, key=f"k{index}".encode(), value=f"v{index}".encode(), partition=index % partitions)
+        producer.produce(
+            topic, key=f"k{index}".encode(), value=f"v{index}".encode(), partition=index % partitions
+        )
     assert producer.flush(10) == 0
 
 
@@ -59,12 +61,17 @@ def test_batch_read_of_a_topic_by_partition_and_range(spark, broker):
     assert len(rows) == 90
     assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(3) for o in range(30)}
     assert {bytes(r.value) for r in rows} == {f"v{i}".encode() for i in range(90)}
-    ranged = (reader.option("subscribe", "pipeline-read")
-              .option("startingOffsets", '{"pipeline-read": {"0": 10, "1": -1}}')
-              .option("endingOffsets", '{"pipeline-read": {"0": 20}}').load().collect())
+    ranged = (
+        reader.option("subscribe", "pipeline-read")
+        .option("startingOffsets", '{"pipeline-read": {"0": 10, "1": -1}}')
+        .option("endingOffsets", '{"pipeline-read": {"0": 20}}')
+        .load()
+        .collect()
+    )
     # partition 0: [10, 20); partition 1: from latest (nothing); partition 2: earliest to latest
     assert sorted((r.partition, r.offset) for r in ranged) == (
-        [(0, o) for o in range(10, 20)] + [(2, o) for o in range(30)])
+        [(0, o) for o in range(10, 20)] + [(2, o) for o in range(30)]
+    )
     with pytest.raises(Exception, match="unknown topic"):
         reader.option("subscribe", "pipeline-no-such-topic").load().collect()
     with pytest.raises(Exception, match="kafka.bootstrap.servers is required"):
@@ -75,31 +82,55 @@ def test_offsets_topic_decoded_into_commits_and_broker_samples(spark, broker):
     create_topic(broker.bootstrap, "pipeline-decode", 2)
     produce(broker.bootstrap, "pipeline-decode", 40, 2)
     commit_offsets(broker.bootstrap, "pipeline-decode-group", "pipeline-decode", [5, 9, 12], partition=1)
-    records = (spark.read.format("burrowpy-kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-               .option("subscribe", "__consumer_offsets").load())
-    commits = [r for r in commits_from_records(records, "local").collect() if r.group == "pipeline-decode-group"]
+    records = (
+        spark.read.format("burrowpy-kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "__consumer_offsets")
+        .load()
+    )
+    commits = [
+        r for r in commits_from_records(records, "local").collect() if r.group == "pipeline-decode-group"
+    ]
     assert [(r.kind, r.cluster, r.topic, r.partition, r.offset) for r in commits] == [
-        ("commit", "local", "pipeline-decode", 1, offset) for offset in (5, 9, 12)]
+        ("commit", "local", "pipeline-decode", 1, offset) for offset in (5, 9, 12)
+    ]
     orders = [r.order for r in commits]
     assert orders == sorted(orders) and len(set(orders)) == 3
     now_ms = time.time() * 1000
     assert all(now_ms - 60_000 < r.timestamp <= now_ms for r in commits)
 
-    samples = (spark.read.format("burrowpy-broker-offsets").option("kafka.bootstrap.servers", broker.bootstrap)
-               .option("cluster", "local").option("subscribe", "pipeline-decode").load().collect())
+    samples = (
+        spark.read.format("burrowpy-broker-offsets")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("cluster", "local")
+        .option("subscribe", "pipeline-decode")
+        .load()
+        .collect()
+    )
     assert sorted((r.kind, r.topic, r.partition, r.offset, r.group, r.order) for r in samples) == [
-        ("broker", "pipeline-decode", 0, 20, None, None), ("broker", "pipeline-decode", 1, 20, None, None)]
+        ("broker", "pipeline-decode", 0, 20, None, None),
+        ("broker", "pipeline-decode", 1, 20, None, None),
+    ]
 
 
 def test_stream_read_picks_up_new_records(spark, broker, tmp_path):
     create_topic(broker.bootstrap, "pipeline-stream-read", 2)
     produce(broker.bootstrap, "pipeline-stream-read", 10, 2)
-    query = (spark.readStream.format("burrowpy-kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-             .option("subscribe", "pipeline-stream-read").option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", "7").load()
-             .writeStream.format("memory").queryName("pipeline_stream_read").trigger(processingTime="0.5 seconds")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query = (
+        spark.readStream.format("burrowpy-kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "pipeline-stream-read")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "7")
+        .load()
+        .writeStream.format("memory")
+        .queryName("pipeline_stream_read")
+        .trigger(processingTime="0.5 seconds")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     try:
+
         def count() -> int:
             return spark.sql("select count(*) from pipeline_stream_read").first()[0]
 
@@ -119,8 +150,13 @@ def test_stream_job_sees_a_group_go_ok_stop_ok(spark, broker, tmp_path):
     topic, group = "pipeline-live", "pipeline-live-group"
     create_topic(broker.bootstrap, topic, 1)
     settings = StreamSettings(
-        bootstrap_servers=broker.bootstrap, output=str(tmp_path / "changes"), checkpoint=str(tmp_path / "checkpoint"),
-        history=str(tmp_path / "history"), cluster="live", sample_interval_s=0.5, trigger_s=0.5,
+        bootstrap_servers=broker.bootstrap,
+        output=str(tmp_path / "changes"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        history=str(tmp_path / "history"),
+        cluster="live",
+        sample_interval_s=0.5,
+        trigger_s=0.5,
         replay=ReplaySettings(intervals=5),
     )
     producing, consuming, stop_all = threading.Event(), threading.Event(), threading.Event()
@@ -137,7 +173,9 @@ def test_stream_job_sees_a_group_go_ok_stop_ok(spark, broker, tmp_path):
 
     def keep_consuming() -> None:
         """While ``consuming`` is set: read everything produced and commit the position every 0.5 s."""
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(topic, 0, 0)])
         position, last_commit = 0, 0.0
         try:
@@ -158,21 +196,28 @@ def test_stream_job_sees_a_group_go_ok_stop_ok(spark, broker, tmp_path):
         rows = frame.where(frame["group"] == group).orderBy("timestamp").collect()
         return [r.status for r in rows]
 
-    threads = [threading.Thread(target=keep_producing, daemon=True),
-               threading.Thread(target=keep_consuming, daemon=True)]
+    threads = [
+        threading.Thread(target=keep_producing, daemon=True),
+        threading.Thread(target=keep_consuming, daemon=True),
+    ]
     for thread in threads:
         thread.start()
     consuming.set()
     queries = start_stream(spark, settings)
     try:
-        wait_until(lambda: "OK" in statuses(), timeout=120, message="the group evaluated OK while it keeps up")
+        wait_until(
+            lambda: "OK" in statuses(), timeout=120, message="the group evaluated OK while it keeps up"
+        )
         consuming.clear()
         # silent while the log end moves on: STOP once the window and the broker history are passed
         wait_until(lambda: "STOP" in statuses(), timeout=60, message="STOP after the consumer went silent")
         producing.clear()
         consuming.set()
-        wait_until(lambda: statuses()[-1] == "OK" and "STOP" in statuses(), timeout=60,
-                   message="OK again after the consumer caught up")
+        wait_until(
+            lambda: statuses()[-1] == "OK" and "STOP" in statuses(),
+            timeout=60,
+            message="OK again after the consumer caught up",
+        )
         changes = statuses()
         assert changes[0] == "OK" and changes.index("STOP") < len(changes) - 1
         history = spark.read.parquet(settings.history)

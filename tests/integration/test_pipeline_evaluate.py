@@ -55,9 +55,11 @@ def read_output(path) -> list[dict]:
     return pq.read_table(path).to_pylist()
 
 
-@pytest.mark.parametrize("settings", [ReplaySettings(), ReplaySettings(intervals=5, min_distance_s=90,
-                                                                       allowed_lag=30, minimum_complete=0.5)],
-                         ids=["defaults", "tuned"])
+@pytest.mark.parametrize(
+    "settings",
+    [ReplaySettings(), ReplaySettings(intervals=5, min_distance_s=90, allowed_lag=30, minimum_complete=0.5)],
+    ids=["defaults", "tuned"],
+)
 def test_spark_equals_the_in_memory_evaluator(spark, history, tmp_path, settings):
     rows = history_rows(history)
     assert 3000 <= sum(1 for r in rows if r[0] == "commit") <= 5000
@@ -67,8 +69,11 @@ def test_spark_equals_the_in_memory_evaluator(spark, history, tmp_path, settings
 
     expected_partitions, expected_groups = statuses_through_storage(rows, points, settings)
     spark_partitions = {
-        (r["cluster"], r["group"], r["topic"], r["partition"], r["timestamp"]):
-            (Status[r["status"]], r["current_lag"], r["complete"])
+        (r["cluster"], r["group"], r["topic"], r["partition"], r["timestamp"]): (
+            Status[r["status"]],
+            r["current_lag"],
+            r["complete"],
+        )
         for r in read_output(tmp_path / "partition_status")
     }
     spark_groups = {
@@ -86,8 +91,11 @@ def test_spark_equals_the_in_memory_evaluator(spark, history, tmp_path, settings
 def test_outputs_and_lag_report(spark, history, tmp_path):
     evaluate_history(spark, history, tmp_path, ReplaySettings(), step_s=60)
     assert pq.read_schema(next((tmp_path / "partition_status").glob("*.parquet"))).names == list(
-        PARTITION_STATUS_COLUMNS)
-    assert pq.read_schema(next((tmp_path / "group_status").glob("*.parquet"))).names == list(GROUP_STATUS_COLUMNS)
+        PARTITION_STATUS_COLUMNS
+    )
+    assert pq.read_schema(next((tmp_path / "group_status").glob("*.parquet"))).names == list(
+        GROUP_STATUS_COLUMNS
+    )
     report = {r["group"]: r for r in read_output(tmp_path / "lag_report")}
     assert len(report) == SPEC.groups
     for row in report.values():
@@ -115,8 +123,11 @@ def test_history_written_by_the_monitor_writer_is_evaluated(spark, tmp_path):
         for second in range(0, 300, 10):
             writer.record(SetBrokerOffset("c", "t", 0, 1, offset=100 + second, timestamp=t0 + second * 1000))
         for index, second in enumerate(range(15, 100, 10)):
-            writer.record(SetConsumerOffset("c", "g", "t", 0, offset=100 + second - 5, order=index + 1,
-                                            timestamp=t0 + second * 1000))
+            writer.record(
+                SetConsumerOffset(
+                    "c", "g", "t", 0, offset=100 + second - 5, order=index + 1, timestamp=t0 + second * 1000
+                )
+            )
     evaluate_history(spark, tmp_path / "history", tmp_path / "out", ReplaySettings(), step_s=30)
     rows = sorted(read_output(tmp_path / "out" / "partition_status"), key=lambda r: r["timestamp"])
     # points from t0 - 5 s every 30 s; order 0 came before any broker offset and was dropped, so the
@@ -129,11 +140,18 @@ def test_history_written_by_the_monitor_writer_is_evaluated(spark, tmp_path):
 def test_history_without_commits_and_with_foreign_rows(spark, tmp_path):
     """Only broker samples (plus rows no writer should produce): no statuses, a report without a plot."""
     t0 = 1_700_000_000_000
-    table = pa.table({
-        "kind": ["broker", "broker", "owner", "commit"], "cluster": ["c"] * 4, "group": [None, None, "g", "g"],
-        "topic": ["t"] * 4, "partition": pa.array([0, 0, 0, 0], pa.int32()), "offset": [1, 2, 3, 4],
-        "timestamp": [t0, t0 + 60_000, t0, t0], "order": pa.array([None, None, 1, None], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "kind": ["broker", "broker", "owner", "commit"],
+            "cluster": ["c"] * 4,
+            "group": [None, None, "g", "g"],
+            "topic": ["t"] * 4,
+            "partition": pa.array([0, 0, 0, 0], pa.int32()),
+            "offset": [1, 2, 3, 4],
+            "timestamp": [t0, t0 + 60_000, t0, t0],
+            "order": pa.array([None, None, 1, None], pa.int64()),
+        }
+    )
     (tmp_path / "history").mkdir()
     pq.write_table(table, tmp_path / "history" / "history-0000000000000-000000.parquet")
     summary = evaluate_history(spark, tmp_path / "history", tmp_path / "out", ReplaySettings(), step_s=60)
@@ -147,7 +165,9 @@ def test_empty_or_missing_history(spark, tmp_path):
         evaluate_history(spark, tmp_path / "missing", tmp_path / "out")
     empty = tmp_path / "empty"
     empty.mkdir()
-    pq.write_table(pa.table({"kind": pa.array([], pa.string())}), empty / "history-0000000000000-000000.parquet")
+    pq.write_table(
+        pa.table({"kind": pa.array([], pa.string())}), empty / "history-0000000000000-000000.parquet"
+    )
     with pytest.raises(HistoryError):
         evaluate_history(spark, empty, tmp_path / "out")
 
@@ -155,9 +175,26 @@ def test_empty_or_missing_history(spark, tmp_path):
 def test_cli_evaluate(history, tmp_path):
     """The `spark evaluate` subcommand end to end, in its own process and its own Spark."""
     completed = subprocess.run(
-        [sys.executable, "-m", "burrowpy.cli", "spark", "evaluate", "--input", str(history), "--output",
-         str(tmp_path), "--step", "300", "--intervals", "5", "--master", "local[1]"],
-        capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "burrowpy.cli",
+            "spark",
+            "evaluate",
+            "--input",
+            str(history),
+            "--output",
+            str(tmp_path),
+            "--step",
+            "300",
+            "--intervals",
+            "5",
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "evaluation points" in completed.stdout
@@ -165,8 +202,24 @@ def test_cli_evaluate(history, tmp_path):
     first_commit = min(r[6] for r in rows if r[0] == "commit")
     points = evaluation_points(min(r[6] for r in rows), max(r[6] for r in rows), 300)
     assert {r["timestamp"] for r in read_output(tmp_path / "group_status")} == {
-        p * 1000 for p in points if p * 1000 >= first_commit}
-    bad = subprocess.run([sys.executable, "-m", "burrowpy.cli", "spark", "evaluate", "--input", str(tmp_path / "nope"),
-                          "--output", str(tmp_path / "o"), "--master", "local[1]"],
-                         capture_output=True, text=True, timeout=240)
+        p * 1000 for p in points if p * 1000 >= first_commit
+    }
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "burrowpy.cli",
+            "spark",
+            "evaluate",
+            "--input",
+            str(tmp_path / "nope"),
+            "--output",
+            str(tmp_path / "o"),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert bad.returncode == 1 and "does not exist" in bad.stderr

@@ -26,30 +26,50 @@ class FakeClock:
 
 
 def broker(offset: int, timestamp: int = 1_700_000_000_000, partition: int = 0) -> SetBrokerOffset:
-    return SetBrokerOffset(cluster="c", topic="t", partition=partition, partition_count=4, offset=offset,
-                           timestamp=timestamp)
+    return SetBrokerOffset(
+        cluster="c", topic="t", partition=partition, partition_count=4, offset=offset, timestamp=timestamp
+    )
 
 
 def commit(offset: int, order: int, timestamp: int = 1_700_000_000_500) -> SetConsumerOffset:
-    return SetConsumerOffset(cluster="c", group="g", topic="t", partition=1, offset=offset, order=order,
-                             timestamp=timestamp)
+    return SetConsumerOffset(
+        cluster="c", group="g", topic="t", partition=1, offset=offset, order=order, timestamp=timestamp
+    )
 
 
 def test_rows_follow_the_format(tmp_path):
     with HistoryWriter(tmp_path, roll_interval_s=60, clock=FakeClock()) as writer:
         writer.record(broker(100))
         writer.record(commit(90, order=7))
-        writer.record(SetConsumerOwner(cluster="c", group="g", topic="t", partition=1, owner="h", client_id="i"))
+        writer.record(
+            SetConsumerOwner(cluster="c", group="g", topic="t", partition=1, owner="h", client_id="i")
+        )
     files = list_history_files(tmp_path)
     assert len(files) == 1
     table = pq.read_table(files[0])
     assert table.schema.equals(history_arrow_schema())
     assert table.column_names == list(HISTORY_COLUMNS)
     assert table.to_pylist() == [
-        {"kind": "broker", "cluster": "c", "group": None, "topic": "t", "partition": 0, "offset": 100,
-         "timestamp": 1_700_000_000_000, "order": None},
-        {"kind": "commit", "cluster": "c", "group": "g", "topic": "t", "partition": 1, "offset": 90,
-         "timestamp": 1_700_000_000_500, "order": 7},
+        {
+            "kind": "broker",
+            "cluster": "c",
+            "group": None,
+            "topic": "t",
+            "partition": 0,
+            "offset": 100,
+            "timestamp": 1_700_000_000_000,
+            "order": None,
+        },
+        {
+            "kind": "commit",
+            "cluster": "c",
+            "group": "g",
+            "topic": "t",
+            "partition": 1,
+            "offset": 90,
+            "timestamp": 1_700_000_000_500,
+            "order": 7,
+        },
     ]
 
 
@@ -129,7 +149,9 @@ def test_rejects_bad_settings(tmp_path):
 events = st.lists(
     st.one_of(
         st.builds(broker, offset=st.integers(0, 2**62), timestamp=st.integers(0, 2**41)),
-        st.builds(commit, offset=st.integers(0, 2**62), order=st.integers(0, 2**62), timestamp=st.integers(0, 2**41)),
+        st.builds(
+            commit, offset=st.integers(0, 2**62), order=st.integers(0, 2**62), timestamp=st.integers(0, 2**41)
+        ),
     ),
     max_size=40,
 )
@@ -144,7 +166,8 @@ def test_every_event_is_read_back_in_order(tmp_path_factory, events, batch):
             writer.record(event)
     rows = read_history(directory).to_pylist()
     assert [(r["kind"], r["offset"], r["timestamp"], r["order"]) for r in rows] == [
-        ("commit", e.offset, e.timestamp, e.order) if isinstance(e, SetConsumerOffset)
+        ("commit", e.offset, e.timestamp, e.order)
+        if isinstance(e, SetConsumerOffset)
         else ("broker", e.offset, e.timestamp, None)
         for e in events
     ]

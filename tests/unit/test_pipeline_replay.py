@@ -78,13 +78,16 @@ def test_a_commit_and_a_broker_sample_at_the_same_time_broker_first():
 # --- statuses over time -------------------------------------------------------------------------------
 
 
-def scripted(commits: list[tuple[int, int]], broker: list[tuple[int, int]], points: list[int],
-             **rule_settings) -> list[Status]:
+def scripted(
+    commits: list[tuple[int, int]], broker: list[tuple[int, int]], points: list[int], **rule_settings
+) -> list[Status]:
     """Statuses at ``points`` (seconds after T0) for commits (second, offset) and samples (second, offset)."""
     events = [broker_event(T0 + s * 1000, o) for s, o in broker]
     events += [commit_event(T0 + s * 1000, o, order, "g") for order, (s, o) in enumerate(commits)]
-    return [e.status for e in replay_partition(events, [T0 // 1000 + p for p in points],
-                                               ReplaySettings(**rule_settings))]
+    return [
+        e.status
+        for e in replay_partition(events, [T0 // 1000 + p for p in points], ReplaySettings(**rule_settings))
+    ]
 
 
 def test_ok_warn_stop_stall_rewind():
@@ -101,7 +104,9 @@ def test_ok_warn_stop_stall_rewind():
     # ... unless one of its commits had no lag
     assert scripted([(s, 1100) for s in range(5, 100, 10)], samples, [100]) == [Status.OK]
     # back to an older offset, never recovered
-    rewind = [(s, 1000 + 10 * s - 50) for s in range(5, 50, 10)] + [(s, 1000 + 10 * s - 800) for s in range(55, 100, 10)]
+    rewind = [(s, 1000 + 10 * s - 50) for s in range(5, 50, 10)] + [
+        (s, 1000 + 10 * s - 800) for s in range(55, 100, 10)
+    ]
     assert scripted(rewind, samples, [100]) == [Status.REWIND]
 
 
@@ -169,29 +174,52 @@ def test_evaluation_reports_lag_seconds_only_with_lag():
 # folds them) must match evaluate_group's.
 
 
-
 history_rows = st.lists(
     st.one_of(
-        st.tuples(st.just("broker"), st.just("c"), st.none(), st.sampled_from(["t", "u"]), st.integers(0, 1),
-                  st.integers(0, 60), st.integers(0, 30).map(lambda s: T0 + s * 1000), st.none()),
-        st.tuples(st.just("commit"), st.just("c"), st.sampled_from(["g1", "g2"]), st.sampled_from(["t", "u"]),
-                  st.integers(0, 1), st.integers(0, 60), st.integers(0, 30).map(lambda s: T0 + s * 1000),
-                  st.integers(0, 25)),
+        st.tuples(
+            st.just("broker"),
+            st.just("c"),
+            st.none(),
+            st.sampled_from(["t", "u"]),
+            st.integers(0, 1),
+            st.integers(0, 60),
+            st.integers(0, 30).map(lambda s: T0 + s * 1000),
+            st.none(),
+        ),
+        st.tuples(
+            st.just("commit"),
+            st.just("c"),
+            st.sampled_from(["g1", "g2"]),
+            st.sampled_from(["t", "u"]),
+            st.integers(0, 1),
+            st.integers(0, 60),
+            st.integers(0, 30).map(lambda s: T0 + s * 1000),
+            st.integers(0, 25),
+        ),
     ),
-    min_size=1, max_size=60,
+    min_size=1,
+    max_size=60,
 )
 
 
 @settings(deadline=None, max_examples=150)
-@given(rows=history_rows, intervals=st.integers(1, 4), min_distance=st.sampled_from([0, 2]),
-       allowed_lag=st.sampled_from([0, 5]), step=st.integers(1, 7))
+@given(
+    rows=history_rows,
+    intervals=st.integers(1, 4),
+    min_distance=st.sampled_from([0, 2]),
+    allowed_lag=st.sampled_from([0, 5]),
+    step=st.integers(1, 7),
+)
 def test_replay_equals_storage_state_and_evaluator(rows, intervals, min_distance, allowed_lag, step):
     rules = ReplaySettings(intervals=intervals, min_distance_s=min_distance, allowed_lag=allowed_lag)
     timestamps = [r[6] for r in rows]
     points = evaluation_points(min(timestamps), max(timestamps), step)
     replayed = {
-        (h.cluster, h.group, h.topic, h.partition, h.evaluation.timestamp):
-            (h.evaluation.status, h.evaluation.current_lag, h.evaluation.complete)
+        (h.cluster, h.group, h.topic, h.partition, h.evaluation.timestamp): (
+            h.evaluation.status,
+            h.evaluation.current_lag,
+            h.evaluation.complete,
+        )
         for h in replay_history(rows, points, rules)
     }
     partitions, groups = statuses_through_storage(rows, points, rules)
@@ -199,5 +227,7 @@ def test_replay_equals_storage_state_and_evaluator(rows, intervals, min_distance
     by_group = defaultdict(list)
     for (cluster, group, _, _, point), (status, current_lag, _) in replayed.items():
         by_group[(cluster, group, point)].append((status, current_lag))
-    assert {key: (group_status(s for s, _ in parts), sum(lag for _, lag in parts))
-            for key, parts in by_group.items()} == groups
+    assert {
+        key: (group_status(s for s, _ in parts), sum(lag for _, lag in parts))
+        for key, parts in by_group.items()
+    } == groups

@@ -16,30 +16,49 @@ from burrowpy.pipeline.report import (
     write_report,
 )
 
-SUMMARY = SimpleNamespace(events=1234, groups=2, points=3, first_point_s=1_700_000_000, last_point_s=1_700_000_120)
+SUMMARY = SimpleNamespace(
+    events=1234, groups=2, points=3, first_point_s=1_700_000_000, last_point_s=1_700_000_120
+)
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 def report_rows(count: int = 2) -> pd.DataFrame:
     rows = []
     for index in range(count):
-        rows.append({
-            "cluster": "c", "group": f"g{index}|x", "first_timestamp": 0, "last_timestamp": 0, "evaluations": 3,
-            "seconds_ok": 120 - 60 * (index % 2), "seconds_warn": 0, "seconds_err": 60 * (index % 2),
-            "seconds_stop": 60 * (index % 2), "seconds_stall": 0, "seconds_rewind": 0,
-            "worst_totallag": 10 * index, "worst_partition_lag": 5, "worst_lag_seconds": 12.4,
-            "final_status": "OK", "final_totallag": 0,
-        })
+        rows.append(
+            {
+                "cluster": "c",
+                "group": f"g{index}|x",
+                "first_timestamp": 0,
+                "last_timestamp": 0,
+                "evaluations": 3,
+                "seconds_ok": 120 - 60 * (index % 2),
+                "seconds_warn": 0,
+                "seconds_err": 60 * (index % 2),
+                "seconds_stop": 60 * (index % 2),
+                "seconds_stall": 0,
+                "seconds_rewind": 0,
+                "worst_totallag": 10 * index,
+                "worst_partition_lag": 5,
+                "worst_lag_seconds": 12.4,
+                "final_status": "OK",
+                "final_totallag": 0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def timelines() -> pd.DataFrame:
-    return pd.DataFrame({
-        "cluster": ["c"] * 6, "group": ["a"] * 3 + ["b"] * 3,
-        "timestamp": [1_700_000_000_000, 1_700_000_060_000, 1_700_000_120_000] * 2,
-        "status": ["OK", "ERR", "ERR", "OK", "OK", "WARN"], "totallag": [0, 50, 80, 5, 4, 9],
-        "max_lag_seconds": [0.0, 10.0, 20.0, 1.0, 1.0, 2.0],
-    })
+    return pd.DataFrame(
+        {
+            "cluster": ["c"] * 6,
+            "group": ["a"] * 3 + ["b"] * 3,
+            "timestamp": [1_700_000_000_000, 1_700_000_060_000, 1_700_000_120_000] * 2,
+            "status": ["OK", "ERR", "ERR", "OK", "OK", "WARN"],
+            "totallag": [0, 50, 80, 5, 4, 9],
+            "max_lag_seconds": [0.0, 10.0, 20.0, 1.0, 1.0, 2.0],
+        }
+    )
 
 
 def test_format_duration():
@@ -51,7 +70,11 @@ def test_format_duration():
 
 
 def test_status_runs_merge_equal_neighbours():
-    assert status_runs([0, 1, 2, 3], ["OK", "OK", "ERR", "OK"], 4) == [(0, 2, "OK"), (2, 3, "ERR"), (3, 4, "OK")]
+    assert status_runs([0, 1, 2, 3], ["OK", "OK", "ERR", "OK"], 4) == [
+        (0, 2, "OK"),
+        (2, 3, "ERR"),
+        (3, 4, "OK"),
+    ]
     assert status_runs([], [], 4) == []
 
 

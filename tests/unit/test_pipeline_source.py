@@ -54,8 +54,11 @@ def test_parse_offsets_option():
 def test_offset_ranges_skip_empty_partitions_and_start_new_ones_at_zero():
     start = {"t": {"0": 5, "1": 7}}
     end = {"t": {"0": 9, "1": 7, "2": 3}, "u": {"10": 1, "9": 0}}
-    assert offset_ranges(start, end) == [OffsetRange("t", 0, 5, 9), OffsetRange("t", 2, 0, 3),
-                                         OffsetRange("u", 10, 0, 1)]
+    assert offset_ranges(start, end) == [
+        OffsetRange("t", 0, 5, 9),
+        OffsetRange("t", 2, 0, 3),
+        OffsetRange("u", 10, 0, 1),
+    ]
 
 
 def test_limit_offsets_shares_the_budget():
@@ -66,8 +69,10 @@ def test_limit_offsets_shares_the_budget():
 
 
 @settings(deadline=None, max_examples=100)
-@given(pending=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6),
-       budget=st.integers(1, 200))
+@given(
+    pending=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6),
+    budget=st.integers(1, 200),
+)
 def test_limit_offsets_never_exceeds_the_budget_nor_the_end(pending, budget):
     start = {"t": {str(i): begin for i, (begin, _) in enumerate(pending)}}
     latest = {"t": {str(i): begin + extra for i, (begin, extra) in enumerate(pending)}}
@@ -80,19 +85,38 @@ def test_limit_offsets_never_exceeds_the_budget_nor_the_end(pending, budget):
 # --- the offsets topic --------------------------------------------------------------------------------
 
 
-def offset_record(group: str, topic: str, partition: int, offset: int, commit_ms: int,
-                  value_version: int = 3) -> tuple[bytes, bytes]:
+def offset_record(
+    group: str, topic: str, partition: int, offset: int, commit_ms: int, value_version: int = 3
+) -> tuple[bytes, bytes]:
     key = encode_struct("OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": partition})
-    value = encode_struct("OffsetCommitValue", value_version, {
-        "offset": offset, "leader_epoch": 0, "metadata": "", "commit_timestamp": commit_ms, "expire_timestamp": -1})
+    value = encode_struct(
+        "OffsetCommitValue",
+        value_version,
+        {
+            "offset": offset,
+            "leader_epoch": 0,
+            "metadata": "",
+            "commit_timestamp": commit_ms,
+            "expire_timestamp": -1,
+        },
+    )
     return key, value
 
 
 def group_record(group: str) -> tuple[bytes, bytes]:
     key = encode_struct("GroupMetadataKey", 2, {"group": group})
-    value = encode_struct("GroupMetadataValue", 3, {
-        "protocol_type": "consumer", "generation": 1, "protocol": "range", "leader": "m",
-        "current_state_timestamp": 0, "members": []})
+    value = encode_struct(
+        "GroupMetadataValue",
+        3,
+        {
+            "protocol_type": "consumer",
+            "generation": 1,
+            "protocol": "range",
+            "leader": "m",
+            "current_state_timestamp": 0,
+            "members": [],
+        },
+    )
     return key, value
 
 
@@ -100,8 +124,14 @@ def test_commit_rows_from_offsets_topic_records():
     k1, v1 = offset_record("g", "t", 2, 40, 1_700_000_000_000)
     k2, v2 = offset_record("g", "t", 2, 41, 1_700_000_001_000, value_version=1)
     gk, gv = group_record("g")
-    records = [(k1, v1, 10), (gk, gv, 11), (k1, None, 12), (b"\x00\x09junk", b"x", 13), (None, b"x", 14),
-               (k2, v2, 15)]
+    records = [
+        (k1, v1, 10),
+        (gk, gv, 11),
+        (k1, None, 12),
+        (b"\x00\x09junk", b"x", 13),
+        (None, b"x", 14),
+        (k2, v2, 15),
+    ]
     assert list(commit_rows("c", records)) == [
         ("commit", "c", "g", "t", 2, 40, 1_700_000_000_000, 10),
         ("commit", "c", "g", "t", 2, 41, 1_700_000_001_000, 15),
@@ -126,8 +156,18 @@ def test_decode_arrow_batches_gives_history_batches():
     empty = pa.RecordBatch.from_pydict({"key": [b"\x00\x05??"], "value": [b""], "offset": [5]})
     [decoded] = list(decode_arrow_batches("c", [batch, empty]))
     assert decoded.schema.equals(history_arrow_schema())
-    assert decoded.to_pylist() == [{"kind": "commit", "cluster": "c", "group": "g", "topic": "t", "partition": 1,
-                                    "offset": 7, "timestamp": 5_000, "order": 3}]
+    assert decoded.to_pylist() == [
+        {
+            "kind": "commit",
+            "cluster": "c",
+            "group": "g",
+            "topic": "t",
+            "partition": 1,
+            "offset": 7,
+            "timestamp": 5_000,
+            "order": 3,
+        }
+    ]
 
 
 def test_broker_offset_row():
