@@ -37,11 +37,14 @@ KEYS = ("class-name", "cluster", "servers", "client-profile", "offsets-topic", "
 
 FETCH_MAX_WAIT_MS = 500  # how long a leader may hold a fetch when nothing new is there
 FETCH_MAX_BYTES = 16 << 20  # one response
-PARTITION_MAX_BYTES = 1 << 20  # one partition of a response: about 15,000 commits, decoded in one go
+PARTITION_MAX_BYTES = 1 << 20  # one partition of a response: about 15,000 commits
 RETRY_BACKOFF_S = 1.0
 # Reading waits while storage has this many requests queued, so a fast read of a large topic holds at most
 # about this many decoded requests in memory.
-STORAGE_BACKLOG_LIMIT = 50_000
+STORAGE_BACKLOG_LIMIT = 2_000
+# Requests decoded and handed to storage at a time. Storage takes each part in before the next is decoded, so
+# requests die young: far less work for the garbage collector than a whole fetch's worth alive at once.
+HANDOVER_PART = 500
 # ListOffsets timestamps
 EARLIEST = -2
 LATEST = -1
@@ -332,35 +335,42 @@ class KafkaConsumer:
                 reading.back_off(partition, now)
                 stale = True
             elif records:
-                self._hand_over(reading, partition, offsets[partition], records)
-                await self._wait_for_storage()
+                await self._hand_over(reading, partition, offsets[partition], records)
         return stale
 
-    def _hand_over(self, reading: Reading, partition: int, offset: int, records: bytes) -> None:
+    async def _hand_over(self, reading: Reading, partition: int, offset: int, records: bytes) -> None:
+        """Decode a partition's fetched records and hand them to storage part by part, in offset order."""
         ends = reading.ends
+        parts = self._decoder.decode_parts(records, offset, None if ends is None else ends[partition], HANDOVER_PART)
+        position = offset
+        error = None
         try:
-            decoded = self._decoder.decode(records, offset, None if ends is None else ends[partition])
-        except Exception as exc:  # bytes that cannot be a record set: retried, as the log may be repaired
-            self.log.warning("undecodable fetch response; retrying", partition=partition, offset=offset,
-                             error=repr(exc))
-            reading.back_off(partition, asyncio.get_running_loop().time())
-            return
-        self.ctx.submit_many(decoded.requests)
-        self.records_read += decoded.records
-        for record_offset, reason in decoded.skipped:
-            self.records_skipped += 1
-            self.log.warning("skipped offsets-topic record", partition=partition, offset=record_offset, reason=reason)
-        position = decoded.next_offset
-        if position == offset:
-            reading.too_small(partition)
-        else:
+            for part in parts:
+                self.ctx.submit_many(part.requests)
+                self.records_read += part.records
+                for record_offset, reason in part.skipped:
+                    self.records_skipped += 1
+                    self.log.warning("skipped offsets-topic record", partition=partition, offset=record_offset,
+                                     reason=reason)
+                position = part.next_offset
+                await self._wait_for_storage()
+        except Exception as exc:  # bytes that cannot be a record set (KafkaError): retried, the log may be repaired
+            error = exc
+        if position > offset:
             self.ctx.submit(SetConsumerOffset(cluster=self.cluster, group=self.self_group, topic=self.offsets_topic,
-                                     partition=partition, offset=position, order=position - 1,
-                                     timestamp=int(self.ctx.clock.time() * 1000)))
-        reading.advance(partition, position)
+                                              partition=partition, offset=position, order=position - 1,
+                                              timestamp=int(self.ctx.clock.time() * 1000)))
+            reading.advance(partition, position)
+        if error is not None:
+            self.log.warning("undecodable fetch response; retrying", partition=partition, offset=position,
+                             error=repr(error))
+            reading.back_off(partition, asyncio.get_running_loop().time())
+        elif position == offset:
+            reading.too_small(partition)
 
     async def _wait_for_storage(self) -> None:
-        """Let storage catch up before decoding more, so memory stays bounded (and yield to other tasks)."""
+        """Let storage take in what it was given, and wait while its backlog is large, so memory stays
+        bounded (and other tasks, HTTP answers among them, get their turn)."""
         await asyncio.sleep(0)
         while self.ctx.storage.pending() > STORAGE_BACKLOG_LIMIT:
             await asyncio.sleep(0)

@@ -18,6 +18,7 @@ like Burrow, records of aborted transactions are read (read_uncommitted).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,16 @@ class OffsetsRecordDecoder:
         partial tail is left for the next fetch. Raises KafkaError CORRUPT_MESSAGE when an entry's magic or
         length cannot be right, since nothing after it can be trusted.
         """
+        (whole,) = self.decode_parts(data, start, end)
+        return whole
+
+    def decode_parts(self, data: bytes, start: int, end: int | None = None,
+                     part_size: int | None = None) -> Iterator[DecodedRecords]:
+        """:meth:`decode` in parts of at least ``part_size`` requests (all in one part when None), cut at
+        batch boundaries, the last part perhaps empty; each part's ``next_offset`` is where the batches read
+        so far end. A reader that
+        hands each part to storage before decoding the next keeps few requests alive at a time, which spares
+        the garbage collector most of its work."""
         if not isinstance(data, bytes):
             data = bytes(data)
         result = DecodedRecords(next_offset=start)
@@ -122,7 +133,10 @@ class OffsetsRecordDecoder:
             else:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic byte {magic} at offset {base_offset}")
             pos = entry_end
-        return result
+            if part_size is not None and len(result.requests) >= part_size:
+                yield result
+                result = DecodedRecords(next_offset=result.next_offset)
+        yield result  # the rest, perhaps nothing but the position
 
     def _batch(self, data: bytes, pos: int, batch_end: int, start: int, stop: int, result: DecodedRecords) -> None:
         (base_offset, _, _, _, _, attributes, last_offset_delta, _, _, _, _, _, count) = HEADER.unpack_from(data, pos)

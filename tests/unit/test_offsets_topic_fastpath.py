@@ -194,6 +194,21 @@ def test_every_truncation_and_damaged_byte_of_a_key(version):
     assert fast(data, ALL) == reference(data, ALL)
 
 
+@settings(deadline=None, max_examples=50)
+@given(data=record_sets(), part_size=st.integers(1, 8))
+def test_parts_add_up_to_the_whole(data, part_size):
+    """Handed over part by part, the requests are the same and in the same order; positions only grow."""
+    decoder = OffsetsRecordDecoder(CLUSTER, ALL)
+    whole = decoder.decode(data, 0)
+    parts = list(decoder.decode_parts(data, 0, None, part_size))
+    assert [r for part in parts for r in part.requests] == whole.requests
+    assert [s for part in parts for s in part.skipped] == whole.skipped
+    assert sum(part.records for part in parts) == whole.records
+    positions = [part.next_offset for part in parts]
+    assert positions == sorted(positions) and positions[-1] == whole.next_offset
+    assert all(len(part.requests) >= part_size for part in parts[:-1])
+
+
 # --- positions ---------------------------------------------------------------------------------------------
 
 
