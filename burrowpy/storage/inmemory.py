@@ -98,8 +98,9 @@ class InMemoryStorage:
         self.min_distance = section.get_int("min-distance", 0, minimum=0)
         self.group_allowlist = self._group_regex(section, "group-allowlist", "group-whitelist")
         self.group_denylist = self._group_regex(section, "group-denylist", "group-blacklist")
+        filters_groups = self.group_allowlist is not None or self.group_denylist is not None
         self.state = StorageState(clusters, self.intervals, self.expire_group, self.min_distance,
-                                  self.accept_group)
+                                  self.accept_group if filters_groups else None)
         self._workers: list[_Worker] = []
         self._round_robin = itertools.count()
         self._running = False
@@ -240,7 +241,7 @@ class InMemoryStorage:
     async def _run_worker(self, worker: _Worker) -> None:
         backlog = worker.backlog
         handlers = self._handlers
-        set_consumer_offset = self._set_consumer_offset
+        add_consumer_offset = self.state.add_consumer_offset
         while True:
             if not backlog:
                 worker.room.set()
@@ -250,13 +251,16 @@ class InMemoryStorage:
                 await worker.wakeup.wait()
                 continue
             # One clock reading per pass: the pass runs without yielding, so its requests are handled at
-            # one instant anyway. Commits, nearly all requests while __consumer_offsets is read, skip the table.
+            # one instant anyway. Commits, nearly all requests while __consumer_offsets is read, go straight
+            # to the state rather than through the handler table.
             now_s = int(self._clock.time())
             for _ in range(min(len(backlog), _BATCH)):
                 request = backlog.popleft()
                 try:
                     if type(request) is SetConsumerOffset:
-                        set_consumer_offset(request, now_s)
+                        reason = add_consumer_offset(request, now_s)
+                        if reason is not None:
+                            self._dropped(reason, request)
                     else:
                         handlers[type(request)](request)
                 except Exception as exc:  # a bug must cost one request, never the worker
@@ -280,11 +284,6 @@ class InMemoryStorage:
 
     def _set_broker_offset(self, request: SetBrokerOffset) -> None:
         self._dropped(self.state.add_broker_offset(request), request)
-
-    def _set_consumer_offset(self, request: SetConsumerOffset, now_s: int) -> None:
-        reason = self.state.add_consumer_offset(request, now_s)
-        if reason is not None:  # checked here: this handler runs for every commit read
-            self._dropped(reason, request)
 
     def _set_consumer_owner(self, request: SetConsumerOwner) -> None:
         self._dropped(self.state.add_consumer_owner(request, int(self._clock.time())), request)
