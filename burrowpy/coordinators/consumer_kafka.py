@@ -104,9 +104,15 @@ class Reading:
         return min(waiting) if waiting else None
 
     def advance(self, partition: int, next_offset: int) -> None:
-        """Record where the partition's read goes on; a backfill partition that reached its end is done."""
+        """Record where the partition's read goes on; a backfill partition that reached its end is done.
+
+        A partition that moved goes to the end of the order in which the next fetch lists partitions: a
+        leader fills a response in that order, so partitions with a backlog take turns instead of the first
+        ones starving the others.
+        """
         self.retry_at.pop(partition, None)
         if next_offset > self.positions.get(partition, next_offset):
+            del self.positions[partition]
             self.positions[partition] = next_offset
         if self.ends is not None and next_offset >= self.ends[partition]:
             del self.positions[partition]

@@ -54,3 +54,11 @@ def test_a_partition_stuck_behind_a_large_batch_asks_for_more_bytes():
     for _ in range(20):
         reading.too_small(0)
     assert reading.fetch_size(0) == FETCH_MAX_BYTES
+
+
+def test_partitions_that_got_records_are_fetched_last_next_time():
+    """A leader fills a response in request order: served partitions go to the back so none starves."""
+    reading = Reading(positions={0: 10, 1: 20, 2: 30})
+    reading.advance(0, 15)
+    reading.advance(2, 30)  # nothing new: keeps its place
+    assert reading.due(0.0) == [1, 2, 0]
