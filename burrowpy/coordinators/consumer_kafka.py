@@ -115,7 +115,7 @@ class Reading:
             del self.positions[partition]
             self.positions[partition] = next_offset
         if self.ends is not None and next_offset >= self.ends[partition]:
-            del self.positions[partition]
+            self.positions.pop(partition, None)
 
     def fetch_size(self, partition: int) -> int:
         return self.max_bytes.get(partition, PARTITION_MAX_BYTES)

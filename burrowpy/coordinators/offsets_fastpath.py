@@ -61,7 +61,7 @@ class _UnusualFraming(Exception):
 
 @dataclass(slots=True)
 class DecodedRecords:
-    """What one fetched record set of one partition gave."""
+    """What one fetched record set of one partition gave, or one part of it (:meth:`decode_parts`)."""
 
     requests: list[Any] = field(default_factory=list)  # storage requests, in record order
     next_offset: int = 0  # where reading goes on: after the last whole batch (or the start offset)
@@ -70,7 +70,7 @@ class DecodedRecords:
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A varint of more than one byte, not zigzag-decoded: (raw value, next position)."""
+    """A varint, not zigzag-decoded: (raw value, next position). The parser reads one-byte varints inline."""
     result = 0
     shift = 0
     while True:
