@@ -42,8 +42,9 @@ RETRY_BACKOFF_S = 1.0
 # Reading waits while storage has this many requests queued, so a fast read of a large topic holds at most
 # about this many decoded requests in memory.
 STORAGE_BACKLOG_LIMIT = 2_000
-# Requests decoded and handed to storage at a time. Storage takes each part in before the next is decoded, so
-# requests die young: far less work for the garbage collector than a whole fetch's worth alive at once.
+# Requests decoded and handed to storage at a time, about what a storage worker handles in one pass. Storage
+# takes each part in before the next is decoded, so requests die young: far less work for the garbage
+# collector than a whole fetch's worth alive at once.
 HANDOVER_PART = 500
 # ListOffsets timestamps
 EARLIEST = -2
