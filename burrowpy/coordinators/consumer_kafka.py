@@ -150,6 +150,7 @@ class KafkaConsumer:
         self._decoder = OffsetsRecordDecoder(self.cluster, self.groups)
         self._client: Any = None
         self._tasks: list[asyncio.Task] = []
+        self._backfill: asyncio.Task | None = None
         self.section = section
 
     def describe(self) -> dict[str, Any]:
@@ -157,6 +158,11 @@ class KafkaConsumer:
                 "group-allowlist": self.groups.allow.pattern if self.groups.allow else "",
                 "zookeeper-path": "", "zookeeper-timeout": 0, "client-profile": self.profile.to_json(),
                 "offsets-topic": self.offsets_topic, "start-latest": self.start_latest}
+
+    @property
+    def backfilling(self) -> bool:
+        """True while a backfill-earliest read of the history before the start is under way."""
+        return self._backfill is not None and not self._backfill.done()
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaClient
@@ -172,9 +178,10 @@ class KafkaConsumer:
                 main = Reading(positions=ends)
                 backfill = {p: end for p, end in ends.items() if end > 0}
                 if self.backfill_earliest and backfill:
-                    self._tasks.append(asyncio.create_task(
+                    self._backfill = asyncio.create_task(
                         self._read(Reading(positions=dict.fromkeys(backfill, EARLIEST), ends=backfill)),
-                        name=f"consumer-{self.name}-backfill"))
+                        name=f"consumer-{self.name}-backfill")
+                    self._tasks.append(self._backfill)
             else:
                 main = Reading(positions=dict.fromkeys(partitions, EARLIEST))
         except BaseException:

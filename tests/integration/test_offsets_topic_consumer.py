@@ -121,7 +121,7 @@ async def test_start_latest_with_backfill_reads_the_history_once(bootstrap):
         await eventually(lambda: monitor.has("backfill-old", 1, 11), what="the commit made before the start")
 
         async def backfill_ended() -> bool:
-            return all(task.done() for task in monitor.consumer._tasks if task.get_name().endswith("-backfill"))
+            return not monitor.consumer.backfilling
 
         await eventually(backfill_ended, what="the end of the backfill")
 
