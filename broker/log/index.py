@@ -37,7 +37,21 @@ def _read_file(path: str) -> bytes:
         return b""
 
 
-class OffsetIndex:
+class _IndexFile:
+    """The file under an index: written by appends, fsynced on flush, closed once."""
+
+    _fd: int
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class OffsetIndex(_IndexFile):
     """Maps an offset to the file position of a batch at or before it."""
 
     def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
@@ -99,16 +113,8 @@ class OffsetIndex:
         del self._positions[keep:]
         os.ftruncate(self._fd, keep * _OFFSET_ENTRY.size)
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Maps a timestamp to the offset of the first batch whose max timestamp reaches it."""
 
     def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
@@ -174,11 +180,3 @@ class TimeIndex:
         del self._timestamps[keep:]
         del self._relative_offsets[keep:]
         os.ftruncate(self._fd, keep * _TIME_ENTRY.size)
-
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
