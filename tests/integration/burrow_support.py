@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,18 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from harness import free_port
 
 BURROW_BINARY = Path("/usr/bin/Burrow")
 BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
 CLUSTER = "local"
 CONSUMER = "local"
 START_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 10.0) -> tuple[int, Any]:

@@ -20,9 +20,9 @@ BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
 T = TypeVar("T")
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 

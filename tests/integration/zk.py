@@ -24,16 +24,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness import free_port
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 START_TIMEOUT = 60.0  # seconds; a JVM on a busy two-core machine can take a while
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def unavailable() -> str | None:
