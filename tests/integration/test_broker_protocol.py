@@ -273,3 +273,15 @@ def test_topics_cli(broker, tmp_path):
     assert again.returncode == 1 and "TOPIC_ALREADY_EXISTS" in again.stderr
     assert cli("delete", "cli-topic").returncode == 0
     wait_until(lambda: "cli-topic" not in cli("list").stdout.split(), 10, message="topic deleted")
+
+
+def test_internal_topics_refuse_client_writes_and_deletion_but_other_double_underscore_topics_work(wire):
+    answer = produce(wire, "__consumer_offsets", batch([b"forged commit"]))
+    assert answer["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
+    deleted = wire.call(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["__consumer_offsets"], "timeout_ms": 5000})
+    assert deleted["responses"][0]["error_code"] == 17
+    # Only Kafka's internal topics are special, not every name starting with "__".
+    create_topic(wire, "__app_events")
+    assert produce(wire, "__app_events", batch([b"ordinary"]))["error_code"] == 0
+    listed = wire.call(ApiKey.METADATA, 12, {"topics": [{"name": "__app_events"}]})
+    assert listed["topics"][0]["is_internal"] is False
