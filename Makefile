@@ -4,10 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEBIAN_PACKAGES := zookeeper kcat burrow
 STAMP := $(VENV)/.installed
+# Test peers: Apache Kafka, its tools, the Java client and Kafka Streams (Maven), and Go programs
+# using Sarama, franz-go and kafka-go (Go module proxy); both cached in ~/.m2 and Go's module cache.
+JAVA_PEERS := tests/peers/java
+JAVA_STAMP := $(JAVA_PEERS)/target/.installed
+GO_PEERS := tests/peers/go
+GO_STAMP := $(GO_PEERS)/bin/.installed
 
 .PHONY: install run test unit integration lint bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(JAVA_STAMP) $(GO_STAMP)
 
 $(STAMP): pyproject.toml tests/js/package.json
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -15,6 +21,7 @@ $(STAMP): pyproject.toml tests/js/package.json
 		for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 		command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 		command -v node >/dev/null || missing="$$missing nodejs npm"; \
+		command -v mvn >/dev/null || missing="$$missing maven"; \
 		if [ -n "$$missing" ]; then \
 			echo "installing Debian packages:$$missing"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -26,7 +33,15 @@ $(STAMP): pyproject.toml tests/js/package.json
 	cd tests/js && npm install --silent --no-audit --no-fund
 	touch $(STAMP)
 
-run: install
+$(JAVA_STAMP): $(JAVA_PEERS)/pom.xml $(shell find $(JAVA_PEERS)/src -type f)
+	mvn -q -B -f $(JAVA_PEERS)/pom.xml package
+	touch $@
+
+$(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -name '*.go')
+	cd $(GO_PEERS) && go build -o bin/ ./cmd/...
+	touch $@
+
+run: $(STAMP)
 	$(BIN)/burrowpy demo
 
 test: install
@@ -43,4 +58,4 @@ lint: install
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) tests/js/node_modules build *.egg-info
+	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin

@@ -15,3 +15,14 @@ def broker(tmp_path_factory):
     proc.start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    """One real Apache Kafka 4.x node (KRaft, broker and controller) per test module."""
+    from kafka_harness import KafkaServer
+
+    server = KafkaServer(tmp_path_factory.mktemp("kafka"))
+    server.start()
+    yield server
+    server.stop()

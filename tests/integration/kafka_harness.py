@@ -1,0 +1,282 @@
+"""A real Apache Kafka 4.x for tests, run from the jars `make install` puts in tests/peers/java/target.
+
+    with KafkaServer(tmp_path / "kafka") as kafka:          # one combined broker+controller node
+        Producer({"bootstrap.servers": kafka.bootstrap})
+
+    with KafkaCluster(tmp_path / "kafka3", nodes=3) as cluster:   # three combined nodes
+        cluster.bootstrap, cluster.servers[0].kill(), ...
+
+Each node runs in KRaft mode (no ZooKeeper) on free 127.0.0.1 ports, its log directory formatted
+with Kafka's own storage tool (``kafka.tools.StorageTool format``) and a static controller quorum.
+``start`` waits, with a deadline, until the broker answers Metadata with itself registered; ``stop``
+always ends the process (SIGTERM, then SIGKILL); ``kill`` is a crash and ``start`` again brings the
+node back on the same ports with its data. ``java_peer`` runs any other main class of the peers'
+classpath (Kafka's CLI tools, the Java client programs under tests/peers/java).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness import ROOT, free_port, wait_until
+
+PEERS_DIR = ROOT / "tests" / "peers" / "java" / "target"
+START_TIMEOUT = 120.0  # seconds; a cold JVM on a busy two-core machine is slow
+JVM_OPTS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true"]
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = {level}
+logger.apache.name = org.apache.kafka
+logger.apache.level = {level}
+"""
+
+
+def unavailable() -> str | None:
+    """Why Kafka cannot be started here, or None when it can."""
+    if not (PEERS_DIR / "lib").is_dir() or not (PEERS_DIR / "peers.jar").is_file():
+        return f"{PEERS_DIR} is missing: run `make install` (Maven builds the Java peers)"
+    return None
+
+
+def classpath() -> str:
+    return os.pathsep.join([str(PEERS_DIR / "peers.jar"), str(PEERS_DIR / "lib" / "*")])
+
+
+def java_command(main_class: str, *args: str, jvm_opts: Sequence[str] = ("-Xmx512m",)) -> list[str]:
+    """The command line that runs ``main_class`` of Kafka or of our Java peers."""
+    return ["java", *jvm_opts, "-cp", classpath(), main_class, *args]
+
+
+def java_peer(main_class: str, *args: str, timeout: float = 120.0, check: bool = True,
+              log_dir: Path | None = None, jvm_opts: Sequence[str] = ("-Xmx512m",),
+              input: str | None = None) -> subprocess.CompletedProcess:
+    """Run a main class of the peers' classpath to completion and return what it printed.
+
+    Kafka's CLI tools are run this way through their main classes, e.g.
+    ``java_peer("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b, "--list")``.
+    """
+    env = dict(os.environ)
+    if log_dir is not None:
+        log_config = Path(log_dir) / "log4j2-tools.properties"
+        log_config.write_text(LOG4J2.format(log=Path(log_dir) / "tools.log", level="INFO"))
+        jvm_opts = [*jvm_opts, f"-Dlog4j2.configurationFile={log_config}"]
+    result = subprocess.run(java_command(main_class, *args, jvm_opts=jvm_opts), capture_output=True,
+                            text=True, timeout=timeout, env=env, input=input)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{main_class} {' '.join(args)} exited with {result.returncode}:\n"
+                             f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}")
+    return result
+
+
+def new_cluster_id() -> str:
+    """A cluster id as Kafka's storage tool makes them: a random UUID in URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaServer:
+    """One Apache Kafka node (broker and controller in one process) in KRaft mode."""
+
+    def __init__(self, directory: Path, *, node_id: int = 1, port: int | None = None,
+                 controller_port: int | None = None, voters: str | None = None,
+                 cluster_id: str | None = None, config: dict | None = None,
+                 jvm_opts: Sequence[str] = JVM_OPTS, log_level: str = "INFO") -> None:
+        self.directory = Path(directory)
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.voters = voters or f"{node_id}@127.0.0.1:{self.controller_port}"
+        self.cluster_id = cluster_id or new_cluster_id()
+        self.extra_config = dict(config or {})
+        self.jvm_opts = list(jvm_opts)
+        self.log_level = log_level
+        self.process: subprocess.Popen | None = None
+        self._formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    def properties(self) -> dict[str, str]:
+        """server.properties for this node; replication factors suit a single node unless overridden."""
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "50",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update({key: str(value) for key, value in self.extra_config.items()})
+        return props
+
+    def _write_config(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{key}={value}\n" for key, value in self.properties().items())
+        self.properties_path.write_text(text)
+        (self.directory / "log4j2.properties").write_text(
+            LOG4J2.format(log=self.log_path, level=self.log_level))
+
+    def format(self) -> None:
+        """Format the log directory with Kafka's storage tool (once; a restart keeps the data)."""
+        if self._formatted or (self.log_dir / "meta.properties").is_file():
+            self._formatted = True
+            return
+        self._write_config()
+        java_peer("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                  "-c", str(self.properties_path), "--ignore-formatted", log_dir=self.directory)
+        self._formatted = True
+
+    def launch(self) -> None:
+        """Start the process without waiting (a cluster starts all nodes, then waits for all)."""
+        if unavailable():
+            raise AssertionError(unavailable())
+        self._write_config()
+        self.format()
+        jvm = [*self.jvm_opts, f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+               f"-Dkafka.logs.dir={self.directory}"]
+        out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (closed when reaped)
+        self.process = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path),
+                                                     jvm_opts=jvm),
+                                        stdout=out, stderr=subprocess.STDOUT, cwd=self.directory)
+        out.close()
+
+    def wait_ready(self, timeout: float = START_TIMEOUT, brokers: int = 1) -> None:
+        wait_until(lambda: self._check_alive() and self._registered(brokers), timeout,
+                   interval=0.2, message=f"Kafka node {self.node_id} on port {self.port} to serve")
+
+    def start(self, timeout: float = START_TIMEOUT) -> KafkaServer:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def _check_alive(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"Kafka exited with {self.process.returncode}:\n{self.log_text()}")
+        return True
+
+    def _registered(self, brokers: int) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        metadata = admin.list_topics(timeout=2)
+        return len(metadata.brokers) >= brokers
+
+    def log_text(self, tail: int = 8000) -> str:
+        text = ""
+        for path in (self.directory / "stdout.log", self.log_path):
+            with contextlib.suppress(OSError):
+                text += f"--- {path.name}\n" + path.read_text(errors="replace")[-tail:]
+        return text
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        """kill -9: the JVM gets no chance to flush or close anything."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> KafkaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class KafkaCluster:
+    """Several combined KRaft nodes forming one cluster (replication factors set to the node count)."""
+
+    def __init__(self, directory: Path, nodes: int = 3, config: dict | None = None,
+                 jvm_opts: Sequence[str] = JVM_OPTS) -> None:
+        ports = [(free_port(), free_port()) for _ in range(nodes)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
+        cluster_id = new_cluster_id()
+        replication = str(min(nodes, 3))
+        defaults = {"offsets.topic.replication.factor": replication,
+                    "transaction.state.log.replication.factor": replication,
+                    "share.coordinator.state.topic.replication.factor": replication,
+                    "default.replication.factor": replication,
+                    "min.insync.replicas": "1"}
+        self.servers = [KafkaServer(Path(directory) / f"node-{i + 1}", node_id=i + 1, port=port,
+                                    controller_port=controller, voters=voters, cluster_id=cluster_id,
+                                    config={**defaults, **(config or {})}, jvm_opts=jvm_opts)
+                        for i, (port, controller) in enumerate(ports)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(server.bootstrap for server in self.servers)
+
+    def start(self, timeout: float = START_TIMEOUT) -> KafkaCluster:
+        try:
+            for server in self.servers:
+                server.launch()
+            for server in self.servers:
+                server.wait_ready(timeout, brokers=len(self.servers))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
