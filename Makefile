@@ -13,7 +13,8 @@ GO_STAMP := $(GO_PEERS)/bin/.installed
 
 .PHONY: install run test unit integration lint bench clean
 
-install: $(STAMP) $(JAVA_STAMP) $(GO_STAMP)
+# The Go peers join the install once their module exists.
+install: $(STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP))
 
 $(STAMP): pyproject.toml tests/js/package.json
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -37,7 +38,7 @@ $(JAVA_STAMP): $(JAVA_PEERS)/pom.xml $(shell find $(JAVA_PEERS)/src -type f)
 	mvn -q -B -f $(JAVA_PEERS)/pom.xml package
 	touch $@
 
-$(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -name '*.go')
+$(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -name '*.go' 2>/dev/null)
 	cd $(GO_PEERS) && go build -o bin/ ./cmd/...
 	touch $@
 
