@@ -10,11 +10,16 @@ JAVA_PEERS := tests/peers/java
 JAVA_STAMP := $(JAVA_PEERS)/target/.installed
 GO_PEERS := tests/peers/go
 GO_STAMP := $(GO_PEERS)/bin/.installed
+# The current Burrow, for side-by-side tests and benches: from the Go module proxy when it serves
+# github.com/linkedin/Burrow, else built from a git snapshot of its repository (BURROW_GIT).
+BURROW_PEER := tests/peers/burrow
+BURROW_STAMP := $(BURROW_PEER)/bin/.installed
+BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) /work/.mirror/linkedin+Burrow/repo))
 
 .PHONY: install run test unit integration lint bench clean
 
 # The Go peers join the install once their module exists.
-install: $(STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP))
+install: $(STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP)
 
 $(STAMP): pyproject.toml tests/js/package.json
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -42,6 +47,20 @@ $(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -nam
 	cd $(GO_PEERS) && go build -o bin/ ./cmd/...
 	touch $@
 
+$(BURROW_STAMP):
+	@mkdir -p $(BURROW_PEER)/bin
+	@if GOBIN=$(abspath $(BURROW_PEER)/bin) go install github.com/linkedin/Burrow@latest 2>$(BURROW_PEER)/bin/go-install.err; then \
+		echo "current Burrow installed from the Go module proxy"; touch $@; \
+	elif [ -n "$(BURROW_GIT)" ]; then \
+		echo "the Go module proxy does not serve github.com/linkedin/Burrow; building $$(git --git-dir=$(BURROW_GIT) describe --tags HEAD) from $(BURROW_GIT)"; \
+		rm -rf build/burrow-src && mkdir -p build/burrow-src && \
+		git --git-dir=$(BURROW_GIT) archive HEAD | tar -x -C build/burrow-src && \
+		git --git-dir=$(BURROW_GIT) describe --tags HEAD > $(BURROW_PEER)/bin/VERSION && \
+		(cd build/burrow-src && go build -o $(abspath $(BURROW_PEER)/bin)/Burrow .) && touch $@; \
+	else \
+		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)) and no git snapshot was given (BURROW_GIT=...); its side-by-side tests will skip"; \
+	fi
+
 run: $(STAMP)
 	$(BIN)/burrowpy demo
 
@@ -59,4 +78,4 @@ lint: install
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin
+	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin

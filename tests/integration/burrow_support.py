@@ -36,6 +36,8 @@ import yaml
 from harness import free_port
 
 BURROW_BINARY = Path("/usr/bin/Burrow")
+# The current Burrow, built by `make install` (see the Makefile: the Go module proxy, else a source snapshot)
+CURRENT_BURROW_BINARY = Path(__file__).resolve().parents[1] / "peers" / "burrow" / "bin" / "Burrow"
 BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
 CLUSTER = "local"
 CONSUMER = "local"
@@ -172,16 +174,26 @@ def toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
+def current_burrow_version() -> str | None:
+    """The version of the current Burrow that `make install` built, or None when it could not build one."""
+    version_file = CURRENT_BURROW_BINARY.with_name("VERSION")
+    if not CURRENT_BURROW_BINARY.is_file():
+        return None
+    return version_file.read_text().strip() if version_file.is_file() else "latest"
+
+
 class BurrowProcess(MonitorProcess):
-    """Debian's ``/usr/bin/Burrow`` (1.2.1) with a generated ``etc/burrow.toml``."""
+    """A Burrow binary with a generated ``etc/burrow.toml``: Debian's ``/usr/bin/Burrow`` (1.2.1) by default,
+    or the current Burrow (``binary=CURRENT_BURROW_BINARY``, which reads the same config)."""
 
     name = "burrow"
 
     def __init__(self, directory: Path, settings: MonitorSettings, *, zookeeper: str,
-                 kafka_version: str = "0.10.0") -> None:
+                 kafka_version: str = "0.10.0", binary: Path = BURROW_BINARY) -> None:
         super().__init__(directory, settings)
         self.zookeeper = zookeeper
         self.kafka_version = kafka_version
+        self.binary = binary
 
     def config_text(self) -> str:
         s = self.settings
@@ -200,7 +212,7 @@ timeout=6
 root-path="/burrow-{self.port}"
 
 [client-profile.test]
-client-id="burrow-1.2.1"
+client-id="{'burrow-1.2.1' if self.binary == BURROW_BINARY else 'burrow-current'}"
 kafka-version="{self.kafka_version}"
 
 [cluster.{CLUSTER}]
@@ -244,12 +256,12 @@ zookeeper-timeout=6
         return text
 
     def command(self) -> list[str]:
-        if not BURROW_BINARY.is_file():
-            raise RuntimeError(f"{BURROW_BINARY} is missing (apt-get install burrow, or make install)")
+        if not self.binary.is_file():
+            raise RuntimeError(f"{self.binary} is missing (make install installs it)")
         config_dir = self.directory / "etc"
         config_dir.mkdir(parents=True, exist_ok=True)
         (config_dir / "burrow.toml").write_text(self.config_text())
-        return [str(BURROW_BINARY), "--config-dir", str(config_dir)]
+        return [str(self.binary), "--config-dir", str(config_dir)]
 
     def answers(self) -> bool:
         return self.get("/burrow/admin") == (200, "GOOD")
