@@ -171,22 +171,44 @@ class KafkaConsumer:
         try:
             await self._client.bootstrap()
             partitions = await self._partitions()
-            if not partitions:
-                raise RuntimeError(f"topic {self.offsets_topic!r} not found on {self.servers}")
-            if self.start_latest:
-                ends = await self._latest_offsets(partitions)
-                main = Reading(positions=ends)
-                backfill = {p: end for p, end in ends.items() if end > 0}
-                if self.backfill_earliest and backfill:
-                    self._backfill = asyncio.create_task(
-                        self._read(Reading(positions=dict.fromkeys(backfill, EARLIEST), ends=backfill)),
-                        name=f"consumer-{self.name}-backfill")
-                    self._tasks.append(self._backfill)
+            if partitions:
+                await self._begin(partitions)
             else:
-                main = Reading(positions=dict.fromkeys(partitions, EARLIEST))
+                # A new cluster creates its offsets topic with the first group; until then there is nothing
+                # to read, which is no reason to refuse to start.
+                self.log.warning("offsets topic not found yet; waiting for it", topic=self.offsets_topic,
+                                 servers=self.servers)
+                self._tasks.append(asyncio.create_task(self._wait_for_offsets_topic(),
+                                                       name=f"consumer-{self.name}-waiting"))
         except BaseException:
             await self.stop()
             raise
+
+    async def _wait_for_offsets_topic(self) -> None:
+        while True:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            try:
+                partitions = await self._partitions()
+            except Exception as error:  # the cluster may be away for a while: keep asking
+                self.log.warning("metadata refresh failed", error=repr(error))
+                continue
+            if partitions:
+                await self._begin(partitions)
+                return
+
+    async def _begin(self, partitions: list[int]) -> None:
+        """Start reading the offsets topic's partitions (from the end with start-latest)."""
+        if self.start_latest:
+            ends = await self._latest_offsets(partitions)
+            main = Reading(positions=ends)
+            backfill = {p: end for p, end in ends.items() if end > 0}
+            if self.backfill_earliest and backfill:
+                self._backfill = asyncio.create_task(
+                    self._read(Reading(positions=dict.fromkeys(backfill, EARLIEST), ends=backfill)),
+                    name=f"consumer-{self.name}-backfill")
+                self._tasks.append(self._backfill)
+        else:
+            main = Reading(positions=dict.fromkeys(partitions, EARLIEST))
         self._tasks.append(asyncio.create_task(self._read(main), name=f"consumer-{self.name}"))
         self.log.info("started", servers=self.servers, partitions=len(partitions), start_latest=self.start_latest)
 
