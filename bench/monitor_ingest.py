@@ -1,17 +1,20 @@
-"""Monitor ingest: how fast burrowpy and Debian's Burrow 1.2.1 take in a full ``__consumer_offsets``.
+"""Monitor ingest: how fast burrowpy and Burrow (the current one and Debian's 1.2.1) take in a full
+``__consumer_offsets``.
 
     .venv/bin/python bench/monitor_ingest.py [--commits 1000000] [--groups 100] [--partitions 100]
-                                             [--connections 4] [--no-burrow]
+                                             [--connections 4] [--burrow current,1.2.1|none] [--kafka]
 
-One run, one broker (``burrowpy broker`` on a fresh data dir), one data set:
+One run, one broker (``burrowpy broker`` on a fresh data dir, or with ``--kafka`` a real Apache Kafka 4.4
+node from the test peers), one data set:
 
 1. Fill. A topic ``ingest`` with ``--partitions`` partitions gets ``rounds`` records per partition, then
    ``--groups`` groups each commit every partition ``rounds`` times (offsets 1..rounds), one OffsetCommit
    request per group and round carrying all partitions, over ``--connections`` connections through
    broker/client.py. ``commits = groups x partitions x rounds``. Then one marker group per
    ``__consumer_offsets`` partition commits once, after everything else was acknowledged.
-2. Ingest, once per monitor, one monitor at a time (the other is not running): start the monitor
-   (``burrowpy serve`` / ``/usr/bin/Burrow``, generated configs with the same settings) and time from the
+2. Ingest, once per monitor, one monitor at a time (the others are not running): start the monitor
+   (``burrowpy serve``, the current Burrow built by ``make install``, Debian's ``/usr/bin/Burrow`` 1.2.1;
+   generated configs with the same settings) and time from the
    process start until its HTTP API shows every commit: first every marker group (each
    ``__consumer_offsets`` partition is read in order, so a visible marker means its partition was read to
    the end), then every group's ``/status`` with a full window and no lag on every partition, which only
@@ -19,7 +22,7 @@ One run, one broker (``burrowpy broker`` on a fresh data dir), one data set:
    that moment and its peak (VmHWM). The HTTP questions are asked one at a time, ten a second at most
    while waiting, so that measuring adds little work.
 
-Both monitors read the whole topic from its oldest offset, as they do on every start. The time includes
+Every monitor reads the whole topic from its oldest offset, as they do on every start. The time includes
 each process's start-up (reported separately: until its HTTP API answers).
 """
 
@@ -41,8 +44,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # The helpers that start a broker, a ZooKeeper and the two monitors alike are the integration tests' own.
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from burrow_support import BurrowProcess, BurrowpyProcess, MonitorProcess, MonitorSettings  # noqa: E402
+from burrow_support import (  # noqa: E402
+    BURROW_BINARY,
+    CURRENT_BURROW_BINARY,
+    BurrowProcess,
+    BurrowpyProcess,
+    MonitorProcess,
+    MonitorSettings,
+    current_burrow_version,
+)
 from harness import BrokerProcess  # noqa: E402
+from kafka_harness import KafkaServer  # noqa: E402
 from zk import ZooKeeperServer  # noqa: E402
 
 from broker.client import KafkaConnection  # noqa: E402
@@ -53,7 +65,10 @@ TOPIC = "ingest"
 MARKER_TOPIC = "ingest-done"
 OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
 POLL_INTERVAL = 0.1
-INTERVALS = 10  # both monitors' default window
+INTERVALS = 10  # the monitors' default window
+COORDINATOR_NOT_READY = {14, 15, 16}
+# Burrow binaries by --burrow name: (binary, Sarama's kafka-version for our broker, for Apache Kafka 4.4)
+BURROWS = {"current": (CURRENT_BURROW_BINARY, "4.0.0", "4.0.0"), "1.2.1": (BURROW_BINARY, "0.10.0", None)}
 
 
 @dataclass
@@ -104,15 +119,40 @@ async def commit(connection: KafkaConnection, group: str, topic: str, offsets: d
     body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
                                                        "committed_metadata": ""} for p, o in offsets.items()]}]}
-    answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
-    errors = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
-    if errors != {0}:
-        raise RuntimeError(f"OffsetCommit for {group} answered error codes {sorted(errors)}")
+    deadline = time.monotonic() + 60
+    while True:
+        answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
+        errors = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
+        if errors == {0}:
+            return
+        # A new Apache Kafka creates and loads its offsets topic on the first commits: until then they
+        # answer COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR.
+        if not errors <= COORDINATOR_NOT_READY or time.monotonic() > deadline:
+            raise RuntimeError(f"OffsetCommit for {group} answered error codes {sorted(errors)}")
+        await asyncio.sleep(0.1)
+
+
+async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> None:
+    """Ask for the groups' coordinators until every one is there: Apache Kafka creates its offsets topic on
+    the first FindCoordinator (a commit alone would get NOT_COORDINATOR until then)."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": groups},
+                                          version=4)
+        errors = {c["error_code"] for c in answer["coordinators"]}
+        if errors == {0}:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"FindCoordinator still answers error codes {sorted(errors)}")
+        await asyncio.sleep(0.2)
 
 
 async def fill(bootstrap: str, groups: list[str], partitions: int, rounds: int, connections: int,
                markers: list[str]) -> None:
     """Every group commits every partition ``rounds`` times; then each marker group commits once."""
+    async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
+        await coordinators_ready(connection, groups + markers)
+
     async def committer(own_groups: list[str]) -> None:
         async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
             for round_number in range(rounds):
@@ -181,8 +221,18 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=100, help="partitions of the committed topic")
     parser.add_argument("--connections", type=int, default=4, help="connections filling __consumer_offsets")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a monitor may take")
-    parser.add_argument("--no-burrow", action="store_true", help="measure burrowpy only")
+    parser.add_argument("--burrow", default="current,1.2.1",
+                        help="Burrows to measure after burrowpy, comma-separated (current, 1.2.1), or none")
+    parser.add_argument("--kafka", action="store_true",
+                        help="fill a real Apache Kafka 4.4 instead of burrowpy's broker (Burrow 1.2.1 cannot read it)")
     args = parser.parse_args()
+    burrows = [] if args.burrow == "none" else args.burrow.split(",")
+    if unknown := set(burrows) - set(BURROWS):
+        parser.error(f"--burrow: unknown {sorted(unknown)}; choose from {sorted(BURROWS)} or none")
+    if "current" in burrows and current_burrow_version() is None:
+        parser.error(f"--burrow current: {CURRENT_BURROW_BINARY} is missing (make install builds it)")
+    if args.kafka and "1.2.1" in burrows:
+        parser.error("--kafka: Burrow 1.2.1 cannot read Apache Kafka 4.4; use --burrow current")
     rounds = args.commits // (args.groups * args.partitions)
     if rounds < INTERVALS:
         parser.error(f"--commits must give every partition at least {INTERVALS} commits (groups x partitions x "
@@ -196,22 +246,33 @@ def main() -> int:
           f"(+{len(markers)} marker commits)")
     with tempfile.TemporaryDirectory(prefix="monitor-ingest-") as tmp:
         directory = Path(tmp)
-        with BrokerProcess(directory / "data") as broker:
-            prepare_topics(broker.bootstrap, args.partitions, rounds)
+        if args.kafka:
+            kafka = KafkaServer(directory / "kafka", config={"offsets.topic.num.partitions": OFFSETS_PARTITIONS})
+            server, broker_name = kafka, "Apache Kafka 4.4"
+        else:
+            server, broker_name = BrokerProcess(directory / "data"), "our broker"
+        with server:
+            prepare_topics(server.bootstrap, args.partitions, rounds)
             began = time.monotonic()
-            asyncio.run(fill(broker.bootstrap, groups, args.partitions, rounds, args.connections, markers))
+            asyncio.run(fill(server.bootstrap, groups, args.partitions, rounds, args.connections, markers))
             filled = time.monotonic() - began
-            print(f"fill through our broker: {filled:.1f} s, {commits / filled:,.0f} commits/s "
+            print(f"fill through {broker_name}: {filled:.1f} s, {commits / filled:,.0f} commits/s "
                   f"({args.connections} connections, {args.partitions} partitions per OffsetCommit)")
             # A status is cached for expire-cache seconds; 1 s keeps a re-asked group's answer fresh.
-            settings = MonitorSettings(broker.bootstrap, intervals=INTERVALS, expire_cache=1)
-            broker_pid = broker.proc.pid
+            settings = MonitorSettings(server.bootstrap, intervals=INTERVALS, expire_cache=1)
+            broker_pid = kafka.process.pid if args.kafka else server.proc.pid
             results = [measure(BurrowpyProcess(directory / "burrowpy", settings), broker_pid, groups, markers,
                                args.partitions, args.timeout)]
-            if not args.no_burrow:
+            if burrows:
                 with ZooKeeperServer(directory / "zookeeper") as zookeeper:
-                    burrow = BurrowProcess(directory / "burrow", settings, zookeeper=zookeeper.hosts)
-                    results.append(measure(burrow, broker_pid, groups, markers, args.partitions, args.timeout))
+                    for name in burrows:
+                        binary, ours_version, kafkas_version = BURROWS[name]
+                        burrow = BurrowProcess(directory / f"burrow-{name}", settings, zookeeper=zookeeper.hosts,
+                                               kafka_version=kafkas_version if args.kafka else ours_version,
+                                               binary=binary)
+                        burrow.name = f"Burrow {current_burrow_version() if name == 'current' else name}"
+                        results.append(measure(burrow, broker_pid, groups, markers, args.partitions,
+                                               args.timeout))
 
     print()
     print("| monitor | start-up until HTTP answers | time to take in every commit | commits/s | monitor CPU "
@@ -221,8 +282,10 @@ def main() -> int:
         print(f"| {result.name} | {result.startup_s:.1f} s | {result.elapsed_s:.1f} s | "
               f"{commits / result.elapsed_s:,.0f} | {result.cpu_s:.1f} s | {result.broker_cpu_s:.1f} s | "
               f"{result.rss_bytes / 2**20:,.0f} MiB | {result.peak_rss_bytes / 2**20:,.0f} MiB |")
-    if len(results) == 2:
-        print(f"\nburrowpy / Burrow 1.2.1 ingest rate: {results[1].elapsed_s / results[0].elapsed_s:.2f}x")
+    ours = results[0]
+    for burrow in results[1:]:
+        print(f"\n{burrow.name} / burrowpy (above 1: burrowpy is ahead): time {burrow.elapsed_s / ours.elapsed_s:.2f}x, "
+              f"CPU {burrow.cpu_s / ours.cpu_s:.2f}x, peak RSS {burrow.peak_rss_bytes / ours.peak_rss_bytes:.2f}x")
     return 0
 
 
