@@ -1,0 +1,298 @@
+"""Our broker side by side with Apache Kafka 4.4: the same clients, the same workloads, one broker at a time.
+
+    .venv/bin/python bench/broker_vs_kafka.py [--quick] [--clients kcat,java] [--records-100 500000]
+                                              [--records-1k 200000]
+
+For each broker (``burrowpy broker`` on a fresh data dir, then a single Apache Kafka 4.4 node in KRaft mode
+from the test peers, both on 127.0.0.1), and each row of the matrix
+
+    record size 100 B and 1 KiB  x  partitions 1 and 6  x  clients 1 and 4  x  acks 1 and all
+
+(``--quick``: 100 B and 1 KiB, 1 and 6 partitions, 1 client, acks 1 and all), on a new topic:
+
+- produce: the clients each send their share of the records (no keys, so records spread over the
+  partitions) and the row's rate is all records over the wall time until the last client is done;
+- consume: the same number of clients each read the whole topic from the beginning (fan-out: every client
+  gets every record), rate = records delivered to all clients / wall time.
+
+Clients, both written for speed and run as separate processes: ``kcat`` (librdkafka, C) and Kafka's own
+``ProducerPerformance`` / ``ConsumerPerformance`` (the Java client, the classes behind
+``kafka-producer-perf-test.sh`` and ``kafka-consumer-perf-test.sh``), with their default settings apart from
+acks. Kafka's producer tool also reports the produce latency (p50/p99 of its send-to-acknowledgement
+times at full speed); a last row measures latency at a fixed 20,000 records/s, where queueing does not
+dominate it.
+
+Rates of the Java tools are their own figures (without the JVM's start and, for the consumer, the group
+join); kcat's are records over the wall time of its processes. Every row prints the broker's and the
+clients' CPU use (percent of one core over the row's wall time), so a
+reader sees which side is the bottleneck: with two cores shared by the broker and its clients, a row whose
+clients use more CPU than the broker is client-bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from harness import BrokerProcess  # noqa: E402
+from kafka_harness import KafkaServer, java_command, unavailable  # noqa: E402
+
+KCAT = "kcat"
+JAVA_OPTS = ("-Xmx512m",)
+LATENCY_RATE = 20_000  # records/s of the fixed-rate latency row
+
+
+@dataclass(frozen=True)
+class Row:
+    size: int
+    partitions: int
+    clients: int
+    acks: str
+
+    def label(self) -> str:
+        size = f"{self.size} B" if self.size < 1024 else f"{self.size // 1024} KiB"
+        return f"{size}, {self.partitions} part., {self.clients} client{'s' * (self.clients > 1)}, acks={self.acks}"
+
+
+@dataclass
+class Figure:
+    records_per_s: float
+    mb_per_s: float
+    broker_cpu: float  # percent of one core
+    clients_cpu: float
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/PID/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of every child process this script has waited for (the clients)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Path | None]) -> tuple[float, float, float, list[str]]:
+    """Run the client commands at once; (wall seconds, broker CPU seconds, clients' CPU seconds, outputs)."""
+    broker_before, clients_before = cpu_seconds(broker_pid), children_cpu_seconds()
+    started = time.monotonic()
+    processes = []
+    for command, stdin_file in zip(commands, stdin_files, strict=True):
+        stdin = open(stdin_file, "rb") if stdin_file else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        processes.append((subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+                          stdin))
+    outputs = []
+    for process, stdin in processes:
+        out, err = process.communicate(timeout=600)
+        if stdin is not subprocess.DEVNULL:
+            stdin.close()
+        if process.returncode != 0:
+            raise RuntimeError(f"{shlex.join(process.args)} exited with {process.returncode}:\n{err.decode()[-2000:]}")
+        outputs.append(out.decode() + err.decode())
+    wall = time.monotonic() - started
+    return wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before, outputs
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(60)
+
+
+def records_file(directory: Path, size: int, count: int) -> Path:
+    """``count`` newline-separated records of ``size`` bytes for kcat -P (made once per size and count)."""
+    path = directory / f"records-{size}-{count}.txt"
+    if not path.exists():
+        line = b"x" * size + b"\n"
+        with open(path, "wb") as out:
+            for _ in range(count // 10_000):
+                out.write(line * 10_000)
+            out.write(line * (count % 10_000))
+    return path
+
+
+def share(records: int, clients: int) -> list[int]:
+    return [records // clients + (1 if n < records % clients else 0) for n in range(clients)]
+
+
+class Kcat:
+    name = "kcat"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+        counts = share(records, row.clients)
+        files = [records_file(self.directory, row.size, count) for count in counts]
+        commands = [[KCAT, "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={row.acks}", "-q"] for _ in counts]
+        wall, broker_cpu, clients_cpu, _ = run_clients(commands, broker_pid, files)
+        return figure(records, row.size, wall, wall, broker_cpu, clients_cpu)
+
+    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+        commands = [[KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
+                    for _ in range(row.clients)]
+        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
+        for output in outputs:
+            got = sum(1 for line in output.splitlines() if line.isdigit())
+            if got != records:
+                raise RuntimeError(f"kcat read {got} records of {topic}, expected {records}")
+        return figure(records * row.clients, row.size, wall, wall, broker_cpu, clients_cpu)
+
+
+PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+                      r"[\d.]+ ms max latency, (\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th")
+
+
+class JavaTools:
+    name = "java"
+
+    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int,
+                throughput: int = -1) -> Figure:
+        commands = [java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                                 "--num-records", str(count), "--record-size", str(row.size),
+                                 "--throughput", str(throughput), "--producer-props",
+                                 f"bootstrap.servers={bootstrap}", f"acks={row.acks}", jvm_opts=JAVA_OPTS)
+                    for count in share(records, row.clients)]
+        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
+        summaries = []
+        for output in outputs:
+            found = PRODUCED.findall(output)
+            if not found:
+                raise RuntimeError(f"no summary line from ProducerPerformance:\n{output[-2000:]}")
+            summaries.append(found[-1])
+        # The tool's own rate leaves out the JVM's start; the clients ran at the same time, so rates add up.
+        rate = sum(float(summary[1]) for summary in summaries)
+        result = figure(records, row.size, records / rate, wall, broker_cpu, clients_cpu)
+        result.p50_ms = max(int(summary[2]) for summary in summaries)
+        result.p99_ms = max(int(summary[3]) for summary in summaries)
+        return result
+
+    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+        commands = [java_command("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
+                                 "--topic", topic, "--messages", str(records), "--hide-header",
+                                 "--timeout", "60000", jvm_opts=JAVA_OPTS)
+                    for _ in range(row.clients)]
+        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
+        rate = 0.0
+        for output in outputs:
+            # start.time, end.time, MB, MB/s, records, records/s, rebalance ms, fetch ms, fetch MB/s, fetch records/s
+            values = [line.split(", ") for line in output.splitlines() if line.count(", ") >= 9]
+            if not values or int(values[-1][4]) < records:
+                raise RuntimeError(f"ConsumerPerformance did not read {records} records:\n{output[-2000:]}")
+            rate += float(values[-1][9])  # the tool's rate after the group join, without the JVM's start
+        return figure(records * row.clients, row.size, records * row.clients / rate, wall, broker_cpu, clients_cpu)
+
+
+def figure(records: int, size: int, seconds: float, wall: float, broker_cpu: float, clients_cpu: float) -> Figure:
+    """Rates of ``records`` moved in ``seconds``; CPU use as percent of one core over the ``wall`` time."""
+    return Figure(records / seconds, records * size / seconds / 1e6, 100 * broker_cpu / wall,
+                  100 * clients_cpu / wall)
+
+
+def matrix(quick: bool) -> Iterator[Row]:
+    clients = (1,) if quick else (1, 4)
+    for size, partitions, count, acks in itertools.product((100, 1024), (1, 6), clients, ("1", "all")):
+        yield Row(size, partitions, count, acks)
+
+
+@dataclass
+class Broker:
+    name: str
+    bootstrap: str
+    pid: int
+
+
+def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int]) -> dict:
+    results = {}
+    for row_number, row in enumerate(rows):
+        for client in clients:
+            topic = f"bench-{client.name}-{row_number}"
+            create_topic(broker.bootstrap, topic, row.partitions)
+            count = records[row.size]
+            produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
+            consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
+            results[(row, client.name)] = (produced, consumed)
+            print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
+                  f"consume {consumed.records_per_s:>12,.0f}/s", flush=True)
+    latency_row = Row(100, 1, 1, "all")
+    topic = "bench-latency"
+    create_topic(broker.bootstrap, topic, 1)
+    results[(latency_row, "latency")] = JavaTools().produce(broker.bootstrap, topic, latency_row, 5 * LATENCY_RATE,
+                                                            broker.pid, throughput=LATENCY_RATE)
+    return results
+
+
+def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict) -> None:
+    print()
+    print("| client | row | produce ours | produce Kafka | ratio | consume ours | consume Kafka | ratio "
+          "| consume/produce ours | CPU % ours (broker / clients) | CPU % Kafka (broker / clients) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        for client in clients:
+            (op, oc), (kp, kc) = ours[(row, client.name)], kafkas[(row, client.name)]
+            print(f"| {client.name} | {row.label()} | {op.records_per_s:,.0f} | {kp.records_per_s:,.0f} | "
+                  f"{op.records_per_s / kp.records_per_s:.2f} | {oc.records_per_s:,.0f} | {kc.records_per_s:,.0f} | "
+                  f"{oc.records_per_s / kc.records_per_s:.2f} | {oc.records_per_s / op.records_per_s:.2f} | "
+                  f"{op.broker_cpu:.0f}/{op.clients_cpu:.0f} p, {oc.broker_cpu:.0f}/{oc.clients_cpu:.0f} c | "
+                  f"{kp.broker_cpu:.0f}/{kp.clients_cpu:.0f} p, {kc.broker_cpu:.0f}/{kc.clients_cpu:.0f} c |")
+    print()
+    print("| produce latency (Java producer) | ours p50 / p99 | Kafka p50 / p99 |")
+    print("|---|---|---|")
+    for row in rows:
+        if ("java" in [c.name for c in clients]) and row.clients == 1:
+            op, kp = ours[(row, "java")][0], kafkas[(row, "java")][0]
+            print(f"| full speed, {row.label()} | {op.p50_ms:.0f} / {op.p99_ms:.0f} ms | "
+                  f"{kp.p50_ms:.0f} / {kp.p99_ms:.0f} ms |")
+    latency_row = Row(100, 1, 1, "all")
+    ol, kl = ours[(latency_row, "latency")], kafkas[(latency_row, "latency")]
+    print(f"| {LATENCY_RATE:,} records/s, {latency_row.label()} | {ol.p50_ms:.0f} / {ol.p99_ms:.0f} ms | "
+          f"{kl.p50_ms:.0f} / {kl.p99_ms:.0f} ms |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one client per row only")
+    parser.add_argument("--clients", default="kcat,java", help="comma-separated: kcat, java")
+    parser.add_argument("--records-100", type=int, default=500_000, help="records per 100 B row")
+    parser.add_argument("--records-1k", type=int, default=200_000, help="records per 1 KiB row")
+    args = parser.parse_args()
+    if reason := unavailable():
+        parser.error(reason)
+    with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
+        directory = Path(tmp)
+        known = {"kcat": Kcat(directory), "java": JavaTools()}
+        clients = [known[name] for name in args.clients.split(",")]
+        rows = list(matrix(args.quick))
+        records = {100: args.records_100, 1024: args.records_1k}
+        print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
+        # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
+        with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
+            ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records)
+        with KafkaServer(directory / "kafka") as kafka:
+            kafkas = measure_broker(Broker("Kafka", kafka.bootstrap, kafka.process.pid), rows, clients, records)
+    print_table(rows, clients, ours, kafkas)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
