@@ -2,12 +2,16 @@
 and the monitor's single-process evaluator on the same input.
 
     .venv/bin/python bench/spark_evaluate.py [--commits 10000000] [--masters 'local[1],local[2]']
+                                             [--standalone-workers 1,2]
 
 Steps, all on the same history (written once into --work, default a temporary directory):
 1. generate the history (SyntheticSpec: groups sharing topics, every behaviour, some disorder);
 2. for each master, a fresh process builds its SparkSession (JVM start-up timed apart) and runs
    ``evaluate_history`` with every output written; the job time excludes the JVM start-up;
-3. in this process, the monitor's own path (StorageState + evaluate_group, ``inprocess``) and the
+3. with ``--standalone-workers``, for each count N a Spark standalone cluster (a master and N one-core
+   workers from the installed PySpark, on 127.0.0.1: tests/integration/spark_cluster.py) runs the same job
+   through ``spark://``; rows/s per worker core show how the time falls with workers;
+4. in this process, the monitor's own path (StorageState + evaluate_group, ``inprocess``) and the
    replay core alone (what each Spark task runs), file by file: each file holds whole topics and the
    state is per partition, so this equals one pass over the whole history with bounded memory.
 Rates are input commits per second (and all history rows per second, broker samples included).
@@ -23,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from burrowpy.pipeline.history import list_history_files
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points, replay_history
@@ -64,13 +70,14 @@ def history_stats(directory: Path) -> dict:
     return {"rows": rows, "commits": commits, "first_ms": first, "last_ms": last}
 
 
-def run_spark_worker(master: str, history: Path, output: Path, step: int) -> dict:
+def run_spark_worker(master: str, history: Path, output: Path, step: int, shuffle_partitions: int | None) -> dict:
     """In a child process: one SparkSession for ``master``, one timed job."""
     from burrowpy.pipeline.evaluate import evaluate_history
     from burrowpy.pipeline.session import build_session
 
     started = time.perf_counter()
-    spark = build_session(master, app_name="burrowpy-bench", conf={"spark.driver.memory": "4g"})
+    spark = build_session(master, app_name="burrowpy-bench", shuffle_partitions=shuffle_partitions,
+                          conf={"spark.driver.memory": "4g"})
     spark.range(1).count()  # the JVM and a first Python worker are up
     startup_s = time.perf_counter() - started
     started = time.perf_counter()
@@ -101,7 +108,8 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
-def spark_run(master: str, history: Path, output: Path, step: int) -> dict:
+def spark_run(master: str, history: Path, output: Path, step: int, env: dict[str, str] | None = None,
+              shuffle_partitions: int | None = None) -> dict:
     completed = subprocess.run(
         [
             sys.executable,
@@ -114,10 +122,12 @@ def spark_run(master: str, history: Path, output: Path, step: int) -> dict:
             str(output),
             "--step",
             str(step),
+            *(["--shuffle-partitions", str(shuffle_partitions)] if shuffle_partitions else []),
         ],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if completed.returncode != 0:
         raise SystemExit(f"Spark run on {master} failed:\n{completed.stderr[-4000:]}")
@@ -169,15 +179,19 @@ def main() -> int:
     parser.add_argument("--groups-per-topic", type=int, default=20)
     parser.add_argument("--step", type=int, default=60, help="seconds between evaluation points")
     parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument("--standalone-workers", default="",
+                        help="comma-separated worker counts: run on a Spark standalone cluster of each size")
     parser.add_argument("--work", type=Path, help="where the history and outputs go (default: a temp dir)")
     parser.add_argument("--skip-in-process", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--history", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--shuffle-partitions", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
-        print(json.dumps(run_spark_worker(args.worker, args.history, args.output, args.step)))
+        print(json.dumps(run_spark_worker(args.worker, args.history, args.output, args.step,
+                                          args.shuffle_partitions)))
         return 0
 
     with tempfile.TemporaryDirectory(prefix="burrowpy-bench-", dir=args.work) as work_dir:
@@ -212,6 +226,21 @@ def main() -> int:
             print(
                 f"scaling: {most['master']} runs {fewest['job_s'] / most['job_s']:.2f}x as fast as "
                 f"{fewest['master']}",
+                flush=True,
+            )
+
+        for count in (int(n) for n in args.standalone_workers.split(",") if n.strip()):
+            from spark_cluster import SparkStandalone
+
+            with SparkStandalone(work / f"standalone-{count}", workers=count, memory_per_worker="3g") as cluster:
+                # two shuffle partitions per worker core, as local mode has per local core
+                run = spark_run(cluster.master_url, work / "history", work / f"out-standalone-{count}",
+                                args.step, env=cluster.env(), shuffle_partitions=2 * count)
+            rate = stats["rows"] / run["job_s"]
+            print(
+                f"Spark standalone, {count} one-core worker{'s' * (count > 1)}: job {run['job_s']:.1f} s "
+                f"(start-up {run['startup_s']:.1f} s apart), {stats['commits'] / run['job_s']:,.0f} commits/s, "
+                f"{rate:,.0f} rows/s, {rate / count:,.0f} rows/s per worker core; {load()} after",
                 flush=True,
             )
 
