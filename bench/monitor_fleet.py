@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from svgplot import log_log_chart
 
 CLUSTER = "fleet"
 
@@ -100,47 +101,14 @@ def measure(groups: int, partitions_per_group: int, intervals: int) -> dict:
             "refresh_cpu_s": refresh_cpu_s, "evaluate_cpu_s": evaluate_cpu_s}
 
 
-def svg_plot(results: list[dict], path: Path) -> None:
-    """Log-log cost curves: seconds (refresh, evaluate-all, fill) and MiB against monitored partitions."""
-    width, height, margin = 720, 420, 60
-    series = {
-        "fill, s": ("fill_s", "#1f77b4"),
-        "broker refresh CPU, s": ("refresh_cpu_s", "#ff7f0e"),
-        "evaluate every group CPU, s": ("evaluate_cpu_s", "#2ca02c"),
-        "RSS, GiB": ("rss_gib", "#d62728"),
-    }
-    for result in results:
-        result["rss_gib"] = result["rss_bytes"] / 2**30
-    xs = [r["partitions"] for r in results]
-    ys = [r[key] for r in results for key, _ in series.values() if r[key] > 0]
-    x_low, x_high = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
-    y_low, y_high = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
-
-    def point(x: float, y: float) -> tuple[float, float]:
-        px = margin + (math.log10(x) - x_low) / max(1, x_high - x_low) * (width - 2 * margin)
-        py = height - margin - (math.log10(y) - y_low) / max(1, y_high - y_low) * (height - 2 * margin)
-        return px, py
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>']
-    for exponent in range(x_low, x_high + 1):
-        px, _ = point(10**exponent, 10**y_low)
-        parts.append(f'<line x1="{px:.0f}" y1="{margin}" x2="{px:.0f}" y2="{height - margin}" stroke="#ddd"/>'
-                     f'<text x="{px:.0f}" y="{height - margin + 16}" text-anchor="middle">1e{exponent}</text>')
-    for exponent in range(y_low, y_high + 1):
-        _, py = point(10**x_low, 10**exponent)
-        parts.append(f'<line x1="{margin}" y1="{py:.0f}" x2="{width - margin}" y2="{py:.0f}" stroke="#ddd"/>'
-                     f'<text x="{margin - 6}" y="{py + 4:.0f}" text-anchor="end">1e{exponent}</text>')
-    parts.append(f'<text x="{width / 2}" y="{height - 16}" text-anchor="middle">monitored partitions '
-                 f'(groups x partitions per group)</text>')
-    for index, (label, (key, colour)) in enumerate(series.items()):
-        points = [point(r["partitions"], r[key]) for r in results if r[key] > 0]
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
-                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in points) + '"/>')
-        parts.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in points)
-        parts.append(f'<text x="{margin + 10}" y="{margin - 36 + 14 * index}" fill="{colour}">{label}</text>')
-    parts.append("</svg>")
-    path.write_text("\n".join(parts) + "\n")
+def plot(results: list[dict], path: Path) -> None:
+    partitions = [r["partitions"] for r in results]
+    log_log_chart(path, "Monitor cost against fleet size (one process)", "monitored partitions", {
+        "fill, storage only (s)": list(zip(partitions, (r["fill_s"] for r in results), strict=True)),
+        "broker-offset refresh CPU (s)": list(zip(partitions, (r["refresh_cpu_s"] for r in results), strict=True)),
+        "evaluate every group CPU (s)": list(zip(partitions, (r["evaluate_cpu_s"] for r in results), strict=True)),
+        "RSS (MiB)": list(zip(partitions, (r["rss_bytes"] / 2**20 for r in results), strict=True)),
+    })
 
 
 def main() -> int:
@@ -181,7 +149,7 @@ def main() -> int:
               f"{r['rss_bytes'] / 2**20:,.0f} MiB | {r['bytes_per_partition']:,.0f} | {r['refresh_cpu_s']:.2f} s | "
               f"{r['evaluate_cpu_s']:.2f} s | {needed:,.0f} | {share} |")
     if args.plot:
-        svg_plot(results, args.plot)
+        plot(results, args.plot)
         print(f"\ncost curves: {args.plot}")
     return 0
 
