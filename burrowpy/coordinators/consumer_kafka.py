@@ -25,8 +25,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.protocol.api import ApiKey
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
+from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
+from burrowpy.coordinators.group_members import ConsumerProtocolMembers
 from burrowpy.coordinators.kafka_client import client_settings
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter
@@ -148,6 +151,9 @@ class KafkaConsumer:
         self.records_read = 0
         self.records_skipped = 0
         self._decoder = OffsetsRecordDecoder(self.cluster, self.groups)
+        self._members = ConsumerProtocolMembers(self.cluster)
+        self._topic_ids_asked: set[bytes] = set()
+        self._topic_ids: asyncio.Task | None = None
         self._client: Any = None
         self._tasks: list[asyncio.Task] = []
         self._backfill: asyncio.Task | None = None
@@ -383,6 +389,9 @@ class KafkaConsumer:
         try:
             for part in parts:
                 self.ctx.submit_many(part.requests)
+                if part.members:
+                    self.ctx.submit_many(self._members.apply(part.members))
+                    self._resolve_topic_ids()
                 self.records_read += part.records
                 for record_offset, reason in part.skipped:
                     self.records_skipped += 1
@@ -403,6 +412,33 @@ class KafkaConsumer:
             reading.back_off(partition, asyncio.get_running_loop().time())
         elif position == offset:
             reading.too_small(partition)
+
+    def _resolve_topic_ids(self) -> None:
+        """Ask the cluster for the names of topic ids that consumer-protocol members are assigned (their
+        records name topics by id), unless a question is under way or every unknown id was asked about."""
+        unknown = self._members.unknown_topic_ids() - self._topic_ids_asked
+        if unknown and (self._topic_ids is None or self._topic_ids.done()):
+            self._tasks = [task for task in self._tasks if not task.done()]
+            self._topic_ids = asyncio.create_task(self._learn_topic_ids(unknown), name=f"consumer-{self.name}-ids")
+            self._tasks.append(self._topic_ids)
+
+    async def _learn_topic_ids(self, unknown: set[bytes]) -> None:
+        self._topic_ids_asked |= unknown
+        request = CodecRequest(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False,
+                                                 "include_cluster_authorized_operations": False,
+                                                 "include_topic_authorized_operations": False}, min_version=10)
+        try:
+            answer = await self._client.send(self._client.get_random_node(), request)
+        except NoCommonVersion as exc:
+            self.log.warning("the cluster names no topic ids (Metadata v10+); owners of consumer-protocol "
+                             "groups cannot be shown", reason=str(exc))
+            return
+        except Exception as exc:  # the cluster may be away for a while: ask again with the next member record
+            self.log.warning("asking for topic ids failed", error=repr(exc))
+            self._topic_ids_asked -= unknown
+            return
+        names = {bytes(t["topic_id"]): t["name"] for t in answer["topics"] if t["error_code"] == 0}
+        self.ctx.submit_many(self._members.learn_topic_ids(names))
 
     async def _wait_for_storage(self) -> None:
         """Let storage take in what it was given, and wait while its backlog is large, so memory stays

@@ -34,6 +34,7 @@ from broker.protocol.records import (
     decode_records_any,
     decompress,
 )
+from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
 from burrowpy.protocol import SetConsumerOffset, SetDeletePartitionOffsets
 
@@ -64,6 +65,7 @@ class DecodedRecords:
     """What one fetched record set of one partition gave, or one part of it (:meth:`decode_parts`)."""
 
     requests: list[Any] = field(default_factory=list)  # storage requests, in record order
+    members: list[Any] = field(default_factory=list)  # consumer-protocol member events, in record order
     next_offset: int = 0  # where reading goes on: after the last whole batch (or the start offset)
     records: int = 0  # records read from the wanted range
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (offset, reason) of unusable records
@@ -149,7 +151,7 @@ class OffsetsRecordDecoder:
         # goes to the generic decoder, which filters record by record; the inline parser takes whole batches.
         if start <= base_offset and next_offset <= stop:
             requests = result.requests
-            marks = (len(requests), len(result.skipped))
+            marks = (len(requests), len(result.skipped), len(result.members))
             try:
                 codec = attributes & ATTR_COMPRESSION_MASK
                 if codec:
@@ -159,7 +161,7 @@ class OffsetsRecordDecoder:
                     self._records(data, pos + HEADER_SIZE, batch_end, count, base_offset, result)
                 return
             except (_UnusualFraming, IndexError, struct.error):
-                del requests[marks[0] :], result.skipped[marks[1] :]
+                del requests[marks[0] :], result.skipped[marks[1] :], result.members[marks[2] :]
             except KafkaError as exc:  # a codec that cannot decompress the payload
                 result.skipped.append((base_offset, f"record batch: {exc}"))
                 return
@@ -190,9 +192,12 @@ class OffsetsRecordDecoder:
 
     def _interpret(self, key: bytes | None, value: bytes | None, offset: int, result: DecodedRecords) -> None:
         try:
-            result.requests.extend(interpret(self.cluster, key, value, offset, self.groups))
+            meant = interpret(self.cluster, key, value, offset, self.groups)
         except RecordSkipped as exc:
             result.skipped.append((offset, str(exc)))
+            return
+        for request in meant:
+            (result.members if isinstance(request, MEMBER_EVENTS) else result.requests).append(request)
 
     def _offset_key(self, buf: bytes, pos: int, end: int) -> tuple[str, str, int, bool] | None:
         """The fields of an offset-commit key v0/v1 at ``buf[pos:end]``, or None when it is anything else."""

@@ -78,12 +78,14 @@ def wait_until_offsets_topic_read(monitor: BurrowpyProcess) -> None:
 class ConfluentCommitter:
     """A subscribed librdkafka consumer that commits offsets it is given."""
 
+    group_settings: dict[str, str] = {}  # the classic group protocol: librdkafka's default
+
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: int) -> None:
         self.topic = topic
         self.partitions = partitions
         self.client_id = f"{group}-librdkafka"
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": self.client_id,
-                                  "enable.auto.commit": False, "auto.offset.reset": "latest"})
+                                  "enable.auto.commit": False, "auto.offset.reset": "latest", **self.group_settings})
         self.consumer.subscribe([topic])
 
     def wait_assigned(self) -> None:
@@ -134,7 +136,14 @@ class KafkaPythonCommitter:
         self.consumer.close()
 
 
-COMMITTERS = {"confluent": ConfluentCommitter, "kafka-python": KafkaPythonCommitter}
+class ConsumerProtocolCommitter(ConfluentCommitter):
+    """The same librdkafka consumer in a group on the consumer protocol of KIP-848 (Apache Kafka 4.x)."""
+
+    group_settings = {"group.protocol": "consumer"}
+
+
+COMMITTERS = {"confluent": ConfluentCommitter, "kafka-python": KafkaPythonCommitter,
+              "confluent-consumer-protocol": ConsumerProtocolCommitter}
 
 
 class CommitLoop:

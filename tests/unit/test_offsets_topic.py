@@ -135,7 +135,7 @@ def test_allow_and_deny_lists():
     assert interpret("c", offset_key(group="app-1-test"), value, 1, only_app) == []
 
 
-@pytest.mark.parametrize("key", [b"", b"\x00", b"\x00\x07abc", b"\x00\x01\x00\x05ab"])
+@pytest.mark.parametrize("key", [b"", b"\x00", b"\x00\x18abc", b"\x00\x01\x00\x05ab"])
 def test_undecodable_records_are_skipped_with_a_reason(key):
     with pytest.raises(RecordSkipped):
         interpret("c", key, b"\x00\x03", 1, ALL)

@@ -26,6 +26,7 @@ from broker.protocol.records import (
     decode_records_any,
 )
 from burrowpy.coordinators import offsets_fastpath
+from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
 from burrowpy.protocol import SetConsumerOffset, SetDeletePartitionOffsets
@@ -38,22 +39,25 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
 def reference(data: bytes, groups: GroupFilter, start: int = 0, end: int | None = None):
-    """What record-by-record decoding gives: (requests, skipped offsets, records read)."""
-    requests, skipped, read = [], [], 0
+    """What record-by-record decoding gives: (storage requests, member events, skipped offsets, records read)."""
+    requests, members, skipped, read = [], [], [], 0
     for record in decode_records_any(data, verify_crc=False):
         if record.offset < start or (end is not None and record.offset >= end):
             continue
         read += 1
         try:
-            requests.extend(interpret(CLUSTER, record.key, record.value, record.offset, groups))
+            meant = interpret(CLUSTER, record.key, record.value, record.offset, groups)
         except RecordSkipped:
             skipped.append(record.offset)
-    return requests, skipped, read
+            continue
+        for request in meant:
+            (members if isinstance(request, MEMBER_EVENTS) else requests).append(request)
+    return requests, members, skipped, read
 
 
 def fast(data: bytes, groups: GroupFilter, start: int = 0, end: int | None = None):
     decoded = OffsetsRecordDecoder(CLUSTER, groups).decode(data, start, end)
-    return decoded.requests, [offset for offset, _ in decoded.skipped], decoded.records
+    return decoded.requests, decoded.members, [offset for offset, _ in decoded.skipped], decoded.records
 
 
 # --- strategies: the records a `__consumer_offsets` partition can hold, and broken ones ----------------------
@@ -104,7 +108,8 @@ def key_values(draw) -> tuple[bytes | None, bytes | None]:
     group = draw(st.sampled_from(["app-1", "app-2", "other", "app-1-test", "", "gr\u00fcn", "g" * 70]))
     topic = draw(st.sampled_from(["t", "orders", "", "t" * 80]))
     kind = draw(st.sampled_from(["commit"] * 6 + ["group", "group tombstone", "damaged key", "damaged value",
-                                                    "garbage", "null key", "unknown key version"]))
+                                                    "garbage", "null key", "unknown key version", "consumer member",
+                                                    "consumer member tombstone", "new coordinator record"]))
     key = offset_key(draw(st.integers(0, 1)), group, topic, draw(INT32))
     if kind == "commit":
         return key, draw(offset_values())
@@ -112,6 +117,23 @@ def key_values(draw) -> tuple[bytes | None, bytes | None]:
         return group_metadata(group, topic, draw(st.integers(0, 2)), draw(st.integers(0, 4)))
     if kind == "group tombstone":
         return encode_struct("GroupMetadataKey", 2, {"group": group}), None
+    if kind in ("consumer member", "consumer member tombstone"):
+        record_type = draw(st.sampled_from([5, 8]))
+        name = "ConsumerGroupMemberMetadata" if record_type == 5 else "ConsumerGroupCurrentMemberAssignment"
+        member_key = encode_struct(name + "Key", record_type, {"group_id": group, "member_id": "m-1"})
+        if kind == "consumer member tombstone":
+            return member_key, None
+        value = (encode_struct(name + "Value", 0, {"client_id": "c", "client_host": "/h", "subscribed_topic_names": [topic]})
+                 if record_type == 5 else
+                 encode_struct(name + "Value", 0, {"member_epoch": 1, "previous_member_epoch": 0, "state": 0,
+                                                   "assigned_partitions": [{"topic_id": bytes(range(16)),
+                                                                            "partitions": [0, 1]}],
+                                                   "partitions_pending_revocation": []}))
+        return member_key, value
+    if kind == "new coordinator record":  # a group epoch, a target assignment, a share or streams group record
+        record_type = draw(st.sampled_from([3, 4, 6, 7, 11, 16, 17, 23]))
+        return struct.pack(">h", record_type) + encode_struct("GroupMetadataKey", 2, {"group": group})[2:], \
+            draw(st.one_of(st.none(), st.binary(max_size=30)))
     if kind == "damaged key":
         return damaged(draw, key), draw(offset_values())
     if kind == "damaged value":
@@ -121,7 +143,8 @@ def key_values(draw) -> tuple[bytes | None, bytes | None]:
         return draw(st.binary(max_size=40)), draw(st.one_of(st.none(), st.binary(max_size=40)))
     if kind == "null key":
         return None, draw(offset_values())
-    return struct.pack(">h", draw(st.sampled_from([-1, 3, 256, 32767]))) + key[2:], draw(offset_values())
+    # record types no Kafka writes (3-23 are the new group coordinator's)
+    return struct.pack(">h", draw(st.sampled_from([-1, 24, 256, 32767]))) + key[2:], draw(offset_values())
 
 
 @st.composite
@@ -294,11 +317,11 @@ def test_message_sets_v0_v1(magic):
 
 
 def test_unknown_versions_are_skipped_with_the_codecs_reason():
-    records = [Record(0, 0, b"\x00\x09abc", commit_value(), []),
+    records = [Record(0, 0, b"\x00\x18abc", commit_value(), []),
                Record(1, 0, offset_key(1, "g", "t", 0), b"\x00\x09" + bytes(30), [])]
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(build_batch(records), 0)
     assert decoded.requests == [] and [offset for offset, _ in decoded.skipped] == [0, 1]
-    assert "unknown key version 9" in decoded.skipped[0][1]
+    assert "unknown key version 24" in decoded.skipped[0][1]
     assert "version 9" in decoded.skipped[1][1]
 
 

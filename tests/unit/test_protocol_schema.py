@@ -130,6 +130,10 @@ def test_schema_versions_cover_the_required_ranges():
         "OffsetCommitValue": (0, 4),
         "GroupMetadataKey": (2, 2),
         "GroupMetadataValue": (0, 4),
+        "ConsumerGroupMemberMetadataKey": (5, 5),
+        "ConsumerGroupMemberMetadataValue": (0, 0),
+        "ConsumerGroupCurrentMemberAssignmentKey": (8, 8),
+        "ConsumerGroupCurrentMemberAssignmentValue": (0, 0),
     }
 
 

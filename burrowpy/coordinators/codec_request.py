@@ -1,0 +1,81 @@
+"""Requests in our own codec's schemas, sent over aiokafka's connections.
+
+aiokafka knows a fixed set of API versions (Metadata up to v5, for instance, which has no topic ids).
+:class:`CodecRequest` lets the monitor's modules ask anything the broker's schema codec can encode, at the
+highest version both sides support, through the aiokafka client they already hold: its connections carry
+the TLS and SASL settings of the module's client profile, and its version negotiation is reused. The answer
+is our codec's decoded dict.
+
+    answer = await client.send(node_id, CodecRequest(ApiKey.METADATA, body, min_version=10))
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from broker.protocol.api import SCHEMA_VERSIONS, decode_response, encode_request
+
+
+class NoCommonVersion(Exception):
+    """The broker and our codec share no version of the API at or above the one asked for."""
+
+
+class CodecRequest:
+    """An aiokafka request (its ``prepare`` interface) built from our codec's schemas."""
+
+    def __init__(self, api_key: int, body: dict[str, Any], *, min_version: int = 0) -> None:
+        self.api_key = api_key
+        self.body = body
+        self.min_version = min_version
+
+    def prepare(self, versions: dict[int, tuple[int, int]]) -> _PreparedRequest:
+        ours = SCHEMA_VERSIONS[self.api_key]
+        theirs = versions.get(self.api_key)
+        low = max(ours[0], self.min_version, theirs[0] if theirs else 0)
+        high = min(ours[1], theirs[1]) if theirs else -1
+        if high < low:
+            raise NoCommonVersion(f"API {self.api_key}: the broker supports {theirs}, we need {low}-{ours[1]}")
+        return _PreparedRequest(self.api_key, high, self.body)
+
+
+class _Header:
+    """What aiokafka writes before the body: nothing, since our encoder writes the header with the body."""
+
+    @staticmethod
+    def encode() -> bytes:
+        return b""
+
+
+class _ResponseHeader:
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+
+
+class _PreparedRequest:
+    """One request at one version: aiokafka encodes it, then hands the answer frame back for decoding."""
+
+    def __init__(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+        self.api_key = api_key
+        self.api_version = version
+        self.body = body
+        self._correlation_id = 0
+        self._client_id: str | None = None
+        self._answer: dict[str, Any] | None = None
+        self.RESPONSE_TYPE = self  # aiokafka decodes the answer through RESPONSE_TYPE.decode
+
+    def build_request_header(self, correlation_id: int, client_id: str | None) -> _Header:
+        self._correlation_id, self._client_id = correlation_id, client_id
+        return _Header()
+
+    def encode(self) -> bytes:
+        frame = encode_request(self.api_key, self.api_version, self._correlation_id, self._client_id, self.body)
+        return frame[4:]  # aiokafka writes the size prefix itself
+
+    def parse_response_header(self, response: io.BytesIO) -> _ResponseHeader:
+        correlation_id, self._answer = decode_response(self.api_key, self.api_version, response.getvalue())
+        return _ResponseHeader(correlation_id)
+
+    def decode(self, _response: io.BytesIO) -> dict[str, Any]:
+        assert self._answer is not None, "the response header is parsed first"
+        return self._answer

@@ -1,0 +1,134 @@
+"""``burrowpy serve`` against a real Apache Kafka 4.4 node (KRaft), configured as for any cluster.
+
+Groups of every kind Kafka 4.4 keeps: classic (librdkafka), on the consumer protocol of KIP-848 (librdkafka
+``group.protocol=consumer``), and a group that only commits (no members). Owners and client ids show for
+the classic AND the consumer-protocol group (whose members Kafka writes as separate records naming topics
+by id). Kafka's own ``kafka-consumer-groups`` tool drives the rest: ``--reset-offsets`` shows as REWIND,
+``--delete-offsets`` and ``--delete`` make the topic's partitions and the group disappear. Last, nothing
+Kafka wrote to ``__consumer_offsets`` during the module was a record the monitor could not decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
+from confluent_kafka import Consumer, Producer, TopicPartition
+from harness import wait_until
+from kafka_harness import java_peer
+from monitor_support import broker_offsets, committing, create_topic, produce
+
+pytestmark = pytest.mark.integration
+
+GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+INTERVALS = 4
+
+
+@pytest.fixture(scope="module")
+def monitor(kafka, tmp_path_factory) -> Iterator[BurrowpyProcess]:
+    settings = MonitorSettings(kafka.bootstrap, intervals=INTERVALS, offset_refresh=1, topic_refresh=1,
+                               expire_cache=1)
+    with BurrowpyProcess(tmp_path_factory.mktemp("monitor") / "burrowpy", settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def producer(kafka) -> Iterator[Producer]:
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+    yield producer
+    producer.flush(10)
+    del producer
+
+
+def topic_with_records(kafka, monitor, producer, topic: str, counts: list[int]) -> None:
+    create_topic(kafka.bootstrap, topic, len(counts))
+    for partition, count in enumerate(counts):
+        produce(producer, topic, partition, count)
+    wait_until(lambda: broker_offsets(monitor, topic) == counts, 60, interval=0.2,
+               message=f"the monitor to see broker offsets {counts} of {topic}")
+
+
+def partitions_of(monitor, group: str) -> list[dict] | None:
+    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
+    return sorted(body["status"]["partitions"], key=lambda p: (p["topic"], p["partition"])) if status == 200 else None
+
+
+def owners(monitor, group: str) -> set[tuple[str, str]] | None:
+    partitions = partitions_of(monitor, group)
+    return {(p["owner"], p["client_id"]) for p in partitions} if partitions else None
+
+
+def group_tool(kafka, *args: str) -> str:
+    return java_peer(GROUP_TOOL, "--bootstrap-server", kafka.bootstrap, *args).stdout
+
+
+@pytest.mark.parametrize("client", ["confluent-consumer-protocol", "confluent"])
+def test_owners_and_client_ids_of_live_groups(kafka, monitor, producer, client):
+    """Both group protocols: owners while the member is there, none once it has left."""
+    group = topic = f"real-owners-{client}"
+    topic_with_records(kafka, monitor, producer, topic, [10, 10, 10])
+    with committing(client, kafka.bootstrap, group, topic, lambda _: {0: 10, 1: 10, 2: 5}, partitions=3) as loop:
+        wait_until(lambda: loop.committed(2), 60, message=f"{group}'s first commits")
+        seen = wait_until(lambda: (o := owners(monitor, group)) and ("", "") not in o and o, 60, interval=0.2,
+                          message=f"owners of {group} in the monitor")
+        assert seen == {("/127.0.0.1", loop.client_id)}
+        partitions = partitions_of(monitor, group)
+        assert [(p["partition"], p["current_lag"]) for p in partitions] == [(0, 0), (1, 0), (2, 5)]
+    wait_until(lambda: owners(monitor, group) == {("", "")}, 60, interval=0.2,
+               message=f"the owners of {group} to go once its member left")
+
+
+def test_a_group_that_only_commits(kafka, monitor, producer):
+    group = topic = "real-commits-only"
+    topic_with_records(kafka, monitor, producer, topic, [20, 20])
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for offsets in ({0: 5, 1: 5}, {0: 10, 1: 8}):
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+    partitions = wait_until(lambda: (p := partitions_of(monitor, group)) and p[0]["end"]["offset"] == 10 and p,
+                            60, interval=0.2, message=f"{group}'s commits in the monitor")
+    assert [(p["partition"], p["current_lag"], p["owner"]) for p in partitions] == [(0, 10, ""), (1, 12, "")]
+
+
+def test_the_group_tool_rewinds_and_deletes(kafka, monitor, producer):
+    group = "real-tool"
+    for topic in ("real-tool-a", "real-tool-b"):
+        topic_with_records(kafka, monitor, producer, topic, [30])
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for offset in (10, 20, 30):
+            consumer.commit(offsets=[TopicPartition(t, 0, offset) for t in ("real-tool-a", "real-tool-b")],
+                            asynchronous=False)
+    finally:
+        consumer.close()
+    wait_until(lambda: (p := partitions_of(monitor, group)) and all(x["end"]["offset"] == 30 for x in p), 60,
+               interval=0.2, message=f"{group}'s commits in the monitor")
+
+    out = group_tool(kafka, "--group", group, "--topic", "real-tool-a", "--reset-offsets", "--to-offset", "5",
+                     "--execute")
+    assert "real-tool-a" in out and " 5" in out
+    rewound = wait_until(lambda: (p := partitions_of(monitor, group)) and p[0]["status"] == "REWIND" and p, 60,
+                         interval=0.2, message="the reset to show as REWIND")
+    assert (rewound[0]["topic"], rewound[0]["end"]["offset"]) == ("real-tool-a", 5)
+    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/status")
+    assert status == 200 and body["status"]["status"] == "ERR"
+
+    group_tool(kafka, "--group", group, "--topic", "real-tool-a", "--delete-offsets")
+    wait_until(lambda: [p["topic"] for p in partitions_of(monitor, group) or []] == ["real-tool-b"], 60, interval=0.2,
+               message="--delete-offsets to remove real-tool-a from the group")
+
+    group_tool(kafka, "--group", group, "--delete")
+    wait_until(lambda: monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}")[0] == 404, 60, interval=0.2,
+               message="--delete to remove the group")
+    assert group not in monitor.get(f"/v3/kafka/{CLUSTER}/consumer")[1]["consumers"]
+
+
+def test_every_record_kafka_wrote_was_understood(monitor):
+    """Run last in the module: everything the groups above made Kafka write was decoded or skipped on purpose."""
+    log = monitor.log_path.read_text()
+    assert "started" in log
+    assert "skipped offsets-topic record" not in log
+    assert "failed to decode" not in log
