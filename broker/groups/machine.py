@@ -761,7 +761,9 @@ class GroupMachine:
             answer = _commit_error(error)
             reply(ErrorCode.NONE, {**partition_errors, **dict.fromkeys(eligible, answer)})
 
-        self._cleanup_groups([group], lambda g: g.offsets.remove(eligible), done)
+        # Kafka 4's group coordinator leaves a group this empties to the periodic cleanup, so DeleteGroups
+        # still finds it (kafka-consumer-groups --delete-offsets, then --delete).
+        self._cleanup_groups([group], lambda g: g.offsets.remove(eligible), done, drop_emptied=False)
 
     def expire_offsets(self) -> None:
         """Drop expired offsets (writing tombstones), and Empty groups left with no offsets."""
@@ -773,16 +775,17 @@ class GroupMachine:
 
     def _cleanup_groups(self, groups: list[ClassicGroup],
                         remove_offsets: Callable[[ClassicGroup], list[TopicPartition]],
-                        on_complete: Callable[[ErrorCode], None]) -> None:
-        """Kafka's cleanupGroupMetadata: remove offsets, then groups that are Empty with none left, and write
-        the tombstones (one batch per partition). ``on_complete`` gets the first append error, if any."""
+                        on_complete: Callable[[ErrorCode], None], drop_emptied: bool = True) -> None:
+        """Kafka's cleanupGroupMetadata: remove offsets, then (``drop_emptied``) groups that are Empty with none
+        left, and write the tombstones (one batch per partition). ``on_complete`` gets the first append
+        error, if any."""
         now = self._clock()
         by_partition: dict[int, list[OffsetsRecord]] = defaultdict(list)
         for group in groups:
             partition = self.partition_for(group.group_id)
             for topic, index in remove_offsets(group):
                 by_partition[partition].append((records.offset_commit_key(group.group_id, topic, index), None))
-            if group.is_state(GroupState.EMPTY, GroupState.DEAD) and not group.offsets:
+            if drop_emptied and group.is_state(GroupState.EMPTY, GroupState.DEAD) and not group.offsets:
                 if not group.is_state(GroupState.DEAD):
                     group.transition_to(GroupState.DEAD, now)
                 self._forget_group(group)
