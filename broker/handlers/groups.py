@@ -247,13 +247,18 @@ async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 # --- admin -----------------------------------------------------------------------------------------------
 
+CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5+ (KIP-848): the only kind of group this broker runs
+
 @handler(ApiKey.LIST_GROUPS)
 async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     states = request["states_filter"] if ctx.api_version >= 4 else []
+    types = {kind.lower() for kind in request["types_filter"]} if ctx.api_version >= 5 else set()
     error, listings = _coordinator(ctx).list_groups(states)
+    if types and CLASSIC_GROUP_TYPE not in types:
+        listings = []  # every group here is a classic group
     return {"throttle_time_ms": 0, "error_code": error,
-            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
-                       for g in listings]}
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                        "group_type": CLASSIC_GROUP_TYPE} for g in listings]}
 
 
 @handler(ApiKey.DESCRIBE_GROUPS)

@@ -115,7 +115,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.OFFSET_COMMIT: (0, 8),
         ApiKey.OFFSET_FETCH: (0, 8),
-        ApiKey.LIST_GROUPS: (0, 4),
+        ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),

@@ -185,10 +185,11 @@ LIST_GROUPS_REQUEST = Message(
     "ListGroupsRequest",
     "request",
     api_key=16,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=(
         Field("states_filter", Array("string"), "4+"),
+        Field("types_filter", Array("string"), "5+"),
     ),
 )
 
@@ -196,7 +197,7 @@ LIST_GROUPS_RESPONSE = Message(
     "ListGroupsResponse",
     "response",
     api_key=16,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=(
         Field("throttle_time_ms", "int32", "1+"),
@@ -205,6 +206,7 @@ LIST_GROUPS_RESPONSE = Message(
             Field("group_id", "string", "0+"),
             Field("protocol_type", "string", "0+"),
             Field("group_state", "string", "4+"),
+            Field("group_type", "string", "5+"),
         )))),
     ),
 )
