@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import threading
 from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from harness import wait_until
-from kafka_harness import java_command, java_peer
+from kafka_harness import JavaApp, java_peer
 
 pytestmark = pytest.mark.integration
 
@@ -93,17 +91,9 @@ def test_producer_consumer_and_the_admin_clients_group_calls(broker):
 
 def test_kafka_streams_word_count(broker, tmp_path):
     create_topic(broker, "words-in", 2)
-    app = subprocess.Popen(java_command("burrowpy.peers.WordCount", broker.bootstrap, "word-count", "words-in",
-                                        "words-out", str(tmp_path / "state")),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    states: list[str] = []
-    reader = threading.Thread(target=lambda: states.extend(json.loads(line)["state"] for line in app.stdout),
-                              daemon=True)
-    reader.start()
-    try:
-        wait_until(lambda: "RUNNING" in states or app.poll() is not None, 120, interval=0.2,
-                   message="the Streams application to run")
-        assert app.poll() is None, app.stderr.read()[-3000:]
+    with JavaApp("burrowpy.peers.WordCount", broker.bootstrap, "word-count", "words-in", "words-out",
+                 str(tmp_path / "state")) as app:
+        wait_until(lambda: app.saw("state", "RUNNING"), 120, interval=0.2, message="the Streams application to run")
         lines = ["the quick brown fox", "jumps over the lazy dog", "The dog barks", "a fox, a dog"]
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for number, line in enumerate(lines):
@@ -124,16 +114,9 @@ def test_kafka_streams_word_count(broker, tmp_path):
             wait_until(counted, 120, interval=0, message=f"the word counts {dict(expected)} (so far {counts})")
         finally:
             consumer.close()
-    finally:
-        app.terminate()
-        try:
-            app.wait(60)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
-        reader.join(10)
-    assert app.returncode in (0, 143), app.stderr.read()[-3000:]
-    assert states[-1] == "NOT_RUNNING"
+        code = app.stop()
+    assert code in (0, 143), app.stderr()[-3000:]
+    assert app.lines[-1] == {"state": "NOT_RUNNING"}
     # Streams created its repartition and changelog topics on our broker, the changelog compacted
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     internal = sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith("word-count-"))

@@ -1,7 +1,8 @@
 """``burrowpy serve`` against a real Apache Kafka 4.4 node (KRaft), configured as for any cluster.
 
 Groups of every kind Kafka 4.4 keeps: classic (librdkafka), on the consumer protocol of KIP-848 (librdkafka
-``group.protocol=consumer``), and a group that only commits (no members). Owners and client ids show for
+and the Java consumer with ``group.protocol=consumer``), a Kafka Streams application on the classic and on
+the streams protocol (KIP-1071), and a group that only commits (no members). Owners and client ids show for
 the classic AND the consumer-protocol group (whose members Kafka writes as separate records naming topics
 by id). Kafka's own ``kafka-consumer-groups`` tool drives the rest: ``--reset-offsets`` shows as REWIND,
 ``--delete-offsets`` and ``--delete`` make the topic's partitions and the group disappear. Last, nothing
@@ -16,7 +17,7 @@ import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import wait_until
-from kafka_harness import java_peer
+from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -124,6 +125,40 @@ def test_the_group_tool_rewinds_and_deletes(kafka, monitor, producer):
     wait_until(lambda: monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}")[0] == 404, 60, interval=0.2,
                message="--delete to remove the group")
     assert group not in monitor.get(f"/v3/kafka/{CLUSTER}/consumer")[1]["consumers"]
+
+
+def settled(monitor, group: str, topic: str, ends: list[int]) -> bool:
+    """The monitor shows the group committed at ``ends`` on every partition of ``topic``."""
+    partitions = [p for p in partitions_of(monitor, group) or [] if p["topic"] == topic]
+    return [p["end"]["offset"] if p["end"] else None for p in partitions] == ends
+
+
+def test_java_consumer_on_the_consumer_protocol(kafka, monitor, producer):
+    group = topic = "real-java-848"
+    topic_with_records(kafka, monitor, producer, topic, [7, 8])
+    output = java_peer("burrowpy.peers.JavaClients", "consume", kafka.bootstrap, topic, group, "15", "consumer").stdout
+    assert '"committed","value":{"0":7,"1":8}' in output
+    wait_until(lambda: settled(monitor, group, topic, [7, 8]), 60, interval=0.2,
+               message=f"{group}'s commits in the monitor")
+
+
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
+def test_a_kafka_streams_application(kafka, monitor, producer, tmp_path, protocol):
+    """A word count: its group commits the input topic; with the streams protocol (KIP-1071) Kafka also writes
+    the streams group's own records, which the monitor skips on purpose."""
+    application = f"real-streams-{protocol}"
+    source = f"{application}-in"
+    topic_with_records(kafka, monitor, producer, source, [0, 0])
+    with JavaApp("burrowpy.peers.WordCount", kafka.bootstrap, application, source, f"{application}-out",
+                 str(tmp_path / "state"), protocol) as app:
+        wait_until(lambda: app.saw("state", "RUNNING"), 120, interval=0.2, message="the Streams application to run")
+        for partition in (0, 1):
+            for line in ("to be or not to be", "that is the question"):
+                producer.produce(source, value=line.encode(), partition=partition)
+        assert producer.flush(30) == 0
+        wait_until(lambda: settled(monitor, application, source, [2, 2]), 120, interval=0.2,
+                   message=f"{application}'s commits of {source} in the monitor")
+        assert app.stop() in (0, 143)
 
 
 def test_every_record_kafka_wrote_was_understood(monitor):

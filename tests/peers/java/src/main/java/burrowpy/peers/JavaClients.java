@@ -45,7 +45,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <pre>
  *   JavaClients admin BOOTSTRAP TOPIC        topics and configs through the AdminClient
  *   JavaClients produce BOOTSTRAP TOPIC N    N records with the producer's defaults (idempotent, acks=all)
- *   JavaClients consume BOOTSTRAP TOPIC GROUP N   subscribe, read N records, commitSync
+ *   JavaClients consume BOOTSTRAP TOPIC GROUP N [PROTOCOL]   subscribe, read N records, commitSync
+ *                                            (PROTOCOL: the group protocol, classic or consumer)
  *   JavaClients groups BOOTSTRAP TOPIC GROUP      the AdminClient's consumer group and records calls
  * </pre>
  */
@@ -108,8 +109,9 @@ public final class JavaClients {
     emit("produced", sent);
   }
 
-  static void consume(String bootstrap, String topic, String group, int count) throws Exception {
+  static void consume(String bootstrap, String topic, String group, int count, String protocol) throws Exception {
     Properties props = new Properties();
+    props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
     props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -122,8 +124,12 @@ public final class JavaClients {
       long deadline = System.currentTimeMillis() + 60_000;
       while (read.size() < count && System.currentTimeMillis() < deadline) {
         for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(500))) {
-          read.add(Map.of("key", record.key(), "value", record.value(), "partition", record.partition(),
-              "offset", record.offset()));
+          Map<String, Object> row = new LinkedHashMap<>();  // keys and values may be null
+          row.put("key", record.key());
+          row.put("value", record.value());
+          row.put("partition", record.partition());
+          row.put("offset", record.offset());
+          read.add(row);
         }
       }
       consumer.commitSync();
@@ -175,7 +181,8 @@ public final class JavaClients {
     switch (args[0]) {
       case "admin" -> topics(args[1], args[2]);
       case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]));
-      case "consume" -> consume(args[1], args[2], args[3], Integer.parseInt(args[4]));
+      case "consume" -> consume(args[1], args[2], args[3], Integer.parseInt(args[4]),
+          args.length > 5 ? args[5] : "classic");
       case "groups" -> groups(args[1], args[2], args[3]);
       default -> throw new IllegalArgumentException("unknown command " + args[0]);
     }

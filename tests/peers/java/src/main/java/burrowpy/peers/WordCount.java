@@ -15,8 +15,11 @@ import org.apache.kafka.streams.kstream.Produced;
  * and runs until SIGTERM.
  *
  * <pre>
- *   WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
+ *   WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GROUP_PROTOCOL]
  * </pre>
+ *
+ * GROUP_PROTOCOL is the group rebalance protocol, classic by default; "streams" (KIP-1071) needs a Kafka
+ * 4.1+ broker.
  */
 public final class WordCount {
   private WordCount() {}
@@ -31,6 +34,9 @@ public final class WordCount {
     // Counts reach the output soon after their input, which keeps the test short.
     props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
     props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+    if (args.length > 5) {
+      props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[5]);
+    }
 
     StreamsBuilder builder = new StreamsBuilder();
     builder.<String, String>stream(args[2])
