@@ -128,12 +128,14 @@ class ErrorCode(IntEnum):
 
 
 class KafkaError(Exception):
-    """An error that is answered on the wire with its Kafka error code."""
+    """An error that is answered on the wire with its Kafka error code; ``record_errors`` are the
+    (index in the batch, message) pairs of the records that made a produced batch invalid (KIP-467)."""
 
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
+    def __init__(self, code: ErrorCode, message: str = "", record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or code.name)
         self.code = ErrorCode(code)
         self.message = message or code.name
+        self.record_errors = record_errors or []
 
     def __repr__(self) -> str:
         return f"KafkaError({self.code.name}, {self.message!r})"

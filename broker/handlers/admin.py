@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
+from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
 from broker.topics import INTERNAL_TOPICS
 
@@ -192,9 +193,11 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                         updates[config["name"]] = config["value"]
                     elif op == OP_DELETE:
                         updates[config["name"]] = None
+                    elif op in (OP_APPEND, OP_SUBTRACT):
+                        current = updates.get(config["name"], broker.logs.topics[name].overrides.get(config["name"]))
+                        updates[config["name"]] = _list_operation(config["name"], op, current, config["value"])
                     else:
-                        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                         f"{config['name']}: APPEND and SUBTRACT apply to list configs only")
+                        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
                 await broker.topic_admin.alter_configs(name, updates, replace=False,
                                                        validate_only=request["validate_only"])
             else:
@@ -205,6 +208,24 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _list_operation(name: str, op: int, current: str | None, value: str | None) -> str:
+    """IncrementalAlterConfigs APPEND (add the items not there yet) or SUBTRACT (remove them) on a list
+    config, starting from the topic's override or else Kafka's default, as Kafka does."""
+    definition = CONFIG_DEFS.get(name)
+    if definition is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
+    if definition.kind != "list":
+        verb = "APPEND" if op == OP_APPEND else "SUBTRACT"
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
+    items = [item.strip() for item in (current or format_value(definition.default)).split(",") if item.strip()]
+    given = [item.strip() for item in (value or "").split(",") if item.strip()]
+    if op == OP_APPEND:
+        items += [item for item in given if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
 
 
 @handler(ApiKey.ALTER_CONFIGS)

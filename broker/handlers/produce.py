@@ -28,9 +28,11 @@ _ZSTD = 4
 _MAX_EPOCH = 32767
 
 
-def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _partition_error(index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1,
+                     record_errors: list[tuple[int, str]] | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+            "log_start_offset": log_start_offset, "error_message": message,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": text} for i, text in record_errors or []]}
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None,
@@ -49,6 +51,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
     if records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD and ctx.api_version < 7:
         return _partition_error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 "zstd needs Produce v7 or later"), None
+    plog = None
     try:
         leader, epoch, _replicas, isr = broker.partition_leader(topic, index)
         if leader != broker.node_id:
@@ -59,7 +62,10 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                              f"{len(isr)} in-sync replicas, min.insync.replicas is {plog.config.min_insync_replicas}")
         result = await broker.append(topic, index, records, leader_epoch=epoch)
     except KafkaError as exc:
-        return _partition_error(index, exc.code, exc.message), None
+        # Kafka tells the log start offset with a batch refused for some of its records (its
+        # RecordValidationException), and -1 with every other error.
+        log_start = plog.log_start_offset if plog is not None and exc.record_errors else -1
+        return _partition_error(index, exc.code, exc.message, log_start, exc.record_errors), None
     return {"index": index, "error_code": 0, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
             "record_errors": [], "error_message": None}, result.last_offset + 1

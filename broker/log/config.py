@@ -53,6 +53,15 @@ def _cleanup_policy(value: tuple[str, ...]) -> str | None:
     return f"unknown policy {unknown[0]!r}; use delete, compact or both" if unknown else None
 
 
+def _between(low: int, high: int, *also: int) -> Callable[[Any], str | None]:
+    allowed = "".join(f"{value} or " for value in also)
+    return lambda value: None if low <= value <= high or value in also else f"must be {allowed}in [{low}, {high}]"
+
+
+# Topic compression.type values and the batch codec each asks for (None: keep the producer's).
+COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
 def _disk_percent(value: float) -> str | None:
     return None if value == -1 or 0 < value <= 100 else "must be -1 (off) or a percentage in (0, 100]"
 
@@ -73,6 +82,10 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("flush.ms", "long", INT64_MAX, _at_least(0)),
         ConfigDef("min.insync.replicas", "int", 1, _at_least(1)),
         ConfigDef("retention.disk.percent", "double", -1.0, _disk_percent),
+        ConfigDef("compression.type", "string", "producer", _one_of(*COMPRESSION_TYPES)),
+        ConfigDef("compression.gzip.level", "int", -1, _between(1, 9, -1)),
+        ConfigDef("compression.lz4.level", "int", 9, _between(1, 17)),
+        ConfigDef("compression.zstd.level", "int", 3, _between(-131072, 22)),
     )
 }
 
@@ -144,6 +157,10 @@ class LogConfig:
     flush_ms: int = CONFIG_DEFS["flush.ms"].default
     min_insync_replicas: int = CONFIG_DEFS["min.insync.replicas"].default
     retention_disk_percent: float = CONFIG_DEFS["retention.disk.percent"].default
+    compression_type: str = CONFIG_DEFS["compression.type"].default
+    compression_gzip_level: int = CONFIG_DEFS["compression.gzip.level"].default
+    compression_lz4_level: int = CONFIG_DEFS["compression.lz4.level"].default
+    compression_zstd_level: int = CONFIG_DEFS["compression.zstd.level"].default
 
     @classmethod
     def from_settings(cls, *layers: Mapping[str, Any]) -> LogConfig:
@@ -167,6 +184,17 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def codec(self) -> int | None:
+        """The batch codec compression.type asks for, or None to keep what the producer sent."""
+        return COMPRESSION_TYPES[self.compression_type]
+
+    @property
+    def codec_level(self) -> int | None:
+        """The compression level of :attr:`codec` (compression.<codec>.level)."""
+        return {1: self.compression_gzip_level, 3: self.compression_lz4_level,
+                4: self.compression_zstd_level}.get(self.codec or 0)
 
 
 def describe(overrides: Mapping[str, Any], broker_defaults: Mapping[str, Any]) -> list[ConfigEntry]:

@@ -64,12 +64,14 @@ from broker.log.segment import (
     segment_file,
 )
 from broker.protocol.records import (
+    ATTR_COMPRESSION_MASK,
     HEADER_SIZE,
     INT32_MAX,
     crc_of,
     decode_batch,
     iter_batches,
     patched_header,
+    recompress,
     validate_batch,
 )
 
@@ -229,13 +231,19 @@ class PartitionLog:
     ) -> AppendResult:
         """Append one producer batch: validate, check the producer's sequence, assign offsets, write."""
         header = validate_batch(batch)
+        codec = self.config.codec
+        if codec is not None and header.attributes & ATTR_COMPRESSION_MASK != codec:
+            # The topic's compression.type differs from the producer's: the only case where the broker
+            # rewrites a batch (with compression.type=producer, the default, batches stay opaque).
+            batch = recompress(batch, codec, self.config.codec_level)
+            header = validate_batch(batch)
         if header.size > self.config.max_message_bytes:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
             )
         if self.config.compact:
-            _require_keys(batch)
+            _require_keys(batch, os.path.basename(self.directory))
         if now_ms is None:
             now_ms = self._now_ms()
         with self._lock:
@@ -718,11 +726,17 @@ class PartitionLog:
         return self._closed
 
 
-def _require_keys(batch: bytes | bytearray | memoryview) -> None:
-    """Compacted topics keep the latest record per key, so a record without one is refused."""
+def _require_keys(batch: bytes | bytearray | memoryview, topic_partition: str) -> None:
+    """Compacted topics keep the latest record per key, so a batch with a record without one is refused,
+    each such record named by its index in the batch, in Kafka's words (KIP-467)."""
     _, records = decode_batch(batch, verify_crc=False)
-    if any(record.key is None for record in records):
-        raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without a key")
+    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+    errors = [(index, message) for index, record in enumerate(records) if record.key is None]
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                         f"and only showing the first three errors at most: [{shown}]", errors)
 
 
 def _unlink_quietly(path: str) -> None:

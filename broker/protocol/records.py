@@ -413,20 +413,28 @@ def _decode_records(
 # Codecs
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a record sequence the way Kafka clients do (snappy written raw, LZ4 as a frame)."""
+# Kafka's default levels (KIP-390): gzip's -1 is zlib's default, 6.
+DEFAULT_LEVELS = {COMPRESSION_GZIP: 6, COMPRESSION_LZ4: 9, COMPRESSION_ZSTD: 3}
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """Compress a record sequence the way Kafka clients do (snappy written raw, LZ4 as a frame), at
+    ``level`` (Kafka's compression.<codec>.level; None or gzip's -1 for the codec's default)."""
     if codec == COMPRESSION_NONE:
         return data
+    if level is None or (codec == COMPRESSION_GZIP and level == -1):
+        level = DEFAULT_LEVELS.get(codec)
     if codec == COMPRESSION_GZIP:
-        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+        compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
         return compressor.compress(data) + compressor.flush()
     if codec == COMPRESSION_SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == COMPRESSION_LZ4:
         # Independent 64 KiB blocks: what Kafka's Java LZ4 stream writes and reads.
-        return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False)
+        return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                  compression_level=level)
     if codec == COMPRESSION_ZSTD:
-        return zstandard.ZstdCompressor(level=3).compress(data)
+        return zstandard.ZstdCompressor(level=level).compress(data)
     raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
 
 
@@ -501,6 +509,7 @@ def build_batch(
     last_offset_delta: int | None = None,
     max_timestamp: int | None = None,
     delete_horizon_ms: int | None = None,
+    level: int | None = None,
 ) -> bytes:
     """Encode ``records`` (absolute offsets, ascending, all >= ``base_offset``) as one v2 batch.
 
@@ -508,7 +517,7 @@ def build_batch(
     offset range so producer sequence numbers stay right). ``max_timestamp`` overrides the computed
     maximum (LogAppendTime batches carry the append time there; empty batches need one).
     ``delete_horizon_ms`` marks a compacted batch holding tombstones: Kafka stores the horizon in
-    baseTimestamp and sets attribute bit 6.
+    baseTimestamp and sets attribute bit 6. ``level`` is the compression level (see :func:`compress`).
     """
     records = list(records)
     if records and records[0].offset < base_offset:
@@ -529,7 +538,7 @@ def build_batch(
     payload = bytearray()
     for record in records:
         _encode_record(payload, record, record.offset - base_offset, base_timestamp)
-    body = compress(compression, bytes(payload))
+    body = compress(compression, bytes(payload), level)
     attributes = compression
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
         attributes |= ATTR_LOG_APPEND_TIME
@@ -687,3 +696,19 @@ def _read_legacy_bytes(entry: memoryview, pos: int) -> tuple[bytes | None, int]:
     if pos + length > len(entry):
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "legacy message field extends past its message")
     return bytes(entry[pos : pos + length]), pos + length
+
+
+def recompress(batch: Buffer, codec: int, level: int | None = None) -> bytes:
+    """The batch with its records compressed with ``codec`` instead (a topic's compression.type): offsets,
+    timestamps, producer fields and attributes other than the codec stay as they were."""
+    header, records = decode_batch(batch, verify_crc=False)
+    attributes = header.attributes
+    rebuilt = build_batch(
+        records, base_offset=header.base_offset, compression=codec, producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+        timestamp_type=TIMESTAMP_LOG_APPEND_TIME if attributes & ATTR_LOG_APPEND_TIME else TIMESTAMP_CREATE_TIME,
+        partition_leader_epoch=header.partition_leader_epoch, is_transactional=bool(attributes & ATTR_TRANSACTIONAL),
+        is_control=bool(attributes & ATTR_CONTROL), last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp, level=level,
+        delete_horizon_ms=header.base_timestamp if attributes & ATTR_DELETE_HORIZON else None)
+    return rebuilt

@@ -1,0 +1,160 @@
+"""Topic configs a new user tries first, on our broker and, where the answer is Kafka's to give, side by
+side with a real Apache Kafka 4.4: compression.type (with its levels) recompressing batches, APPEND and
+SUBTRACT on list configs, and records without a key refused by compacted topics with Kafka's per-record
+errors (KIP-467).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from harness import wait_until
+from kafka import KafkaProducer
+from kafka.errors import KafkaError as PythonKafkaError
+
+from broker.client import KafkaConnection
+from broker.protocol.api import ApiKey
+from broker.protocol.records import (
+    ATTR_COMPRESSION_MASK,
+    Record,
+    build_batch,
+    decode_records_any,
+    iter_batches,
+)
+
+pytestmark = pytest.mark.integration
+
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str], partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=configs)]).values():
+        future.result(30)
+
+
+def topic_config(bootstrap: str, topic: str, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", topic)
+    return admin.describe_configs([resource])[resource].result(30)[name].value
+
+
+async def stored_batches(bootstrap: str, topic: str) -> list[tuple[int, list[bytes]]]:
+    """(codec, record values) of every batch stored in partition 0, read with a raw Fetch."""
+    async with await KafkaConnection.connect(bootstrap) as connection:
+        answer = await connection.request(ApiKey.FETCH, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                         "partition_max_bytes": 1 << 20}]}]}, version=11)
+    data = answer["responses"][0]["partitions"][0]["records"]
+    return [(header.attributes & ATTR_COMPRESSION_MASK,
+             [r.value for r in decode_records_any(data[pos:pos + header.batch_length + 12])])
+            for pos, header in iter_batches(data)]
+
+
+def produce(bootstrap: str, topic: str, codec: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50})
+    for value in values:
+        producer.produce(topic, key=b"k", value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.parametrize(("topic_codec", "producer_codec"), [
+    ("zstd", "gzip"), ("uncompressed", "lz4"), ("gzip", "none"), ("lz4", "zstd"), ("snappy", "gzip"),
+    ("producer", "gzip")])
+def test_compression_type_recompresses_batches(broker, topic_codec, producer_codec):
+    topic = f"codec-{topic_codec}-{producer_codec}"
+    create_topic(broker.bootstrap, topic, {"compression.type": topic_codec})
+    assert topic_config(broker.bootstrap, topic, "compression.type") == topic_codec
+    values = [b"value %d " % n * 20 for n in range(50)]
+    produce(broker.bootstrap, topic, producer_codec, values)
+    batches = asyncio.run(stored_batches(broker.bootstrap, topic))
+    stored_codec = CODECS["gzip"] if topic_codec == "producer" else CODECS[topic_codec]
+    assert {codec for codec, _ in batches} == {stored_codec}
+    assert [value for _, batch in batches for value in batch] == values
+
+
+def test_compression_levels_are_configs(broker):
+    create_topic(broker.bootstrap, "codec-levels", {"compression.type": "zstd", "compression.zstd.level": "19",
+                                                     "compression.gzip.level": "9", "compression.lz4.level": "17"})
+    assert topic_config(broker.bootstrap, "codec-levels", "compression.zstd.level") == "19"
+    assert topic_config(broker.bootstrap, "codec-levels", "compression.gzip.level") == "9"
+    produce(broker.bootstrap, "codec-levels", "gzip", [b"x" * 1000] * 10)
+    assert {codec for codec, _ in asyncio.run(stored_batches(broker.bootstrap, "codec-levels"))} == {4}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for name, value in (("compression.type", "brotli"), ("compression.gzip.level", "10"),
+                        ("compression.lz4.level", "0")):
+        future = admin.create_topics([NewTopic(f"codec-bad-{name}", 1, 1, config={name: value})])
+        with pytest.raises(Exception, match="INVALID_CONFIG|InvalidConfig"):
+            next(iter(future.values())).result(30)
+
+
+def alter(bootstrap: str, topic: str, *entries: ConfigEntry) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=list(entries))
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+@pytest.mark.parametrize("server", ["broker", "kafka"])
+def test_append_and_subtract_on_list_configs(request, server):
+    bootstrap = request.getfixturevalue(server).bootstrap
+    create_topic(bootstrap, "list-configs", {})
+    alter(bootstrap, "list-configs",
+          ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND))
+    wait_until(lambda: topic_config(bootstrap, "list-configs", "cleanup.policy") == "delete,compact", 30,
+               message="cleanup.policy delete,compact")
+    alter(bootstrap, "list-configs",
+          ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT))
+    wait_until(lambda: topic_config(bootstrap, "list-configs", "cleanup.policy") == "compact", 30,
+               message="cleanup.policy compact")
+    with pytest.raises(Exception, match="Can't APPEND to key retention.ms because its type is not LIST"):
+        alter(bootstrap, "list-configs",
+              ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.APPEND))
+
+
+async def produce_raw(bootstrap: str, topic: str, batch: bytes) -> dict:
+    async with await KafkaConnection.connect(bootstrap) as connection:
+        for _ in range(50):  # a new Kafka partition may not have its leader yet
+            answer = await connection.request(ApiKey.PRODUCE, {
+                "transactional_id": None, "acks": 1, "timeout_ms": 30_000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}, version=9)
+            partition = answer["responses"][0]["partition_responses"][0]
+            if partition["error_code"] not in (3, 6):
+                return partition
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"{topic} never got a leader")
+
+
+def test_records_without_keys_on_a_compacted_topic_get_kafkas_answer(broker, kafka):
+    batch = build_batch([Record(0, 1, b"k", b"v"), Record(1, 1, None, b"v"), Record(2, 1, None, b"v")])
+    answers = []
+    for server in (broker, kafka):
+        create_topic(server.bootstrap, "keyless-wire", {"cleanup.policy": "compact"})
+        answers.append(asyncio.run(produce_raw(server.bootstrap, "keyless-wire", batch)))
+    ours, kafkas = answers
+    assert ours["error_code"] == 87  # INVALID_RECORD
+    assert ours == kafkas
+
+
+def test_clients_see_invalid_record_for_keyless_records(broker):
+    create_topic(broker.bootstrap, "keyless-clients", {"cleanup.policy": "compact"})
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce("keyless-clients", value=b"no key", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [ConfluentError.INVALID_RECORD]
+
+    python_producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        with pytest.raises(PythonKafkaError, match="InvalidRecord|INVALID_RECORD|Compacted topic"):
+            python_producer.send("keyless-clients", value=b"no key").get(30)
+    finally:
+        python_producer.close()
+    produce(broker.bootstrap, "keyless-clients", "none", [b"keyed"])  # a key: accepted
+    assert [values for _, values in asyncio.run(stored_batches(broker.bootstrap, "keyless-clients"))] == [[b"keyed"]]
