@@ -22,6 +22,10 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 ZERO_UUID = bytes(16)
 
 
+# DescribeConfigs v3+ config_type codes (ConfigEntry.ConfigType) of our config kinds
+CONFIG_TYPES = {"int": 3, "long": 5, "double": 6, "string": 2, "list": 7}
+
+
 def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = None) -> list[dict[str, Any]]:
     entries = []
     for name, value, is_default, read_only, source in ctx.broker.logs.describe_configs(topic):
@@ -32,7 +36,7 @@ def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = No
             source_code = SOURCE_STATIC_BROKER
         entries.append({"name": name, "value": None if value is None else str(value), "read_only": read_only,
                         "is_default": is_default, "config_source": source_code, "is_sensitive": False,
-                        "synonyms": [], "config_type": 0, "documentation": None})
+                        "synonyms": [], "config_type": CONFIG_TYPES[CONFIG_DEFS[name].kind], "documentation": None})
     return entries
 
 
@@ -153,7 +157,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
     results = []
     for resource in request["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
-        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name,
+        entry = {"error_code": 0, "error_message": "", "resource_type": kind, "resource_name": name,
                  "configs": []}
         if kind == RESOURCE_TOPIC:
             if name in broker.logs.topics:

@@ -9,6 +9,7 @@ transactions the last stable offset equals it.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -134,9 +135,23 @@ def _answer_partitions(topics: list[dict[str, Any]], topic_key: str, index_key: 
     return answered
 
 
+def _first_of_each(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    unique: dict[int, dict[str, Any]] = {}
+    for part in partitions:
+        unique.setdefault(part["partition_index"], part)
+    return list(unique.values())
+
+
 @handler(ApiKey.LIST_OFFSETS)
 async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    # A partition asked for more than once gets one answer, INVALID_REQUEST, as Kafka gives.
+    asked = Counter((topic["name"], part["partition_index"]) for topic in request["topics"]
+                    for part in topic["partitions"])
+    topics = [{**topic, "partitions": _first_of_each(topic["partitions"])} for topic in request["topics"]]
+
     def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+        if asked[(topic, part["partition_index"])] > 1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST)
         plog, epoch = _leader_log(ctx, topic, part["partition_index"], part["current_leader_epoch"])
         timestamp = part["timestamp"]
         found_ts = -1
@@ -153,8 +168,7 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
         entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
 
     blank = {"old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    return {"throttle_time_ms": 0,
-            "topics": _answer_partitions(request["topics"], "name", "partition_index", blank, fill)}
+    return {"throttle_time_ms": 0, "topics": _answer_partitions(topics, "name", "partition_index", blank, fill)}
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)

@@ -75,7 +75,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     for node_id, host, port, _rack in ctx.broker.live_brokers():
         if node_id == leader:
             return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
-                    "error_message": None}
+                    "error_message": ""}
     return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader")
 
 
@@ -86,7 +86,9 @@ async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> dict
         return {"throttle_time_ms": 0,
                 "coordinators": [_find_one(ctx, key, key_type) for key in request["coordinator_keys"]]}
     found = _find_one(ctx, request["key"], key_type)
-    return {"throttle_time_ms": 0, "error_code": found["error_code"], "error_message": found["error_message"],
+    # Kafka's v1-3 answers carry the error's name when all went well
+    message = found["error_message"] or ErrorCode(found["error_code"]).name
+    return {"throttle_time_ms": 0, "error_code": found["error_code"], "error_message": message,
             "node_id": found["node_id"], "host": found["host"], "port": found["port"]}
 
 

@@ -1,0 +1,272 @@
+"""Our broker and Apache Kafka 4.4, asked the same things: for every API and every version both advertise,
+the same request (built and decoded with our codec) gets the same answer field by field, apart from what
+differs between any two clusters (ids, ports, throttle times) and the deliberate differences listed in
+DIFFERENCES, each asserted to still be there so that the list cannot go stale.
+
+Both clusters first get the same state: topic ``diff`` (2 partitions) with one batch of three records in
+partition 0, and a group ``diff-simple`` that committed offset 2 of it. Requests that change state (create,
+delete, commit, produce) are sent once per version to both, in the same order, so both change alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from broker.broker import ADVERTISED_VERSIONS
+from broker.client import KafkaConnection
+from broker.protocol.api import ApiKey
+from broker.protocol.records import Record, build_batch
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "diff"
+GROUP = "diff-simple"
+BATCH = build_batch([Record(n, 1_700_000_000_000 + n, b"key-%d" % n, b"value-%d" % n) for n in range(3)])
+ZERO_UUID = bytes(16)
+
+# Fields that differ between any two clusters: ids of the cluster, its members and producers, ports, throttle.
+VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "leader", "producer_id",
+            "members", "session_id"}
+
+
+def topic_partitions(*partitions: int) -> list[dict]:
+    return [{"partition": p, "partition_index": p, "current_leader_epoch": -1, "leader_epoch": 0, "timestamp": -1,
+             "fetch_offset": 0, "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20,
+             "max_num_offsets": 1} for p in partitions]
+
+
+# --- requests: API -> (version -> body); a version's body may depend on the version ------------------------
+
+def metadata(v: int) -> dict:
+    return {"topics": [{"name": TOPIC, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+
+def fetch(v: int) -> dict:
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": TOPIC, "topic_id": ZERO_UUID, "partitions": topic_partitions(0, 1)}]}
+
+
+def list_offsets(v: int) -> dict:
+    """The latest offset of partition 0, the earliest (v7+: the max timestamp) of partition 1, partition 5 twice
+    (Kafka answers a partition asked for twice with a single INVALID_REQUEST) and a topic that is not there."""
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+        {"partition_index": p, "current_leader_epoch": -1, "timestamp": t, "max_num_offsets": 1}
+        for p, t in ((0, -1), (1, -3 if v >= 7 else -2), (5, -1), (5, -2))]}, {"name": "diff-other", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1, "max_num_offsets": 1}]}]}
+
+
+def produce(v: int) -> dict:
+    return {"transactional_id": None, "acks": 1, "timeout_ms": 30_000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 1, "records": BATCH}]}]}
+
+
+def commit(group: str) -> Callable[[int], dict]:
+    return lambda v: {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                      "group_instance_id": None, "retention_time_ms": -1, "topics": [
+                          {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 2,
+                                                          "committed_leader_epoch": -1, "commit_timestamp": -1,
+                                                          "committed_metadata": "m"}]}]}
+
+
+def offset_fetch(v: int) -> dict:
+    topics = [{"name": TOPIC, "partition_indexes": [0, 1]}]
+    return {"group_id": GROUP, "topics": topics, "require_stable": False,
+            "groups": [{"group_id": GROUP, "topics": topics}]}
+
+
+def unknown_member(v: int) -> dict:
+    return {"group_id": f"diff-nobody-{v}", "generation_id": 1, "member_id": "nobody", "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": [],
+            "members": [{"member_id": "nobody", "group_instance_id": None, "reason": None}]}
+
+
+def join(v: int) -> dict:
+    return {"group_id": f"diff-join-{v}", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "reason": None,
+            "protocols": [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"}]}
+
+
+def create_topic(name: str, **extra: Any) -> dict:
+    return {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": "retention.ms", "value": "3600000"}]}],
+            "timeout_ms": 30_000, "validate_only": False, **extra}
+
+
+def configs_resource(v: int) -> dict:
+    return {"resources": [{"resource_type": 2, "resource_name": TOPIC,
+                           "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]}],
+            "include_synonyms": False, "include_documentation": False}
+
+
+def alter_configs(v: int) -> dict:
+    return {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
+        {"name": "retention.ms", "value": "100000", "config_operation": 0}]}], "validate_only": True}
+
+
+REQUESTS: dict[int, Callable[[int], dict]] = {
+    ApiKey.API_VERSIONS: lambda v: {"client_software_name": "diff", "client_software_version": "1"},
+    ApiKey.METADATA: metadata,
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.PRODUCE: produce,
+    ApiKey.OFFSET_COMMIT: commit(GROUP),
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.FIND_COORDINATOR: lambda v: {"key": GROUP, "key_type": 0, "coordinator_keys": [GROUP]},
+    ApiKey.JOIN_GROUP: join,
+    ApiKey.HEARTBEAT: unknown_member,
+    ApiKey.LEAVE_GROUP: unknown_member,
+    ApiKey.SYNC_GROUP: unknown_member,
+    ApiKey.DESCRIBE_GROUPS: lambda v: {"groups": [GROUP], "include_authorized_operations": False},
+    ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Empty"], "types_filter": []},
+    ApiKey.CREATE_TOPICS: lambda v: create_topic(f"diff-created-{v}"),
+    ApiKey.DELETE_TOPICS: lambda v: {"topic_names": [f"diff-created-{v}"], "timeout_ms": 30_000,
+                                     "topics": [{"name": f"diff-created-{v}", "topic_id": ZERO_UUID}]},
+    ApiKey.DELETE_RECORDS: lambda v: {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 1,
+                                                                                  "offset": v + 1}]}],
+                                      "timeout_ms": 30_000},
+    ApiKey.INIT_PRODUCER_ID: lambda v: {"transactional_id": None, "transaction_timeout_ms": 60_000,
+                                        "producer_id": -1, "producer_epoch": -1},
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda v: {"replica_id": -1, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+    ApiKey.DESCRIBE_CONFIGS: configs_resource,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs,
+    ApiKey.CREATE_PARTITIONS: lambda v: {"topics": [{"name": f"diff-grow-{v}", "count": 3, "assignments": None}],
+                                         "timeout_ms": 30_000, "validate_only": False},
+    ApiKey.DELETE_GROUPS: lambda v: {"groups_names": [f"diff-gone-{v}"]},
+    ApiKey.OFFSET_DELETE: lambda v: {"group_id": f"diff-gone-{v}", "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+    ApiKey.DESCRIBE_CLUSTER: lambda v: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+}
+
+# Requests sent to both clusters before the API's own request at each version: (api, body builder).
+BEFORE: dict[int, list[tuple[int, Callable[[int], dict]]]] = {
+    ApiKey.DELETE_TOPICS: [(ApiKey.CREATE_TOPICS, lambda v: create_topic(f"diff-created-{v}"))],
+    ApiKey.CREATE_PARTITIONS: [(ApiKey.CREATE_TOPICS, lambda v: create_topic(f"diff-grow-{v}"))],
+    ApiKey.DELETE_GROUPS: [(ApiKey.OFFSET_COMMIT, lambda v: commit(f"diff-gone-{v}")(v))],
+    ApiKey.OFFSET_DELETE: [(ApiKey.OFFSET_COMMIT, lambda v: commit(f"diff-gone-{v}")(v))],
+}
+
+# Deliberate differences: (api, versions, field path) -> why. Each is asserted to still differ.
+DIFFERENCES: dict[tuple[int, range, str], str] = {
+    (ApiKey.API_VERSIONS, range(0, 4), "api_keys"):
+        "we advertise the APIs and versions we serve, a subset of Kafka's (README: protocol coverage)",
+    (ApiKey.API_VERSIONS, range(3, 4), "supported_features"):
+        "Kafka advertises KRaft feature levels (metadata.version, kraft.version, ...); we have none",
+    (ApiKey.API_VERSIONS, range(3, 4), "finalized_features"): "as above",
+    (ApiKey.API_VERSIONS, range(3, 4), "finalized_features_epoch"): "as above",
+    (ApiKey.CREATE_TOPICS, range(5, 8), "topics.configs"):
+        "not deliberate, a gap: a new topic's configs list the 21 topic configs we know, Kafka 4.4 has 37",
+}
+
+
+def normalized(value: Any) -> Any:
+    """The answer without VOLATILE fields; lists of dicts sorted so that order does not matter."""
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        items = [normalized(v) for v in value]
+        return sorted(items, key=repr) if items and isinstance(items[0], dict) else items
+    return value
+
+
+def differing_paths(ours: Any, theirs: Any, path: str = "") -> set[str]:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found: set[str] = set()
+        for key in ours.keys() | theirs.keys():
+            found |= differing_paths(ours.get(key), theirs.get(key), f"{path}.{key}" if path else key)
+        return found
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        found = set()
+        for a, b in zip(ours, theirs, strict=True):
+            found |= differing_paths(a, b, path)
+        return found
+    return set() if ours == theirs else {path}
+
+
+def common_versions(theirs: dict[int, tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    for api, (low, high) in sorted(ADVERTISED_VERSIONS.items()):
+        if api in theirs:
+            yield from ((api, v) for v in range(max(low, theirs[api][0]), min(high, theirs[api][1]) + 1))
+
+
+async def prepare(bootstrap: str) -> dict[int, tuple[int, int]]:
+    async with await KafkaConnection.connect(bootstrap, client_id="diff") as connection:
+        await connection.request(ApiKey.CREATE_TOPICS, {"topics": [{"name": TOPIC, "num_partitions": 2,
+                                 "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 30_000})
+        for _ in range(100):  # a new Kafka partition takes a moment to take writes
+            answer = await connection.request(ApiKey.PRODUCE, {"transactional_id": None, "acks": -1,
+                                              "timeout_ms": 30_000, "topic_data": [{"name": TOPIC, "partition_data": [
+                                                  {"index": 0, "records": BATCH}]}]}, version=9)
+            if answer["responses"][0]["partition_responses"][0]["error_code"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        for _ in range(100):  # a new Kafka hands out producer ids once its controller gave it a block
+            answer = await connection.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None,
+                                              "transaction_timeout_ms": 60_000}, version=4)
+            if answer["error_code"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        for _ in range(100):  # and a new Kafka its offsets topic
+            await connection.request(ApiKey.FIND_COORDINATOR, {"key": GROUP, "key_type": 0,
+                                                               "coordinator_keys": [GROUP]}, version=4)
+            answer = await connection.request(ApiKey.OFFSET_COMMIT, commit(GROUP)(8), version=8)
+            if answer["topics"][0]["partitions"][0]["error_code"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        return connection.versions
+
+
+async def ask(bootstrap: str, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    answers = {}
+    async with await KafkaConnection.connect(bootstrap, client_id="diff") as connection:
+        for api, version in pairs:
+            for before_api, body in BEFORE.get(api, []):
+                await connection.request(before_api, body(version))
+            answers[(api, version)] = normalized(await connection.request(api, REQUESTS[api](version),
+                                                                          version=version))
+    return answers
+
+
+@pytest.fixture(scope="module")
+def answers(broker, kafka) -> tuple[list[tuple[int, int]], dict, dict]:
+    asyncio.run(prepare(broker.bootstrap))
+    pairs = list(common_versions(asyncio.run(prepare(kafka.bootstrap))))
+    return pairs, asyncio.run(ask(broker.bootstrap, pairs)), asyncio.run(ask(kafka.bootstrap, pairs))
+
+
+def expected_differences(api: int, version: int) -> set[str]:
+    return {path for (key, versions, path) in DIFFERENCES if key == api and version in versions}
+
+
+def test_every_common_api_version_is_compared(answers):
+    pairs, _, _ = answers
+    assert {api for api, _ in pairs} == set(REQUESTS)  # a request for every API both serve
+    assert len(pairs) >= 139
+
+
+def test_same_answers_apart_from_the_listed_differences(answers):
+    pairs, ours, kafkas = answers
+    unexpected = {}
+    for pair in pairs:
+        found = differing_paths(ours[pair], kafkas[pair])
+        if found != expected_differences(*pair):
+            unexpected[(ApiKey(pair[0]).name, pair[1])] = {
+                path: (_at(ours[pair], path), _at(kafkas[pair], path))
+                for path in found ^ expected_differences(*pair)}
+    assert unexpected == {}
+
+
+def _at(value: Any, path: str) -> Any:
+    for key in path.split("."):
+        if isinstance(value, list):
+            value = [item.get(key) if isinstance(item, dict) else item for item in value]
+        elif isinstance(value, dict):
+            value = value.get(key)
+    return value
