@@ -71,6 +71,19 @@ class DecodedRecords:
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (offset, reason) of unusable records
 
 
+def _tags_end_at(buf: bytes, pos: int, end: int) -> bool:
+    """True if the tagged-field section at ``pos`` (count, then tag, size and bytes of each) ends at ``end``."""
+    try:
+        count, pos = _uvarint(buf, pos)
+        for _ in range(count):
+            _, pos = _uvarint(buf, pos)
+            length, pos = _uvarint(buf, pos)
+            pos += length
+    except (IndexError, _UnusualFraming):
+        return False
+    return pos == end
+
+
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """A varint, not zigzag-decoded: (raw value, next position). The parser reads one-byte varints inline."""
     result = 0
@@ -335,8 +348,11 @@ class OffsetsRecordDecoder:
             metadata_length = compact_length - 1  # compact strings store length + 1, 0 (-1 here) being null
             timestamp_at = pos + 15 + metadata_length
             needed = 24 + metadata_length  # the timestamp is followed by a tag section: one 0 when empty
-            if size < needed or buf[pos + needed - 1] != 0:
+            if metadata_length < 0 or size < needed:
                 return None
+            if buf[pos + needed - 1] != 0 and not _tags_end_at(buf, pos + needed - 1, end):
+                return None  # Kafka 4.x tags the topic id; anything the tag section does not explain is judged
+            needed = size
         else:
             return None
         if metadata_length < 0 or size < needed:

@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+from broker.protocol.records import Record, build_batch
+from burrowpy.coordinators import offsets_fastpath
 from burrowpy.coordinators.group_members import (
     ConsumerProtocolMembers,
     RemoveGroupMembers,
@@ -18,6 +20,7 @@ from burrowpy.coordinators.group_members import (
     SetMember,
     SetMemberAssignment,
 )
+from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
 from burrowpy.protocol import ClearConsumerOwners, SetConsumerOffset, SetConsumerOwner
 
@@ -61,6 +64,22 @@ def test_every_other_record_type_of_the_group_is_skipped_on_purpose():
 
 def test_commits_of_a_consumer_protocol_group_are_read():
     assert decoded(5) == [SetConsumerOffset(CLUSTER, "g848", "t848", 0, offset=3, order=5, timestamp=1795535032198)]
+
+
+def test_the_fast_path_reads_kafka_4_commit_values_with_their_tagged_topic_id(monkeypatch):
+    key, value = (bytes.fromhex(x) for x in RECORDS[5])
+    batch = build_batch([Record(7, 1, key, value)], base_offset=7)
+    monkeypatch.setattr(offsets_fastpath, "interpret", lambda *args: pytest.fail("left the fast path"))
+    decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(batch, 0)
+    assert decoded.requests == [SetConsumerOffset(CLUSTER, "g848", "t848", 0, offset=3, order=7,
+                                                  timestamp=1795535032198)]
+    # a tag section that does not end where the value ends is left to the schema codec to judge
+    judged = []
+    monkeypatch.setattr(offsets_fastpath, "interpret", lambda *args: judged.append(args) or interpret(*args))
+    longer = build_batch([Record(7, 1, key, value + b"\x00")], base_offset=7)
+    assert OffsetsRecordDecoder(CLUSTER, ALL).decode(longer, 0).requests == interpret(CLUSTER, key, value + b"\x00",
+                                                                                      7, ALL)
+    assert len(judged) == 1
 
 
 def test_tombstones():
