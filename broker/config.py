@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.errors import KafkaError
+from broker.log.config import parse_configs
 from burrowpy.config import ConfigError, Section, load_document
 
 # name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
@@ -36,6 +38,23 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "log.retention.disk.percent": ("float", -1.0),
     "log.cleanup.policy": ("str", "delete"),
     "log.cleaner.delete.retention.ms": ("int", 24 * 3600 * 1000),
+    "log.cleaner.min.cleanable.ratio": ("float", 0.5),
+    "log.cleaner.min.compaction.lag.ms": ("int", 0),
+    "log.cleaner.max.compaction.lag.ms": ("int", 2**63 - 1),
+    "log.roll.jitter.ms": ("int", 0),
+    "log.index.size.max.bytes": ("int", 10 * 1024 * 1024),
+    "log.segment.delete.delay.ms": ("int", 60000),
+    "log.preallocate": ("bool", False),
+    "log.message.timestamp.before.max.ms": ("int", 2**63 - 1),
+    "log.message.timestamp.after.max.ms": ("int", 3600000),
+    "log.local.retention.ms": ("int", -2),
+    "log.local.retention.bytes": ("int", -2),
+    "compression.type": ("str", "producer"),
+    "compression.gzip.level": ("int", -1),
+    "compression.lz4.level": ("int", 9),
+    "compression.zstd.level": ("int", 3),
+    "max.decompressed.message.bytes": ("int", 2147483639),
+    "unclean.leader.election.enable": ("bool", False),
     "log.message.timestamp.type": ("str", "CreateTime"),
     "log.index.interval.bytes": ("int", 4096),
     "log.flush.interval.messages": ("int", 2**63 - 1),
@@ -69,6 +88,23 @@ TOPIC_DEFAULTS = {
     "log.flush.interval.ms": "flush.ms",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 
@@ -127,6 +163,11 @@ class BrokerConfig:
             raise section.error("log.message.timestamp.type", "must be CreateTime or LogAppendTime")
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
+        for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks
+            try:
+                parse_configs({topic_key: settings[broker_key]})
+            except KafkaError as exc:
+                raise section.error(broker_key, exc.message) from None
         host, port = parse_hostport(settings["listeners"], section, "listeners")
         advertised = settings["advertised.listeners"] or settings["listeners"]
         adv_host, adv_port = parse_hostport(advertised, section, "advertised.listeners")

@@ -23,7 +23,7 @@ ZERO_UUID = bytes(16)
 
 
 # DescribeConfigs v3+ config_type codes (ConfigEntry.ConfigType) of our config kinds
-CONFIG_TYPES = {"int": 3, "long": 5, "double": 6, "string": 2, "list": 7}
+CONFIG_TYPES = {"boolean": 1, "int": 3, "long": 5, "double": 6, "string": 2, "list": 7}
 
 
 def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = None) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ SOURCE_DEFAULT = "default"
 
 class ConfigDef(NamedTuple):
     name: str
-    kind: str  # "int" (32-bit), "long", "double", "string", "list"
+    kind: str  # "int" (32-bit), "long", "double", "string", "list", "boolean"
     default: Any
     check: Callable[[Any], str | None]  # the problem with a parsed value, or None
 
@@ -58,6 +58,18 @@ def _between(low: int, high: int, *also: int) -> Callable[[Any], str | None]:
     return lambda value: None if low <= value <= high or value in also else f"must be {allowed}in [{low}, {high}]"
 
 
+def _only(default: Any, why: str) -> Callable[[Any], str | None]:
+    """A config this broker accepts with Kafka's default value only, saying why."""
+    return lambda value: None if value == default else why
+
+
+def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
+    return lambda value: why if value == refused else None
+
+
+_CLEANER = "the log cleaner compacts all new data on every pass, so only the default is accepted"
+
+
 # Topic compression.type values and the batch codec each asks for (None: keep the producer's).
 COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -86,6 +98,33 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("compression.gzip.level", "int", -1, _between(1, 9, -1)),
         ConfigDef("compression.lz4.level", "int", 9, _between(1, 17)),
         ConfigDef("compression.zstd.level", "int", 3, _between(-131072, 22)),
+        ConfigDef("message.timestamp.before.max.ms", "long", INT64_MAX, _at_least(0)),
+        ConfigDef("message.timestamp.after.max.ms", "long", 3600000, _at_least(0)),
+        ConfigDef("segment.jitter.ms", "long", 0, _at_least(0)),
+        ConfigDef("segment.index.bytes", "int", 10 * 1024 * 1024, _at_least(4)),
+        ConfigDef("file.delete.delay.ms", "long", 60000, _at_least(0)),
+        ConfigDef("preallocate", "boolean", False, lambda value: None),
+        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _only(0.5, _CLEANER)),
+        ConfigDef("min.compaction.lag.ms", "long", 0, _only(0, _CLEANER)),
+        ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _only(INT64_MAX, _CLEANER)),
+        ConfigDef("max.decompressed.message.bytes", "int", 2147483639,
+                  _only(2147483639, "batches stay compressed on this broker, so their decompressed size is not "
+                                    "checked and only the default is accepted")),
+        ConfigDef("unclean.leader.election.enable", "boolean", False,
+                  _not(True, "leaders are elected from the in-sync replicas only; unclean election is not "
+                             "available")),
+        ConfigDef("leader.replication.throttled.replicas", "list", (), lambda value: None),
+        ConfigDef("follower.replication.throttled.replicas", "list", (), lambda value: None),
+        ConfigDef("remote.storage.enable", "boolean", False,
+                  _not(True, "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                             "with remote log storage.")),
+        ConfigDef("remote.log.copy.disable", "boolean", False, lambda value: None),
+        ConfigDef("remote.log.delete.on.disable", "boolean", False, lambda value: None),
+        ConfigDef("remote.copy.lag.bytes", "long", -1, _at_least(-1)),
+        ConfigDef("remote.copy.lag.ms", "long", 0, _at_least(0)),
+        ConfigDef("local.retention.ms", "long", -2, _at_least(-2)),
+        ConfigDef("local.retention.bytes", "long", -2, _at_least(-2)),
+        ConfigDef("errors.deadletterqueue.group.enable", "boolean", False, lambda value: None),
     )
 }
 
@@ -108,6 +147,13 @@ def _parse(definition: ConfigDef, raw: Any) -> Any:
         elif kind == "list":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
             value = tuple(str(item).strip() for item in items if str(item).strip())
+        elif kind == "boolean":
+            if isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+                value = raw.strip().lower() == "true"
+            else:
+                raise ValueError
         else:
             if not isinstance(raw, str):
                 raise ValueError
@@ -124,6 +170,8 @@ def format_value(value: Any) -> str:
     """How Kafka shows a config value: lists comma-joined, everything else as text."""
     if isinstance(value, tuple):
         return ",".join(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 
@@ -161,6 +209,27 @@ class LogConfig:
     compression_gzip_level: int = CONFIG_DEFS["compression.gzip.level"].default
     compression_lz4_level: int = CONFIG_DEFS["compression.lz4.level"].default
     compression_zstd_level: int = CONFIG_DEFS["compression.zstd.level"].default
+    message_timestamp_before_max_ms: int = CONFIG_DEFS["message.timestamp.before.max.ms"].default
+    message_timestamp_after_max_ms: int = CONFIG_DEFS["message.timestamp.after.max.ms"].default
+    segment_jitter_ms: int = CONFIG_DEFS["segment.jitter.ms"].default
+    segment_index_bytes: int = CONFIG_DEFS["segment.index.bytes"].default
+    file_delete_delay_ms: int = CONFIG_DEFS["file.delete.delay.ms"].default
+    preallocate: bool = CONFIG_DEFS["preallocate"].default
+    min_cleanable_dirty_ratio: float = CONFIG_DEFS["min.cleanable.dirty.ratio"].default
+    min_compaction_lag_ms: int = CONFIG_DEFS["min.compaction.lag.ms"].default
+    max_compaction_lag_ms: int = CONFIG_DEFS["max.compaction.lag.ms"].default
+    max_decompressed_message_bytes: int = CONFIG_DEFS["max.decompressed.message.bytes"].default
+    unclean_leader_election_enable: bool = CONFIG_DEFS["unclean.leader.election.enable"].default
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    remote_copy_lag_bytes: int = CONFIG_DEFS["remote.copy.lag.bytes"].default
+    remote_copy_lag_ms: int = CONFIG_DEFS["remote.copy.lag.ms"].default
+    local_retention_ms: int = CONFIG_DEFS["local.retention.ms"].default
+    local_retention_bytes: int = CONFIG_DEFS["local.retention.bytes"].default
+    errors_deadletterqueue_group_enable: bool = False
 
     @classmethod
     def from_settings(cls, *layers: Mapping[str, Any]) -> LogConfig:

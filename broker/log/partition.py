@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 import time
 from bisect import bisect_right
@@ -47,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.config import LogConfig
+from broker.log.config import INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
 from broker.log.producer_state import (
@@ -67,6 +68,7 @@ from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
     HEADER_SIZE,
     INT32_MAX,
+    BatchHeader,
     crc_of,
     decode_batch,
     iter_batches,
@@ -107,6 +109,8 @@ class PartitionLog:
         auto_high_watermark: bool = True,
     ) -> None:
         self.directory = os.fspath(directory)
+        self._jitter_for = -1  # the segment (base offset) the current roll jitter was drawn for
+        self._jitter_ms = 0
         self.config = config
         self._clock = clock
         self.auto_high_watermark = auto_high_watermark
@@ -246,6 +250,8 @@ class PartitionLog:
             _require_keys(batch, os.path.basename(self.directory))
         if now_ms is None:
             now_ms = self._now_ms()
+        if not self.config.log_append_time:
+            _check_timestamps(batch, header, now_ms, self.config)
         with self._lock:
             self._check_open()
             if header.producer_id >= 0:
@@ -334,8 +340,20 @@ class PartitionLog:
             waited = max_timestamp - active.rolling_base_ms
         else:
             waited = now_ms - active.created_ms
-        if active.size + size > self.config.segment_bytes or waited > self.config.segment_ms:
+        if active.size + size > self.config.segment_bytes or waited > self.config.segment_ms - self._roll_jitter_ms:
             self._roll(now_ms, base_offset)
+
+    @property
+    def _roll_jitter_ms(self) -> int:
+        """segment.jitter.ms: each segment rolls up to this much before segment.ms, a random share drawn
+        once per segment, so that many partitions created together do not all roll at the same moment."""
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        active = self._segments[-1]
+        if self._jitter_for != active.base_offset:
+            self._jitter_for, self._jitter_ms = active.base_offset, random.randrange(jitter)
+        return min(self._jitter_ms, jitter - 1)
 
     def _roll(self, now_ms: int, base_offset: int) -> None:
         """Start a new active segment at ``base_offset``; fsync the finished one and checkpoint."""
@@ -726,17 +744,35 @@ class PartitionLog:
         return self._closed
 
 
-def _require_keys(batch: bytes | bytearray | memoryview, topic_partition: str) -> None:
-    """Compacted topics keep the latest record per key, so a batch with a record without one is refused,
-    each such record named by its index in the batch, in Kafka's words (KIP-467)."""
-    _, records = decode_batch(batch, verify_crc=False)
-    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
-    errors = [(index, message) for index, record in enumerate(records) if record.key is None]
+def _refuse_records(code: ErrorCode, errors: list[tuple[int, str]]) -> None:
+    """Refuse a batch for some of its records, each named by its index in the batch, in Kafka's words
+    (KIP-467); nothing happens when ``errors`` is empty."""
     if errors:
         shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         f"One or more records have been rejected due to {len(errors)} record errors in total, "
-                         f"and only showing the first three errors at most: [{shown}]", errors)
+        raise KafkaError(code, f"One or more records have been rejected due to {len(errors)} record errors in "
+                               f"total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _require_keys(batch: bytes | bytearray | memoryview, topic_partition: str) -> None:
+    """Compacted topics keep the latest record per key, so a batch with a record without one is refused."""
+    _, records = decode_batch(batch, verify_crc=False)
+    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
+    _refuse_records(ErrorCode.INVALID_RECORD, [(i, message) for i, record in enumerate(records) if record.key is None])
+
+
+def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader, now_ms: int,
+                      config: LogConfig) -> None:
+    """CreateTime records must lie within [now - message.timestamp.before.max.ms, now +
+    message.timestamp.after.max.ms]. The header's bounds settle the usual batch without decoding it."""
+    earliest = now_ms - config.message_timestamp_before_max_ms
+    latest = now_ms + config.message_timestamp_after_max_ms
+    if header.max_timestamp <= latest and config.message_timestamp_before_max_ms == INT64_MAX:
+        return  # no lower bound by default, and nothing past the upper one
+    _, records = decode_batch(batch, verify_crc=False)
+    _refuse_records(ErrorCode.INVALID_TIMESTAMP, [
+        (index, f"Timestamp {record.timestamp} of message with offset {index} is out of range. The timestamp "
+                f"should be within [{earliest}, {latest}]")
+        for index, record in enumerate(records) if not earliest <= record.timestamp <= latest])
 
 
 def _unlink_quietly(path: str) -> None:

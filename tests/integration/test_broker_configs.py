@@ -158,3 +158,59 @@ def test_clients_see_invalid_record_for_keyless_records(broker):
         python_producer.close()
     produce(broker.bootstrap, "keyless-clients", "none", [b"keyed"])  # a key: accepted
     assert [values for _, values in asyncio.run(stored_batches(broker.bootstrap, "keyless-clients"))] == [[b"keyed"]]
+
+
+async def described_topic(bootstrap: str, topic: str) -> dict[str, dict]:
+    async with await KafkaConnection.connect(bootstrap) as connection:
+        await connection.request(ApiKey.CREATE_TOPICS, {"topics": [{"name": topic, "num_partitions": 1,
+                                 "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 30_000})
+        answer = await connection.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}, version=4)
+    return {c["name"]: {k: c[k] for k in ("value", "config_type", "config_source", "read_only", "is_sensitive",
+                                          "is_default")} for c in answer["results"][0]["configs"]}
+
+
+# Where a new topic's configs differ from Kafka 4.4's, on purpose: name -> why.
+TOPIC_CONFIG_DIFFERENCES = {
+    "min.insync.replicas": "Kafka 4's storage tool sets it cluster-wide as a dynamic default (source 3); ours is "
+                           "the static default (source 5), same value",
+    "retention.disk.percent": "ours only: delete the oldest segments while the data disk is fuller than this",
+}
+
+
+def test_every_topic_config_is_described_as_kafka_does(broker, kafka):
+    ours = asyncio.run(described_topic(broker.bootstrap, "every-config"))
+    kafkas = asyncio.run(described_topic(kafka.bootstrap, "every-config"))
+    assert set(kafkas) - set(ours) == set()  # every topic config Kafka 4.4 has
+    assert set(ours) - set(kafkas) == {"retention.disk.percent"}
+    differing = {name for name in kafkas if ours[name] != kafkas[name]}
+    assert differing == set(TOPIC_CONFIG_DIFFERENCES) - {"retention.disk.percent"}
+    assert ours["min.insync.replicas"]["value"] == kafkas["min.insync.replicas"]["value"]
+
+
+@pytest.mark.parametrize(("name", "value", "reason"), [
+    ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
+    ("min.cleanable.dirty.ratio", "0.1", "compacts all new data"),
+    ("unclean.leader.election.enable", "true", "in-sync replicas only"),
+    ("message.timestamp.after.max.ms", "-1", "at least 0"),
+])
+def test_configs_this_broker_cannot_honour_are_refused_with_the_reason(broker, name, value, reason):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.create_topics([NewTopic(f"refused-{name}", 1, 1, config={name: value})])
+    with pytest.raises(Exception, match=reason):
+        next(iter(future.values())).result(30)
+
+
+def test_record_timestamps_beyond_the_topic_bounds_get_kafkas_answer(broker, kafka):
+    future = 1_700_000_000_000 * 2  # far past message.timestamp.after.max.ms (one hour)
+    batch = build_batch([Record(0, 1_000, b"k", b"v"), Record(1, future, b"k", b"v")])
+    answers = []
+    for server in (broker, kafka):
+        create_topic(server.bootstrap, "timestamp-bounds", {"message.timestamp.before.max.ms": "86400000"})
+        answers.append(asyncio.run(produce_raw(server.bootstrap, "timestamp-bounds", batch)))
+    for answer in answers:
+        assert answer["error_code"] == 32  # INVALID_TIMESTAMP
+        assert [e["batch_index"] for e in answer["record_errors"]] == [0, 1]
+        assert all("is out of range" in e["batch_index_error_message"] for e in answer["record_errors"])
+    assert answers[0]["log_start_offset"] == answers[1]["log_start_offset"] == 0

@@ -118,6 +118,31 @@ def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path, clock):
     assert log._bases == [0, 2]
 
 
+def test_segment_jitter_rolls_earlier_by_a_share_drawn_per_segment(tmp_path, clock, monkeypatch):
+    monkeypatch.setattr("broker.log.partition.random.randrange", lambda upper: upper - 1)
+    log = PartitionLog(tmp_path / "p", config(segment_ms=1000, segment_jitter_ms=400), clock)
+    log.append(batch(1, ts=BASE_TS), now_ms=BASE_TS)
+    log.append(batch(1, ts=BASE_TS + 602), now_ms=BASE_TS + 602)  # past 1000 - 399
+    assert log.segment_count == 2
+    log.append(batch(1, ts=BASE_TS + 1100), now_ms=BASE_TS + 1100)  # 498 ms into the new segment: not yet
+    assert log.segment_count == 2
+
+
+def test_timestamps_beyond_the_topics_bounds_are_refused(tmp_path, clock):
+    log = PartitionLog(tmp_path / "p", config(message_timestamp_before_max_ms=60_000), clock)
+    hour = 3_600_000
+    with pytest.raises(KafkaError) as err:
+        log.append(batch(3, ts=BASE_TS + hour + 1), now_ms=BASE_TS)  # after.max.ms: one hour by default
+    assert err.value.code == ErrorCode.INVALID_TIMESTAMP and [i for i, _ in err.value.record_errors] == [0, 1, 2]
+    with pytest.raises(KafkaError) as err:
+        log.append(batch(1, ts=BASE_TS - 60_001), now_ms=BASE_TS)
+    assert "out of range" in err.value.record_errors[0][1]
+    assert log.log_end_offset == 0
+    log.append(batch(1, ts=BASE_TS - 60_000), now_ms=BASE_TS)
+    log.append(batch(1, ts=BASE_TS + hour), now_ms=BASE_TS)
+    assert log.log_end_offset == 2
+
+
 def test_offset_for_timestamp_and_max_timestamp(tmp_path, clock):
     log = PartitionLog(tmp_path / "p", config(segment_bytes=500, index_interval_bytes=120), clock)
     stamps = [100, 90, 200, 200, 350, 300, 500, 480, 700, 1000, 999, 1200]
@@ -155,7 +180,7 @@ def test_log_append_time(tmp_path, clock):
     assert header.timestamp_type == 1
     assert [r.timestamp for r in records] == [BASE_TS + 42] * 3
     assert log.offset_for_timestamp(BASE_TS + 40) == (0, BASE_TS + 42)
-    assert PartitionLog(tmp_path / "q", config(), clock).append(batch(1), now_ms=1).log_append_time_ms == -1
+    assert PartitionLog(tmp_path / "q", config(), clock).append(batch(1), now_ms=BASE_TS).log_append_time_ms == -1
 
 
 def test_message_too_large(tmp_path, clock):

@@ -1,0 +1,36 @@
+"""The broker's YAML config: Kafka's broker names for topic defaults, checked as the topic configs are."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import TOPIC_DEFAULTS, BrokerConfig
+from broker.log.config import CONFIG_DEFS, LogConfig
+from burrowpy.config import ConfigError
+
+
+def load(tmp_path, text: str) -> BrokerConfig:
+    path = tmp_path / "broker.yaml"
+    path.write_text(text)
+    return BrokerConfig.load(path, data_dir=str(tmp_path / "data"))
+
+
+def test_every_topic_default_has_kafkas_broker_name(tmp_path):
+    config = load(tmp_path, "compression.type: zstd\nlog.roll.jitter.ms: 1000\nlog.preallocate: true\n"
+                            "log.message.timestamp.after.max.ms: 60000\nunclean.leader.election.enable: false\n")
+    defaults = LogConfig.from_settings(config.topic_defaults())
+    assert (defaults.compression_type, defaults.segment_jitter_ms, defaults.preallocate,
+            defaults.message_timestamp_after_max_ms) == ("zstd", 1000, True, 60000)
+    # every broker key names a topic config this broker knows
+    assert set(TOPIC_DEFAULTS.values()) <= set(CONFIG_DEFS)
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("log.retention.ms: -5\n", "log.retention.ms"),
+    ("compression.type: brotli\n", "compression.type"),
+    ("log.cleaner.min.cleanable.ratio: 0.1\n", "log.cleaner.min.cleanable.ratio"),
+    ("unclean.leader.election.enable: true\n", "unclean.leader.election.enable"),
+])
+def test_a_bad_topic_default_is_a_config_error_naming_file_and_key(tmp_path, text, key):
+    with pytest.raises(ConfigError, match=rf"broker\.yaml.*{key}"):
+        load(tmp_path, text)
