@@ -6,6 +6,11 @@ DEBIAN_PACKAGES := zookeeper kcat burrow
 STAMP := $(VENV)/.installed
 # Test peers: Apache Kafka, its tools, the Java client and Kafka Streams (Maven), and Go programs
 # using Sarama, franz-go and kafka-go (Go module proxy); both cached in ~/.m2 and Go's module cache.
+# Spark's Kafka source for `burrowpy spark` (a run-time dependency, not only a test peer): its jars go into
+# the virtualenv, where the pipeline finds them.
+SPARK_JARS := $(VENV)/spark-jars
+SPARK_STAMP := $(SPARK_JARS)/.installed
+SPARK_CONNECTOR_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 JAVA_PEERS := tests/peers/java
 JAVA_STAMP := $(JAVA_PEERS)/target/.installed
 GO_PEERS := tests/peers/go
@@ -19,7 +24,7 @@ BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) 
 .PHONY: install run test unit integration lint bench clean
 
 # The Go peers join the install once their module exists.
-install: $(STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP)
+install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP)
 
 $(STAMP): pyproject.toml tests/js/package.json
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -38,6 +43,13 @@ $(STAMP): pyproject.toml tests/js/package.json
 	$(BIN)/pip install -q -e '.[test,spark]'
 	cd tests/js && npm install --silent --no-audit --no-fund
 	touch $(STAMP)
+
+# Only the connector and what Spark itself lacks (the artifacts `--packages` would add).
+$(SPARK_STAMP): spark-connector/pom.xml $(STAMP)
+	rm -rf $(SPARK_JARS)
+	mvn -q -B -f spark-connector/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(SPARK_JARS)) \
+		-DincludeArtifactIds=$(SPARK_CONNECTOR_JARS)
+	touch $@
 
 $(JAVA_STAMP): $(JAVA_PEERS)/pom.xml $(shell find $(JAVA_PEERS)/src -type f)
 	mvn -q -B -f $(JAVA_PEERS)/pom.xml package
@@ -61,7 +73,7 @@ $(BURROW_STAMP):
 		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)) and no git snapshot was given (BURROW_GIT=...); its side-by-side tests will skip"; \
 	fi
 
-run: $(STAMP)
+run: $(STAMP) $(SPARK_STAMP)
 	$(BIN)/burrowpy demo
 
 test: install

@@ -77,7 +77,7 @@ def decode_arrow_batches(cluster: str, batches: Iterable[Any]) -> Iterator[Any]:
 
 
 def commits_from_records(records: Any, cluster: str) -> Any:
-    """A Spark DataFrame of offsets-topic records (``burrowpy-kafka`` columns) -> history commit rows."""
+    """A Spark DataFrame of offsets-topic records (Spark's ``kafka`` source columns) -> history commit rows."""
     from functools import partial
 
     from .history import HISTORY_SPARK_SCHEMA

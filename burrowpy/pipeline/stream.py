@@ -1,6 +1,6 @@
 """The streaming job: live partition statuses from a broker, with Structured Streaming.
 
-Two streams are merged into history-shaped events: the offsets topic read with ``burrowpy-kafka``
+Two streams are merged into history-shaped events: the offsets topic read with Spark's ``kafka`` source
 and decoded as the monitor decodes it, and log-end offset samples from ``burrowpy-broker-offsets``.
 Events are keyed by (cluster, topic, partition) and folded by ``applyInPandasWithState`` into the same
 ``PartitionState`` the batch job replays (storage rings, lag-time lookup), evaluated with the rules at
@@ -136,10 +136,13 @@ def event_stream(spark: Any, settings: StreamSettings) -> Any:
     from .offsets_decoder import commits_from_records
 
     records = (
-        spark.readStream.format("burrowpy-kafka")
+        spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", settings.offsets_topic)
         .option("startingOffsets", settings.starting_offsets)
+        .option("kafka.exclude.internal.topics", "false")  # see session.py
+        # The offsets topic is compacted: offsets that compaction removed are not data lost.
+        .option("failOnDataLoss", "false")
         .load()
     )
     samples = (

@@ -1,26 +1,14 @@
-"""Pure parts of the data sources and the offsets-topic decoder: options, offset ranges, admission
-control, and `__consumer_offsets` records turned into history rows."""
+"""Pure parts of the broker-offsets source and the offsets-topic decoder: options, and
+`__consumer_offsets` records turned into history rows."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from broker.protocol.api import encode_struct
 from burrowpy.coordinators.offsets_topic import GroupFilter
 from burrowpy.pipeline.offsets_decoder import broker_offset_row, commit_rows, decode_arrow_batches
-from burrowpy.pipeline.source import (
-    EARLIEST,
-    LATEST,
-    KafkaSourceError,
-    OffsetRange,
-    client_config,
-    limit_offsets,
-    offset_ranges,
-    parse_offsets_option,
-    parse_topics,
-)
+from burrowpy.pipeline.source import KafkaSourceError, client_config, parse_topics
 
 # --- options ------------------------------------------------------------------------------------------
 
@@ -35,51 +23,6 @@ def test_client_config_takes_every_kafka_option():
 def test_parse_topics():
     assert parse_topics({"subscribe": " a, b ,,c"}) == ["a", "b", "c"]
     assert parse_topics({}) == []
-
-
-def test_parse_offsets_option():
-    assert parse_offsets_option(None, EARLIEST) == EARLIEST
-    assert parse_offsets_option("latest", EARLIEST) == LATEST
-    assert parse_offsets_option(" Earliest ", LATEST) == EARLIEST
-    assert parse_offsets_option('{"t": {"0": 12, "1": -2}}', LATEST) == {"t": {"0": 12, "1": -2}}
-    with pytest.raises(KafkaSourceError):
-        parse_offsets_option("{not json", LATEST)
-    with pytest.raises(KafkaSourceError):
-        parse_offsets_option('{"t": 5}', LATEST)
-
-
-# --- offset ranges and admission control ---------------------------------------------------------------
-
-
-def test_offset_ranges_skip_empty_partitions_and_start_new_ones_at_zero():
-    start = {"t": {"0": 5, "1": 7}}
-    end = {"t": {"0": 9, "1": 7, "2": 3}, "u": {"10": 1, "9": 0}}
-    assert offset_ranges(start, end) == [
-        OffsetRange("t", 0, 5, 9),
-        OffsetRange("t", 2, 0, 3),
-        OffsetRange("u", 10, 0, 1),
-    ]
-
-
-def test_limit_offsets_shares_the_budget():
-    start = {"t": {"0": 0, "1": 0, "2": 0}}
-    latest = {"t": {"0": 100, "1": 2, "2": 100}}
-    assert limit_offsets(start, latest, 10) == {"t": {"0": 4, "1": 2, "2": 4}}
-    assert limit_offsets(start, latest, 1000) == latest
-
-
-@settings(deadline=None, max_examples=100)
-@given(
-    pending=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6),
-    budget=st.integers(1, 200),
-)
-def test_limit_offsets_never_exceeds_the_budget_nor_the_end(pending, budget):
-    start = {"t": {str(i): begin for i, (begin, _) in enumerate(pending)}}
-    latest = {"t": {str(i): begin + extra for i, (begin, extra) in enumerate(pending)}}
-    limited = limit_offsets(start, latest, budget)
-    granted = [limited["t"][p] - start["t"][p] for p in start["t"]]
-    assert all(0 <= g <= latest["t"][p] - start["t"][p] for g, p in zip(granted, start["t"], strict=True))
-    assert sum(granted) == min(budget, sum(extra for _, extra in pending))
 
 
 # --- the offsets topic --------------------------------------------------------------------------------
