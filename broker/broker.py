@@ -154,6 +154,8 @@ class Broker:
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
+        if self.config.inert:
+            log.warning("broker configs that have no effect in burrowpy", keys=sorted(self.config.inert))
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.errors import KafkaError
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
 from burrowpy.config import ConfigError, Section, load_document
 
@@ -73,6 +74,11 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "replica.lag.time.max.ms": ("int", 30000),
 }
 
+# Kafka broker configs about TLS, SASL and authorization: refused while this broker cannot honour them.
+SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "authorizer.", "super.users", "security.",
+                     "principal.builder", "allow.everyone.if.no.acl.found", "delegation.token.",
+                     "connections.max.reauth.ms", "early.start.listeners")
+
 # broker key -> the per-topic config it provides the default for
 TOPIC_DEFAULTS = {
     "log.segment.bytes": "segment.bytes",
@@ -127,6 +133,10 @@ class BrokerConfig:
     cluster_id: str
     settings: dict[str, Any] = field(default_factory=dict)
     cluster: Section | None = None  # the `cluster:` block (multi-node); None on a single node
+    explicit: frozenset[str] = frozenset()  # the keys the file (or the command line) set
+    # Kafka broker configs the file set that burrowpy has no use for (Kafka's threads, buffers, quotas, ...):
+    # accepted so that a server.properties works unchanged, and named in a warning at start-up
+    inert: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -145,7 +155,13 @@ class BrokerConfig:
         cluster_block = raw.pop("cluster", None)
         raw.update(overrides or {})
         section = Section(file, "broker", raw)
-        section.check_keys(BROKER_KEYS)
+        for key in raw:
+            if key not in BROKER_KEYS and key not in KAFKA_BROKER_CONFIGS:
+                raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
+                                         "burrowpy's own (config/broker.yaml lists those)")
+            if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS:
+                raise section.error(key, "TLS, SASL and ACLs are not available in this broker yet; refusing the "
+                                         "setting rather than running without the security it asks for")
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
@@ -181,7 +197,8 @@ class BrokerConfig:
             cluster_section = Section(file, "cluster", cluster_block)
         return cls(node_id=settings["node.id"], host=host, port=port, advertised_host=adv_host,
                    advertised_port=adv_port, data_dir=data, cluster_id=settings["cluster.id"],
-                   settings=settings, cluster=cluster_section)
+                   settings=settings, cluster=cluster_section, explicit=frozenset(raw),
+                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS})
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
 from broker.topics import INTERNAL_TOPICS
@@ -151,6 +152,24 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _broker_config_entries(broker: Any, keys: list[str] | None) -> list[dict[str, Any]]:
+    """Every broker config Kafka 4.4 describes, as Kafka describes it: ours with the value this broker
+    runs with, the others with Kafka's default (they have no effect here); then burrowpy's own keys."""
+    config = broker.config
+    entries = []
+    for name in sorted(set(KAFKA_BROKER_CONFIGS) | set(config.settings)):
+        if keys is not None and name not in keys:
+            continue
+        default, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(name, (None, 2, True, False))
+        raw = config.settings[name] if name in config.settings else config.inert.get(name, default)
+        value = None if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
+        source = SOURCE_STATIC_BROKER if name in config.explicit else SOURCE_DEFAULT
+        entries.append({"name": name, "value": None if sensitive else value, "read_only": read_only,
+                        "is_default": source == SOURCE_DEFAULT, "config_source": source, "is_sensitive": sensitive,
+                        "synonyms": [], "config_type": config_type, "documentation": None})
+    return entries
+
+
 @handler(ApiKey.DESCRIBE_CONFIGS)
 async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
@@ -166,11 +185,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              error_message=f"topic {name!r} does not exist")
         elif kind == RESOURCE_BROKER and name in ("", str(broker.node_id)):
-            entry["configs"] = [
-                {"name": key, "value": None if value is None else str(value).lower() if isinstance(value, bool)
-                 else str(value), "read_only": True, "is_default": False, "config_source": SOURCE_STATIC_BROKER,
-                 "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
-                for key, value in sorted(broker.config.settings.items()) if keys is None or key in keys]
+            entry["configs"] = _broker_config_entries(broker, keys)
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
                          error_message=f"unsupported resource type {kind} or unknown resource {name!r}")

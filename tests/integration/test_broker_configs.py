@@ -17,6 +17,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError as PythonKafkaError
 
 from broker.client import KafkaConnection
+from broker.config import BROKER_KEYS
 from broker.protocol.api import ApiKey
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
@@ -214,3 +215,24 @@ def test_record_timestamps_beyond_the_topic_bounds_get_kafkas_answer(broker, kaf
         assert [e["batch_index"] for e in answer["record_errors"]] == [0, 1]
         assert all("is out of range" in e["batch_index_error_message"] for e in answer["record_errors"])
     assert answers[0]["log_start_offset"] == answers[1]["log_start_offset"] == 0
+
+
+async def described_broker(bootstrap: str) -> dict[str, dict]:
+    async with await KafkaConnection.connect(bootstrap) as connection:
+        answer = await connection.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}, version=4)
+    return {c["name"]: c for c in answer["results"][0]["configs"]}
+
+
+def test_every_broker_config_is_described_as_kafka_does(broker, kafka):
+    """Kafka 4.4's 350 broker configs, each with Kafka's type, read-only flag and sensitivity; those Kafka
+    shows at their default (every one the node's own properties did not set) with the same value."""
+    ours, kafkas = asyncio.run(described_broker(broker.bootstrap)), asyncio.run(described_broker(kafka.bootstrap))
+    assert set(kafkas) <= set(ours) and len(kafkas) >= 350
+    shape = ("config_type", "read_only", "is_sensitive")
+    assert {n: [kafkas[n][k] for k in shape] for n in kafkas} == {n: [ours[n][k] for k in shape] for n in kafkas}
+    ours_run_with = set(BROKER_KEYS)  # the settings this broker acts on carry its own values
+    at_default = [n for n, c in kafkas.items() if c["config_source"] == 5 and n not in ours_run_with]
+    assert len(at_default) > 250
+    assert {n: kafkas[n]["value"] for n in at_default} == {n: ours[n]["value"] for n in at_default}

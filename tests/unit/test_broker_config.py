@@ -34,3 +34,19 @@ def test_every_topic_default_has_kafkas_broker_name(tmp_path):
 def test_a_bad_topic_default_is_a_config_error_naming_file_and_key(tmp_path, text, key):
     with pytest.raises(ConfigError, match=rf"broker\.yaml.*{key}"):
         load(tmp_path, text)
+
+
+def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tmp_path):
+    config = load(tmp_path, "num.io.threads: 16\nsocket.send.buffer.bytes: 1048576\nlog.retention.ms: 1000\n")
+    assert config.inert == {"num.io.threads": 16, "socket.send.buffer.bytes": 1048576}
+    assert config.explicit == {"num.io.threads", "socket.send.buffer.bytes", "log.retention.ms"}
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
+    ("ssl.keystore.location: /etc/kafka/keystore.pem\n", "TLS, SASL and ACLs are not available"),
+    ("sasl.enabled.mechanisms: PLAIN\n", "TLS, SASL and ACLs are not available"),
+])
+def test_unknown_and_security_keys_are_refused(tmp_path, text, reason):
+    with pytest.raises(ConfigError, match=reason):
+        load(tmp_path, text)
