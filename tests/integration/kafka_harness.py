@@ -103,6 +103,8 @@ class KafkaServer:
         self.node_id = node_id
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
+        while self.controller_port == self.port:  # free_port may hand out a port twice in a row
+            self.controller_port = free_port()
         self.voters = voters or f"{node_id}@127.0.0.1:{self.controller_port}"
         self.cluster_id = cluster_id or new_cluster_id()
         self.extra_config = dict(config or {})
@@ -244,7 +246,12 @@ class KafkaCluster:
 
     def __init__(self, directory: Path, nodes: int = 3, config: dict | None = None,
                  jvm_opts: Sequence[str] = JVM_OPTS) -> None:
-        ports = [(free_port(), free_port()) for _ in range(nodes)]
+        chosen: list[int] = []
+        while len(chosen) < 2 * nodes:  # free_port may hand out a port twice in a row: draw distinct ones
+            port = free_port()
+            if port not in chosen:
+                chosen.append(port)
+        ports = list(zip(chosen[::2], chosen[1::2], strict=True))
         voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
         cluster_id = new_cluster_id()
         replication = str(min(nodes, 3))
