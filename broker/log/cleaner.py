@@ -174,6 +174,13 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
     meanwhile, the pass stops early and the next one starts over.
     """
     version, segments, producer_last_offsets = partition_log.cleaning_snapshot()
+    min_lag = partition_log.config.min_compaction_lag_ms
+    if min_lag > 0:
+        # min.compaction.lag.ms: records stay as written until they are that old; cleaning stops at the
+        # first segment holding a younger one (the segments after it are younger still, or not older)
+        young = next((i for i, segment in enumerate(segments) if segment.max_timestamp > now_ms - min_lag),
+                     len(segments))
+        segments = segments[:young]
     if not segments:
         return False
     dirty = segments[-1].next_offset > partition_log.cleaned_through_offset

@@ -67,7 +67,8 @@ def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
     return lambda value: why if value == refused else None
 
 
-_CLEANER = "the log cleaner compacts all new data on every pass, so only the default is accepted"
+_CLEANER = ("the log cleaner compacts all new data on every pass, whatever share of the log it is, so only the "
+            "default is accepted")
 
 
 # Topic compression.type values and the batch codec each asks for (None: keep the producer's).
@@ -105,8 +106,9 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("file.delete.delay.ms", "long", 60000, _at_least(0)),
         ConfigDef("preallocate", "boolean", False, lambda value: None),
         ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _only(0.5, _CLEANER)),
-        ConfigDef("min.compaction.lag.ms", "long", 0, _only(0, _CLEANER)),
-        ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _only(INT64_MAX, _CLEANER)),
+        ConfigDef("min.compaction.lag.ms", "long", 0, _at_least(0)),
+        # Met whatever its value: the cleaner compacts every new record at its next pass (log.cleaner.backoff.ms).
+        ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _at_least(1)),
         ConfigDef("max.decompressed.message.bytes", "int", 2147483639,
                   _only(2147483639, "batches stay compressed on this broker, so their decompressed size is not "
                                     "checked and only the default is accepted")),

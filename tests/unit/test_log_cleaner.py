@@ -75,6 +75,16 @@ def test_active_segment_is_never_touched(tmp_path):
     assert len(all_records(log)) == 20
 
 
+def test_min_compaction_lag_keeps_young_records_as_written(tmp_path):
+    log = compacted_log(tmp_path, min_compaction_lag_ms=60_000)
+    write_history(log, rounds=10, keys=2)  # timestamps BASE_TS .. BASE_TS + 9
+    assert log.segment_count > 2
+    assert not clean_partition(log, BASE_TS + 60_000)  # every record younger than the lag
+    assert len(all_records(log)) == 20
+    assert clean_partition(log, BASE_TS + 60_009)  # all old enough now (the active segment is never cleaned)
+    assert len(all_records(log)) < 20
+
+
 def test_reads_and_offsets_stay_consistent_after_cleaning(tmp_path):
     log = compacted_log(tmp_path, index_interval_bytes=50)
     write_history(log, rounds=40, keys=4)
