@@ -183,11 +183,22 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
         segments = segments[:young]
     if not segments:
         return False
-    dirty = segments[-1].next_offset > partition_log.cleaned_through_offset
+    cleaned_through = partition_log.cleaned_through_offset
+    dirty = [segment for segment in segments if segment.next_offset > cleaned_through]
     horizon = partition_log.next_tombstone_expiry_ms
-    if not dirty and (horizon is None or now_ms < horizon):
+    tombstones_due = horizon is not None and now_ms >= horizon
+    if not dirty and not tombstones_due:
         return False
     config = partition_log.config
+    if dirty and not tombstones_due:
+        # min.cleanable.dirty.ratio: wait until the uncleaned part is that share of the log, unless
+        # max.compaction.lag.ms says its oldest record has waited long enough
+        dirty_bytes = sum(segment.size for segment in dirty)
+        ratio = dirty_bytes / max(1, sum(segment.size for segment in segments))
+        first_written = dirty[0].rolling_base_ms if dirty[0].rolling_base_ms is not None else dirty[0].created_ms
+        overdue = now_ms - first_written > config.max_compaction_lag_ms
+        if ratio < config.min_cleanable_dirty_ratio and not overdue:
+            return False
     rewritten = False
     try:
         latest = _latest_offsets(segments)

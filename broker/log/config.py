@@ -67,8 +67,10 @@ def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
     return lambda value: why if value == refused else None
 
 
-_CLEANER = ("the log cleaner compacts all new data on every pass, whatever share of the log it is, so only the "
-            "default is accepted")
+
+
+def _between_ratio(value: float) -> str | None:
+    return None if 0 <= value <= 1 else "must be in [0, 1]"
 
 
 # Topic compression.type values and the batch codec each asks for (None: keep the producer's).
@@ -105,9 +107,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("segment.index.bytes", "int", 10 * 1024 * 1024, _at_least(4)),
         ConfigDef("file.delete.delay.ms", "long", 60000, _at_least(0)),
         ConfigDef("preallocate", "boolean", False, lambda value: None),
-        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _only(0.5, _CLEANER)),
+        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _between_ratio),
         ConfigDef("min.compaction.lag.ms", "long", 0, _at_least(0)),
-        # Met whatever its value: the cleaner compacts every new record at its next pass (log.cleaner.backoff.ms).
         ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _at_least(1)),
         ConfigDef("max.decompressed.message.bytes", "int", 2147483639,
                   _only(2147483639, "batches stay compressed on this broker, so their decompressed size is not "

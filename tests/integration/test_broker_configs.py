@@ -192,7 +192,7 @@ def test_every_topic_config_is_described_as_kafka_does(broker, kafka):
 
 @pytest.mark.parametrize(("name", "value", "reason"), [
     ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
-    ("min.cleanable.dirty.ratio", "0.1", "compacts all new data"),
+    ("min.cleanable.dirty.ratio", "1.5", "must be in"),
     ("unclean.leader.election.enable", "true", "in-sync replicas only"),
     ("message.timestamp.after.max.ms", "-1", "at least 0"),
 ])

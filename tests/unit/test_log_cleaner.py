@@ -85,6 +85,25 @@ def test_min_compaction_lag_keeps_young_records_as_written(tmp_path):
     assert len(all_records(log)) < 20
 
 
+@pytest.mark.parametrize(("settings", "cleans_again"), [
+    ({}, False),  # min.cleanable.dirty.ratio 0.5: a little new data waits for more
+    ({"min_cleanable_dirty_ratio": 0.0}, True),
+    ({"max_compaction_lag_ms": 1}, True),  # ... unless it has waited longer than max.compaction.lag.ms
+])
+def test_dirty_ratio_and_max_compaction_lag(tmp_path, settings, cleans_again):
+    log = compacted_log(tmp_path, **settings)
+    for key in range(60):  # sixty keys, one small batch each: several segments of records that all stay
+        log.append(keyed_batch([(b"key-%d" % key, b"value")], ts=BASE_TS + key))
+    clean_partition(log, BASE_TS + 100)  # everything is new, dirty ratio 1: a pass goes through it all
+    assert log.cleaned_through_offset == log._segments[-1].base_offset
+    clean_size = sum(segment.size for segment in log._segments[:-1])
+    for round_ in range(15):  # a little more, some of it rolled out of the active segment
+        log.append(keyed_batch([(b"key-0", b"late-%d" % round_)], ts=BASE_TS + 100 + round_))
+    dirty_size = sum(segment.size for segment in log._segments[:-1]) - clean_size
+    assert 0 < dirty_size < clean_size  # a dirty share well below one half
+    assert clean_partition(log, BASE_TS + 200) is cleans_again
+
+
 def test_reads_and_offsets_stay_consistent_after_cleaning(tmp_path):
     log = compacted_log(tmp_path, index_interval_bytes=50)
     write_history(log, rounds=40, keys=4)
