@@ -166,7 +166,8 @@ class KafkaServer:
             self._formatted = True
             return
         self._write_config()
-        java_peer("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+        # one token: a cluster id may start with "-", which would read as an option
+        java_peer("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                   "-c", str(self.properties_path), "--ignore-formatted", log_dir=self.directory)
         self._formatted = True
 
