@@ -115,8 +115,10 @@ class KafkaPythonCommitter:
         self.topic = topic
         self.partitions = partitions
         self.client_id = f"{group}-kafka-python"
+        # Fresh metadata every second: a topic just created on a KRaft cluster can be missing from the first
+        # answer, and with kafka-python's default (5 minutes) the group would be assigned nothing until then.
         self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=self.client_id,
-                                      enable_auto_commit=False, auto_offset_reset="latest")
+                                      enable_auto_commit=False, auto_offset_reset="latest", metadata_max_age_ms=1000)
 
     def wait_assigned(self) -> None:
         def assigned() -> bool:
