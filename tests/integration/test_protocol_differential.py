@@ -235,11 +235,26 @@ async def ask(bootstrap: str, pairs: list[tuple[int, int]]) -> dict[tuple[int, i
     return answers
 
 
+KAFKAS_VERSIONS: dict[int, tuple[int, int]] = {}
+
+
 @pytest.fixture(scope="module")
 def answers(broker, kafka) -> tuple[list[tuple[int, int]], dict, dict]:
     asyncio.run(prepare(broker.bootstrap))
-    pairs = list(common_versions(asyncio.run(prepare(kafka.bootstrap))))
+    KAFKAS_VERSIONS.update(asyncio.run(prepare(kafka.bootstrap)))
+    pairs = list(common_versions(KAFKAS_VERSIONS))
     return pairs, asyncio.run(ask(broker.bootstrap, pairs)), asyncio.run(ask(kafka.bootstrap, pairs))
+
+
+def test_what_we_advertise_is_a_subset_of_kafkas(answers):
+    """Every API we serve is one Kafka 4.4 serves, and never at a version Kafka does not know; where we
+    stop short of Kafka's newest version is listed in README ("Kafka clients and the wire protocol")."""
+    assert set(ADVERTISED_VERSIONS) <= set(KAFKAS_VERSIONS)
+    assert all(high <= KAFKAS_VERSIONS[api][1] for api, (_, high) in ADVERTISED_VERSIONS.items())
+    # the versions below Kafka's minimum we keep for old clients (Burrow 1.2.1's Sarama, librdkafka's gates)
+    older = {ApiKey(api).name for api, (low, _) in ADVERTISED_VERSIONS.items() if low < KAFKAS_VERSIONS[api][0]}
+    assert older == {"FETCH", "LIST_OFFSETS", "OFFSET_COMMIT", "OFFSET_FETCH", "CREATE_TOPICS", "DELETE_TOPICS",
+                     "DESCRIBE_CONFIGS"}
 
 
 def expected_differences(api: int, version: int) -> set[str]:
