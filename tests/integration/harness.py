@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -122,6 +124,52 @@ class BrokerProcess:
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class JsonLinesProcess:
+    """A long-running peer process (a Go client, a Kafka Streams application) whose stdout is one JSON
+    object per line, collected by a thread as it comes; ``stop`` sends SIGTERM (the peers close cleanly on
+    it), then kills the process if it hangs, and returns the exit code.
+    """
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(json.loads(line))
+
+    def saw(self, key: str, value: object) -> bool:
+        """True once a line has ``key`` equal to ``value``; raises if the process has died."""
+        if self.process.poll() is not None:
+            raise AssertionError(f"exited with {self.process.returncode}:\n{self.stderr()[-3000:]}")
+        return any(line.get(key) == value for line in self.lines)
+
+    def stderr(self) -> str:
+        """What the process wrote to stderr, once it has ended ("" while it runs)."""
+        assert self.process.stderr is not None
+        return self.process.stderr.read() if self.process.poll() is not None else ""
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(10)  # stdout is the reader's alone: it has read everything once the pipe closes
+        return self.process.returncode
+
+    def __enter__(self) -> JsonLinesProcess:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import signal
 import subprocess
-import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import ROOT, free_port, wait_until
+from harness import ROOT, JsonLinesProcess, free_port, wait_until
 
 PEERS_DIR = ROOT / "tests" / "peers" / "java" / "target"
 START_TIMEOUT = 120.0  # seconds; a cold JVM on a busy two-core machine is slow
@@ -292,49 +290,13 @@ class KafkaCluster:
         self.stop()
 
 
-class JavaApp:
-    """A long-running Java peer (e.g. a Kafka Streams application) whose JSON-lines stdout is collected as
-    it comes; ``stop`` sends SIGTERM (its shutdown hook closes it cleanly), then kills it if it hangs.
+class JavaApp(JsonLinesProcess):
+    """A long-running Java peer (e.g. a Kafka Streams application) printing JSON lines; its shutdown hook
+    closes it cleanly on SIGTERM.
 
         with JavaApp("burrowpy.peers.WordCount", bootstrap, ...) as app:
             wait_until(lambda: app.saw("state", "RUNNING"))
     """
 
     def __init__(self, main_class: str, *args: str) -> None:
-        self.process = subprocess.Popen(java_command(main_class, *args), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
-        self.lines: list[dict] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(json.loads(line))
-
-    def saw(self, key: str, value: object) -> bool:
-        """True once a line has ``key`` equal to ``value``; raises if the process has died."""
-        if self.process.poll() is not None:
-            raise AssertionError(f"exited with {self.process.returncode}:\n{self.stderr()[-3000:]}")
-        return any(line.get(key) == value for line in self.lines)
-
-    def stderr(self) -> str:
-        assert self.process.stderr is not None
-        return self.process.stderr.read() if self.process.poll() is not None else ""
-
-    def stop(self, timeout: float = 60.0) -> int:
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._reader.join(10)
-        return self.process.returncode
-
-    def __enter__(self) -> JavaApp:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(java_command(main_class, *args))

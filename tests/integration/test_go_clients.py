@@ -10,16 +10,14 @@ exactly once), and the committed offsets are read back with a confluent-kafka co
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import ROOT, wait_until
+from harness import ROOT, JsonLinesProcess, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -64,37 +62,15 @@ def read_back(bootstrap: str, topic: str, count: int) -> dict[tuple[int, int], t
     return records
 
 
-class Member:
-    """One consumer process of a peer: its output lines are collected as they come."""
+class Member(JsonLinesProcess):
+    """One consumer process of a peer."""
 
     def __init__(self, library: str, bootstrap: str, topic: str, group: str) -> None:
-        self.process = subprocess.Popen([str(peer_binary(library)), "consume", "--bootstrap", bootstrap, "--topic",
-                                         topic, "--group", group], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
-        self.lines: list[dict] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(json.loads(line))
+        super().__init__([str(peer_binary(library)), "consume", "--bootstrap", bootstrap, "--topic", topic,
+                          "--group", group])
 
     def consumed(self) -> list[dict]:
         return [line for line in self.lines if line["event"] == "consumed"]
-
-    def stop(self) -> tuple[int, str]:
-        """SIGTERM, then the exit code and stderr; killed if it does not end."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._reader.join(10)  # stdout is this thread's alone: it has read everything once the pipe closes
-        assert self.process.stderr is not None
-        return self.process.returncode, self.process.stderr.read()
 
 
 def group_members(admin: AdminClient, group: str) -> dict[str, list[int]] | None:
@@ -144,9 +120,9 @@ def test_two_members_share_a_topic_read_each_record_once_and_commit(broker, libr
                    message=f"{library}: the members to read {RECORDS} records")
         ends = dict(Counter(e["partition"] for m in members for e in m.consumed()))
     finally:
-        results = [member.stop() for member in members]
-    for code, stderr in results:
-        assert code == 0, stderr
+        codes = [member.stop() for member in members]
+    for member, code in zip(members, codes, strict=True):
+        assert code == 0, member.stderr()
     consumed = [e for m in members for e in m.consumed()]
     assert Counter(e["key"] for e in consumed) == Counter(f"key-{i}" for i in range(RECORDS))  # each exactly once
     assert all(e["value"] == e["key"].replace("key", "value") and e["headers"] == {"from": "librdkafka"}
