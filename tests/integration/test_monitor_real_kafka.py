@@ -60,6 +60,12 @@ def owners(monitor, group: str) -> set[tuple[str, str]] | None:
     return {(p["owner"], p["client_id"]) for p in partitions} if partitions else None
 
 
+def commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Commit, again while a new Kafka is still electing the group's coordinator (NOT_COORDINATOR)."""
+    wait_until(lambda: consumer.commit(offsets=offsets, asynchronous=False) or True, 60, interval=0.5,
+               message=f"a commit of {offsets}")
+
+
 def group_tool(kafka, *args: str) -> str:
     return java_peer(GROUP_TOOL, "--bootstrap-server", kafka.bootstrap, *args).stdout
 
@@ -86,7 +92,7 @@ def test_a_group_that_only_commits(kafka, monitor, producer):
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         for offsets in ({0: 5, 1: 5}, {0: 10, 1: 8}):
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+            commit(consumer, [TopicPartition(topic, p, o) for p, o in offsets.items()])
     finally:
         consumer.close()
     partitions = wait_until(lambda: (p := partitions_of(monitor, group)) and p[0]["end"]["offset"] == 10 and p,
@@ -101,8 +107,7 @@ def test_the_group_tool_rewinds_and_deletes(kafka, monitor, producer):
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         for offset in (10, 20, 30):
-            consumer.commit(offsets=[TopicPartition(t, 0, offset) for t in ("real-tool-a", "real-tool-b")],
-                            asynchronous=False)
+            commit(consumer, [TopicPartition(t, 0, offset) for t in ("real-tool-a", "real-tool-b")])
     finally:
         consumer.close()
     wait_until(lambda: (p := partitions_of(monitor, group)) and all(x["end"]["offset"] == 30 for x in p), 60,
