@@ -61,6 +61,9 @@ class PartitionStatus:
     end: ConsumerOffset | None = None
     owner: str = ""
     client_id: str = ""
+    # Age of the oldest unconsumed record and how it was found (burrowpy.evaluator.timelag); not Burrow's.
+    lag_seconds: float | None = None
+    lag_seconds_method: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,8 @@ class PartitionStatus:
             "end": self.end.to_json() if self.end else None,
             "current_lag": self.current_lag,
             "complete": self.complete,
+            "lag_seconds": self.lag_seconds,
+            "lag_seconds_method": self.lag_seconds_method,
         }
 
 
@@ -86,6 +91,7 @@ class ConsumerGroupStatus:
     partition_count: int = 0
     maxlag: PartitionStatus | None = None
     totallag: int = 0
+    max_lag_seconds: float | None = None  # the largest partition lag_seconds; not Burrow's
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +103,7 @@ class ConsumerGroupStatus:
             "partition_count": self.partition_count,
             "maxlag": self.maxlag.to_json() if self.maxlag else None,
             "totallag": self.totallag,
+            "max_lag_seconds": self.max_lag_seconds,
         }
 
 
@@ -109,6 +116,9 @@ class ConsumerPartition:
     current_lag: int
     owner: str = ""
     client_id: str = ""
+    broker_times: list[int] = field(default_factory=list)  # when each broker offset was read, ms
+    broker_since: int | None = None  # since when the newest broker offset has not changed, ms (if known)
+    record_time: int | None = None  # timestamp (ms) of the record at the newest commit, when fetched
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -223,6 +233,26 @@ class FetchConsumersForTopic:
     cluster: str
     topic: str
     reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class FetchRecordTimeWants:
+    """Which (topic, partition, offset) records' timestamps a cluster module should read for lag in seconds.
+
+    Answered with a list of those triples: the newest committed offset of every group partition that is
+    behind its broker offset and whose record timestamp is not known yet.
+    """
+
+    cluster: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
+class SetRecordTimes:
+    """Record timestamps a cluster module read: (topic, partition, offset, timestamp ms or None if gone)."""
+
+    cluster: str
+    times: list[tuple[str, int, int, int | None]]
 
 
 GROUP_SCOPED_REQUESTS = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,

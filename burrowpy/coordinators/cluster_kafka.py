@@ -4,6 +4,10 @@ Every ``offset-refresh`` seconds it asks each partition leader for the latest of
 (one ListOffsets per broker) and sends SetBrokerOffset to storage. Every ``topic-refresh`` seconds the
 next poll first refreshes metadata; topics that disappeared are deleted from storage. With
 ``groups-reaper-refresh`` > 0, groups that Kafka no longer lists are deleted from storage.
+
+Not Burrow's: after each poll it reads the timestamps of the records groups sit at, for lag in seconds
+(:mod:`burrowpy.coordinators.record_times`): at most ``time-lag-reads`` partitions per broker per poll,
+0 turns the reads off (lag in seconds is then interpolated from broker offset samples).
 """
 
 from __future__ import annotations
@@ -16,9 +20,18 @@ from typing import Any
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.kafka_client import client_settings
-from burrowpy.protocol import FetchConsumers, SetBrokerOffset, SetDeleteGroup, SetDeleteTopic
+from burrowpy.coordinators.record_times import RecordTimeReader
+from burrowpy.protocol import (
+    FetchConsumers,
+    FetchRecordTimeWants,
+    SetBrokerOffset,
+    SetDeleteGroup,
+    SetDeleteTopic,
+    SetRecordTimes,
+)
 
-KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh")
+KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
+        "time-lag-reads")
 
 
 class KafkaCluster:
@@ -34,6 +47,8 @@ class KafkaCluster:
         self.offset_refresh = section.get_int("offset-refresh", 10, minimum=1)
         self.topic_refresh = section.get_int("topic-refresh", 60, minimum=1)
         self.reaper_refresh = section.get_int("groups-reaper-refresh", 0, minimum=0)
+        self.time_lag_reads = section.get_int("time-lag-reads", 1000, minimum=0)
+        self._record_times: RecordTimeReader | None = None
         self.topics: dict[str, int] = {}  # topic -> partition count
         self.leaders: dict[tuple[str, int], int] = {}
         self._client: Any = None
@@ -50,6 +65,8 @@ class KafkaCluster:
 
         self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
         await self._client.bootstrap()
+        if self.time_lag_reads:
+            self._record_times = RecordTimeReader(self._client, self.log, self.time_lag_reads)
         await self.poll_once()
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
         self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
@@ -83,6 +100,11 @@ class KafkaCluster:
             except Exception as exc:
                 self.log.warning("offset refresh failed", error=repr(exc))
                 self._refresh_metadata = True
+                continue
+            try:
+                await self.read_record_times()
+            except Exception as exc:
+                self.log.warning("reading record timestamps failed", error=repr(exc))
 
     async def _topic_timer(self) -> None:
         while True:
@@ -151,6 +173,17 @@ class KafkaCluster:
                     self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
                                                     partition_count=self.topics.get(topic, partition + 1),
                                                     offset=offset, timestamp=now_ms))
+
+    async def read_record_times(self) -> None:
+        """Read the record timestamps storage wants for lag in seconds, after a poll."""
+        if self._record_times is None:
+            return
+        wants = await self.ctx.fetch(FetchRecordTimeWants(cluster=self.name, reply=self.ctx.new_reply()))
+        if not wants:
+            return
+        answers = await self._record_times.read(wants, self.leaders)
+        if answers:
+            self.ctx.submit(SetRecordTimes(cluster=self.name, times=answers))
 
     async def reap_groups(self) -> None:
         listed = {group for group, _protocol in await self._admin.list_consumer_groups()}

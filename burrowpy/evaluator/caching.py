@@ -12,13 +12,15 @@ names containing a space work.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from burrowpy.config import Section
 from burrowpy.evaluator.rules import evaluate_group, only_problems
 from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer, Status
 
-CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag")
+CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
+               "max-lag-seconds-groups")
 
 
 def not_found(cluster: str, group: str) -> ConsumerGroupStatus:
@@ -42,6 +44,22 @@ class CachingEvaluator:
         self.minimum_complete = section.get_float("minimum-complete", 0.0)
         if not 0.0 <= self.minimum_complete <= 1.0:
             raise section.error("minimum-complete", f"must be between 0 and 1, got {self.minimum_complete}")
+        # The optional time rule (not Burrow's, off by default): WARN when the oldest unconsumed record of
+        # a partition is older than this many seconds. Per-group values by regex, first match wins.
+        self.max_lag_seconds = section.get_float("max-lag-seconds", 0.0)
+        if self.max_lag_seconds < 0:
+            raise section.error("max-lag-seconds", f"must be 0 (off) or more, got {self.max_lag_seconds}")
+        self.group_max_lag_seconds: list[tuple[re.Pattern[str], float]] = []
+        for pattern, value in section.get_map("max-lag-seconds-groups", {}).items():
+            key = f"max-lag-seconds-groups.{pattern}"
+            try:
+                seconds = float(value)
+                regex = re.compile(pattern)
+            except (ValueError, re.error) as exc:
+                raise section.error(key, f"needs a regular expression and a number of seconds: {exc}") from None
+            if seconds < 0:
+                raise section.error(key, f"must be 0 (off) or more, got {seconds}")
+            self.group_max_lag_seconds.append((regex, seconds))
         # (cluster, group) -> (expiry time in clock seconds, full status with every partition)
         self._cache: dict[tuple[str, str], tuple[float, ConsumerGroupStatus]] = {}
         self._evaluating: dict[tuple[str, str], asyncio.Task] = {}
@@ -51,6 +69,13 @@ class CachingEvaluator:
     def describe(self) -> dict[str, Any]:
         """The module block of ``/v3/config/evaluator/NAME``."""
         return {"class-name": self.class_name, "expire-cache": self.expire_cache}
+
+    def max_lag_seconds_for(self, group: str) -> float:
+        """The time threshold of a group: its first matching per-group value, else the default (0 = off)."""
+        for regex, seconds in self.group_max_lag_seconds:
+            if regex.search(group):
+                return seconds
+        return self.max_lag_seconds
 
     async def start(self) -> None:
         self._log.info("starting", expire_cache=self.expire_cache)
@@ -105,7 +130,8 @@ class CachingEvaluator:
         if topics is None:
             status = not_found(cluster, group)
         else:
-            status = evaluate_group(cluster, group, topics, int(now), self.allowed_lag, self.minimum_complete)
+            status = evaluate_group(cluster, group, topics, now, self.allowed_lag, self.minimum_complete,
+                                    max_lag_seconds=self.max_lag_seconds_for(group))
         self._log.debug("evaluation result", cluster=cluster, group=group, status=status.status.name,
                         complete=status.complete, totallag=status.totallag,
                         partition_count=status.partition_count)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import ConsumerGroupStatus, ConsumerOffset, ConsumerTopics, PartitionStatus, Status
 
 
@@ -170,12 +171,17 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
 
 
 def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
-                   minimum_complete: float = 0.0, showall: bool = True) -> ConsumerGroupStatus:
+                   minimum_complete: float = 0.0, showall: bool = True,
+                   max_lag_seconds: float = 0.0) -> ConsumerGroupStatus:
     """Evaluate every partition of a group as storage returned it (FetchConsumer), spec 1.3.
 
     Partitions are listed in (topic, partition) order; ``maxlag`` is the partition with the largest
     current lag, the first in that order on ties. With ``showall`` False only partitions worse than
     OK are listed; every other figure still covers all partitions.
+
+    Each partition also gets its lag in seconds (:mod:`burrowpy.evaluator.timelag`, from ``now`` with its
+    fraction) and the group the largest of them. ``max_lag_seconds`` > 0 is the optional time threshold,
+    not Burrow's: an OK partition whose oldest unconsumed record is older than that becomes WARN.
     """
     result = ConsumerGroupStatus(cluster, group, Status.OK, 0.0)
     statuses = result.partitions
@@ -183,12 +189,23 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
     totallag = 0
     maxlag: PartitionStatus | None = None
     worst = Status.OK
+    now_ms = now * 1000.0
+    group_lag_seconds: float | None = None
     for topic in sorted(topics):
         for partition_id, partition in enumerate(topics[topic]):
             status = evaluate_partition(partition.offsets, partition.broker_offsets, partition.current_lag,
                                         now, allowed_lag, minimum_complete, topic=topic,
                                         partition=partition_id, owner=partition.owner,
                                         client_id=partition.client_id)
+            seconds, method = partition_lag_seconds(
+                status.end.offset if status.end is not None else None, partition.broker_offsets,
+                partition.broker_times, partition.record_time, now_ms, partition.broker_since)
+            status.lag_seconds, status.lag_seconds_method = seconds, method
+            if seconds is not None:
+                if group_lag_seconds is None or seconds > group_lag_seconds:
+                    group_lag_seconds = seconds
+                if 0 < max_lag_seconds < seconds and status.status == Status.OK and status.end is not None:
+                    status.status = Status.WARN
             totallag += status.current_lag
             if status.status > worst:
                 worst = status.status
@@ -203,6 +220,7 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
     result.status = Status.ERR if worst > Status.ERR else worst
     result.maxlag = maxlag
     result.totallag = totallag
+    result.max_lag_seconds = group_lag_seconds
     if result.partition_count:
         result.complete = complete_count / result.partition_count
     return result
@@ -212,4 +230,4 @@ def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
     """A copy of a group status listing only partitions worse than OK (Burrow's ``showall=false``)."""
     return ConsumerGroupStatus(status.cluster, status.group, status.status, status.complete,
                                [p for p in status.partitions if p.status > Status.OK],
-                               status.partition_count, status.maxlag, status.totallag)
+                               status.partition_count, status.maxlag, status.totallag, status.max_lag_seconds)

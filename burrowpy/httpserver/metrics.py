@@ -58,11 +58,19 @@ class _BurrowGauges:
         self.topic_offset = GaugeMetricFamily(
             "burrow_kafka_topic_partition_offset", "Newest broker offset of the partition",
             labels=("cluster", "topic", "partition"))
+        # Not Burrow's: lag in seconds (burrowpy.evaluator.timelag); partitions without a figure are left out.
+        self.partition_lag_seconds = GaugeMetricFamily(
+            "burrow_kafka_consumer_partition_lag_seconds",
+            "Age in seconds of the oldest record of the partition the group has not consumed (0 when caught up)",
+            labels=PARTITION_LABELS)
+        self.max_lag_seconds = GaugeMetricFamily(
+            "burrow_kafka_consumer_max_lag_seconds",
+            "The largest partition lag in seconds of the group", labels=GROUP_LABELS)
 
     def families(self) -> list[Metric]:
         """Families with at least one series, by name (as Go's client gathers them)."""
         every = [self.lag_total, self.status, self.partition_status, self.current_offset, self.partition_lag,
-                 self.topic_offset]
+                 self.topic_offset, self.partition_lag_seconds, self.max_lag_seconds]
         return sorted((family for family in every if family.samples), key=lambda family: family.name)
 
 
@@ -80,9 +88,13 @@ async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
                 continue
             gauges.lag_total.add_metric([cluster, group], status.totallag)
             gauges.status.add_metric([cluster, group], int(status.status))
+            if status.max_lag_seconds is not None:
+                gauges.max_lag_seconds.add_metric([cluster, group], status.max_lag_seconds)
             for partition in sorted(status.partitions, key=lambda p: (p.topic, p.partition)):
                 labels = [cluster, group, partition.topic, str(partition.partition)]
                 gauges.partition_lag.add_metric(labels, partition.current_lag)
+                if partition.lag_seconds is not None:
+                    gauges.partition_lag_seconds.add_metric(labels, partition.lag_seconds)
                 # Burrow only exports these once the partition's window is full.
                 if partition.complete == 1.0 and partition.end is not None:
                     gauges.current_offset.add_metric(labels, partition.end.offset)

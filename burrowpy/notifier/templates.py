@@ -15,12 +15,14 @@ A template sees the same data as Burrow's Go templates, under lower-case names:
     the :class:`~burrowpy.protocol.ConsumerGroupStatus`: ``result.status`` (a Status: prints as
     "WARN", compares equal to 2), ``result.complete``, ``result.partitions`` (each with ``topic``,
     ``partition``, ``owner``, ``client_id``, ``status``, ``start``/``end`` offsets with ``offset``,
-    ``timestamp``, ``observed_at``, ``lag``, ``current_lag``, ``complete``), ``result.partition_count``,
-    ``result.maxlag``, ``result.totallag``.
+    ``timestamp``, ``observed_at``, ``lag``, ``current_lag``, ``complete``, and burrowpy's
+    ``lag_seconds`` and ``lag_seconds_method``), ``result.partition_count``, ``result.maxlag``,
+    ``result.totallag`` and burrowpy's ``result.max_lag_seconds`` (None when unknown).
 
 Burrow's helper functions exist both as filters and as globals: ``{{ result.partitions | jsonencoder }}``
 and ``{{ jsonencoder(result.partitions) }}`` are the same. ``formattimestamp`` takes a strftime format
-(Go layouts like "2006-01-02" mean nothing to Python).
+(Go layouts like "2006-01-02" mean nothing to Python). burrowpy adds ``formatduration``, which writes a
+number of seconds as "1h 02m 03s" ("-" for None), for the lag in seconds.
 
 Undefined names and attributes are errors rather than empty strings: Burrow's own default close
 template referenced a field that does not exist (``.Id``) and sent an empty id for years; here such a
@@ -120,6 +122,24 @@ def formattimestamp(timestamp_ms: int, fmt: str) -> str:
     return datetime.fromtimestamp(int(timestamp_ms) / 1000).strftime(fmt)
 
 
+def formatduration(seconds: float | None) -> str:
+    """Seconds as a short duration ("45.2s", "3m 05s", "1h 02m 03s", "2d 04h 00m"); "-" for None."""
+    if seconds is None:
+        return "-"
+    seconds = round(float(seconds), 1)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h {minutes:02d}m"
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    return f"{minutes}m {secs:02d}s"
+
+
 HELPERS = {
     "jsonencoder": jsonencoder,
     "topicsbystatus": topicsbystatus,
@@ -130,6 +150,7 @@ HELPERS = {
     "divide": divide,
     "maxlag": maxlag,
     "formattimestamp": formattimestamp,
+    "formatduration": formatduration,
 }
 
 

@@ -30,6 +30,7 @@ from burrowpy.protocol import (
     FetchConsumer,
     FetchConsumers,
     FetchConsumersForTopic,
+    FetchRecordTimeWants,
     FetchTopic,
     FetchTopics,
     SetBrokerOffset,
@@ -38,6 +39,7 @@ from burrowpy.protocol import (
     SetDeleteGroup,
     SetDeletePartitionOffsets,
     SetDeleteTopic,
+    SetRecordTimes,
 )
 from burrowpy.storage.state import StorageState
 
@@ -50,7 +52,7 @@ _BATCH = 512
 _GROUP_SCOPED = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
                  ClearConsumerOwners, FetchConsumer)
 _TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchConsumersForTopic)
-_CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics)
+_CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
 
 # Drop reasons worth a warning (Burrow warns about these); every other drop is routine and logged at debug.
 _WARN_REASONS = frozenset({"unknown cluster", "negative partition",
@@ -115,6 +117,8 @@ class InMemoryStorage:
             FetchConsumers: lambda r: _resolve(r.reply, self.state.consumer_names(r.cluster)),
             FetchTopics: lambda r: _resolve(r.reply, self.state.topic_names(r.cluster)),
             FetchTopic: lambda r: _resolve(r.reply, self.state.topic_offsets(r.cluster, r.topic)),
+            FetchRecordTimeWants: lambda r: _resolve(r.reply, self.state.record_time_wants(r.cluster)),
+            SetRecordTimes: lambda r: self._dropped(self.state.set_record_times(r), r),
             FetchConsumersForTopic: lambda r: _resolve(r.reply, self.state.consumers_of_topic(r.cluster, r.topic)),
             FetchConsumer: lambda r: _resolve(r.reply, self.state.consumer(r.cluster, r.group,
                                                                            int(self._clock.time()))),

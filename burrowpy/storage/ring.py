@@ -124,29 +124,49 @@ class CommitRing:
 
 
 class BrokerRing:
-    """The last ``intervals`` broker (log-end) offsets of one partition, from ListOffsets polls."""
+    """The last ``intervals`` broker (log-end) offsets of one partition, from ListOffsets polls.
 
-    __slots__ = ("intervals", "_values", "_next")
+    Each offset keeps the time it was read (ms), which lag in seconds interpolates over, and the ring
+    remembers since when the newest offset has not changed (``since``), beyond the window: while producers
+    are idle that is the latest time the unconsumed records can have been written.
+    """
+
+    __slots__ = ("intervals", "_values", "_times", "_next", "since")
 
     def __init__(self, intervals: int) -> None:
         if intervals < 1:
             raise ValueError(f"a broker ring needs at least one slot, got {intervals}")
         self.intervals = intervals
         self._values: list[int] = []
+        self._times: list[int] = []
         self._next = 0  # slot to overwrite once the ring is full (= the oldest value)
+        # When the newest offset was first read (ms); None while it is the first offset ever read, whose
+        # age nobody knows.
+        self.since: int | None = None
 
-    def add(self, offset: int) -> None:
+    def add(self, offset: int, timestamp_ms: int = 0) -> None:
         values = self._values
+        if values and offset != values[self._next - 1]:
+            self.since = timestamp_ms
         if len(values) < self.intervals:
             values.append(offset)
+            self._times.append(timestamp_ms)
         else:
             values[self._next] = offset
+            self._times[self._next] = timestamp_ms
             self._next = (self._next + 1) % self.intervals
 
     def values(self) -> list[int]:
         """The stored offsets, oldest to newest."""
+        return self._oldest_first(self._values)
+
+    def times(self) -> list[int]:
+        """When each stored offset was read (ms), in the order of :meth:`values`."""
+        return self._oldest_first(self._times)
+
+    def _oldest_first(self, slots: list[int]) -> list[int]:
         start = self._next
-        return self._values[start:] + self._values[:start] if start else self._values.copy()
+        return slots[start:] + slots[:start] if start else slots.copy()
 
     def newest(self) -> int | None:
         values = self._values

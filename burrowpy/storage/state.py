@@ -32,6 +32,7 @@ from burrowpy.protocol import (
     SetDeleteGroup,
     SetDeletePartitionOffsets,
     SetDeleteTopic,
+    SetRecordTimes,
 )
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
@@ -59,11 +60,14 @@ class GroupEntry:
 
 
 class ClusterEntry:
-    __slots__ = ("brokers", "groups")
+    __slots__ = ("brokers", "groups", "record_times")
 
     def __init__(self) -> None:
         self.brokers: dict[str, list[BrokerRing]] = {}
         self.groups: dict[str, GroupEntry] = {}
+        # (topic, partition) -> {offset: timestamp ms of the record there, None when it is gone}: the
+        # records at groups' committed offsets, for lag in seconds. Only offsets some group sits at are kept.
+        self.record_times: dict[tuple[str, int], dict[int, int | None]] = {}
 
 
 class StorageState:
@@ -96,7 +100,49 @@ class StorageState:
             rings = cluster.brokers[request.topic] = []
         while len(rings) < request.partition_count:
             rings.append(BrokerRing(self.intervals))
-        rings[request.partition].add(request.offset)
+        rings[request.partition].add(request.offset, request.timestamp)
+        return None
+
+    # --- record timestamps (lag in seconds) -------------------------------------------------------------
+
+    def record_time_wants(self, cluster_name: str) -> list[tuple[str, int, int]] | None:
+        """The committed offsets whose record timestamp is wanted (behind the broker, not known yet).
+
+        Known timestamps no group sits at any more are forgotten on the way, which bounds the cache by
+        the number of group partitions.
+        """
+        cluster = self.clusters.get(cluster_name)
+        if cluster is None:
+            return None
+        wanted: set[tuple[str, int, int]] = set()
+        kept: dict[tuple[str, int], dict[int, int | None]] = {}
+        known = cluster.record_times
+        for group in cluster.groups.values():
+            for topic, entries in group.topics.items():
+                rings = cluster.brokers.get(topic)
+                if rings is None:
+                    continue
+                for partition, entry in enumerate(entries):
+                    newest = entry.ring.newest() if entry.ring is not None else None
+                    if newest is None or partition >= len(rings):
+                        continue
+                    broker_offset = rings[partition].newest()
+                    if broker_offset is None or newest.offset >= broker_offset:
+                        continue
+                    times = known.get((topic, partition))
+                    if times is not None and newest.offset in times:
+                        kept.setdefault((topic, partition), {})[newest.offset] = times[newest.offset]
+                    else:
+                        wanted.add((topic, partition, newest.offset))
+        cluster.record_times = kept
+        return sorted(wanted)
+
+    def set_record_times(self, request: SetRecordTimes) -> str | None:
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        for topic, partition, offset, timestamp in request.times:
+            cluster.record_times.setdefault((topic, partition), {})[offset] = timestamp
         return None
 
     def _broker_position(self, cluster: ClusterEntry, topic: str, partition: int) -> tuple[int, int] | str:
@@ -282,9 +328,18 @@ class StorageState:
             partitions = topics[topic] = []
             for partition_id, entry in enumerate(group.topics[topic]):
                 offsets = entry.ring.entries() if entry.ring is not None else []
-                history = rings[partition_id].values() if rings is not None and partition_id < len(rings) else []
+                broker_ring = rings[partition_id] if rings is not None and partition_id < len(rings) else None
+                history = broker_ring.values() if broker_ring is not None else []
                 current_lag = 0
+                record_time = None
                 if offsets and history:
-                    current_lag = max(0, history[-1] - offsets[-1].offset)
-                partitions.append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id))
+                    committed = offsets[-1].offset
+                    current_lag = max(0, history[-1] - committed)
+                    times = cluster.record_times.get((topic, partition_id))
+                    if times is not None:
+                        record_time = times.get(committed)
+                partitions.append(ConsumerPartition(
+                    offsets, history, current_lag, entry.owner, entry.client_id,
+                    broker_ring.times() if broker_ring is not None else [],
+                    broker_ring.since if broker_ring is not None else None, record_time))
         return topics

@@ -102,6 +102,7 @@ async def test_unknown_group_is_notfound_with_burrows_shape(evaluator):
         "partition_count": 0,
         "maxlag": None,
         "totallag": 0,
+        "max_lag_seconds": None,  # burrowpy's addition after Burrow's fields
     }
     assert (await evaluator.evaluate("nowhere", "g", True)).status is Status.NOTFOUND
 

@@ -73,6 +73,8 @@ async def ctx():
     for coordinator in coordinators:
         await coordinator.start()
     storage = ctx.storage
+    # A minute earlier orders:0 was empty: "stuck" sits at offset 500, appended about 30 s ago by interpolation.
+    storage.submit(SetBrokerOffset("local", "orders", 0, 2, 0, (NOW - 60) * 1000))
     for partition, offset in ((0, 1000), (1, 2000)):
         storage.submit(SetBrokerOffset("local", "orders", partition, 2, offset, NOW * 1000))
     storage.submit(SetBrokerOffset("local", "audit", 0, 1, 42, NOW * 1000))
@@ -219,7 +221,14 @@ async def test_status_and_lag(client):
     ]
     assert status["maxlag"]["current_lag"] == 500
     # Go prints float32 in shortest form: a whole number without ".0".
-    assert '"current_lag":500,"complete":1}' in text and '"status":"ERR","complete":0.5,' in text
+    assert '"current_lag":500,"complete":1,' in text and '"status":"ERR","complete":0.5,' in text
+    # burrowpy's lag in seconds follows Burrow's fields: record 500 of the 1000 appended in the minute
+    # between the two broker samples, so about 30 s old.
+    stalled = status["partitions"][0]
+    assert (stalled["lag_seconds"], stalled["lag_seconds_method"]) == (29.94, "interpolated")
+    assert status["max_lag_seconds"] == 29.94 and text.endswith('"totallag":500,"max_lag_seconds":29.94},'
+                                                                 '"request":{"url":"/v3/kafka/local/consumer/'
+                                                                 'stuck/status","host":"vm"}}')
 
     lag = (await get_json(client, "/v3/kafka/local/consumer/stuck/lag"))["status"]
     assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [
@@ -249,6 +258,7 @@ async def test_unknown_group_status_is_404_with_error_false(client):
             "partition_count": 0,
             "maxlag": None,
             "totallag": 0,
+            "max_lag_seconds": None,
         },
         "request": request_info("/v3/kafka/local/consumer/ghost/status"),
     }
@@ -471,6 +481,13 @@ async def test_metrics_are_burrows_gauges_computed_at_scrape_time(client, ctx):
             ("local", "0", "orders"): 1000,
             ("local", "1", "orders"): 2000,
         },
+        # burrowpy's: stuck's partition 1 has no commits, so no figure.
+        "burrow_kafka_consumer_partition_lag_seconds": {
+            ("local", "healthy", "0", "orders"): 0.0,
+            ("local", "healthy", "1", "orders"): 0.0,
+            ("local", "stuck", "0", "orders"): 29.94,
+        },
+        "burrow_kafka_consumer_max_lag_seconds": {("local", "healthy"): 0.0, ("local", "stuck"): 29.94},
     }
     assert samples[("burrowpy_test_events_total", ())] == 3
     assert any(name == "process_cpu_seconds_total" for name, _ in samples)

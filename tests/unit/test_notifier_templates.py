@@ -16,6 +16,7 @@ from burrowpy.notifier.templates import (
     TemplateRenderError,
     compile_inline,
     divide,
+    formatduration,
     formattimestamp,
     jsonencoder,
     load_template,
@@ -32,7 +33,8 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "config" / "templates"
 START = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
 
-def partition(topic: str, number: int, status: Status, lag: int) -> PartitionStatus:
+def partition(topic: str, number: int, status: Status, lag: int, lag_seconds: float | None = None,
+              method: str | None = None) -> PartitionStatus:
     return PartitionStatus(
         topic=topic,
         partition=number,
@@ -43,13 +45,15 @@ def partition(topic: str, number: int, status: Status, lag: int) -> PartitionSta
         end=ConsumerOffset(140, 1_699_999_600_000, 1_699_999_600_000, lag),
         owner="/10.0.0.1",
         client_id="consumer-1",
+        lag_seconds=lag_seconds,
+        lag_seconds_method=method,
     )
 
 
 def group_status(status: Status = Status.ERR, group: str = "payments") -> ConsumerGroupStatus:
     partitions = [
-        partition("orders", 0, Status.STOP, 70),
-        partition("orders", 1, Status.WARN, 12),
+        partition("orders", 0, Status.STOP, 70, 3723.5, "fetch"),
+        partition("orders", 1, Status.WARN, 12, 42.25, "interpolated"),
         partition("refunds", 3, Status.STOP, 9),
     ]
     return ConsumerGroupStatus(
@@ -61,6 +65,7 @@ def group_status(status: Status = Status.ERR, group: str = "payments") -> Consum
         partition_count=8,
         maxlag=partitions[0],
         totallag=91,
+        max_lag_seconds=3723.5,
     )
 
 
@@ -82,6 +87,12 @@ def inline(source: str):
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+
+
+def test_formatduration_writes_seconds_for_people():
+    assert [formatduration(value) for value in (None, 0, 42.25, 59.99, 60, 185, 3723.5, 86400 * 2 + 4 * 3600 + 59)] \
+        == ["-", "0.0s", "42.2s", "1m 00s", "1m 00s", "3m 05s", "1h 02m 03s", "2d 04h 00m"]
+    assert render(inline("{{ result.max_lag_seconds | formatduration }}"), data()) == "1h 02m 03s"
 
 
 def test_helpers_exist_as_filters_and_as_globals():
@@ -120,6 +131,8 @@ def test_jsonencoder_uses_burrow_field_names_and_status_strings():
             },
             "current_lag": 70,
             "complete": 1.0,
+            "lag_seconds": 3723.5,
+            "lag_seconds_method": "fetch",
         }
     ]
     assert jsonencoder({"s": Status.WARN, "q": 'a "quoted" name'}) == '{"s":"WARN","q":"a \\"quoted\\" name"}'
@@ -285,6 +298,7 @@ def test_slack_templates_are_attachments():
         "Cluster": "local",
         "Status": "ERR",
         "Total Lag": "91",
+        "Time Lag": "1h 02m 03s",
         "Start": datetime.fromtimestamp(START, UTC).isoformat(),
     }
 
@@ -295,16 +309,17 @@ def test_default_email_open_lists_the_partitions():
     assert message["Subject"] == "[burrowpy] Kafka consumer lag alert: payments on local is ERR"
     body = message.get_content()
     assert "Errors:   3 partitions have problems" in body
+    assert "Oldest unconsumed record: 1h 02m 03s old" in body.splitlines()
     assert (
-        "          STOP orders:0 lag 70 (1699999000000, 100, 5) -> (1699999600000, 140, 70)"
+        "          STOP orders:0 lag 70 (1h 02m 03s) (1699999000000, 100, 5) -> (1699999600000, 140, 70)"
         in body.splitlines()
     )
     assert (
-        "          WARN orders:1 lag 12 (1699999000000, 100, 5) -> (1699999600000, 140, 12)"
+        "          WARN orders:1 lag 12 (42.2s) (1699999000000, 100, 5) -> (1699999600000, 140, 12)"
         in body.splitlines()
     )
     assert (
-        "          STOP refunds:3 lag 9 (1699999000000, 100, 5) -> (1699999600000, 140, 9)"
+        "          STOP refunds:3 lag 9 (-) (1699999000000, 100, 5) -> (1699999600000, 140, 9)"
         in body.splitlines()
     )
 

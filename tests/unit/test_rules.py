@@ -402,6 +402,7 @@ def test_group_status_json_shape():
         "partition_count",
         "maxlag",
         "totallag",
+        "max_lag_seconds",  # burrowpy's addition: Burrow's fields first, unchanged
     ]
     assert document["status"] == "ERR" and document["complete"] == 0.0
     partition = document["partitions"][0]
@@ -415,6 +416,8 @@ def test_group_status_json_shape():
         "end",
         "current_lag",
         "complete",
+        "lag_seconds",
+        "lag_seconds_method",
     ]
     assert partition["status"] == "STOP" and partition["owner"] == "" and partition["current_lag"] == 2921
     assert partition["start"] == {
