@@ -22,12 +22,12 @@ broker partition count, which the history format does not carry; they would alwa
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from burrowpy.evaluator.rules import evaluate_partition
+from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import Status
 from burrowpy.storage.ring import BrokerRing, CommitRing
 
@@ -83,7 +83,7 @@ class PartitionEvaluation(NamedTuple):  # a tuple: millions are made per job, an
     status: Status
     current_lag: int
     complete: float
-    lag_seconds: float
+    lag_seconds: float | None  # None when the history does not tell when the record was appended
 
 
 def column_events(
@@ -129,10 +129,10 @@ def evaluation_points(first_ms: int, last_ms: int, step_s: int) -> list[int]:
 class OffsetTimeline:
     """Recent (log-end offset, time) samples of a partition, to estimate how old a committed offset is.
 
-    This is kafka-lag-exporter's method: interpolate the time at which the log end passed the committed
-    offset. Flat runs keep only their first and last sample (the last one brackets the next append).
-    When the oldest kept sample is already past the committed offset, its time is used, which makes the
-    estimate a lower bound.
+    A history holds broker samples and commits, not record timestamps, so the pipeline's lag in seconds
+    is the daemon's ``interpolated`` figure (:mod:`burrowpy.evaluator.timelag`, the same definition and
+    code), over a longer table than storage's window. Flat runs keep only their first and last sample
+    (the last one brackets the next append); ``since`` is when the newest offset was first seen.
     """
 
     def __init__(self, size: int) -> None:
@@ -141,6 +141,7 @@ class OffsetTimeline:
         self.size = size
         self.offsets: list[int] = []
         self.times: list[int] = []
+        self.since: int | None = None
 
     def add(self, offset: int, timestamp_ms: int) -> None:
         offsets, times = self.offsets, self.times
@@ -148,6 +149,9 @@ class OffsetTimeline:
             # The log end went backwards (topic recreated): older samples describe another log.
             offsets.clear()
             times.clear()
+            self.since = None
+        elif offsets and offset != offsets[-1]:
+            self.since = timestamp_ms
         if len(offsets) >= 2 and offsets[-1] == offset and offsets[-2] == offset:
             times[-1] = timestamp_ms
             return
@@ -157,20 +161,9 @@ class OffsetTimeline:
             del offsets[0]
             del times[0]
 
-    def lag_seconds(self, committed: int, now_ms: int) -> float:
-        offsets, times = self.offsets, self.times
-        after = bisect.bisect_right(offsets, committed)  # first sample whose log end is past `committed`
-        if after == len(offsets):
-            return 0.0
-        if after == 0:
-            passed_at = float(times[0])
-        else:
-            low_offset, high_offset = offsets[after - 1], offsets[after]
-            low_time, high_time = times[after - 1], times[after]
-            passed_at = low_time + (committed - low_offset) * (high_time - low_time) / (
-                high_offset - low_offset
-            )
-        return max(0.0, (now_ms - passed_at) / 1000.0)
+    def lag_seconds(self, committed: int, now_ms: int) -> float | None:
+        """Seconds since the record at ``committed`` was appended; 0 when caught up, None if unknown."""
+        return partition_lag_seconds(committed, self.offsets, self.times, None, now_ms, self.since)[0]
 
 
 @dataclass(slots=True)

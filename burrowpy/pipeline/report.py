@@ -8,6 +8,7 @@ by hand: it needs no plotting library and any browser or Markdown viewer shows i
 from __future__ import annotations
 
 import html
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,9 @@ def render_markdown(summary: Any, step_s: int, report_rows: Any, plot_name: str 
     )
     lines += [
         "Time in each group status, time with a partition stopped, stalled or rewound, worst total lag "
-        "(messages) and worst lag in seconds (estimated from broker-offset history).",
+        "(messages) and worst lag in seconds: the age of the oldest unconsumed record, interpolated over the "
+        "broker-offset history as the monitor does without record timestamps (- where the history cannot "
+        "tell).",
         "",
         "| cluster | group | last status | OK | WARN | ERR | STOP | STALL | REWIND | worst lag | worst lag (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -73,11 +76,15 @@ def render_markdown(summary: Any, step_s: int, report_rows: Any, plot_name: str 
             f"| {format_duration(row.seconds_ok)} | {format_duration(row.seconds_warn)} "
             f"| {format_duration(row.seconds_err)} | {format_duration(row.seconds_stop)} "
             f"| {format_duration(row.seconds_stall)} | {format_duration(row.seconds_rewind)} "
-            f"| {int(row.worst_totallag)} | {row.worst_lag_seconds:.0f} |"
+            f"| {int(row.worst_totallag)} | {_seconds(row.worst_lag_seconds)} |"
         )
     if len(ordered) > MAX_TABLE_ROWS:
         lines += ["", f"{len(ordered) - MAX_TABLE_ROWS} more groups are in `lag_report`."]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.0f}"
 
 
 def _cell(text: str) -> str:

@@ -132,9 +132,11 @@ def test_lag_seconds_interpolates_when_the_log_end_passed_the_commit():
     timeline = OffsetTimeline(60)
     for second, offset in [(0, 100), (10, 200), (20, 300)]:
         timeline.add(offset, T0 + second * 1000)
-    assert timeline.lag_seconds(150, T0 + 30_000) == pytest.approx(25.0)  # passed 150 at 5 s
+    # 150 is the 51st of the 100 records appended between 0 s and 10 s: at 5.1 s
+    assert timeline.lag_seconds(150, T0 + 30_000) == pytest.approx(24.9)
     assert timeline.lag_seconds(300, T0 + 30_000) == 0.0  # caught up
-    assert timeline.lag_seconds(50, T0 + 30_000) == pytest.approx(30.0)  # older than the table: at least 30 s
+    # older than the table: 50 records before the first sample at 10 records a second
+    assert timeline.lag_seconds(50, T0 + 30_000) == pytest.approx(35.0)
 
 
 def test_lag_seconds_flat_runs_keep_their_last_sample():
@@ -143,8 +145,9 @@ def test_lag_seconds_flat_runs_keep_their_last_sample():
         timeline.add(offset, T0 + second * 1000)
     assert timeline.offsets == [100, 100, 200]
     assert timeline.times == [T0, T0 + 20_000, T0 + 30_000]
-    # nothing was produced between 0 s and 20 s: offset 150 was written at 25 s
-    assert timeline.lag_seconds(150, T0 + 40_000) == pytest.approx(15.0)
+    # nothing was produced between 0 s and 20 s: offset 150 was written at 25.1 s
+    assert timeline.lag_seconds(150, T0 + 40_000) == pytest.approx(14.9)
+    assert timeline.since == T0 + 30_000
 
 
 def test_lag_seconds_table_is_bounded_and_resets_when_the_log_shrinks():
@@ -153,7 +156,8 @@ def test_lag_seconds_table_is_bounded_and_resets_when_the_log_shrinks():
         timeline.add(index * 10, T0 + index * 1000)
     assert timeline.offsets == [70, 80, 90]
     timeline.add(5, T0 + 20_000)
-    assert timeline.offsets == [5]
+    assert timeline.offsets == [5] and timeline.since is None
+    assert timeline.lag_seconds(2, T0 + 30_000) is None  # only ever seen at 5: when 2 was written is unknown
     with pytest.raises(ValueError):
         OffsetTimeline(1)
 
@@ -163,7 +167,7 @@ def test_evaluation_reports_lag_seconds_only_with_lag():
     events.append(commit_event(T0 + 50_000, 1200, 1, "g"))
     [evaluation] = replay_partition(events, [T0 // 1000 + 95], ReplaySettings())
     assert evaluation.current_lag == 1900 - 1200
-    assert evaluation.lag_seconds == pytest.approx(95 - 20)  # the log end passed 1200 at 20 s
+    assert evaluation.lag_seconds == pytest.approx(95 - 20.1)  # the log end passed 1200 at 20.1 s
     events.append(commit_event(T0 + 96_000, 1900, 2, "g"))
     [caught_up] = replay_partition(events, [T0 // 1000 + 99], ReplaySettings())
     assert (caught_up.current_lag, caught_up.lag_seconds) == (0, 0.0)

@@ -88,6 +88,13 @@ def test_markdown_lists_the_worst_groups_first_and_escapes_cells():
     assert table[0].endswith("| 10 | 12 |")
 
 
+def test_markdown_shows_a_dash_where_the_history_cannot_tell_the_lag_in_seconds():
+    rows = report_rows()
+    rows.loc[1, "worst_lag_seconds"] = float("nan")  # what Spark's max gives over nulls
+    table = [line for line in render_markdown(SUMMARY, 60, rows, None).splitlines() if line.startswith("| c |")]
+    assert table[0].endswith("| 10 | - |") and table[1].endswith("| 0 | 12 |")
+
+
 def test_markdown_table_is_capped():
     text = render_markdown(SUMMARY, 60, report_rows(MAX_TABLE_ROWS + 3), None)
     assert sum(1 for line in text.splitlines() if line.startswith("| c |")) == MAX_TABLE_ROWS
