@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := zookeeper kcat burrow
+# chromium and its driver for the dashboard's browser tests; prometheus for promtool (alert rules check).
+DEBIAN_PACKAGES := zookeeper kcat burrow chromium chromium-driver prometheus
 STAMP := $(VENV)/.installed
 # Test peers: Apache Kafka, its tools, the Java client and Kafka Streams (Maven), and Go programs
 # using Sarama, franz-go and kafka-go (Go module proxy); both cached in ~/.m2 and Go's module cache.
@@ -21,7 +22,7 @@ BURROW_PEER := tests/peers/burrow
 BURROW_STAMP := $(BURROW_PEER)/bin/.installed
 BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) /work/.mirror/linkedin+Burrow/repo))
 
-.PHONY: install run test unit integration lint bench clean
+.PHONY: install run test unit integration lint bench clean ui-vendor
 
 # The Go peers join the install once their module exists.
 install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP)
@@ -72,6 +73,16 @@ $(BURROW_STAMP):
 	else \
 		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)) and no git snapshot was given (BURROW_GIT=...); its side-by-side tests will skip"; \
 	fi
+
+# The dashboard's charting library is vendored into the package, so run time needs no Node; this refreshes
+# it from npm at the pinned version.
+UPLOT_VERSION := 1.6.32
+UI_VENDOR := burrowpy/httpserver/ui/static/vendor
+ui-vendor:
+	rm -rf build/uplot && mkdir -p build/uplot
+	cd build/uplot && npm pack --silent uplot@$(UPLOT_VERSION) && tar -xzf uplot-$(UPLOT_VERSION).tgz
+	cp build/uplot/package/dist/uPlot.iife.min.js build/uplot/package/dist/uPlot.min.css $(UI_VENDOR)/
+	cp build/uplot/package/LICENSE $(UI_VENDOR)/uPlot.LICENSE
 
 run: $(STAMP) $(SPARK_STAMP)
 	$(BIN)/burrowpy demo

@@ -1,7 +1,7 @@
 """`burrowpy demo` (what `make run` starts): an embedded broker, the monitor pointed at it, and a workload.
 
 The workload produces to one topic and runs three consumer groups, so that real statuses show within a
-minute at http://127.0.0.1:8000/v3/kafka/local/consumer:
+minute on the dashboard, http://127.0.0.1:8000/ui/, and at http://127.0.0.1:8000/v3/kafka/local/consumer:
 
 - ``demo-healthy`` keeps up and commits every second: OK;
 - ``demo-lagging`` reads a few records of each partition every 3 s, slower than they are produced: lag
@@ -113,7 +113,8 @@ async def demo(args: argparse.Namespace) -> int:
             asyncio.create_task(_consume(bootstrap, "demo-stopped", per_partition=10_000, stop_after=15)),
         ]
         base = f"http://{args.http}"
-        print(f"burrowpy demo: broker on {bootstrap} (data in {data_dir}), HTTP API on {base}\n"
+        print(f"burrowpy demo dashboard: {base}/ui/\n"
+              f"  broker on {bootstrap} (data in {data_dir}), HTTP API on {base}\n"
               f"  groups:   {base}/v3/kafka/local/consumer\n"
               f"  statuses: {base}/v3/kafka/local/consumer/demo-lagging/status  (WARN within a minute)\n"
               f"            {base}/v3/kafka/local/consumer/demo-stopped/status  (STOP after ~30 s)\n"

@@ -20,6 +20,8 @@ from aiohttp import web
 from burrowpy.context import ApplicationContext
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
+from burrowpy.httpserver.ui import browser_entry, mount_dashboard
+from burrowpy.httpserver.ui.trends import GroupTrends
 from burrowpy.protocol import (
     FetchClusters,
     FetchConsumer,
@@ -326,11 +328,12 @@ def _router_behaviour(routes: list[tuple[str, str, Handler]]) -> Any:
     return middleware
 
 
-def build_app(ctx: ApplicationContext) -> web.Application:
+def build_app(ctx: ApplicationContext, trends: GroupTrends | None = None) -> web.Application:
     api = BurrowApi(ctx)
     routes = api.routes()
-    app = web.Application(middlewares=[_router_behaviour(routes)])
+    app = web.Application(middlewares=[browser_entry, _router_behaviour(routes)])
     app[CONTEXT] = ctx
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)
+    mount_dashboard(app, ctx, trends)
     return app

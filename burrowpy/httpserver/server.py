@@ -14,6 +14,7 @@ from burrowpy.config import ConfigError, HttpListenerConfig
 from burrowpy.context import ApplicationContext
 from burrowpy.httpserver.api import build_app
 from burrowpy.httpserver.metrics import register_process_metrics
+from burrowpy.httpserver.ui.trends import GroupTrends
 
 
 class HttpServerCoordinator:
@@ -32,10 +33,13 @@ class HttpServerCoordinator:
                                       f"{exc}") from None
         register_process_metrics(ctx.registry)
         self._runners: list[web.AppRunner] = []
+        # One history for the dashboard, shared by every listener.
+        self.trends = GroupTrends(ctx)
         # Bound (host, port) of each listener once started; port 0 in the config becomes the real port here.
         self.addresses: dict[str, list[tuple[str, int]]] = {}
 
     async def start(self) -> None:
+        await self.trends.start()
         try:
             for name, listener in self.listeners.items():
                 await self._start_listener(name, listener)
@@ -44,7 +48,7 @@ class HttpServerCoordinator:
             raise
 
     async def _start_listener(self, name: str, listener: HttpListenerConfig) -> None:
-        runner = web.AppRunner(build_app(self.ctx), access_log=None, handle_signals=False,
+        runner = web.AppRunner(build_app(self.ctx, self.trends), access_log=None, handle_signals=False,
                                keepalive_timeout=listener.timeout)
         await runner.setup()
         self._runners.append(runner)
@@ -62,6 +66,7 @@ class HttpServerCoordinator:
     async def stop(self) -> None:
         while self._runners:
             await self._runners.pop().cleanup()
+        await self.trends.stop()
         self.addresses.clear()
 
     def url(self, name: str | None = None) -> str:
