@@ -8,9 +8,11 @@ status strings), see ``to_json`` methods.
 from __future__ import annotations
 
 import asyncio
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Status(IntEnum):
@@ -36,9 +38,11 @@ class Status(IntEnum):
             return "UNKNOWN"
 
 
-@dataclass(slots=True)
-class ConsumerOffset:
-    """One stored consumer commit. ``order`` is its position in the source log and is never serialized."""
+class ConsumerOffset(NamedTuple):
+    """One stored consumer commit. ``order`` is its position in the source log and is never serialized.
+
+    A tuple, so that a packed commit becomes one with a single C-level call (:meth:`CommitWindow.commit`).
+    """
 
     offset: int
     timestamp: int  # commit time, ms since the epoch
@@ -48,6 +52,70 @@ class ConsumerOffset:
 
     def to_json(self) -> dict[str, Any]:
         return {"offset": self.offset, "timestamp": self.timestamp, "observedAt": self.observed_at, "lag": self.lag}
+
+
+_new_tuple = tuple.__new__
+
+# A commit ring stores each commit as COMMIT_STRIDE int64 values in one array, in this order:
+# offset, timestamp, observed_at, lag (NO_LAG when the commit has none), order.
+COMMIT_STRIDE = 5
+NO_LAG = -1
+
+
+class CommitWindow(Sequence):
+    """A snapshot of one partition's commit ring: ``intervals`` slots oldest to newest, ``None`` for the
+    empty (oldest) ones, or no slots at all if the partition was never committed.
+
+    The commits stay packed (see ``COMMIT_STRIDE``) and become :class:`ConsumerOffset` objects only when
+    an item is read; the evaluation rules read whole columns instead (:meth:`column`), which is what
+    keeps a monitored partition small and its evaluation cheap.
+    """
+
+    __slots__ = ("slots", "intervals", "stored")
+
+    def __init__(self, slots: array, intervals: int) -> None:
+        self.slots = slots
+        self.stored = len(slots) // COMMIT_STRIDE  # commits held (the newest slots)
+        self.intervals = intervals if self.stored else 0
+
+    def __len__(self) -> int:
+        return self.intervals
+
+    def commit(self, number: int) -> ConsumerOffset:
+        """The ``number``-th stored commit (0 the oldest), as an object."""
+        start = number * COMMIT_STRIDE
+        values = self.slots[start:start + COMMIT_STRIDE]
+        if values[3] == NO_LAG:
+            return ConsumerOffset(values[0], values[1], values[2], None, values[4])
+        return _new_tuple(ConsumerOffset, values)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.intervals))]
+        if index < 0:
+            index += self.intervals
+        if not 0 <= index < self.intervals:
+            raise IndexError("commit window index out of range")
+        number = index - (self.intervals - self.stored)
+        return self.commit(number) if number >= 0 else None
+
+    def __iter__(self) -> Iterator[ConsumerOffset | None]:
+        for _ in range(self.intervals - self.stored):
+            yield None
+        for number in range(self.stored):
+            yield self.commit(number)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"CommitWindow({list(self)!r})"
+
+    def column(self, field_number: int) -> array:
+        """One field (0 offset, 1 timestamp, 2 observed_at, 3 lag, 4 order) of every stored commit."""
+        return self.slots[field_number::COMMIT_STRIDE]
 
 
 @dataclass(slots=True)
@@ -111,7 +179,7 @@ class ConsumerGroupStatus:
 class ConsumerPartition:
     """Storage's view of one partition of a group (FetchConsumer), before evaluation."""
 
-    offsets: list[ConsumerOffset | None]  # the full ring oldest -> newest, or [] if never committed
+    offsets: Sequence[ConsumerOffset | None]  # the full ring oldest -> newest, or [] if never committed
     broker_offsets: list[int]  # broker offset history oldest -> newest
     current_lag: int
     owner: str = ""

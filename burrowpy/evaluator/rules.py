@@ -13,10 +13,19 @@ mappings are turned into :class:`OffsetView` objects, which answer both ``view.o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from burrowpy.evaluator.timelag import partition_lag_seconds
-from burrowpy.protocol import ConsumerGroupStatus, ConsumerOffset, ConsumerTopics, PartitionStatus, Status
+from burrowpy.protocol import (
+    COMMIT_STRIDE,
+    NO_LAG,
+    CommitWindow,
+    ConsumerGroupStatus,
+    ConsumerOffset,
+    ConsumerTopics,
+    PartitionStatus,
+    Status,
+)
 
 
 class OffsetView(ConsumerOffset):
@@ -53,79 +62,90 @@ def _as_offset(item: Any) -> Any:
     return OffsetView.from_mapping(item) if isinstance(item, Mapping) else item
 
 
-# --- the individual rules (spec 1.5); ``offsets`` here never contains None ---------------------------
+# --- the individual rules (spec 1.5) ----------------------------------------------------------------
+# They read a window of commits as columns (oldest first, no empty slots): storage hands its packed rings
+# over as such (CommitWindow.column), and :func:`columns_of` builds them from commit objects.
 
 
-def is_lag_always_nonzero(offsets: Sequence[Any], allowed_lag: int) -> bool:
+class CommitColumns(NamedTuple):
+    offsets: list[int]
+    lags: list[int]  # NO_LAG for a commit without a lag (one stored out of order)
+    first_timestamp: int  # ms, of the oldest and the newest commit (the rules need no other)
+    last_timestamp: int
+
+
+def columns_of(commits: Sequence[Any]) -> CommitColumns:
+    """The columns of a window of commit objects (ConsumerOffset or anything with those attributes)."""
+    return CommitColumns([item.offset for item in commits],
+                         [NO_LAG if item.lag is None else item.lag for item in commits],
+                         commits[0].timestamp, commits[-1].timestamp)
+
+
+def is_lag_always_nonzero(commits: CommitColumns, allowed_lag: int) -> bool:
     """No stored lag is within ``allowed_lag`` (commits without a lag do not count either way)."""
-    for item in offsets:
-        lag = item.lag
-        if lag is not None and lag <= allowed_lag:
-            return False
-    return True
+    return not any(0 <= lag <= allowed_lag for lag in commits.lags)
 
 
-def rewind_index(offsets: Sequence[Any]) -> int:
+def rewind_index(commits: CommitColumns) -> int:
     """Index of the first commit whose offset is smaller than its predecessor's, else -1."""
+    offsets = commits.offsets
     for index in range(1, len(offsets)):
-        if offsets[index].offset < offsets[index - 1].offset:
+        if offsets[index] < offsets[index - 1]:
             return index
     return -1
 
 
-def rewind_recovered(offsets: Sequence[Any], index: int) -> bool:
+def rewind_recovered(commits: CommitColumns, index: int) -> bool:
     """A commit at or after ``index`` got back to where the consumer was before the rewind."""
-    before = offsets[index - 1].offset
-    return any(item.offset >= before for item in offsets[index:])
+    offsets = commits.offsets
+    before = offsets[index - 1]
+    return any(offset >= before for offset in offsets[index:])
 
 
-def is_stopped(offsets: Sequence[Any], now: int) -> bool:
+def is_stopped(commits: CommitColumns, now: int) -> bool:
     """The time since the last commit exceeds the time the window spans (a single commit: any time)."""
-    first = offsets[0].timestamp
-    last = offsets[-1].timestamp
-    return now * 1000 - last > last - first
+    last = commits.last_timestamp
+    return now * 1000 - last > last - commits.first_timestamp
 
 
-def is_stalled(offsets: Sequence[Any]) -> bool:
+def is_stalled(commits: CommitColumns) -> bool:
     """Every commit in the window has the same offset."""
-    first = offsets[0].offset
-    return all(item.offset == first for item in offsets)
+    offsets = commits.offsets
+    return offsets.count(offsets[0]) == len(offsets)
 
 
-def is_lag_not_decreasing(offsets: Sequence[Any]) -> bool:
+def is_lag_not_decreasing(commits: CommitColumns) -> bool:
     """Walking the stored lags in order, none is smaller than the previous stored one."""
-    previous = None
-    for item in offsets:
-        lag = item.lag
-        if lag is not None:
-            if previous is not None and lag < previous:
+    previous = NO_LAG
+    for lag in commits.lags:
+        if lag != NO_LAG:
+            if previous != NO_LAG and lag < previous:
                 return False
             previous = lag
     return True
 
 
-def is_recent_lag_zero(offsets: Sequence[Any], broker_offsets: Sequence[int]) -> bool:
+def is_recent_lag_zero(commits: CommitColumns, broker_offsets: Sequence[int]) -> bool:
     """Some recent broker offset was at or below the last commit: the consumer was caught up lately."""
-    last = offsets[-1].offset
-    return any(broker <= last for broker in broker_offsets)
+    return bool(broker_offsets) and min(broker_offsets) <= commits.offsets[-1]
 
 
-def partition_status(offsets: Sequence[Any], broker_offsets: Sequence[int], current_lag: int, now: int,
+def partition_status(commits: CommitColumns, broker_offsets: Sequence[int], current_lag: int, now: int,
                      allowed_lag: int = 0) -> Status:
-    """The rules of spec 1.5 in Burrow's order, on a non-empty window without None entries."""
+    """The rules of spec 1.5 in Burrow's order, on a non-empty window without empty slots."""
     if current_lag <= allowed_lag:
         return Status.OK  # a caught-up consumer is never in trouble, whatever its history
-    if is_stopped(offsets, now) and not is_recent_lag_zero(offsets, broker_offsets):
+    if is_stopped(commits, now) and not is_recent_lag_zero(commits, broker_offsets):
         return Status.STOP
     # A rewind counts only until the consumer is back where it was: rebalances often re-commit a
     # slightly older offset, which is harmless.
-    index = rewind_index(offsets)
-    if index > 0 and not rewind_recovered(offsets, index):
+    index = rewind_index(commits)
+    if index > 0 and not rewind_recovered(commits, index):
         return Status.REWIND
-    if is_lag_always_nonzero(offsets, allowed_lag):
-        if is_stalled(offsets):
+    if is_lag_always_nonzero(commits, allowed_lag):
+        if is_stalled(commits):
             return Status.STALL
-        if is_lag_not_decreasing(offsets):
+        if is_lag_not_decreasing(commits):
             return Status.WARN
     return Status.OK
 
@@ -138,35 +158,45 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
                        partition: int = 0, owner: str = "", client_id: str = "") -> PartitionStatus:
     """Evaluate one partition's window of commits (oldest first, leading ``None`` for empty slots).
 
-    ``now`` is in seconds and truncated to whole seconds like Burrow's. Returns a PartitionStatus
-    whose ``status``, ``complete``, ``start`` and ``end`` are those of spec 1.4; topic, partition,
-    owner and client id are only copied in (``evaluate_group`` fills them). A ``None`` after the
-    first commit (which storage never produces) is skipped rather than failing.
+    ``offsets`` is storage's :class:`~burrowpy.protocol.CommitWindow` or any sequence of commits
+    (ConsumerOffset objects or mappings). ``now`` is in seconds and truncated to whole seconds like
+    Burrow's. Returns a PartitionStatus whose ``status``, ``complete``, ``start`` and ``end`` are those
+    of spec 1.4; topic, partition, owner and client id are only copied in (``evaluate_group`` fills
+    them). A ``None`` after the first commit (which storage never produces) is skipped rather than failing.
     """
     result = PartitionStatus(topic, partition, Status.OK, current_lag, 0.0, None, None, owner, client_id)
     total = len(offsets)
     if total == 0:
         return result  # never committed: nothing to judge, and not complete at all
 
-    first = 0
-    while first < total and offsets[first] is None:
-        first += 1
-    if first == total:
-        # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would then
-        # crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
-        result.complete = 1 / total
-        return result
+    if offsets.__class__ is CommitWindow:  # storage's packed window: read columns, build two objects
+        first = total - offsets.stored
+        slots = offsets.slots
+        # Lists, not arrays: the rules read each value several times, and an array boxes it every time.
+        columns = CommitColumns(slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
+                                slots[1], slots[len(slots) - COMMIT_STRIDE + 1])
+        result.start = offsets.commit(0)
+        result.end = offsets.commit(offsets.stored - 1)
+    else:
+        first = 0
+        while first < total and offsets[first] is None:
+            first += 1
+        if first == total:
+            # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would
+            # then crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
+            result.complete = 1 / total
+            return result
+        window = offsets[first:]
+        for item in window:
+            if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise
+                window = [_as_offset(item) for item in window if item is not None]
+                break
+        columns = columns_of(window)
+        result.start = window[0]
+        result.end = window[-1]
     result.complete = (total - first) / total if first else 1.0
-
-    window = offsets[first:]
-    for item in window:
-        if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise (storage never needs this)
-            window = [_as_offset(item) for item in window if item is not None]
-            break
-    result.start = window[0]
-    result.end = window[-1]
     if result.complete >= minimum_complete:
-        result.status = partition_status(window, broker_offsets, current_lag, int(now), allowed_lag)
+        result.status = partition_status(columns, broker_offsets, current_lag, int(now), allowed_lag)
     return result
 
 

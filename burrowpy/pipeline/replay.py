@@ -221,7 +221,7 @@ class PartitionState:
             else:
                 current_lag = max(0, newest_broker - newest.offset)
             result = evaluate_partition(
-                ring.entries(),
+                ring.window(),
                 broker_offsets,
                 current_lag,
                 now_s,

@@ -5,15 +5,16 @@ replay events through these classes, so they end up with exactly the same window
 
 A :class:`CommitRing` models Burrow's ``container/ring`` of ``intervals`` commit slots (burrow-spec 3.4).
 Burrow's ring only ever fills from the newest slot backwards without gaps, so it is kept here as the
-list of occupied slots, oldest first; :meth:`CommitRing.entries` pads it with ``None`` for the empty
-(oldest) slots exactly as Burrow's fetch does.
+occupied slots, oldest first; :meth:`CommitRing.window` pads them with ``None`` for the empty (oldest)
+slots exactly as Burrow's fetch does.
 """
 
 from __future__ import annotations
 
+from array import array
 from enum import IntEnum
 
-from burrowpy.protocol import ConsumerOffset
+from burrowpy.protocol import COMMIT_STRIDE, NO_LAG, CommitWindow, ConsumerOffset
 
 
 class CommitOutcome(IntEnum):
@@ -38,31 +39,36 @@ class CommitRing:
 
     ``order`` is the commit's position in its source log (``__consumer_offsets`` offset or ZooKeeper
     mzxid) and decides where a commit goes; timestamps only matter for the min-distance merge.
-    Stored :class:`ConsumerOffset` objects are never mutated once stored (a change stores a new
-    object), so callers may share them without copying.
+    Commits are packed in one int64 array (``COMMIT_STRIDE`` values each, oldest first): about 400
+    bytes for a full 10-slot ring where ten :class:`ConsumerOffset` objects and their ints took ~1.8 KB.
     """
 
-    __slots__ = ("intervals", "_stored")
+    __slots__ = ("intervals", "_slots")
 
     def __init__(self, intervals: int) -> None:
         if intervals < 1:
             raise ValueError(f"a commit ring needs at least one slot, got {intervals}")
         self.intervals = intervals
-        self._stored: list[ConsumerOffset] = []  # occupied slots, oldest first
+        self._slots = array("q")  # occupied slots, oldest first
 
     def __len__(self) -> int:
-        return len(self._stored)
+        return len(self._slots) // COMMIT_STRIDE
+
+    def window(self) -> CommitWindow:
+        """A snapshot of all ``intervals`` slots (what Burrow's fetch returns), unaffected by later commits."""
+        return CommitWindow(array("q", self._slots), self.intervals)
 
     def entries(self) -> list[ConsumerOffset | None]:
         """All ``intervals`` slots oldest to newest (``None`` for empty ones), or [] if never written."""
-        stored = self._stored
-        if not stored:
-            return []
-        missing = self.intervals - len(stored)
-        return [None] * missing + stored if missing else stored.copy()
+        return list(self.window())
 
     def newest(self) -> ConsumerOffset | None:
-        return self._stored[-1] if self._stored else None
+        window = CommitWindow(self._slots[-COMMIT_STRIDE:], 1)
+        return window[0] if window.stored else None
+
+    def newest_offset(self) -> int | None:
+        slots = self._slots
+        return slots[len(slots) - COMMIT_STRIDE] if slots else None
 
     def add(self, offset: int, order: int, timestamp_ms: int, now_ms: int, current_broker_offset: int,
             min_distance_ms: int = 0) -> CommitOutcome:
@@ -73,53 +79,58 @@ class CommitRing:
         """
         # The usual case first, and kept cheap (it runs for every commit read): newer than the newest commit.
         # Stored commits are ordered, so such a commit cannot be older than a full ring's oldest one.
-        stored = self._stored
-        newest = stored[-1] if stored else None
-        if newest is None or newest.order < order:
+        slots = self._slots
+        size = len(slots)
+        if size == 0 or slots[size - 1] < order:  # the newest commit's order is the last value
             lag = current_broker_offset - offset
             if lag < 0:
                 lag = 0
-            if newest is not None and timestamp_ms - newest.timestamp < min_distance_ms:
+            if size and timestamp_ms - slots[size - 4] < min_distance_ms:
                 # Too close to the newest commit: take its place but keep its timestamp, otherwise a
                 # consumer committing more often than min-distance would never advance the ring.
-                stored[-1] = ConsumerOffset(offset, newest.timestamp, now_ms, lag, order)
+                slots[size - 5] = offset
+                slots[size - 3] = now_ms
+                slots[size - 2] = lag
+                slots[size - 1] = order
             else:
-                if len(stored) == self.intervals:
-                    del stored[0]
-                stored.append(ConsumerOffset(offset, timestamp_ms, now_ms, lag, order))
+                if size == self.intervals * COMMIT_STRIDE:
+                    del slots[:COMMIT_STRIDE]
+                slots.extend((offset, timestamp_ms, now_ms, lag, order))
             return _APPENDED
 
-        full = len(stored) == self.intervals
-        if full and stored[0].order >= order:
+        full = size == self.intervals * COMMIT_STRIDE
+        if full and slots[4] >= order:
             return _DROPPED  # older than everything a full ring keeps
 
         # A back-fill: walk from the newest towards the oldest looking for the commit's place.
-        index = len(stored) - 1
+        index = size - COMMIT_STRIDE
         while True:
-            previous = stored[index]
-            if previous.order == order:
+            previous_order = slots[index + 4]
+            if previous_order == order:
                 return _DROPPED  # the same commit seen twice
-            if previous.order < order:
+            if previous_order < order:
                 break
             if index == 0:
                 # Older than every stored commit. A ring with free slots gains it as its oldest entry;
                 # Burrow's full ring never gets here (dropped above) except through its oldest slot,
                 # whose order is known to be smaller.
-                stored.insert(0, ConsumerOffset(offset, timestamp_ms, now_ms, None, order))
+                slots[0:0] = array("q", (offset, timestamp_ms, now_ms, NO_LAG, order))
                 return _INSERTED
-            index -= 1
+            index -= COMMIT_STRIDE
             if full and index == 0:
                 # Burrow replaces the oldest slot of a full ring without looking at it (its order is
                 # already known to be smaller): the commit takes the place of the oldest.
-                stored[0] = ConsumerOffset(offset, timestamp_ms, now_ms, None, order)
+                slots[0:COMMIT_STRIDE] = array("q", (offset, timestamp_ms, now_ms, NO_LAG, order))
                 return _INSERTED
 
-        if timestamp_ms - previous.timestamp < min_distance_ms:
-            stored[index] = ConsumerOffset(offset, previous.timestamp, now_ms, None, order)
+        previous_timestamp = slots[index + 1]
+        if timestamp_ms - previous_timestamp < min_distance_ms:
+            slots[index:index + COMMIT_STRIDE] = array("q", (offset, previous_timestamp, now_ms, NO_LAG, order))
         else:
-            stored.insert(index + 1, ConsumerOffset(offset, timestamp_ms, now_ms, None, order))
-            if len(stored) > self.intervals:
-                del stored[0]
+            after = index + COMMIT_STRIDE
+            slots[after:after] = array("q", (offset, timestamp_ms, now_ms, NO_LAG, order))
+            if len(slots) > self.intervals * COMMIT_STRIDE:
+                del slots[:COMMIT_STRIDE]
         return _INSERTED
 
 
@@ -137,8 +148,8 @@ class BrokerRing:
         if intervals < 1:
             raise ValueError(f"a broker ring needs at least one slot, got {intervals}")
         self.intervals = intervals
-        self._values: list[int] = []
-        self._times: list[int] = []
+        self._values = array("q")
+        self._times = array("q")
         self._next = 0  # slot to overwrite once the ring is full (= the oldest value)
         # When the newest offset was first read (ms); None while it is the first offset ever read, whose
         # age nobody knows.
@@ -164,9 +175,9 @@ class BrokerRing:
         """When each stored offset was read (ms), in the order of :meth:`values`."""
         return self._oldest_first(self._times)
 
-    def _oldest_first(self, slots: list[int]) -> list[int]:
+    def _oldest_first(self, slots: array) -> list[int]:
         start = self._next
-        return slots[start:] + slots[:start] if start else slots.copy()
+        return slots[start:].tolist() + slots[:start].tolist() if start else slots.tolist()
 
     def newest(self) -> int | None:
         values = self._values

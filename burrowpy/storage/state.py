@@ -123,17 +123,17 @@ class StorageState:
                 if rings is None:
                     continue
                 for partition, entry in enumerate(entries):
-                    newest = entry.ring.newest() if entry.ring is not None else None
-                    if newest is None or partition >= len(rings):
+                    committed = entry.ring.newest_offset() if entry.ring is not None else None
+                    if committed is None or partition >= len(rings):
                         continue
                     broker_offset = rings[partition].newest()
-                    if broker_offset is None or newest.offset >= broker_offset:
+                    if broker_offset is None or committed >= broker_offset:
                         continue
                     times = known.get((topic, partition))
-                    if times is not None and newest.offset in times:
-                        kept.setdefault((topic, partition), {})[newest.offset] = times[newest.offset]
+                    if times is not None and committed in times:
+                        kept.setdefault((topic, partition), {})[committed] = times[committed]
                     else:
-                        wanted.add((topic, partition, newest.offset))
+                        wanted.add((topic, partition, committed))
         cluster.record_times = kept
         return sorted(wanted)
 
@@ -327,13 +327,14 @@ class StorageState:
             rings = cluster.brokers.get(topic)
             partitions = topics[topic] = []
             for partition_id, entry in enumerate(group.topics[topic]):
-                offsets = entry.ring.entries() if entry.ring is not None else []
+                ring = entry.ring
+                offsets = ring.window() if ring is not None else []
                 broker_ring = rings[partition_id] if rings is not None and partition_id < len(rings) else None
                 history = broker_ring.values() if broker_ring is not None else []
                 current_lag = 0
                 record_time = None
                 if offsets and history:
-                    committed = offsets[-1].offset
+                    committed = ring.newest_offset()
                     current_lag = max(0, history[-1] - committed)
                     times = cluster.record_times.get((topic, partition_id))
                     if times is not None:

@@ -213,13 +213,14 @@ def test_upstream_rule_case(case):
         recent_zero,
         status,
     ) = case
-    assert rules.is_lag_always_nonzero(offsets, allowed) is always_nonzero
-    assert rules.rewind_index(offsets) == rewind
-    assert rules.is_stopped(offsets, now) is stopped
-    assert rules.is_stalled(offsets) is stalled
-    assert rules.is_lag_not_decreasing(offsets) is not_decreasing
-    assert rules.is_recent_lag_zero(offsets, brokers) is recent_zero
-    assert rules.partition_status(offsets, brokers, current_lag, now, allowed).name == status
+    columns = rules.columns_of(offsets)
+    assert rules.is_lag_always_nonzero(columns, allowed) is always_nonzero
+    assert rules.rewind_index(columns) == rewind
+    assert rules.is_stopped(columns, now) is stopped
+    assert rules.is_stalled(columns) is stalled
+    assert rules.is_lag_not_decreasing(columns) is not_decreasing
+    assert rules.is_recent_lag_zero(columns, brokers) is recent_zero
+    assert rules.partition_status(columns, brokers, current_lag, now, allowed).name == status
     # The public entry point gives the same answer on a full window.
     result = evaluate_partition(offsets, brokers, current_lag, now, allowed)
     assert result.status.name == status

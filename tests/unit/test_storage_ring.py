@@ -110,7 +110,7 @@ def test_entries_pad_empty_slots_and_never_written_is_empty():
     assert ring.add(10, 1, 1000, NOW_MS, 15) is CommitOutcome.APPENDED
     entries = ring.entries()
     assert entries[:3] == [None, None, None] and entries[3].offset == 10 and entries[3].lag == 5
-    assert ring.newest() is entries[3]
+    assert ring.newest() == entries[3] and ring.newest_offset() == 10
 
 
 def test_duplicates_and_backfill_into_full_ring_are_dropped():
