@@ -1,0 +1,346 @@
+"""The dashboard in a real browser (Debian's chromium through chromedriver and selenium) against
+`burrowpy demo`, and the Grafana dashboard and Prometheus alert rules of config/ against the same demo's
+/metrics and promtool.
+
+One demo serves the whole module. Its groups reach their statuses within a minute (demo-stopped turns
+ERR after about 30 s), so the status test is the slow one and the others mostly reuse its wait.
+Screenshots of the main pages go to build/screenshots/ (1280x800 and a phone's 390x844).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from harness import BURROWPY, ROOT, free_port, wait_until
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.integration
+
+SCREENSHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+DEMO_STATUSES = {"demo-healthy": "OK", "demo-lagging": "WARN", "demo-stopped": "ERR"}
+# A figure of fmtSeconds in app.js ("4.2 s", "33 s", "2 m 5 s", "1 h 3 m", "2 d 1 h").
+SECONDS_FIGURE = r"(\d+(\.\d)? s|\d+ [mhd] \d+ [smh])"
+DASH = "\u2014"
+
+
+def get(url: str, accept: str = "application/json") -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    data = tmp_path_factory.mktemp("dashboard-demo")
+    proc = subprocess.Popen([BURROWPY, "demo", "--http", f"127.0.0.1:{port}", "--data-dir", str(data / "broker"),
+                             "--duration", "600"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        first_line = proc.stdout.readline()
+        assert first_line.strip() == f"burrowpy demo dashboard: {base}/ui/", first_line
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), \
+        "chromium and chromium-driver are missing: make install puts them in (apt, as root)"
+    options = Options()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--hide-scrollbars"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(1280, 800)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def group_rows(browser) -> dict[str, dict[str, str]]:
+    """The group list as shown, in its order: group -> status, total lag and time lag texts."""
+    rows = browser.execute_script("""
+        return [...document.querySelectorAll("#groups tbody tr[data-group]")].map((tr) => [tr.dataset.group,
+          {status: tr.querySelector(".status .badge").textContent, lag: tr.querySelector(".lag").textContent,
+           seconds: tr.querySelector(".lag-seconds").textContent}]);""")
+    return dict(rows)
+
+
+def screenshot(browser, name: str) -> Path:
+    path = SCREENSHOTS / f"{name}.png"
+    assert browser.save_screenshot(str(path)), path
+    return path
+
+
+def test_a_browser_at_root_lands_on_the_dashboard_api_clients_keep_burrows_answer(demo, browser):
+    browser.get(demo + "/")
+    assert browser.current_url == demo + "/ui/"
+    wait_until(lambda: browser.find_element("css selector", "h1").text == "Consumer groups", 30,
+               message="the group list")
+    status, body = get(demo + "/", accept="*/*")
+    assert (status, body) == (404, '{"error":true,"message":"invalid request type","result":{}}\n')
+    status, body = get(demo + "/v3/kafka")
+    assert status == 200 and json.loads(body)["clusters"] == ["local"]
+
+
+def test_group_list_shows_the_demo_statuses_and_their_changes_without_a_reload(demo, browser):
+    browser.get(demo + "/ui/#/groups")
+    browser.execute_script("window.stillTheSamePage = true;")
+    seen: dict[str, list[str]] = {group: [] for group in DEMO_STATUSES}
+
+    def demo_statuses_shown() -> bool:
+        rows = group_rows(browser)
+        for group in DEMO_STATUSES:
+            status = rows.get(group, {}).get("status")
+            if status and (not seen[group] or seen[group][-1] != status):
+                seen[group].append(status)
+        return all(rows.get(group, {}).get("status") == want for group, want in DEMO_STATUSES.items())
+
+    wait_until(demo_statuses_shown, 150, interval=0.5, message=f"OK/WARN/ERR on the page (seen {seen})")
+    # The page was never reloaded, and at least one group changed status in front of it.
+    assert browser.execute_script("return window.stillTheSamePage === true;")
+    assert any(len(statuses) > 1 for statuses in seen.values()), seen
+    rows = group_rows(browser)
+    api = json.loads(get(demo + "/v3/kafka/local/consumer/demo-lagging/status")[1])["status"]
+    assert api["max_lag_seconds"] is not None
+    for group in DEMO_STATUSES:
+        assert int(rows[group]["lag"].replace(",", "")) >= 0
+        assert re.fullmatch(SECONDS_FIGURE, rows[group]["seconds"]), rows[group]
+    screenshot(browser, "groups")
+
+
+def test_filter_sort_and_deep_link(demo, browser):
+    browser.get(demo + "/ui/#/groups")
+    wait_until(lambda: len(group_rows(browser)) >= 3, 30, message="the group list")
+    field = browser.find_element("id", "filter")
+    field.send_keys("lagg")
+    wait_until(lambda: list(group_rows(browser)) == ["demo-lagging"], 10, message="the filtered list")
+    assert "q=lagg" in browser.current_url
+    browser.find_element("css selector", "#groups th[data-key='totallag']").click()
+    assert "sort=totallag" in browser.current_url and "dir=desc" in browser.current_url
+    # The address opens the same view from scratch.
+    link = browser.current_url
+    browser.get("about:blank")
+    browser.get(link)
+    wait_until(lambda: list(group_rows(browser)) == ["demo-lagging"], 30, message="the deep-linked filtered list")
+    assert browser.find_element("id", "filter").get_attribute("value") == "lagg"
+    field = browser.find_element("id", "filter")
+    field.clear()
+    field.send_keys("demo")
+    wait_until(lambda: len(group_rows(browser)) == 3, 10, message="three demo groups")
+    lags = [int(row["lag"].replace(",", "")) for row in group_rows(browser).values()]
+    assert lags == sorted(lags, reverse=True)
+
+
+def chart_pixels(browser, chart_id: str, rgb: tuple[int, int, int]) -> int:
+    """Pixels of the chart's canvas within a small distance of the series colour."""
+    return browser.execute_script("""
+        const [id, r, g, b] = arguments;
+        const canvas = document.querySelector(`#${id} canvas`);
+        const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+        let count = 0;
+        for (let i = 0; i < data.length; i += 4) {
+          if (data[i + 3] > 200 && Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 60) {
+            count++;
+          }
+        }
+        return count;""", chart_id, *rgb)
+
+
+def test_group_page_draws_its_charts_and_partitions(demo, browser):
+    browser.get(demo + "/ui/#/group/local/demo-lagging")
+
+    def charted() -> bool:
+        points = browser.execute_script("""return ["chart-lag", "chart-lag-seconds", "chart-window"].map(
+            (id) => Number(document.getElementById(id).dataset.points || 0));""")
+        return all(count >= 3 for count in points)
+
+    wait_until(charted, 60, interval=0.5, message="three points in each chart")
+    first_series = (0x2C, 0x5F, 0xD6)
+    for chart in ("chart-lag", "chart-lag-seconds", "chart-window"):
+        assert chart_pixels(browser, chart, first_series) > 50, chart
+    rows = browser.find_elements("css selector", "#view table tbody tr[data-partition]")
+    assert len(rows) == 3
+    for row in rows:
+        cells = [cell.text for cell in row.find_elements("css selector", "td")]
+        topic, partition, status, owner, client_id, committed, log_end, lag, seconds, _ = cells
+        assert (topic, status) == ("demo-events", "WARN")
+        assert owner != DASH and client_id != DASH
+        assert int(log_end.replace(",", "")) - int(committed.replace(",", "")) >= 0
+        assert int(lag.replace(",", "")) > 0
+        # The figure, then how it was found.
+        assert re.fullmatch(SECONDS_FIGURE + r"\s*(fetch|interpolated|caught_up)", seconds), seconds
+    screenshot(browser, "group")
+
+
+def test_clusters_and_topics_pages(demo, browser):
+    browser.get(demo + "/ui/#/clusters")
+    wait_until(lambda: "kafka" in browser.find_element("css selector", ".cluster[data-cluster='local']").text, 30,
+               message="the cluster card")
+    screenshot(browser, "clusters")
+    browser.get(demo + "/ui/#/topics")
+    wait_until(lambda: browser.find_elements("css selector", "tr[data-topic='demo-events']"), 30,
+               message="the topic list")
+    row = browser.find_element("css selector", "tr[data-topic='demo-events']").text
+    assert all(group in row for group in DEMO_STATUSES), row
+    screenshot(browser, "topics")
+    browser.find_element("link text", "demo-events").click()
+    wait_until(lambda: len(browser.find_elements("css selector", "tr[data-partition]")) == 3, 30,
+               message="the topic's partitions")
+    assert browser.current_url.endswith("#/topic/local/demo-events")
+    screenshot(browser, "topic")
+
+
+def test_readable_on_a_phone(demo, browser):
+    browser.set_window_size(390, 844)
+    try:
+        for name, path in (("phone-groups", "#/groups"), ("phone-group", "#/group/local/demo-lagging")):
+            browser.get(demo + "/ui/" + path)
+            wait_until(lambda: browser.find_elements("css selector", "tbody tr td .badge"), 30, message=path)
+            # Nothing wider than the screen: tables scroll inside their own box, not the page.
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth;"), path
+            screenshot(browser, name)
+    finally:
+        browser.set_window_size(1280, 800)
+
+
+# --- Grafana dashboard and Prometheus alert rules -------------------------------------------------------
+
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
+                "offset", "inf", "nan"}
+
+
+def promql_metrics(expr: str) -> set[str]:
+    """Metric names in a PromQL expression: identifiers that are not functions, keywords, label names,
+    durations or dashboard variables."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    expr = re.sub(r"\{[^}]*\}", "", expr)
+    expr = re.sub(r"\[[^\]]*\]", "", expr)
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    expr = re.sub(r"\$\{?\w+\}?", "", expr)
+    names = re.findall(r"(?<![\w.])([a-zA-Z_:][\w:]*)\b(?!\s*\()", expr)
+    return {name for name in names if name.lower() not in PROMQL_WORDS}
+
+
+def test_promql_metrics_reads_names_not_functions_or_labels():
+    assert promql_metrics('sum by (cluster, topic) (rate(burrow_a{cluster=~"$cluster"}[5m])) > 0 and on(x) b_c') \
+        == {"burrow_a", "b_c"}
+
+
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queries.append(re.sub(r"^label_values\((.*),\s*\w+\)$", r"\1", variable["query"]["query"]))
+    return queries
+
+
+def alert_queries() -> list[str]:
+    rules = yaml.safe_load((ROOT / "config" / "prometheus-alerts.yml").read_text())
+    return [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+
+
+def test_grafana_dashboard_is_well_formed():
+    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    cells = set()
+    for panel in panels:
+        assert panel["title"] and panel["targets"] and panel["datasource"]["uid"] == "${datasource}"
+        box = panel["gridPos"]
+        assert box["x"] + box["w"] <= 24
+        covered = {(x, y) for x in range(box["x"], box["x"] + box["w"]) for y in range(box["y"], box["y"] + box["h"])}
+        assert not covered & cells, f"panel {panel['title']!r} overlaps another"
+        cells |= covered
+    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
+    assert variables == {"datasource", "cluster", "group"}
+    used = {name for query in dashboard_queries() for name in re.findall(r"\$(\w+)", query)}
+    assert used <= variables
+
+
+def test_alert_rules_pass_promtool_and_fire(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: make install puts in Debian's prometheus package (apt, as root)"
+    rules = ROOT / "config" / "prometheus-alerts.yml"
+    checked = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    group = 'cluster="local",consumer_group="stuck"'
+    unit_test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": f"burrow_kafka_consumer_status{{{group}}}", "values": "3x10"},
+                {"series": 'burrow_kafka_consumer_status{cluster="local",consumer_group="fine"}', "values": "1x10"},
+                {"series": f"burrow_kafka_consumer_max_lag_seconds{{{group}}}", "values": "700x10"},
+                {"series": f'burrow_kafka_topic_partition_status{{{group},topic="t",partition="0"}}',
+                 "values": "5x10"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "4m", "alertname": "KafkaConsumerGroupError", "exp_alerts": []},
+                {"eval_time": "6m", "alertname": "KafkaConsumerGroupError", "exp_alerts": [{
+                    "exp_labels": {"severity": "critical", "cluster": "local", "consumer_group": "stuck"},
+                    "exp_annotations": {
+                        "summary": "Consumer group stuck on local is ERR",
+                        "description": "A partition of stuck is STOP (no commit while lag is left) or STALL "
+                                       "(commits without progress). Dashboard: /ui/#/group/local/stuck"}}]},
+                {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagHigh", "exp_alerts": [{
+                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck"},
+                    "exp_annotations": {
+                        "summary": "stuck on local is 11m 40s behind",
+                        "description": "The oldest record the group has not consumed is older than 10 minutes."}}]},
+                {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
+                {"eval_time": "6m", "alertname": "KafkaConsumerPartitionStalled", "exp_alerts": [{
+                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck",
+                                   "topic": "t", "partition": "0"},
+                    "exp_annotations": {
+                        "summary": "stuck is stalled on t/0",
+                        "description": "The group keeps committing the same offset while the partition has lag "
+                                       "(a poison record or a stuck handler, usually)."}}]},
+            ],
+        }],
+    }
+    path = tmp_path / "alerts-test.yml"
+    path.write_text(yaml.safe_dump(unit_test))
+    tested = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
+    referenced = set().union(*(promql_metrics(query) for query in dashboard_queries() + alert_queries()))
+    assert {"burrow_kafka_consumer_status", "burrow_kafka_consumer_max_lag_seconds",
+            "burrow_kafka_consumer_partition_lag_seconds"} <= referenced
+    served: set[str] = set()
+
+    def all_served() -> bool:
+        status, text = get(demo + "/metrics", accept="text/plain")
+        served.update(sample.name for family in text_string_to_metric_families(text) for sample in family.samples)
+        return status == 200 and referenced <= served
+
+    wait_until(all_served, 90, interval=1, message=f"/metrics serving {sorted(referenced - served)}")
