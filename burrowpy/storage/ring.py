@@ -139,48 +139,47 @@ class BrokerRing:
 
     Each offset keeps the time it was read (ms), which lag in seconds interpolates over, and the ring
     remembers since when the newest offset has not changed (``since``), beyond the window: while producers
-    are idle that is the latest time the unconsumed records can have been written.
+    are idle that is the latest time the unconsumed records can have been written. Samples are packed as
+    (offset, time) pairs in one int64 array.
     """
 
-    __slots__ = ("intervals", "_values", "_times", "_next", "since")
+    __slots__ = ("intervals", "_samples", "_next", "since")
 
     def __init__(self, intervals: int) -> None:
         if intervals < 1:
             raise ValueError(f"a broker ring needs at least one slot, got {intervals}")
         self.intervals = intervals
-        self._values = array("q")
-        self._times = array("q")
-        self._next = 0  # slot to overwrite once the ring is full (= the oldest value)
+        self._samples = array("q")
+        self._next = 0  # sample to overwrite once the ring is full (= the oldest one)
         # When the newest offset was first read (ms); None while it is the first offset ever read, whose
         # age nobody knows.
         self.since: int | None = None
 
     def add(self, offset: int, timestamp_ms: int = 0) -> None:
-        values = self._values
-        if values and offset != values[self._next - 1]:
+        samples = self._samples
+        if samples and offset != samples[2 * self._next - 2]:
             self.since = timestamp_ms
-        if len(values) < self.intervals:
-            values.append(offset)
-            self._times.append(timestamp_ms)
+        if len(samples) < 2 * self.intervals:
+            samples.append(offset)
+            samples.append(timestamp_ms)
         else:
-            values[self._next] = offset
-            self._times[self._next] = timestamp_ms
+            samples[2 * self._next] = offset
+            samples[2 * self._next + 1] = timestamp_ms
             self._next = (self._next + 1) % self.intervals
 
     def values(self) -> list[int]:
         """The stored offsets, oldest to newest."""
-        return self._oldest_first(self._values)
+        return self._oldest_first(0)
 
     def times(self) -> list[int]:
         """When each stored offset was read (ms), in the order of :meth:`values`."""
-        return self._oldest_first(self._times)
+        return self._oldest_first(1)
 
-    def _oldest_first(self, slots: array) -> list[int]:
+    def _oldest_first(self, field_number: int) -> list[int]:
+        column = self._samples[field_number::2].tolist()
         start = self._next
-        return slots[start:].tolist() + slots[:start].tolist() if start else slots.tolist()
+        return column[start:] + column[:start] if start else column
 
     def newest(self) -> int | None:
-        values = self._values
-        if not values:
-            return None
-        return values[self._next - 1]
+        samples = self._samples
+        return samples[2 * self._next - 2] if samples else None
