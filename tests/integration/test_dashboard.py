@@ -197,6 +197,15 @@ def test_group_page_draws_its_charts_and_partitions(demo, browser):
     screenshot(browser, "group")
 
 
+def test_an_unknown_group_shows_notfound_and_dashes_for_missing_figures(demo, browser):
+    browser.get(demo + "/ui/#/group/local/nobody-here")
+    wait_until(lambda: browser.find_elements("css selector", "h1 .badge[data-status='NOTFOUND']"), 30,
+               message="the NOTFOUND badge")
+    cards = dict(card.text.split("\n") for card in browser.find_elements("css selector", ".cards .card"))
+    assert (cards["Max time lag"], cards["Most lagging"]) == (DASH, DASH)
+    assert browser.find_element("css selector", "#view table tbody").text == "The monitor does not know this group."
+
+
 def test_clusters_and_topics_pages(demo, browser):
     browser.get(demo + "/ui/#/clusters")
     wait_until(lambda: "kafka" in browser.find_element("css selector", ".cluster[data-cluster='local']").text, 30,
