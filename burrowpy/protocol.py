@@ -62,6 +62,14 @@ COMMIT_STRIDE = 5
 NO_LAG = -1
 
 
+def unpack_commit(packed: Sequence[int], start: int) -> ConsumerOffset:
+    """The commit packed at ``start`` of a commit ring's values (the array itself, or its ``tolist()``)."""
+    values = packed[start:start + COMMIT_STRIDE]
+    if values[3] == NO_LAG:
+        return ConsumerOffset(values[0], values[1], values[2], None, values[4])
+    return _new_tuple(ConsumerOffset, values)
+
+
 class CommitWindow(Sequence):
     """A snapshot of one partition's commit ring: ``intervals`` slots oldest to newest, ``None`` for the
     empty (oldest) ones, or no slots at all if the partition was never committed.
@@ -83,11 +91,7 @@ class CommitWindow(Sequence):
 
     def commit(self, number: int) -> ConsumerOffset:
         """The ``number``-th stored commit (0 the oldest), as an object."""
-        start = number * COMMIT_STRIDE
-        values = self.slots[start:start + COMMIT_STRIDE]
-        if values[3] == NO_LAG:
-            return ConsumerOffset(values[0], values[1], values[2], None, values[4])
-        return _new_tuple(ConsumerOffset, values)
+        return unpack_commit(self.slots, number * COMMIT_STRIDE)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):

@@ -25,7 +25,10 @@ from burrowpy.protocol import (
     ConsumerTopics,
     PartitionStatus,
     Status,
+    unpack_commit,
 )
+
+_new_tuple = tuple.__new__
 
 
 class OffsetView(ConsumerOffset):
@@ -172,11 +175,11 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     if offsets.__class__ is CommitWindow:  # storage's packed window: read columns, build two objects
         first = total - offsets.stored
         slots = offsets.slots
-        # Lists, not arrays: the rules read each value several times, and an array boxes it every time.
-        columns = CommitColumns(slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
-                                slots[1], slots[len(slots) - COMMIT_STRIDE + 1])
-        result.start = offsets.commit(0)
-        result.end = offsets.commit(offsets.stored - 1)
+        # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
+        columns = _new_tuple(CommitColumns, (slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
+                                             slots[1], slots[len(slots) - COMMIT_STRIDE + 1]))
+        result.start = unpack_commit(slots, 0)
+        result.end = unpack_commit(slots, len(slots) - COMMIT_STRIDE)
     else:
         first = 0
         while first < total and offsets[first] is None:
