@@ -91,6 +91,9 @@ def group_rows(browser) -> dict[str, dict[str, str]]:
 
 
 def screenshot(browser, name: str) -> Path:
+    """Save the page as build/screenshots/NAME.png, once it shows no value the page failed to format."""
+    text = browser.find_element("tag name", "body").text
+    assert not re.search(r"\[object |undefined|NaN|null", text), text
     path = SCREENSHOTS / f"{name}.png"
     assert browser.save_screenshot(str(path)), path
     return path
@@ -214,6 +217,7 @@ def test_clusters_and_topics_pages(demo, browser):
     browser.get(demo + "/ui/#/topics")
     wait_until(lambda: browser.find_elements("css selector", "tr[data-topic='demo-events']"), 30,
                message="the topic list")
+    assert browser.find_element("css selector", ".sub").text == "cluster local"
     row = browser.find_element("css selector", "tr[data-topic='demo-events']").text
     assert all(group in row for group in DEMO_STATUSES), row
     screenshot(browser, "topics")

@@ -431,7 +431,7 @@
     async refresh() {
       const clusters = (await getJSON("../v3/kafka")).clusters || [];
       if (!this.cluster) this.cluster = clusters[0];
-      this.picker.replaceChildren("cluster ", ...clusters.map((c, i) => [i ? " \u00b7 " : "",
+      this.picker.replaceChildren("cluster ", ...clusters.flatMap((c, i) => [i ? " \u00b7 " : "",
         c === this.cluster ? h("strong", null, c) : h("a", { href: `#/topics/${enc(c)}` }, c)]));
       this.data = this.cluster ? await getJSON(`api/topics/${enc(this.cluster)}`) : { topics: [] };
       this.render();
