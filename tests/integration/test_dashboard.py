@@ -183,6 +183,13 @@ def test_group_page_draws_its_charts_and_partitions(demo, browser):
         return all(count >= 3 for count in points)
 
     wait_until(charted, 60, interval=0.5, message="three points in each chart")
+
+    def lag_points() -> int:
+        return int(browser.find_element("id", "chart-lag").get_attribute("data-points"))
+
+    # The next sample joins the chart without a reload (the page asks only for what is new).
+    drawn = lag_points()
+    wait_until(lambda: lag_points() > drawn, 30, interval=0.5, message="a new sample in the lag chart")
     first_series = (0x2C, 0x5F, 0xD6)
     for chart in ("chart-lag", "chart-lag-seconds", "chart-window"):
         assert chart_pixels(browser, chart, first_series) > 50, chart

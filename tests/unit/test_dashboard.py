@@ -95,7 +95,7 @@ async def test_group_summary_agrees_with_burrows_status_and_carries_the_trend(ct
     await trends.sample()
     body = await get_json(client, "/ui/api/groups")
     assert body["clusters"] == ["local", "remote"]
-    assert (body["sample_interval"], body["retention"], body["time"]) == (5, 30, ctx.clock.now)
+    assert (body["sample_interval"], body["retention"], body["now"]) == (5, 30, ctx.clock.now)
     assert [(g["cluster"], g["group"]) for g in body["groups"]] == [("local", "healthy"), ("local", "stuck")]
     for summary in body["groups"]:
         burrow = await client.get(f"/v3/kafka/local/consumer/{summary['group']}/lag")
@@ -116,6 +116,7 @@ async def test_history_of_a_group_and_since(ctx, client, trends):  # noqa: F811
         await trends.sample()
         ctx.clock.now += 5
     body = await get_json(client, "/ui/api/history/local/stuck")
+    assert (body["now"], body["retention"]) == (ctx.clock.now, 30)
     assert body["time"] == [first, first + 5, first + 10]
     assert body["totallag"] == [500] * 3
     assert body["status"] == ["ERR"] * 3

@@ -87,7 +87,7 @@ class Dashboard:
         return web.Response(status=302, headers={"Location": "ui/"})
 
     def _timing(self) -> dict[str, float | None]:
-        return {"time": self.ctx.clock.time(),
+        return {"now": self.ctx.clock.time(),
                 "sample_interval": self.trends.interval if self.trends else None,
                 "retention": self.trends.retention if self.trends else None}
 

@@ -278,6 +278,7 @@
     constructor(cluster, group) {
       this.cluster = cluster;
       this.group = group;
+      this.samples = null;
       this.title = h("div");
       this.cards = h("div", { class: "cards" });
       const charts = h("div", { class: "charts" });
@@ -302,11 +303,31 @@
       window.removeEventListener("resize", this.onResize);
     }
 
+    // The whole history once, then only the samples newer than the last one held, dropping what has
+    // aged past the monitor's retention.
+    async history() {
+      const held = this.samples;
+      const last = held && held.time.length ? held.time[held.time.length - 1] : null;
+      const url = `api/history/${enc(this.cluster)}/${enc(this.group)}` + (last === null ? "" : `?since=${last}`);
+      const fresh = await getJSON(url);
+      if (last === null) {
+        this.samples = fresh;
+        return fresh;
+      }
+      const keep = held.time.findIndex((t) => t > fresh.now - fresh.retention);
+      const start = keep < 0 ? held.time.length : keep;
+      for (const key of ["time", "totallag", "max_lag_seconds", "status"]) {
+        held[key] = held[key].slice(start).concat(fresh[key]);
+      }
+      Object.assign(held, { sample_interval: fresh.sample_interval, retention: fresh.retention });
+      return held;
+    }
+
     async refresh() {
       const [lag, detail, history] = await Promise.all([
         getJSON(api(this.cluster, "consumer", this.group, "lag")),
         getJSON(api(this.cluster, "consumer", this.group)),
-        getJSON(`api/history/${enc(this.cluster)}/${enc(this.group)}`),
+        this.history(),
       ]);
       const status = lag.status || {};
       const topics = [...new Set((status.partitions || []).map((p) => p.topic))].sort();
