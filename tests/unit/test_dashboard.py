@@ -161,6 +161,10 @@ def test_series_keeps_missing_time_lag_as_null():
     series.append(2.0, 20, 3.5, Status.WARN)
     assert series.to_json() == {"time": [1.0, 2.0], "totallag": [10, 20], "max_lag_seconds": [None, 3.5],
                                 "status": ["OK", "WARN"]}
+    for n in range(3, 10):
+        series.append(float(n), n, None, Status.OK)
+    assert series.recent_total_lag(2) == [8, 9]
+    assert series.recent_total_lag(60) == series.to_json()["totallag"] == [6, 7, 8, 9]
 
 
 async def test_sampler_runs_on_its_timer_until_stopped(ctx):  # noqa: F811

@@ -97,7 +97,7 @@ class Dashboard:
         for status in statuses:
             cluster, group = status.cluster, status.group
             series = self.trends.series(cluster, group) if self.trends else None
-            trend = series.to_json()["totallag"][-TREND_POINTS:] if series else []
+            trend = series.recent_total_lag(TREND_POINTS) if series else []
             maxlag = status.maxlag
             rows.append({
                 "cluster": cluster, "group": group, "status": status.status.name,

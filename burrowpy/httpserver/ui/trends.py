@@ -56,6 +56,9 @@ class GroupSeries:
             for column in (self.times, self.total_lag, self.max_lag_seconds, self.statuses):
                 del column[:len(column) - self.capacity]
 
+    def recent_total_lag(self, count: int) -> list[int]:
+        return list(self.total_lag[-min(count, self.capacity):])
+
     def to_json(self, since: float | None = None) -> dict[str, list[Any]]:
         start = len(self.times) - self.capacity if len(self.times) > self.capacity else 0
         if since is not None:

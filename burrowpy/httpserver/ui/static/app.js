@@ -121,7 +121,6 @@
 
   class Chart {
     constructor(container, title, seriesLabels, valueFormat) {
-      this.container = container;
       this.plotEl = h("div", { class: "plot" });
       this.root = h("div", { class: "chart" }, h("h3", null, title), this.plotEl);
       container.append(this.root);
@@ -180,7 +179,6 @@
 
   class GroupsPage {
     constructor(query) {
-      this.query = query;
       this.sortKey = query.get("sort") || "status";
       this.sortDir = query.get("dir") || (this.sortKey === "status" ? "desc" : "asc");
       this.filter = h("input", { type: "search", id: "filter", placeholder: "Filter by group or cluster",
