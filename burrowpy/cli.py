@@ -1,4 +1,4 @@
-"""The `burrowpy` command: serve | broker | demo | topics | spark.
+"""The `burrowpy` command: serve | broker | demo | topics | spark | auth.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args) -> int``.
 Those modules keep heavy imports (pyspark, aiokafka) inside ``run`` so that ``burrowpy --help`` stays fast.
@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "demo": ("burrowpy.demo", "embedded broker + monitor + a small workload (what `make run` starts)"),
     "topics": ("broker.admin", "create, list, describe and delete topics on a broker"),
     "spark": ("burrowpy.pipeline.cli", "evaluate offset history on Spark (batch and streaming)"),
+    "auth": ("burrowpy.httpauth", "make credentials for the HTTP API: password hashes and bearer tokens"),
 }
 
 

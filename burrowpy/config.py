@@ -24,11 +24,13 @@ from typing import Any
 
 import yaml
 
+from burrowpy.httpauth import HttpAuthProfile
+
 _REQUIRED: Any = object()
 
 # Sections that hold named modules (``[kind.NAME]``) and those that are single blocks.
-MODULE_KINDS = ("client-profile", "tls", "sasl", "iam", "httpserver", "storage", "evaluator", "cluster",
-                "consumer", "notifier")
+MODULE_KINDS = ("client-profile", "tls", "sasl", "iam", "http-auth", "httpserver", "storage", "evaluator",
+                "cluster", "consumer", "notifier")
 BLOCK_KINDS = ("general", "logging", "zookeeper", "history")
 
 # Kinds whose sections are modules built by a coordinator from their ``class-name``.
@@ -46,7 +48,8 @@ CLIENT_PROFILE_KEYS = ("client-id", "kafka-version", "tls", "sasl", "iam", "dial
 TLS_KEYS = ("certfile", "keyfile", "cafile", "noverify")
 SASL_KEYS = ("username", "password", "handshake-first", "mechanism")
 IAM_KEYS = ("region", "role-arn", "profile")
-HTTPSERVER_KEYS = ("address", "timeout", "tls")
+HTTPSERVER_KEYS = ("address", "timeout", "tls", "auth")
+HTTP_AUTH_KEYS = ("readers", "admins", "reader-tokens", "admin-tokens", "open-paths")
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "panic", "fatal")
 
@@ -342,6 +345,7 @@ class HttpListenerConfig:
     address: str  # host:port; a blank host listens on every interface, port 0 picks a free port
     timeout: int = 300
     tls: TLSProfile | None = None
+    auth: HttpAuthProfile | None = None  # None: the API is open, as Burrow's is
 
     @property
     def host(self) -> str:
@@ -376,6 +380,7 @@ class Config:
     tls: dict[str, TLSProfile] = field(default_factory=dict)
     sasl: dict[str, SASLProfile] = field(default_factory=dict)
     iam: dict[str, IAMProfile] = field(default_factory=dict)
+    http_auth: dict[str, HttpAuthProfile] = field(default_factory=dict)
     client_profiles: dict[str, ClientProfile] = field(default_factory=dict)
     sections: dict[str, dict[str, Section]] = field(default_factory=dict)  # MODULE_KINDS -> name -> Section
     blocks: dict[str, Section] = field(default_factory=dict)  # BLOCK_KINDS present in the file
@@ -442,6 +447,7 @@ def parse_config(doc: Mapping[str, Any], file: str, environ: Mapping[str, str] |
                               named["client-profile"].items()}
     config.zookeeper = _zookeeper(config.blocks.get("zookeeper"), config)
     config.history = _history(config.blocks.get("history"))
+    config.http_auth = {name: _http_auth(section) for name, section in named["http-auth"].items()}
     config.httpserver = {name: _listener(section, config) for name, section in named["httpserver"].items()}
     if not config.httpserver:
         # As in Burrow: without any listener configured, one listens on a free port (logged at start).
@@ -689,7 +695,20 @@ def _listener(section: Section, config: Config) -> HttpListenerConfig:
     if tls is not None and not (tls.certfile and tls.keyfile):
         raise section.error("tls", f"TLS profile {tls.name!r} needs certfile and keyfile to serve HTTPS")
     return HttpListenerConfig(name=section.path.split(".", 1)[1], address=address,
-                              timeout=section.get_int("timeout", 300, minimum=1), tls=tls)
+                              timeout=section.get_int("timeout", 300, minimum=1), tls=tls,
+                              auth=_reference(section, "auth", config.http_auth, "http-auth profile"))
+
+
+def _http_auth(section: Section) -> HttpAuthProfile:
+    section.check_keys(HTTP_AUTH_KEYS)
+    try:
+        return HttpAuthProfile.from_maps(
+            section.path.split(".", 1)[1], section.get_map("readers", {}), section.get_map("admins", {}),
+            section.get_list("reader-tokens", []), section.get_list("admin-tokens", []),
+            section.get_list("open-paths", ["/burrow/admin"]))
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        raise section.error(key, message) from None
 
 
 def _check_references(config: Config) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from burrowpy.context import ApplicationContext
+from burrowpy.httpauth import HttpAuthProfile, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
 from burrowpy.httpserver.ui import browser_entry, mount_dashboard
@@ -328,10 +329,13 @@ def _router_behaviour(routes: list[tuple[str, str, Handler]]) -> Any:
     return middleware
 
 
-def build_app(ctx: ApplicationContext, trends: GroupTrends | None = None) -> web.Application:
+def build_app(ctx: ApplicationContext, trends: GroupTrends | None = None,
+              auth: HttpAuthProfile | None = None) -> web.Application:
+    """The API of one listener; with ``auth`` every request is checked first (:mod:`burrowpy.httpauth`)."""
     api = BurrowApi(ctx)
     routes = api.routes()
-    app = web.Application(middlewares=[browser_entry, _router_behaviour(routes)])
+    checks = [auth_middleware(auth, error)] if auth is not None else []
+    app = web.Application(middlewares=[*checks, browser_entry, _router_behaviour(routes)])
     app[CONTEXT] = ctx
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)

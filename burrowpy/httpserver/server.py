@@ -48,7 +48,7 @@ class HttpServerCoordinator:
             raise
 
     async def _start_listener(self, name: str, listener: HttpListenerConfig) -> None:
-        runner = web.AppRunner(build_app(self.ctx, self.trends), access_log=None, handle_signals=False,
+        runner = web.AppRunner(build_app(self.ctx, self.trends, listener.auth), access_log=None, handle_signals=False,
                                keepalive_timeout=listener.timeout)
         await runner.setup()
         self._runners.append(runner)
@@ -61,7 +61,8 @@ class HttpServerCoordinator:
             raise
         self.addresses[name] = [(address[0], address[1]) for address in runner.addresses]
         for host, port in self.addresses[name]:
-            self.log.info("started listener", listener=f"{host}:{port}", tls=name in self._ssl)
+            self.log.info("started listener", listener=f"{host}:{port}", tls=name in self._ssl,
+                          auth=listener.auth.name if listener.auth else "none: the API is open to anyone who reaches it")
 
     async def stop(self) -> None:
         while self._runners:

@@ -487,6 +487,7 @@ def test_sample_config_documents_every_key_of_every_module_class():
         "sasl": set(config_module.SASL_KEYS),
         "iam": set(config_module.IAM_KEYS),
         "httpserver": set(config_module.HTTPSERVER_KEYS),
+        "http-auth": set(config_module.HTTP_AUTH_KEYS),
         "storage": set(inmemory.CONFIG_KEYS) - legacy,
         "evaluator": set(caching.CONFIG_KEYS),
         "cluster": set(cluster_kafka.KEYS),
