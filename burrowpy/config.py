@@ -705,7 +705,7 @@ def _http_auth(section: Section) -> HttpAuthProfile:
         return HttpAuthProfile.from_maps(
             section.path.split(".", 1)[1], section.get_map("readers", {}), section.get_map("admins", {}),
             section.get_list("reader-tokens", []), section.get_list("admin-tokens", []),
-            section.get_list("open-paths", ["/burrow/admin"]))
+            section.get_list("open-paths", list(HttpAuthProfile.open_paths)))
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         raise section.error(key, message) from None

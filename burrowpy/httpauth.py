@@ -6,8 +6,8 @@ log level. A listener that names an ``http-auth`` profile checks every request:
 - readers may GET (and HEAD) everything: the v3 API, ``/metrics``, the dashboard;
 - admins may also change things: DELETE of a group or topic, the log level (PUT/POST), anything that is
   not a read;
-- paths listed in ``open-paths`` are served without credentials (by default only Burrow's health check
-  ``/burrow/admin``); an entry ending in ``/`` opens everything under it. CORS preflights (OPTIONS) are
+- paths listed in ``open-paths`` are served without credentials (by default only Burrow's health checks
+  ``/burrow/admin`` and ``/burrow/admin/ready``); an entry ending in ``/`` opens everything under it. CORS preflights (OPTIONS) are
   open, as browsers send them without credentials.
 
 Credentials in the config are never the secrets themselves: passwords are scrypt hashes
@@ -128,7 +128,7 @@ class HttpAuthProfile:
     name: str
     users: Mapping[str, tuple[str, PasswordHash]]  # user -> (role, password hash)
     tokens: tuple[tuple[bytes, str], ...]  # (SHA-256 of the token, role)
-    open_paths: tuple[str, ...] = ("/burrow/admin",)
+    open_paths: tuple[str, ...] = ("/burrow/admin", "/burrow/admin/ready")
     _remembered: dict[bytes, tuple[float, str, str]] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, object]:

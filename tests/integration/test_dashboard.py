@@ -364,3 +364,38 @@ def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
         return status == 200 and referenced <= served
 
     wait_until(all_served, 90, interval=1, message=f"/metrics serving {sorted(referenced - served)}")
+
+
+def test_the_dashboard_behind_http_authentication(browser, broker, tmp_path):
+    """A listener with an http-auth profile: the browser is asked for a password (401 with a Basic
+    challenge), and once given one, every page and its API calls work with it; no password, no data."""
+    from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
+    from confluent_kafka import Consumer, TopicPartition
+    from monitor_support import create_topic
+
+    from burrowpy.httpauth import hash_password
+
+    class AuthenticatedMonitor(BurrowpyProcess):
+        def config(self) -> dict:
+            config = super().config()
+            config["http-auth"] = {"team": {"readers": {"viewer": hash_password("viewer-pass")}}}
+            config["httpserver"]["default"]["auth"] = "team"
+            return config
+
+    group = topic = "behind-auth"
+    create_topic(broker.bootstrap, topic, 1)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        wait_until(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False) or True, 60,
+                   interval=0.5, message="a commit")
+    finally:
+        consumer.close()
+    settings = MonitorSettings(broker.bootstrap, offset_refresh=1, topic_refresh=1, expire_cache=1)
+    with AuthenticatedMonitor(tmp_path / "monitor", settings) as monitor:
+        status, body = get(monitor.base + "/ui/", accept="text/html")
+        assert status == 401 and '"message":"authentication required' in body
+        assert get(monitor.base + f"/v3/kafka/{CLUSTER}/consumer")[0] == 401
+        browser.get(f"http://viewer:viewer-pass@127.0.0.1:{monitor.port}/ui/#/groups")
+        wait_until(lambda: group in group_rows(browser), 60, interval=0.5,
+                   message="the group list, fetched with the browser's credentials")
+        screenshot(browser, "behind-auth")

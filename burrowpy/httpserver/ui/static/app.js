@@ -35,7 +35,12 @@
   }
 
   async function getJSON(url) {
-    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    // Resolved without the page's user:password@ (a page opened that way has them in its URL, and fetch
+    // refuses such URLs); the browser still sends the credentials it was given for this origin.
+    const target = new URL(url, window.location.href);
+    target.username = "";
+    target.password = "";
+    const response = await fetch(target, { credentials: "same-origin", headers: { Accept: "application/json" } });
     // Burrow answers an unknown group with 404 and a JSON body that says NOTFOUND: that is an answer.
     if (!response.ok && !(response.status === 404 && (response.headers.get("Content-Type") || "").includes("json"))) {
       throw new Error(`${url}: HTTP ${response.status}`);
