@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from broker.config import BrokerConfig
+from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
@@ -117,6 +118,7 @@ class Broker:
         self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster
         self.replica_manager: Any = None  # the cluster's ReplicaManager
         self.topic_admin: Any = LocalTopicAdmin(self)
+        self.dynamic_configs: DynamicBrokerConfigs | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 
@@ -132,7 +134,10 @@ class Broker:
             voters = sorted([cluster_config.raft_listen, *cluster_config.raft_peers.values()])
             self.config.cluster_id = uuid.uuid5(uuid.NAMESPACE_URL, "burrowpy:" + ",".join(voters)).hex[:22]
         self.cluster_id = self.config.ensure_cluster_id()
+        # a cluster keeps its dynamic broker configs in the replicated metadata, a single node on disk
+        self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=cluster_config is None)
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
+        self.dynamic_configs.on_change.append(lambda: self.logs.set_defaults(self.config.topic_defaults()))
         self.producer_ids = ProducerIdAllocator(
             self.config.data_dir / "producer-ids.json",
             base=0 if cluster_config is None else self.node_id << ProducerIdAllocator.NODE_RANGE_BITS)
@@ -152,7 +157,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.start()
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
-        self._every(self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         if self.config.inert:
             log.warning("broker configs that have no effect in burrowpy", keys=sorted(self.config.inert))
@@ -186,10 +191,11 @@ class Broker:
                     fut.cancel()
         log.info("broker stopped", node_id=self.node_id)
 
-    def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+    def _every(self, seconds: float | Callable[[], float], job: Callable[[], Awaitable[None]]) -> None:
+        """Run ``job`` every ``seconds`` (a callable: read before each wait, for a dynamic broker config)."""
         async def loop() -> None:
             while True:
-                await asyncio.sleep(seconds)
+                await asyncio.sleep(seconds() if callable(seconds) else seconds)
                 try:
                     await job()
                 except Exception:
@@ -339,3 +345,8 @@ class LocalTopicAdmin:
                             validate_only: bool) -> None:
         assert self.broker.logs is not None
         self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)
+
+    async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
+        """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""
+        assert self.broker.dynamic_configs is not None
+        self.broker.dynamic_configs.update(scope, layer)

@@ -1,7 +1,7 @@
 """The cluster's replicated metadata: a pure state machine, applied in Raft log order on every broker.
 
 It holds the registered brokers (and whether each is alive), the topics with their ids and config
-overrides, and per partition the replica assignment, the leader, the leader epoch, the ISR and a
+overrides, the dynamic broker configs (cluster default and per broker), and per partition the replica assignment, the leader, the leader epoch, the ISR and a
 partition epoch. Commands are plain JSON-able dicts ``{"op": ..., ...}``; :meth:`ClusterMetadata.apply`
 returns ``{"error_code": int, "error_message": str | None, ...}`` and never raises, because a command that
 made it into the Raft log is replayed on every broker and after every restart: a bad one must be a
@@ -99,6 +99,8 @@ class ClusterMetadata:
         self.topics: dict[str, TopicMetadata] = {}
         # Where the next topic's round-robin assignment starts; bumped per topic so leaders spread.
         self.assignment_cursor = 0
+        # dynamic broker configs by scope: "" (the cluster default) or a node id
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     # --- queries -----------------------------------------------------------------------------------------
 
@@ -265,6 +267,14 @@ class ClusterMetadata:
         topic.configs = configs
         return ok()
 
+    def _alter_broker_configs(self, command: Command) -> Result:
+        configs = {str(k): str(v) for k, v in command["configs"].items()}
+        if configs:
+            self.broker_configs[str(command["scope"])] = configs
+        else:
+            self.broker_configs.pop(str(command["scope"]), None)
+        return ok()
+
     def _change_isr(self, command: Command) -> Result:
         name, index = str(command["topic"]), int(command["partition"])
         state = self.partition(name, index)
@@ -324,6 +334,7 @@ class ClusterMetadata:
         "delete_topic": _delete_topic,
         "create_partitions": _create_partitions,
         "alter_configs": _alter_configs,
+        "alter_broker_configs": _alter_broker_configs,
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
     }
@@ -334,6 +345,7 @@ class ClusterMetadata:
         """A JSON-able copy of the whole state (Raft log compaction, a new replica catching up)."""
         return {
             "assignment_cursor": self.assignment_cursor,
+            "broker_configs": copy.deepcopy(self.broker_configs),
             "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive] for b in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
                         "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch]
@@ -346,6 +358,7 @@ class ClusterMetadata:
         snapshot = copy.deepcopy(snapshot)
         metadata = cls()
         metadata.assignment_cursor = snapshot["assignment_cursor"]
+        metadata.broker_configs = snapshot.get("broker_configs", {})  # absent from snapshots of older versions
         for node_id, host, port, rack, alive in snapshot["brokers"]:
             metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive)
         for topic in snapshot["topics"]:

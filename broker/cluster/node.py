@@ -212,6 +212,9 @@ class ClusterNode:
         registered = metadata.brokers.get(self.node_id)
         if registered is not None and not registered.alive:
             self._fenced.set()
+        dynamic = self.broker.dynamic_configs
+        for scope in dynamic.layers:  # before the topics, so that a new topic gets the current defaults
+            dynamic.update(scope, metadata.broker_configs.get(scope, {}))
         self._reconcile_topics(metadata)
         wanted: dict[tuple[str, int], Role] = {}
         for name, index, state in metadata.partitions():
@@ -332,6 +335,12 @@ class ClusterTopicAdmin:
         normalized.update({k: None for k, v in updates.items() if v is None})
         await self.node.propose({"op": "alter_configs", "name": name, "replace": replace, "configs": normalized},
                                 retry=True)
+
+    async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
+        """Commit ``layer`` as the dynamic broker configs of ``scope`` ("" for the cluster default); every
+        broker applies it when it applies the command."""
+        await self.node.propose({"op": "alter_broker_configs", "scope": scope, "configs": layer}, retry=True)
+
 
 def _normalized(configs: dict[str, Any]) -> dict[str, str]:
     """Config overrides as the log manager writes them, so every broker stores the same text."""

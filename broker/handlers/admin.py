@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.dynamic_config import (
+    CLUSTER_DEFAULT,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_TOPIC,
+    TOPIC_SYNONYMS,
+    TYPE_LIST,
+    TYPE_UNKNOWN,
+)
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
@@ -13,10 +21,6 @@ from broker.topics import INTERNAL_TOPICS
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-# DescribeConfigs config_source values
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 # IncrementalAlterConfigs operations
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -27,18 +31,28 @@ ZERO_UUID = bytes(16)
 CONFIG_TYPES = {"boolean": 1, "int": 3, "long": 5, "double": 6, "string": 2, "list": 7}
 
 
-def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None = None) -> list[dict[str, Any]]:
+def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None, synonyms: bool) -> list[dict[str, Any]]:
+    """A topic's configs as Kafka describes them: the topic's override, else the broker configs that
+    provide its default (this broker's dynamic value, the cluster default, the YAML, Kafka's default)."""
+    found = ctx.broker.logs.topics[topic]
+    dynamic = ctx.broker.dynamic_configs
     entries = []
-    for name, value, is_default, read_only, source in ctx.broker.logs.describe_configs(topic):
+    for name in sorted(CONFIG_DEFS):
         if keys is not None and name not in keys:
             continue
-        source_code = SOURCE_DEFAULT if is_default else SOURCE_DYNAMIC_TOPIC
-        if source == "broker":
-            source_code = SOURCE_STATIC_BROKER
-        entries.append({"name": name, "value": None if value is None else str(value), "read_only": read_only,
-                        "is_default": is_default, "config_source": source_code, "is_sensitive": False,
-                        "synonyms": [], "config_type": CONFIG_TYPES[CONFIG_DEFS[name].kind], "documentation": None})
+        chain = [(name, found.overrides[name], SOURCE_DYNAMIC_TOPIC)] if name in found.overrides else []
+        for broker_name in TOPIC_SYNONYMS.get(name, ()):
+            chain += dynamic.sources(broker_name)
+        source = chain[0][2] if chain else SOURCE_DEFAULT
+        entries.append({"name": name, "value": format_value(found.config.value_of(name)), "read_only": False,
+                        "is_default": source == SOURCE_DEFAULT, "config_source": source, "is_sensitive": False,
+                        "synonyms": _synonyms(chain) if synonyms else [],
+                        "config_type": CONFIG_TYPES[CONFIG_DEFS[name].kind], "documentation": None})
     return entries
+
+
+def _synonyms(chain: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
+    return [{"name": name, "value": value, "source": source} for name, value, source in chain]
 
 
 async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
@@ -89,7 +103,7 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
         if not validate_only:
             result["topic_id"] = topic_id
             result["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-                                 for e in _config_entries(ctx, name)]
+                                 for e in _config_entries(ctx, name, None, False)]
     except KafkaError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
@@ -152,43 +166,58 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _broker_config_entries(broker: Any, keys: list[str] | None) -> list[dict[str, Any]]:
-    """Every broker config Kafka 4.4 describes, as Kafka describes it: ours with the value this broker
-    runs with, the others with Kafka's default (they have no effect here); then burrowpy's own keys."""
-    config = broker.config
+def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, synonyms: bool) -> list[dict[str, Any]]:
+    """Broker configs as Kafka describes them. For this broker: every config Kafka 4.4 has (ours with the
+    value this broker runs with, the others with Kafka's default: they have no effect here), burrowpy's own
+    keys and any custom dynamic config; for the cluster default ("") only what is set there."""
+    dynamic = broker.dynamic_configs
+    if scope == CLUSTER_DEFAULT:
+        names = dynamic.dynamic_names(CLUSTER_DEFAULT)
+    else:
+        names = sorted(set(KAFKA_BROKER_CONFIGS) | set(broker.config.settings) | set(dynamic.dynamic_names()))
     entries = []
-    for name in sorted(set(KAFKA_BROKER_CONFIGS) | set(config.settings)):
+    for name in names:
         if keys is not None and name not in keys:
             continue
-        default, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(name, (None, 2, True, False))
-        raw = config.settings[name] if name in config.settings else config.inert.get(name, default)
-        value = None if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw)
-        source = SOURCE_STATIC_BROKER if name in config.explicit else SOURCE_DEFAULT
-        entries.append({"name": name, "value": None if sensitive else value, "read_only": read_only,
-                        "is_default": source == SOURCE_DEFAULT, "config_source": source, "is_sensitive": sensitive,
-                        "synonyms": [], "config_type": config_type, "documentation": None})
+        custom = name not in KAFKA_BROKER_CONFIGS and name not in broker.config.settings
+        _, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(
+            name, (None, TYPE_UNKNOWN if custom else 2, True, custom))
+        chain = dynamic.sources(name, scope)
+        value = dynamic.layers[CLUSTER_DEFAULT].get(name) if scope == CLUSTER_DEFAULT else dynamic.value(name)
+        value = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        source = chain[0][2] if chain else SOURCE_DEFAULT
+        if sensitive:
+            value = None
+            chain = [(synonym, None, synonym_source) for synonym, _, synonym_source in chain]
+        entries.append({"name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
+                        "config_source": source, "is_sensitive": sensitive,
+                        # Kafka lists no synonyms for a config it shows without a value, unless it hides it
+                        "synonyms": _synonyms(chain) if synonyms and (value is not None or sensitive) else [],
+                        "config_type": config_type, "documentation": None})
     return entries
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS)
 async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
+    synonyms = bool(request.get("include_synonyms"))
     results = []
     for resource in request["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
         entry = {"error_code": 0, "error_message": "", "resource_type": kind, "resource_name": name,
                  "configs": []}
-        if kind == RESOURCE_TOPIC:
-            if name in broker.logs.topics:
-                entry["configs"] = _config_entries(ctx, name, keys)
+        try:
+            if kind == RESOURCE_TOPIC:
+                if name not in broker.logs.topics:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                entry["configs"] = _config_entries(ctx, name, keys, synonyms)
+            elif kind == RESOURCE_BROKER:
+                scope = broker.dynamic_configs.scope_of(name, describing=True)
+                entry["configs"] = _broker_config_entries(broker, scope, keys, synonyms)
             else:
-                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             error_message=f"topic {name!r} does not exist")
-        elif kind == RESOURCE_BROKER and name in ("", str(broker.node_id)):
-            entry["configs"] = _broker_config_entries(broker, keys)
-        else:
-            entry.update(error_code=ErrorCode.INVALID_REQUEST,
-                         error_message=f"unsupported resource type {kind} or unknown resource {name!r}")
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
+        except KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -200,8 +229,12 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
         kind, name = resource["resource_type"], resource["resource_name"]
         entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
         try:
+            if kind == RESOURCE_BROKER:
+                await _alter_broker(broker, name, resource["configs"], incremental, request["validate_only"])
+                responses.append(entry)
+                continue
             if kind != RESOURCE_TOPIC:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered at run time")
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
             if name not in broker.logs.topics:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
             if incremental:
@@ -229,16 +262,49 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], incremental: bool,
+                        validate_only: bool) -> None:
+    """AlterConfigs (the configs become the whole dynamic layer) or IncrementalAlterConfigs on the
+    cluster default ("") or this broker's own dynamic configs."""
+    dynamic = broker.dynamic_configs
+    scope = dynamic.scope_of(name)
+    updates: dict[str, str | None] = {}
+    for config in configs:
+        op = config.get("config_operation", OP_SET) if incremental else OP_SET
+        if op == OP_SET:
+            updates[config["name"]] = config["value"]
+        elif op == OP_DELETE:
+            updates[config["name"]] = None
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            known = KAFKA_BROKER_CONFIGS.get(config["name"])
+            if known is None or known[1] != TYPE_LIST:
+                verb = "append" if op == OP_APPEND else "subtract"
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value {verb} is not allowed for config key: {config['name']}")
+            current = updates.get(config["name"], dynamic.current(scope, config["name"]))
+            updates[config["name"]] = _merge_list(op, current, config["value"])
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
+    layer = dynamic.prepare(scope, updates, replace=not incremental)
+    if not validate_only:
+        await broker.topic_admin.alter_broker_configs(scope, layer)
+
+
 def _list_operation(name: str, op: int, current: str | None, value: str | None) -> str:
-    """IncrementalAlterConfigs APPEND (add the items not there yet) or SUBTRACT (remove them) on a list
-    config, starting from the topic's override or else Kafka's default, as Kafka does."""
+    """IncrementalAlterConfigs APPEND or SUBTRACT on a topic's list config, starting from the topic's
+    override or else Kafka's default, as Kafka does."""
     definition = CONFIG_DEFS.get(name)
     if definition is None:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
     if definition.kind != "list":
         verb = "APPEND" if op == OP_APPEND else "SUBTRACT"
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
-    items = [item.strip() for item in (current or format_value(definition.default)).split(",") if item.strip()]
+    return _merge_list(op, current or format_value(definition.default), value)
+
+
+def _merge_list(op: int, current: str | None, value: str | None) -> str:
+    """APPEND (add the items not there yet) or SUBTRACT (remove them) on a comma-separated list."""
+    items = [item.strip() for item in (current or "").split(",") if item.strip()]
     given = [item.strip() for item in (value or "").split(",") if item.strip()]
     if op == OP_APPEND:
         items += [item for item in given if item not in items]

@@ -23,6 +23,14 @@ SOURCE_BROKER = "broker"
 SOURCE_DEFAULT = "default"
 
 
+class InvalidConfigValue(KafkaError):
+    """INVALID_CONFIG for a value of the right type that a config's check refuses; ``problem`` says why."""
+
+    def __init__(self, name: str, raw: Any, problem: str) -> None:
+        super().__init__(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is invalid: {problem}")
+        self.problem = problem
+
+
 class ConfigDef(NamedTuple):
     name: str
     kind: str  # "int" (32-bit), "long", "double", "string", "list", "boolean"
@@ -165,7 +173,7 @@ def _parse(definition: ConfigDef, raw: Any) -> Any:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is not a valid {kind}") from None
     problem = definition.check(value)
     if problem:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is invalid: {problem}")
+        raise InvalidConfigValue(name, raw, problem)
     return value
 
 

@@ -269,6 +269,17 @@ class LogManager:
                 partition_log.config = config
             return config
 
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New broker-wide topic defaults (a dynamic broker config changed): every topic without its own
+        override of a changed config follows at once."""
+        parsed = {name: format_value(value) for name, value in parse_configs(defaults).items()}
+        with self._lock:
+            self._defaults = parsed
+            for topic in self._topics.values():
+                topic.config = LogConfig.from_settings(parsed, topic.overrides)
+                for partition_log in topic.partitions:
+                    partition_log.config = topic.config
+
     # --- background work ---------------------------------------------------------------------------------
 
     def _all_logs(self, predicate: Callable[[Topic], bool] = lambda topic: True) -> list[PartitionLog]:

@@ -162,6 +162,21 @@ def test_delete_partitions_and_configs():
                            "replace": True})["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_dynamic_broker_configs_by_scope_survive_a_snapshot():
+    metadata = cluster(1, 2)
+    assert metadata.apply({"op": "alter_broker_configs", "scope": "", "configs": {"log.retention.ms": 5}}) == \
+        {"error_code": 0, "error_message": None}
+    metadata.apply({"op": "alter_broker_configs", "scope": "2", "configs": {"num.io.threads": "4"}})
+    assert metadata.broker_configs == {"": {"log.retention.ms": "5"}, "2": {"num.io.threads": "4"}}
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert restored.broker_configs == metadata.broker_configs
+    metadata.apply({"op": "alter_broker_configs", "scope": "", "configs": {}})
+    assert metadata.broker_configs == {"2": {"num.io.threads": "4"}}
+    older = metadata.to_snapshot()
+    del older["broker_configs"]
+    assert ClusterMetadata.from_snapshot(older).broker_configs == {}
+
+
 # --- properties over random command sequences ------------------------------------------------------------
 
 NODES = [1, 2, 3, 4]

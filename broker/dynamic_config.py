@@ -1,0 +1,247 @@
+"""Dynamic broker configs: what AlterConfigs and IncrementalAlterConfigs set on the BROKER resource while
+the broker runs, as Apache Kafka has them.
+
+Two layers sit above the broker's YAML (its static configs): the cluster-wide default (resource name "",
+Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG) and this broker's own (resource name = its node id,
+DYNAMIC_BROKER_CONFIG), the latter winning. The configs that may be changed are those Kafka 4.4 describes
+as not read-only (broker/kafka_broker_configs.py, read from a live Kafka); names Kafka does not know are
+kept and described as Kafka keeps them (custom configs: no value shown, sensitive). A changed topic
+default (log.retention.ms, message.max.bytes, the log cleaner's ratios and lags, ...) reaches every topic
+that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass.
+
+A single node keeps the layers in ``dynamic-broker-configs.json`` in its data directory; a cluster keeps
+them in its replicated metadata, so every broker sees the same cluster default after any restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig
+from broker.errors import ErrorCode, KafkaError
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.log.config import InvalidConfigValue, parse_configs
+from broker.log.files import write_atomically
+
+CLUSTER_DEFAULT = ""
+FILE_NAME = "dynamic-broker-configs.json"
+
+# DescribeConfigs config_source values
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
+SOURCE_STATIC = 4
+SOURCE_DEFAULT = 5
+
+# Kafka's config types (DescribeConfigs config_type)
+TYPE_UNKNOWN, TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(8)
+_INTEGER_RANGES = {TYPE_INT: (-(2**31), 2**31 - 1), TYPE_SHORT: (-(2**15), 2**15 - 1),
+                   TYPE_LONG: (-(2**63), 2**63 - 1)}
+_TYPE_NAMES = {TYPE_INT: "INT", TYPE_SHORT: "SHORT", TYPE_LONG: "LONG", TYPE_DOUBLE: "DOUBLE"}
+
+# Broker configs Kafka derives from coarser ones when unset, with those synonyms, in Kafka's order.
+BROKER_SYNONYMS = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+}
+
+# The broker config whose synonyms (BROKER_SYNONYMS) follow a topic config's own in DescribeConfigs, as
+# Kafka 4.4 lists them (it lists none for segment.ms and flush.ms); topic configs not here have none.
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+    topic_key: (broker_key,) for broker_key, topic_key in TOPIC_DEFAULTS.items()
+    if topic_key not in ("segment.ms", "flush.ms")
+} | {"remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",), "remote.copy.lag.ms": ("log.remote.copy.lag.ms",)}
+
+# Kafka refuses these at the cluster default: they can change only per listener, on one broker.
+_PER_LISTENER_ONLY = ("ssl.", "sasl.")
+
+
+def is_dynamic(name: str) -> bool:
+    """Whether Kafka 4.4 lets ``name`` change at run time (custom names, unknown to Kafka, are kept)."""
+    known = KAFKA_BROKER_CONFIGS.get(name)
+    return known is None or not known[2]
+
+
+class DynamicBrokerConfigs:
+    """The dynamic layers of one broker and what they change; ``on_change`` is called after each change."""
+
+    def __init__(self, config: BrokerConfig, *, persist: bool) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.static = dict(config.settings)
+        self.layers: dict[str, dict[str, str]] = {CLUSTER_DEFAULT: {}, str(config.node_id): {}}
+        self.on_change: list[Callable[[], None]] = []
+        self._path = config.data_dir / FILE_NAME if persist else None
+        if self._path is not None and self._path.exists():
+            stored = json.loads(self._path.read_text())
+            self.layers.update({scope: dict(values) for scope, values in stored.items()
+                                if scope in self.layers})
+        self._apply()
+
+    # --- scopes --------------------------------------------------------------------------------------------
+
+    def scope_of(self, resource_name: str, *, describing: bool = False) -> str:
+        """The layer a BROKER resource name addresses, or Kafka's INVALID_REQUEST."""
+        if resource_name == CLUSTER_DEFAULT:
+            return CLUSTER_DEFAULT
+        try:
+            node = int(resource_name)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Node id must be an integer, but it is: {resource_name}") from None
+        if node != self.node_id:
+            expected = f"{self.node_id} or empty string" if describing else str(self.node_id)
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {expected}, but received {resource_name}")
+        return str(node)
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def sources(self, name: str, scope: str | None = None) -> list[tuple[str, str | None, int]]:
+        """(synonym name, value, source) of ``name`` in Kafka's order: for each synonym, this broker's
+        dynamic value, the cluster default, the static config, Kafka's default. ``scope`` "" gives the
+        cluster default's only, as Kafka describes the default resource."""
+        found = []
+        for synonym in BROKER_SYNONYMS.get(name, (name,)):
+            if scope != CLUSTER_DEFAULT and synonym in self.layers[str(self.node_id)]:
+                found.append((synonym, self.layers[str(self.node_id)][synonym], SOURCE_DYNAMIC_BROKER))
+            if synonym in self.layers[CLUSTER_DEFAULT]:
+                found.append((synonym, self.layers[CLUSTER_DEFAULT][synonym], SOURCE_DYNAMIC_DEFAULT))
+            if scope == CLUSTER_DEFAULT:
+                continue
+            if synonym in self.config.explicit:
+                found.append((synonym, _text(self._static_value(synonym)), SOURCE_STATIC))
+            default = KAFKA_BROKER_CONFIGS.get(synonym, (None,))[0]
+            if default is not None:
+                found.append((synonym, default, SOURCE_DEFAULT))
+        return found
+
+    def _static_value(self, name: str) -> Any:
+        return self.static[name] if name in self.static else self.config.inert.get(name)
+
+    def value(self, name: str) -> Any:
+        """What this broker runs with: the dynamic layers over its YAML over Kafka's default."""
+        for scope in (str(self.node_id), CLUSTER_DEFAULT):
+            if name in self.layers[scope]:
+                return self.layers[scope][name]
+        if name in self.static or name in self.config.inert:
+            return self._static_value(name)
+        return KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
+
+    def dynamic_names(self, scope: str | None = None) -> list[str]:
+        scopes = [scope] if scope is not None else list(self.layers)
+        return sorted({name for s in scopes for name in self.layers[s]})
+
+    # --- changing ------------------------------------------------------------------------------------------
+
+    def prepare(self, scope: str, updates: Mapping[str, str | None], *, replace: bool) -> dict[str, str]:
+        """The layer ``scope`` would hold after ``updates`` (None removes a config; ``replace``: the
+        updates are the whole layer, as AlterConfigs has it), checked as Kafka checks it."""
+        fixed = sorted(name for name in updates if not is_dynamic(name))
+        if fixed:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+        if scope == CLUSTER_DEFAULT:
+            per_listener = sorted(name for name in updates if name.startswith(_PER_LISTENER_ONLY))
+            if per_listener:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "These security configs can be dynamically updated only per-listener using the "
+                                 f"listener prefix: [{', '.join(per_listener)}]")
+        refused = sorted(name for name in updates
+                         if name == "listeners" or name.startswith(SECURITY_PREFIXES))
+        if refused:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "
+                             f"[{', '.join(refused)}]")
+        layer = {} if replace else dict(self.layers[scope])
+        for name, value in updates.items():
+            if value is None:
+                layer.pop(name, None)
+            else:
+                layer[name] = check_value(name, value)
+        return layer
+
+    def update(self, scope: str, layer: Mapping[str, str]) -> None:
+        """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
+        if scope not in self.layers or dict(layer) == self.layers[scope]:
+            return
+        self.layers[scope] = dict(layer)
+        if self._path is not None:
+            write_atomically(os.fspath(self._path), json.dumps(self.layers, indent=1, sort_keys=True).encode())
+        self._apply()
+
+    def current(self, scope: str, name: str) -> str | None:
+        """The value a list operation (APPEND, SUBTRACT) at ``scope`` starts from: what that scope sees."""
+        if scope != CLUSTER_DEFAULT:
+            return _text(self.value(name))
+        if name in self.layers[CLUSTER_DEFAULT]:
+            return self.layers[CLUSTER_DEFAULT][name]
+        if name in self.static or name in self.config.inert:
+            return _text(self._static_value(name))
+        return KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
+
+    def _apply(self) -> None:
+        settings = self.config.settings
+        for name, (kind, _) in BROKER_KEYS.items():
+            raw = self.value(name) if is_dynamic(name) and name in KAFKA_BROKER_CONFIGS else self.static[name]
+            settings[name] = _as_kind(kind, raw)
+        for callback in self.on_change:
+            callback()
+
+
+def check_value(name: str, value: str) -> str:
+    """``value`` as stored for broker config ``name``, or Kafka's INVALID_REQUEST naming both."""
+    known = KAFKA_BROKER_CONFIGS.get(name)
+    if known is None:
+        return value
+    config_type = known[1]
+    problem = None
+    text = value.strip()
+    if config_type in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[config_type]
+        try:
+            number = int(text)
+        except ValueError:
+            problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
+        else:
+            if not low <= number <= high:
+                problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
+            elif name.endswith(("threads", "thread.pool.size", ".threads.per.data.dir")) and number < 1:
+                problem = "Value must be at least 1"
+    elif config_type == TYPE_DOUBLE:
+        try:
+            float(text)
+        except ValueError:
+            problem = "Not a number of type DOUBLE"
+    elif config_type == TYPE_BOOLEAN and text.lower() not in ("true", "false"):
+        problem = "Expected value to be either true or false"
+    if problem is None and name in TOPIC_DEFAULTS:
+        try:
+            parse_configs({TOPIC_DEFAULTS[name]: text})
+        except InvalidConfigValue as exc:
+            problem = f"Value {exc.problem}"
+    if problem is not None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration {name}: {problem}")
+    return text.lower() if config_type == TYPE_BOOLEAN else text
+
+
+def _as_kind(kind: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
+    if kind == "bool":
+        return raw.lower() == "true"
+    return raw
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
