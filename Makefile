@@ -15,6 +15,7 @@ SPARK_CONNECTOR_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-1
 JAVA_PEERS := tests/peers/java
 JAVA_STAMP := $(JAVA_PEERS)/target/.installed
 GO_PEERS := tests/peers/go
+CONFIG_DOCS := broker/kafka_config_docs.json
 GO_STAMP := $(GO_PEERS)/bin/.installed
 # The current Burrow, for side-by-side tests and benches: from the Go module proxy when it serves
 # github.com/linkedin/Burrow, else built from a git snapshot of its repository (BURROW_GIT).
@@ -25,7 +26,8 @@ BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) 
 .PHONY: install run test unit integration lint bench clean ui-vendor
 
 # The Go peers join the install once their module exists.
-install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP)
+install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP) \
+	$(CONFIG_DOCS)
 
 $(STAMP): pyproject.toml tests/js/package.json
 	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
@@ -55,6 +57,11 @@ $(SPARK_STAMP): spark-connector/pom.xml $(STAMP)
 $(JAVA_STAMP): $(JAVA_PEERS)/pom.xml $(shell find $(JAVA_PEERS)/src -type f)
 	mvn -q -B -f $(JAVA_PEERS)/pom.xml package
 	touch $@
+
+# Kafka's documentation of its configs, which the broker's DescribeConfigs gives (include_documentation):
+# generated from a Kafka node of the peers' jars rather than copied into the repository.
+$(CONFIG_DOCS): $(JAVA_PEERS)/pom.xml scripts/kafka_config_docs.py | $(JAVA_STAMP) $(STAMP)
+	$(BIN)/python scripts/kafka_config_docs.py
 
 $(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -name '*.go' 2>/dev/null)
 	cd $(GO_PEERS) && go build -o bin/ ./cmd/...
