@@ -66,11 +66,6 @@ def _between(low: int, high: int, *also: int) -> Callable[[Any], str | None]:
     return lambda value: None if low <= value <= high or value in also else f"must be {allowed}in [{low}, {high}]"
 
 
-def _only(default: Any, why: str) -> Callable[[Any], str | None]:
-    """A config this broker accepts with Kafka's default value only, saying why."""
-    return lambda value: None if value == default else why
-
-
 def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
     return lambda value: why if value == refused else None
 
@@ -118,9 +113,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _between_ratio),
         ConfigDef("min.compaction.lag.ms", "long", 0, _at_least(0)),
         ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _at_least(1)),
-        ConfigDef("max.decompressed.message.bytes", "int", 2147483639,
-                  _only(2147483639, "batches stay compressed on this broker, so their decompressed size is not "
-                                    "checked and only the default is accepted")),
+        ConfigDef("max.decompressed.message.bytes", "int", 2147483639, _at_least(1)),
         ConfigDef("unclean.leader.election.enable", "boolean", False,
                   _not(True, "leaders are elected from the in-sync replicas only; unclean election is not "
                              "available")),

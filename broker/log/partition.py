@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.config import INT64_MAX, LogConfig
+from broker.log.config import CONFIG_DEFS, INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
 from broker.log.producer_state import (
@@ -72,6 +72,7 @@ from broker.protocol.records import (
     crc_of,
     decode_batch,
     iter_batches,
+    largest_record_body,
     patched_header,
     recompress,
     validate_batch,
@@ -235,6 +236,9 @@ class PartitionLog:
     ) -> AppendResult:
         """Append one producer batch: validate, check the producer's sequence, assign offsets, write."""
         header = validate_batch(batch)
+        if header.attributes & ATTR_COMPRESSION_MASK and self.config.max_decompressed_message_bytes < \
+                CONFIG_DEFS["max.decompressed.message.bytes"].default:
+            _check_decompressed_size(batch, self.config.max_decompressed_message_bytes)
         codec = self.config.codec
         if codec is not None and header.attributes & ATTR_COMPRESSION_MASK != codec:
             # The topic's compression.type differs from the producer's: the only case where the broker
@@ -758,6 +762,15 @@ def _require_keys(batch: bytes | bytearray | memoryview, topic_partition: str) -
     _, records = decode_batch(batch, verify_crc=False)
     message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
     _refuse_records(ErrorCode.INVALID_RECORD, [(i, message) for i, record in enumerate(records) if record.key is None])
+
+
+def _check_decompressed_size(batch: bytes | bytearray | memoryview, limit: int) -> None:
+    """A compressed batch with a record larger than max.decompressed.message.bytes once decompressed is
+    refused whole, with INVALID_RECORD and no per-record errors, as Kafka refuses it."""
+    largest = largest_record_body(batch)
+    if largest > limit:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"a record of {largest} bytes decompressed exceeds max.decompressed.message.bytes {limit}")
 
 
 def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader, now_ms: int,

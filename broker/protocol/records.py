@@ -598,6 +598,21 @@ def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, 
     return header, records
 
 
+def largest_record_body(buf: Buffer) -> int:
+    """The body size of the largest record of the v2 batch at the start of ``buf``, decompressed: what
+    Kafka's max.decompressed.message.bytes bounds (a record's length prefix excluded)."""
+    header = BatchHeader.parse(buf)
+    payload = memoryview(buf)[HEADER_SIZE:header.size]
+    if header.compression != COMPRESSION_NONE:
+        payload = decompress(header.compression, payload)
+    largest = pos = 0
+    for _ in range(header.records_count):
+        length, pos = _read_varint(payload, pos)
+        largest = max(largest, length)
+        pos += length
+    return largest
+
+
 def decode_records_any(buf: Buffer, *, verify_crc: bool = True) -> list[Record]:
     """Decode every record in a fetched record set of any magic (0, 1 or 2); skip control batches.
 

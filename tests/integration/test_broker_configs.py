@@ -217,6 +217,28 @@ def test_record_timestamps_beyond_the_topic_bounds_get_kafkas_answer(broker, kaf
     assert answers[0]["log_start_offset"] == answers[1]["log_start_offset"] == 0
 
 
+def test_max_decompressed_message_bytes_gets_kafkas_answer(broker, kafka):
+    """Compressed batches with a record whose decompressed body exceeds the limit are refused whole with
+    INVALID_RECORD; uncompressed ones are not decompressed, so not checked, as in Kafka."""
+    def record(size: int) -> Record:
+        return Record(0, 1_700_000_000_000, b"k", b"z" * size)  # a body of size + 8 bytes
+
+    cases = {"at the limit, gzip": build_batch([record(992)], compression=1),
+             "one byte over, gzip": build_batch([record(993)], compression=1),
+             "over, among others, zstd": build_batch([record(10), record(3000), record(10)], compression=4),
+             "over, uncompressed": build_batch([record(3000)])}
+    answers = {}
+    for server in (broker, kafka):
+        create_topic(server.bootstrap, "decompressed-limit", {"max.decompressed.message.bytes": "1000"})
+        answers[server] = {case: asyncio.run(produce_raw(server.bootstrap, "decompressed-limit", batch))
+                           for case, batch in cases.items()}
+    codes = {case: answer["error_code"] for case, answer in answers[broker].items()}
+    assert codes == {"at the limit, gzip": 0, "one byte over, gzip": 87, "over, among others, zstd": 87,
+                     "over, uncompressed": 0}
+    assert codes == {case: answer["error_code"] for case, answer in answers[kafka].items()}
+    assert all(answer["record_errors"] == [] for server in answers for answer in answers[server].values())
+
+
 async def described_broker(bootstrap: str) -> dict[str, dict]:
     async with await KafkaConnection.connect(bootstrap) as connection:
         answer = await connection.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [
