@@ -93,6 +93,11 @@ class OffsetIndex(_IndexFile):
         i = bisect_right(self._relative_offsets, offset - self.base_offset)
         return self._positions[i - 1] if i else 0
 
+    def lookup_position(self, position: int) -> int:
+        """Position of the last indexed batch starting at or before file ``position`` (0 if none)."""
+        i = bisect_right(self._positions, position)
+        return self._positions[i - 1] if i else 0
+
     def is_sane(self, log_size: int) -> bool:
         """Whole entries, increasing offsets and positions, all inside the log."""
         if self.torn:

@@ -329,29 +329,42 @@ class LogSegment:
         ``at_least_one``, KIP-74), none starting at ``max_offset`` or beyond.
 
         Returns the bytes and whether reading may continue into the next segment (this one was read to
-        its end within the limits).
+        its end within the limits). Only the batches around the two cut points are looked at (found
+        through the offset index), not every batch read: a large read costs one pread and a few headers.
         """
-        remaining = self.size - position
-        if remaining < HEADER_SIZE:
+        if self.size - position < HEADER_SIZE:
             return b"", True
-        want = min(max_bytes, remaining)
+        stop = self.size if max_offset >= self.next_offset else self._first_batch_from(max_offset, position)
+        if stop <= position:
+            return b"", False
+        want = min(max_bytes, stop - position)
         if at_least_one:
-            first = BatchHeader.parse(self.read(position, HEADER_SIZE))
-            if first.base_offset >= max_offset:
-                return b"", False
-            want = max(want, first.size)
+            want = max(want, BatchHeader.parse(self.read(position, HEADER_SIZE)).size)
         if want < HEADER_SIZE:
             return b"", False
-        data = self.read(position, want)
-        taken = 0
-        while taken + HEADER_SIZE <= len(data):
-            header = BatchHeader.parse(data, taken)
-            if header.base_offset >= max_offset or taken + header.size > len(data):
-                return data[:taken], False
-            taken += header.size
-        if taken < len(data):
-            return data[:taken], False
-        return data, position + taken == self.size and len(data) < max_bytes
+        end = position + want
+        if end < stop:
+            end = self._last_boundary_before(position, end)
+            if end <= position:
+                return b"", False
+        data = self.read(position, end - position)
+        return data, end == self.size and len(data) < max_bytes
+
+    def _first_batch_from(self, offset: int, start: int) -> int:
+        """Position of the first batch at or after ``start`` whose base offset is ``offset`` or later."""
+        for pos, header in self.batches(max(start, self.offset_index.lookup(offset))):
+            if header.base_offset >= offset:
+                return pos
+        return self.size
+
+    def _last_boundary_before(self, start: int, limit: int) -> int:
+        """The end of the last whole batch between ``start`` (a batch boundary) and ``limit``."""
+        boundary = max(start, self.offset_index.lookup_position(limit))
+        for pos, header in self.batches(boundary):
+            if pos + header.size > limit:
+                break
+            boundary = pos + header.size
+        return boundary
 
     # --- durability and lifetime -------------------------------------------------------------------------
 
