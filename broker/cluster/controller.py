@@ -92,6 +92,12 @@ def plan_preferred_elections(metadata: ClusterMetadata) -> list[Command]:
             for topic, partition in metadata.preferred_elections_due()]
 
 
+def plan_unclean_elections(metadata: ClusterMetadata, enabled: Callable[[str], bool]) -> list[Command]:
+    """Unclean elections for the offline partitions of topics whose unclean.leader.election.enable is on."""
+    return [{"op": "elect_unclean", "topic": topic, "partition": partition}
+            for topic, partition in metadata.offline_partitions() if enabled(topic)]
+
+
 def new_topic_id() -> str:
     return uuid.uuid4().hex
 
@@ -101,8 +107,12 @@ class Controller:
 
     def __init__(self, raft: RaftNode, sightings: Callable[[], dict[int, BrokerSighting]],
                  offsets_topic: OffsetsTopicSpec, *, preferred_leader_election_interval: float,
-                 unknown_broker_grace: float, clock: Callable[[], float] = time.monotonic) -> None:
+                 unknown_broker_grace: float, clock: Callable[[], float] = time.monotonic,
+                 unclean_election_enabled: Callable[[str], bool] = lambda topic: False) -> None:
+        """``unclean_election_enabled(topic)``: the topic's unclean.leader.election.enable as this broker
+        sees it (its override, else the broker's dynamic or static default)."""
         self.raft = raft
+        self.unclean_election_enabled = unclean_election_enabled
         self.sightings = sightings
         self.offsets_topic = offsets_topic
         self.preferred_interval = preferred_leader_election_interval
@@ -171,6 +181,8 @@ class Controller:
         if not commands:
             offsets = plan_offsets_topic(metadata, self.offsets_topic, new_topic_id)
             commands = [offsets] if offsets is not None else []
+        if not commands:
+            commands = plan_unclean_elections(metadata, self.unclean_election_enabled)
         if not commands and now >= self._next_preferred_check:
             self._next_preferred_check = now + self.preferred_interval
             commands = plan_preferred_elections(metadata)

@@ -17,6 +17,8 @@ The rules follow Kafka's KRaft controller:
   partition has no leader until that broker returns: no unclean election), and moves each leadership
   it held to the first live ISR member in replica order.
 * A broker that registers again becomes leader of the partitions that were offline waiting for it.
+* Unclean election (``elect_unclean``, proposed by the controller for topics with
+  unclean.leader.election.enable): an offline partition is led by its first live replica, ISR or not.
 * The preferred replica takes leadership back only on request (``elect_preferred``), once it is in the ISR.
 * An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
   leader nor add a replica that is not alive.
@@ -135,6 +137,11 @@ class ClusterMetadata:
             if state.leader != preferred and preferred in state.isr and self._alive(preferred):
                 due.append((name, index))
         return due
+
+    def offline_partitions(self) -> list[tuple[str, int]]:
+        """Partitions without a leader that a live replica outside the ISR could lead (unclean election)."""
+        return [(name, index) for name, index, state in self.partitions()
+                if state.leader == NO_LEADER and any(self._alive(r) for r in state.replicas)]
 
     def _alive(self, node_id: int) -> bool:
         broker = self.brokers.get(node_id)
@@ -315,6 +322,23 @@ class ClusterMetadata:
         self._change_leader(state, preferred)
         return ok()
 
+    def _elect_unclean(self, command: Command) -> Result:
+        """Kafka's unclean leader election, for a topic with unclean.leader.election.enable (the controller
+        decides that): no ISR member is alive, so the first live replica leads with whatever it has, alone
+        in the ISR; what only the lost leader held is gone."""
+        name, index = str(command["topic"]), int(command["partition"])
+        state = self.partition(name, index)
+        if state is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+        if state.leader != NO_LEADER:
+            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{index} has leader {state.leader}")
+        leader = next((r for r in state.replicas if self._alive(r)), NO_LEADER)
+        if leader == NO_LEADER:
+            raise CommandRefused(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name}-{index} is alive")
+        state.isr = [leader]
+        self._change_leader(state, leader)
+        return ok(leader=leader)
+
     def _topic(self, name: Any) -> TopicMetadata:
         topic = self.topics.get(str(name))
         if topic is None:
@@ -337,6 +361,7 @@ class ClusterMetadata:
         "alter_broker_configs": _alter_broker_configs,
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
+        "elect_unclean": _elect_unclean,
     }
 
     # --- snapshots ---------------------------------------------------------------------------------------

@@ -68,13 +68,18 @@ class ClusterNode:
             OffsetsTopicSpec(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"],
                              broker.config["offsets.topic.replication.factor"], {"cleanup.policy": "compact"}),
             preferred_leader_election_interval=config.preferred_leader_election_interval,
-            unknown_broker_grace=config.unknown_broker_grace)
+            unknown_broker_grace=config.unknown_broker_grace,
+            unclean_election_enabled=self._unclean_election_enabled)
         self._roles: dict[tuple[str, int], Role] = {}
         self._configs_applied: dict[str, dict[str, str]] = {}
         self._group_locks: dict[int, asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
         self._leaving = False
         self._fenced = asyncio.Event()
+
+    def _unclean_election_enabled(self, topic: str) -> bool:
+        local = self.broker.logs.topics.get(topic)
+        return local is not None and local.config.unclean_leader_election_enable
 
     @property
     def metadata(self) -> ClusterMetadata:

@@ -114,9 +114,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("min.compaction.lag.ms", "long", 0, _at_least(0)),
         ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _at_least(1)),
         ConfigDef("max.decompressed.message.bytes", "int", 2147483639, _at_least(1)),
-        ConfigDef("unclean.leader.election.enable", "boolean", False,
-                  _not(True, "leaders are elected from the in-sync replicas only; unclean election is not "
-                             "available")),
+        ConfigDef("unclean.leader.election.enable", "boolean", False, lambda value: None),
         ConfigDef("leader.replication.throttled.replicas", "list", (), lambda value: None),
         ConfigDef("follower.replication.throttled.replicas", "list", (), lambda value: None),
         ConfigDef("remote.storage.enable", "boolean", False,

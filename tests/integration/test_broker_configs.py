@@ -193,7 +193,7 @@ def test_every_topic_config_is_described_as_kafka_does(broker, kafka):
 @pytest.mark.parametrize(("name", "value", "reason"), [
     ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
     ("min.cleanable.dirty.ratio", "1.5", "must be in"),
-    ("unclean.leader.election.enable", "true", "in-sync replicas only"),
+    ("max.decompressed.message.bytes", "0", "at least 1"),
     ("message.timestamp.after.max.ms", "-1", "at least 0"),
 ])
 def test_configs_this_broker_cannot_honour_are_refused_with_the_reason(broker, name, value, reason):
@@ -201,6 +201,15 @@ def test_configs_this_broker_cannot_honour_are_refused_with_the_reason(broker, n
     future = admin.create_topics([NewTopic(f"refused-{name}", 1, 1, config={name: value})])
     with pytest.raises(Exception, match=reason):
         next(iter(future.values())).result(30)
+
+
+def test_unclean_leader_election_is_accepted_on_a_single_node(broker):
+    """Nothing to elect from on one node: the setting is simply taken, as Kafka takes it (the cluster's
+    unclean elections: test_unclean_leader_election.py)."""
+    create_topic(broker.bootstrap, "unclean-single", {"unclean.leader.election.enable": "true"})
+    assert topic_config(broker.bootstrap, "unclean-single", "unclean.leader.election.enable") == "true"
+    produce(broker.bootstrap, "unclean-single", "none", [b"kept"])
+    assert asyncio.run(stored_batches(broker.bootstrap, "unclean-single")) == [(0, [b"kept"])]
 
 
 def test_record_timestamps_beyond_the_topic_bounds_get_kafkas_answer(broker, kafka):

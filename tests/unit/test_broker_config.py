@@ -29,7 +29,7 @@ def test_every_topic_default_has_kafkas_broker_name(tmp_path):
     ("log.retention.ms: -5\n", "log.retention.ms"),
     ("compression.type: brotli\n", "compression.type"),
     ("log.cleaner.min.cleanable.ratio: 1.5\n", "log.cleaner.min.cleanable.ratio"),
-    ("unclean.leader.election.enable: true\n", "unclean.leader.election.enable"),
+    ("unclean.leader.election.enable: maybe\n", "unclean.leader.election.enable"),
 ])
 def test_a_bad_topic_default_is_a_config_error_naming_file_and_key(tmp_path, text, key):
     with pytest.raises(ConfigError, match=rf"broker\.yaml.*{key}"):

@@ -101,6 +101,24 @@ def test_the_last_isr_member_keeps_its_place_and_the_partition_waits_for_it():
     assert (state.leader, state.leader_epoch, state.isr) == (1, 2, [1])
 
 
+def test_unclean_election_lets_a_live_replica_outside_the_isr_lead():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1, rf=2, assignments=[[1, 2]]))
+    assert metadata.apply({"op": "elect_unclean", "topic": "t", "partition": 0})["error_code"] == \
+        ErrorCode.ELECTION_NOT_NEEDED
+    metadata.apply({"op": "fence_broker", "node_id": 2})
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    assert metadata.offline_partitions() == []  # no replica alive: nothing could lead
+    assert metadata.apply({"op": "elect_unclean", "topic": "t", "partition": 0})["error_code"] == \
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    metadata.apply(register(2))
+    assert metadata.offline_partitions() == [("t", 0)]
+    assert metadata.apply({"op": "elect_unclean", "topic": "t", "partition": 0})["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.leader_epoch, state.isr) == (2, 2, [2])
+    assert metadata.offline_partitions() == []
+
+
 def test_fencing_an_unknown_broker_is_refused():
     assert cluster(1).apply({"op": "fence_broker", "node_id": 7})["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
 
