@@ -12,10 +12,13 @@ does is decide, from what gossip sees, that something has to change:
 * `__consumer_offsets` is created once enough brokers are registered for its replication factor;
 * every ``preferred_leader_election_interval`` the preferred replica of each partition takes leadership
   back if it is a live ISR member again (a broker returned and caught up).
+* a partition left without a live ISR member is led by a live out-of-sync replica if its topic's
+  unclean.leader.election.enable (as this broker sees it) allows it.
 
 The decisions are pure functions of the metadata and the gossip view (:func:`plan_membership`,
-:func:`plan_offsets_topic`, :func:`plan_preferred_elections`); :class:`Controller` runs them whenever
-something changes while this broker is the Raft leader, and proposes the commands one at a time.
+:func:`plan_offsets_topic`, :func:`plan_preferred_elections`, :func:`plan_unclean_elections`);
+:class:`Controller` runs them whenever something changes while this broker is the Raft leader, and
+proposes the commands one at a time.
 """
 
 from __future__ import annotations
