@@ -29,8 +29,8 @@ BATCH = build_batch([Record(n, 1_700_000_000_000 + n, b"key-%d" % n, b"value-%d"
 ZERO_UUID = bytes(16)
 
 # Fields that differ between any two clusters: ids of the cluster, its members and producers, ports, throttle.
-VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "leader", "producer_id",
-            "members", "session_id"}
+# Member lists (JoinGroup, LeaveGroup, DescribeGroups) and Fetch's session_id are compared, ids aside.
+VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "leader", "producer_id"}
 
 
 def topic_partitions(*partitions: int) -> list[dict]:
@@ -87,7 +87,8 @@ def unknown_member(v: int) -> dict:
 
 
 def join(v: int) -> dict:
-    return {"group_id": f"diff-join-{v}", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+    # a session long enough for DescribeGroups to find the member of diff-join-0 on a busy machine
+    return {"group_id": f"diff-join-{v}", "session_timeout_ms": 60_000, "rebalance_timeout_ms": 10_000,
             "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "reason": None,
             "protocols": [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"}]}
 
@@ -122,7 +123,8 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.HEARTBEAT: unknown_member,
     ApiKey.LEAVE_GROUP: unknown_member,
     ApiKey.SYNC_GROUP: unknown_member,
-    ApiKey.DESCRIBE_GROUPS: lambda v: {"groups": [GROUP], "include_authorized_operations": False},
+    ApiKey.DESCRIBE_GROUPS: lambda v: {"groups": [GROUP, "diff-join-0"],  # committed only; one joined member
+                                       "include_authorized_operations": False},
     ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Empty"], "types_filter": []},
     ApiKey.CREATE_TOPICS: lambda v: create_topic(f"diff-created-{v}"),
     ApiKey.DELETE_TOPICS: lambda v: {"topic_names": [f"diff-created-{v}"], "timeout_ms": 30_000,
