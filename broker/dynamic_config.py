@@ -118,7 +118,8 @@ class DynamicBrokerConfigs:
             default = KAFKA_BROKER_CONFIGS.get(synonym, (None,))[0]
             if default is not None:
                 found.append((synonym, default, SOURCE_DEFAULT))
-        return found
+        # Kafka names the coarser synonyms (log.retention.hours, ...) only once the config itself has a value
+        return found if any(synonym == name for synonym, _, _ in found) else []
 
     def _static_value(self, name: str) -> Any:
         return self.static[name] if name in self.static else self.config.inert.get(name)

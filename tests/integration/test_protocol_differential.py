@@ -102,7 +102,7 @@ def create_topic(name: str, **extra: Any) -> dict:
 def configs_resource(v: int) -> dict:
     return {"resources": [{"resource_type": 2, "resource_name": TOPIC,
                            "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]}],
-            "include_synonyms": False, "include_documentation": False}
+            "include_synonyms": True, "include_documentation": True}
 
 
 def alter_configs(v: int) -> dict:
