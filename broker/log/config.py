@@ -18,10 +18,6 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 DAY_MS = 24 * 3600 * 1000
 
-SOURCE_TOPIC = "topic"
-SOURCE_BROKER = "broker"
-SOURCE_DEFAULT = "default"
-
 
 class InvalidConfigValue(KafkaError):
     """INVALID_CONFIG for a value of the right type that a config's check refuses; ``problem`` says why."""
@@ -36,16 +32,6 @@ class ConfigDef(NamedTuple):
     kind: str  # "int" (32-bit), "long", "double", "string", "list", "boolean"
     default: Any
     check: Callable[[Any], str | None]  # the problem with a parsed value, or None
-
-
-class ConfigEntry(NamedTuple):
-    """One line of DescribeConfigs for a topic; ``source`` is "topic", "broker" or "default"."""
-
-    name: str
-    value: str
-    is_default: bool
-    read_only: bool
-    source: str
 
 
 def _at_least(minimum: int) -> Callable[[Any], str | None]:
@@ -68,8 +54,6 @@ def _between(low: int, high: int, *also: int) -> Callable[[Any], str | None]:
 
 def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
     return lambda value: why if value == refused else None
-
-
 
 
 def _between_ratio(value: float) -> str | None:
@@ -266,20 +250,3 @@ class LogConfig:
         """The compression level of :attr:`codec` (compression.<codec>.level)."""
         return {1: self.compression_gzip_level, 3: self.compression_lz4_level,
                 4: self.compression_zstd_level}.get(self.codec or 0)
-
-
-def describe(overrides: Mapping[str, Any], broker_defaults: Mapping[str, Any]) -> list[ConfigEntry]:
-    """DescribeConfigs lines for a topic, sorted by name, with where each value comes from."""
-    topic_values = parse_configs(overrides)
-    broker_values = parse_configs(broker_defaults)
-    entries = []
-    for name in sorted(CONFIG_DEFS):
-        definition = CONFIG_DEFS[name]
-        if name in topic_values:
-            value, source = topic_values[name], SOURCE_TOPIC
-        elif name in broker_values and broker_values[name] != definition.default:
-            value, source = broker_values[name], SOURCE_BROKER
-        else:
-            value, source = definition.default, SOURCE_DEFAULT
-        entries.append(ConfigEntry(name, format_value(value), source != SOURCE_TOPIC, False, source))
-    return entries

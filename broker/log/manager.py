@@ -34,7 +34,7 @@ import structlog
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.cleaner import clean_partition
-from broker.log.config import ConfigEntry, LogConfig, describe, format_value, parse_configs
+from broker.log.config import LogConfig, format_value, parse_configs
 from broker.log.files import TEMP_SUFFIX, write_atomically
 from broker.log.partition import PartitionLog
 
@@ -235,10 +235,6 @@ class LogManager:
         return found.partitions[partition]
 
     # --- configs -----------------------------------------------------------------------------------------
-
-    def describe_configs(self, topic: str) -> list[ConfigEntry]:
-        """(name, value, is_default, read_only, source) per config; source is "topic", "broker" or "default"."""
-        return describe(self._get_topic(topic).overrides, self._defaults)
 
     def alter_topic_configs(
         self,

@@ -117,17 +117,20 @@ def test_validate_topic_creates_nothing(manager):
     assert not manager.topics
 
 
-def test_describe_configs_sources(manager):
-    manager.create_topic("t", 1, {"retention.bytes": "1000"})
-    entries = {entry.name: entry for entry in manager.describe_configs("t")}
-    assert entries["retention.bytes"] == ("retention.bytes", "1000", False, False, "topic")
-    assert entries["retention.ms"] == ("retention.ms", "3600000", True, False, "broker")
-    assert entries["cleanup.policy"] == ("cleanup.policy", "delete", True, False, "default")
-    assert entries["min.insync.replicas"].source == "default"  # broker value equals Kafka's default
-    assert entries["max.message.bytes"].value == "1048588"
+def test_new_defaults_reach_topics_without_their_own_override(manager):
+    manager.create_topic("plain", 2, {})
+    manager.create_topic("own", 1, {"retention.ms": "5000"})
+    manager.set_defaults({"retention.ms": 7200000, "max.message.bytes": 2000})
+    assert [p.config.retention_ms for p in manager.topics["plain"].partitions] == [7200000, 7200000]
+    assert manager.topics["plain"].config.max_message_bytes == 2000
+    assert manager.topics["own"].partitions[0].config.retention_ms == 5000
+    assert manager.topics["own"].config.max_message_bytes == 2000
+    manager.create_topic("later", 1, {})
+    assert manager.topics["later"].config.retention_ms == 7200000
     with pytest.raises(KafkaError) as err:
-        manager.describe_configs("missing")
-    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        manager.set_defaults({"retention.ms": -5})
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert manager.topics["plain"].config.retention_ms == 7200000
 
 
 def test_alter_configs(tmp_path, manager):
