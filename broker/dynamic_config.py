@@ -56,6 +56,9 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     if topic_key not in ("segment.ms", "flush.ms")
 } | {"remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",), "remote.copy.lag.ms": ("log.remote.copy.lag.ms",)}
 
+# Where Kafka's broker-level bound is stricter than the topic config's check.
+_BROKER_MINIMUMS = {"log.segment.bytes": 1048576}
+
 # Kafka refuses these at the cluster default: they can change only per listener, on one broker.
 _PER_LISTENER_ONLY = ("ssl.", "sasl.")
 
@@ -172,6 +175,7 @@ class DynamicBrokerConfigs:
             return
         self.layers[scope] = dict(layer)
         if self._path is not None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(os.fspath(self._path), json.dumps(self.layers, indent=1, sort_keys=True).encode())
         self._apply()
 
@@ -213,6 +217,8 @@ def check_value(name: str, value: str) -> str:
                 problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
             elif name.endswith(("threads", "thread.pool.size", ".threads.per.data.dir")) and number < 1:
                 problem = "Value must be at least 1"
+            elif number < _BROKER_MINIMUMS.get(name, number):
+                problem = f"Value must be at least {_BROKER_MINIMUMS[name]}"
     elif config_type == TYPE_DOUBLE:
         try:
             float(text)

@@ -67,6 +67,7 @@ REFUSALS = {
     "not a number": ("", [("message.max.bytes", SET, "abc")]),
     "below the minimum": ("", [("message.max.bytes", SET, "-5")]),
     "threads below one": ("", [("num.io.threads", SET, "0")]),
+    "segments below Kafka's broker minimum": ("", [("log.segment.bytes", SET, "10")]),
     "timestamp bound below zero": ("", [("log.message.timestamp.after.max.ms", SET, "-1")]),
     "another broker": ("2", [("log.retention.ms", SET, "1000")]),
     "not a broker id": ("abc", [("log.retention.ms", SET, "1000")]),

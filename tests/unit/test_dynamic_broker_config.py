@@ -1,0 +1,102 @@
+"""Dynamic broker configs: which may change, how values are checked, the layers' order, persistence."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.dynamic_config import (
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT,
+    SOURCE_STATIC,
+    DynamicBrokerConfigs,
+    check_value,
+    is_dynamic,
+)
+from broker.errors import ErrorCode, KafkaError
+
+
+def config(tmp_path, text: str = "") -> BrokerConfig:
+    path = tmp_path / "broker.yaml"
+    path.write_text(text or "{}\n")
+    return BrokerConfig.load(path, data_dir=str(tmp_path / "data"), node_id=7)
+
+
+def test_what_kafka_lets_change_at_run_time():
+    assert is_dynamic("log.retention.ms") and is_dynamic("num.io.threads") and is_dynamic("message.max.bytes")
+    assert not is_dynamic("num.partitions") and not is_dynamic("log.retention.hours")
+    assert is_dynamic("my.own.setting")  # custom names are kept, as Kafka keeps them
+
+
+def test_layers_win_in_kafkas_order_and_reach_the_settings(tmp_path):
+    dynamic = DynamicBrokerConfigs(config(tmp_path, "log.retention.bytes: 5000\n"), persist=False)
+    changed = []
+    dynamic.on_change.append(lambda: changed.append(dynamic.config["log.retention.ms"]))
+    dynamic.update("", dynamic.prepare("", {"log.retention.ms": "3600000", "log.retention.bytes": "6000"},
+                                       replace=False))
+    dynamic.update("7", dynamic.prepare("7", {"log.retention.ms": "7200000"}, replace=False))
+    assert changed == [3600000, 7200000]
+    assert dynamic.config["log.retention.bytes"] == 6000
+    assert dynamic.sources("log.retention.ms") == [
+        ("log.retention.ms", "7200000", SOURCE_DYNAMIC_BROKER), ("log.retention.ms", "3600000", SOURCE_DYNAMIC_DEFAULT),
+        ("log.retention.hours", "168", SOURCE_DEFAULT)]
+    assert dynamic.sources("log.retention.bytes") == [
+        ("log.retention.bytes", "6000", SOURCE_DYNAMIC_DEFAULT), ("log.retention.bytes", "5000", SOURCE_STATIC),
+        ("log.retention.bytes", "-1", SOURCE_DEFAULT)]
+    assert dynamic.sources("log.retention.ms", "") == [("log.retention.ms", "3600000", SOURCE_DYNAMIC_DEFAULT)]
+    dynamic.update("7", dynamic.prepare("7", {"log.retention.ms": None}, replace=False))
+    dynamic.update("", dynamic.prepare("", {}, replace=True))  # AlterConfigs: the whole layer
+    assert dynamic.config["log.retention.ms"] == 7 * 24 * 3600 * 1000
+    assert dynamic.config["log.retention.bytes"] == 5000
+
+
+def test_a_single_node_keeps_its_layers_in_the_data_dir(tmp_path):
+    first = DynamicBrokerConfigs(config(tmp_path), persist=True)
+    first.update("", first.prepare("", {"message.max.bytes": "2000", "my.own.setting": "x"}, replace=False))
+    again = DynamicBrokerConfigs(config(tmp_path), persist=True)
+    assert again.layers == {"": {"message.max.bytes": "2000", "my.own.setting": "x"}, "7": {}}
+    assert again.config["message.max.bytes"] == 2000
+    assert DynamicBrokerConfigs(config(tmp_path), persist=False).config["message.max.bytes"] == 1048588
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("message.max.bytes", "x", "Invalid value x for configuration message.max.bytes: Not a number of type INT"),
+    ("log.retention.ms", "9" * 30, "Not a number of type LONG"),
+    ("log.cleaner.min.cleanable.ratio", "half", "Not a number of type DOUBLE"),
+    ("unclean.leader.election.enable", "yes", "Expected value to be either true or false"),
+    ("log.cleanup.policy", "shred", "unknown policy"),
+    ("num.network.threads", "0", "Value must be at least 1"),
+    ("log.segment.bytes", "1000", "Value must be at least 1048576"),
+])
+def test_bad_values_are_refused_in_kafkas_words(name, value, message):
+    with pytest.raises(KafkaError, match=message) as err:
+        check_value(name, value)
+    assert err.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_refusals(tmp_path):
+    dynamic = DynamicBrokerConfigs(config(tmp_path), persist=False)
+    for scope, updates, message in (
+            ("", {"num.partitions": "3", "node.id": "2"}, r"Cannot update these configs dynamically: \[node.id, "
+                                                          r"num.partitions\]"),
+            ("", {"ssl.keystore.location": "/x"}, "only per-listener"),
+            ("7", {"listeners": "PLAINTEXT://:9093"}, "cannot change at run time on this broker")):
+        with pytest.raises(KafkaError, match=message):
+            dynamic.prepare(scope, updates, replace=False)
+    for name, described, message in (("8", False, "expected 7, but received 8"),
+                                     ("8", True, "expected 7 or empty string, but received 8"),
+                                     ("x", False, "Node id must be an integer, but it is: x")):
+        with pytest.raises(KafkaError, match=message):
+            dynamic.scope_of(name, describing=described)
+    assert (dynamic.scope_of(""), dynamic.scope_of("7")) == ("", "7")
+
+
+def test_list_operations_start_from_what_the_scope_sees(tmp_path):
+    dynamic = DynamicBrokerConfigs(config(tmp_path, "log.cleanup.policy: compact\n"), persist=False)
+    assert dynamic.current("", "log.cleanup.policy") == "compact"
+    dynamic.update("", {"log.cleanup.policy": "compact,delete"})
+    assert dynamic.current("7", "log.cleanup.policy") == "compact,delete"
+    dynamic.update("7", {"log.cleanup.policy": "delete"})
+    assert dynamic.current("", "log.cleanup.policy") == "compact,delete"
+    assert dynamic.current("7", "log.cleanup.policy") == "delete"
