@@ -7,7 +7,9 @@ DYNAMIC_BROKER_CONFIG), the latter winning. The configs that may be changed are 
 as not read-only (broker/kafka_broker_configs.py, read from a live Kafka); names Kafka does not know are
 kept and described as Kafka keeps them (custom configs: no value shown, sensitive). A changed topic
 default (log.retention.ms, message.max.bytes, the log cleaner's ratios and lags, ...) reaches every topic
-that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass.
+that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass. Those that
+tune Kafka's own machinery (threads, buffers, quotas) are kept and described like the YAML's, and named in
+a warning: nothing here uses them.
 
 A single node keeps the layers in ``dynamic-broker-configs.json`` in its data directory; a cluster keeps
 them in its replicated metadata, so every broker sees the same cluster default after any restart.
@@ -20,11 +22,15 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import structlog
+
 from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig
 from broker.errors import ErrorCode, KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import write_atomically
+
+log = structlog.get_logger("broker.config")
 
 CLUSTER_DEFAULT = ""
 FILE_NAME = "dynamic-broker-configs.json"
@@ -173,6 +179,11 @@ class DynamicBrokerConfigs:
         """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
         if scope not in self.layers or dict(layer) == self.layers[scope]:
             return
+        inert = sorted(name for name, value in layer.items()
+                       if name not in BROKER_KEYS and self.layers[scope].get(name) != value)
+        if inert:  # as the YAML's are named at start-up: kept and described, but nothing here uses them
+            log.warning("dynamic broker configs that have no effect in burrowpy", scope=scope or "cluster default",
+                        keys=inert)
         self.layers[scope] = dict(layer)
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
