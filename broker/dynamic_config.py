@@ -241,7 +241,7 @@ def check_value(name: str, value: str) -> str:
         try:
             parse_configs({TOPIC_DEFAULTS[name]: text})
         except InvalidConfigValue as exc:
-            problem = f"Value {exc.problem}"
+            problem = exc.problem
     if problem is not None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration {name}: {problem}")
     return text.lower() if config_type == TYPE_BOOLEAN else text

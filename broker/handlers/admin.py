@@ -322,7 +322,7 @@ def _list_operation(name: str, op: int, current: str | None, value: str | None) 
     override or else Kafka's default, as Kafka does."""
     definition = CONFIG_DEFS.get(name)
     if definition is None:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
     if definition.kind != "list":
         verb = "APPEND" if op == OP_APPEND else "SUBTRACT"
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")

@@ -20,44 +20,61 @@ DAY_MS = 24 * 3600 * 1000
 
 
 class InvalidConfigValue(KafkaError):
-    """INVALID_CONFIG for a value of the right type that a config's check refuses; ``problem`` says why."""
+    """INVALID_CONFIG for a value, in Kafka's words: ``problem`` says why (``Value must be at least 0``)."""
 
-    def __init__(self, name: str, raw: Any, problem: str) -> None:
-        super().__init__(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is invalid: {problem}")
+    def __init__(self, name: str, shown: Any, problem: str) -> None:
+        super().__init__(ErrorCode.INVALID_CONFIG, f"Invalid value {shown} for configuration {name}: {problem}")
         self.problem = problem
+
+
+# A config's check: None when a parsed value is fine, else Kafka's reason, or (the part of the value that is
+# wrong, the reason) where Kafka names that part rather than the whole value.
+Check = Callable[[Any], "str | tuple[str, str] | None"]
 
 
 class ConfigDef(NamedTuple):
     name: str
     kind: str  # "int" (32-bit), "long", "double", "string", "list", "boolean"
     default: Any
-    check: Callable[[Any], str | None]  # the problem with a parsed value, or None
+    check: Check
 
 
-def _at_least(minimum: int) -> Callable[[Any], str | None]:
-    return lambda value: None if value >= minimum else f"must be at least {minimum}"
+def _at_least(minimum: int) -> Check:
+    return lambda value: None if value >= minimum else f"Value must be at least {minimum}"
 
 
-def _one_of(*allowed: str) -> Callable[[Any], str | None]:
-    return lambda value: None if value in allowed else f"must be one of {', '.join(allowed)}"
+def _range(low: float, high: float) -> Check:
+    return lambda value: _at_least(low)(value) or (None if value <= high else f"Value must be no more than {high}")
 
 
-def _cleanup_policy(value: tuple[str, ...]) -> str | None:
+def _one_of(*allowed: str) -> Check:
+    """``allowed`` in the order Kafka lists them in its refusal."""
+    return lambda value: None if value in allowed else f"String must be one of: {', '.join(allowed)}"
+
+
+def _cleanup_policy(value: tuple[str, ...]) -> tuple[str, str] | None:
     unknown = [item for item in value if item not in ("compact", "delete")]
-    return f"unknown policy {unknown[0]!r}; use delete, compact or both" if unknown else None
+    return (unknown[0], "String must be one of: compact, delete") if unknown else None
 
 
-def _between(low: int, high: int, *also: int) -> Callable[[Any], str | None]:
-    allowed = "".join(f"{value} or " for value in also)
-    return lambda value: None if low <= value <= high or value in also else f"must be {allowed}in [{low}, {high}]"
+def _throttled_replicas(name: str) -> Check:
+    """Kafka's format: the literal '*' alone, or partition:broker pairs."""
+    def check(value: tuple[str, ...]) -> tuple[str, str] | None:
+        pairs = all(len(item.split(":")) == 2 and all(part.strip().isdigit() for part in item.split(":"))
+                    for item in value)
+        if value == ("*",) or pairs:
+            return None
+        return (f"[{', '.join(value)}]", f"{name} must be the literal '*' or a list of replicas in the following "
+                                         "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return check
 
 
-def _not(refused: Any, why: str) -> Callable[[Any], str | None]:
+def _gzip_level(value: int) -> str | None:
+    return None if 1 <= value <= 9 or value == -1 else "Value must be between 1 and 9 or equal to -1"
+
+
+def _not(refused: Any, why: str) -> Check:
     return lambda value: why if value == refused else None
-
-
-def _between_ratio(value: float) -> str | None:
-    return None if 0 <= value <= 1 else "must be in [0, 1]"
 
 
 # Topic compression.type values and the batch codec each asks for (None: keep the producer's).
@@ -65,7 +82,7 @@ COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2
 
 
 def _disk_percent(value: float) -> str | None:
-    return None if value == -1 or 0 < value <= 100 else "must be -1 (off) or a percentage in (0, 100]"
+    return None if value == -1 or 0 < value <= 100 else "Value must be -1 (off) or a percentage in (0, 100]"
 
 
 CONFIG_DEFS: dict[str, ConfigDef] = {
@@ -84,30 +101,33 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
         ConfigDef("flush.ms", "long", INT64_MAX, _at_least(0)),
         ConfigDef("min.insync.replicas", "int", 1, _at_least(1)),
         ConfigDef("retention.disk.percent", "double", -1.0, _disk_percent),
-        ConfigDef("compression.type", "string", "producer", _one_of(*COMPRESSION_TYPES)),
-        ConfigDef("compression.gzip.level", "int", -1, _between(1, 9, -1)),
-        ConfigDef("compression.lz4.level", "int", 9, _between(1, 17)),
-        ConfigDef("compression.zstd.level", "int", 3, _between(-131072, 22)),
+        ConfigDef("compression.type", "string", "producer",
+                  _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        ConfigDef("compression.gzip.level", "int", -1, _gzip_level),
+        ConfigDef("compression.lz4.level", "int", 9, _range(1, 17)),
+        ConfigDef("compression.zstd.level", "int", 3, _range(-131072, 22)),
         ConfigDef("message.timestamp.before.max.ms", "long", INT64_MAX, _at_least(0)),
         ConfigDef("message.timestamp.after.max.ms", "long", 3600000, _at_least(0)),
         ConfigDef("segment.jitter.ms", "long", 0, _at_least(0)),
         ConfigDef("segment.index.bytes", "int", 10 * 1024 * 1024, _at_least(4)),
         ConfigDef("file.delete.delay.ms", "long", 60000, _at_least(0)),
         ConfigDef("preallocate", "boolean", False, lambda value: None),
-        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _between_ratio),
+        ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, _range(0, 1)),
         ConfigDef("min.compaction.lag.ms", "long", 0, _at_least(0)),
         ConfigDef("max.compaction.lag.ms", "long", INT64_MAX, _at_least(1)),
         ConfigDef("max.decompressed.message.bytes", "int", 2147483639, _at_least(1)),
         ConfigDef("unclean.leader.election.enable", "boolean", False, lambda value: None),
-        ConfigDef("leader.replication.throttled.replicas", "list", (), lambda value: None),
-        ConfigDef("follower.replication.throttled.replicas", "list", (), lambda value: None),
+        ConfigDef("leader.replication.throttled.replicas", "list", (),
+                  _throttled_replicas("leader.replication.throttled.replicas")),
+        ConfigDef("follower.replication.throttled.replicas", "list", (),
+                  _throttled_replicas("follower.replication.throttled.replicas")),
         ConfigDef("remote.storage.enable", "boolean", False,
                   _not(True, "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
                              "with remote log storage.")),
         ConfigDef("remote.log.copy.disable", "boolean", False, lambda value: None),
         ConfigDef("remote.log.delete.on.disable", "boolean", False, lambda value: None),
         ConfigDef("remote.copy.lag.bytes", "long", -1, _at_least(-1)),
-        ConfigDef("remote.copy.lag.ms", "long", 0, _at_least(0)),
+        ConfigDef("remote.copy.lag.ms", "long", 0, _at_least(-1)),
         ConfigDef("local.retention.ms", "long", -2, _at_least(-2)),
         ConfigDef("local.retention.bytes", "long", -2, _at_least(-2)),
         ConfigDef("errors.deadletterqueue.group.enable", "boolean", False, lambda value: None),
@@ -116,7 +136,8 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
 
 
 def _parse(definition: ConfigDef, raw: Any) -> Any:
-    """Turn a wire string or a Python value into the config's type, or raise INVALID_CONFIG."""
+    """Turn a wire string or a Python value into the config's type, or raise INVALID_CONFIG (in Kafka's
+    words where Kafka has them)."""
     name, kind = definition.name, definition.kind
     try:
         if kind in ("int", "long"):
@@ -145,11 +166,18 @@ def _parse(definition: ConfigDef, raw: Any) -> Any:
                 raise ValueError
             value = raw.strip()
     except (TypeError, ValueError):
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: {raw!r} is not a valid {kind}") from None
+        raise InvalidConfigValue(name, raw, _TYPE_PROBLEMS[kind]) from None
     problem = definition.check(value)
+    if isinstance(problem, tuple):
+        raise InvalidConfigValue(name, *problem)
     if problem:
         raise InvalidConfigValue(name, raw, problem)
     return value
+
+
+_TYPE_PROBLEMS = {"int": "Not a number of type INT", "long": "Not a number of type LONG",
+                  "double": "Not a number of type DOUBLE", "boolean": "Expected value to be either true or false",
+                  "list": "Expected a comma separated list", "string": "Expected value to be a string"}
 
 
 def format_value(value: Any) -> str:
@@ -167,7 +195,7 @@ def parse_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     for name, raw in configs.items():
         definition = CONFIG_DEFS.get(name)
         if definition is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config name: {name}")
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if raw is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: a value is required")
         parsed[name] = _parse(definition, raw)

@@ -65,7 +65,7 @@ def test_a_single_node_keeps_its_layers_in_the_data_dir(tmp_path):
     ("log.retention.ms", "9" * 30, "Not a number of type LONG"),
     ("log.cleaner.min.cleanable.ratio", "half", "Not a number of type DOUBLE"),
     ("unclean.leader.election.enable", "yes", "Expected value to be either true or false"),
-    ("log.cleanup.policy", "shred", "unknown policy"),
+    ("log.cleanup.policy", "shred", "String must be one of: compact, delete"),
     ("num.network.threads", "0", "Value must be at least 1"),
     ("log.segment.bytes", "1000", "Value must be at least 1048576"),
 ])
