@@ -68,6 +68,11 @@ REFUSALS = {
     "below the minimum": ("", [("message.max.bytes", SET, "-5")]),
     "threads below one": ("", [("num.io.threads", SET, "0")]),
     "segments below Kafka's broker minimum": ("", [("log.segment.bytes", SET, "10")]),
+    "ratio above one": ("", [("log.cleaner.min.cleanable.ratio", SET, "1.5")]),
+    "gzip level": ("", [("compression.gzip.level", SET, "10")]),
+    "unknown codec": ("", [("compression.type", SET, "brotli")]),
+    "unknown timestamp type": ("", [("log.message.timestamp.type", SET, "Foo")]),
+    "not a boolean": ("", [("unclean.leader.election.enable", SET, "maybe")]),
     "timestamp bound below zero": ("", [("log.message.timestamp.after.max.ms", SET, "-1")]),
     "another broker": ("2", [("log.retention.ms", SET, "1000")]),
     "not a broker id": ("abc", [("log.retention.ms", SET, "1000")]),
@@ -82,18 +87,6 @@ def test_refusals_are_kafkas(broker, kafka, case):
     ours, kafkas = alter(broker.bootstrap, name, *configs), alter(kafka.bootstrap, name, *configs)
     assert ours[0] != 0
     assert ours == kafkas
-
-
-# Refused by both with INVALID_REQUEST and "Invalid value V for configuration N: ", Kafka's validator
-# wording of the reason differing from ours.
-@pytest.mark.parametrize(("config", "value"), [
-    ("log.cleaner.min.cleanable.ratio", "1.5"), ("compression.gzip.level", "10"), ("compression.type", "brotli"),
-    ("log.message.timestamp.type", "Foo"), ("unclean.leader.election.enable", "maybe")])
-def test_bad_values_are_refused_as_kafka_does(broker, kafka, config, value):
-    for server in (broker, kafka):
-        code, message = alter(server.bootstrap, "", (config, SET, value))
-        assert code == 42
-        assert message.startswith(f"Invalid value {value} for configuration {config}: ")
 
 
 CHANGED = ["log.retention.ms", "message.max.bytes", "num.io.threads", "log.cleanup.policy", "log.cleaner.threads",
