@@ -133,6 +133,18 @@ def test_new_defaults_reach_topics_without_their_own_override(manager):
     assert manager.topics["plain"].config.retention_ms == 7200000
 
 
+def test_new_cleaner_defaults_reach_the_cleaner(manager):
+    manager.create_topic("table", 1, {"cleanup.policy": "compact", "segment.bytes": "200"})
+    table = manager.get_log("table", 0)
+    for _ in range(10):
+        table.append(batch(1, ts=BASE_TS, key=b"same"))
+    manager.set_defaults({"min.compaction.lag.ms": 3_600_000})  # records younger than an hour stay
+    assert manager.run_compaction(BASE_TS + 60_000) == 0
+    manager.set_defaults({"min.compaction.lag.ms": 0})
+    assert manager.run_compaction(BASE_TS + 60_000) == 1
+    assert len(all_records(table)) < 10
+
+
 def test_alter_configs(tmp_path, manager):
     manager.create_topic("t", 2, {"retention.bytes": "1000", "segment.ms": "60000"})
     manager.alter_topic_configs("t", {"retention.bytes": "5000", "flush.messages": "1"}, replace=False)
