@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -252,10 +253,14 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
 async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
     broker = ctx.broker
     responses = []
+    # Kafka refuses every copy of a resource named twice in one request (two changes would race)
+    seen = Counter((r["resource_type"], r["resource_name"]) for r in request["resources"])
     for resource in request["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
         entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
         try:
+            if seen[(kind, name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             if kind == RESOURCE_BROKER:
                 await _alter_broker(broker, name, resource["configs"], incremental, request["validate_only"])
                 responses.append(entry)

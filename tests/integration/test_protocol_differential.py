@@ -100,14 +100,35 @@ def create_topic(name: str, **extra: Any) -> dict:
 
 
 def configs_resource(v: int) -> dict:
-    return {"resources": [{"resource_type": 2, "resource_name": TOPIC,
-                           "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]}],
-            "include_synonyms": True, "include_documentation": True}
+    """A topic's configs, a broker's and (v1+: Kafka drops a v0 connection asking for it) the cluster
+    default's."""
+    resources = [{"resource_type": 2, "resource_name": TOPIC,
+                  "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]},
+                 {"resource_type": 4, "resource_name": "1",
+                  "configuration_keys": ["message.max.bytes", "num.io.threads", "log.cleaner.threads"]}]
+    if v >= 1:
+        resources.append({"resource_type": 4, "resource_name": "", "configuration_keys": ["message.max.bytes"]})
+    return {"resources": resources, "include_synonyms": True, "include_documentation": True}
+
+
+def alter(*resources: tuple[int, str, str, str]) -> dict:
+    """Checked only (validate_only)."""
+    return {"resources": [{"resource_type": kind, "resource_name": name, "configs": [
+        {"name": config, "value": value, "config_operation": 0}]} for kind, name, config, value in resources],
+        "validate_only": True}
 
 
 def alter_configs(v: int) -> dict:
-    return {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
-        {"name": "retention.ms", "value": "100000", "config_operation": 0}]}], "validate_only": True}
+    """A topic's config and a broker's (not the cluster default's: AlterConfigs replaces the whole layer, and
+    Kafka 4 refuses to drop the min.insync.replicas its storage tool put there)."""
+    return alter((2, TOPIC, "retention.ms", "100000"), (4, "1", "message.max.bytes", "2000"))
+
+
+def incremental_alter_configs(v: int) -> dict:
+    """Also the cluster default's, a read-only config, and a resource named twice (both copies refused)."""
+    return alter((2, TOPIC, "retention.ms", "100000"), (4, "", "log.retention.ms", "100000"),
+                 (4, "1", "num.partitions", "3"), (2, "diff-twice", "retention.ms", "1"),
+                 (2, "diff-twice", "retention.ms", "2"))
 
 
 REQUESTS: dict[int, Callable[[int], dict]] = {
@@ -138,7 +159,7 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
         {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
     ApiKey.DESCRIBE_CONFIGS: configs_resource,
     ApiKey.ALTER_CONFIGS: alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: lambda v: {"topics": [{"name": f"diff-grow-{v}", "count": 3, "assignments": None}],
                                          "timeout_ms": 30_000, "validate_only": False},
     ApiKey.DELETE_GROUPS: lambda v: {"groups_names": [f"diff-gone-{v}"]},
