@@ -134,8 +134,9 @@ class Broker:
             voters = sorted([cluster_config.raft_listen, *cluster_config.raft_peers.values()])
             self.config.cluster_id = uuid.uuid5(uuid.NAMESPACE_URL, "burrowpy:" + ",".join(voters)).hex[:22]
         self.cluster_id = self.config.ensure_cluster_id()
-        # a cluster keeps its dynamic broker configs in the replicated metadata, a single node on disk
-        self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=cluster_config is None)
+        # on disk: a single node's dynamic broker configs, or the last a cluster's metadata gave (they apply
+        # from the start, before the metadata is replayed and replaces them)
+        self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
         self.dynamic_configs.on_change.append(lambda: self.logs.set_defaults(self.config.topic_defaults()))
         self.producer_ids = ProducerIdAllocator(

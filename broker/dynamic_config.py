@@ -12,7 +12,9 @@ tune Kafka's own machinery (threads, buffers, quotas) are kept and described lik
 a warning: nothing here uses them.
 
 A single node keeps the layers in ``dynamic-broker-configs.json`` in its data directory; a cluster keeps
-them in its replicated metadata, so every broker sees the same cluster default after any restart.
+them in its replicated metadata, so every broker sees the same cluster default after any restart, and each
+broker's file holds the last the metadata gave, applied from the start until the metadata is replayed (so
+that retention never runs on the YAML's defaults in between).
 """
 
 from __future__ import annotations
