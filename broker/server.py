@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import struct
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,9 @@ from broker.protocol.api import (
     UnsupportedVersionError,
     decode_request,
     encode_response,
+    encode_response_chunks,
 )
+from broker.protocol.types import FileRegion
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -96,16 +99,15 @@ class KafkaServer:
             if response is False:
                 return
             if response is not None:
-                writer.write(response)
-                await writer.drain()
+                await _send(writer, response)
 
-    async def _handle_frame(self, frame: bytes, client_host: str) -> bytes | None | bool:
+    async def _handle_frame(self, frame: bytes, client_host: str) -> list | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
             if exc.header is not None and exc.header.api_key == ApiKey.API_VERSIONS:
-                return self._api_versions_fallback(exc.header.correlation_id)
+                return [self._api_versions_fallback(exc.header.correlation_id)]
             log.info("closing connection: unsupported api version", client=client_host, error=str(exc))
             return False
         except UnknownApiKeyError as exc:
@@ -117,7 +119,7 @@ class KafkaServer:
         supported = self.broker.api_versions.get(header.api_key)
         if supported is None or not supported[0] <= header.api_version <= supported[1]:
             if header.api_key == ApiKey.API_VERSIONS:
-                return self._api_versions_fallback(header.correlation_id)
+                return [self._api_versions_fallback(header.correlation_id)]
             log.info("closing connection: api version not advertised", client=client_host,
                      api_key=header.api_key, api_version=header.api_version)
             return False
@@ -132,7 +134,7 @@ class KafkaServer:
             return False
         if result is None:
             return None
-        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         """KIP-511: an ApiVersions request of a version we do not know is answered as v0 with error 35."""
@@ -140,3 +142,34 @@ class KafkaServer:
         body = {"error_code": 35, "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low,
                                                  "max_version": high}]}
         return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+async def _send(writer: asyncio.StreamWriter, chunks: list) -> None:
+    """Write a response's chunks in order; records left in log files go from the file to the socket with
+    ``sendfile`` (asyncio copies through memory instead where the transport cannot, e.g. TLS)."""
+    regions = [index for index, chunk in enumerate(chunks) if type(chunk) is FileRegion]
+    if not regions:
+        writer.writelines(chunks)
+        await writer.drain()
+        return
+    try:
+        start = 0
+        for index in regions:
+            writer.writelines(chunks[start:index])
+            await _send_region(writer, chunks[index])
+            start = index + 1
+        writer.writelines(chunks[start:])
+        await writer.drain()
+    finally:
+        for index in regions:
+            chunks[index].close()
+
+
+async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    loop = asyncio.get_running_loop()
+    for fd, position, length in region.pieces:
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as file:
+            sent = await loop.sendfile(writer.transport, file, position, length)
+        if sent != length:
+            # The frame's size was announced: a log cut meanwhile (truncation) leaves no way to finish it.
+            raise ConnectionError(f"log data shrank while being sent ({sent} of {length} bytes)")

@@ -77,6 +77,7 @@ from broker.protocol.records import (
     recompress,
     validate_batch,
 )
+from broker.protocol.types import FileRegion
 
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOG_START_FILE = "log-start-offset"
@@ -400,31 +401,43 @@ class PartitionLog:
         Raises KafkaError OFFSET_OUT_OF_RANGE below the log start or beyond the log end.
         """
         with self._lock:
-            self._check_open()
-            end = self.log_end_offset
-            if offset < self.log_start_offset or offset > end:
-                raise KafkaError(
-                    ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"offset {offset} is outside [{self.log_start_offset}, {end}]",
-                )
-            limit = end if max_offset is None else min(max_offset, end)
-            parts: list[bytes] = []
-            total = 0
-            i = self._segment_index(offset)
-            while offset < limit and i < len(self._segments):
-                segment = self._segments[i]
-                found = segment.find_batch(offset)
-                if found is not None:
-                    data, more = segment.read_batches(found[0], max_bytes - total, limit, not parts)
-                    if data:
-                        parts.append(data)
-                        total += len(data)
-                    if not more:
-                        break
-                i += 1
-                if i < len(self._segments):
-                    offset = self._segments[i].base_offset
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            parts = [segment.read(start, stop - start) for segment, start, stop in
+                     self._read_ranges(offset, max_bytes, max_offset)]
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_region(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileRegion:
+        """What :meth:`read` returns, left in the segment files for the server to send without copying."""
+        with self._lock:
+            ranges = self._read_ranges(offset, max_bytes, max_offset)
+            return FileRegion([(os.dup(segment.fd), start, stop - start) for segment, start, stop in ranges])
+
+    def _read_ranges(self, offset: int, max_bytes: int, max_offset: int | None) -> list[tuple[LogSegment, int, int]]:
+        """(segment, start, end) file ranges of a read; the caller holds the lock."""
+        self._check_open()
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{self.log_start_offset}, {end}]",
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        ranges: list[tuple[LogSegment, int, int]] = []
+        total = 0
+        i = self._segment_index(offset)
+        while offset < limit and i < len(self._segments):
+            segment = self._segments[i]
+            found = segment.find_batch(offset)
+            if found is not None:
+                stop, more = segment.batches_end(found[0], max_bytes - total, limit, not ranges)
+                if stop > found[0]:
+                    ranges.append((segment, found[0], stop))
+                    total += stop - found[0]
+                if not more:
+                    break
+            i += 1
+            if i < len(self._segments):
+                offset = self._segments[i].base_offset
+        return ranges
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None (ListOffsets)."""

@@ -329,26 +329,31 @@ class LogSegment:
         ``at_least_one``, KIP-74), none starting at ``max_offset`` or beyond.
 
         Returns the bytes and whether reading may continue into the next segment (this one was read to
-        its end within the limits). Only the batches around the two cut points are looked at (found
-        through the offset index), not every batch read: a large read costs one pread and a few headers.
+        its end within the limits).
         """
+        end, more = self.batches_end(position, max_bytes, max_offset, at_least_one)
+        return (self.read(position, end - position) if end > position else b""), more
+
+    def batches_end(self, position: int, max_bytes: int, max_offset: int, at_least_one: bool) -> tuple[int, bool]:
+        """Where the read of :meth:`read_batches` ends (``position`` for nothing), and whether reading may
+        continue into the next segment. Only the batches around the two cut points are looked at (found
+        through the offset index), not every batch read: a large read costs a few header reads."""
         if self.size - position < HEADER_SIZE:
-            return b"", True
+            return position, True
         stop = self.size if max_offset >= self.next_offset else self._first_batch_from(max_offset, position)
         if stop <= position:
-            return b"", False
+            return position, False
         want = min(max_bytes, stop - position)
         if at_least_one:
             want = max(want, BatchHeader.parse(self.read(position, HEADER_SIZE)).size)
         if want < HEADER_SIZE:
-            return b"", False
+            return position, False
         end = position + want
         if end < stop:
             end = self._last_boundary_before(position, end)
             if end <= position:
-                return b"", False
-        data = self.read(position, end - position)
-        return data, end == self.size and len(data) < max_bytes
+                return position, False
+        return end, end == self.size and end - position < max_bytes
 
     def _first_batch_from(self, offset: int, start: int) -> int:
         """Position of the first batch at or after ``start`` whose base offset is ``offset`` or later."""

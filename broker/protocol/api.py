@@ -47,6 +47,7 @@ __all__ = [
     "decode_struct",
     "encode_request",
     "encode_response",
+    "encode_response_chunks",
     "encode_struct",
     "response_header_version",
 ]
@@ -142,7 +143,18 @@ def _encode_body(schema: Message, version: int, out: list, body: dict[str, Any])
 def _framed(out: list) -> bytes:
     """Join chunks whose first element is a placeholder for the int32 size prefix."""
     out[0] = types.INT32.pack(sum(map(len, out)))
+    for index, chunk in enumerate(out):
+        if type(chunk) is types.FileRegion:
+            out[index] = chunk.read()
+            if len(out[index]) != len(chunk):
+                raise EncodeError(f"log data shrank while being read ({len(out[index])} of {len(chunk)} bytes)")
     return b"".join(out)
+
+
+def _sized(out: list) -> list:
+    """Chunks whose first element is a placeholder, with the int32 size prefix put in, left unjoined."""
+    out[0] = types.INT32.pack(sum(map(len, out)))
+    return out
 
 
 def _decode_body(schema: Message, version: int, buf: memoryview, pos: int, header: RequestHeader | None) -> dict:
@@ -204,6 +216,16 @@ def encode_request(
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
     """A whole response frame, size prefix included, ready to write to the socket."""
+    return _framed(_response_chunks(api_key, api_version, correlation_id, body))
+
+
+def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
+    """The frame of :func:`encode_response` as chunks: bytes-likes and :class:`~types.FileRegion` records,
+    which the server sends from their files."""
+    return _sized(_response_chunks(api_key, api_version, correlation_id, body))
+
+
+def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
     schema = _schema(messages.RESPONSES, api_key, api_version)
     out: list = [b""]
     try:
@@ -211,7 +233,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     except _ENCODE_FAILURES as exc:
         raise EncodeError(f"cannot encode response header for correlation id {correlation_id!r}: {exc}") from exc
     _encode_body(schema, api_version, out, body)
-    return _framed(out)
+    return out
 
 
 def decode_response(api_key: int, api_version: int, frame: types.Buffer) -> tuple[int, dict[str, Any]]:

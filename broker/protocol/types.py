@@ -6,7 +6,9 @@ value handed back. Every reader checks bounds and raises :class:`DecodeError`; t
 ``struct.error`` for fixed-width reads past the end, which the codec's entry points turn into DecodeError.
 
 Writers append chunks to a list ``out`` that the caller joins once when the frame is complete, so a large
-records blob given as a ``memoryview`` is copied only into the final frame.
+records blob given as a ``memoryview`` is copied only into the final frame. A records blob may also be a
+:class:`FileRegion`, bytes still in log files: the server sends those straight from the file to the socket
+(``sendfile``), and joining a frame reads them in.
 
 Layouts (kafka-protocol.md section 1): big-endian fixed-width integers; ``string`` = int16 length + UTF-8
 (-1 = null); ``bytes``/``records`` = int32 length (-1 = null); compact forms (flexible versions) carry an
@@ -17,10 +19,48 @@ batches only.
 
 from __future__ import annotations
 
+import os
 import struct
+import weakref
 from typing import Any
 
 Buffer = bytes | bytearray | memoryview
+
+
+class FileRegion:
+    """Bytes of files, as ``(fd, position, length)`` pieces, to be sent without copying them through Python.
+
+    The region owns its descriptors (duplicates of the log's, so a segment closed or deleted meanwhile
+    stays readable) and closes them once sent or read, or when it is garbage collected unsent.
+    """
+
+    __slots__ = ("pieces", "_length", "_closer", "__weakref__")
+
+    def __init__(self, pieces: list[tuple[int, int, int]]) -> None:
+        self.pieces = pieces
+        self._length = sum(length for _fd, _position, length in pieces)
+        self._closer = weakref.finalize(self, _close_all, [fd for fd, _position, _length in pieces])
+
+    def __len__(self) -> int:
+        return self._length
+
+    def read(self) -> bytes:
+        """The region's bytes (short if a file shrank meanwhile), then closed."""
+        try:
+            return b"".join(os.pread(fd, length, position) for fd, position, length in self.pieces)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._closer()
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class ProtocolError(Exception):
@@ -330,7 +370,7 @@ def read_compact_nullable_bytes(buf: Buffer, pos: int) -> tuple[bytes | None, in
 
 def _byte_view(value: Buffer) -> bytes | memoryview:
     """``value`` as something whose len() is its size in bytes, without copying it."""
-    if type(value) is bytes:
+    if type(value) is bytes or type(value) is FileRegion:
         return value
     view = memoryview(value)
     if view.itemsize != 1 or view.ndim != 1:
