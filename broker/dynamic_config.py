@@ -67,8 +67,13 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
 # Where Kafka's broker-level bound is stricter than the topic config's check.
 _BROKER_MINIMUMS = {"log.segment.bytes": 1048576}
 
-# Kafka refuses these at the cluster default: they can change only per listener, on one broker.
-_PER_LISTENER_ONLY = ("ssl.", "sasl.")
+# Kafka lets these change only per listener (listener.name.<listener>.ssl.keystore...), on one broker.
+_PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
+# and these only on one broker, never at the cluster default.
+_PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
+                    "ssl.", "sasl.")
+# Listener and security settings this broker cannot change while it runs.
+_NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
 
 
 def is_dynamic(name: str) -> bool:
@@ -157,14 +162,16 @@ class DynamicBrokerConfigs:
         if fixed:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
-        if scope == CLUSTER_DEFAULT:
-            per_listener = sorted(name for name in updates if name.startswith(_PER_LISTENER_ONLY))
-            if per_listener:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "These security configs can be dynamically updated only per-listener using the "
-                                 f"listener prefix: [{', '.join(per_listener)}]")
-        refused = sorted(name for name in updates
-                         if name == "listeners" or name.startswith(SECURITY_PREFIXES))
+        per_listener = sorted(name for name in updates if name.startswith(_PER_LISTENER_ONLY))
+        if per_listener:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "These security configs can be dynamically updated only per-listener using the "
+                             f"listener prefix: [{', '.join(per_listener)}]")
+        per_broker = sorted(name for name in updates if name.startswith(_PER_BROKER_ONLY))
+        if scope == CLUSTER_DEFAULT and per_broker:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+                                                        f"broker id must be specified: [{', '.join(per_broker)}]")
+        refused = sorted(name for name in updates if name.startswith(_NOT_AT_RUN_TIME))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "

@@ -16,6 +16,7 @@ from harness import BrokerProcess, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 
@@ -87,6 +88,44 @@ def test_refusals_are_kafkas(broker, kafka, case):
     ours, kafkas = alter(broker.bootstrap, name, *configs), alter(kafka.bootstrap, name, *configs)
     assert ours[0] != 0
     assert ours == kafkas
+
+
+def settable(bootstrap: str) -> dict[tuple[str, str], tuple[int, str | None]]:
+    """Every broker config Kafka 4.4 has a default for, set to that default (validate_only) at the cluster
+    default and for broker 1: the answer for each."""
+    async def ask() -> dict[tuple[str, str], tuple[int, str | None]]:
+        answers = {}
+        async with await KafkaConnection.connect(bootstrap) as connection:
+            for scope in ("", "1"):
+                for name, (default, *_) in KAFKA_BROKER_CONFIGS.items():
+                    if default is None:
+                        continue
+                    answer = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+                        {"resource_type": BROKER, "resource_name": scope, "configs": [
+                            {"name": name, "config_operation": SET, "value": default}]}], "validate_only": True},
+                        version=1)
+                    response = answer["responses"][0]
+                    answers[(scope, name)] = response["error_code"], response["error_message"]
+        return answers
+    return asyncio.run(ask())
+
+
+def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
+    """The same configs may change dynamically, at the same scopes, refused in the same words otherwise;
+    apart from listener and TLS/SASL settings, which this broker cannot change while it runs (Kafka takes
+    them for one broker), and broker 1's min.insync.replicas, which Kafka 4 holds fixed for its eligible
+    leader replicas."""
+    ours, kafkas = settable(broker.bootstrap), settable(kafka.bootstrap)
+    assert len(kafkas) > 500
+    differing = {key for key in kafkas if ours[key] != kafkas[key]}
+    assert {name for _, name in differing} - {"min.insync.replicas", "listeners", "listener.security.protocol.map",
+                                               "principal.builder.class"} <= {
+        name for name in KAFKA_BROKER_CONFIGS if name.startswith(("ssl.", "sasl."))}
+    assert all(ours[key][1].startswith("Listeners and their TLS/SASL settings cannot change at run time")
+               for key in differing if key != ("1", "min.insync.replicas"))
+    accepted = {name for (scope, name), (code, _) in ours.items() if code == 0 and scope == "1"}
+    assert {"message.max.bytes", "log.retention.bytes", "log.cleaner.threads", "num.io.threads"} <= accepted
+    assert "num.partitions" not in accepted
 
 
 CHANGED = ["log.retention.ms", "message.max.bytes", "num.io.threads", "log.cleanup.policy", "log.cleaner.threads",
