@@ -20,6 +20,7 @@ that retention never runs on the YAML's defaults in between).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,7 +29,7 @@ import structlog
 
 from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig
 from broker.errors import ErrorCode, KafkaError
-from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, KAFKA_BROKER_MINIMUMS
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import write_atomically
 
@@ -64,8 +65,8 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     if topic_key not in ("segment.ms", "flush.ms")
 } | {"remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",), "remote.copy.lag.ms": ("log.remote.copy.lag.ms",)}
 
-# Where Kafka's broker-level bound is stricter than the topic config's check.
-_BROKER_MINIMUMS = {"log.segment.bytes": 1048576}
+# Kafka's own requirements on these, which it words apart from its validators' refusals: the least value.
+_REQUIREMENTS = {"log.roll.ms": 1, "log.roll.jitter.ms": 0}
 
 # Kafka lets these change only per listener (listener.name.<listener>.ssl.keystore...), on one broker.
 _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
@@ -181,8 +182,17 @@ class DynamicBrokerConfigs:
             if value is None:
                 layer.pop(name, None)
             else:
-                layer[name] = check_value(name, value)
+                layer[name] = check_value(name, value, self._cleaner_threads(updates))
         return layer
+
+    def _cleaner_threads(self, updates: Mapping[str, str | None]) -> int:
+        """log.cleaner.threads as it would be after ``updates`` (what the dedupe buffer is split between)."""
+        for raw in (updates.get("log.cleaner.threads"), self.value("log.cleaner.threads")):
+            try:
+                return int(raw)
+            except (TypeError, ValueError):
+                continue
+        return 1
 
     def update(self, scope: str, layer: Mapping[str, str]) -> None:
         """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
@@ -218,41 +228,44 @@ class DynamicBrokerConfigs:
             callback()
 
 
-def check_value(name: str, value: str) -> str:
-    """``value`` as stored for broker config ``name``, or Kafka's INVALID_REQUEST naming both."""
+def check_value(name: str, value: str, cleaner_threads: int = 1) -> str:
+    """``value`` as stored for broker config ``name``, or Kafka's INVALID_REQUEST naming both (with the
+    number as Kafka parsed it where its range check refuses it). ``cleaner_threads``: the log cleaner threads
+    the dedupe buffer is shared by."""
     known = KAFKA_BROKER_CONFIGS.get(name)
     if known is None:
         return value
     config_type = known[1]
     problem = None
+    shown: Any = value
     text = value.strip()
-    if config_type in _INTEGER_RANGES:
-        low, high = _INTEGER_RANGES[config_type]
+    if config_type in _INTEGER_RANGES or config_type == TYPE_DOUBLE:
+        low, high = _INTEGER_RANGES.get(config_type, (-math.inf, math.inf))
         try:
-            number = int(text)
+            number = float(text) if config_type == TYPE_DOUBLE else int(text)
         except ValueError:
+            number = None
+        if number is None or not low <= number <= high:
             problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
-        else:
-            if not low <= number <= high:
-                problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
-            elif name.endswith(("threads", "thread.pool.size", ".threads.per.data.dir")) and number < 1:
-                problem = "Value must be at least 1"
-            elif number < _BROKER_MINIMUMS.get(name, number):
-                problem = f"Value must be at least {_BROKER_MINIMUMS[name]}"
-    elif config_type == TYPE_DOUBLE:
-        try:
-            float(text)
-        except ValueError:
-            problem = "Not a number of type DOUBLE"
+        elif name in KAFKA_BROKER_MINIMUMS and number < float(KAFKA_BROKER_MINIMUMS[name]):
+            shown, problem = number, f"Value must be at least {KAFKA_BROKER_MINIMUMS[name]}"
     elif config_type == TYPE_BOOLEAN and text.lower() not in ("true", "false"):
         problem = "Expected value to be either true or false"
+    if problem is None and name in _REQUIREMENTS:
+        minimum = _REQUIREMENTS[name]
+        if int(text) < minimum:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"requirement failed: {name} must be greater than or equal to {minimum}")
+    if problem is None and name == "log.cleaner.dedupe.buffer.size" and int(text) < cleaner_threads << 20:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
     if problem is None and name in TOPIC_DEFAULTS:
         try:
             parse_configs({TOPIC_DEFAULTS[name]: text})
         except InvalidConfigValue as exc:
             problem = exc.problem
     if problem is not None:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration {name}: {problem}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value {shown} for configuration {name}: {problem}")
     return text.lower() if config_type == TYPE_BOOLEAN else text
 
 

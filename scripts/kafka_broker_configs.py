@@ -4,12 +4,15 @@
 
 Starts a node from the test peers' jars (tests/integration/kafka_harness.py), asks DescribeConfigs for its
 broker resource with synonyms, and writes every config: name, Kafka's default value (the DEFAULT_CONFIG
-synonym; None where Kafka has none), type, read-only and sensitive. Only facts read from Kafka are written.
+synonym; None where Kafka has none), type, read-only and sensitive. Then, for each numeric config Kafka lets
+change at run time, the least value its validator takes, read from its refusal of a very low one
+(IncrementalAlterConfigs, validate_only). Only facts read from Kafka are written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +27,8 @@ from broker.client import KafkaConnection  # noqa: E402
 from broker.protocol.api import ApiKey  # noqa: E402
 
 DEFAULT_CONFIG = 5
+NUMERIC_TYPES = (3, 4, 5, 6)  # int, short, long, double
+AT_LEAST = re.compile(r": Value must be at least (\S+)$")
 OUTPUT = ROOT / "broker" / "kafka_broker_configs.py"
 
 
@@ -35,9 +40,27 @@ async def described(bootstrap: str) -> list[dict]:
     return answer["results"][0]["configs"]
 
 
+async def minimums(bootstrap: str, configs: list[dict]) -> dict[str, str]:
+    """name -> the least value Kafka's validator takes, for the numeric configs that change at run time."""
+    found = {}
+    async with await KafkaConnection.connect(bootstrap) as connection:
+        for config in configs:
+            if config["read_only"] or config["config_type"] not in NUMERIC_TYPES:
+                continue
+            answer = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+                {"resource_type": 4, "resource_name": "1", "configs": [
+                    {"name": config["name"], "config_operation": 0, "value": "-32768"}]}],
+                "validate_only": True}, version=1)
+            match = AT_LEAST.search(answer["responses"][0]["error_message"] or "")
+            if match:
+                found[config["name"]] = match.group(1)
+    return found
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, KafkaServer(Path(tmp)) as kafka:
         configs = asyncio.run(described(kafka.bootstrap))
+        least = asyncio.run(minimums(kafka.bootstrap, configs))
     lines = [
         '"""Every broker config Apache Kafka 4.4 describes: name -> (default value, config type, read-only,',
         "sensitive), as DescribeConfigs gives them (config types: 1 boolean, 2 string, 3 int, 4 short, 5 long,",
@@ -51,6 +74,10 @@ def main() -> int:
                        config["value"] if config["config_source"] == DEFAULT_CONFIG else None)
         lines.append(f"    {config['name']!r}: ({default!r}, {config['config_type']}, {config['read_only']}, "
                      f"{config['is_sensitive']}),")
+    lines.append("}")
+    lines += ["", "# The least value Kafka's validator takes, for the numeric configs that change at run time.",
+              "KAFKA_BROKER_MINIMUMS: dict[str, str] = {"]
+    lines += [f"    {name!r}: {value!r}," for name, value in sorted(least.items())]
     lines.append("}")
     OUTPUT.write_text("\n".join(lines) + "\n")
     print(f"{len(configs)} broker configs written to {OUTPUT.relative_to(ROOT)}")

@@ -90,19 +90,16 @@ def test_refusals_are_kafkas(broker, kafka, case):
     assert ours == kafkas
 
 
-def settable(bootstrap: str) -> dict[tuple[str, str], tuple[int, str | None]]:
-    """Every broker config Kafka 4.4 has a default for, set to that default (validate_only) at the cluster
-    default and for broker 1: the answer for each."""
+def settable(bootstrap: str, values: dict[str, str]) -> dict[tuple[str, str], tuple[int, str | None]]:
+    """Each config set to its value (validate_only) at the cluster default and for broker 1: the answers."""
     async def ask() -> dict[tuple[str, str], tuple[int, str | None]]:
         answers = {}
         async with await KafkaConnection.connect(bootstrap) as connection:
             for scope in ("", "1"):
-                for name, (default, *_) in KAFKA_BROKER_CONFIGS.items():
-                    if default is None:
-                        continue
+                for name, value in values.items():
                     answer = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
                         {"resource_type": BROKER, "resource_name": scope, "configs": [
-                            {"name": name, "config_operation": SET, "value": default}]}], "validate_only": True},
+                            {"name": name, "config_operation": SET, "value": value}]}], "validate_only": True},
                         version=1)
                     response = answer["responses"][0]
                     answers[(scope, name)] = response["error_code"], response["error_message"]
@@ -115,7 +112,8 @@ def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
     apart from listener and TLS/SASL settings, which this broker cannot change while it runs (Kafka takes
     them for one broker), and broker 1's min.insync.replicas, which Kafka 4 holds fixed for its eligible
     leader replicas."""
-    ours, kafkas = settable(broker.bootstrap), settable(kafka.bootstrap)
+    defaults = {name: default for name, (default, *_) in KAFKA_BROKER_CONFIGS.items() if default is not None}
+    ours, kafkas = settable(broker.bootstrap, defaults), settable(kafka.bootstrap, defaults)
     assert len(kafkas) > 500
     differing = {key for key in kafkas if ours[key] != kafkas[key]}
     assert {name for _, name in differing} - {"min.insync.replicas", "listeners", "listener.security.protocol.map",
@@ -126,6 +124,21 @@ def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
     accepted = {name for (scope, name), (code, _) in ours.items() if code == 0 and scope == "1"}
     assert {"message.max.bytes", "log.retention.bytes", "log.cleaner.threads", "num.io.threads"} <= accepted
     assert "num.partitions" not in accepted
+
+
+def test_numbers_below_kafkas_bounds_are_refused_in_kafkas_words(broker, kafka):
+    """Every numeric broker config that changes at run time, set far too low: the same refusals (Kafka's
+    validators' least values are generated from a live Kafka into broker/kafka_broker_configs.py), except
+    the topic defaults Kafka takes unchecked at the broker level, which ours checks as the topic config."""
+    low = {name: "-1000" for name, (_, config_type, read_only, _) in KAFKA_BROKER_CONFIGS.items()
+           if not read_only and config_type in (3, 4, 5, 6) and not name.startswith(("ssl.", "sasl."))}
+    ours, kafkas = settable(broker.bootstrap, low), settable(kafka.bootstrap, low)
+    assert len(kafkas) > 100
+    assert sum(code == 42 for code, _ in kafkas.values()) > 80
+    differing = {name for (scope, name) in kafkas if ours[(scope, name)] != kafkas[(scope, name)]}
+    assert differing == {"log.retention.ms", "log.flush.interval.ms"}
+    assert ours[("", "log.retention.ms")] == (
+        42, "Invalid value -1000 for configuration log.retention.ms: Value must be at least -1")
 
 
 CHANGED = ["log.retention.ms", "message.max.bytes", "num.io.threads", "log.cleanup.policy", "log.cleaner.threads",
