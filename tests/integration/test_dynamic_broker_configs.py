@@ -53,11 +53,19 @@ def describe(bootstrap: str, kind: int, name: str, keys: list[str] | None = None
 
 
 def create_topic(bootstrap: str, name: str, **configs: str) -> None:
+    """Create it and wait until DescribeConfigs knows it (a Kafka broker learns of it a moment later)."""
     answer = asyncio.run(_request(bootstrap, ApiKey.CREATE_TOPICS, {"topics": [{
         "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
         "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()]}],
         "timeout_ms": 30000}, 5))
     assert answer["topics"][0]["error_code"] == 0, answer
+
+    def described() -> bool:
+        answer = asyncio.run(_request(bootstrap, ApiKey.DESCRIBE_CONFIGS, {"resources": [
+            {"resource_type": TOPIC, "resource_name": name, "configuration_keys": ["retention.ms"]}]}, 4))
+        return answer["results"][0]["error_code"] == 0
+
+    wait_until(described, 30, message=f"topic {name} to be described")
 
 
 # (resource name, configs) sent to both: the answers must be the same, code and message.
