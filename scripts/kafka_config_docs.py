@@ -22,11 +22,12 @@ sys.path.insert(0, str(ROOT))
 
 from kafka_harness import KafkaServer  # noqa: E402
 
-from broker.client import KafkaConnection  # noqa: E402
+from broker.client import ClientError, KafkaConnection  # noqa: E402
 from broker.protocol.api import ApiKey  # noqa: E402
 
 OUTPUT = ROOT / "broker" / "kafka_config_docs.json"
 TOPIC = "documented"
+ATTEMPTS = 3
 
 
 async def documented(bootstrap: str) -> dict[str, dict[str, str]]:
@@ -45,8 +46,15 @@ async def documented(bootstrap: str) -> dict[str, dict[str, str]]:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp, KafkaServer(Path(tmp)) as kafka:
-        docs = asyncio.run(documented(kafka.bootstrap))
+    for attempt in range(1, ATTEMPTS + 1):  # a JVM on a loaded machine may miss its start deadline
+        try:
+            with tempfile.TemporaryDirectory() as tmp, KafkaServer(Path(tmp)) as kafka:
+                docs = asyncio.run(documented(kafka.bootstrap))
+            break
+        except (AssertionError, ClientError, OSError) as exc:
+            if attempt == ATTEMPTS:
+                raise
+            print(f"Kafka node failed ({exc!r}); trying again", file=sys.stderr)
     OUTPUT.write_text(json.dumps(docs, indent=0, sort_keys=True) + "\n")
     print(f"documentation of {len(docs['broker'])} broker and {len(docs['topic'])} topic configs written to "
           f"{OUTPUT.relative_to(ROOT)}")
