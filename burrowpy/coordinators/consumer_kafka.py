@@ -40,6 +40,7 @@ KEYS = ("class-name", "cluster", "servers", "client-profile", "offsets-topic", "
 
 FETCH_MAX_WAIT_MS = 500  # how long a leader may hold a fetch when nothing new is there
 FETCH_MAX_BYTES = 16 << 20  # one response
+READ_COMMITTED = 1  # isolation level: records of aborted transactions are flagged by the broker
 PARTITION_MAX_BYTES = 1 << 20  # one partition of a response: about 15,000 commits
 RETRY_BACKOFF_S = 1.0
 # Reading waits while storage has this many requests queued, so a fast read of a large topic holds at most
@@ -342,15 +343,22 @@ class KafkaConsumer:
                 task.cancel()
             await asyncio.gather(*fetches, return_exceptions=True)
 
-    async def _fetch(self, node: int, offsets: dict[int, int], reading: Reading) -> list[tuple[int, int, bytes]]:
-        """One Fetch from a leader: (partition, error code, raw record set) for each partition."""
+    async def _fetch(self, node: int, offsets: dict[int, int],
+                     reading: Reading) -> list[tuple[int, int, bytes, list[tuple[int, int]] | None]]:
+        """One read_committed Fetch from a leader: (partition, error code, raw record set, aborted
+        transactions) for each partition. Brokers before Fetch v4 know no transactions (and no isolation)."""
         from aiokafka.protocol.fetch import FetchRequest
 
         wanted = [(p, offset, reading.fetch_size(p)) for p, offset in offsets.items()]
-        request = FetchRequest(FETCH_MAX_WAIT_MS, 1, FETCH_MAX_BYTES, 0, [(self.offsets_topic, wanted)])
+        request = FetchRequest(FETCH_MAX_WAIT_MS, 1, FETCH_MAX_BYTES, READ_COMMITTED, [(self.offsets_topic, wanted)])
         response = await self._client.send(node, request)
-        # Every version's partition entry starts with partition and error code and ends with the records.
-        return [(answer[0], answer[1], answer[-1] or b"") for topic, answers in response.topics
+        # Every version's partition entry starts with partition and error code and ends with the records;
+        # the aborted transactions come after the high watermark and last stable offset (v4) and the log
+        # start offset (v5+).
+        version = response.API_VERSION
+        aborted_at = None if version < 4 else 4 if version == 4 else 5
+        return [(answer[0], answer[1], answer[-1] or b"", answer[aborted_at] if aborted_at else None)
+                for topic, answers in response.topics
                 if topic == self.offsets_topic for answer in answers if answer[0] in offsets]
 
     async def _take(self, reading: Reading, offsets: dict[int, int], fetch: asyncio.Task) -> bool:
@@ -364,7 +372,7 @@ class KafkaConsumer:
                 reading.back_off(partition, now)
             return True
         stale = False
-        for partition, error, records in answers:
+        for partition, error, records, aborted in answers:
             if error == ERROR_OFFSET_OUT_OF_RANGE:
                 self.log.info("offset out of range; reading the partition from its earliest offset",
                               partition=partition, offset=offsets[partition])
@@ -377,13 +385,16 @@ class KafkaConsumer:
                 reading.back_off(partition, now)
                 stale = True
             elif records:
-                await self._hand_over(reading, partition, offsets[partition], records)
+                await self._hand_over(reading, partition, offsets[partition], records, aborted)
         return stale
 
-    async def _hand_over(self, reading: Reading, partition: int, offset: int, records: bytes) -> None:
-        """Decode a partition's fetched records and hand them to storage part by part, in offset order."""
+    async def _hand_over(self, reading: Reading, partition: int, offset: int, records: bytes,
+                         aborted: list[tuple[int, int]] | None = None) -> None:
+        """Decode a partition's fetched records and hand them to storage part by part, in offset order,
+        without those of ``aborted`` transactions."""
         ends = reading.ends
-        parts = self._decoder.decode_parts(records, offset, None if ends is None else ends[partition], HANDOVER_PART)
+        parts = self._decoder.decode_parts(records, offset, None if ends is None else ends[partition], HANDOVER_PART,
+                                           aborted)
         position = offset
         error = None
         try:

@@ -11,8 +11,12 @@ every version stays supported and both paths give the same requests (tests/unit/
 compares them): group metadata, unknown versions and malformed keys or values per record; whole batches
 whose framing the inline parser does not take (record headers, invalid framing) through
 :func:`~broker.protocol.records.decode_batch`; message sets v0/v1 through
-:func:`~broker.protocol.records.decode_records_any`. Control batches carry no commits and are passed over;
-like Burrow, records of aborted transactions are read (read_uncommitted).
+:func:`~broker.protocol.records.decode_records_any`. Control batches carry no commits and are passed over.
+
+Transactions: offset commits made inside a transaction (``TxnOffsetCommit``, Kafka Streams' exactly-once,
+``send_offsets_to_transaction``) are written to the topic before the transaction ends. Given the aborted
+transactions a read_committed Fetch lists, the decoder drops the records of aborted ones, as Kafka's own
+consumer does, so a commit that was rolled back never reaches storage (Burrow reads them as commits).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -99,12 +104,44 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise _UnusualFraming
 
 
+class AbortedTransactions:
+    """Kafka's read_committed filter over one Fetch answer: a producer's transactional batches are dropped
+    from the first offset of one of its aborted transactions until that transaction's ABORT marker."""
+
+    __slots__ = ("_pending", "_active")
+
+    def __init__(self, aborted: list[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda entry: entry[1], reverse=True)  # popped from the end
+        self._active: set[int] = set()
+
+    def skips(self, producer_id: int, last_offset: int, abort_marker: bool) -> bool:
+        """Whether a transactional batch ending at ``last_offset`` belongs to an aborted transaction."""
+        pending = self._pending
+        while pending and pending[-1][1] <= last_offset:
+            self._active.add(pending.pop()[0])
+        if abort_marker:
+            self._active.discard(producer_id)
+            return True
+        return producer_id in self._active
+
+
+def _is_abort_marker(data: bytes, pos: int, batch_end: int) -> bool:
+    """A control batch whose record key says ABORT (key: int16 version, int16 type; 0 = ABORT, 1 = COMMIT)."""
+    try:
+        _, records = decode_batch(memoryview(data)[pos:batch_end], verify_crc=False)
+    except KafkaError:
+        return False
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and _INT16(key, 2)[0] == 0
+
+
 class OffsetsRecordDecoder:
     """Storage requests for the records of a cluster's offsets topic, through a group allow/deny filter."""
 
     def __init__(self, cluster: str, groups: GroupFilter) -> None:
         self.cluster = cluster
         self.groups = groups
+        self._aborted: AbortedTransactions | None = None  # of the Fetch answer being decoded
         # key bytes -> (group, topic, partition, accepted by the filter), for offset-commit keys only
         self._keys: dict[bytes, tuple[str, str, int, bool]] = {}
 
@@ -119,14 +156,17 @@ class OffsetsRecordDecoder:
         return whole
 
     def decode_parts(self, data: bytes, start: int, end: int | None = None,
-                     part_size: int | None = None) -> Iterator[DecodedRecords]:
+                     part_size: int | None = None,
+                     aborted: list[tuple[int, int]] | None = None) -> Iterator[DecodedRecords]:
         """:meth:`decode` in parts of at least ``part_size`` requests (all in one part when None), cut at
         batch boundaries, the last part perhaps empty; each part's ``next_offset`` is where the batches read
         so far end. A reader that
         hands each part to storage before decoding the next keeps few requests alive at a time, which spares
-        the garbage collector most of its work."""
+        the garbage collector most of its work. ``aborted`` is the (producer id, first offset) list of a
+        read_committed Fetch answer: the records of those transactions are left out."""
         if not isinstance(data, bytes):
             data = bytes(data)
+        self._aborted = AbortedTransactions(aborted) if aborted else None
         result = DecodedRecords(next_offset=start)
         stop = _NO_END if end is None else end
         pos = 0
@@ -154,10 +194,15 @@ class OffsetsRecordDecoder:
         yield result  # the rest, perhaps nothing but the position
 
     def _batch(self, data: bytes, pos: int, batch_end: int, start: int, stop: int, result: DecodedRecords) -> None:
-        (base_offset, _, _, _, _, attributes, last_offset_delta, _, _, _, _, _, count) = HEADER.unpack_from(data, pos)
+        (base_offset, _, _, _, _, attributes, last_offset_delta, _, _, producer_id, _, _,
+         count) = HEADER.unpack_from(data, pos)
         next_offset = base_offset + last_offset_delta + 1
         if next_offset > result.next_offset:
             result.next_offset = next_offset
+        aborted = self._aborted
+        if aborted is not None and attributes & ATTR_TRANSACTIONAL and aborted.skips(
+                producer_id, next_offset - 1, attributes & ATTR_CONTROL and _is_abort_marker(data, pos, batch_end)):
+            return
         if attributes & ATTR_CONTROL or next_offset <= start or base_offset >= stop:
             return
         # A batch that straddles the wanted range (only at the start of a read or at the end of a backfill)

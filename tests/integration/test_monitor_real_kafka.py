@@ -166,6 +166,33 @@ def test_a_kafka_streams_application(kafka, monitor, producer, tmp_path, protoco
         assert app.stop() in (0, 143)
 
 
+def test_offsets_committed_in_aborted_transactions_never_show(kafka, monitor, producer):
+    """send_offsets_to_transaction writes the group's commit before the transaction ends: an aborted one must
+    never reach the monitor (Burrow reads it as a commit), a committed one must."""
+    group = topic = "real-transactional-commits"
+    topic_with_records(kafka, monitor, producer, topic, [10])
+    transactional = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{group}-producer"})
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        transactional.init_transactions(60)
+        for committed, offset in ((False, 9), (True, 4)):
+            transactional.begin_transaction()
+            transactional.send_offsets_to_transaction([TopicPartition(topic, 0, offset)],
+                                                      consumer.consumer_group_metadata(), 60)
+            if committed:
+                transactional.commit_transaction(60)
+            else:
+                transactional.abort_transaction(60)
+    finally:
+        consumer.close()
+    partitions = wait_until(lambda: (p := partitions_of(monitor, group)) and p[0]["end"] and p, 60, interval=0.2,
+                            message=f"{group}'s committed transaction in the monitor")
+    assert (partitions[0]["end"]["offset"], partitions[0]["current_lag"]) == (4, 6)
+    status, detail = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}")
+    stored = [entry["offset"] for entry in detail["topics"][topic][0]["offsets"] if entry]
+    assert status == 200 and stored == [4], stored
+
+
 def test_every_record_kafka_wrote_was_understood(monitor):
     """Run last in the module: everything the groups above made Kafka write was decoded or skipped on purpose."""
     log = monitor.log_path.read_text()

@@ -354,3 +354,39 @@ def test_an_impossible_magic_byte_is_an_error(magic):
     batch[16] = magic
     with pytest.raises(KafkaError):
         OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch), 0)
+
+
+# --- transactions (read_committed) --------------------------------------------------------------------------
+
+
+def group_commit(offset: int, group: str, committed: int, producer_id: int | None = None) -> bytes:
+    """One offset commit of ``group``, in a transactional batch of ``producer_id`` if given."""
+    record = Record(offset, 0, offset_key(1, group, "t", 0), commit_value(committed), [])
+    if producer_id is None:
+        return build_batch([record], base_offset=offset)
+    return build_batch([record], base_offset=offset, producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+
+
+def marker(offset: int, producer_id: int, commit: bool) -> bytes:
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    return build_batch([Record(offset, 0, key, b"\x00\x00\x00\x00\x00\x00", [])], base_offset=offset,
+                       producer_id=producer_id, producer_epoch=0, is_transactional=True, is_control=True)
+
+
+def test_commits_of_aborted_transactions_never_reach_storage():
+    """As Kafka's read_committed consumer reads: a producer's batches from the first offset of an aborted
+    transaction up to its ABORT marker are dropped; its committed transactions and other producers' stay."""
+    data = (group_commit(0, "before", 1, producer_id=7) + marker(1, 7, commit=True)  # pid 7 commits once
+            + group_commit(2, "rolled-back", 2, producer_id=7) + group_commit(3, "kept", 3, producer_id=8)
+            + group_commit(4, "rolled-back", 4, producer_id=7) + marker(5, 7, commit=False)
+            + marker(6, 8, commit=True) + group_commit(7, "plain", 7) + group_commit(8, "after", 8, producer_id=7)
+            + marker(9, 7, commit=True))
+    decoder = OffsetsRecordDecoder(CLUSTER, ALL)
+    committed = list(decoder.decode_parts(data, 0, None, None, aborted=[(7, 2)]))[0]
+    assert [(r.group, r.offset) for r in committed.requests] == [("before", 1), ("kept", 3), ("plain", 7),
+                                                                  ("after", 8)]
+    assert committed.next_offset == 10
+    # read_uncommitted (no list): every commit, as Burrow reads them
+    assert [r.group for r in decoder.decode(data, 0).requests] == ["before", "rolled-back", "kept", "rolled-back",
+                                                                   "plain", "after"]
