@@ -22,7 +22,7 @@ from typing import Any
 
 from burrowpy.protocol import Status
 
-from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT
+from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT, KIND_RECORD
 from .replay import (
     GROUP_STATUS_OF_PARTITION,
     ReplaySettings,
@@ -133,10 +133,11 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
     def replay(key, table):  # no annotations: Spark would try to read a UDF type from them
         return replay_arrow_group(points_s, settings, key, table)
 
-    # Commit rows without a group or order, and rows of unknown kinds, are not history; broker rows are
-    # kept whatever their group and order say.
+    # Commit rows without a group or order, and rows of unknown kinds, are not history; broker and record
+    # rows are kept whatever their group and order say.
     valid = events.where(
         (events.kind == KIND_BROKER)
+        | (events.kind == KIND_RECORD)
         | ((events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull())
     )
     return valid.groupBy("cluster", "topic", "partition").applyInArrow(

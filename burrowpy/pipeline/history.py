@@ -4,14 +4,14 @@ A history is a directory of Parquet files. Each row is one event the monitor's s
 
 | column      | type   | meaning                                                                  |
 |-------------|--------|--------------------------------------------------------------------------|
-| `kind`      | string | `"broker"` (a ListOffsets sample) or `"commit"` (a consumer commit)      |
+| `kind`      | string | `"broker"` (a ListOffsets sample), `"commit"` (a consumer commit) or `"record"` (a record's timestamp read for lag in seconds) |
 | `cluster`   | string | cluster name as configured in the monitor                                |
-| `group`     | string | consumer group; null for broker rows                                     |
+| `group`     | string | consumer group; null for broker and record rows                          |
 | `topic`     | string |                                                                          |
 | `partition` | int32  |                                                                          |
-| `offset`    | int64  | broker rows: the partition's log-end offset; commits: committed offset   |
-| `timestamp` | int64  | ms since the epoch; broker rows: sample time; commits: commit time       |
-| `order`     | int64  | commits only (null for broker rows): position of the commit in its log   |
+| `offset`    | int64  | broker rows: the partition's log-end offset; commits: committed offset; records: the record's offset |
+| `timestamp` | int64  | ms since the epoch; broker rows: sample time; commits: commit time; records: the record's timestamp |
+| `order`     | int64  | commits only (null otherwise): position of the commit in its log         |
 
 Files are named ``history-<ms when the file's first event was recorded, 13 digits>-<sequence>.parquet``
 so that a plain sort of the names is a sort by capture time. A file is written under a hidden temporary name (Spark and
@@ -29,10 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetRecordTimes
 
 KIND_BROKER = "broker"
 KIND_COMMIT = "commit"
+KIND_RECORD = "record"
 
 HISTORY_COLUMNS = ("kind", "cluster", "group", "topic", "partition", "offset", "timestamp", "order")
 
@@ -126,7 +127,8 @@ class HistoryWriter:
         return len(self._columns["kind"])
 
     def record(self, request: object) -> None:
-        """Take in one storage request; anything but SetBrokerOffset and SetConsumerOffset is ignored."""
+        """Take in one storage request; anything but SetBrokerOffset, SetConsumerOffset and SetRecordTimes
+        is ignored (so are records that were gone when read)."""
         if self._closed:
             raise ValueError("HistoryWriter is closed")
         if isinstance(request, SetConsumerOffset):
@@ -151,6 +153,10 @@ class HistoryWriter:
                 request.timestamp,
                 None,
             )
+        elif isinstance(request, SetRecordTimes):
+            for topic, partition, offset, timestamp in request.times:
+                if timestamp is not None:
+                    self._append(KIND_RECORD, request.cluster, None, topic, partition, offset, timestamp, None)
         else:
             return
         if self.buffered_rows >= self.max_buffered_rows:

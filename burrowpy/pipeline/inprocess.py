@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from burrowpy.evaluator.rules import evaluate_group
-from burrowpy.protocol import ConsumerGroupStatus, SetBrokerOffset, SetConsumerOffset, Status
+from burrowpy.protocol import ConsumerGroupStatus, SetBrokerOffset, SetConsumerOffset, SetRecordTimes, Status
 from burrowpy.storage.state import StorageState
 
-from .history import KIND_BROKER
+from .history import KIND_BROKER, KIND_RECORD
 from .replay import ReplaySettings, history_event
 
 NEVER_EXPIRE_S = 10**12
@@ -60,6 +60,8 @@ def replay_through_storage(
                         cluster, topic, partition, partition_counts[(cluster, topic)], offset, timestamp
                     )
                 )
+            elif kind == KIND_RECORD:
+                state.set_record_times(SetRecordTimes(cluster, [(topic, partition, offset, timestamp)]))
             else:
                 state.add_consumer_offset(
                     SetConsumerOffset(cluster, group, topic, partition, offset, order, timestamp),

@@ -31,10 +31,11 @@ from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import Status
 from burrowpy.storage.ring import BrokerRing, CommitRing
 
-from .history import KIND_BROKER, KIND_COMMIT
+from .history import KIND_BROKER, KIND_COMMIT, KIND_RECORD
 
 BROKER_RANK = 0
 COMMIT_RANK = 1
+RECORD_RANK = 2  # a record's timestamp, read for lag in seconds: a fact about the log, in any order
 
 # Partition status -> group status, as Burrow folds them: STOP, STALL and REWIND make a group ERR.
 GROUP_STATUS_OF_PARTITION = {
@@ -56,7 +57,8 @@ class ReplaySettings:
 
 
 # An event of one (cluster, topic, partition), as a tuple whose natural order is the replay order:
-# (timestamp ms, BROKER_RANK or COMMIT_RANK, order (-1 for broker samples), offset, group or None).
+# (timestamp ms, BROKER_RANK, COMMIT_RANK or RECORD_RANK, order (-1 but for commits), offset, group or None).
+# A record event's timestamp is the record's own.
 Event = tuple[int, int, int, int, "str | None"]
 
 
@@ -72,6 +74,8 @@ def history_event(kind: str, timestamp: int, offset: int, order: int | None, gro
     """The replay event of a history row."""
     if kind == KIND_BROKER:
         return broker_event(timestamp, offset)
+    if kind == KIND_RECORD:
+        return (timestamp, RECORD_RANK, -1, offset, None)
     if kind != KIND_COMMIT or group is None or order is None:
         raise ValueError(f"not a history event: kind={kind!r} group={group!r} order={order!r}")
     return commit_event(timestamp, offset, order, group)
@@ -89,14 +93,14 @@ class PartitionEvaluation(NamedTuple):  # a tuple: millions are made per job, an
 def column_events(
     kinds: list[str], timestamps: list[int], offsets: list[int], orders: list[Any], groups: list[str | None]
 ) -> list[Event]:
-    """The replay events of history rows given as columns (broker rows and valid commit rows only).
+    """The replay events of history rows given as columns (broker, record and valid commit rows only).
 
     ``order`` may arrive as floats (pandas turns a column with nulls into floats), hence the int().
     """
     return [
         (timestamp, COMMIT_RANK, int(order), offset, group)
         if kind == KIND_COMMIT
-        else (timestamp, BROKER_RANK, -1, offset, None)
+        else (timestamp, RECORD_RANK if kind == KIND_RECORD else BROKER_RANK, -1, offset, None)
         for kind, timestamp, offset, order, group in zip(
             kinds, timestamps, offsets, orders, groups, strict=True
         )
@@ -129,9 +133,9 @@ def evaluation_points(first_ms: int, last_ms: int, step_s: int) -> list[int]:
 class OffsetTimeline:
     """Recent (log-end offset, time) samples of a partition, to estimate how old a committed offset is.
 
-    A history holds broker samples and commits, not record timestamps, so the pipeline's lag in seconds
-    is the daemon's ``interpolated`` figure (:mod:`burrowpy.evaluator.timelag`, the same definition and
-    code), over a longer table than storage's window. Flat runs keep only their first and last sample
+    The pipeline's lag in seconds is the daemon's (:mod:`burrowpy.evaluator.timelag`, the same definition
+    and code): the record's timestamp where the history captured it (``record`` rows), else interpolated,
+    over a longer table than storage's window. Flat runs keep only their first and last sample
     (the last one brackets the next append); ``since`` is when the newest offset was first seen.
     """
 
@@ -161,9 +165,10 @@ class OffsetTimeline:
             del offsets[0]
             del times[0]
 
-    def lag_seconds(self, committed: int, now_ms: int) -> float | None:
-        """Seconds since the record at ``committed`` was appended; 0 when caught up, None if unknown."""
-        return partition_lag_seconds(committed, self.offsets, self.times, None, now_ms, self.since)[0]
+    def lag_seconds(self, committed: int, now_ms: int, record_time_ms: int | None = None) -> float | None:
+        """Seconds since the record at ``committed`` was appended (its own timestamp when the history has
+        it); 0 when caught up, None if unknown."""
+        return partition_lag_seconds(committed, self.offsets, self.times, record_time_ms, now_ms, self.since)[0]
 
 
 @dataclass(slots=True)
@@ -174,6 +179,8 @@ class PartitionState:
     broker: BrokerRing = field(init=False)
     timeline: OffsetTimeline = field(init=False)
     commits: dict[str, CommitRing] = field(default_factory=dict)
+    # offset -> timestamp of the record there, for offsets groups sit at (record rows of the history)
+    record_times: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.broker = BrokerRing(self.settings.intervals)
@@ -205,6 +212,8 @@ class PartitionState:
         timestamp, rank, order, offset, group = event
         if rank == BROKER_RANK:
             self.add_broker_offset(offset, timestamp)
+        elif rank == RECORD_RANK:
+            self.record_times[offset] = timestamp
         else:
             self.add_commit(group, offset, order, timestamp)  # type: ignore[arg-type]  # commits have a group
 
@@ -214,6 +223,11 @@ class PartitionState:
         broker_offsets = self.broker.values()
         newest_broker = self.broker.newest()
         now_ms = now_s * 1000
+        record_times = self.record_times
+        if len(record_times) > 4 * max(len(self.commits), 1):
+            # Keep the timestamps of records some group may still sit at (none goes back before its newest).
+            oldest = min((ring.newest_offset() or 0 for ring in self.commits.values()), default=0)
+            self.record_times = record_times = {o: t for o, t in record_times.items() if o >= oldest}
         for group, ring in self.commits.items():
             newest = ring.newest()
             if newest is None or newest_broker is None:
@@ -228,7 +242,8 @@ class PartitionState:
                 allowed_lag=settings.allowed_lag,
                 minimum_complete=settings.minimum_complete,
             )
-            lag_seconds = self.timeline.lag_seconds(newest.offset, now_ms) if current_lag and newest else 0.0
+            lag_seconds = (self.timeline.lag_seconds(newest.offset, now_ms, record_times.get(newest.offset))
+                           if current_lag and newest else 0.0)
             yield PartitionEvaluation(group, now_ms, result.status, current_lag, result.complete, lag_seconds)
 
 

@@ -25,7 +25,7 @@ from burrowpy.pipeline.inprocess import statuses_through_storage
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points
 from burrowpy.pipeline.session import build_session
 from burrowpy.pipeline.synthetic import SyntheticSpec, write_synthetic_history
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, Status
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetRecordTimes, Status
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +136,21 @@ def test_history_written_by_the_monitor_writer_is_evaluated(spark, tmp_path):
     assert rows[0]["timestamp"] == t0 + 25_000
     assert rows[0]["complete"] == pytest.approx(0.2)
     assert rows[-1]["status"] == "STOP"
+
+
+def test_record_timestamps_the_monitor_read_give_the_exact_lag_in_seconds(spark, tmp_path):
+    """Record rows (timestamps the monitor read for lag in seconds) reach the Spark replay: the lag in seconds is
+    the record's age, where broker samples alone would interpolate another figure."""
+    t0 = 1_700_000_000_000
+    with HistoryWriter(tmp_path / "history", roll_interval_s=60, clock=lambda: t0 / 1000) as writer:
+        for second in range(0, 100, 10):
+            writer.record(SetBrokerOffset("c", "t", 0, 1, offset=1000 + second, timestamp=t0 + second * 1000))
+        writer.record(SetConsumerOffset("c", "g", "t", 0, offset=1020, order=1, timestamp=t0 + 50_000))
+        writer.record(SetRecordTimes("c", [("t", 0, 1020, t0 - 600_000)]))  # written ten minutes before t0
+    evaluate_history(spark, tmp_path / "history", tmp_path / "out", ReplaySettings(), step_s=30)
+    [report] = read_output(tmp_path / "out" / "lag_report")
+    # the worst age: at the last evaluation point, the record being 10 minutes older than t0
+    assert report["worst_lag_seconds"] == pytest.approx((report["last_timestamp"] - t0 + 600_000) / 1000)
 
 
 def test_history_without_commits_and_with_foreign_rows(spark, tmp_path):

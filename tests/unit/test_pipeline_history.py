@@ -14,7 +14,7 @@ from burrowpy.pipeline.history import (
     list_history_files,
     read_history,
 )
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOwner
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOwner, SetRecordTimes
 
 
 class FakeClock:
@@ -71,6 +71,15 @@ def test_rows_follow_the_format(tmp_path):
             "order": 7,
         },
     ]
+
+
+def test_record_timestamps_read_for_lag_in_seconds_become_record_rows(tmp_path):
+    with HistoryWriter(tmp_path, roll_interval_s=60, clock=FakeClock()) as writer:
+        writer.record(SetRecordTimes("c", [("t", 1, 90, 1_699_999_000_000), ("t", 2, 5, None)]))
+    assert read_history(tmp_path).to_pylist() == [
+        {"kind": "record", "cluster": "c", "group": None, "topic": "t", "partition": 1, "offset": 90,
+         "timestamp": 1_699_999_000_000, "order": None},
+    ]  # a record that was gone when read says nothing
 
 
 def test_nothing_is_written_before_the_roll_interval(tmp_path):

@@ -173,6 +173,19 @@ def test_evaluation_reports_lag_seconds_only_with_lag():
     assert (caught_up.current_lag, caught_up.lag_seconds) == (0, 0.0)
 
 
+def test_record_rows_give_the_exact_age_as_the_daemon_reads_it():
+    """A history captured by the daemon holds the timestamps it read of the records groups sat at."""
+    events = [broker_event(T0 + s * 1000, 1000 + 10 * s) for s in range(0, 100, 10)]
+    events.append(commit_event(T0 + 50_000, 1200, 1, "g"))
+    events.append(history_event("record", T0 + 12_345, 1200, None, None))  # the record's own time
+    [evaluation] = replay_partition(events, [T0 // 1000 + 95], ReplaySettings())
+    assert evaluation.lag_seconds == pytest.approx(95 - 12.345)
+    rows = [("broker", "c", None, "t", 0, 1000 + 10 * s, T0 + s * 1000, None) for s in range(0, 100, 10)]
+    rows += [("commit", "c", "g", "t", 0, 1200, T0 + 50_000, 1), ("record", "c", None, "t", 0, 1200, T0 + 12_345, None)]
+    [through_history] = replay_history(rows, [T0 // 1000 + 95], ReplaySettings())
+    assert through_history.evaluation.lag_seconds == pytest.approx(95 - 12.345)
+
+
 # --- equal to the monitor's storage and evaluator on random histories -------------------------------
 # Partition rows must match one to one; group status and totallag folded from them (as the Spark job
 # folds them) must match evaluate_group's.
