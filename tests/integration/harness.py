@@ -45,13 +45,26 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: floa
                          + (f" (last error: {last_error!r})" if last_error else ""))
 
 
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from a socket, over as many reads as they take (a broker may send a response in
+    several writes, and a socket with a timeout returns what has arrived); fewer only if it closes."""
+    parts = []
+    while size > 0:
+        part = sock.recv(size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
 def _answers_api_versions(port: int) -> bool:
     """True when a broker on the port answers an ApiVersions v0 request."""
     request = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
     with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
         sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        return size > 0 and len(sock.recv(size, socket.MSG_WAITALL)) == size
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        return size > 0 and len(recv_exactly(sock, size)) == size
 
 
 class BrokerProcess:

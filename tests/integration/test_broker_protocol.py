@@ -7,7 +7,7 @@ import socket
 import struct
 
 import pytest
-from harness import wait_until
+from harness import recv_exactly, wait_until
 
 from broker.protocol.api import ApiKey, decode_response, encode_request
 from broker.protocol.records import Record, build_batch
@@ -31,11 +31,11 @@ class Wire:
         return self.correlation
 
     def recv_frame(self) -> bytes:
-        header = self.sock.recv(4, socket.MSG_WAITALL)
+        header = recv_exactly(self.sock, 4)
         if len(header) < 4:
             raise ConnectionError("closed")
         (size,) = struct.unpack(">i", header)
-        return self.sock.recv(size, socket.MSG_WAITALL)
+        return recv_exactly(self.sock, size)
 
     def recv(self, api_key: int, version: int) -> tuple[int, dict]:
         return decode_response(api_key, version, self.recv_frame())
