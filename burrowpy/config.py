@@ -31,7 +31,7 @@ _REQUIRED: Any = object()
 # Sections that hold named modules (``[kind.NAME]``) and those that are single blocks.
 MODULE_KINDS = ("client-profile", "tls", "sasl", "iam", "http-auth", "httpserver", "storage", "evaluator",
                 "cluster", "consumer", "notifier")
-BLOCK_KINDS = ("general", "logging", "zookeeper", "history")
+BLOCK_KINDS = ("general", "logging", "zookeeper", "history", "dashboard")
 
 # Kinds whose sections are modules built by a coordinator from their ``class-name``.
 COORDINATED_KINDS = ("storage", "evaluator", "cluster", "consumer", "notifier")
@@ -44,6 +44,7 @@ GENERAL_KEYS = ("pidfile", "stdout-logfile", "access-control-allow-origin", "env
 LOGGING_KEYS = ("filename", "level", "maxsize", "maxbackups", "maxage", "use-localtime", "use-compression")
 ZOOKEEPER_KEYS = ("servers", "timeout", "root-path", "tls")
 HISTORY_KEYS = ("dir", "roll-interval")
+DASHBOARD_KEYS = ("sample-interval", "retention")
 CLIENT_PROFILE_KEYS = ("client-id", "kafka-version", "tls", "sasl", "iam", "dial-timeout", "read-timeout")
 TLS_KEYS = ("certfile", "keyfile", "cafile", "noverify")
 SASL_KEYS = ("username", "password", "handshake-first", "mechanism")
@@ -367,6 +368,15 @@ class HistoryConfig:
     roll_interval: int = 3600
 
 
+@dataclass(frozen=True)
+class DashboardConfig:
+    """The dashboard's chart history: every group's status sampled every ``sample_interval`` seconds, kept
+    for ``retention`` seconds (an evaluation of every group per sample: large fleets may sample less often)."""
+
+    sample_interval: float = 5.0
+    retention: float = 3600.0
+
+
 @dataclass
 class Config:
     """A loaded config file: typed blocks, profiles, and the module sections each coordinator builds from."""
@@ -376,6 +386,7 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     zookeeper: ZookeeperConfig = field(default_factory=ZookeeperConfig)
     history: HistoryConfig | None = None
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     httpserver: dict[str, HttpListenerConfig] = field(default_factory=dict)
     tls: dict[str, TLSProfile] = field(default_factory=dict)
     sasl: dict[str, SASLProfile] = field(default_factory=dict)
@@ -447,6 +458,7 @@ def parse_config(doc: Mapping[str, Any], file: str, environ: Mapping[str, str] |
                               named["client-profile"].items()}
     config.zookeeper = _zookeeper(config.blocks.get("zookeeper"), config)
     config.history = _history(config.blocks.get("history"))
+    config.dashboard = _dashboard(config.blocks.get("dashboard"))
     config.http_auth = {name: _http_auth(section) for name, section in named["http-auth"].items()}
     config.httpserver = {name: _listener(section, config) for name, section in named["httpserver"].items()}
     if not config.httpserver:
@@ -666,6 +678,19 @@ def _history(section: Section | None) -> HistoryConfig | None:
         return None
     section.check_keys(HISTORY_KEYS)
     return HistoryConfig(dir=section.get_str("dir"), roll_interval=section.get_int("roll-interval", 3600, minimum=1))
+
+
+def _dashboard(section: Section | None) -> DashboardConfig:
+    if section is None:
+        return DashboardConfig()
+    section.check_keys(DASHBOARD_KEYS)
+    interval = section.get_float("sample-interval", DashboardConfig.sample_interval)
+    retention = section.get_float("retention", DashboardConfig.retention)
+    if interval < 1:
+        raise section.error("sample-interval", f"must be at least 1 second, got {interval}")
+    if retention < interval:
+        raise section.error("retention", f"must be at least the sample interval ({interval} s), got {retention}")
+    return DashboardConfig(interval, retention)
 
 
 def valid_listen_address(address: str) -> bool:

@@ -34,7 +34,7 @@ class HttpServerCoordinator:
         register_process_metrics(ctx.registry)
         self._runners: list[web.AppRunner] = []
         # One history for the dashboard, shared by every listener.
-        self.trends = GroupTrends(ctx)
+        self.trends = GroupTrends(ctx, ctx.config.dashboard.sample_interval, ctx.config.dashboard.retention)
         # Bound (host, port) of each listener once started; port 0 in the config becomes the real port here.
         self.addresses: dict[str, list[tuple[str, int]]] = {}
 

@@ -247,6 +247,9 @@ def error_of(doc: dict, file: str = "burrowpy.yaml", environ: dict | None = None
         ({"iam": {"msk": {}}}, "iam.msk.region", "is required"),
         ({"history": {}}, "history.dir", "is required"),
         ({"history": {"dir": "h", "roll-interval": 0}}, "history.roll-interval", "at least 1"),
+        ({"dashboard": {"sample-interval": 0.5}}, "dashboard.sample-interval", "at least 1 second"),
+        ({"dashboard": {"sample-interval": 60, "retention": 30}}, "dashboard.retention", "at least the sample"),
+        ({"dashboard": {"samples": 3}}, "dashboard.samples", "unknown key"),
         ({"httpserver": {"api": {}}}, "httpserver.api.address", "is required"),
         ({"httpserver": {"api": {"address": "localhost"}}}, "httpserver.api.address", "not host:port"),
         (
@@ -482,6 +485,7 @@ def test_sample_config_documents_every_key_of_every_module_class():
         "logging": set(config_module.LOGGING_KEYS),
         "zookeeper": set(config_module.ZOOKEEPER_KEYS),
         "history": set(config_module.HISTORY_KEYS),
+        "dashboard": set(config_module.DASHBOARD_KEYS),
         "client-profile": set(config_module.CLIENT_PROFILE_KEYS),
         "tls": set(config_module.TLS_KEYS),
         "sasl": set(config_module.SASL_KEYS),

@@ -179,3 +179,19 @@ async def test_sampler_runs_on_its_timer_until_stopped(ctx):  # noqa: F811
     finally:
         await trends.stop()
     assert trends._task is None
+
+
+def test_the_sample_interval_and_retention_come_from_the_config():
+    import structlog
+
+    from burrowpy.config import parse_config
+    from burrowpy.context import ApplicationContext
+    from burrowpy.httpserver import HttpServerCoordinator
+
+    doc = {"dashboard": {"sample-interval": 30, "retention": 7200}, "httpserver": {"a": {"address": "127.0.0.1:0"}}}
+    server = HttpServerCoordinator(ApplicationContext(config=parse_config(doc, "b.yaml", {}),
+                                                      logger=structlog.get_logger()))
+    assert (server.trends.interval, server.trends.retention) == (30, 7200)
+    default = HttpServerCoordinator(ApplicationContext(config=parse_config({}, "b.yaml", {}),
+                                                       logger=structlog.get_logger()))
+    assert (default.trends.interval, default.trends.retention) == (5, 3600)
