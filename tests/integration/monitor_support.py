@@ -115,16 +115,29 @@ class KafkaPythonCommitter:
         self.topic = topic
         self.partitions = partitions
         self.client_id = f"{group}-kafka-python"
-        # Fresh metadata every second: a topic just created on a KRaft cluster can be missing from the first
-        # answer, and with kafka-python's default (5 minutes) the group would be assigned nothing until then.
-        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=self.client_id,
-                                      enable_auto_commit=False, auto_offset_reset="latest", metadata_max_age_ms=1000)
+        self._settings = {"bootstrap_servers": bootstrap, "group_id": group, "client_id": self.client_id,
+                          "enable_auto_commit": False, "auto_offset_reset": "latest",
+                          # Fresh metadata every second: a topic just created on a KRaft cluster can be missing
+                          # from the first answer, and with kafka-python's default (5 minutes) the group would be
+                          # assigned nothing until then.
+                          "metadata_max_age_ms": 1000}
+        self.consumer = KafkaConsumer(topic, **self._settings)
 
     def wait_assigned(self) -> None:
         def assigned() -> bool:
             self.consumer.poll(100)
             return len(self.consumer.assignment()) == self.partitions
-        wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned every partition")
+        # On a busy machine a kafka-python member of a new group on Kafka 4.4 has been seen to stay without an
+        # assignment for minutes: after 30 s it leaves and joins again as a new consumer, as an application would.
+        for attempt in range(3):
+            try:
+                wait_until(assigned, 30, interval=0, message=f"{self.client_id} to be assigned every partition")
+                return
+            except AssertionError:
+                if attempt == 2:
+                    raise
+                self.consumer.close()
+                self.consumer = KafkaConsumer(self.topic, **self._settings)
 
     def commit(self, offsets: dict[int, int]) -> None:
         self.consumer.commit({PythonPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
