@@ -172,12 +172,10 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     if total == 0:
         return result  # never committed: nothing to judge, and not complete at all
 
-    if offsets.__class__ is CommitWindow:  # storage's packed window: read columns, build two objects
+    slots = window = None
+    if offsets.__class__ is CommitWindow:  # storage's packed window: two objects, columns only if needed
         first = total - offsets.stored
         slots = offsets.slots
-        # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
-        columns = _new_tuple(CommitColumns, (slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
-                                             slots[1], slots[len(slots) - COMMIT_STRIDE + 1]))
         result.start = unpack_commit(slots, 0)
         result.end = unpack_commit(slots, len(slots) - COMMIT_STRIDE)
     else:
@@ -194,11 +192,17 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
             if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise
                 window = [_as_offset(item) for item in window if item is not None]
                 break
-        columns = columns_of(window)
         result.start = window[0]
         result.end = window[-1]
     result.complete = (total - first) / total if first else 1.0
-    if result.complete >= minimum_complete:
+    # A caught-up partition is OK whatever its window holds (the rules' first one): no columns to build.
+    if result.complete >= minimum_complete and current_lag > allowed_lag:
+        if slots is not None:
+            # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
+            columns = _new_tuple(CommitColumns, (slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
+                                                 slots[1], slots[len(slots) - COMMIT_STRIDE + 1]))
+        else:
+            columns = columns_of(window)
         result.status = partition_status(columns, broker_offsets, current_lag, int(now), allowed_lag)
     return result
 
