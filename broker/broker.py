@@ -113,7 +113,9 @@ class Broker:
         self.api_versions = dict(ADVERTISED_VERSIONS)
         self.logs: LogManager | None = None
         self.groups: Any = None
-        self.server: KafkaServer | None = None
+        self.server: KafkaServer | None = None  # the first listener's
+        self.servers: list[KafkaServer] = []
+        self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None
         self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster
         self.replica_manager: Any = None  # the cluster's ReplicaManager
@@ -150,9 +152,18 @@ class Broker:
             self.cluster = ClusterNode(self, cluster_config)
             self.replica_manager = self.cluster.replicas
             self.topic_admin = ClusterTopicAdmin(self.cluster)
-        self.server = KafkaServer(self, self.config.host, self.config.port,
-                                  self.config["socket.request.max.bytes"])
-        await self.server.start()
+        for listener in self.config.listeners or [None]:
+            server = KafkaServer(self, listener.host if listener else self.config.host,
+                                 listener.port if listener else self.config.port,
+                                 self.config["socket.request.max.bytes"],
+                                 ssl_context=self.config.ssl_contexts.get(listener.name) if listener else None,
+                                 listener=listener.name if listener else "PLAINTEXT")
+            self.servers.append(server)
+            await server.start()
+            if listener is not None:
+                # A listener on port 0 (tests) is advertised with the port it got.
+                self.endpoints[listener.name] = (listener.advertised_host, listener.advertised_port or server.port)
+        self.server = self.servers[0]
         if self.config.port == 0:
             self.port = self.server.port
         if self.cluster is not None:
@@ -180,8 +191,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self.server is not None:
-            await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.logs is not None:
@@ -302,10 +313,13 @@ class Broker:
 
     # --- cluster view: the replicated metadata in a cluster, this node alone otherwise -------------------------
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """The live brokers' addresses, on ``listener`` when given (a client is told those of the listener it
+        connected to)."""
         if self.cluster is not None:
             return self.cluster.live_brokers()
-        return [(self.node_id, self.host, self.port, self.config["rack"] or None)]
+        host, port = self.endpoints.get(listener, (self.host, self.port)) if listener else (self.host, self.port)
+        return [(self.node_id, host, port, self.config["rack"] or None)]
 
     def controller_id(self) -> int:
         if self.cluster is not None:

@@ -15,6 +15,8 @@ from typing import Any
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
+from broker.security.listeners import SASL_PLAINTEXT, SASL_SSL, Listener, ListenerError, parse_listeners
+from broker.security.tls import TlsConfigError, listener_lookup, server_context
 from burrowpy.config import ConfigError, Section, load_document
 
 # name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
@@ -74,8 +76,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "replica.lag.time.max.ms": ("int", 30000),
 }
 
-# Kafka broker configs about TLS, SASL and authorization: refused while this broker cannot honour them.
-SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "authorizer.", "super.users", "security.",
+# Kafka broker configs about SASL and authorization: refused while this broker cannot honour them.
+SECURITY_PREFIXES = ("sasl.", "listener.name.", "authorizer.", "super.users", "security.",
                      "principal.builder", "allow.everyone.if.no.acl.found", "delegation.token.",
                      "connections.max.reauth.ms", "early.start.listeners")
 
@@ -114,6 +116,31 @@ TOPIC_DEFAULTS = {
 }
 
 
+# Listener and TLS settings this broker reads (broker/security); every other ssl.* config of Kafka tunes
+# Java's TLS machinery and is accepted with the start-up warning about configs without effect here.
+_HONOURED_KEYS = frozenset({
+    "listener.security.protocol.map", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
+    "ssl.enabled.protocols", "ssl.cipher.suites",
+})
+_UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
+
+
+def _honoured(key: str) -> bool:
+    if key.startswith("listener.name."):
+        key = key[len("listener.name."):].partition(".")[2]
+    return key in _HONOURED_KEYS
+
+
+def is_tls_key(key: str) -> bool:
+    """A broker-wide ssl.* config of Kafka, or one for a single listener (listener.name.<l>.ssl.*)."""
+    if key.startswith("listener.name."):
+        _, _, rest = key[len("listener.name."):].partition(".")
+        return rest.startswith("ssl.") and rest in KAFKA_BROKER_CONFIGS
+    return key.startswith("ssl.") and key in KAFKA_BROKER_CONFIGS
+
+
 def parse_hostport(text: str, section: Section, key: str) -> tuple[str, int]:
     text = text.split("://", 1)[-1]
     host, sep, port = text.rpartition(":")
@@ -137,6 +164,8 @@ class BrokerConfig:
     # Kafka broker configs the file set that burrowpy has no use for (Kafka's threads, buffers, quotas, ...):
     # accepted so that a server.properties works unchanged, and named in a warning at start-up
     inert: dict[str, Any] = field(default_factory=dict)
+    listeners: list[Listener] = field(default_factory=list)  # the first one is `host`/`port` above
+    ssl_contexts: dict[str, Any] = field(default_factory=dict)  # listener name -> ssl.SSLContext
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -156,11 +185,13 @@ class BrokerConfig:
         raw.update(overrides or {})
         section = Section(file, "broker", raw)
         for key in raw:
+            if is_tls_key(key):
+                continue
             if key not in BROKER_KEYS and key not in KAFKA_BROKER_CONFIGS:
                 raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
                                          "burrowpy's own (config/broker.yaml lists those)")
             if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS:
-                raise section.error(key, "TLS, SASL and ACLs are not available in this broker yet; refusing the "
+                raise section.error(key, "SASL and ACLs are not available in this broker yet; refusing the "
                                          "setting rather than running without the security it asks for")
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
@@ -184,21 +215,41 @@ class BrokerConfig:
                 parse_configs({topic_key: settings[broker_key]})
             except KafkaError as exc:
                 raise section.error(broker_key, exc.message) from None
-        host, port = parse_hostport(settings["listeners"], section, "listeners")
-        advertised = settings["advertised.listeners"] or settings["listeners"]
-        adv_host, adv_port = parse_hostport(advertised, section, "advertised.listeners")
-        if adv_host in ("0.0.0.0", "::", ""):
-            adv_host = "127.0.0.1"
+        try:
+            listeners = parse_listeners(settings["listeners"], settings["advertised.listeners"],
+                                        str(raw.get("listener.security.protocol.map") or ""))
+        except ListenerError as exc:
+            raise section.error(exc.key, str(exc)) from None
+        ssl_contexts = {}
+        for listener in listeners:
+            if listener.protocol in (SASL_PLAINTEXT, SASL_SSL):
+                raise section.error("listeners", f"listener {listener.name} is {listener.protocol}: SASL is not "
+                                                 f"available in this broker yet (PLAINTEXT and SSL are)")
+            if listener.uses_tls:
+                try:
+                    ssl_contexts[listener.name] = server_context(listener_lookup(listener.name, raw))
+                except TlsConfigError as exc:
+                    raise section.error(exc.key, str(exc)) from None
+        for key in raw:
+            if key.endswith(_UNUSABLE_TLS_KEYS):
+                raise section.error(key, "names a Java class this broker cannot load")
+        main = listeners[0]
         data = Path(settings["data.dir"])
         cluster_section = None
         if cluster_block is not None:
             if not isinstance(cluster_block, dict):
                 raise ConfigError(file, "cluster", "expected a mapping")
             cluster_section = Section(file, "cluster", cluster_block)
-        return cls(node_id=settings["node.id"], host=host, port=port, advertised_host=adv_host,
-                   advertised_port=adv_port, data_dir=data, cluster_id=settings["cluster.id"],
+            if len(listeners) > 1 or main.uses_tls:
+                raise section.error("listeners", "a cluster node serves one PLAINTEXT listener for now (its "
+                                                 "replication and metadata carry one address per node)")
+        return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
+                   advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
-                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS})
+                   # TLS settings without an SSL listener to use them are named in that warning too
+                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS
+                          and not (_honoured(key) and (ssl_contexts or not is_tls_key(key)))},
+                   listeners=listeners, ssl_contexts=ssl_contexts)
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import ssl
 import struct
 from typing import TYPE_CHECKING
 
@@ -40,17 +41,23 @@ _SIZE = struct.Struct(">i")
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int) -> None:
+    """One listener: plain TCP, or TLS with the listener's context (``ssl_context``)."""
+
+    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int, *,
+                 ssl_context: ssl.SSLContext | None = None, listener: str = "PLAINTEXT") -> None:
         self.broker = broker
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.ssl_context = ssl_context
+        self.listener = listener
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+                                                  reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
+                                                  ssl_handshake_timeout=10.0 if self.ssl_context else None)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -125,7 +132,7 @@ class KafkaServer:
             return False
         handle = HANDLERS[header.api_key]
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, client_host)
+                             header.client_id, client_host, self.listener)
         try:
             result = await handle(ctx, body)
         except Exception:
@@ -146,8 +153,15 @@ class KafkaServer:
 
 async def _send(writer: asyncio.StreamWriter, chunks: list) -> None:
     """Write a response's chunks in order; records left in log files go from the file to the socket with
-    ``sendfile`` (asyncio copies through memory instead where the transport cannot, e.g. TLS)."""
+    ``sendfile``, except on TLS connections, where they have to be encrypted on their way: read in there."""
     regions = [index for index, chunk in enumerate(chunks) if type(chunk) is FileRegion]
+    if regions and writer.get_extra_info("ssl_object") is not None:
+        for index in regions:
+            region = chunks[index]
+            chunks[index] = region.read()
+            if len(chunks[index]) != len(region):
+                raise ConnectionError(f"log data shrank while being read ({len(chunks[index])} of {len(region)} bytes)")
+        regions = []
     if not regions:
         writer.writelines(chunks)
         await writer.drain()

@@ -21,7 +21,7 @@ async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str
 
 def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
     return [{id_field: node_id, "host": host, "port": port, "rack": rack}
-            for node_id, host, port, rack in ctx.broker.live_brokers()]
+            for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
 
 
 def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     partition = _coordinator(ctx).partition_for(key)
     leader = ctx.broker.partition_leader(OFFSETS_TOPIC, partition)[0]
-    for node_id, host, port, _rack in ctx.broker.live_brokers():
+    for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
         if node_id == leader:
             return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
                     "error_message": ""}

@@ -23,6 +23,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    listener: str = "PLAINTEXT"  # the listener the request came in on: Metadata answers with its addresses
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

@@ -91,8 +91,9 @@ class BrokerProcess:
 
             config = self.data_dir.parent / f"broker-{self.node_id}.yaml"
             config.write_text(yaml.safe_dump(self.extra_config))
-        cmd = [BURROWPY, "broker", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
-               "--node-id", str(self.node_id)]
+        cmd = [BURROWPY, "broker", "--data-dir", str(self.data_dir), "--node-id", str(self.node_id)]
+        if not (self.extra_config and "listeners" in self.extra_config):
+            cmd += ["--listen", self.bootstrap]  # else the config's listeners, ``port`` being a PLAINTEXT one
         if config:
             cmd += ["--config", str(config)]
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed when the process is reaped)

@@ -58,7 +58,7 @@ class StaticClusterBroker(Broker):
         await self.replica_manager.stop()
         await super().stop()
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [(node_id, "127.0.0.1", port, None) for node_id, port in sorted(self.peers.items())]
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:

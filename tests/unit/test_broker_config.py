@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from broker.config import TOPIC_DEFAULTS, BrokerConfig
@@ -44,9 +46,25 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
 
 @pytest.mark.parametrize(("text", "reason"), [
     ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
-    ("ssl.keystore.location: /etc/kafka/keystore.pem\n", "TLS, SASL and ACLs are not available"),
-    ("sasl.enabled.mechanisms: PLAIN\n", "TLS, SASL and ACLs are not available"),
+    ("sasl.enabled.mechanisms: PLAIN\n", "SASL and ACLs are not available"),
+    ("listeners: SASL_SSL://127.0.0.1:0\n", "SASL is not available in this broker yet"),
+    ("listeners: SSL://127.0.0.1:0\n", "ssl.keystore.location: an SSL listener needs the broker's key"),
+    ("listeners: SSL://127.0.0.1:0\nssl.keystore.type: PEM\nssl.keystore.location: /nope.pem\n",
+     "ssl.keystore.location: cannot load the broker's key and certificate"),
+    ("listeners: SSL://127.0.0.1:0\nssl.keystore.type: JKS\nssl.keystore.location: /k.jks\n",
+     "ssl.keystore.type: JKS keystores are Java's own format"),
+    ("listeners: INTERNAL://127.0.0.1:0\n", "listener INTERNAL has no security protocol"),
+    ("listeners: PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2\n", "listener PLAINTEXT is named twice"),
+    ("listeners: PLAINTEXT://127.0.0.1:0\nadvertised.listeners: SSL://h:1\n",
+     "listener SSL is advertised but not in listeners"),
+    ("listener.security.protocol.map: A:FOO\n", "is not NAME:PROTOCOL"),
+    ("ssl.engine.factory.class: com.example.Engine\n", "names a Java class this broker cannot load"),
 ])
 def test_unknown_and_security_keys_are_refused(tmp_path, text, reason):
-    with pytest.raises(ConfigError, match=reason):
+    with pytest.raises(ConfigError, match=re.escape(reason)):
         load(tmp_path, text)
+
+
+def test_tls_settings_without_an_ssl_listener_are_named_among_those_without_effect(tmp_path):
+    config = load(tmp_path, "ssl.keystore.location: /etc/kafka/keystore.pem\n")
+    assert config.inert == {"ssl.keystore.location": "/etc/kafka/keystore.pem"}

@@ -1,0 +1,179 @@
+"""TLS for SSL listeners from Kafka's ``ssl.*`` settings, as a ``server.properties`` has them.
+
+Each setting may be given for one listener as ``listener.name.<listener, lower case>.ssl.<...>``, which
+wins over the broker-wide ``ssl.<...>`` (Kafka's rule). What is read:
+
+- the broker's key and certificate chain: ``ssl.keystore.type`` PEM with ``ssl.keystore.location`` (one
+  file holding the private key and the chain) or the inline ``ssl.keystore.key`` and
+  ``ssl.keystore.certificate.chain``; or PKCS12 with ``ssl.keystore.location`` and
+  ``ssl.keystore.password``; ``ssl.key.password`` decrypts an encrypted key. JKS (Java's own format) is
+  refused with the command that converts it;
+- the certificates client certificates are checked against: ``ssl.truststore.type`` PEM with
+  ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``, or PKCS12;
+- ``ssl.client.auth``: ``required`` (a client without a trusted certificate cannot connect),
+  ``requested`` (checked when sent) or ``none``;
+- ``ssl.enabled.protocols`` (TLSv1.2, TLSv1.3) and ``ssl.cipher.suites`` (OpenSSL names).
+
+Problems are :class:`TlsConfigError` naming the setting, raised when the broker starts, never at the first
+client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator
+
+_PROTOCOL_VERSIONS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+class TlsConfigError(ValueError):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def listener_lookup(listener: str, settings: dict[str, object]) -> Callable[[str], tuple[str, str | None]]:
+    """``key -> (the name it was found under, value)``: the listener's own setting first, then the broker's."""
+    prefix = f"listener.name.{listener.lower()}."
+
+    def lookup(key: str) -> tuple[str, str | None]:
+        for name in (prefix + key, key):
+            value = settings.get(name)
+            if value not in (None, ""):
+                return name, str(value)
+        return key, None
+
+    return lookup
+
+
+@contextlib.contextmanager
+def _pem_file(text: str) -> Iterator[str]:
+    """Inline PEM as a private temporary file, for OpenSSL's file-based loaders; removed after loading."""
+    fd, path = tempfile.mkstemp(suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def _pkcs12(location: str, password: str | None, key: str) -> tuple[bytes, bytes, list[bytes]]:
+    """(key PEM, certificate PEM, CA certificate PEMs) of a PKCS12 file."""
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        pkcs12,
+    )
+
+    try:
+        with open(location, "rb") as handle:
+            private_key, certificate, extra = pkcs12.load_key_and_certificates(
+                handle.read(), password.encode() if password else None)
+    except (OSError, ValueError) as exc:
+        raise TlsConfigError(key, f"cannot read the PKCS12 store {location}: {exc}") from None
+    key_pem = private_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) if private_key else b""
+    cert_pem = certificate.public_bytes(Encoding.PEM) if certificate else b""
+    return key_pem, cert_pem, [c.public_bytes(Encoding.PEM) for c in extra or []]
+
+
+def server_context(lookup: Callable[[str], tuple[str, str | None]]) -> ssl.SSLContext:
+    """The SSLContext of one listener; TlsConfigError names the setting that is wrong or missing."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _load_keystore(context, lookup)
+    _load_truststore(context, lookup)
+    name, client_auth = lookup("ssl.client.auth")
+    mode = _CLIENT_AUTH.get((client_auth or "none").lower())
+    if mode is None:
+        raise TlsConfigError(name, f"is {client_auth!r}; one of required, requested, none")
+    if mode != ssl.CERT_NONE and not _has_truststore(lookup):
+        raise TlsConfigError("ssl.truststore.location",
+                             f"ssl.client.auth={client_auth} needs a truststore to check client certificates against")
+    context.verify_mode = mode
+    name, protocols = lookup("ssl.enabled.protocols")
+    versions = []
+    for protocol in (protocols or "TLSv1.2,TLSv1.3").split(","):
+        version = _PROTOCOL_VERSIONS.get(protocol.strip().upper())
+        if version is None:
+            raise TlsConfigError(name, f"{protocol.strip()!r} is not a protocol this broker serves (TLSv1.2, TLSv1.3)")
+        versions.append(version)
+    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    name, ciphers = lookup("ssl.cipher.suites")
+    if ciphers:
+        try:
+            context.set_ciphers(":".join(c.strip() for c in ciphers.split(",")))
+        except ssl.SSLError:
+            raise TlsConfigError(name, f"{ciphers!r}: no cipher OpenSSL knows by these names (give OpenSSL "
+                                       f"names, e.g. ECDHE-RSA-AES128-GCM-SHA256)") from None
+    return context
+
+
+def _load_keystore(context: ssl.SSLContext, lookup: Callable[[str], tuple[str, str | None]]) -> None:
+    type_key, store_type = lookup("ssl.keystore.type")
+    location_key, location = lookup("ssl.keystore.location")
+    chain_key, chain = lookup("ssl.keystore.certificate.chain")
+    key_key, inline_key = lookup("ssl.keystore.key")
+    _, key_password = lookup("ssl.key.password")
+    if not location and not (chain and inline_key):
+        raise TlsConfigError(location_key, "an SSL listener needs the broker's key and certificate: "
+                                           "ssl.keystore.location, or ssl.keystore.key and "
+                                           f"ssl.keystore.certificate.chain ({chain_key}, {key_key})")
+    store_type = (store_type or ("PEM" if chain or inline_key else "JKS")).upper()
+    try:
+        if store_type == "PEM":
+            if location:
+                context.load_cert_chain(location, password=key_password)
+            else:
+                with _pem_file(chain) as chain_path, _pem_file(inline_key) as key_path:
+                    context.load_cert_chain(chain_path, key_path, password=key_password)
+        elif store_type == "PKCS12":
+            if not location:
+                raise TlsConfigError(location_key, "a PKCS12 keystore needs its location")
+            _, store_password = lookup("ssl.keystore.password")
+            key_pem, cert_pem, extra = _pkcs12(location, store_password, location_key)
+            with _pem_file((cert_pem + b"".join(extra)).decode()) as chain_path, \
+                    _pem_file(key_pem.decode()) as key_path:
+                context.load_cert_chain(chain_path, key_path)
+        elif store_type == "JKS":
+            raise TlsConfigError(type_key, "JKS keystores are Java's own format; use PEM or PKCS12 (keytool "
+                                           "-importkeystore -deststoretype PKCS12 converts one)")
+        else:
+            raise TlsConfigError(type_key, f"{store_type!r} is not a keystore type (PEM, PKCS12)")
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(location_key if location else chain_key,
+                             f"cannot load the broker's key and certificate: {exc}") from None
+
+
+def _has_truststore(lookup: Callable[[str], tuple[str, str | None]]) -> bool:
+    return bool(lookup("ssl.truststore.location")[1] or lookup("ssl.truststore.certificates")[1])
+
+
+def _load_truststore(context: ssl.SSLContext, lookup: Callable[[str], tuple[str, str | None]]) -> None:
+    type_key, store_type = lookup("ssl.truststore.type")
+    location_key, location = lookup("ssl.truststore.location")
+    inline_key, inline = lookup("ssl.truststore.certificates")
+    if not location and not inline:
+        return
+    store_type = (store_type or ("PEM" if inline else "JKS")).upper()
+    try:
+        if store_type == "PEM":
+            if location:
+                context.load_verify_locations(cafile=location)
+            else:
+                context.load_verify_locations(cadata=inline)
+        elif store_type == "PKCS12":
+            _, password = lookup("ssl.truststore.password")
+            _, cert_pem, extra = _pkcs12(location or "", password, location_key)
+            context.load_verify_locations(cadata=(cert_pem + b"".join(extra)).decode())
+        elif store_type == "JKS":
+            raise TlsConfigError(type_key, "JKS truststores are Java's own format; use PEM or PKCS12")
+        else:
+            raise TlsConfigError(type_key, f"{store_type!r} is not a truststore type (PEM, PKCS12)")
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(location_key if location else inline_key,
+                             f"cannot load the trusted certificates: {exc}") from None

@@ -1,0 +1,182 @@
+"""The broker's listeners and TLS, configured as in a Kafka server.properties: a PLAINTEXT and an SSL listener
+at once, PEM stores, client certificates requested or required. Real clients over TLS: confluent-kafka
+(librdkafka), kcat, kafka-python and Kafka's own console tools (the Java client). Each listener tells its
+clients the brokers' addresses on that same listener; garbage on the TLS port costs that connection only."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from harness import BrokerProcess, free_port, wait_until
+from kafka_harness import java_peer
+from tls_certs import CertificateAuthority
+
+pytestmark = pytest.mark.integration
+
+
+class TlsBroker:
+    def __init__(self, process: BrokerProcess, ssl_port: int, ca: CertificateAuthority, client_store: Path,
+                 client_key: Path, client_cert: Path) -> None:
+        self.process = process
+        self.ssl_port = ssl_port
+        self.ca = ca
+        self.client_store, self.client_key, self.client_cert = client_store, client_key, client_cert
+
+    @property
+    def plaintext(self) -> str:
+        return self.process.bootstrap
+
+    @property
+    def tls(self) -> str:
+        return f"127.0.0.1:{self.ssl_port}"
+
+    def librdkafka(self, certificate: bool = False) -> dict[str, str]:
+        settings = {"bootstrap.servers": self.tls, "security.protocol": "ssl", "ssl.ca.location": str(self.ca.path)}
+        if certificate:
+            settings |= {"ssl.certificate.location": str(self.client_cert), "ssl.key.location": str(self.client_key)}
+        return settings
+
+
+def start_broker(directory: Path, client_auth: str) -> TlsBroker:
+    ca = CertificateAuthority(directory / "certs")
+    server = ca.issue("broker")
+    client = ca.issue("client", client=True)
+    plain_port, ssl_port = free_port(), free_port()
+    process = BrokerProcess(directory / "data", port=plain_port, extra_config={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
+        "ssl.client.auth": client_auth, "group.initial.rebalance.delay.ms": 0,
+    })
+    process.start()
+    return TlsBroker(process, ssl_port, ca, client.store, client.key, client.certificate)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[TlsBroker]:
+    running = start_broker(tmp_path_factory.mktemp("tls"), "requested")
+    yield running
+    running.process.stop()
+
+
+def new_topic(settings: dict[str, str], partitions: int = 1) -> str:
+    name = f"tls-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(settings)  # kept alive until its answer came
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+    return name
+
+
+def consume(settings: dict[str, str], topic: str, count: int, group: str) -> list[bytes]:
+    consumer = Consumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+
+        def all_read() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            return len(values) >= count
+        wait_until(all_read, 60, interval=0, message=f"{count} records of {topic}")
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, 0)], 30)
+        assert committed[0].offset == count
+        return values
+    finally:
+        consumer.close()
+
+
+def test_librdkafka_produces_consumes_and_commits_over_tls(broker):
+    settings = broker.librdkafka()
+    topic = new_topic(settings)
+    producer = Producer(settings)
+    for number in range(20):
+        producer.produce(topic, b"secret %d" % number)
+    assert producer.flush(30) == 0
+    assert consume(settings, topic, 20, f"{topic}-group") == [b"secret %d" % n for n in range(20)]
+
+
+def test_each_listener_advertises_its_own_addresses(broker):
+    over_tls = AdminClient(broker.librdkafka()).list_topics(timeout=30)
+    over_plaintext = AdminClient({"bootstrap.servers": broker.plaintext}).list_topics(timeout=30)
+    assert [(b.host, b.port) for b in over_tls.brokers.values()] == [("127.0.0.1", broker.ssl_port)]
+    assert [(b.host, b.port) for b in over_plaintext.brokers.values()] == [("127.0.0.1", broker.process.port)]
+
+
+def test_the_tls_listener_speaks_only_tls(broker):
+    # A plaintext Kafka request to the TLS port is not a handshake: that connection is closed...
+    with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=10) as raw:
+        raw.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")  # ApiVersions v0
+        answer = b""
+        try:
+            while chunk := raw.recv(4096):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+        assert answer == b"" or answer[0] == 0x15, answer  # closed, perhaps after a TLS alert record
+    # ... and a client that does not trust the broker's certificate cannot connect.
+    untrusting = ssl.create_default_context()
+    with pytest.raises(ssl.SSLCertVerificationError), socket.create_connection(("127.0.0.1", broker.ssl_port),
+                                                                              timeout=10) as raw:
+        untrusting.wrap_socket(raw, server_hostname="127.0.0.1")
+    # The broker serves everyone else as before.
+    AdminClient(broker.librdkafka()).list_topics(timeout=30)
+
+
+def test_kcat_and_kafka_python_over_tls(broker):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    settings = broker.librdkafka()
+    topic = new_topic(settings)
+    tls = ["-b", broker.tls, "-X", "security.protocol=ssl", "-X", f"ssl.ca.location={broker.ca.path}"]
+    subprocess.run(["kcat", *tls, "-P", "-t", topic, "-p", "0"], input=b"one\ntwo\n", check=True, timeout=60)
+    producer = KafkaProducer(bootstrap_servers=broker.tls, security_protocol="SSL", ssl_cafile=str(broker.ca.path))
+    producer.send(topic, b"three").get(30)
+    producer.close()
+    read = subprocess.run(["kcat", *tls, "-C", "-t", topic, "-o", "beginning", "-e", "-q"], check=True,
+                          capture_output=True, timeout=60).stdout.split()
+    assert read == [b"one", b"two", b"three"]
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.tls, security_protocol="SSL",
+                             ssl_cafile=str(broker.ca.path), auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    assert [message.value for message in consumer][:3] == [b"one", b"two", b"three"]
+    consumer.close()
+
+
+def test_kafkas_console_tools_over_tls(broker, tmp_path):
+    """The Java client, through Kafka's console producer and consumer, with a PEM truststore."""
+    topic = new_topic(broker.librdkafka())
+    client = tmp_path / "client.properties"
+    client.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={broker.ca.path}\n")
+    java_peer("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", broker.tls, "--topic", topic,
+              "--command-config", str(client), input="alpha\nbeta\n")
+    consumed = java_peer("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", broker.tls,
+                         "--topic", topic, "--from-beginning", "--max-messages", "2", "--command-config", str(client),
+                         "--timeout-ms", "60000")
+    assert consumed.stdout.split() == ["alpha", "beta"]
+
+
+def test_required_client_certificates(tmp_path):
+    running = start_broker(tmp_path, "required")
+    try:
+        with_certificate = running.librdkafka(certificate=True)
+        topic = new_topic(with_certificate)
+        producer = Producer(with_certificate)
+        producer.produce(topic, b"signed")
+        assert producer.flush(30) == 0
+        without = AdminClient({**running.librdkafka(), "socket.timeout.ms": 3000})
+        with pytest.raises(KafkaException):
+            without.list_topics(timeout=5)
+        # PLAINTEXT stays a separate listener with no client certificate involved.
+        assert topic in AdminClient({"bootstrap.servers": running.plaintext}).list_topics(timeout=30).topics
+    finally:
+        running.process.stop()

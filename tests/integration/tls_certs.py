@@ -1,0 +1,74 @@
+"""Test certificates, made when a test runs (no private key is checked in): a CA, and server and client
+certificates it signs, written as PEM files the way Kafka's PEM stores take them."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass(frozen=True)
+class Issued:
+    key: Path  # the private key alone (PEM, unencrypted)
+    certificate: Path  # the certificate followed by the CA's (the chain)
+    store: Path  # key and chain in one file: a Kafka PEM keystore (ssl.keystore.location)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+class CertificateAuthority:
+    def __init__(self, directory: Path, name: str = "burrowpy test CA") -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        self._certificate = (
+            x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
+            .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self._key, hashes.SHA256()))
+        self.path = self.directory / "ca.pem"  # what a truststore holds
+        self.path.write_bytes(self.pem)
+
+    @property
+    def pem(self) -> bytes:
+        return self._certificate.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, common_name: str, *, client: bool = False) -> Issued:
+        """A certificate for 127.0.0.1/localhost (a server) or for a client, signed by this CA."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (
+            x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(self._certificate.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client
+                                                  else ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        if not client:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        certificate = builder.sign(self._key, hashes.SHA256())
+        chain = certificate.public_bytes(serialization.Encoding.PEM) + self.pem
+        paths = Issued(self.directory / f"{common_name}.key", self.directory / f"{common_name}.crt",
+                       self.directory / f"{common_name}.pem")
+        paths.key.write_bytes(_key_pem(key))
+        paths.certificate.write_bytes(chain)
+        paths.store.write_bytes(_key_pem(key) + chain)
+        for path in (paths.key, paths.store):
+            path.chmod(0o600)
+        return paths
