@@ -157,7 +157,8 @@ class Broker:
                                  listener.port if listener else self.config.port,
                                  self.config["socket.request.max.bytes"],
                                  ssl_context=self.config.ssl_contexts.get(listener.name) if listener else None,
-                                 listener=listener.name if listener else "PLAINTEXT")
+                                 listener=listener.name if listener else "PLAINTEXT",
+                                 sasl=self.config.sasl_settings.get(listener.name) if listener else None)
             self.servers.append(server)
             await server.start()
             if listener is not None:

@@ -16,6 +16,7 @@ from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
 from broker.security.listeners import SASL_PLAINTEXT, SASL_SSL, Listener, ListenerError, parse_listeners
+from broker.security.sasl import SaslConfigError, listener_sasl
 from broker.security.tls import TlsConfigError, listener_lookup, server_context
 from burrowpy.config import ConfigError, Section, load_document
 
@@ -130,7 +131,18 @@ _UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
 def _honoured(key: str) -> bool:
     if key.startswith("listener.name."):
         key = key[len("listener.name."):].partition(".")[2]
-    return key in _HONOURED_KEYS
+    return key in _HONOURED_KEYS or is_sasl_key(key) or key == "plain.sasl.jaas.config"
+
+
+def is_sasl_key(key: str) -> bool:
+    """The SASL settings this broker reads: the mechanisms (broker-wide or per listener) and a listener's PLAIN
+    JAAS line (listener.name.<l>.plain.sasl.jaas.config)."""
+    if key == "sasl.enabled.mechanisms":
+        return True
+    if key.startswith("listener.name."):
+        rest = key[len("listener.name."):].partition(".")[2]
+        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config")
+    return False
 
 
 def is_tls_key(key: str) -> bool:
@@ -166,6 +178,7 @@ class BrokerConfig:
     inert: dict[str, Any] = field(default_factory=dict)
     listeners: list[Listener] = field(default_factory=list)  # the first one is `host`/`port` above
     ssl_contexts: dict[str, Any] = field(default_factory=dict)  # listener name -> ssl.SSLContext
+    sasl_settings: dict[str, Any] = field(default_factory=dict)  # listener name -> security.sasl.SaslSettings
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -185,14 +198,15 @@ class BrokerConfig:
         raw.update(overrides or {})
         section = Section(file, "broker", raw)
         for key in raw:
-            if is_tls_key(key):
+            if is_tls_key(key) or is_sasl_key(key):
                 continue
             if key not in BROKER_KEYS and key not in KAFKA_BROKER_CONFIGS:
                 raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
                                          "burrowpy's own (config/broker.yaml lists those)")
             if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS:
-                raise section.error(key, "SASL and ACLs are not available in this broker yet; refusing the "
-                                         "setting rather than running without the security it asks for")
+                raise section.error(key, "this SASL or authorization setting is not available in this broker "
+                                         "yet (SASL PLAIN on its listeners is); refusing it rather than running "
+                                         "without the security it asks for")
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
@@ -221,10 +235,13 @@ class BrokerConfig:
         except ListenerError as exc:
             raise section.error(exc.key, str(exc)) from None
         ssl_contexts = {}
+        sasl_settings = {}
         for listener in listeners:
             if listener.protocol in (SASL_PLAINTEXT, SASL_SSL):
-                raise section.error("listeners", f"listener {listener.name} is {listener.protocol}: SASL is not "
-                                                 f"available in this broker yet (PLAINTEXT and SSL are)")
+                try:
+                    sasl_settings[listener.name] = listener_sasl(listener.name, listener_lookup(listener.name, raw))
+                except SaslConfigError as exc:
+                    raise section.error(exc.key, str(exc)) from None
             if listener.uses_tls:
                 try:
                     ssl_contexts[listener.name] = server_context(listener_lookup(listener.name, raw))
@@ -246,10 +263,11 @@ class BrokerConfig:
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
-                   # TLS settings without an SSL listener to use them are named in that warning too
-                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS
-                          and not (_honoured(key) and (ssl_contexts or not is_tls_key(key)))},
-                   listeners=listeners, ssl_contexts=ssl_contexts)
+                   # TLS and SASL settings without a listener to use them are named in that warning too
+                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS and not (
+                       _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
+                                           else True))},
+                   listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings)
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

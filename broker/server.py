@@ -16,10 +16,11 @@ import contextlib
 import os
 import ssl
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.errors import ErrorCode
 from broker.handlers import HANDLERS, RequestContext
 from broker.protocol.api import (
     ApiKey,
@@ -31,6 +32,7 @@ from broker.protocol.api import (
     encode_response_chunks,
 )
 from broker.protocol.types import FileRegion
+from broker.security.sasl import SaslSettings
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -38,19 +40,46 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.server")
 
 _SIZE = struct.Struct(">i")
+SASL_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
+# Kafka's sasl.server.max.receive.size: the largest frame a client may send before it has logged in.
+SASL_MAX_RECEIVE = 524288
+
+
+class _SaslSession:
+    """One connection's login on a SASL listener: the mechanism chosen, then the user."""
+
+    __slots__ = ("mechanism", "user", "bare_token")
+
+    def __init__(self) -> None:
+        self.mechanism: str | None = None
+        self.user: str | None = None
+        self.bare_token = False  # SaslHandshake v0: the token follows as a bare frame
+
+
+class _LastAnswer:
+    """An answer after which the connection is closed (a failed or out-of-order login)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: list) -> None:
+        self.chunks = chunks
 
 
 class KafkaServer:
     """One listener: plain TCP, or TLS with the listener's context (``ssl_context``)."""
 
     def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int, *,
-                 ssl_context: ssl.SSLContext | None = None, listener: str = "PLAINTEXT") -> None:
+                 ssl_context: ssl.SSLContext | None = None, listener: str = "PLAINTEXT",
+                 sasl: SaslSettings | None = None) -> None:
         self.broker = broker
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
         self.ssl_context = ssl_context
         self.listener = listener
+        self.sasl = sasl
+        # A SASL listener also serves the two SASL APIs (and nothing else before a client has logged in).
+        self.api_versions = broker.api_versions if sasl is None else {**broker.api_versions, **SASL_VERSIONS}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
@@ -94,21 +123,70 @@ class KafkaServer:
 
     async def _request_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                             client_host: str) -> None:
+        session = _SaslSession() if self.sasl is not None else None
         while True:
             size_bytes = await reader.readexactly(4)
             (size,) = _SIZE.unpack(size_bytes)
-            if size < 0 or size > self.max_request_bytes:
+            limit = self.max_request_bytes if session is None or session.user else SASL_MAX_RECEIVE
+            if size < 0 or size > limit:
                 log.warning("closing connection: request size out of bounds", client=client_host, size=size,
-                            limit=self.max_request_bytes)
+                            limit=limit)
                 return
             frame = await reader.readexactly(size)
-            response = await self._handle_frame(frame, client_host)
+            if session is not None and session.bare_token:
+                # After SaslHandshake v0 the token comes as a bare frame, and so does the (empty) answer.
+                if not self._log_in(session, frame, client_host):
+                    return
+                writer.write(_SIZE.pack(0))
+                await writer.drain()
+                continue
+            response = await self._handle_frame(frame, client_host, session)
             if response is False:
+                return
+            if isinstance(response, _LastAnswer):
+                await _send(writer, response.chunks)
                 return
             if response is not None:
                 await _send(writer, response)
 
-    async def _handle_frame(self, frame: bytes, client_host: str) -> list | None | bool:
+    def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bool:
+        user = self.sasl.check_plain(token)
+        session.bare_token = False
+        if user is None:
+            log.info("SASL authentication failed", client=client_host, listener=self.listener)
+            return False
+        session.user = user
+        return True
+
+    def _sasl(self, header: Any, body: dict[str, Any], session: _SaslSession,
+              client_host: str) -> list | _LastAnswer | bool:
+        """SaslHandshake and SaslAuthenticate on a SASL listener (Kafka's order: handshake, then the token)."""
+        version, correlation = header.api_version, header.correlation_id
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            mechanisms = list(self.sasl.mechanisms)
+            if session.user is not None or session.mechanism is not None:
+                return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, {
+                    "error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}))
+            if body["mechanism"] not in mechanisms:
+                return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, {
+                    "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}))
+            session.mechanism = body["mechanism"]
+            session.bare_token = version == 0
+            return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation,
+                                          {"error_code": 0, "mechanisms": mechanisms})
+        answer = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+        if session.user is not None or session.mechanism is None:
+            answer.update(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                          error_message="SaslAuthenticate comes once, after SaslHandshake")
+            return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
+        if not self._log_in(session, body["auth_bytes"], client_host):
+            answer.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                          error_message="Authentication failed: Invalid username or password")
+            return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
+        return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
+
+    async def _handle_frame(self, frame: bytes, client_host: str,
+                            session: _SaslSession | None = None) -> list | _LastAnswer | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
             header, body = decode_request(frame)
@@ -123,16 +201,22 @@ class KafkaServer:
         except DecodeError as exc:
             log.info("closing connection: request does not decode", client=client_host, error=str(exc))
             return False
-        supported = self.broker.api_versions.get(header.api_key)
+        supported = self.api_versions.get(header.api_key)
         if supported is None or not supported[0] <= header.api_version <= supported[1]:
             if header.api_key == ApiKey.API_VERSIONS:
                 return [self._api_versions_fallback(header.correlation_id)]
             log.info("closing connection: api version not advertised", client=client_host,
                      api_key=header.api_key, api_version=header.api_version)
             return False
+        if session is not None and header.api_key in SASL_VERSIONS:
+            return self._sasl(header, body, session, client_host)
+        if session is not None and session.user is None and header.api_key != ApiKey.API_VERSIONS:
+            log.info("closing connection: request before SASL authentication", client=client_host,
+                     api_key=header.api_key)
+            return False
         handle = HANDLERS[header.api_key]
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, client_host, self.listener)
+                             header.client_id, client_host, self.listener, self.api_versions)
         try:
             result = await handle(ctx, body)
         except Exception:

@@ -15,7 +15,7 @@ ZERO_UUID = bytes(16)
 @handler(ApiKey.API_VERSIONS)
 async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     keys = [{"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted(ctx.broker.api_versions.items())]
+            for key, (low, high) in sorted((ctx.api_versions or ctx.broker.api_versions).items())]
     return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
 
 

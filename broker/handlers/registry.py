@@ -24,6 +24,7 @@ class RequestContext:
     client_id: str | None
     client_host: str
     listener: str = "PLAINTEXT"  # the listener the request came in on: Metadata answers with its addresses
+    api_versions: dict[int, tuple[int, int]] | None = None  # what this listener serves, if not the broker's
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

@@ -26,14 +26,10 @@ import ssl
 import tempfile
 from collections.abc import Callable, Iterator
 
+from broker.security import SecurityConfigError as TlsConfigError
+
 _PROTOCOL_VERSIONS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
-
-
-class TlsConfigError(ValueError):
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 def listener_lookup(listener: str, settings: dict[str, object]) -> Callable[[str], tuple[str, str | None]]:

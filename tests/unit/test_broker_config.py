@@ -46,8 +46,20 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
 
 @pytest.mark.parametrize(("text", "reason"), [
     ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
-    ("sasl.enabled.mechanisms: PLAIN\n", "SASL and ACLs are not available"),
-    ("listeners: SASL_SSL://127.0.0.1:0\n", "SASL is not available in this broker yet"),
+    ("sasl.mechanism.inter.broker.protocol: PLAIN\n", "this SASL or authorization setting is not available"),
+    ("authorizer.class.name: x\n", "this SASL or authorization setting is not available"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\n",
+     "sasl.enabled.mechanisms: listener SASL_PLAINTEXT uses SASL: set the mechanisms it offers (PLAIN)"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: SCRAM-SHA-256\n",
+     "sasl.enabled.mechanisms: SCRAM-SHA-256: not available in this broker yet (PLAIN is)"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: PLAIN\n",
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: is required for PLAIN"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: PLAIN\n"
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'x.y.Module required;'\n",
+     "expected org.apache.kafka.common.security.plain.PlainLoginModule required"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: PLAIN\n"
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule"
+     " required username=\"a\" password=\"b\";'\n", "no user_<name>"),
     ("listeners: SSL://127.0.0.1:0\n", "ssl.keystore.location: an SSL listener needs the broker's key"),
     ("listeners: SSL://127.0.0.1:0\nssl.keystore.type: PEM\nssl.keystore.location: /nope.pem\n",
      "ssl.keystore.location: cannot load the broker's key and certificate"),

@@ -1,0 +1,163 @@
+"""SASL PLAIN on the broker's listeners, configured as Kafka's brokers are (a JAAS line with user_<name>
+accounts): SASL_PLAINTEXT and SASL_SSL beside a PLAINTEXT listener. Real clients log in (confluent-kafka,
+kcat, kafka-python, Kafka's console tools); a wrong password gets SASL_AUTHENTICATION_FAILED and a closed
+connection; nothing but ApiVersions and the SASL exchange is served before a login, and nothing is written."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from harness import BrokerProcess, free_port, recv_exactly
+from kafka_harness import java_peer
+from tls_certs import CertificateAuthority
+
+from broker.protocol.api import ApiKey, decode_response, encode_request
+
+pytestmark = pytest.mark.integration
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+
+
+class SaslBroker:
+    def __init__(self, process: BrokerProcess, sasl_port: int, sasl_ssl_port: int, ca: CertificateAuthority) -> None:
+        self.process, self.sasl_port, self.sasl_ssl_port, self.ca = process, sasl_port, sasl_ssl_port, ca
+
+    def librdkafka(self, user: str = "alice", password: str = "alice-secret", tls: bool = False) -> dict[str, str]:
+        settings = {"bootstrap.servers": f"127.0.0.1:{self.sasl_ssl_port if tls else self.sasl_port}",
+                    "security.protocol": "sasl_ssl" if tls else "sasl_plaintext", "sasl.mechanism": "PLAIN",
+                    "sasl.username": user, "sasl.password": password}
+        if tls:
+            settings["ssl.ca.location"] = str(self.ca.path)
+        return settings
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[SaslBroker]:
+    directory = tmp_path_factory.mktemp("sasl")
+    ca = CertificateAuthority(directory / "certs")
+    server = ca.issue("broker")
+    plain, sasl, sasl_ssl = free_port(), free_port(), free_port()
+    process = BrokerProcess(directory / "data", port=plain, extra_config={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
+                     f"SASL_SSL://127.0.0.1:{sasl_ssl}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
+    })
+    process.start()
+    yield SaslBroker(process, sasl, sasl_ssl, ca)
+    process.stop()
+
+
+def produce_and_count(settings: dict[str, str]) -> str:
+    topic = f"sasl-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(settings)
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer(settings)
+    for number in range(5):
+        producer.produce(topic, b"logged in %d" % number)
+    assert producer.flush(30) == 0
+    return topic
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["SASL_PLAINTEXT", "SASL_SSL"])
+def test_librdkafka_logs_in_with_plain(broker, tls):
+    settings = broker.librdkafka(tls=tls)
+    topic = produce_and_count(settings)
+    metadata = AdminClient(settings).list_topics(timeout=30)
+    assert [b.port for b in metadata.brokers.values()] == [broker.sasl_ssl_port if tls else broker.sasl_port]
+    kcat = ["kcat", "-b", settings["bootstrap.servers"], "-X", f"security.protocol={settings['security.protocol']}",
+            "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
+    if tls:
+        kcat += ["-X", f"ssl.ca.location={broker.ca.path}"]
+    read = subprocess.run([*kcat, "-C", "-t", topic, "-o", "beginning", "-e", "-q"], check=True,
+                          capture_output=True, timeout=60).stdout.splitlines()
+    assert read == [b"logged in %d" % n for n in range(5)]
+
+
+def test_a_wrong_password_is_refused_and_nothing_is_written(broker):
+    before = set(AdminClient({"bootstrap.servers": broker.process.bootstrap}).list_topics(timeout=30).topics)
+    wrong = AdminClient({**broker.librdkafka(password="guess"), "socket.timeout.ms": 5000})
+    with pytest.raises(KafkaException):
+        for future in wrong.create_topics([NewTopic("never-created", 1, 1)], request_timeout=5).values():
+            future.result(10)
+    assert set(AdminClient({"bootstrap.servers": broker.process.bootstrap}).list_topics(timeout=30).topics) == before
+
+
+def wire(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def call(sock: socket.socket, api_key: int, version: int, body: dict, correlation: int = 1) -> dict:
+    sock.sendall(encode_request(api_key, version, correlation, "sasl-test", body))
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return decode_response(api_key, version, recv_exactly(sock, size))[1]
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_the_sasl_exchange_on_the_wire(broker):
+    """Kafka's answers and its order: only ApiVersions and the SASL APIs before a login, errors that close."""
+    with wire(broker.sasl_port) as sock:
+        versions = call(sock, ApiKey.API_VERSIONS, 0, {})
+        served = {entry["api_key"] for entry in versions["api_keys"]}
+        assert {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} <= served
+        sock.sendall(encode_request(ApiKey.METADATA, 1, 2, "sasl-test", {"topics": None}))
+        assert closed(sock)  # a request before the login
+    with wire(broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}) == {
+            "error_code": 33, "mechanisms": ["PLAIN"]}  # UNSUPPORTED_SASL_MECHANISM
+        assert closed(sock)
+    with wire(broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        answer = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00wrong"})
+        assert (answer["error_code"], answer["error_message"]) == (
+            58, "Authentication failed: Invalid username or password")  # SASL_AUTHENTICATION_FAILED
+        assert closed(sock)
+    with wire(broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        assert call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})["error_code"] == 0
+        assert call(sock, ApiKey.METADATA, 1, {"topics": None}, correlation=3)["brokers"]
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 34  # ILLEGAL_SASL_STATE
+    with wire(broker.sasl_port) as sock:  # SaslHandshake v0: the token follows as a bare frame
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+        token = b"\x00admin\x00admin-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert recv_exactly(sock, 4) == b"\x00\x00\x00\x00"
+        assert call(sock, ApiKey.METADATA, 1, {"topics": None}, correlation=4)["brokers"]
+    with wire(broker.sasl_port) as sock:  # an oversized frame before the login closes the connection
+        sock.sendall(struct.pack(">i", 10 << 20))
+        assert closed(sock)
+
+
+def test_kafka_python_and_kafkas_console_tools_log_in(broker, tmp_path):
+    from kafka import KafkaProducer
+
+    topic = produce_and_count(broker.librdkafka())
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    producer.send(topic, b"from kafka-python").get(30)
+    producer.close()
+    client = tmp_path / "client.properties"
+    client.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                      'username="alice" password="alice-secret";\n')
+    consumed = java_peer("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                         f"127.0.0.1:{broker.sasl_port}", "--topic", topic, "--from-beginning", "--max-messages", "6",
+                         "--command-config", str(client), "--timeout-ms", "60000")
+    assert consumed.stdout.splitlines()[-1] == "from kafka-python"
