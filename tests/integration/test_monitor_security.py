@@ -1,0 +1,112 @@
+"""The monitor as a client of a secured cluster: `burrowpy serve` with Burrow's client-profile, tls and sasl
+sections, reading our broker over SASL_SSL (PLAIN) and over TLS with a client certificate the broker requires.
+Groups, lags and statuses arrive as over PLAINTEXT."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from harness import BrokerProcess, free_port, wait_until
+from tls_certs import CertificateAuthority
+
+pytestmark = pytest.mark.integration
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="burrow" '
+        'password="burrow-secret" user_burrow="burrow-secret";')
+
+
+class SecuredCluster:
+    def __init__(self, process: BrokerProcess, ssl_port: int, sasl_ssl_port: int, ca: CertificateAuthority,
+                 client_key: Path, client_cert: Path) -> None:
+        self.process, self.ssl_port, self.sasl_ssl_port = process, ssl_port, sasl_ssl_port
+        self.ca, self.client_key, self.client_cert = ca, client_key, client_cert
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[SecuredCluster]:
+    directory = tmp_path_factory.mktemp("secured")
+    ca = CertificateAuthority(directory / "certs")
+    server, client = ca.issue("broker"), ca.issue("monitor", client=True)
+    plain, tls, sasl_ssl = free_port(), free_port(), free_port()
+    process = BrokerProcess(directory / "data", port=plain, extra_config={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},SASL_SSL://127.0.0.1:{sasl_ssl}",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "group.initial.rebalance.delay.ms": 0,
+    })
+    process.start()
+    yield SecuredCluster(process, tls, sasl_ssl, ca, client.key, client.certificate)
+    process.stop()
+
+
+class SecuredMonitor(BurrowpyProcess):
+    """burrowpy serve whose cluster and consumer modules connect through a client profile."""
+
+    def __init__(self, directory: Path, settings: MonitorSettings, tls: dict, sasl: dict | None) -> None:
+        super().__init__(directory, settings)
+        self.tls, self.sasl = tls, sasl
+
+    def config(self) -> dict:
+        config = super().config()
+        config["tls"] = {"monitor": self.tls}
+        profile = {"client-id": "burrowpy-secured", "tls": "monitor"}
+        if self.sasl is not None:
+            config["sasl"] = {"monitor": self.sasl}
+            profile["sasl"] = "monitor"
+        config["client-profile"] = {"secured": profile}
+        for kind in ("cluster", "consumer"):
+            for module in config[kind].values():
+                module["client-profile"] = "secured"
+        return config
+
+
+def group_with_lag(cluster: SecuredCluster) -> tuple[str, str]:
+    """A topic with 10 records and a group that committed 4 of them, made over PLAINTEXT."""
+    bootstrap = cluster.process.bootstrap
+    topic = group = f"secured-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for number in range(10):
+        producer.produce(topic, b"%d" % number, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        wait_until(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False) or True, 60,
+                   interval=0.5, message="a commit")
+    finally:
+        consumer.close()
+    return topic, group
+
+
+@pytest.mark.parametrize("way", ["SASL_SSL", "mTLS"])
+def test_the_monitor_reads_a_secured_cluster(cluster, tmp_path, way):
+    topic, group = group_with_lag(cluster)
+    if way == "SASL_SSL":
+        bootstrap = f"127.0.0.1:{cluster.sasl_ssl_port}"
+        tls, sasl = {"cafile": str(cluster.ca.path)}, {"username": "burrow", "password": "burrow-secret",
+                                                        "mechanism": "PLAIN"}
+    else:
+        bootstrap = f"127.0.0.1:{cluster.ssl_port}"
+        tls, sasl = {"cafile": str(cluster.ca.path), "certfile": str(cluster.client_cert),
+                     "keyfile": str(cluster.client_key)}, None
+    settings = MonitorSettings(bootstrap, intervals=4, offset_refresh=1, topic_refresh=1, expire_cache=0)
+    with SecuredMonitor(tmp_path / "monitor", settings, tls, sasl) as monitor:
+        def lag() -> dict | None:
+            status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
+            partitions = body["status"]["partitions"] if status == 200 else []
+            return partitions[0] if partitions and partitions[0]["end"] else None
+        partition = wait_until(lag, 60, interval=0.2, message=f"{group} read over {way}")
+        assert (partition["topic"], partition["end"]["offset"], partition["current_lag"]) == (topic, 4, 6)
+        # the record timestamps for lag in seconds are read over the same secured connections
+        wait_until(lambda: (p := lag()) and p["lag_seconds_method"] == "fetch", 60, interval=0.2,
+                   message="lag in seconds read over the secured listener")
