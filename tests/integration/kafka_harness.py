@@ -96,7 +96,8 @@ class KafkaServer:
     def __init__(self, directory: Path, *, node_id: int = 1, port: int | None = None,
                  controller_port: int | None = None, voters: str | None = None,
                  cluster_id: str | None = None, config: dict | None = None,
-                 jvm_opts: Sequence[str] = JVM_OPTS, log_level: str = "INFO") -> None:
+                 jvm_opts: Sequence[str] = JVM_OPTS, log_level: str = "INFO",
+                 format_args: Sequence[str] = ()) -> None:
         self.directory = Path(directory)
         self.node_id = node_id
         self.port = port or free_port()
@@ -106,6 +107,8 @@ class KafkaServer:
         self.voters = voters or f"{node_id}@127.0.0.1:{self.controller_port}"
         self.cluster_id = cluster_id or new_cluster_id()
         self.extra_config = dict(config or {})
+        # more arguments for the storage tool's format, e.g. --add-scram 'SCRAM-SHA-256=[name=u,password=p]'
+        self.format_args = list(format_args)
         self.jvm_opts = list(jvm_opts)
         self.log_level = log_level
         self.process: subprocess.Popen | None = None
@@ -166,7 +169,7 @@ class KafkaServer:
         self._write_config()
         # one token: a cluster id may start with "-", which would read as an option
         java_peer("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-                  "-c", str(self.properties_path), "--ignore-formatted", log_dir=self.directory)
+                  "-c", str(self.properties_path), "--ignore-formatted", *self.format_args, log_dir=self.directory)
         self._formatted = True
 
     def launch(self) -> None:

@@ -110,3 +110,53 @@ def test_the_monitor_reads_a_secured_cluster(cluster, tmp_path, way):
         # the record timestamps for lag in seconds are read over the same secured connections
         wait_until(lambda: (p := lag()) and p["lag_seconds_method"] == "fetch", 60, interval=0.2,
                    message="lag in seconds read over the secured listener")
+
+
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory):
+    """Apache Kafka 4.4 with a SASL_SSL listener (SCRAM-SHA-256, its user made when the storage is formatted)
+    and an SSL listener requiring client certificates, beside the PLAINTEXT one the fixture checks."""
+    from kafka_harness import KafkaServer
+
+    directory = tmp_path_factory.mktemp("secured-kafka")
+    ca = CertificateAuthority(directory / "certs")
+    server, client = ca.issue("kafka"), ca.issue("monitor", client=True)
+    sasl_ssl, tls = free_port(), free_port()
+    kafka = KafkaServer(directory / "node", config={
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
+        "listener.name.ssl.ssl.client.auth": "required",
+    }, format_args=["--add-scram", "SCRAM-SHA-256=[name=burrow,password=burrow-secret]"])
+    # the fixture's own listeners and ports, and the two secured ones
+    kafka.extra_config["listeners"] = (f"PLAINTEXT://127.0.0.1:{kafka.port},CONTROLLER://127.0.0.1:"
+                                       f"{kafka.controller_port},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{tls}")
+    kafka.extra_config["advertised.listeners"] = (f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_SSL://127.0.0.1:"
+                                                  f"{sasl_ssl},SSL://127.0.0.1:{tls}")
+    kafka.start()
+    yield SecuredCluster(kafka, tls, sasl_ssl, ca, client.key, client.certificate)
+    kafka.stop()
+
+
+@pytest.mark.parametrize("way", ["SASL_SSL-SCRAM", "mTLS"])
+def test_the_monitor_reads_a_secured_apache_kafka(secured_kafka, tmp_path, way):
+    topic, group = group_with_lag(secured_kafka)
+    if way == "mTLS":
+        bootstrap = f"127.0.0.1:{secured_kafka.ssl_port}"
+        tls, sasl = {"cafile": str(secured_kafka.ca.path), "certfile": str(secured_kafka.client_cert),
+                     "keyfile": str(secured_kafka.client_key)}, None
+    else:
+        bootstrap = f"127.0.0.1:{secured_kafka.sasl_ssl_port}"
+        tls, sasl = {"cafile": str(secured_kafka.ca.path)}, {"username": "burrow", "password": "burrow-secret",
+                                                              "mechanism": "SCRAM-SHA-256"}
+    settings = MonitorSettings(bootstrap, intervals=4, offset_refresh=1, topic_refresh=1, expire_cache=0)
+    with SecuredMonitor(tmp_path / "monitor", settings, tls, sasl) as monitor:
+        def lag() -> dict | None:
+            status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
+            partitions = body["status"]["partitions"] if status == 200 else []
+            return partitions[0] if partitions and partitions[0]["end"] else None
+        partition = wait_until(lag, 90, interval=0.2, message=f"{group} read from Kafka over {way}")
+        assert (partition["topic"], partition["end"]["offset"], partition["current_lag"]) == (topic, 4, 6)
