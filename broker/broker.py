@@ -25,6 +25,7 @@ from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
+from broker.protocol.records import build_marker_batch
 from broker.server import KafkaServer
 from broker.topics import OFFSETS_TOPIC
 
@@ -65,6 +66,12 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 
@@ -113,6 +120,7 @@ class Broker:
         self.api_versions = dict(ADVERTISED_VERSIONS)
         self.logs: LogManager | None = None
         self.groups: Any = None
+        self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
@@ -146,6 +154,9 @@ class Broker:
             base=0 if cluster_config is None else self.node_id << ProducerIdAllocator.NODE_RANGE_BITS)
         self.groups = GroupCoordinator(self)
         await self.groups.start(load_all_partitions=cluster_config is None)
+        from broker.txn.coordinator import TransactionCoordinator
+
+        self.transactions = TransactionCoordinator(self)
         if cluster_config is not None:
             from broker.cluster.node import ClusterNode, ClusterTopicAdmin
 
@@ -169,6 +180,12 @@ class Broker:
             self.port = self.server.port
         if self.cluster is not None:
             await self.cluster.start()
+        else:
+            await self.transactions.start()
+        self._every(lambda: self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000,
+                    self.transactions.abort_timed_out)
+        self._every(lambda: self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000,
+                    self.transactions.expire_transactional_ids)
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
@@ -268,7 +285,8 @@ class Broker:
 
     # --- appends and long polls ---------------------------------------------------------------------------
 
-    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0):
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0,
+                     from_coordinator: bool = False):
         """Append one batch as the partition's leader and wake fetches waiting on it.
 
         In a cluster the replica manager hears of the append (the high watermark follows the ISR), and
@@ -276,7 +294,8 @@ class Broker:
         Kafka's coordinator writes with acks=all: a commit that was answered survives a failover.
         """
         plog = self.partition_log(topic, partition)
-        result = plog.append(batch, leader_epoch=leader_epoch, now_ms=int(self.clock() * 1000))
+        result = plog.append(batch, leader_epoch=leader_epoch, now_ms=int(self.clock() * 1000),
+                             from_coordinator=from_coordinator)
         if result.duplicate:
             return result
         self.notify_appended(topic, partition)
@@ -286,6 +305,14 @@ class Broker:
                     topic, partition, result.last_offset + 1, OFFSETS_COMMIT_TIMEOUT):
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: the ISR did not confirm")
         return result
+
+    async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                            committed: bool, coordinator_epoch: int = 0):
+        """Write a transaction's COMMIT or ABORT marker to one of its partitions (as its leader)."""
+        epoch = self.partition_leader(topic, partition)[1]
+        batch = build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch,
+                                   int(self.clock() * 1000))
+        return await self.append(topic, partition, batch, leader_epoch=epoch, from_coordinator=True)
 
     def notify_appended(self, topic: str, partition: int) -> None:
         waiters = self._waiters.pop((topic, partition), None)

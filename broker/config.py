@@ -75,6 +75,13 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.metadata.value.version": ("int", 3),
     "replica.lag.time.max.ms": ("int", 30000),
+    "transaction.state.log.num.partitions": ("int", 50),
+    "transaction.state.log.replication.factor": ("int", 1),
+    "transaction.state.log.segment.bytes": ("int", 104857600),
+    "transaction.max.timeout.ms": ("int", 900000),
+    "transactional.id.expiration.ms": ("int", 604800000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
 }
 
 # Kafka broker configs about SASL and authorization: refused while this broker cannot honour them.

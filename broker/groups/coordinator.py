@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import structlog
 
@@ -33,7 +33,14 @@ from broker.groups.requests import (
     SyncRequest,
     SyncResult,
 )
-from broker.protocol.records import Record, build_batch, decode_batch, iter_batches
+from broker.protocol.records import (
+    NO_SEQUENCE,
+    Record,
+    build_batch,
+    decode_batch,
+    iter_batches,
+    marker_committed,
+)
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -46,13 +53,28 @@ _READ_CHUNK_BYTES = 1 << 20
 T = TypeVar("T")
 
 
+class LogEntry(NamedTuple):
+    """A record of a coordinator's log, or a transaction marker (``marker`` True for COMMIT, False for
+    ABORT, None for a record); ``producer_id`` is set for records of transactional batches and markers."""
+
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1
+    marker: bool | None = None
+
+
 def read_partition_records(partition_log: Any, chunk_bytes: int = _READ_CHUNK_BYTES
                            ) -> list[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of a partition log in offset order, control batches left out (blocking IO)."""
-    return list(_iter_partition_records(partition_log, chunk_bytes))
+    return [(e.key, e.value) for e in _iter_partition_entries(partition_log, chunk_bytes) if e.marker is None]
 
 
-def _iter_partition_records(partition_log: Any, chunk_bytes: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+def read_partition_entries(partition_log: Any, chunk_bytes: int = _READ_CHUNK_BYTES) -> list[LogEntry]:
+    """Every record and transaction marker of a partition log in offset order (blocking IO)."""
+    return list(_iter_partition_entries(partition_log, chunk_bytes))
+
+
+def _iter_partition_entries(partition_log: Any, chunk_bytes: int) -> Iterator[LogEntry]:
     offset = partition_log.log_start_offset
     end = partition_log.log_end_offset
     while offset < end:
@@ -61,11 +83,17 @@ def _iter_partition_records(partition_log: Any, chunk_bytes: int) -> Iterator[tu
         for position, header in iter_batches(data):
             if header.next_offset <= offset:
                 continue
-            if not header.is_control:
-                _, records = decode_batch(memoryview(data)[position:position + header.size])
+            batch = memoryview(data)[position:position + header.size]
+            if header.is_control:
+                committed = marker_committed(batch)
+                if committed is not None:
+                    yield LogEntry(None, None, header.producer_id, committed)
+            else:
+                producer_id = header.producer_id if header.is_transactional else -1
+                _, records = decode_batch(batch)
                 for record in records:
                     if record.offset >= offset:
-                        yield record.key, record.value
+                        yield LogEntry(record.key, record.value, producer_id)
             offset = header.next_offset
             progressed = True
         if not progressed:
@@ -137,9 +165,12 @@ class GroupCoordinator:
         """Become the coordinator of a partition's groups, rebuilt from its records."""
         self.machine.begin_loading(partition)
         partition_log = self.broker.partition_log(OFFSETS_TOPIC, partition)
-        records = await asyncio.to_thread(read_partition_records, partition_log)
-        for key, value in records:
-            self.machine.replay(partition, key, value)
+        entries = await asyncio.to_thread(read_partition_entries, partition_log)
+        for entry in entries:
+            if entry.marker is None:
+                self.machine.replay(partition, entry.key, entry.value, entry.producer_id)
+            else:
+                self.machine.replay_marker(partition, entry.producer_id, entry.marker)
         self.machine.finish_loading(partition)
         self._wake.set()
 
@@ -150,16 +181,16 @@ class GroupCoordinator:
     # --- the machine's log (OffsetsLog) -------------------------------------------------------------------------
 
     def append(self, partition: int, records: list[OffsetsRecord],
-               on_complete: Callable[[ErrorCode], None]) -> None:
+               on_complete: Callable[[ErrorCode], None], producer: tuple[int, int] | None = None) -> None:
         if not self._running:
             on_complete(ErrorCode.NOT_COORDINATOR)
             return
-        self._appends.put_nowait((partition, records, on_complete))
+        self._appends.put_nowait((partition, records, on_complete, producer))
 
     async def _write_appends(self) -> None:
         while (item := await self._appends.get()) is not None:
-            partition, records, on_complete = item
-            error = await self._append_batch(partition, records)
+            partition, records, on_complete, producer = item
+            error = await self._append_batch(partition, records, producer)
             try:
                 on_complete(error)
             except Exception:
@@ -171,12 +202,18 @@ class GroupCoordinator:
             if item is not None:
                 item[2](ErrorCode.NOT_COORDINATOR)
 
-    async def _append_batch(self, partition: int, records: list[OffsetsRecord]) -> ErrorCode:
+    async def _append_batch(self, partition: int, records: list[OffsetsRecord],
+                            producer: tuple[int, int] | None = None) -> ErrorCode:
         now = self._now_ms()
-        batch = build_batch(Record(offset=i, timestamp=now, key=key, value=value)
-                            for i, (key, value) in enumerate(records))
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        # A transaction's offsets go in a transactional batch of its producer (no sequence: the coordinator
+        # writes it), so that the transaction's marker commits or aborts them in the log as well.
+        batch = build_batch((Record(offset=i, timestamp=now, key=key, value=value)
+                             for i, (key, value) in enumerate(records)),
+                            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                            is_transactional=producer is not None)
         try:
-            await self.broker.append(OFFSETS_TOPIC, partition, batch)
+            await self.broker.append(OFFSETS_TOPIC, partition, batch, from_coordinator=producer is not None)
         except KafkaError as exc:
             log.warning("append to __consumer_offsets failed", partition=partition, error=exc.code.name)
             return exc.code
@@ -236,6 +273,17 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         return self.machine.fetch_offsets(group_id, partitions)
+
+    async def commit_transactional_offsets(self, request: CommitRequest, producer_id: int, producer_epoch: int
+                                           ) -> dict[TopicPartition, ErrorCode]:
+        return await self._wait(lambda reply: self.machine.commit_transactional_offsets(
+            request, producer_id, producer_epoch, reply))
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.machine.complete_transaction(partition, producer_id, committed)
+
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        return self.machine.unstable_offsets(group_id)
 
     def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[GroupListing]]:
         return self.machine.list_groups(states)

@@ -1,7 +1,9 @@
 """Rebuilding groups from a `__consumer_offsets` partition, record by record in log order.
 
 The latest record per key wins and a tombstone removes the key, which is also what compaction keeps, so
-replaying a compacted log gives the same groups as replaying the full one.
+replaying a compacted log gives the same groups as replaying the full one. Offsets written in a transaction
+(a transactional batch) wait for their producer's marker: COMMIT applies them in the marker's place, ABORT
+drops them, and those of a transaction still open at the end come back as its pending offsets.
 """
 
 from __future__ import annotations
@@ -21,15 +23,19 @@ class PartitionReplay:
         self.partition = partition
         self._offsets: dict[tuple[str, str, int], OffsetAndMetadata | None] = {}
         self._groups: dict[str, GroupMetadataRecord | None] = {}
+        # producer id -> offsets of its open transaction, in log order
+        self._transactional: dict[int, dict[tuple[str, str, int], OffsetAndMetadata | None]] = {}
 
-    def apply(self, key: bytes | None, value: bytes | None) -> None:
-        """One record; records we cannot decode are logged and skipped (they cannot be served anyway)."""
+    def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
+        """One record (``producer_id`` set for a transactional batch's); records we cannot decode are logged
+        and skipped (they cannot be served anyway)."""
         if key is None:
             return
         try:
             decoded = records.decode_key(key)
             if isinstance(decoded, OffsetCommitKey):
-                self._offsets[(decoded.group, decoded.topic, decoded.partition)] = (
+                target = self._offsets if producer_id < 0 else self._transactional.setdefault(producer_id, {})
+                target[(decoded.group, decoded.topic, decoded.partition)] = (
                     records.decode_offset_commit_value(value) if value is not None else None)
             elif isinstance(decoded, GroupMetadataKey):
                 self._groups[decoded.group] = (
@@ -37,6 +43,11 @@ class PartitionReplay:
         except OffsetsRecordError as exc:
             log.warning("skipping undecodable __consumer_offsets record", partition=self.partition,
                         error=str(exc))
+
+    def apply_marker(self, producer_id: int, committed: bool) -> None:
+        offsets = self._transactional.pop(producer_id, None)
+        if offsets and committed:
+            self._offsets.update(offsets)
 
     def groups(self, now: int) -> dict[str, ClassicGroup]:
         """The groups the partition describes.
@@ -53,6 +64,14 @@ class PartitionReplay:
             if group is None:
                 group = loaded[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
             group.offsets.committed[(topic, index)] = committed
+        for producer_id, offsets in self._transactional.items():
+            for (group_id, topic, index), pending in offsets.items():
+                if pending is None:
+                    continue
+                group = loaded.get(group_id)
+                if group is None:
+                    group = loaded[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
+                group.offsets.add_transactional(producer_id, {(topic, index): pending})
         return loaded
 
 

@@ -68,7 +68,8 @@ class OffsetsLog(Protocol):
     """Where the machine's records go: one call is one atomic batch on one `__consumer_offsets` partition."""
 
     def append(self, partition: int, records: list[OffsetsRecord],
-               on_complete: Callable[[ErrorCode], None]) -> None: ...
+               on_complete: Callable[[ErrorCode], None], producer: tuple[int, int] | None = None) -> None:
+        """``producer`` (id, epoch): the records belong to that producer's transaction (TxnOffsetCommit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -715,10 +716,75 @@ class GroupMachine:
             reply({tp: errors.get(tp, answer) for tp in request.offsets})
             self._forget_if_unused(group)
 
+        self._append_offsets(group, accepted, appended)
+
+    def commit_transactional_offsets(self, request: CommitRequest, producer_id: int, producer_epoch: int,
+                                     reply: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """TxnOffsetCommit: the offsets go to the log in the producer's transaction and count once it
+        commits (:meth:`complete_transaction`). A group that does not exist is created, as Kafka does; the
+        member checks apply only when the request names a member or a generation (v3+)."""
+        error = self._status_error(request.group_id, membership=False)
+        if error is not None:
+            reply(dict.fromkeys(request.offsets, error))
+            return
+        group = self._groups.get(request.group_id)
+        if group is None:
+            group = self._groups[request.group_id] = ClassicGroup(request.group_id,
+                                                                   current_state_timestamp=self._clock())
+        if request.group_instance_id is not None and \
+                group.static_members.get(request.group_instance_id) not in (None, request.member_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif request.member_id != UNKNOWN_MEMBER_ID and request.member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif request.generation_id >= 0 and request.generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            reply(dict.fromkeys(request.offsets, error))
+            self._forget_if_unused(group)
+            return
+        now = self._clock()
+        accepted = {tp: OffsetAndMetadata(offset=commit.offset, leader_epoch=commit.leader_epoch,
+                                          metadata=commit.metadata or "", commit_timestamp=now)
+                    for tp, commit in request.offsets.items()
+                    if len((commit.metadata or "").encode()) <= self.config.offset_metadata_max_bytes}
+        errors = dict.fromkeys((tp for tp in request.offsets if tp not in accepted),
+                               ErrorCode.OFFSET_METADATA_TOO_LARGE)
+        if not accepted:
+            reply(errors)
+            self._forget_if_unused(group)
+            return
+
+        def appended(error: ErrorCode) -> None:
+            if error == ErrorCode.NONE:
+                group.offsets.add_transactional(producer_id, accepted)
+            answer = _commit_error(error)
+            reply({tp: errors.get(tp, answer) for tp in request.offsets})
+            self._forget_if_unused(group)
+
+        self._append_offsets(group, accepted, appended, producer=(producer_id, producer_epoch))
+
+    def _append_offsets(self, group: ClassicGroup, offsets: dict[TopicPartition, OffsetAndMetadata],
+                        appended: Callable[[ErrorCode], None], producer: tuple[int, int] | None = None) -> None:
+        """One batch of offset commit records for the group (in a producer's transaction if ``producer``)."""
         self._log.append(self.partition_for(group.group_id), [
             (records.offset_commit_key(group.group_id, topic, partition), records.offset_commit_value(committed))
-            for (topic, partition), committed in accepted.items()
-        ], appended)
+            for (topic, partition), committed in offsets.items()
+        ], appended, producer=producer)
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker reached `__consumer_offsets` partition ``partition``: the producer's
+        offsets in the groups of that partition are committed or dropped."""
+        replay = self._replays.get(partition)
+        if replay is not None:
+            replay.apply_marker(producer_id, committed)
+            return
+        for group in [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]:
+            group.offsets.complete_transaction(producer_id, committed)
+            self._forget_if_unused(group)
+
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        group = self._groups.get(group_id)
+        return group.offsets.unstable() if group is not None else set()
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
@@ -923,9 +989,14 @@ class GroupMachine:
         """Requests for this partition's groups get COORDINATOR_LOAD_IN_PROGRESS until :meth:`finish_loading`."""
         self._replays[partition] = PartitionReplay(partition)
 
-    def replay(self, partition: int, key: bytes | None, value: bytes | None) -> None:
-        """One record of a partition being loaded, in log order (tombstones included)."""
-        self._replays[partition].apply(key, value)
+    def replay(self, partition: int, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
+        """One record of a partition being loaded, in log order (tombstones included); ``producer_id`` for
+        a record of a transactional batch."""
+        self._replays[partition].apply(key, value, producer_id)
+
+    def replay_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker met while loading a partition."""
+        self._replays[partition].apply_marker(producer_id, committed)
 
     def finish_loading(self, partition: int) -> None:
         """Take over the groups the partition's records describe. Restored members must heartbeat within

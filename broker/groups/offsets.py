@@ -4,6 +4,10 @@ A commit becomes visible (to OffsetFetch, to expiry) only once its record is in 
 until then it is *pending*. Deleting a partition's offset drops its pending commits too, so a commit
 whose append finishes after the tombstone was issued does not resurrect it in memory (the log has the
 commit before the tombstone, so a replay agrees).
+
+Transactional commits (TxnOffsetCommit) are in the log as soon as they are answered, but count only once
+their transaction commits: until its COMMIT marker they wait per producer id in ``transactional``, and
+an ABORT marker drops them.
 """
 
 from __future__ import annotations
@@ -31,9 +35,28 @@ class GroupOffsets:
     def __init__(self) -> None:
         self.committed: dict[TopicPartition, OffsetAndMetadata] = {}
         self._pending: Counter[TopicPartition] = Counter()
+        # producer id -> offsets written by its open transaction
+        self.transactional: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.committed) or bool(self._pending)
+        return bool(self.committed) or bool(self._pending) or bool(self.transactional)
+
+    def add_transactional(self, producer_id: int, commits: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.transactional.setdefault(producer_id, {}).update(commits)
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> bool:
+        """The producer's transaction ended; its offsets become committed if it committed. True if it
+        had offsets here."""
+        offsets = self.transactional.pop(producer_id, None)
+        if offsets is None:
+            return False
+        if committed:
+            self.committed.update(offsets)
+        return True
+
+    def unstable(self) -> set[TopicPartition]:
+        """Partitions with an offset of an open transaction (OffsetFetch with require_stable refuses them)."""
+        return {tp for offsets in self.transactional.values() for tp in offsets}
 
     def get(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         return self.committed.get(tp)

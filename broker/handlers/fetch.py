@@ -2,8 +2,9 @@
 
 Fetch is sessionless (session_id 0): every requested partition is in every response, which is what
 clients expect of a full fetch. Batches are served as stored (v2), also to Fetch v0-v3: Sarama (Burrow)
-reads v2 batches under any Fetch version. Consumers never see past the high watermark; without
-transactions the last stable offset equals it.
+reads v2 batches under any Fetch version. Consumers never see past the high watermark, and read_committed
+consumers (isolation level 1) not past the last stable offset (the first offset of the oldest open
+transaction); they are told which transactions in what they read were aborted.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ def _leader_log(ctx: RequestContext, topic: str, partition: int, requested_epoch
     return plog, epoch
 
 
+READ_COMMITTED = 1
+
+
 def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_bytes: int,
-                     follower: bool) -> tuple[dict[str, Any], int]:
+                     follower: bool, read_committed: bool) -> tuple[dict[str, Any], int]:
     """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0)."""
     index = part["partition"]
     response = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
@@ -53,11 +57,12 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
     try:
         plog, _epoch = _leader_log(ctx, topic, index, part["current_leader_epoch"])
         hw = plog.high_watermark
-        response.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+        lso = plog.last_stable_offset
+        response.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
         offset = part["fetch_offset"]
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
-        limit = plog.log_end_offset if follower else hw
+        limit = plog.log_end_offset if follower else lso if read_committed else hw
         if offset >= limit or max_bytes <= 0:
             return response, 0
         # Left in the log files: the server sends them from there (sendfile), never through Python.
@@ -66,6 +71,10 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
             region.close()
             return response, 0
         response["records"] = region
+        if read_committed:
+            response["aborted_transactions"] = [
+                {"producer_id": entry.producer_id, "first_offset": entry.first_offset}
+                for entry in plog.aborted_transactions(offset, limit)]
         return response, len(region)
     except KafkaError as exc:
         response["error_code"] = exc.code
@@ -93,6 +102,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
                 "responses": []}
     follower = request["replica_id"] >= 0
+    read_committed = request["isolation_level"] == READ_COMMITTED and not follower
     if follower:
         _record_follower_progress(broker, request)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
@@ -110,7 +120,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
                 if budget is not None:
                     left = budget - total
                     max_bytes = min(max_bytes, left) if total else max(min(max_bytes, left), 1)
-                entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower)
+                entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed)
                 total += size
                 partitions.append(entry)
             responses.append({"topic": topic["topic"], "partitions": partitions})
@@ -160,7 +170,7 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
         timestamp = part["timestamp"]
         found_ts = -1
         if timestamp == LATEST:
-            offset = plog.high_watermark
+            offset = plog.last_stable_offset if request["isolation_level"] == READ_COMMITTED else plog.high_watermark
         elif timestamp == EARLIEST:
             offset = plog.log_start_offset
         else:

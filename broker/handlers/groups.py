@@ -4,9 +4,9 @@ OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
 These handlers translate between request/response bodies and the group coordinator
 (:mod:`broker.groups.coordinator`), honouring what each version means:
 
-* FindCoordinator v4+ batches ``coordinator_keys``; older versions ask for one ``key``. Only group
-  coordinators (key type 0) exist here: transactions are not implemented, so a transaction coordinator
-  lookup (key type 1) is answered COORDINATOR_NOT_AVAILABLE.
+* FindCoordinator v4+ batches ``coordinator_keys``; older versions ask for one ``key``. Key type 0 asks
+  for a group's coordinator, 1 for a transactional id's: on a single node, this broker; a cluster does
+  not coordinate transactions yet and answers COORDINATOR_NOT_AVAILABLE with the reason.
 * JoinGroup v0 has no rebalance timeout (the session timeout serves as both); from v4 a dynamic member
   without an id is first given one with MEMBER_ID_REQUIRED; v5 adds static membership; v7 returns the
   protocol type and a nullable protocol name.
@@ -29,6 +29,7 @@ from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata, TopicParti
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.txn.coordinator import CLUSTER_MESSAGE
 
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
@@ -48,11 +49,11 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_host
 
 
-def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return ctx.broker.logs.get_log(topic, partition) is not None
 
 
-def _by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
+def by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Partition entries grouped under their topic, in first-seen order."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), entry in entries:
@@ -67,7 +68,13 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
 
     if key_type == COORDINATOR_KEY_TRANSACTION:
-        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker")
+        if not ctx.broker.transactions.available:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, CLUSTER_MESSAGE)
+        for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
+            if node_id == ctx.broker.node_id:
+                return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
+                        "error_message": ""}
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker is not live")
     if key_type != COORDINATOR_KEY_GROUP:
         return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     partition = _coordinator(ctx).partition_for(key)
@@ -166,25 +173,35 @@ async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
 
 # --- offsets ---------------------------------------------------------------------------------------------
 
-@handler(ApiKey.OFFSET_COMMIT)
-async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    version = ctx.api_version
+def requested_commits(ctx: RequestContext, topics: list[dict[str, Any]], *, leader_epoch: bool,
+                      timestamp: bool = False
+                      ) -> tuple[list[TopicPartition], set[TopicPartition], dict[TopicPartition, PartitionCommit]]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions: all in request order, those of unknown topics or
+    partitions, and the commits of the others (``leader_epoch``/``timestamp``: the version carries them)."""
     requested: list[TopicPartition] = []
     unknown: set[TopicPartition] = set()
     commits: dict[TopicPartition, PartitionCommit] = {}
-    for topic in request["topics"]:
+    for topic in topics:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
             requested.append(tp)
-            if not _partition_exists(ctx, *tp):
+            if not partition_exists(ctx, *tp):
                 unknown.add(tp)
                 continue
             commits[tp] = PartitionCommit(
                 offset=p["committed_offset"],
-                leader_epoch=p["committed_leader_epoch"] if version >= 6 else NO_LEADER_EPOCH,
+                leader_epoch=p["committed_leader_epoch"] if leader_epoch else NO_LEADER_EPOCH,
                 metadata=p["committed_metadata"],
-                commit_timestamp=p["commit_timestamp"] if version == 1 else -1,
+                commit_timestamp=p["commit_timestamp"] if timestamp else -1,
             )
+    return requested, unknown, commits
+
+
+@handler(ApiKey.OFFSET_COMMIT)
+async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    version = ctx.api_version
+    requested, unknown, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 6,
+                                                    timestamp=version == 1)
     errors: dict[TopicPartition, ErrorCode] = {}
     if commits:
         errors = await _coordinator(ctx).commit_offsets(CommitRequest(
@@ -195,7 +212,7 @@ async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[st
             offsets=commits,
             retention_time_ms=request["retention_time_ms"] if 2 <= version <= 4 else -1,
         ))
-    return {"throttle_time_ms": 0, "topics": _by_topic(
+    return {"throttle_time_ms": 0, "topics": by_topic(
         (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors[tp]})
         for tp in requested)}
 
@@ -208,13 +225,17 @@ def _fetched(offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE
             "metadata": offset.metadata, "error_code": error}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]] | None
-                 ) -> tuple[ErrorCode, list[tuple[TopicPartition, dict[str, Any]]]]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]] | None,
+                 require_stable: bool = False) -> tuple[ErrorCode, list[tuple[TopicPartition, dict[str, Any]]]]:
+    """``require_stable`` (v7+, read_committed consumers): a partition with an offset of a transaction still
+    open answers UNSTABLE_OFFSET_COMMIT, and the client asks again."""
     wanted = None if topics is None else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
     error, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE:
         return error, [(tp, _fetched(None, error)) for tp in wanted or []]
-    return error, [(tp, _fetched(offset)) for tp, offset in offsets.items()]
+    unstable = _coordinator(ctx).unstable_offsets(group_id) if require_stable else set()
+    return error, [(tp, _fetched(None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if tp in unstable else _fetched(offset))
+                   for tp, offset in offsets.items()]
 
 
 @handler(ApiKey.OFFSET_FETCH)
@@ -222,27 +243,28 @@ async def offset_fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str
     if ctx.api_version >= 8:
         groups = []
         for group in request["groups"]:
-            error, entries = _fetch_group(ctx, group["group_id"], group["topics"])
+            error, entries = _fetch_group(ctx, group["group_id"], group["topics"], request["require_stable"])
             groups.append({"group_id": group["group_id"], "error_code": error,
-                           "topics": [] if error != ErrorCode.NONE else _by_topic(entries)})
+                           "topics": [] if error != ErrorCode.NONE else by_topic(entries)})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, entries = _fetch_group(ctx, request["group_id"], request["topics"])
+    error, entries = _fetch_group(ctx, request["group_id"], request["topics"],
+                                  ctx.api_version >= 7 and request["require_stable"])
     if ctx.api_version < 2:
         # No top-level error before v2: each partition carries the group's error.
-        return {"throttle_time_ms": 0, "topics": _by_topic(entries)}
+        return {"throttle_time_ms": 0, "topics": by_topic(entries)}
     return {"throttle_time_ms": 0, "error_code": error,
-            "topics": [] if error != ErrorCode.NONE else _by_topic(entries)}
+            "topics": [] if error != ErrorCode.NONE else by_topic(entries)}
 
 
 @handler(ApiKey.OFFSET_DELETE)
 async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     requested = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
-    unknown = {tp for tp in requested if not _partition_exists(ctx, *tp)}
+    unknown = {tp for tp in requested if not partition_exists(ctx, *tp)}
     error, partition_errors = await _coordinator(ctx).delete_offsets(
         request["group_id"], [tp for tp in requested if tp not in unknown])
     if error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": error, "topics": []}
-    return {"throttle_time_ms": 0, "error_code": error, "topics": _by_topic(
+    return {"throttle_time_ms": 0, "error_code": error, "topics": by_topic(
         (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else partition_errors[tp]})
         for tp in requested)}
 

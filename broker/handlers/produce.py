@@ -2,9 +2,10 @@
 
 A Produce v3+ partition carries exactly one v2 record batch. The batch stays opaque: the log checks its
 header and CRC, patches the base offset and appends the bytes (DESIGN principle 2). With acks=all the
-answer waits until the in-sync replicas hold the batch (``broker.cluster.replication``). Transactions are
-not supported: InitProducerId with a transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-which clients report as fatal instead of retrying forever.
+answer waits until the in-sync replicas hold the batch (``broker.cluster.replication``). A transactional
+batch is accepted only for a partition its producer added to its open transaction, with the current
+epoch (Kafka's partition verification); InitProducerId with a transactional id goes to the transaction
+coordinator (:mod:`broker.txn.coordinator`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import structlog
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
+from broker.handlers.transactions import fenced_error
 from broker.protocol.api import ApiKey
+from broker.protocol.records import BatchHeader
 from broker.topics import INTERNAL_TOPICS
 
 log = structlog.get_logger("broker.produce")
@@ -25,6 +28,7 @@ log = structlog.get_logger("broker.produce")
 _BATCH_LENGTH = struct.Struct(">i")
 _ATTRIBUTES_AT = 21
 _ZSTD = 4
+_TRANSACTIONAL = 0x10
 _MAX_EPOCH = 32767
 
 
@@ -57,6 +61,12 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         if leader != broker.node_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         plog = broker.partition_log(topic, index)
+        if records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
+            header = BatchHeader.parse(records)
+            refused = broker.transactions.check_transactional_write(header.producer_id, header.producer_epoch,
+                                                                    topic, index)
+            if refused is not None:
+                raise refused
         if acks == -1 and len(isr) < plog.config.min_insync_replicas:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(isr)} in-sync replicas, min.insync.replicas is {plog.config.min_insync_replicas}")
@@ -121,8 +131,10 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
 @handler(ApiKey.INIT_PRODUCER_ID)
 async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if request["transactional_id"] is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+        error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
+            request["transactional_id"], request["transaction_timeout_ms"], request["producer_id"],
+            request["producer_epoch"], fenced_error(ctx))
+        return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": epoch}
     allocator = ctx.broker.producer_ids
     producer_id, epoch = request["producer_id"], request["producer_epoch"]
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:

@@ -15,7 +15,9 @@ One pass over a partition (:func:`clean_partition`):
 Tombstones (records with a null value) follow KIP-534: the first pass that keeps a tombstone stamps its
 batch with a delete horizon (now + ``delete.retention.ms``, attribute bit 6, stored in baseTimestamp);
 a pass after the horizon removes it, so consumers have ``delete.retention.ms`` to see every delete.
-Records without a key cannot be compacted and are dropped, as Kafka's cleaner does. A batch of an
+Records without a key cannot be compacted and are dropped, as Kafka's cleaner does. Transactions: records of
+aborted transactions are removed and never count as a key's latest record; segments holding records of
+a transaction still open are not cleaned until it ends; markers are kept. A batch of an
 idempotent producer that loses all its records is kept as an empty batch if it is that producer's last,
 so its sequence numbers survive a restart.
 
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 
 from broker.log.partition import PartitionLog
 from broker.log.segment import BatchScan, LogSegment, pread_exact
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
     INT32_MAX,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -51,11 +54,26 @@ def _read_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         os.close(fd)
 
 
-def _latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
+class _Aborted:
+    """Whether a batch belongs to an aborted transaction (from the partition's aborted-transaction index)."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            self._ranges.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+
+    def __call__(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._ranges.get(header.producer_id)
+        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
+
+
+def _latest_offsets(segments: list[LogSegment], aborted: _Aborted) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for segment in segments:
         for header, data in _read_batches(segment):
-            if header.is_control:
+            if header.is_control or aborted(header):
                 continue
             for record in decode_batch(data)[1]:
                 if record.key is not None:
@@ -86,7 +104,9 @@ class _BatchFilter:
         producer_last_offsets: dict[int, int],
         now_ms: int,
         delete_retention_ms: int,
+        aborted: _Aborted,
     ) -> None:
+        self.aborted = aborted
         self.latest = latest
         self.producer_last_offsets = producer_last_offsets
         self.now_ms = now_ms
@@ -97,7 +117,8 @@ class _BatchFilter:
         """The batch to write in place of ``data`` (``data`` itself if unchanged), or None to drop it."""
         if header.is_control:
             return data
-        records = decode_batch(data)[1]
+        aborted = self.aborted(header)
+        records = [] if aborted else decode_batch(data)[1]
         horizon = header.delete_horizon_ms
         kept: list[Record] = []
         keeps_tombstone = False
@@ -114,7 +135,7 @@ class _BatchFilter:
             new_horizon = horizon if horizon is not None else self.now_ms + self.delete_retention_ms
             if self.next_horizon_ms is None or new_horizon < self.next_horizon_ms:
                 self.next_horizon_ms = new_horizon
-        if len(kept) == len(records) and new_horizon == horizon:
+        if not aborted and len(kept) == len(records) and new_horizon == horizon:
             return data
         if not kept and not (
             header.producer_id >= 0
@@ -201,8 +222,9 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
             return False
     rewritten = False
     try:
-        latest = _latest_offsets(segments)
-        batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms)
+        aborted = _Aborted(partition_log.aborted_entries())
+        latest = _latest_offsets(segments, aborted)
+        batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms, aborted)
         for group in _group_segments(segments, config.segment_bytes):
             cleaned = _clean_group(partition_log, group, batch_filter)
             if cleaned is None:

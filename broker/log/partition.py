@@ -64,6 +64,7 @@ from broker.log.segment import (
     LogSegment,
     segment_file,
 )
+from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
     HEADER_SIZE,
@@ -73,6 +74,7 @@ from broker.protocol.records import (
     decode_batch,
     iter_batches,
     largest_record_body,
+    marker_committed,
     patched_header,
     recompress,
     validate_batch,
@@ -120,6 +122,7 @@ class PartitionLog:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._producers = ProducerStateManager()
+        self._aborted = AbortedTransactions()
         self._closed = False
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
@@ -187,17 +190,37 @@ class PartitionLog:
         return sorted(bases)
 
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batch headers after it."""
+        """Newest snapshot at or below the log end, then replay the batch headers after it; aborted
+        transactions come from the segments' ``.txnindex`` files up to the snapshot and from the
+        replayed markers after it."""
         end = self.log_end_offset
         since = load_latest_snapshot(self.directory, self._producers, end)
         replay_from = self.log_start_offset if since is None else since
+        self._aborted.replace([entry for segment in self._segments for entry in read_entries(segment.txn_index_path)])
+        self._aborted.drop_from(replay_from)
         for segment in self._segments:
             if segment.next_offset <= replay_from:
                 continue
-            for _, header in segment.batches():
+            for position, header in segment.batches():
                 if header.base_offset >= replay_from:
-                    self._producers.update(header)
+                    committed = marker_committed(segment.read(position, header.size)) if header.is_control else None
+                    self._note_completed(self._producers.update(header, committed), persist=False)
         self._producers.remove_before(self.log_start_offset)
+        for i, segment in enumerate(self._segments):
+            if segment.next_offset > replay_from or i + 1 == len(self._segments):
+                upper = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else INT64_MAX
+                write_entries(segment.txn_index_path, self._aborted.between(segment.base_offset, upper))
+
+    def _note_completed(self, completed, *, persist: bool = True) -> None:
+        """Index a transaction the last appended marker ended, if it was aborted."""
+        if completed is None or completed.committed:
+            return
+        unstable = self._producers.first_unstable_offset()
+        entry = AbortedTxn(completed.producer_id, completed.first_offset, completed.marker_offset,
+                           completed.marker_offset + 1 if unstable is None else unstable)
+        self._aborted.add(entry)
+        if persist:
+            append_entry(self._segments[-1].txn_index_path, entry)
 
     # --- properties --------------------------------------------------------------------------------------
 
@@ -226,6 +249,22 @@ class PartitionLog:
     def producer_state(self) -> ProducerStateManager:
         return self._producers
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest open transaction, or the
+        high watermark when that is lower or no transaction is open."""
+        unstable = self._producers.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset, upper_offset) must skip."""
+        with self._lock:
+            return self._aborted.overlapping(fetch_offset, upper_offset)
+
+    def aborted_entries(self) -> list[AbortedTxn]:
+        with self._lock:
+            return self._aborted.entries()
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"log {self.directory} is closed")
@@ -233,15 +272,20 @@ class PartitionLog:
     # --- appends -----------------------------------------------------------------------------------------
 
     def append(
-        self, batch: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
+        self, batch: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None,
+        from_coordinator: bool = False,
     ) -> AppendResult:
-        """Append one producer batch: validate, check the producer's sequence, assign offsets, write."""
-        header = validate_batch(batch)
+        """Append one producer batch: validate, check the producer's sequence, assign offsets, write.
+
+        ``from_coordinator``: a batch of the broker's coordinators (a transaction marker, transactional offset
+        commits): no sequence check, and it may be a control batch, which clients may not write.
+        """
+        header = validate_batch(batch, from_coordinator=from_coordinator)
         if header.attributes & ATTR_COMPRESSION_MASK and self.config.max_decompressed_message_bytes < \
                 CONFIG_DEFS["max.decompressed.message.bytes"].default:
             _check_decompressed_size(batch, self.config.max_decompressed_message_bytes)
         codec = self.config.codec
-        if codec is not None and header.attributes & ATTR_COMPRESSION_MASK != codec:
+        if codec is not None and header.attributes & ATTR_COMPRESSION_MASK != codec and not header.is_control:
             # The topic's compression.type differs from the producer's: the only case where the broker
             # rewrites a batch (with compression.type=producer, the default, batches stay opaque).
             batch = recompress(batch, codec, self.config.codec_level)
@@ -251,7 +295,7 @@ class PartitionLog:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
             )
-        if self.config.compact:
+        if self.config.compact and not header.is_control:
             _require_keys(batch, os.path.basename(self.directory))
         if now_ms is None:
             now_ms = self._now_ms()
@@ -259,7 +303,7 @@ class PartitionLog:
             _check_timestamps(batch, header, now_ms, self.config)
         with self._lock:
             self._check_open()
-            if header.producer_id >= 0:
+            if header.producer_id >= 0 and not from_coordinator:
                 original = self._producers.check_append(header)
                 if original is not None:
                     return AppendResult(
@@ -274,11 +318,13 @@ class PartitionLog:
             self._segments[-1].append(
                 (patched, memoryview(batch)[HEADER_SIZE:]), base_offset, last_offset + 1, max_timestamp
             )
-            self._producers.update(
+            completed = self._producers.update(
                 header._replace(
                     base_offset=base_offset, partition_leader_epoch=leader_epoch, max_timestamp=max_timestamp
-                )
+                ),
+                marker_committed(batch) if header.is_control else None,
             )
+            self._note_completed(completed)
             self._epochs.assign(leader_epoch, base_offset)
             if self.auto_high_watermark:
                 self.high_watermark = last_offset + 1
@@ -320,7 +366,8 @@ class PartitionLog:
                     header.next_offset,
                     header.max_timestamp,
                 )
-                self._producers.update(header)
+                committed = marker_committed(view[pos : pos + header.size]) if header.is_control else None
+                self._note_completed(self._producers.update(header, committed))
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
                 records += header.records_count
             if self.auto_high_watermark:
@@ -516,6 +563,7 @@ class PartitionLog:
         segment = self._segments.pop(0)
         self._bases.pop(0)
         segment.delete()
+        self._aborted.drop_before(self._segments[0].base_offset)
         self.structure_version += 1
         if self.log_start_offset < self._segments[0].base_offset:
             self._set_log_start(self._segments[0].base_offset)
@@ -554,6 +602,7 @@ class PartitionLog:
         """Delete every segment; the log continues, empty, at ``offset``."""
         for segment in self._segments:
             segment.delete()
+        self._aborted.replace([])
         self._segments = [
             LogSegment.create(self.directory, offset, self.config.index_interval_bytes, self._now_ms())
         ]
@@ -626,7 +675,11 @@ class PartitionLog:
         """What the cleaner works on: (structure version, non-active segments, producer last offsets)."""
         with self._lock:
             self._check_open()
-            return self.structure_version, list(self._segments[:-1]), self._producers.last_offsets()
+            # Segments holding a record of an open transaction wait: whether it commits decides what stays.
+            unstable = self._producers.first_unstable_offset()
+            segments = [segment for segment in self._segments[:-1]
+                        if unstable is None or segment.next_offset <= unstable]
+            return self.structure_version, segments, self._producers.last_offsets()
 
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A segment built aside (``*.cleaned`` files) to replace segments starting at ``base_offset``."""
@@ -661,6 +714,7 @@ class PartitionLog:
             cleaned.close()
             base = old[0].base_offset
             end = self._segments[first + len(old)].base_offset
+            write_entries(cleaned.txn_index_path, self._aborted.between(base, end))
             marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
             write_atomically(marker, json.dumps({"end": end}).encode())
             for segment in old:

@@ -11,7 +11,12 @@ Rules follow Kafka's ProducerStateManager / ProducerAppendInfo (2.5+):
 * a producer the partition has no state for (never seen, expired, or its batches deleted by retention
   or DeleteRecords) may start at any sequence; Kafka dropped UNKNOWN_PRODUCER_ID for this in 2.5.
 
-The state is rebuilt on open from batch headers alone (no record decode), starting from the newest
+Transactions: a producer's first transactional batch after a marker opens its transaction (its offset
+is the partition's first unstable offset until the transaction ends); a control batch (COMMIT or ABORT
+marker, written by the transaction coordinator) closes it, and :meth:`ProducerStateManager.update`
+returns the finished transaction so that the log can index aborted ones.
+
+The state is rebuilt on open from batch headers (and the one record of each marker), starting from the newest
 snapshot file ``%020d.snapshot`` (JSON, the state before that offset) at or below the log end. Snapshots
 are written when a segment rolls and on clean shutdown.
 """
@@ -49,6 +54,7 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    current_txn_first_offset: int = -1  # first offset of its open transaction, -1 when none is open
 
     @property
     def last_sequence(self) -> int:
@@ -59,6 +65,14 @@ class ProducerEntry:
         return self.batches[-1].last_offset if self.batches else -1
 
 
+@dataclass(slots=True, frozen=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+    committed: bool
+
+
 def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
 
@@ -66,12 +80,21 @@ def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._open_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
 
     def __len__(self) -> int:
         return len(self._producers)
 
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None when no transaction is open."""
+        return min(self._open_txns.values()) if self._open_txns else None
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return dict(self._open_txns)
 
     def last_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last batch (compaction keeps that batch's header)."""
@@ -111,11 +134,15 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record an appended batch (offsets assigned). Replicated and recovered batches come here unchecked."""
+    def update(self, header: BatchHeader, marker_committed: bool | None = None) -> CompletedTxn | None:
+        """Record an appended batch (offsets assigned). Replicated and recovered batches come here unchecked.
+
+        For a control batch ``marker_committed`` tells COMMIT (True) from ABORT (False); the transaction
+        it ends is returned (None when the producer had no open transaction).
+        """
         producer_id = header.producer_id
         if producer_id < 0:
-            return
+            return None
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerEntry(producer_id)
@@ -124,7 +151,13 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
-            return
+            first, entry.current_txn_first_offset = entry.current_txn_first_offset, -1
+            self._open_txns.pop(producer_id, None)
+            if first < 0 or marker_committed is None:
+                return None
+            return CompletedTxn(producer_id, first, header.base_offset, marker_committed)
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = self._open_txns[producer_id] = header.base_offset
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -134,20 +167,25 @@ class ProducerStateManager:
                 header.max_timestamp,
             )
         )
+        return None
 
     def remove_before(self, log_start_offset: int) -> None:
         """Forget producers whose every batch now lies before the log start."""
-        gone = [pid for pid, entry in self._producers.items() if entry.last_offset < log_start_offset]
+        gone = [pid for pid, entry in self._producers.items()
+                if entry.last_offset < log_start_offset and entry.current_txn_first_offset < 0]
         for pid in gone:
             del self._producers[pid]
 
     def expire(self, now_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
-        gone = [pid for pid, entry in self._producers.items() if now_ms - entry.last_timestamp >= max_idle_ms]
+        # A producer with an open transaction stays: the transaction coordinator ends it (timeout).
+        gone = [pid for pid, entry in self._producers.items()
+                if now_ms - entry.last_timestamp >= max_idle_ms and entry.current_txn_first_offset < 0]
         for pid in gone:
             del self._producers[pid]
 
     def clear(self) -> None:
         self._producers.clear()
+        self._open_txns.clear()
 
     # --- snapshots -------------------------------------------------------------------------------------
 
@@ -161,17 +199,21 @@ class ProducerStateManager:
                     [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset, b.timestamp]
                     for b in entry.batches
                 ],
+                entry.current_txn_first_offset,
             ]
             for entry in self._producers.values()
         ]
-        return json.dumps({"version": 1, "producers": producers}).encode()
+        return json.dumps({"version": 2, "producers": producers}).encode()
 
     def load_json(self, data: bytes) -> None:
-        self._producers.clear()
-        for producer_id, epoch, last_timestamp, batches in json.loads(data)["producers"]:
-            entry = ProducerEntry(producer_id, epoch, last_timestamp)
+        self.clear()
+        for producer_id, epoch, last_timestamp, batches, *rest in json.loads(data)["producers"]:
+            # version 1 snapshots (before transactions) have no open-transaction offset
+            entry = ProducerEntry(producer_id, epoch, last_timestamp, current_txn_first_offset=rest[0] if rest else -1)
             entry.batches.extend(BatchMetadata(*batch) for batch in batches)
             self._producers[producer_id] = entry
+            if entry.current_txn_first_offset >= 0:
+                self._open_txns[producer_id] = entry.current_txn_first_offset
 
 
 def snapshot_path(directory: str, offset: int) -> str:

@@ -20,7 +20,8 @@ _SCAN_CHUNK = 1 << 16
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions whose ABORT marker is in the segment (broker.log.txn_index)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def segment_file(directory: str, base_offset: int, suffix: str) -> str:
@@ -125,6 +126,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
         self.log_path = segment_file(directory, base_offset, LOG_SUFFIX)
+        self.txn_index_path = segment_file(directory, base_offset, TXN_INDEX_SUFFIX)
         self.fd = -1
         self.size = 0
         self.next_offset = base_offset
@@ -144,6 +146,7 @@ class LogSegment:
         """A new empty segment; ``suffix`` (e.g. ".cleaned") names files built aside by the cleaner."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.log_path += suffix
+        segment.txn_index_path += suffix
         segment.fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
@@ -386,7 +389,7 @@ class LogSegment:
         self.time_index.close()
 
     def file_paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index_path]
 
     def delete(self) -> None:
         self.close()

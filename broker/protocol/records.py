@@ -200,14 +200,15 @@ def _raise_bad_magic(magic: int) -> None:
     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic byte {magic}")
 
 
-def validate_batch(buf: Buffer) -> BatchHeader:
+def validate_batch(buf: Buffer, *, from_coordinator: bool = False) -> BatchHeader:
     """Check a producer's batch the way Kafka's in-place path does, without decoding its records.
 
     ``buf`` must hold exactly one batch (Produce v3+). Raises KafkaError CORRUPT_MESSAGE for truncation,
     bad magic or a bad CRC; INVALID_RECORD for more than one batch, inconsistent offsets and counts,
     control batches and idempotent batches without a sequence; UNSUPPORTED_FOR_MESSAGE_FORMAT for
     magic 0/1; UNSUPPORTED_COMPRESSION_TYPE for an unknown codec; INVALID_TIMESTAMP when a client set
-    the LogAppendTime flag itself.
+    the LogAppendTime flag itself. ``from_coordinator``: a batch the broker's own coordinators write
+    (transaction markers, transactional offset commits), which may be a control batch and has no sequence.
     """
     length = len(buf)
     if length == 0:
@@ -243,9 +244,9 @@ def validate_batch(buf: Buffer) -> BatchHeader:
             ErrorCode.INVALID_RECORD,
             f"last offset delta {header.last_offset_delta} disagrees with record count {header.records_count}",
         )
-    if header.attributes & ATTR_CONTROL:
+    if header.attributes & ATTR_CONTROL and not from_coordinator:
         raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0 and not from_coordinator:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
             f"invalid sequence {header.base_sequence} for producer id {header.producer_id}",
@@ -569,6 +570,35 @@ def build_batch(
     out += body
     _UINT32.pack_into(out, CRC_OFFSET, crc_of(out, 0, len(out)))
     return bytes(out)
+
+
+# Control records (transaction markers): key = version (int16, 0) + type; value = version (int16, 0) +
+# coordinator epoch (int32).
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+def build_marker_batch(producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                       timestamp_ms: int) -> bytes:
+    """A COMMIT or ABORT marker for one producer's transaction, as the transaction coordinator writes it."""
+    record = Record(offset=0, timestamp=timestamp_ms,
+                    key=_CONTROL_KEY.pack(0, CONTROL_COMMIT if committed else CONTROL_ABORT),
+                    value=_CONTROL_VALUE.pack(0, coordinator_epoch))
+    return build_batch([record], producer_id=producer_id, producer_epoch=producer_epoch,
+                       is_transactional=True, is_control=True)
+
+
+def marker_committed(batch: Buffer) -> bool | None:
+    """True for a COMMIT marker batch, False for ABORT, None for any other control record."""
+    _, records = decode_batch(batch, verify_crc=False)
+    if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
+        return None
+    version, kind = _CONTROL_KEY.unpack_from(records[0].key)
+    if version != 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return kind == CONTROL_COMMIT
 
 
 def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:

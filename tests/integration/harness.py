@@ -152,6 +152,7 @@ class JsonLinesProcess:
     def __init__(self, command: list[str]) -> None:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[dict] = []
+        self.exit_code: int | None = None  # set by callers that stop the process and keep its code
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

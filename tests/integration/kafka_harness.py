@@ -303,3 +303,41 @@ class JavaApp(JsonLinesProcess):
 
     def __init__(self, main_class: str, *args: str) -> None:
         super().__init__(java_command(main_class, *args))
+
+
+WORD_COUNT_LINES = ["the quick brown fox", "jumps over the lazy dog", "The dog barks", "a fox, a dog"]
+
+
+def run_word_count(bootstrap: str, application_id: str, input_topic: str, output_topic: str, state_dir: Path,
+                   *options: str, isolation: str = "read_uncommitted") -> JavaApp:
+    """Run tests/peers/java's WordCount (Kafka Streams; ``options``: group protocol, processing guarantee)
+    until its output holds the counts of :data:`WORD_COUNT_LINES`, written to ``input_topic`` (line i to
+    partition i % 2); then stop it and return it (its state lines, its exit code)."""
+    import struct
+    from collections import Counter
+
+    from confluent_kafka import Consumer, Producer
+
+    with JavaApp("burrowpy.peers.WordCount", bootstrap, application_id, input_topic, output_topic, str(state_dir),
+                 *options) as app:
+        wait_until(lambda: app.saw("state", "RUNNING"), 120, interval=0.2, message="the Streams application to run")
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for number, line in enumerate(WORD_COUNT_LINES):
+            producer.produce(input_topic, key=str(number), value=line, partition=number % 2)
+        assert producer.flush(30) == 0
+        expected = Counter(word for line in WORD_COUNT_LINES for word in line.lower().replace(",", "").split())
+        counts: dict[str, int] = {}
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{output_topic}-check",
+                             "auto.offset.reset": "earliest", "isolation.level": isolation})
+        consumer.subscribe([output_topic])
+        try:
+            def counted() -> bool:
+                for message in consumer.consume(100, timeout=0.5):
+                    if message.error() is None:
+                        counts[message.key().decode()] = struct.unpack(">q", message.value())[0]
+                return counts == dict(expected)
+            wait_until(counted, 120, interval=0, message=f"the word counts {dict(expected)} (so far {counts})")
+        finally:
+            consumer.close()
+        app.exit_code = app.stop()
+    return app

@@ -88,13 +88,15 @@ async def test_find_coordinator_single_key(broker, conn, version):
         E.NONE, broker.node_id, "127.0.0.1", broker.port)
 
 
-async def test_find_coordinator_batched_keys_and_transactions(broker, conn):
+async def test_find_coordinator_batched_keys_transactions_and_unknown_key_types(broker, conn):
     answer = await conn.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": ["a", "b"]},
                                 version=4)
     assert [(c["key"], c["error_code"], c["port"]) for c in answer["coordinators"]] == [
         ("a", E.NONE, broker.port), ("b", E.NONE, broker.port)]
     txn = await conn.request(ApiKey.FIND_COORDINATOR, {"key": "txn", "key_type": 1}, version=3)
-    assert txn["error_code"] == E.COORDINATOR_NOT_AVAILABLE and txn["node_id"] == -1
+    assert (txn["error_code"], txn["node_id"], txn["port"]) == (E.NONE, broker.node_id, broker.port)
+    unknown = await conn.request(ApiKey.FIND_COORDINATOR, {"key": "x", "key_type": 2}, version=3)
+    assert unknown["error_code"] == E.INVALID_REQUEST and unknown["node_id"] == -1
 
 
 # --- membership ------------------------------------------------------------------------------------------

@@ -9,14 +9,13 @@ broker really did is checked here with librdkafka. WordCount.java is a Kafka Str
 from __future__ import annotations
 
 import json
-import struct
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from harness import wait_until
-from kafka_harness import JavaApp, java_peer
+from kafka_harness import java_peer, run_word_count
 
 pytestmark = pytest.mark.integration
 
@@ -91,30 +90,8 @@ def test_producer_consumer_and_the_admin_clients_group_calls(broker):
 
 def test_kafka_streams_word_count(broker, tmp_path):
     create_topic(broker, "words-in", 2)
-    with JavaApp("burrowpy.peers.WordCount", broker.bootstrap, "word-count", "words-in", "words-out",
-                 str(tmp_path / "state")) as app:
-        wait_until(lambda: app.saw("state", "RUNNING"), 120, interval=0.2, message="the Streams application to run")
-        lines = ["the quick brown fox", "jumps over the lazy dog", "The dog barks", "a fox, a dog"]
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
-        for number, line in enumerate(lines):
-            producer.produce("words-in", key=str(number), value=line)
-        assert producer.flush(30) == 0
-        expected = Counter(word for line in lines for word in line.lower().replace(",", "").split())
-
-        counts: dict[str, int] = {}
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "words-check",
-                             "auto.offset.reset": "earliest"})
-        consumer.subscribe(["words-out"])
-        try:
-            def counted() -> bool:
-                for message in consumer.consume(100, timeout=0.5):
-                    if message.error() is None:
-                        counts[message.key().decode()] = struct.unpack(">q", message.value())[0]
-                return counts == dict(expected)
-            wait_until(counted, 120, interval=0, message=f"the word counts {dict(expected)} (so far {counts})")
-        finally:
-            consumer.close()
-        code = app.stop()
+    app = run_word_count(broker.bootstrap, "word-count", "words-in", "words-out", tmp_path / "state")
+    code = app.exit_code
     assert code in (0, 143), app.stderr()[-3000:]
     assert app.lines[-1] == {"state": "NOT_RUNNING"}
     # Streams created its repartition and changelog topics on our broker, the changelog compacted

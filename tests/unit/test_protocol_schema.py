@@ -87,7 +87,7 @@ def _all_field_names(struct: Struct):
 
 def test_field_names_are_kafka_names_in_snake_case():
     names = {name for schema in ALL_SCHEMAS for name in _all_field_names(schema.struct)}
-    assert all(re.fullmatch(r"[a-z]+(_[a-z0-9]+)*", name) for name in names)
+    assert all(re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", name) for name in names)  # V3AndBelowTopics: v3_and_below_topics
     assert {"throttle_time_ms", "topic_id", "isr_nodes", "group_instance_id"} <= names
 
 
@@ -121,12 +121,20 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 4),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
     }
     assert required == SCHEMA_VERSIONS
     assert {name: m.version_range() for name, m in messages.DATA_STRUCTS.items()} == {
         "ConsumerProtocolSubscription": (0, 3),
         "ConsumerProtocolAssignment": (0, 3),
         "OffsetCommitKey": (0, 1),
+        "TransactionLogKey": (0, 0),
+        "TransactionLogValue": (0, 1),
         "OffsetCommitValue": (0, 4),
         "GroupMetadataKey": (2, 2),
         "GroupMetadataValue": (0, 4),

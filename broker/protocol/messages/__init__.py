@@ -14,6 +14,7 @@ from broker.protocol.messages import (
     offsets,
     produce,
     sasl,
+    transactions,
 )
 from broker.protocol.schema import Message
 
@@ -25,8 +26,10 @@ _API_MESSAGES: tuple[Message, ...] = (
     *groups.MESSAGES,
     *offsets.MESSAGES,
     *sasl.MESSAGES,
+    *transactions.MESSAGES,
 )
 
 REQUESTS: dict[int, Message] = {m.api_key: m for m in _API_MESSAGES if m.kind == "request"}
 RESPONSES: dict[int, Message] = {m.api_key: m for m in _API_MESSAGES if m.kind == "response"}
-DATA_STRUCTS: dict[str, Message] = {m.name: m for m in (*consumer_protocol.MESSAGES, *consumer_offsets.MESSAGES)}
+DATA_STRUCTS: dict[str, Message] = {m.name: m for m in (*consumer_protocol.MESSAGES, *consumer_offsets.MESSAGES,
+                                                               *transactions.DATA)}

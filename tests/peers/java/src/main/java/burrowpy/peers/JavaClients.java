@@ -48,6 +48,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   JavaClients consume BOOTSTRAP TOPIC GROUP N [PROTOCOL]   subscribe, read N records, commitSync
  *                                            (PROTOCOL: the group protocol, classic or consumer)
  *   JavaClients groups BOOTSTRAP TOPIC GROUP      the AdminClient's consumer group and records calls
+ *   JavaClients transactions BOOTSTRAP TOPIC TXN_ID   a transactional producer: a committed and an aborted
+ *                                            transaction, read back read_committed; a second instance fences
+ *                                            the first; the AdminClient describes and lists transactions
  * </pre>
  */
 public final class JavaClients {
@@ -177,6 +180,79 @@ public final class JavaClients {
     }
   }
 
+  static KafkaProducer<String, String> transactionalProducer(String bootstrap, String transactionalId) {
+    Properties props = new Properties();
+    props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+    props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    KafkaProducer<String, String> producer = new KafkaProducer<>(props);
+    producer.initTransactions();
+    return producer;
+  }
+
+  static void transactions(String bootstrap, String topic, String transactionalId) throws Exception {
+    try (KafkaProducer<String, String> producer = transactionalProducer(bootstrap, transactionalId)) {
+      producer.beginTransaction();
+      for (int i = 0; i < 5; i++) {
+        producer.send(new ProducerRecord<>(topic, "key-" + i, "committed-" + i));
+      }
+      producer.commitTransaction();
+      producer.beginTransaction();
+      for (int i = 0; i < 3; i++) {
+        producer.send(new ProducerRecord<>(topic, "key-" + i, "aborted-" + i));
+      }
+      producer.flush();
+      producer.abortTransaction();
+      emit("transactions", "committed and aborted");
+      try (KafkaProducer<String, String> successor = transactionalProducer(bootstrap, transactionalId)) {
+        String outcome;
+        try {
+          producer.beginTransaction();
+          producer.send(new ProducerRecord<>(topic, "zombie", "zombie")).get();
+          producer.commitTransaction();
+          outcome = "not fenced";
+        } catch (Exception e) {
+          Throwable cause = e.getCause() != null ? e.getCause() : e;
+          outcome = cause.getClass().getSimpleName();
+        }
+        emit("fenced", outcome);
+        successor.beginTransaction();
+        successor.send(new ProducerRecord<>(topic, "successor", "successor"));
+        successor.commitTransaction();
+      }
+    } catch (org.apache.kafka.common.KafkaException e) {
+      // closing the fenced producer may report the fencing again
+      emit("close", e.getClass().getSimpleName());
+    }
+    Properties props = new Properties();
+    props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    props.put(ConsumerConfig.GROUP_ID_CONFIG, transactionalId + "-reader");
+    props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    List<String> values = new ArrayList<>();
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+      consumer.subscribe(List.of(topic));
+      long deadline = System.currentTimeMillis() + 30_000;
+      while (values.size() < 6 && System.currentTimeMillis() < deadline) {
+        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(500))) {
+          values.add(record.value());
+        }
+      }
+    }
+    emit("read_committed", values);
+    try (Admin admin = admin(bootstrap)) {
+      var description = admin.describeTransactions(List.of(transactionalId)).all().get().get(transactionalId);
+      emit("described", Map.of("state", description.state().toString(),
+          "epoch", description.producerEpoch()));
+      emit("listed", admin.listTransactions().all().get().stream()
+          .filter(t -> t.transactionalId().equals(transactionalId))
+          .map(t -> t.state().toString()).toList());
+    }
+  }
+
   public static void main(String[] args) throws Exception {
     switch (args[0]) {
       case "admin" -> topics(args[1], args[2]);
@@ -184,6 +260,7 @@ public final class JavaClients {
       case "consume" -> consume(args[1], args[2], args[3], Integer.parseInt(args[4]),
           args.length > 5 ? args[5] : "classic");
       case "groups" -> groups(args[1], args[2], args[3]);
+      case "transactions" -> transactions(args[1], args[2], args[3]);
       default -> throw new IllegalArgumentException("unknown command " + args[0]);
     }
   }

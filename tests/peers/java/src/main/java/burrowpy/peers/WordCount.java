@@ -3,6 +3,7 @@ package burrowpy.peers;
 import java.util.Arrays;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -10,16 +11,16 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Produced;
 
 /**
- * A Kafka Streams word count (at-least-once, the default guarantee): lines from INPUT, counts per word to
- * OUTPUT (key: word, value: count as a long). It prints {"state":...} lines as the application changes state
- * and runs until SIGTERM.
+ * A Kafka Streams word count: lines from INPUT, counts per word to OUTPUT (key: word, value: count as a
+ * long). It prints {"state":...} lines as the application changes state and runs until SIGTERM; the last
+ * line, after a clean close, is {"state":"NOT_RUNNING"}.
  *
  * <pre>
- *   WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GROUP_PROTOCOL]
+ *   WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GROUP_PROTOCOL [GUARANTEE]]
  * </pre>
  *
  * GROUP_PROTOCOL is the group rebalance protocol, classic by default; "streams" (KIP-1071) needs a Kafka
- * 4.1+ broker.
+ * 4.1+ broker. GUARANTEE is processing.guarantee: at_least_once (the default) or exactly_once_v2.
  */
 public final class WordCount {
   private WordCount() {}
@@ -37,6 +38,9 @@ public final class WordCount {
     if (args.length > 5) {
       props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[5]);
     }
+    if (args.length > 6) {
+      props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[6]);
+    }
 
     StreamsBuilder builder = new StreamsBuilder();
     builder.<String, String>stream(args[2])
@@ -49,12 +53,22 @@ public final class WordCount {
 
     KafkaStreams streams = new KafkaStreams(builder.build(), props);
     CountDownLatch stopped = new CountDownLatch(1);
+    CountDownLatch notRunning = new CountDownLatch(1);
     streams.setStateListener((now, before) -> {
       System.out.println("{\"state\":\"" + now + "\"}");
       System.out.flush();
+      if (now == KafkaStreams.State.NOT_RUNNING) {
+        notRunning.countDown();
+      }
     });
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       streams.close();
+      try {
+        // The listener may hear of NOT_RUNNING after close() returns: wait for its line before exiting.
+        notRunning.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
       stopped.countDown();
     }));
     streams.start();

@@ -1,0 +1,133 @@
+"""Transactions on the wire: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+DescribeTransactions and ListTransactions (InitProducerId is in :mod:`broker.handlers.produce`).
+
+The coordinator (:mod:`broker.txn.coordinator`) does the work; these handlers translate versions:
+
+* a fenced producer (an epoch older than the transactional id's) gets PRODUCER_FENCED from the versions
+  that know it (KIP-588: InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2,
+  TxnOffsetCommit v3) and INVALID_PRODUCER_EPOCH before;
+* AddPartitionsToTxn v0-3 carries one transaction; v4+ (broker to broker in Kafka) a batch of them,
+  possibly ``verify_only``. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and then the
+  others OPERATION_NOT_ATTEMPTED, as in Kafka.
+* TxnOffsetCommit writes the offsets in the producer's transaction; they count once it commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.errors import ErrorCode
+from broker.groups.coordinator import OFFSETS_TOPIC
+from broker.groups.requests import CommitRequest
+from broker.handlers.groups import by_topic, partition_exists, requested_commits
+from broker.handlers.registry import RequestContext, handler
+from broker.protocol.api import ApiKey
+from broker.topics import INTERNAL_TOPICS
+
+# The first version of each API that knows PRODUCER_FENCED.
+_FENCED_SINCE = {
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+}
+
+
+def fenced_error(ctx: RequestContext) -> ErrorCode:
+    since = _FENCED_SINCE[ctx.api_key]
+    return ErrorCode.PRODUCER_FENCED if ctx.api_version >= since else ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
+    """PRODUCER_FENCED as the request's version can express it."""
+    return fenced_error(ctx) if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH) else code
+
+
+async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
+                          topics: list[dict[str, Any]], verify_only: bool = False) -> list[dict[str, Any]]:
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    unknown = {tp for tp in wanted if not partition_exists(ctx, *tp) or tp[0] in INTERNAL_TOPICS}
+    coordinator = ctx.broker.transactions
+    if unknown:
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for tp in wanted}
+    elif verify_only:
+        errors = await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted,
+                                                     fenced_error(ctx))
+    else:
+        errors = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted,
+                                                  fenced_error(ctx))
+    results: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition in wanted:
+        results.setdefault(topic, []).append({"partition_index": partition,
+                                              "partition_error_code": errors[(topic, partition)]})
+    return [{"name": name, "results_by_partition": partitions} for name, partitions in results.items()]
+
+
+@handler(ApiKey.ADD_PARTITIONS_TO_TXN)
+async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if ctx.api_version <= 3:
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _add_partitions(
+            ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+            request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])}
+    results = []
+    for txn in request["transactions"]:
+        results.append({"transactional_id": txn["transactional_id"], "topic_results": await _add_partitions(
+            ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
+            verify_only=txn["verify_only"])})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
+
+
+@handler(ApiKey.ADD_OFFSETS_TO_TXN)
+async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    partition = ctx.broker.groups.partition_for(request["group_id"])
+    errors = await ctx.broker.transactions.add_partitions(
+        request["transactional_id"], request["producer_id"], request["producer_epoch"],
+        [(OFFSETS_TOPIC, partition)], fenced_error(ctx))
+    return {"throttle_time_ms": 0, "error_code": errors[(OFFSETS_TOPIC, partition)]}
+
+
+@handler(ApiKey.END_TXN)
+async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    error = await ctx.broker.transactions.end_txn(request["transactional_id"], request["producer_id"],
+                                                  request["producer_epoch"], request["committed"], fenced_error(ctx))
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+@handler(ApiKey.TXN_OFFSET_COMMIT)
+async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    version = ctx.api_version
+    group_id = request["group_id"]
+    requested, unknown, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 2)
+    errors = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if commits:
+        groups = ctx.broker.groups
+        refused = ctx.broker.transactions.check_transactional_write(
+            request["producer_id"], request["producer_epoch"], OFFSETS_TOPIC, groups.partition_for(group_id))
+        if refused is not None:
+            errors.update(dict.fromkeys(commits, _version_error(ctx, refused.code)))
+        else:
+            errors.update(await groups.commit_transactional_offsets(CommitRequest(
+                group_id=group_id,
+                generation_id=request["generation_id"] if version >= 3 else -1,
+                member_id=request["member_id"] if version >= 3 else "",
+                group_instance_id=request["group_instance_id"] if version >= 3 else None,
+                offsets=commits,
+            ), request["producer_id"], request["producer_epoch"]))
+    return {"throttle_time_ms": 0, "topics": by_topic((tp, {"error_code": errors[tp]}) for tp in requested)}
+
+
+@handler(ApiKey.DESCRIBE_TRANSACTIONS)
+async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0,
+            "transaction_states": await ctx.broker.transactions.describe(request["transactional_ids"])}
+
+
+@handler(ApiKey.LIST_TRANSACTIONS)
+async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    error, unknown, states = await ctx.broker.transactions.list(
+        request["state_filters"], request["producer_id_filters"],
+        request["duration_filter"] if ctx.api_version >= 1 else -1)
+    return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
+            "transaction_states": states}

@@ -1,0 +1,1 @@
+"""Transactions: the transaction coordinator and the records of `__transaction_state`."""
