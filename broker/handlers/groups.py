@@ -6,7 +6,8 @@ These handlers translate between request/response bodies and the group coordinat
 
 * FindCoordinator v4+ batches ``coordinator_keys``; older versions ask for one ``key``. Key type 0 asks
   for a group's coordinator, 1 for a transactional id's: on a single node, this broker; a cluster does
-  not coordinate transactions yet and answers COORDINATOR_NOT_AVAILABLE with the reason.
+  not coordinate transactions yet and answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for clients,
+  where COORDINATOR_NOT_AVAILABLE would have them retry forever) with the reason.
 * JoinGroup v0 has no rebalance timeout (the session timeout serves as both); from v4 a dynamic member
   without an id is first given one with MEMBER_ID_REQUIRED; v5 adds static membership; v7 returns the
   protocol type and a nullable protocol name.
@@ -69,7 +70,8 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 
     if key_type == COORDINATOR_KEY_TRANSACTION:
         if not ctx.broker.transactions.available:
-            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, CLUSTER_MESSAGE)
+            # fatal for clients, as an authorization failure is: retrying could not help
+            return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_MESSAGE)
         for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
             if node_id == ctx.broker.node_id:
                 return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,

@@ -19,8 +19,9 @@ prepare and complete by a crash is completed at start-up, markers being idempote
 Requests for one transactional id are serialised by a lock, so none sees another half done.
 
 On a single node this broker coordinates every transactional id. A cluster does not coordinate
-transactions yet: FindCoordinator says so (COORDINATOR_NOT_AVAILABLE with the reason) and InitProducerId
-refuses with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal.
+transactions yet: FindCoordinator and InitProducerId refuse transactional ids with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (FindCoordinator with the reason), which clients treat as fatal
+instead of retrying forever.
 """
 
 from __future__ import annotations

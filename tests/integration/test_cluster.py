@@ -310,3 +310,25 @@ def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluste
     cluster.wait_healthy()
     assert {t["name"]: t["topic_id"] for t in cluster.metadata(2)["topics"]} == before
     assert consume_all(cluster.bootstrap, "orders", 6, 1200) == records_before
+
+
+def test_a_cluster_says_it_does_not_run_transactions(cluster):
+    """Transactions need a single node for now: a cluster answers the coordinator lookup with the reason and
+    refuses InitProducerId with an error clients treat as fatal, instead of leaving them retrying."""
+    from broker.errors import ErrorCode
+    from broker.protocol.api import ApiKey
+
+    node_id = cluster.running()[0]
+    found = request(cluster, node_id, ApiKey.FIND_COORDINATOR, {"key": "txn", "key_type": 1,
+                                                                "coordinator_keys": ["txn"]})
+    (coordinator,) = found["coordinators"]
+    assert coordinator["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert "single-node" in coordinator["error_message"]
+    init = request(cluster, node_id, ApiKey.INIT_PRODUCER_ID, {"transactional_id": "txn",
+                                                               "transaction_timeout_ms": 60_000})
+    assert init["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "txn"})
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        producer.init_transactions(30)
+    assert refused.value.args[0].fatal()
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

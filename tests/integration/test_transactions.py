@@ -11,15 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import BrokerProcess, wait_until
 from kafka_harness import java_peer, run_word_count
+from monitor_support import wait_until_offsets_topic_read
+
+from broker.groups.hashing import offsets_partition_for
 
 pytestmark = pytest.mark.integration
 
 TXN_PRODUCER = Path(__file__).with_name("txn_producer.py")
 PARTITION_EOF = -191
+OFFSET_INVALID = -1001  # librdkafka: no committed offset
 # Timed-out transactions are looked for every 200 ms here (Kafka's default: every 10 s).
 BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 200,
                  "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
@@ -31,6 +36,10 @@ def broker(tmp_path_factory):
     proc.start()
     yield proc
     proc.stop()
+
+
+def offsets_partition(group_id: str) -> int:
+    return offsets_partition_for(group_id, 50)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -233,18 +242,32 @@ def test_a_broker_killed_mid_transaction_recovers_it_and_the_commit_completes(tm
         producer.produce("txn-crash", value=b"aborted", partition=1)
         producer.flush(30)
         producer.abort_transaction(30)
+        group = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "crash-group"})
         producer.begin_transaction()
         for i in range(10):
             producer.produce("txn-crash", value=f"open-{i}".encode(), partition=i % 2)
+        producer.send_offsets_to_transaction([TopicPartition("txn-crash", 0, 7)], group.consumer_group_metadata(), 30)
         producer.flush(30)
         node.kill()  # kill -9, the transaction open
         node.start()
         assert read_values(node.bootstrap, "txn-crash", "read_committed", 2) == []
         (described,) = kafka_transactions_tool(node.bootstrap, "describe", "--transactional-id", "txn-crash")
-        assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", "txn-crash-0,txn-crash-1")
+        assert described["TransactionState"] == "Ongoing"
+        assert described["TopicPartitions"].split(",") == sorted(
+            ["txn-crash-0", "txn-crash-1", f"__consumer_offsets-{offsets_partition('crash-group')}"])
+        # the offset in the transaction was reloaded as pending: not committed yet, and unstable for
+        # read_committed clients (librdkafka's default), whose OffsetFetch is retried until it is stable
+        lax = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "crash-group",
+                        "isolation.level": "read_uncommitted"})
+        assert lax.committed([TopicPartition("txn-crash", 0)], timeout=30)[0].offset == OFFSET_INVALID
+        lax.close()
+        with pytest.raises(KafkaException, match="Timed out"):
+            group.committed([TopicPartition("txn-crash", 0)], timeout=2)
         producer.commit_transaction(60)  # librdkafka reconnects; the recovered coordinator completes it
         assert sorted(read_values(node.bootstrap, "txn-crash", "read_committed", 2)) == sorted(
             f"open-{i}".encode() for i in range(10))
+        assert group.committed([TopicPartition("txn-crash", 0)], timeout=30)[0].offset == 7
+        group.close()
         # a clean restart keeps the aborted transaction hidden too (its index is in .txnindex files)
         node.stop()
         node.start()
@@ -288,3 +311,42 @@ def test_kafka_streams_exactly_once_v2_counts_every_word_once(broker, tmp_path):
     listed = {row["TransactionalId"]: row["TransactionState"]
               for row in kafka_transactions_tool(broker.bootstrap, "list")}
     assert any(tid.startswith("eos-count-") for tid in listed)
+
+
+def test_the_monitor_sees_transactional_commits_only_once_committed(broker, tmp_path):
+    """burrowpy's monitor on our broker: offsets a group commits in transactions (send_offsets_to_transaction)
+    count once the transaction commits; an aborted transaction's offsets never show."""
+    create_topic(broker.bootstrap, "mon-txn-in")
+    source = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        source.produce("mon-txn-in", value=b"%d" % i, partition=0)
+    source.flush(30)
+    group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "mon-txn"})
+    producer = transactional_producer(broker.bootstrap, "mon-txn-processor")
+
+    def commit_in_transaction(offset: int, commit: bool) -> None:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition("mon-txn-in", 0, offset)],
+                                             group.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def committed_and_lag() -> tuple[int, int] | None:
+        status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/mon-txn/lag")
+        if status != 200 or not body["status"]["partitions"]:
+            return None
+        partition = body["status"]["partitions"][0]
+        return partition["end"]["offset"], partition["current_lag"]
+
+    settings = MonitorSettings(broker.bootstrap, intervals=3, offset_refresh=1, topic_refresh=1, expire_cache=0)
+    with BurrowpyProcess(tmp_path / "monitor", settings) as monitor:
+        commit_in_transaction(3, commit=True)
+        wait_until(lambda: committed_and_lag() == (3, 7), 30, message="the committed transaction's offset")
+        commit_in_transaction(9, commit=False)
+        wait_until_offsets_topic_read(monitor)  # past the aborted transaction's offset and its marker
+        assert committed_and_lag() == (3, 7)
+        commit_in_transaction(8, commit=True)
+        wait_until(lambda: committed_and_lag() == (8, 2), 30, message="the next committed transaction's offset")
+    group.close()
