@@ -74,6 +74,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.min.session.timeout.ms": ("int", 6000),
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.metadata.value.version": ("int", 3),
+    "group.consumer.session.timeout.ms": ("int", 45000),
+    "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "replica.lag.time.max.ms": ("int", 30000),
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),

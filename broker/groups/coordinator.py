@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
+from broker.groups.consumer import HeartbeatRequest, HeartbeatResult
 from broker.groups.machine import GroupConfig, GroupMachine, OffsetsRecord
 from broker.groups.offsets import OffsetAndMetadata, TopicPartition
 from broker.groups.requests import (
@@ -41,13 +42,13 @@ from broker.protocol.records import (
     iter_batches,
     marker_committed,
 )
+from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = structlog.get_logger("broker.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _READ_CHUNK_BYTES = 1 << 20
 
 T = TypeVar("T")
@@ -104,7 +105,7 @@ class GroupCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = GroupConfig.from_broker_config(broker.config)
-        self.machine = GroupMachine(self.config, self, self._now_ms)
+        self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)
         self._appends: asyncio.Queue[tuple[int, list[OffsetsRecord], Callable[[ErrorCode], None]] | None] = (
             asyncio.Queue())
         self._wake = asyncio.Event()
@@ -114,6 +115,11 @@ class GroupCoordinator:
 
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
+
+    def _topics(self) -> dict[str, tuple[bytes, int]]:
+        """The topics consumer-protocol groups can subscribe to: name -> (topic id, partition count)."""
+        return {name: (topic.topic_id, topic.partition_count) for name, topic in self.broker.logs.topics.items()
+                if name not in INTERNAL_TOPICS}
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -130,7 +136,7 @@ class GroupCoordinator:
             log.warning("__consumer_offsets has a different partition count than configured; using it",
                         partitions=topic.partition_count, configured=self.config.offsets_partitions)
             self.config = dataclasses.replace(self.config, offsets_partitions=topic.partition_count)
-            self.machine = GroupMachine(self.config, self, self._now_ms)
+            self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)
         self._running = True
         self._writer = asyncio.create_task(self._write_appends(), name="group-coordinator-writer")
         self._timers = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")
@@ -278,6 +284,12 @@ class GroupCoordinator:
                                            ) -> dict[TopicPartition, ErrorCode]:
         return await self._wait(lambda reply: self.machine.commit_transactional_offsets(
             request, producer_id, producer_epoch, reply))
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        return await self._wait(lambda reply: self.machine.consumer_group_heartbeat(request, reply))
+
+    def describe_consumer_group(self, group_id: str, topic_names: dict[bytes, str]):
+        return self.machine.describe_consumer_group(group_id, topic_names)
 
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         self.machine.complete_transaction(partition, producer_id, committed)

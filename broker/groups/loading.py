@@ -11,8 +11,15 @@ from __future__ import annotations
 import structlog
 
 from broker.groups import records
+from broker.groups.consumer import ConsumerGroup, ConsumerGroups
 from broker.groups.offsets import OffsetAndMetadata
-from broker.groups.records import GroupMetadataKey, GroupMetadataRecord, OffsetCommitKey, OffsetsRecordError
+from broker.groups.records import (
+    ConsumerGroupKey,
+    GroupMetadataKey,
+    GroupMetadataRecord,
+    OffsetCommitKey,
+    OffsetsRecordError,
+)
 from broker.groups.state import ClassicGroup, GroupState, Member
 
 log = structlog.get_logger("broker.groups")
@@ -25,6 +32,7 @@ class PartitionReplay:
         self._groups: dict[str, GroupMetadataRecord | None] = {}
         # producer id -> offsets of its open transaction, in log order
         self._transactional: dict[int, dict[tuple[str, str, int], OffsetAndMetadata | None]] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # consumer-protocol groups (KIP-848)
 
     def apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
         """One record (``producer_id`` set for a transactional batch's); records we cannot decode are logged
@@ -37,6 +45,8 @@ class PartitionReplay:
                 target = self._offsets if producer_id < 0 else self._transactional.setdefault(producer_id, {})
                 target[(decoded.group, decoded.topic, decoded.partition)] = (
                     records.decode_offset_commit_value(value) if value is not None else None)
+            elif isinstance(decoded, ConsumerGroupKey):
+                ConsumerGroups.replay(self.consumer_groups, decoded, value)
             elif isinstance(decoded, GroupMetadataKey):
                 self._groups[decoded.group] = (
                     records.decode_group_metadata_value(value) if value is not None else None)

@@ -27,6 +27,13 @@ import structlog
 
 from broker.errors import ErrorCode
 from broker.groups import records
+from broker.groups.consumer import (
+    REVOCATION_TIMER,
+    SESSION_TIMER,
+    ConsumerGroups,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from broker.groups.hashing import offsets_partition_for
 from broker.groups.loading import PartitionReplay
 from broker.groups.offsets import OffsetAndMetadata, TopicPartition
@@ -81,6 +88,8 @@ class GroupConfig:
     offsets_retention_ms: int = 10080 * 60 * 1000
     retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
     group_metadata_value_version: int = records.DEFAULT_GROUP_METADATA_VALUE_VERSION
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
@@ -100,6 +109,9 @@ class GroupConfig:
             retention_check_interval_ms=int(get("offsets.retention.check.interval.ms",
                                                 d.retention_check_interval_ms)),
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes", d.offset_metadata_max_bytes)),
+            consumer_session_timeout_ms=int(get("group.consumer.session.timeout.ms", d.consumer_session_timeout_ms)),
+            consumer_heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms",
+                                                   d.consumer_heartbeat_interval_ms)),
             group_metadata_value_version=int(get("group.metadata.value.version",
                                                  d.group_metadata_value_version)),
         )
@@ -143,7 +155,8 @@ def _group_store_error(append_error: ErrorCode) -> ErrorCode:
 
 class GroupMachine:
     def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, clock: Callable[[], int],
-                 new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+                 new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 topics: Callable[[], dict[str, tuple[bytes, int]]] = dict) -> None:
         self.config = config
         self._log = offsets_log
         self._clock = clock
@@ -152,6 +165,11 @@ class GroupMachine:
         self._owned: set[int] = set()
         self._replays: dict[int, PartitionReplay] = {}
         self._deadlines = Deadlines()
+        # groups on the consumer protocol (KIP-848); their offsets are kept in ``_groups`` like any group's
+        self.consumer = ConsumerGroups(
+            config, clock, self._deadlines,
+            lambda group_id, written, done: self._log.append(self.partition_for(group_id), written, done),
+            topics)
         self._deadlines.set((_RETENTION,), clock() + config.retention_check_interval_ms)
 
     # --- partitions and timers ------------------------------------------------------------------------------
@@ -178,6 +196,9 @@ class GroupMachine:
 
     def _on_timer(self, key: tuple) -> None:
         kind = key[0]
+        if kind in (SESSION_TIMER, REVOCATION_TIMER):
+            self.consumer.on_timer(kind, key[1], key[2])
+            return
         if kind == _RETENTION:
             now = self._clock()
             self._deadlines.set((_RETENTION,), now + self.config.retention_check_interval_ms)
@@ -217,6 +238,9 @@ class GroupMachine:
         if error is None and not (self.config.min_session_timeout_ms <= request.session_timeout_ms
                                   <= self.config.max_session_timeout_ms):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if error is None and consumer_group is not None and consumer_group.members:
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # members of a consumer-protocol group are in it
         if error is not None:
             reply(JoinResult(error, request.member_id))
             return
@@ -643,6 +667,11 @@ class GroupMachine:
             reply(dict.fromkeys(request.offsets, error))
 
         error = self._status_error(request.group_id, membership=False)
+        if error is None and request.group_id in self.consumer.groups:
+            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id)
+            if error is None:
+                self._store_offsets(self._offsets_holder(request.group_id), request, reply)
+                return
         if error is not None:
             fail(error)
             return
@@ -667,6 +696,40 @@ class GroupMachine:
                 self._schedule_session(group, member)  # a commit counts as a sign of life
             self._store_offsets(group, request, reply)
         self._forget_if_unused(group)
+
+    def _offsets_holder(self, group_id: str) -> ClassicGroup:
+        """Where a consumer-protocol group's offsets live: a classic group entry that never has members."""
+        holder = self._groups.get(group_id)
+        if holder is None:
+            holder = self._groups[group_id] = ClassicGroup(group_id, current_state_timestamp=self._clock())
+        return holder
+
+    # --- consumer-protocol groups (KIP-848) -----------------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str, topic_names: dict[bytes, str]
+                                ) -> tuple[ErrorCode, str | None, dict[str, Any] | None]:
+        """ConsumerGroupDescribe: (error, message, description)."""
+        error = self._status_error(group_id, membership=False)
+        if error is not None:
+            return error, None, None
+        described = self.consumer.describe(group_id, topic_names)
+        if described is None:
+            message = (f"Group {group_id} is not a consumer group." if group_id in self._groups
+                       else f"Group {group_id} not found.")  # Kafka's words
+            return ErrorCode.GROUP_ID_NOT_FOUND, message, None
+        return ErrorCode.NONE, None, described
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest, reply: Callable[[HeartbeatResult], None]) -> None:
+        error = self._status_error(request.group_id, membership=False)
+        classic = self._groups.get(request.group_id)
+        if error is None and classic is not None and (classic.members or classic.pending_members):
+            reply(HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                  f"group {request.group_id} is a classic group with members, not a consumer group"))
+            return
+        if error is not None:
+            reply(HeartbeatResult(error))
+            return
+        self.consumer.heartbeat(request, reply)
 
     @staticmethod
     def _validate_offset_commit(group: ClassicGroup, request: CommitRequest) -> ErrorCode | None:
@@ -882,13 +945,18 @@ class GroupMachine:
         wanted = {state.lower() for state in states}
         listings = [GroupListing(g.group_id, g.protocol_type or "", g.state.value)
                     for g in self._groups.values()
-                    if self.partition_for(g.group_id) in self._owned
+                    if self.partition_for(g.group_id) in self._owned and g.group_id not in self.consumer.groups
                     and (not wanted or g.state.value.lower() in wanted)]
+        listings += [GroupListing(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state, group_type="consumer")
+                     for g in self.consumer.groups.values()
+                     if self.partition_for(g.group_id) in self._owned and (not wanted or g.state.lower() in wanted)]
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._replays else ErrorCode.NONE
         return error, listings
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
         error = self._status_error(group_id, membership=False)
+        if error is None and group_id in self.consumer.groups:
+            return ErrorCode.NONE, self.consumer.classic_description(group_id)
         group = self._groups.get(group_id) if error is None else None
         if group is None:
             return error or ErrorCode.NONE, GroupDescription(group_id, DEAD_GROUP_STATE, "", "")
@@ -907,6 +975,15 @@ class GroupMachine:
         for group_id in group_ids:
             error = self._status_error(group_id, membership=False)
             group = self._groups.get(group_id) if error is None else None
+            consumer_group = self.consumer.groups.get(group_id) if error is None else None
+            if consumer_group is not None:
+                if consumer_group.members:
+                    results[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.delete(group_id)
+                if group is None:
+                    results[group_id] = ErrorCode.NONE
+                    continue
             if error is not None:
                 results[group_id] = error
             elif group is None:
@@ -1001,8 +1078,10 @@ class GroupMachine:
     def finish_loading(self, partition: int) -> None:
         """Take over the groups the partition's records describe. Restored members must heartbeat within
         their session timeout (they do if they are still alive), or are expelled."""
-        loaded = self._replays.pop(partition).groups(self._clock())
+        replay = self._replays.pop(partition)
+        loaded = replay.groups(self._clock())
         self._owned.add(partition)
+        self.consumer.adopt(replay.consumer_groups)
         for group_id, group in loaded.items():
             if self.partition_for(group_id) != partition:
                 log.warning("group record in the wrong partition", group=group_id, partition=partition)
@@ -1017,6 +1096,7 @@ class GroupMachine:
         NOT_COORDINATOR and go looking for the new coordinator."""
         self._replays.pop(partition, None)
         self._owned.discard(partition)
+        self.consumer.unload([g for g in self.consumer.groups if self.partition_for(g) == partition])
         for group in [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]:
             for member in group.members.values():
                 self._answer_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))

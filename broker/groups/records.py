@@ -121,12 +121,58 @@ def group_metadata_value(record: GroupMetadataRecord,
     })
 
 
+# --- consumer-protocol groups (KIP-848) -------------------------------------------------------------------
+# Record types (the key's version): 3 group metadata (epoch), 5 member metadata, 6 target assignment
+# metadata (assignment epoch), 7 a member's target assignment, 8 a member's current assignment.
+
+GROUP_EPOCH_RECORD = 3
+MEMBER_METADATA_RECORD = 5
+TARGET_ASSIGNMENT_METADATA_RECORD = 6
+TARGET_ASSIGNMENT_MEMBER_RECORD = 7
+CURRENT_ASSIGNMENT_RECORD = 8
+_GROUP_KEYS = {GROUP_EPOCH_RECORD: "ConsumerGroupMetadataKey",
+               TARGET_ASSIGNMENT_METADATA_RECORD: "ConsumerGroupTargetAssignmentMetadataKey"}
+_MEMBER_KEYS = {MEMBER_METADATA_RECORD: "ConsumerGroupMemberMetadataKey",
+                TARGET_ASSIGNMENT_MEMBER_RECORD: "ConsumerGroupTargetAssignmentMemberKey",
+                CURRENT_ASSIGNMENT_RECORD: "ConsumerGroupCurrentMemberAssignmentKey"}
+_VALUES = {GROUP_EPOCH_RECORD: "ConsumerGroupMetadataValue",
+           MEMBER_METADATA_RECORD: "ConsumerGroupMemberMetadataValue",
+           TARGET_ASSIGNMENT_METADATA_RECORD: "ConsumerGroupTargetAssignmentMetadataValue",
+           TARGET_ASSIGNMENT_MEMBER_RECORD: "ConsumerGroupTargetAssignmentMemberValue",
+           CURRENT_ASSIGNMENT_RECORD: "ConsumerGroupCurrentMemberAssignmentValue"}
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    record_type: int
+    group: str
+    member: str | None = None
+
+
+def consumer_group_key(record_type: int, group: str, member: str | None = None) -> bytes:
+    if record_type in _GROUP_KEYS:
+        return encode_struct(_GROUP_KEYS[record_type], record_type, {"group_id": group})
+    return encode_struct(_MEMBER_KEYS[record_type], record_type, {"group_id": group, "member_id": member})
+
+
+def consumer_group_value(record_type: int, body: dict) -> bytes:
+    return encode_struct(_VALUES[record_type], 0, body)
+
+
+def decode_consumer_group_value(record_type: int, data: bytes) -> dict:
+    try:
+        return decode_struct(_VALUES[record_type], data)[1]
+    except ProtocolError as exc:
+        raise OffsetsRecordError(f"bad consumer group record (type {record_type}): {exc}") from exc
+
+
 # --- decoding ------------------------------------------------------------------------------------------
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | None:
     """The key of a `__consumer_offsets` record; None for a record type we do not keep (any other version).
 
-    Key versions 0 and 1 are offset commits (the same layout), 2 is group metadata.
+    Key versions 0 and 1 are offset commits (the same layout), 2 is group metadata, 3 and 5-8 records of
+    consumer-protocol groups.
     """
     if len(data) < _VERSION.size:
         raise OffsetsRecordError(f"a {len(data)}-byte key has no version")
@@ -138,6 +184,11 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
         if version == GROUP_METADATA_KEY_VERSION:
             _, body = decode_struct("GroupMetadataKey", data)
             return GroupMetadataKey(body["group"])
+        if version in _GROUP_KEYS:
+            return ConsumerGroupKey(version, decode_struct(_GROUP_KEYS[version], data)[1]["group_id"])
+        if version in _MEMBER_KEYS:
+            _, body = decode_struct(_MEMBER_KEYS[version], data)
+            return ConsumerGroupKey(version, body["group_id"], body["member_id"])
     except ProtocolError as exc:
         raise OffsetsRecordError(f"bad key (version {version}): {exc}") from exc
     return None

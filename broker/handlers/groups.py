@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker.errors import ErrorCode
+from broker.groups.consumer import HeartbeatRequest
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata, TopicPartition
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
@@ -229,6 +230,8 @@ def _fetched(offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]] | None,
                  require_stable: bool = False) -> tuple[ErrorCode, list[tuple[TopicPartition, dict[str, Any]]]]:
+    # OffsetFetch v9 carries the fetching member's id and epoch (KIP-848); offsets are readable by anyone
+    # here, as Kafka lets admin clients read them, so they are not checked.
     """``require_stable`` (v7+, read_committed consumers): a partition with an offset of a transaction still
     open answers UNSTABLE_OFFSET_COMMIT, and the client asks again."""
     wanted = None if topics is None else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
@@ -273,18 +276,15 @@ async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 # --- admin -----------------------------------------------------------------------------------------------
 
-CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5+ (KIP-848): the only kind of group this broker runs
-
 @handler(ApiKey.LIST_GROUPS)
 async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    """v5+ (KIP-848) tells classic groups from consumer-protocol ones ("classic", "consumer") and filters by it."""
     states = request["states_filter"] if ctx.api_version >= 4 else []
     types = {kind.lower() for kind in request["types_filter"]} if ctx.api_version >= 5 else set()
     error, listings = _coordinator(ctx).list_groups(states)
-    if types and CLASSIC_GROUP_TYPE not in types:
-        listings = []  # every group here is a classic group
     return {"throttle_time_ms": 0, "error_code": error,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-                        "group_type": CLASSIC_GROUP_TYPE} for g in listings]}
+                        "group_type": g.group_type} for g in listings if not types or g.group_type in types]}
 
 
 @handler(ApiKey.DESCRIBE_GROUPS)
@@ -313,3 +313,42 @@ async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[st
     results = await _coordinator(ctx).delete_groups(names)
     return {"throttle_time_ms": 0,
             "results": [{"group_id": name, "error_code": results[name]} for name in names]}
+
+
+# --- the consumer group protocol (KIP-848) ------------------------------------------------------------------
+
+@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    result = await _coordinator(ctx).consumer_group_heartbeat(HeartbeatRequest(
+        group_id=request["group_id"], member_id=request["member_id"], member_epoch=request["member_epoch"],
+        instance_id=request["instance_id"], rack_id=request["rack_id"],
+        rebalance_timeout_ms=request["rebalance_timeout_ms"],
+        subscribed_topic_names=request["subscribed_topic_names"],
+        # an empty regex means none (librdkafka sends one with its topic names)
+        subscribed_topic_regex=(request["subscribed_topic_regex"] or None) if ctx.api_version >= 1 else None,
+        server_assignor=request["server_assignor"], owned=request["topic_partitions"],
+        client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version))
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(partitions)}
+                                           for topic, partitions in sorted(result.assignment.items())]}
+    return {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
+            "member_id": result.member_id, "member_epoch": result.member_epoch,
+            "heartbeat_interval_ms": _coordinator(ctx).config.consumer_heartbeat_interval_ms,
+            "assignment": assignment}
+
+
+@handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
+async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    names = {topic.topic_id: name for name, topic in ctx.broker.logs.topics.items()}
+    described = []
+    for group_id in request["group_ids"]:
+        error, message, group = _coordinator(ctx).describe_consumer_group(group_id, names)
+        entry = {"error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
+                 "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                 "authorized_operations": GROUP_OPERATIONS if request["include_authorized_operations"]
+                 else AUTHORIZED_OPERATIONS_OMITTED}
+        if group is not None:
+            entry.update(group)
+        described.append(entry)
+    return {"throttle_time_ms": 0, "groups": described}

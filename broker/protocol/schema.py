@@ -257,8 +257,6 @@ def _validate_struct(message: Message, struct_: Struct, path: str) -> None:
         if f.compact is not None and f.type not in ("string", "bytes"):
             raise SchemaError(f"{where}: only string and bytes fields can override compactness")
         if isinstance(f.type, Struct):
-            if not f.nullable.is_empty():
-                raise SchemaError(f"{where}: nullable struct fields are outside this codec's schema language")
             _validate_struct(message, f.type, where)
         elif isinstance(f.type, Array):
             element = f.type.element
@@ -462,6 +460,10 @@ class _Generator:
         pad = "    " * indent
         type_ = f.type
         if isinstance(type_, Struct):
+            if self._nullable(f):
+                # Kafka's nullable struct: an int8 -1 for null, 1 before a present struct
+                return [f"{pad}if {var} is None:", f"{pad}    {out}.append(b'\\xff')", f"{pad}else:",
+                        f"{pad}    {out}.append(b'\\x01')", f"{pad}    {nested[f.name][0]}({out}, {var})"]
             return [f"{pad}{nested[f.name][0]}({out}, {var})"]
         if isinstance(type_, Array):
             return self._write_array_lines(f, var, out, nested, indent)
@@ -564,6 +566,9 @@ class _Generator:
         pad = "    " * indent
         type_ = f.type
         if isinstance(type_, Struct):
+            if self._nullable(f):
+                return [f"{pad}if buf[pos] == 0xff:", f"{pad}    {target} = None", f"{pad}    pos += 1",
+                        f"{pad}else:", f"{pad}    {target}, pos = {nested[f.name][1]}(buf, pos + 1)"]
             return [f"{pad}{target}, pos = {nested[f.name][1]}(buf, pos)"]
         if isinstance(type_, Array):
             return self._read_array_lines(f, target, path, nested, indent)

@@ -8,10 +8,12 @@ from harness import BrokerProcess
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """One real broker per test module; tests use their own topic and group names."""
+def broker(request, tmp_path_factory):
+    """One real broker per test module; tests use their own topic and group names. A module's
+    ``BROKER_CONFIG`` (a dict of broker configs) is added to its broker's configuration."""
     proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
-                         extra_config={"group.initial.rebalance.delay.ms": 200})
+                         extra_config={"group.initial.rebalance.delay.ms": 200,
+                                       **getattr(request.module, "BROKER_CONFIG", {})})
     proc.start()
     yield proc
     proc.stop()

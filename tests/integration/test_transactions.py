@@ -30,14 +30,6 @@ BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 200,
                  "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", extra_config=BROKER_CONFIG)
-    proc.start()
-    yield proc
-    proc.stop()
-
-
 def offsets_partition(group_id: str) -> int:
     return offsets_partition_for(group_id, 50)
 
@@ -186,14 +178,11 @@ def test_consume_transform_produce_is_exactly_once_with_an_aborted_round(broker)
 
 def test_a_killed_producer_is_aborted_after_its_timeout_and_fenced_by_its_successor(broker):
     create_topic(broker.bootstrap, "txn-kill")
+    # a timeout long enough for the checks of the open transaction below on a loaded machine
     zombie = subprocess.Popen([sys.executable, str(TXN_PRODUCER), broker.bootstrap, "txn-kill", "txn-kill", "5",
-                               "3000"], stdout=subprocess.PIPE, text=True)
+                               "10000"], stdout=subprocess.PIPE, text=True)
     try:
         assert json.loads(zombie.stdout.readline()) == {"state": "open"}
-        assert listed_state(broker.bootstrap, "txn-kill") == "Ongoing"
-        (described,) = kafka_transactions_tool(broker.bootstrap, "describe", "--transactional-id", "txn-kill")
-        assert (described["ProducerEpoch"], described["TransactionTimeoutMs"], described["TopicPartitions"]) == (
-            "0", "3000", "txn-kill-0")
     finally:
         zombie.kill()  # SIGKILL: no abort from the client
         zombie.wait()
@@ -201,8 +190,11 @@ def test_a_killed_producer_is_aborted_after_its_timeout_and_fenced_by_its_succes
     plain.produce("txn-kill", value=b"after", partition=0)
     plain.flush(30)
     assert read_values(broker.bootstrap, "txn-kill", "read_committed") == []  # held at the open transaction
+    (described,) = kafka_transactions_tool(broker.bootstrap, "describe", "--transactional-id", "txn-kill")
+    assert (described["TransactionState"], described["ProducerEpoch"], described["TransactionTimeoutMs"],
+            described["TopicPartitions"]) == ("Ongoing", "0", "10000", "txn-kill-0")
 
-    # the coordinator aborts it once its 3 s are up; the consumer then gets past it
+    # the coordinator aborts it once its 10 s are up; the consumer then gets past it
     wait_until(lambda: read_values(broker.bootstrap, "txn-kill", "read_committed") == [b"after"], 30,
                message="the killed producer's transaction to be aborted")
     assert listed_state(broker.bootstrap, "txn-kill") == "CompleteAbort"

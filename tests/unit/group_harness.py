@@ -59,10 +59,12 @@ class MemoryOffsetsLog:
         self.auto = auto
         self.fail_with = ErrorCode.NONE
         self.appends: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
+        self.producers: list[tuple[int, int] | None] = []  # the transaction of each append, if any
         self.waiting: list[Callable[[ErrorCode], None]] = []
 
-    def append(self, partition, records_, on_complete) -> None:
+    def append(self, partition, records_, on_complete, producer=None) -> None:
         self.appends.append((partition, list(records_)))
+        self.producers.append(producer)
         if self.auto:
             on_complete(self.fail_with)
         else:

@@ -78,7 +78,7 @@ def with_defaults(struct: Struct, version: int, body: dict[str, Any]) -> dict[st
             full[f.name] = f.default_value()
             continue
         value = body[f.name]
-        if isinstance(f.type, Struct):
+        if isinstance(f.type, Struct) and value is not None:
             value = with_defaults(f.type, version, value)
         elif isinstance(f.type, Array) and isinstance(f.type.element, Struct) and value is not None:
             value = [with_defaults(f.type.element, version, item) for item in value]

@@ -26,10 +26,12 @@ class PartitionLogs:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
 
-    def append(self, partition, records, on_complete) -> None:
-        batch = build_batch(Record(offset=i, timestamp=0, key=k, value=v) for i, (k, v) in enumerate(records))
+    def append(self, partition, records, on_complete, producer=None) -> None:
+        pid, epoch = producer if producer is not None else (-1, -1)
+        batch = build_batch((Record(offset=i, timestamp=0, key=k, value=v) for i, (k, v) in enumerate(records)),
+                            producer_id=pid, producer_epoch=epoch, is_transactional=producer is not None)
         try:
-            self.logs.get_log(OFFSETS_TOPIC, partition).append(batch)
+            self.logs.get_log(OFFSETS_TOPIC, partition).append(batch, from_coordinator=producer is not None)
         except KafkaError as exc:
             on_complete(exc.code)
             return

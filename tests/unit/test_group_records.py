@@ -229,7 +229,10 @@ def test_group_value_version_must_be_known():
 
 
 def test_unknown_and_bad_records():
-    assert records.decode_key(i16(5) + b"whatever") is None
+    assert records.decode_key(i16(4) + b"whatever") is None  # partition metadata of KIP-848 groups: not kept
+    assert records.decode_key(i16(9) + b"whatever") is None  # a record type of the future
+    with pytest.raises(OffsetsRecordError):
+        records.decode_key(i16(5) + b"whatever")  # a consumer group member's key, but not its layout
     with pytest.raises(OffsetsRecordError):
         records.decode_key(b"\x00")
     with pytest.raises(OffsetsRecordError):

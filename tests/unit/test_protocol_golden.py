@@ -140,8 +140,8 @@ def test_unsupported_api_versions_version_carries_the_parsed_header():
 
 def test_unknown_api_key_and_unsupported_versions():
     with pytest.raises(UnknownApiKeyError) as raised:
-        decode_request(i16(68) + i16(0) + i32(1) + string("c"))
-    assert raised.value.header.api_key == 68
+        decode_request(i16(57) + i16(0) + i32(1) + string("c"))  # UpdateFeatures: not served
+    assert raised.value.header.api_key == 57
     with pytest.raises(UnsupportedVersionError):
         decode_request(i16(ApiKey.PRODUCE) + i16(10) + i32(1) + string("c"))
     with pytest.raises(UnsupportedVersionError):

@@ -120,7 +120,38 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
     ),
 )
 
+def _group_key(name: str, record_type: int) -> Message:
+    """The key of a group-wide record of a consumer-protocol group: its version is the record type."""
+    version = str(record_type)
+    return Message(name, "data", versions=version, flexible="none", fields=(Field("group_id", "string", version),))
+
+
+CONSUMER_GROUP_METADATA_KEY = _group_key("ConsumerGroupMetadataKey", 3)
+CONSUMER_GROUP_METADATA_VALUE = Message(
+    "ConsumerGroupMetadataValue", "data", versions="0", flexible="0+",
+    fields=(Field("epoch", "int32", "0+"),),
+)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("ConsumerGroupTargetAssignmentMetadataKey", 6)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = Message(
+    "ConsumerGroupTargetAssignmentMetadataValue", "data", versions="0", flexible="0+",
+    fields=(Field("assignment_epoch", "int32", "0+"),),
+)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = _member_key("ConsumerGroupTargetAssignmentMemberKey", 7)
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = Message(
+    "ConsumerGroupTargetAssignmentMemberValue", "data", versions="0", flexible="0+",
+    fields=(Field("topic_partitions", Array(Struct("TopicPartition", (
+        Field("topic_id", "uuid", "0+"),
+        Field("partitions", Array("int32"), "0+"),
+    ))), "0+"),),
+)
+
 MESSAGES = (
+    CONSUMER_GROUP_METADATA_KEY,
+    CONSUMER_GROUP_METADATA_VALUE,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE,
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
     GROUP_METADATA_KEY,

@@ -276,7 +276,110 @@ DELETE_GROUPS_RESPONSE = Message(
     ),
 )
 
+# --- the consumer group protocol (KIP-848) ------------------------------------------------------------------
+
+_TOPIC_PARTITIONS = Struct("TopicPartitions", (
+    Field("topic_id", "uuid", "0+"),
+    Field("partitions", Array("int32"), "0+"),
+))
+
+CONSUMER_GROUP_HEARTBEAT_REQUEST = Message(
+    "ConsumerGroupHeartbeatRequest",
+    "request",
+    api_key=68,
+    versions="0-1",
+    flexible="0+",
+    fields=(
+        Field("group_id", "string", "0+"),
+        Field("member_id", "string", "0+"),
+        Field("member_epoch", "int32", "0+"),
+        Field("instance_id", "string", "0+", nullable="0+", default=None),
+        Field("rack_id", "string", "0+", nullable="0+", default=None),
+        Field("rebalance_timeout_ms", "int32", "0+", default=-1),
+        Field("subscribed_topic_names", Array("string"), "0+", nullable="0+", default=None),
+        Field("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
+        Field("server_assignor", "string", "0+", nullable="0+", default=None),
+        Field("topic_partitions", Array(_TOPIC_PARTITIONS), "0+", nullable="0+", default=None),
+    ),
+)
+
+CONSUMER_GROUP_HEARTBEAT_RESPONSE = Message(
+    "ConsumerGroupHeartbeatResponse",
+    "response",
+    api_key=68,
+    versions="0-1",
+    flexible="0+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("error_message", "string", "0+", nullable="0+", default=None),
+        Field("member_id", "string", "0+", nullable="0+", default=None),
+        Field("member_epoch", "int32", "0+"),
+        Field("heartbeat_interval_ms", "int32", "0+"),
+        Field("assignment", Struct("Assignment", (
+            Field("topic_partitions", Array(_TOPIC_PARTITIONS), "0+"),
+        )), "0+", nullable="0+", default=None),
+    ),
+)
+
+CONSUMER_GROUP_DESCRIBE_REQUEST = Message(
+    "ConsumerGroupDescribeRequest",
+    "request",
+    api_key=69,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("group_ids", Array("string"), "0+"),
+        Field("include_authorized_operations", "bool", "0+"),
+    ),
+)
+
+_DESCRIBED_ASSIGNMENT = Struct("Assignment", (
+    Field("topic_partitions", Array(Struct("TopicPartitions", (
+        Field("topic_id", "uuid", "0+"),
+        Field("topic_name", "string", "0+"),
+        Field("partitions", Array("int32"), "0+"),
+    ))), "0+"),
+))
+
+CONSUMER_GROUP_DESCRIBE_RESPONSE = Message(
+    "ConsumerGroupDescribeResponse",
+    "response",
+    api_key=69,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("groups", versions="0+", type=Array(Struct("DescribedGroup", (
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable="0+", default=None),
+            Field("group_id", "string", "0+"),
+            Field("group_state", "string", "0+"),
+            Field("group_epoch", "int32", "0+"),
+            Field("assignment_epoch", "int32", "0+"),
+            Field("assignor_name", "string", "0+"),
+            Field("members", versions="0+", type=Array(Struct("Member", (
+                Field("member_id", "string", "0+"),
+                Field("instance_id", "string", "0+", nullable="0+", default=None),
+                Field("rack_id", "string", "0+", nullable="0+", default=None),
+                Field("member_epoch", "int32", "0+"),
+                Field("client_id", "string", "0+"),
+                Field("client_host", "string", "0+"),
+                Field("subscribed_topic_names", Array("string"), "0+"),
+                Field("subscribed_topic_regex", "string", "0+", nullable="0+", default=None),
+                Field("assignment", _DESCRIBED_ASSIGNMENT, "0+"),
+                Field("target_assignment", _DESCRIBED_ASSIGNMENT, "0+"),
+            )))),
+            Field("authorized_operations", "int32", "0+", default=-(2**31)),
+        )))),
+    ),
+)
+
 MESSAGES = (
+    CONSUMER_GROUP_HEARTBEAT_REQUEST,
+    CONSUMER_GROUP_HEARTBEAT_RESPONSE,
+    CONSUMER_GROUP_DESCRIBE_REQUEST,
+    CONSUMER_GROUP_DESCRIBE_RESPONSE,
     FIND_COORDINATOR_REQUEST,
     FIND_COORDINATOR_RESPONSE,
     JOIN_GROUP_REQUEST,

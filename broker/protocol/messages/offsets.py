@@ -10,7 +10,7 @@ OFFSET_COMMIT_REQUEST = Message(
     "OffsetCommitRequest",
     "request",
     api_key=8,
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=(
         Field("group_id", "string", "0+"),
@@ -35,7 +35,7 @@ OFFSET_COMMIT_RESPONSE = Message(
     "OffsetCommitResponse",
     "response",
     api_key=8,
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=(
         Field("throttle_time_ms", "int32", "3+"),
@@ -53,7 +53,7 @@ OFFSET_FETCH_REQUEST = Message(
     "OffsetFetchRequest",
     "request",
     api_key=9,
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=(
         Field("group_id", "string", "0-7"),
@@ -63,6 +63,8 @@ OFFSET_FETCH_REQUEST = Message(
         )))),
         Field("groups", versions="8+", type=Array(Struct("OffsetFetchRequestGroup", (
             Field("group_id", "string", "8+"),
+            Field("member_id", "string", "9+", nullable="9+", default=None),
+            Field("member_epoch", "int32", "9+", default=-1),
             Field("topics", versions="8+", nullable="8+", type=Array(Struct("OffsetFetchRequestTopics", (
                 Field("name", "string", "8+"),
                 Field("partition_indexes", Array("int32"), "8+"),
@@ -76,7 +78,7 @@ OFFSET_FETCH_RESPONSE = Message(
     "OffsetFetchResponse",
     "response",
     api_key=9,
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=(
         Field("throttle_time_ms", "int32", "3+"),
