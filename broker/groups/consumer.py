@@ -12,6 +12,9 @@ What a ConsumerGroupHeartbeat does, as in Kafka's group coordinator:
   keeps its epoch (UNREVOKED_PARTITIONS) until a heartbeat shows it no longer owns them; then it gets the
   new epoch and the partitions no other member still holds (UNRELEASED_PARTITIONS until all are free,
   else STABLE). A partition is never owned by two members at once.
+* Members subscribe by topic names or by a regular expression that whole topic names must match (Python's
+  ``re``; Kafka uses RE2/J, the same for the patterns topic names need); a new matching topic, or a
+  subscribed topic growing partitions, is seen at the next heartbeat and bumps the group epoch.
 * A member silent for ``group.consumer.session.timeout.ms``, or not revoking within its rebalance
   timeout, is removed.
 
@@ -24,6 +27,8 @@ checked against their member epoch.
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -72,6 +77,14 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     last_sent: Assignment | None = None  # what the member was last told (not persisted)
 
+    def topics(self, existing: Iterable[str]) -> set[str]:
+        """The topics it subscribes to: by name, and the existing ones its regex matches (whole names)."""
+        chosen = set(self.subscribed)
+        if self.regex:
+            pattern = _compiled(self.regex)
+            chosen.update(name for name in existing if pattern.fullmatch(name))
+        return chosen
+
 
 @dataclass(eq=False, slots=True)
 class ConsumerGroup:
@@ -98,8 +111,13 @@ class ConsumerGroup:
                 return member.server_assignor
         return UNIFORM
 
-    def subscribed_topics(self) -> set[str]:
-        return {topic for member in self.members.values() for topic in member.subscribed}
+    def subscribed_topics(self, topics: Iterable[str]) -> set[str]:
+        return {topic for member in self.members.values() for topic in member.topics(topics)}
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(regex: str) -> re.Pattern:
+    return re.compile(regex)
 
 
 def _flatten(assignment: Assignment) -> set[tuple[bytes, int]]:
@@ -171,6 +189,10 @@ class ConsumerGroups:
         if error is not None:
             reply(HeartbeatResult(ErrorCode.INVALID_REQUEST, error))
             return
+        regex_error = self._regex_error(request.subscribed_topic_regex)
+        if regex_error is not None:
+            reply(HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION, regex_error))
+            return
         if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             reply(HeartbeatResult(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                   f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}"))
@@ -240,8 +262,16 @@ class ConsumerGroups:
                 return "MemberId can't be empty"
         elif not request.member_id:
             return "MemberId can't be empty"
-        if request.subscribed_topic_regex is not None:
-            return "subscribing by regex (KIP-848) is not supported by this broker yet; subscribe by topic names"
+        return None
+
+    @staticmethod
+    def _regex_error(regex: str | None) -> str | None:
+        if not regex:
+            return None
+        try:
+            _compiled(regex)
+        except re.error as exc:
+            return f"SubscribedTopicRegex {regex!r} is not a valid regular expression: {exc}"
         return None
 
     def _update_member(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
@@ -251,6 +281,10 @@ class ConsumerGroups:
             subscribed = tuple(sorted(set(request.subscribed_topic_names)))
             changed = subscribed != member.subscribed
             member.subscribed = subscribed
+        if request.subscribed_topic_regex is not None:  # "" clears it
+            regex = request.subscribed_topic_regex or None
+            changed = changed or regex != member.regex
+            member.regex = regex
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
             member.server_assignor = request.server_assignor
             changed = True
@@ -265,11 +299,11 @@ class ConsumerGroups:
 
     def _signature(self, group: ConsumerGroup) -> tuple:
         topics = self._topics()
-        return tuple(sorted((name, *topics[name]) for name in group.subscribed_topics() if name in topics))
+        return tuple(sorted((name, *topics[name]) for name in group.subscribed_topics(topics) if name in topics))
 
     def _compute_target(self, group: ConsumerGroup) -> list[OffsetsRecord]:
         topics = self._topics()
-        subscriptions = {m.member_id: frozenset(topics[name][0] for name in m.subscribed if name in topics)
+        subscriptions = {m.member_id: frozenset(topics[name][0] for name in m.topics(topics) if name in topics)
                          for m in group.members.values()}
         partitions = {topic_id: count for topic_id, count in topics.values()}
         target = assign(group.assignor(), subscriptions, partitions, group.target)

@@ -790,17 +790,12 @@ class GroupMachine:
         if error is not None:
             reply(dict.fromkeys(request.offsets, error))
             return
-        group = self._groups.get(request.group_id)
-        if group is None:
-            group = self._groups[request.group_id] = ClassicGroup(request.group_id,
-                                                                   current_state_timestamp=self._clock())
-        if request.group_instance_id is not None and \
-                group.static_members.get(request.group_instance_id) not in (None, request.member_id):
-            error = ErrorCode.FENCED_INSTANCE_ID
-        elif request.member_id != UNKNOWN_MEMBER_ID and request.member_id not in group.members:
-            error = ErrorCode.UNKNOWN_MEMBER_ID
-        elif request.generation_id >= 0 and request.generation_id != group.generation_id:
-            error = ErrorCode.ILLEGAL_GENERATION
+        group = self._offsets_holder(request.group_id)
+        if request.group_id in self.consumer.groups:
+            # a consumer-protocol group: the member and its epoch, as for its plain commits
+            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id)
+        else:
+            error = self._validate_transactional_commit(group, request)
         if error is not None:
             reply(dict.fromkeys(request.offsets, error))
             self._forget_if_unused(group)
@@ -833,6 +828,19 @@ class GroupMachine:
             (records.offset_commit_key(group.group_id, topic, partition), records.offset_commit_value(committed))
             for (topic, partition), committed in offsets.items()
         ], appended, producer=producer)
+
+    @staticmethod
+    def _validate_transactional_commit(group: ClassicGroup, request: CommitRequest) -> ErrorCode | None:
+        """Kafka's checks of a classic group's TxnOffsetCommit: looser than a plain commit's, they apply only
+        to what the request names (an instance id, a member, a generation)."""
+        if request.group_instance_id is not None and \
+                group.static_members.get(request.group_instance_id) not in (None, request.member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if request.member_id != UNKNOWN_MEMBER_ID and request.member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if request.generation_id >= 0 and request.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
 
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         """A transaction marker reached `__consumer_offsets` partition ``partition``: the producer's

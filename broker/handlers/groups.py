@@ -324,8 +324,8 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
         instance_id=request["instance_id"], rack_id=request["rack_id"],
         rebalance_timeout_ms=request["rebalance_timeout_ms"],
         subscribed_topic_names=request["subscribed_topic_names"],
-        # an empty regex means none (librdkafka sends one with its topic names)
-        subscribed_topic_regex=(request["subscribed_topic_regex"] or None) if ctx.api_version >= 1 else None,
+        # null: unchanged; "" clears it (librdkafka sends "" with its topic names)
+        subscribed_topic_regex=request["subscribed_topic_regex"] if ctx.api_version >= 1 else None,
         server_assignor=request["server_assignor"], owned=request["topic_partitions"],
         client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version))
     assignment = None

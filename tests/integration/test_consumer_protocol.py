@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import BrokerProcess, wait_until
 from kafka_harness import java_command, java_peer
@@ -208,3 +208,59 @@ def test_the_monitor_shows_owners_and_client_ids_of_a_consumer_protocol_group(br
             member.stop()
         wait_until(lambda: (p := partitions()) and not any(x["owner"] for x in p), 60, interval=0.2,
                    message="the owners to go once the member left")
+
+
+def test_a_regex_subscription_picks_up_new_topics(broker):
+    create_topic(broker.bootstrap, "kip848-rx-a", 1)
+    produce(broker.bootstrap, "kip848-rx-a", 1, 0, 5)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-rx", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+    consumer.subscribe(["^kip848-rx-.*"])
+    seen: list[tuple[str, int]] = []
+    try:
+        def read(count: int) -> bool:
+            seen.extend((m.topic(), int(m.value())) for m in consumer.consume(50, timeout=0.2) if m.error() is None)
+            return len(seen) >= count
+        wait_until(lambda: read(5), 60, interval=0, message="the records of the first matching topic")
+        create_topic(broker.bootstrap, "kip848-rx-b", 2)
+        create_topic(broker.bootstrap, "kip848-other", 1)
+        produce(broker.bootstrap, "kip848-rx-b", 2, 100, 6)
+        produce(broker.bootstrap, "kip848-other", 1, 200, 3)
+        wait_until(lambda: read(11), 60, interval=0, message="the records of a topic created later that matches")
+        described = describe(broker.bootstrap, "kip848-rx")
+        (member,) = described["members"]
+        assert member["subscribed_topic_regex"] == "(^kip848-rx-.*)"  # librdkafka joins its patterns as (a)|(b)
+        assert sorted(t["topic_name"] for t in member["assignment"]["topic_partitions"]) == ["kip848-rx-a",
+                                                                                            "kip848-rx-b"]
+    finally:
+        consumer.close()
+    assert sorted(seen) == [("kip848-rx-a", n) for n in range(5)] + [("kip848-rx-b", n) for n in range(100, 106)]
+
+
+def test_transactional_offsets_of_a_consumer_protocol_group(broker):
+    create_topic(broker.bootstrap, "kip848-txn-in", 2)
+    create_topic(broker.bootstrap, "kip848-txn-out", 1)
+    produce(broker.bootstrap, "kip848-txn-in", 2, 0, 20)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-txn", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "kip848-txn"})
+    producer.init_transactions(30)
+    consumer.subscribe(["kip848-txn-in"])
+    done = 0
+    try:
+        while done < 20:
+            batch = [m for m in consumer.consume(10, timeout=1) if m.error() is None]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce("kip848-txn-out", value=message.value(), partition=0)
+            # the group metadata carries the member id and member epoch: TxnOffsetCommit checks them
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            done += len(batch)
+        committed = consumer.committed([TopicPartition("kip848-txn-in", p) for p in (0, 1)], timeout=30)
+    finally:
+        consumer.close()
+    assert [tp.offset for tp in committed] == [10, 10]

@@ -128,3 +128,15 @@ def test_groups_are_rebuilt_from_their_records():
         mine, theirs = copy.members[member_id], original.members[member_id]
         assert (mine.member_epoch, mine.state, mine.assigned, mine.subscribed, mine.client_id) == (
             theirs.member_epoch, theirs.state, theirs.assigned, theirs.subscribed, theirs.client_id)
+
+
+def test_regex_subscriptions_match_whole_topic_names():
+    g = Groups()
+    answers: list[HeartbeatResult] = []
+    request = HeartbeatRequest(group_id="g", member_id="r", member_epoch=0, instance_id=None, rack_id=None,
+                               rebalance_timeout_ms=30_000, subscribed_topic_names=[], subscribed_topic_regex="pay.*",
+                               server_assignor=None, owned=[], client_id="r", client_host="/127.0.0.1", version=1)
+    g.groups.heartbeat(request, answers.append)
+    assert partitions(answers[0]) == {(T2, 0), (T2, 1)}  # "payments", not "orders"
+    g.groups.heartbeat(replace(request, member_id="bad", subscribed_topic_regex="pay(ments"), answers.append)
+    assert answers[1].error == ErrorCode.INVALID_REGULAR_EXPRESSION and "pay(ments" in answers[1].message
