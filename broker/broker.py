@@ -27,7 +27,7 @@ from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.server import KafkaServer
-from broker.topics import OFFSETS_TOPIC
+from broker.topics import INTERNAL_TOPICS
 
 log = structlog.get_logger("broker")
 
@@ -69,6 +69,7 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # Kafka 4 removed v0 (KIP-896)
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
@@ -303,7 +304,9 @@ class Broker:
         self.notify_appended(topic, partition)
         if self.replica_manager is not None:
             self.replica_manager.on_leader_append(topic, partition)
-            if topic == OFFSETS_TOPIC and not await self.replica_manager.wait_for_isr(
+            # the coordinators' writes (and transaction markers anywhere) are acknowledged by the ISR, as
+            # Kafka's coordinators write with acks=all
+            if (topic in INTERNAL_TOPICS or from_coordinator) and not await self.replica_manager.wait_for_isr(
                     topic, partition, result.last_offset + 1, OFFSETS_COMMIT_TIMEOUT):
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: the ISR did not confirm")
         return result

@@ -39,7 +39,7 @@ from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.cluster.replication import ReplicaManager
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import format_value, parse_configs
-from broker.topics import OFFSETS_TOPIC
+from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -72,7 +72,7 @@ class ClusterNode:
             unclean_election_enabled=self._unclean_election_enabled)
         self._roles: dict[tuple[str, int], Role] = {}
         self._configs_applied: dict[str, dict[str, str]] = {}
-        self._group_locks: dict[int, asyncio.Lock] = {}
+        self._group_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
         self._leaving = False
         self._fenced = asyncio.Event()
@@ -281,29 +281,30 @@ class ClusterNode:
             self._roles[tp] = role
             self.replicas.become_follower(topic, partition, role[1], role[2])
         is_leader = role is not None and role[0] == "leader"
-        if topic == OFFSETS_TOPIC and is_leader != was_leader:
-            self._spawn_group_change(partition, load=is_leader)
+        if topic in (OFFSETS_TOPIC, TRANSACTIONS_TOPIC) and is_leader != was_leader:
+            self._spawn_group_change(topic, partition, load=is_leader)
 
-    def _spawn_group_change(self, partition: int, *, load: bool) -> None:
-        task = asyncio.create_task(self._change_group_partition(partition, load),
-                                   name=f"groups-{'load' if load else 'unload'}-{partition}")
+    def _spawn_group_change(self, topic: str, partition: int, *, load: bool) -> None:
+        task = asyncio.create_task(self._change_group_partition(topic, partition, load),
+                                   name=f"{topic}-{'load' if load else 'unload'}-{partition}")
         self._group_tasks.add(task)
         task.add_done_callback(self._group_tasks.discard)
 
-    async def _change_group_partition(self, partition: int, load: bool) -> None:
-        """Loads and unloads of one partition run in the order they were decided, never interleaved."""
-        lock = self._group_locks.setdefault(partition, asyncio.Lock())
+    async def _change_group_partition(self, topic: str, partition: int, load: bool) -> None:
+        """Loads and unloads of one coordinator partition (groups or transactions) run in the order they were
+        decided, never interleaved."""
+        lock = self._group_locks.setdefault((topic, partition), asyncio.Lock())
+        coordinator = self.broker.groups if topic == OFFSETS_TOPIC else self.broker.transactions
         async with lock:
-            groups = self.broker.groups
             try:
                 if load:
-                    await groups.load_partition(partition)
-                    log.info("group coordination taken over", partition=partition)
+                    await coordinator.load_partition(partition)
+                    log.info("coordination taken over", topic=topic, partition=partition)
                 else:
-                    groups.unload_partition(partition)
-                    log.info("group coordination handed over", partition=partition)
+                    coordinator.unload_partition(partition)
+                    log.info("coordination handed over", topic=topic, partition=partition)
             except Exception:
-                log.exception("group partition change failed", partition=partition, load=load)
+                log.exception("coordinator partition change failed", topic=topic, partition=partition, load=load)
 
 
 class ClusterTopicAdmin:

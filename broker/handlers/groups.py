@@ -5,9 +5,9 @@ These handlers translate between request/response bodies and the group coordinat
 (:mod:`broker.groups.coordinator`), honouring what each version means:
 
 * FindCoordinator v4+ batches ``coordinator_keys``; older versions ask for one ``key``. Key type 0 asks
-  for a group's coordinator, 1 for a transactional id's: on a single node, this broker; a cluster does
-  not coordinate transactions yet and answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for clients,
-  where COORDINATOR_NOT_AVAILABLE would have them retry forever) with the reason.
+  for a group's coordinator, 1 for a transactional id's: the leader of the key's partition of
+  `__consumer_offsets` or `__transaction_state`. A cluster's first transactional lookup has the controller
+  create `__transaction_state` (COORDINATOR_NOT_AVAILABLE until it exists), as Kafka's does.
 * JoinGroup v0 has no rebalance timeout (the session timeout serves as both); from v4 a dynamic member
   without an id is first given one with MEMBER_ID_REQUIRED; v5 adds static membership; v7 returns the
   protocol type and a nullable protocol name.
@@ -21,7 +21,7 @@ These handlers translate between request/response bodies and the group coordinat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.errors import ErrorCode
@@ -31,7 +31,7 @@ from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata, TopicParti
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.txn.coordinator import CLUSTER_MESSAGE
+from broker.topics import TRANSACTIONS_TOPIC
 
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
@@ -70,23 +70,35 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
 
     if key_type == COORDINATOR_KEY_TRANSACTION:
-        if not ctx.broker.transactions.available:
-            # fatal for clients, as an authorization failure is: retrying could not help
-            return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_MESSAGE)
-        for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
-            if node_id == ctx.broker.node_id:
-                return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
-                        "error_message": ""}
-        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker is not live")
+        transactions = ctx.broker.transactions
+        if ctx.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
+            if not transactions.clustered:  # a single node makes it with the first transactional record
+                return _this_broker(ctx, key)
+            transactions.request_topic()
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTIONS_TOPIC} is being created")
+        return _leader_of(ctx, key, TRANSACTIONS_TOPIC, transactions.partition_for(key), error)
     if key_type != COORDINATOR_KEY_GROUP:
         return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    partition = _coordinator(ctx).partition_for(key)
-    leader = ctx.broker.partition_leader(OFFSETS_TOPIC, partition)[0]
+    return _leader_of(ctx, key, OFFSETS_TOPIC, _coordinator(ctx).partition_for(key), error)
+
+
+def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
+               error: Callable[[ErrorCode, str], dict[str, Any]]) -> dict[str, Any]:
+    """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
+    leader = ctx.broker.partition_leader(topic, partition)[0]
     for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
         if node_id == leader:
             return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
                     "error_message": ""}
-    return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader")
+    return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")
+
+
+def _this_broker(ctx: RequestContext, key: str) -> dict[str, Any]:
+    for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
+        if node_id == ctx.broker.node_id:
+            return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
+                    "error_message": ""}
+    raise AssertionError("a single node is always live")
 
 
 @handler(ApiKey.FIND_COORDINATOR)

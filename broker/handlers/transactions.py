@@ -10,6 +10,7 @@ The coordinator (:mod:`broker.txn.coordinator`) does the work; these handlers tr
   possibly ``verify_only``. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and then the
   others OPERATION_NOT_ATTEMPTED, as in Kafka.
 * TxnOffsetCommit writes the offsets in the producer's transaction; they count once it commits.
+* WriteTxnMarkers (between brokers) writes markers to partitions this broker leads.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from broker.handlers.groups import by_topic, partition_exists, requested_commits
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
 from broker.topics import INTERNAL_TOPICS
+from broker.txn.coordinator import write_marker
 
 # The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE = {
@@ -131,3 +133,25 @@ async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dic
         request["duration_filter"] if ctx.api_version >= 1 else -1)
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": states}
+
+
+@handler(ApiKey.WRITE_TXN_MARKERS)
+async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    """Markers a transaction coordinator asks this broker to write to partitions it leads (in a cluster)."""
+    results = []
+    for marker in request["markers"]:
+        topics = []
+        for topic in marker["topics"]:
+            partitions = []
+            for index in topic["partition_indexes"]:
+                if not partition_exists(ctx, topic["name"], index):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif ctx.broker.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    code = await write_marker(ctx.broker, topic["name"], index, marker["producer_id"],
+                                              marker["producer_epoch"], marker["transaction_result"])
+                partitions.append({"partition_index": index, "error_code": code})
+            topics.append({"name": topic["name"], "partitions": partitions})
+        results.append({"producer_id": marker["producer_id"], "topics": topics})
+    return {"markers": results}

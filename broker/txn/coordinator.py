@@ -18,10 +18,13 @@ created on first use), one record per change, so a restart rebuilds it; a transa
 prepare and complete by a crash is completed at start-up, markers being idempotent for the logs.
 Requests for one transactional id are serialised by a lock, so none sees another half done.
 
-On a single node this broker coordinates every transactional id. A cluster does not coordinate
-transactions yet: FindCoordinator and InitProducerId refuse transactional ids with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (FindCoordinator with the reason), which clients treat as fatal
-instead of retrying forever.
+On a single node this broker coordinates every transactional id. In a cluster, the leader of a
+transactional id's `__transaction_state` partition does (the controller creates the topic on the first
+coordinator lookup, replicated like `__consumer_offsets`); a new leader rebuilds the partition's state and
+completes what the old one left preparing. Markers for partitions other brokers lead go to them in
+WriteTxnMarkers, and every marker and state change is acknowledged by the in-sync replicas before the
+next step. Partition verification of transactional produce (KIP-890) is made where the partition's leader
+is the coordinator; elsewhere the producer's epoch is checked by the partition as for any producer.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.client import KafkaConnection
 from broker.errors import ErrorCode, KafkaError
 from broker.groups.coordinator import read_partition_entries
 from broker.groups.hashing import offsets_partition_for
+from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 from broker.protocol.types import ProtocolError
 from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
@@ -57,7 +62,19 @@ log = structlog.get_logger("broker.txn")
 
 TopicPartition = tuple[str, int]
 _PREPARING = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
-CLUSTER_MESSAGE = "transactions run on a single-node burrowpy broker; a cluster does not coordinate them yet"
+
+
+async def write_marker(broker: Broker, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                       committed: bool) -> ErrorCode:
+    """Write a transaction marker to a partition this broker leads (once the in-sync replicas have it), and
+    let the group coordinator settle the transaction's offsets when the partition is `__consumer_offsets`'."""
+    try:
+        await broker.append_marker(topic, partition, producer_id, producer_epoch, committed)
+    except KafkaError as exc:
+        return exc.code
+    if topic == OFFSETS_TOPIC and broker.groups is not None:
+        broker.groups.complete_transaction(partition, producer_id, committed)
+    return ErrorCode.NONE
 
 
 class TransactionCoordinator:
@@ -70,29 +87,53 @@ class TransactionCoordinator:
         self._by_producer: dict[int, str] = {}
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._load_lock = asyncio.Lock()
-        self._loaded = False
+        self._partition_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._loaded = False  # single node: every partition loaded (or none to load)
+        self._owned: set[int] = set()  # the `__transaction_state` partitions this broker coordinates
+        self._creating: asyncio.Task | None = None
 
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
 
     @property
-    def available(self) -> bool:
-        return self.broker.cluster is None
+    def clustered(self) -> bool:
+        return self.broker.cluster is not None
 
     # --- loading ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Load `__transaction_state` if an earlier run created it (else it is created on first use)."""
-        if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None:
+        """Single node: load `__transaction_state` if an earlier run created it (else it is created on first
+        use). In a cluster, partitions are loaded as this broker becomes their leader (:meth:`load_partition`)."""
+        if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None:
             await self._ensure_loaded()
 
     def _ensure_topic(self) -> None:
-        """Create `__transaction_state` before its first record, as Kafka does."""
-        if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
+        """Single node: create `__transaction_state` before its first record."""
+        if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
             self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"],
             })
+            self._owned = set(range(self.partition_count))
+
+    def request_topic(self) -> None:
+        """In a cluster, the first lookup of a transaction coordinator has the controller create
+        `__transaction_state` (as Kafka does); lookups answer COORDINATOR_NOT_AVAILABLE meanwhile."""
+        if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None or (
+                self._creating is not None and not self._creating.done()):
+            return
+        config = self.broker.config
+        replication = min(config["transaction.state.log.replication.factor"], len(self.broker.live_brokers()))
+
+        async def create() -> None:
+            try:
+                await self.broker.topic_admin.create_topic(TRANSACTIONS_TOPIC, self.partition_count, {
+                    "cleanup.policy": "compact", "segment.bytes": config["transaction.state.log.segment.bytes"],
+                }, max(replication, 1))
+            except KafkaError as exc:
+                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.warning("creating __transaction_state failed", error=exc.code.name)
+        self._creating = asyncio.create_task(create(), name="create-transaction-state")
 
     async def _ensure_loaded(self) -> None:
         if self._loaded:
@@ -101,36 +142,69 @@ class TransactionCoordinator:
             if self._loaded:
                 return
             topic = self.broker.logs.topics.get(TRANSACTIONS_TOPIC)
-            if topic is None:
-                self._loaded = True  # nothing to load; the topic comes with the first record
-                return
-            if topic.partition_count != self.partition_count:
-                log.warning("__transaction_state has a different partition count than configured; using it",
-                            partitions=topic.partition_count, configured=self.partition_count)
-                self.partition_count = topic.partition_count
-            for partition in range(topic.partition_count):
-                entries = await asyncio.to_thread(read_partition_entries,
-                                                  self.broker.partition_log(TRANSACTIONS_TOPIC, partition))
-                for entry in entries:
-                    if entry.marker is not None or entry.key is None:
-                        continue
-                    try:
-                        transactional_id, meta = decode_record(entry.key, entry.value)
-                    except (ProtocolError, ValueError) as exc:
-                        log.warning("skipping undecodable __transaction_state record", partition=partition,
-                                    error=str(exc))
-                        continue
-                    if meta is None:
-                        self._txns.pop(transactional_id, None)
-                    else:
-                        self._txns[transactional_id] = meta
-            self._by_producer = {meta.producer_id: tid for tid, meta in self._txns.items()}
-            self._loaded = True
-            if self._txns:
-                log.info("transaction state loaded", transactional_ids=len(self._txns))
-        for meta in [m for m in self._txns.values() if m.state in _PREPARING]:
+            if topic is not None:
+                if topic.partition_count != self.partition_count:
+                    log.warning("__transaction_state has a different partition count than configured; using it",
+                                partitions=topic.partition_count, configured=self.partition_count)
+                    self.partition_count = topic.partition_count
+                for partition in range(topic.partition_count):
+                    await self.load_partition(partition)
+            self._loaded = True  # with no topic, nothing to load: the topic comes with the first record
+
+    async def load_partition(self, partition: int) -> None:
+        """Become the coordinator of the transactional ids of a `__transaction_state` partition, rebuilt from
+        its records; transactions a crash (or a leader change) left preparing are completed."""
+        async with self._partition_locks[partition]:
+            plog = self.broker.partition_log(TRANSACTIONS_TOPIC, partition)
+            entries = await asyncio.to_thread(read_partition_entries, plog)
+            loaded: dict[str, TxnMetadata] = {}
+            for entry in entries:
+                if entry.marker is not None or entry.key is None:
+                    continue
+                try:
+                    transactional_id, meta = decode_record(entry.key, entry.value)
+                except (ProtocolError, ValueError) as exc:
+                    log.warning("skipping undecodable __transaction_state record", partition=partition,
+                                error=str(exc))
+                    continue
+                if meta is None:
+                    loaded.pop(transactional_id, None)
+                else:
+                    loaded[transactional_id] = meta
+            self._drop_partition(partition)
+            self._txns.update(loaded)
+            self._by_producer.update({meta.producer_id: tid for tid, meta in loaded.items()})
+            self._owned.add(partition)
+            if loaded:
+                log.info("transaction state loaded", partition=partition, transactional_ids=len(loaded))
+        for meta in [m for m in loaded.values() if m.state in _PREPARING]:
             async with self._locks[meta.transactional_id]:
-                await self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+                if self._txns.get(meta.transactional_id) is meta:
+                    await self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker coordinates this partition's transactional ids from now on."""
+        self._owned.discard(partition)
+        self._drop_partition(partition)
+
+    def _drop_partition(self, partition: int) -> None:
+        for transactional_id in [t for t in self._txns if self.partition_for(t) == partition]:
+            meta = self._txns.pop(transactional_id)
+            self._by_producer.pop(meta.producer_id, None)
+
+    async def _ready(self, transactional_id: str) -> ErrorCode | None:
+        """None if this broker coordinates the transactional id now, else the error that sends the client
+        looking for its coordinator (again)."""
+        if not self.clustered:
+            await self._ensure_loaded()
+            return None
+        if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(transactional_id)
+        if partition in self._owned:
+            return None
+        leader = self.broker.partition_leader(TRANSACTIONS_TOPIC, partition)[0]
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if leader == self.broker.node_id else ErrorCode.NOT_COORDINATOR
 
     def partition_for(self, transactional_id: str) -> int:
         return offsets_partition_for(transactional_id, self.partition_count)
@@ -163,23 +237,61 @@ class TransactionCoordinator:
         return error
 
     async def _complete(self, meta: TxnMetadata, committed: bool) -> ErrorCode:
-        """Second phase: a marker on every partition of the transaction, then CompleteCommit/CompleteAbort.
-        A partition whose topic was deleted meanwhile is skipped; any other failure leaves the transaction
-        preparing, and the periodic check tries again."""
+        """Second phase: a marker on every partition of the transaction (this broker writes those it leads,
+        the other leaders get WriteTxnMarkers), then CompleteCommit/CompleteAbort. A partition whose topic
+        was deleted meanwhile is skipped; any other failure leaves the transaction preparing, and the
+        periodic check tries again."""
+        local, remote = [], defaultdict(list)
         for topic, partition in sorted(meta.partitions):
             try:
-                await self.broker.append_marker(topic, partition, meta.producer_id, meta.producer_epoch, committed)
-            except KafkaError as exc:
-                if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    continue
+                leader = self.broker.partition_leader(topic, partition)[0]
+            except KafkaError:
+                continue  # the topic is gone
+            (local if leader == self.broker.node_id else remote[leader]).append((topic, partition))
+        failed = False
+        for topic, partition in local:
+            error = await write_marker(self.broker, topic, partition, meta.producer_id, meta.producer_epoch, committed)
+            if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 log.warning("writing a transaction marker failed", transactional_id=meta.transactional_id,
-                            topic=topic, partition=partition, error=exc.code.name)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if topic == OFFSETS_TOPIC and self.broker.groups is not None:
-                self.broker.groups.complete_transaction(partition, meta.producer_id, committed)
+                            topic=topic, partition=partition, error=error.name)
+                failed = True
+        for leader, partitions in remote.items():
+            if not await self._send_markers(leader, meta, committed, partitions):
+                failed = True
+        if failed:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         done = meta.copy(state=TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT,
                          partitions=set(), last_update_ms=self._now_ms())
         return await self._transition(done)
+
+    async def _send_markers(self, leader: int, meta: TxnMetadata, committed: bool,
+                            partitions: list[TopicPartition]) -> bool:
+        """WriteTxnMarkers to the broker leading ``partitions``; True if every marker was written."""
+        address = next(((host, port) for node_id, host, port, _ in self.broker.live_brokers() if node_id == leader),
+                       None)
+        if address is None:
+            log.warning("no live leader to write transaction markers to", transactional_id=meta.transactional_id,
+                        leader=leader)
+            return False
+        topics: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            topics[topic].append(partition)
+        body = {"markers": [{"producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+                             "transaction_result": committed, "coordinator_epoch": 0,
+                             "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
+        try:
+            async with await KafkaConnection.connect(f"{address[0]}:{address[1]}", timeout=10) as connection:
+                answer = await connection.request(ApiKey.WRITE_TXN_MARKERS, body, version=1)
+        except (TimeoutError, OSError, ProtocolError) as exc:
+            log.warning("sending transaction markers failed", transactional_id=meta.transactional_id,
+                        leader=leader, error=str(exc))
+            return False
+        errors = [(t["name"], p["partition_index"], p["error_code"]) for m in answer["markers"] for t in m["topics"]
+                  for p in t["partitions"] if p["error_code"] not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        if errors:
+            log.warning("transaction markers refused", transactional_id=meta.transactional_id, leader=leader,
+                        errors=[(t, p, ErrorCode(e).name) for t, p, e in errors])
+        return not errors
 
     async def _end(self, meta: TxnMetadata, committed: bool) -> ErrorCode:
         prepared = meta.copy(state=TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT,
@@ -208,14 +320,13 @@ class TransactionCoordinator:
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int, fenced: ErrorCode) -> tuple[ErrorCode, int, int]:
-        if not self.available:
-            # fatal for clients (they stop instead of retrying forever), as the refusal it is
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
-        await self._ensure_loaded()
+        error = await self._ready(transactional_id)
+        if error is not None:
+            return error, -1, -1
         async with self._locks[transactional_id]:
             now = self._now_ms()
             meta = self._txns.get(transactional_id)
@@ -251,9 +362,9 @@ class TransactionCoordinator:
                              partitions: Iterable[TopicPartition], fenced: ErrorCode
                              ) -> dict[TopicPartition, ErrorCode]:
         partitions = list(partitions)
-        if not self.available:
-            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        await self._ensure_loaded()
+        error = await self._ready(transactional_id)
+        if error is not None:
+            return dict.fromkeys(partitions, error)
         async with self._locks[transactional_id]:
             meta = self._txns.get(transactional_id)
             error = self._check_producer(meta, producer_id, producer_epoch, fenced)
@@ -274,7 +385,9 @@ class TransactionCoordinator:
                                 ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ ``verify_only``: are these partitions in the open transaction?"""
         partitions = list(partitions)
-        await self._ensure_loaded()
+        error = await self._ready(transactional_id)
+        if error is not None:
+            return dict.fromkeys(partitions, error)
         meta = self._txns.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch, fenced)
         if error is not None:
@@ -288,6 +401,10 @@ class TransactionCoordinator:
         partition must be in the producer's open transaction, with the producer's current epoch."""
         transactional_id = self._by_producer.get(producer_id)
         meta = self._txns.get(transactional_id) if transactional_id is not None else None
+        if meta is None and self.clustered:
+            # coordinated by another broker: its verification (AddPartitionsToTxn v4, broker to broker) is
+            # not made; the producer's epoch is still checked by the partition's producer state
+            return None
         if meta is None:
             return KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                               f"producer id {producer_id} belongs to no transactional id")
@@ -301,9 +418,9 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       fenced: ErrorCode) -> ErrorCode:
-        if not self.available:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        await self._ensure_loaded()
+        error = await self._ready(transactional_id)
+        if error is not None:
+            return error
         async with self._locks[transactional_id]:
             meta = self._txns.get(transactional_id)
             error = self._check_producer(meta, producer_id, producer_epoch, fenced)
@@ -324,8 +441,6 @@ class TransactionCoordinator:
     async def abort_timed_out(self) -> None:
         """Abort (fencing the producer) every transaction open longer than its timeout; finish ones left
         preparing by a failed marker write."""
-        if not self._loaded:
-            return
         now = self._now_ms()
         for meta in list(self._txns.values()):
             if meta.state == TxnState.ONGOING and now - meta.start_ms > meta.timeout_ms:
@@ -342,8 +457,6 @@ class TransactionCoordinator:
 
     async def expire_transactional_ids(self) -> None:
         """Forget transactional ids unused for ``transactional.id.expiration.ms`` (a tombstone each)."""
-        if not self._loaded:
-            return
         now = self._now_ms()
         expiration = self.broker.config["transactional.id.expiration.ms"]
         for meta in list(self._txns.values()):
@@ -360,18 +473,16 @@ class TransactionCoordinator:
     # --- admin ----------------------------------------------------------------------------------------------
 
     async def describe(self, transactional_ids: list[str]) -> list[dict]:
-        if self.available:
-            await self._ensure_loaded()
         described = []
         for transactional_id in transactional_ids:
-            meta = self._txns.get(transactional_id) if self.available else None
+            error = await self._ready(transactional_id)
+            meta = self._txns.get(transactional_id) if error is None else None
             if meta is None:
-                error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if self.available else ErrorCode.COORDINATOR_NOT_AVAILABLE
                 # Kafka leaves the other fields at their zero defaults
-                described.append({"error_code": error, "transactional_id": transactional_id,
-                                  "transaction_state": "", "transaction_timeout_ms": 0,
-                                  "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0,
-                                  "topics": []})
+                described.append({"error_code": error or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                                  "transactional_id": transactional_id, "transaction_state": "",
+                                  "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+                                  "producer_epoch": 0, "topics": []})
                 continue
             described.append({
                 "error_code": ErrorCode.NONE, "transactional_id": transactional_id,
@@ -385,9 +496,9 @@ class TransactionCoordinator:
 
     async def list(self, states: list[str], producer_ids: list[int], min_duration_ms: int
                    ) -> tuple[ErrorCode, list[str], list[dict]]:
-        if not self.available:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
-        await self._ensure_loaded()
+        """The transactions this broker coordinates (an admin client asks every broker and merges)."""
+        if not self.clustered:
+            await self._ensure_loaded()
         unknown = [name for name in states if name not in STATE_BY_NAME]
         wanted = {STATE_BY_NAME[name] for name in states if name in STATE_BY_NAME}
         now = self._now_ms()

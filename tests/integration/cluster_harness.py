@@ -27,6 +27,8 @@ BROKER_SETTINGS = {
     "default.replication.factor": 3,
     "offsets.topic.num.partitions": 6,
     "offsets.topic.replication.factor": 3,
+    "transaction.state.log.num.partitions": 6,
+    "transaction.state.log.replication.factor": 3,
     "group.initial.rebalance.delay.ms": 200,
     "replica.lag.time.max.ms": 3000,
 }

@@ -312,23 +312,68 @@ def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluste
     assert consume_all(cluster.bootstrap, "orders", 6, 1200) == records_before
 
 
-def test_a_cluster_says_it_does_not_run_transactions(cluster):
-    """Transactions need a single node for now: a cluster answers the coordinator lookup with the reason and
-    refuses InitProducerId with an error clients treat as fatal, instead of leaving them retrying."""
-    from broker.errors import ErrorCode
+def test_a_transaction_survives_the_loss_of_a_partition_leader(cluster):
+    """A transaction over three replicated partitions led by three brokers: its coordinator (the leader of
+    its __transaction_state partition, created on the first lookup) writes markers to the other leaders;
+    the leader of one of its partitions is killed mid-transaction, the producer goes on with the new
+    leader, and the commit makes every record visible once to read_committed consumers, aborted ones never."""
+    topic = "txn-cluster"
+    create_topic(cluster.brokers[cluster.running()[0]].bootstrap, topic, 3, 3, **{"min.insync.replicas": "2"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "cluster-txn",
+                         "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(12):
+        producer.produce(topic, value=f"aborted-{i}".encode(), partition=i % 3)
+    producer.flush(30)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(topic, value=f"first-{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+
+    coordinator = transaction_coordinator(cluster, "cluster-txn")
+    victim = next(part["leader_id"] for part in cluster.partitions(topic).values()
+                  if part["leader_id"] != coordinator)
+    cluster.kill(victim)
+    for i in range(30):
+        producer.produce(topic, value=f"second-{i}".encode(), partition=i % 3)
+    assert producer.flush(90) == 0
+    producer.commit_transaction(90)
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-cluster-reader",
+                       "isolation.level": "read_committed", "enable.partition.eof": True,
+                       "auto.offset.reset": "earliest"})
+    reader.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(3)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    try:
+        def all_read() -> bool:
+            for message in reader.consume(100, timeout=0.5):
+                if message.error() is None:
+                    values.append(message.value())
+                elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+            return len(at_end) == 3 and len(values) >= 60
+        wait_until(all_read, 60, interval=0, message="the committed transaction to be read")
+    finally:
+        reader.close()
+    assert sorted(values) == sorted([f"first-{i}".encode() for i in range(30)]
+                                    + [f"second-{i}".encode() for i in range(30)])
+    cluster.restart(victim)
+    cluster.wait_healthy()
+
+
+def transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> int:
+    import asyncio
+
+    from broker.client import KafkaConnection
     from broker.protocol.api import ApiKey
 
-    node_id = cluster.running()[0]
-    found = request(cluster, node_id, ApiKey.FIND_COORDINATOR, {"key": "txn", "key_type": 1,
-                                                                "coordinator_keys": ["txn"]})
-    (coordinator,) = found["coordinators"]
-    assert coordinator["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "single-node" in coordinator["error_message"]
-    init = request(cluster, node_id, ApiKey.INIT_PRODUCER_ID, {"transactional_id": "txn",
-                                                               "transaction_timeout_ms": 60_000})
-    assert init["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "txn"})
-    with pytest.raises(confluent_kafka.KafkaException) as refused:
-        producer.init_transactions(30)
-    assert refused.value.args[0].fatal()
-    assert refused.value.args[0].code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    async def ask() -> int:
+        connection = await KafkaConnection.connect(cluster.brokers[cluster.running()[0]].bootstrap)
+        async with connection:
+            answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key": transactional_id, "key_type": 1},
+                                              version=2)
+            return answer["node_id"] if answer["error_code"] == 0 else -1
+    return wait_until(lambda: (node := asyncio.run(ask())) > 0 and node, 30, message="a transaction coordinator")

@@ -123,6 +123,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
+        ApiKey.WRITE_TXN_MARKERS: (0, 1),
         ApiKey.TXN_OFFSET_COMMIT: (0, 4),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),

@@ -154,6 +154,46 @@ TXN_OFFSET_COMMIT_RESPONSE = Message(
     ),
 )
 
+WRITE_TXN_MARKERS_REQUEST = Message(
+    "WriteTxnMarkersRequest",
+    "request",
+    api_key=27,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("markers", versions="0+", type=Array(Struct("WritableTxnMarker", (
+            Field("producer_id", "int64", "0+"),
+            Field("producer_epoch", "int16", "0+"),
+            Field("transaction_result", "bool", "0+"),
+            Field("topics", versions="0+", type=Array(Struct("WritableTxnMarkerTopic", (
+                Field("name", "string", "0+"),
+                Field("partition_indexes", Array("int32"), "0+"),
+            )))),
+            Field("coordinator_epoch", "int32", "0+"),
+        )))),
+    ),
+)
+
+WRITE_TXN_MARKERS_RESPONSE = Message(
+    "WriteTxnMarkersResponse",
+    "response",
+    api_key=27,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("markers", versions="0+", type=Array(Struct("WritableTxnMarkerResult", (
+            Field("producer_id", "int64", "0+"),
+            Field("topics", versions="0+", type=Array(Struct("WritableTxnMarkerTopicResult", (
+                Field("name", "string", "0+"),
+                Field("partitions", versions="0+", type=Array(Struct("WritableTxnMarkerPartitionResult", (
+                    Field("partition_index", "int32", "0+"),
+                    Field("error_code", "int16", "0+"),
+                )))),
+            )))),
+        )))),
+    ),
+)
+
 DESCRIBE_TRANSACTIONS_REQUEST = Message(
     "DescribeTransactionsRequest",
     "request",
@@ -263,6 +303,8 @@ MESSAGES = (
     END_TXN_RESPONSE,
     TXN_OFFSET_COMMIT_REQUEST,
     TXN_OFFSET_COMMIT_RESPONSE,
+    WRITE_TXN_MARKERS_REQUEST,
+    WRITE_TXN_MARKERS_RESPONSE,
     DESCRIBE_TRANSACTIONS_REQUEST,
     DESCRIBE_TRANSACTIONS_RESPONSE,
     LIST_TRANSACTIONS_REQUEST,
