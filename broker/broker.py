@@ -26,6 +26,8 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
+from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
+from broker.security.scram import ScramStore
 from broker.server import KafkaServer
 from broker.topics import INTERNAL_TOPICS
 
@@ -65,6 +67,9 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
@@ -132,6 +137,7 @@ class Broker:
         self.replica_manager: Any = None  # the cluster's ReplicaManager
         self.topic_admin: Any = LocalTopicAdmin(self)
         self.dynamic_configs: DynamicBrokerConfigs | None = None
+        self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 
@@ -151,6 +157,9 @@ class Broker:
         # from the start, before the metadata is replayed and replaces them)
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
+        self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE)
+        if self.config.scram_additions:
+            self.scram.apply(self.config.scram_additions, [])
         self.dynamic_configs.on_change.append(lambda: self.logs.set_defaults(self.config.topic_defaults()))
         self.producer_ids = ProducerIdAllocator(
             self.config.data_dir / "producer-ids.json",
@@ -162,6 +171,10 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         if cluster_config is not None:
             from broker.cluster.node import ClusterNode, ClusterTopicAdmin
+
+            # SCRAM credentials would have to live in the cluster's metadata; a cluster serves PLAINTEXT only
+            for api in (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
+                self.api_versions.pop(api, None)
 
             self.cluster = ClusterNode(self, cluster_config)
             self.replica_manager = self.cluster.replicas

@@ -140,17 +140,20 @@ _UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
 def _honoured(key: str) -> bool:
     if key.startswith("listener.name."):
         key = key[len("listener.name."):].partition(".")[2]
-    return key in _HONOURED_KEYS or is_sasl_key(key) or key == "plain.sasl.jaas.config"
+    return key in _HONOURED_KEYS or is_sasl_key(key) or key in _JAAS_KEYS
+
+
+_JAAS_KEYS = ("plain.sasl.jaas.config", "scram-sha-256.sasl.jaas.config", "scram-sha-512.sasl.jaas.config")
 
 
 def is_sasl_key(key: str) -> bool:
-    """The SASL settings this broker reads: the mechanisms (broker-wide or per listener) and a listener's PLAIN
-    JAAS line (listener.name.<l>.plain.sasl.jaas.config)."""
+    """The SASL settings this broker reads: the mechanisms (broker-wide or per listener) and a listener's JAAS
+    lines (listener.name.<l>.plain.sasl.jaas.config, ...scram-sha-256.sasl.jaas.config, ...)."""
     if key == "sasl.enabled.mechanisms":
         return True
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
-        return rest in ("sasl.enabled.mechanisms", "plain.sasl.jaas.config")
+        return rest == "sasl.enabled.mechanisms" or rest in _JAAS_KEYS
     return False
 
 
@@ -188,6 +191,8 @@ class BrokerConfig:
     listeners: list[Listener] = field(default_factory=list)  # the first one is `host`/`port` above
     ssl_contexts: dict[str, Any] = field(default_factory=dict)  # listener name -> ssl.SSLContext
     sasl_settings: dict[str, Any] = field(default_factory=dict)  # listener name -> security.sasl.SaslSettings
+    # SCRAM credentials given at start-up (``--add-scram``): (user, mechanism, credential)
+    scram_additions: list[Any] = field(default_factory=list)
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]

@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-id", type=int, metavar="N", help="this broker's id")
     parser.add_argument("--config", metavar="FILE", help="broker YAML config (Kafka server.properties names)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--add-scram", action="append", default=[], metavar="'SCRAM-SHA-256=[name=U,password=P]'",
+                        help="add (or replace) a SCRAM credential, in kafka-storage.sh format's syntax; "
+                             "may be repeated. Kept in the data dir, like those AlterUserScramCredentials adds")
 
 
 async def serve(config) -> None:
@@ -51,10 +54,16 @@ def configure_logging(level: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from broker.config import BrokerConfig
+    from broker.security.scram import parse_add_scram
 
     configure_logging(args.log_level)
     try:
         config = BrokerConfig.load(args.config, listen=args.listen, data_dir=args.data_dir, node_id=args.node_id)
+        for text in args.add_scram:
+            try:
+                config.scram_additions.append(parse_add_scram(text))
+            except ValueError as exc:
+                raise ConfigError("<command line>", "--add-scram", str(exc)) from exc
         if config.cluster is not None:
             from broker.cluster.config import ClusterConfig
 

@@ -32,7 +32,8 @@ from broker.protocol.api import (
     encode_response_chunks,
 )
 from broker.protocol.types import FileRegion
-from broker.security.sasl import SaslSettings
+from broker.security.sasl import PLAIN, SaslSettings
+from broker.security.scram import ScramError, ScramExchange
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -48,12 +49,13 @@ SASL_MAX_RECEIVE = 524288
 class _SaslSession:
     """One connection's login on a SASL listener: the mechanism chosen, then the user."""
 
-    __slots__ = ("mechanism", "user", "bare_token")
+    __slots__ = ("mechanism", "user", "bare_token", "scram")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.user: str | None = None
-        self.bare_token = False  # SaslHandshake v0: the token follows as a bare frame
+        self.bare_token = False  # SaslHandshake v0: the tokens follow as bare frames
+        self.scram: ScramExchange | None = None  # a SCRAM login between its two rounds
 
 
 class _LastAnswer:
@@ -134,10 +136,12 @@ class KafkaServer:
                 return
             frame = await reader.readexactly(size)
             if session is not None and session.bare_token:
-                # After SaslHandshake v0 the token comes as a bare frame, and so does the (empty) answer.
-                if not self._log_in(session, frame, client_host):
+                # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
+                answer = self._log_in(session, frame, client_host)
+                if answer is None:
                     return
-                writer.write(_SIZE.pack(0))
+                session.bare_token = session.user is None
+                writer.write(_SIZE.pack(len(answer)) + answer)
                 await writer.drain()
                 continue
             response = await self._handle_frame(frame, client_host, session)
@@ -149,14 +153,27 @@ class KafkaServer:
             if response is not None:
                 await _send(writer, response)
 
-    def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bool:
-        user = self.sasl.check_plain(token)
-        session.bare_token = False
-        if user is None:
-            log.info("SASL authentication failed", client=client_host, listener=self.listener)
-            return False
-        session.user = user
-        return True
+    def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
+        """One SASL round: the bytes to answer with (the user is set once logged in), None on failure."""
+        if session.mechanism == PLAIN:
+            session.user = self.sasl.check_plain(token)
+            answer = b"" if session.user is not None else None
+        else:
+            try:
+                if session.scram is None:
+                    session.scram = ScramExchange(session.mechanism, self.broker.scram)
+                    answer = session.scram.first(token)
+                else:
+                    session.user, answer = session.scram.final(token)
+                    session.scram = None
+            except ScramError as exc:
+                log.info("SASL authentication failed", client=client_host, listener=self.listener,
+                         mechanism=session.mechanism, reason=str(exc))
+                return None
+        if answer is None:
+            log.info("SASL authentication failed", client=client_host, listener=self.listener,
+                     mechanism=session.mechanism)
+        return answer
 
     def _sasl(self, header: Any, body: dict[str, Any], session: _SaslSession,
               client_host: str) -> list | _LastAnswer | bool:
@@ -179,10 +196,14 @@ class KafkaServer:
             answer.update(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                           error_message="SaslAuthenticate comes once, after SaslHandshake")
             return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
-        if not self._log_in(session, body["auth_bytes"], client_host):
-            answer.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
-                          error_message="Authentication failed: Invalid username or password")
+        reply = self._log_in(session, body["auth_bytes"], client_host)
+        if reply is None:
+            message = ("Authentication failed: Invalid username or password" if session.mechanism == PLAIN else
+                       "Authentication failed during authentication due to invalid credentials with SASL "
+                       f"mechanism {session.mechanism}")  # Kafka's words
+            answer.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message)
             return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
+        answer["auth_bytes"] = reply
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
     async def _handle_frame(self, frame: bytes, client_host: str,

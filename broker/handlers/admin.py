@@ -23,6 +23,13 @@ from broker.handlers.registry import RequestContext, handler
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
+from broker.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_IDS,
+    MECHANISM_NAMES,
+    MIN_ITERATIONS,
+    credential_from_salted,
+)
 from broker.topics import INTERNAL_TOPICS
 
 RESOURCE_TOPIC = 2
@@ -353,3 +360,87 @@ async def alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     return await _alter(ctx, request, incremental=True)
+
+
+# --- SCRAM credentials (KIP-554) ------------------------------------------------------------------------------
+
+@handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    """Users and their mechanisms and iterations (never salts or keys); every user when ``users`` is null or
+    empty, as in Kafka."""
+    known = ctx.broker.scram.users()
+    wanted = [u["name"] for u in request["users"]] if request["users"] else sorted(known)
+    results = []
+    for name, count in Counter(wanted).items():
+        if count > 1:
+            results.append({"user": name, "error_code": ErrorCode.DUPLICATE_RESOURCE,
+                            "error_message": f"Cannot describe SCRAM credentials for the same user twice in a single "
+                                             f"request: {name}", "credential_infos": []})
+        elif name not in known:
+            results.append({"user": name, "error_code": ErrorCode.RESOURCE_NOT_FOUND,
+                            "error_message": f"Attempt to describe a user credential that does not exist: {name}",
+                            "credential_infos": []})
+        else:
+            results.append({"user": name, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": [
+                {"mechanism": MECHANISM_IDS[m], "iterations": i} for m, i in sorted(known[name].items())]})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "results": results}
+
+
+@handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    """Upsert (the client sends the salt and salted password) and delete credentials; a user's changes are
+    all applied or none, with Kafka's per-user errors."""
+    store = ctx.broker.scram
+    known = store.users()
+    changes: dict[str, list[tuple[str, Any]]] = {}
+    for kind in ("deletions", "upsertions"):
+        for entry in request[kind]:
+            changes.setdefault(entry["name"], []).append((kind, entry))
+    results, upserts, deletions = [], [], []
+    for user, entries in changes.items():
+        error, message = _scram_change_error(user, entries, known)
+        results.append({"user": user, "error_code": error, "error_message": message})
+        if error != ErrorCode.NONE:
+            continue
+        for kind, entry in entries:
+            mechanism = MECHANISM_NAMES[entry["mechanism"]]
+            if kind == "deletions":
+                deletions.append((user, mechanism))
+            else:
+                upserts.append((user, mechanism, credential_from_salted(
+                    mechanism, bytes(entry["salt"]), bytes(entry["salted_password"]), entry["iterations"])))
+    if upserts or deletions:
+        store.apply(upserts, deletions)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _scram_change_error(user: str, entries: list[tuple[str, Any]], known: dict[str, dict[str, int]]
+                        ) -> tuple[ErrorCode, str | None]:
+    """Kafka's checks of one user's changes, in Kafka's order and words."""
+    if not user:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    mechanisms = [entry["mechanism"] for _, entry in entries]
+    if len(set(mechanisms)) != len(mechanisms):
+        return ErrorCode.DUPLICATE_RESOURCE, ("A user credential cannot be altered twice in the same request: "
+                                              f"{user}")
+    for kind, entry in entries:
+        mechanism = MECHANISM_NAMES.get(entry["mechanism"])
+        if mechanism is None:
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism: {entry['mechanism']}"
+        if kind == "deletions":
+            if mechanism not in known.get(user, {}):
+                return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+        elif entry["iterations"] < MIN_ITERATIONS:
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+        elif entry["iterations"] > MAX_ITERATIONS:
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+        elif not entry["salt"] or not entry["salted_password"]:
+            return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
+    return ErrorCode.NONE, None
+
+
+@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
+async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    """No client quotas are set on this broker (it enforces none), so every filter matches nothing; tools such
+    as kafka-configs --describe --entity-type users ask before they show SCRAM credentials."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": []}

@@ -1,4 +1,4 @@
-"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: the PLAIN mechanism, configured as Kafka's brokers are.
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: PLAIN and SCRAM-SHA-256/512, configured as Kafka's brokers are.
 
 ```yaml
 listeners: SASL_PLAINTEXT://127.0.0.1:9094
@@ -11,7 +11,9 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config: >-
 The ``user_<name>="<password>"`` entries are the accounts clients may log in with (Kafka's PlainLoginModule);
 ``username``/``password`` are what the broker itself would use towards other brokers. Both
 ``sasl.enabled.mechanisms`` and the JAAS line may be given per listener (``listener.name.<l>.`` prefix).
-Password checks are constant-time. Mechanisms other than PLAIN are refused at start-up, by name.
+Password checks are constant-time. SCRAM-SHA-256 and SCRAM-SHA-512 (``broker.security.scram``) take their
+credentials from the broker's store, not from the JAAS line (``ScramLoginModule required;`` is accepted).
+Other mechanisms (GSSAPI, OAUTHBEARER) are refused at start-up, by name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from broker.security import SecurityConfigError as SaslConfigError
 
 PLAIN = "PLAIN"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+SUPPORTED_MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512")
 _OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -78,11 +82,22 @@ def listener_sasl(listener: str, lookup: Callable[[str], tuple[str, str | None]]
     if not mechanisms:
         raise SaslConfigError(key, f"listener {listener} uses SASL: set the mechanisms it offers (PLAIN); "
                                    "Kafka's default, GSSAPI, is not available here")
-    unsupported = [m for m in mechanisms if m != PLAIN]
+    unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
     if unsupported:
-        raise SaslConfigError(key, f"{', '.join(unsupported)}: not available in this broker yet (PLAIN is)")
-    jaas_key, jaas = lookup(f"{PLAIN.lower()}.sasl.jaas.config")
-    if not jaas:
-        raise SaslConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
-                              "is required for PLAIN: the PlainLoginModule line with the user_<name> accounts")
-    return SaslSettings(mechanisms, parse_plain_jaas(jaas, jaas_key))
+        raise SaslConfigError(key, f"{', '.join(unsupported)}: not available in this broker "
+                                   f"({', '.join(SUPPORTED_MECHANISMS)} are)")
+    plain_users: dict[str, str] = {}
+    if PLAIN in mechanisms:
+        jaas_key, jaas = lookup(f"{PLAIN.lower()}.sasl.jaas.config")
+        if not jaas:
+            raise SaslConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
+                                  "is required for PLAIN: the PlainLoginModule line with the user_<name> accounts")
+        plain_users = parse_plain_jaas(jaas, jaas_key)
+    for mechanism in mechanisms:
+        if mechanism == PLAIN:
+            continue
+        jaas_key, jaas = lookup(f"{mechanism.lower()}.sasl.jaas.config")
+        # optional for SCRAM (credentials live in the broker's store); when given, Kafka's module
+        if jaas and not jaas.strip().startswith(SCRAM_LOGIN_MODULE):
+            raise SaslConfigError(jaas_key, f"expected {SCRAM_LOGIN_MODULE} required;")
+    return SaslSettings(mechanisms, plain_users)

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import BrokerProcess, free_port, recv_exactly
+from harness import recv_exactly
 from kafka_harness import java_peer
-from tls_certs import CertificateAuthority
+from sasl_support import SaslBroker, start_sasl_broker
 
 from broker.protocol.api import ApiKey, decode_response, encode_request
 
@@ -26,36 +26,15 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
-class SaslBroker:
-    def __init__(self, process: BrokerProcess, sasl_port: int, sasl_ssl_port: int, ca: CertificateAuthority) -> None:
-        self.process, self.sasl_port, self.sasl_ssl_port, self.ca = process, sasl_port, sasl_ssl_port, ca
-
-    def librdkafka(self, user: str = "alice", password: str = "alice-secret", tls: bool = False) -> dict[str, str]:
-        settings = {"bootstrap.servers": f"127.0.0.1:{self.sasl_ssl_port if tls else self.sasl_port}",
-                    "security.protocol": "sasl_ssl" if tls else "sasl_plaintext", "sasl.mechanism": "PLAIN",
-                    "sasl.username": user, "sasl.password": password}
-        if tls:
-            settings["ssl.ca.location"] = str(self.ca.path)
-        return settings
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[SaslBroker]:
-    directory = tmp_path_factory.mktemp("sasl")
-    ca = CertificateAuthority(directory / "certs")
-    server = ca.issue("broker")
-    plain, sasl, sasl_ssl = free_port(), free_port(), free_port()
-    process = BrokerProcess(directory / "data", port=plain, extra_config={
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-                     f"SASL_SSL://127.0.0.1:{sasl_ssl}",
+    broker = start_sasl_broker(tmp_path_factory.mktemp("sasl"), "PLAIN", {
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
     })
-    process.start()
-    yield SaslBroker(process, sasl, sasl_ssl, ca)
-    process.stop()
+    yield broker
+    broker.process.stop()
 
 
 def produce_and_count(settings: dict[str, str]) -> str:

@@ -50,8 +50,11 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
     ("authorizer.class.name: x\n", "this SASL or authorization setting is not available"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\n",
      "sasl.enabled.mechanisms: listener SASL_PLAINTEXT uses SASL: set the mechanisms it offers (PLAIN)"),
-    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: SCRAM-SHA-256\n",
-     "sasl.enabled.mechanisms: SCRAM-SHA-256: not available in this broker yet (PLAIN is)"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: GSSAPI\n",
+     "sasl.enabled.mechanisms: GSSAPI: not available in this broker (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)"),
+    ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: SCRAM-SHA-512\n"
+     "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config: 'x.y.Module required;'\n",
+     "expected org.apache.kafka.common.security.scram.ScramLoginModule required"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: PLAIN\n",
      "listener.name.sasl_plaintext.plain.sasl.jaas.config: is required for PLAIN"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: PLAIN\n"

@@ -286,7 +286,48 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(
     ),
 )
 
+DESCRIBE_CLIENT_QUOTAS_REQUEST = Message(
+    "DescribeClientQuotasRequest",
+    "request",
+    api_key=48,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("components", versions="0+", type=Array(Struct("ComponentData", (
+            Field("entity_type", "string", "0+"),
+            Field("match_type", "int8", "0+"),
+            Field("match", "string", "0+", nullable="0+"),
+        )))),
+        Field("strict", "bool", "0+"),
+    ),
+)
+
+DESCRIBE_CLIENT_QUOTAS_RESPONSE = Message(
+    "DescribeClientQuotasResponse",
+    "response",
+    api_key=48,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("error_message", "string", "0+", nullable="0+"),
+        Field("entries", versions="0+", nullable="0+", type=Array(Struct("EntryData", (
+            Field("entity", versions="0+", type=Array(Struct("EntityData", (
+                Field("entity_type", "string", "0+"),
+                Field("entity_name", "string", "0+", nullable="0+"),
+            )))),
+            Field("values", versions="0+", type=Array(Struct("ValueData", (
+                Field("key", "string", "0+"),
+                Field("value", "float64", "0+"),
+            )))),
+        )))),
+    ),
+)
+
 MESSAGES = (
+    DESCRIBE_CLIENT_QUOTAS_REQUEST,
+    DESCRIBE_CLIENT_QUOTAS_RESPONSE,
     CREATE_TOPICS_REQUEST,
     CREATE_TOPICS_RESPONSE,
     DELETE_TOPICS_REQUEST,

@@ -1,0 +1,262 @@
+"""SASL SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) on the broker, with Kafka's credential store.
+
+Credentials are what Kafka keeps: per user and mechanism a salt, the iteration count, the stored key and the
+server key -- never the password. They come from:
+
+* ``burrowpy broker --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'`` at start-up, in the
+  syntax of Kafka's ``kafka-storage.sh format --add-scram`` (``iterations=`` optional, 4096 by default);
+* AlterUserScramCredentials (``kafka-configs.sh --alter --add-config 'SCRAM-SHA-512=[password=...]'
+  --entity-type users --entity-name bob``, the AdminClient), where the client sends the salted password.
+
+They are kept in ``<data dir>/scram-credentials.json`` (written atomically) and survive restarts.
+
+A login is two SaslAuthenticate rounds: client-first (``n,,n=<user>,r=<nonce>``) gets server-first
+(``r=<nonce+ours>,s=<salt>,i=<iterations>``); client-final (``c=biws,r=...,p=<proof>``) gets server-final
+(``v=<signature>``) once the proof checks out. An unknown user goes through the same steps with a made-up
+salt and fails at the proof, so the answers do not tell which users exist. Comparisons are constant-time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.files import write_atomically
+
+# Kafka's ScramMechanism type ids, as AlterUserScramCredentials and DescribeUserScramCredentials carry them.
+MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+MECHANISM_NAMES = {number: name for name, number in MECHANISM_IDS.items()}
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+DEFAULT_ITERATIONS = 4096
+STORE_FILE = "scram-credentials.json"
+_GS2_HEADER = "n,,"
+
+
+class ScramError(Exception):
+    """A login that failed: bad messages, wrong nonce, wrong proof, unknown user."""
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def _hmac(mechanism: str, key: bytes, data: bytes) -> bytes:
+    return hmac.new(key, data, _HASHES[mechanism]).digest()
+
+
+def _hash(mechanism: str, data: bytes) -> bytes:
+    return hashlib.new(_HASHES[mechanism], data).digest()
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+
+
+def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    client_key = _hmac(mechanism, salted, b"Client Key")
+    return ScramCredential(salt, _hash(mechanism, client_key), _hmac(mechanism, salted, b"Server Key"), iterations)
+
+
+def credential_from_password(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
+                             salt: bytes | None = None) -> ScramCredential:
+    salt = salt if salt is not None else secrets.token_bytes(32)
+    return credential_from_salted(mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations)
+
+
+# --- the store ---------------------------------------------------------------------------------------------
+
+class ScramStore:
+    """user -> mechanism -> credential, kept in a JSON file (base64 fields)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._users: dict[str, dict[str, ScramCredential]] = {}
+        if path is not None and path.exists():
+            for user, mechanisms in json.loads(path.read_text())["users"].items():
+                self._users[user] = {m: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
+                                                        base64.b64decode(c["server_key"]), c["iterations"])
+                                     for m, c in mechanisms.items()}
+
+    def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)
+
+    def users(self) -> dict[str, dict[str, int]]:
+        """user -> mechanism -> iterations."""
+        return {user: {m: c.iterations for m, c in mechanisms.items()} for user, mechanisms in self._users.items()}
+
+    def apply(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
+        for user, mechanism in deletions:
+            self._users.get(user, {}).pop(mechanism, None)
+            if not self._users.get(user, True):
+                del self._users[user]
+        for user, mechanism, credential in upserts:
+            self._users.setdefault(user, {})[mechanism] = credential
+        self._save()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        document = {"version": 1, "users": {
+            user: {m: {"salt": base64.b64encode(c.salt).decode(), "stored_key": base64.b64encode(c.stored_key).decode(),
+                       "server_key": base64.b64encode(c.server_key).decode(), "iterations": c.iterations}
+                   for m, c in mechanisms.items()}
+            for user, mechanisms in self._users.items()}}
+        write_atomically(str(self.path), json.dumps(document, indent=1).encode())
+
+
+_ADD_SCRAM = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
+
+
+def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
+    """``SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]`` (kafka-storage's syntax):
+    (user, mechanism, credential). Raises ValueError naming what is wrong."""
+    found = _ADD_SCRAM.match(text.strip())
+    if not found:
+        raise ValueError(f"{text!r}: expected SCRAM-SHA-256=[name=<user>,password=<password>] "
+                         "(or SCRAM-SHA-512=[...])")
+    mechanism, body = found.groups()
+    fields: dict[str, str] = {}
+    for part in body.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"{text!r}: {part!r} is not key=value")
+        fields[key.strip()] = value.strip().strip('"')
+    unknown = set(fields) - {"name", "password", "iterations"}
+    if unknown or "name" not in fields or "password" not in fields:
+        raise ValueError(f"{text!r}: needs name= and password= (and may have iterations=), "
+                         f"not {', '.join(sorted(unknown)) or 'this'}")
+    iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"{text!r}: iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
+    return fields["name"], mechanism, credential_from_password(mechanism, fields["password"], iterations)
+
+
+# --- one login ---------------------------------------------------------------------------------------------
+
+def _attributes(message: str) -> dict[str, str]:
+    attributes = {}
+    for part in message.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not name:
+            raise ScramError(f"malformed SCRAM attribute {part!r}")
+        attributes[name] = value
+    return attributes
+
+
+def _saslname(value: str) -> str:
+    if re.search(r"=(?!2C|3D)", value):
+        raise ScramError("invalid escape in the user name")
+    return value.replace("=2C", ",").replace("=3D", "=")
+
+
+class ScramExchange:
+    """The server side of one SCRAM login: :meth:`first`, then :meth:`final`."""
+
+    def __init__(self, mechanism: str, store: ScramStore, server_nonce: str | None = None) -> None:
+        self.mechanism = mechanism
+        self.store = store
+        # letters and digits, as Kafka's (a 130-bit number in base 36): clients copy it back verbatim, and
+        # librdkafka 2.0 does not cope with base64's + and /
+        self.server_nonce = server_nonce or _base36(secrets.randbits(130))
+        self.user: str | None = None
+        self._credential: ScramCredential | None = None
+        self._known = False
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+
+    def first(self, message: bytes) -> bytes:
+        try:
+            text = message.decode()
+        except UnicodeDecodeError as exc:
+            raise ScramError("client-first message is not UTF-8") from exc
+        if not text.startswith(("n,", "y,")):
+            raise ScramError("channel binding is not supported (gs2 header must be n,, or y,,)")
+        gs2, _, bare = text.partition(",")[2].partition(",")
+        if gs2 and not gs2.startswith("a="):
+            raise ScramError("malformed gs2 header")
+        attributes = _attributes(bare)
+        if "n" not in attributes or "r" not in attributes or not attributes["r"]:
+            raise ScramError("client-first message needs n= and r=")
+        extensions = set(attributes) - {"n", "r"}
+        if extensions:  # e.g. Kafka's delegation tokens (tokenauth): no tokens are issued here
+            raise ScramError(f"unsupported SCRAM extensions: {', '.join(sorted(extensions))}")
+        user = _saslname(attributes["n"])
+        if gs2 and _saslname(gs2[2:]) != user:
+            raise ScramError("acting as another user (authzid) is not allowed")
+        credential = self.store.get(user, self.mechanism)
+        self._known = credential is not None
+        # an unknown user gets a made-up salt and fails at the proof, like any wrong password
+        self._credential = credential or credential_from_password(self.mechanism, secrets.token_hex(16),
+                                                                  DEFAULT_ITERATIONS, salt=_fake_salt(user))
+        self.user = user
+        self._client_first_bare = bare
+        self._nonce = attributes["r"] + self.server_nonce
+        self._server_first = (f"r={self._nonce},s={base64.b64encode(self._credential.salt).decode()},"
+                              f"i={self._credential.iterations}")
+        return self._server_first.encode()
+
+    def final(self, message: bytes) -> tuple[str, bytes]:
+        """(the user now logged in, server-final message); raises ScramError when the proof is wrong."""
+        if self._credential is None or self.user is None:
+            raise ScramError("client-final before client-first")
+        try:
+            text = message.decode()
+        except UnicodeDecodeError as exc:
+            raise ScramError("client-final message is not UTF-8") from exc
+        without_proof, sep, proof_part = text.rpartition(",p=")
+        if not sep:
+            raise ScramError("client-final message has no proof")
+        attributes = _attributes(without_proof)
+        expected_binding = base64.b64encode(_GS2_HEADER.encode()).decode()
+        if attributes.get("c") not in (expected_binding, base64.b64encode(b"y,,").decode()):
+            raise ScramError("channel binding does not match the gs2 header")
+        # Kafka's rule: the nonce must end with the one agreed (librdkafka before 2.1 puts its own nonce in
+        # front of it once more); the proof covers the message as sent either way
+        nonce = attributes.get("r", "")
+        if len(nonce) < len(self._nonce) or not hmac.compare_digest(nonce[len(nonce) - len(self._nonce):].encode(),
+                                                                    self._nonce.encode()):
+            raise ScramError("nonce does not match")
+        try:
+            proof = base64.b64decode(proof_part, validate=True)
+        except ValueError as exc:
+            raise ScramError("proof is not base64") from exc
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = _hmac(self.mechanism, self._credential.stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise ScramError("proof has the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(_hash(self.mechanism, client_key), self._credential.stored_key) or not self._known:
+            raise ScramError("invalid credentials")
+        server_signature = _hmac(self.mechanism, self._credential.server_key, auth_message)
+        return self.user, f"v={base64.b64encode(server_signature).decode()}".encode()
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while number:
+        number, remainder = divmod(number, 36)
+        out = digits[remainder] + out
+    return out or "0"
+
+
+def _fake_salt(user: str) -> bytes:
+    """The same made-up salt for the same unknown user on every try (a random one would tell)."""
+    return hashlib.sha256(b"burrowpy-unknown-user:" + user.encode() + _FAKE_SALT_KEY).digest()
+
+
+_FAKE_SALT_KEY = os.urandom(16)

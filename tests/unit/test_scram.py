@@ -1,0 +1,87 @@
+"""SCRAM on the broker without a network: RFC 7677's example exchange, refusals, the credential store."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from broker.security.scram import (
+    ScramError,
+    ScramExchange,
+    ScramStore,
+    credential_from_password,
+    parse_add_scram,
+)
+
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+
+
+def rfc_store(tmp_path=None) -> ScramStore:
+    store = ScramStore(None if tmp_path is None else tmp_path / "scram.json")
+    store.apply([("user", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "pencil", 4096, SALT))], [])
+    return store
+
+
+def test_the_rfc_7677_example_exchange():
+    exchange = ScramExchange("SCRAM-SHA-256", rfc_store(), server_nonce=SERVER_NONCE)
+    assert exchange.first(CLIENT_FIRST) == (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                                            b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    assert exchange.final(CLIENT_FINAL) == ("user", b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+
+
+@pytest.mark.parametrize("final", [
+    CLIENT_FINAL.replace(b"p=dHzb", b"p=eHzb"),  # a wrong proof
+    CLIENT_FINAL.replace(b"r=rOpr", b"r=xOpr"),  # a nonce that is not the one agreed
+    CLIENT_FINAL.replace(b"c=biws", b"c=eSws"),  # channel binding that does not match the gs2 header
+    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",  # no proof at all
+    b"\xff\xfe garbage",
+])
+def test_wrong_final_messages_fail(final):
+    exchange = ScramExchange("SCRAM-SHA-256", rfc_store(), server_nonce=SERVER_NONCE)
+    exchange.first(CLIENT_FIRST)
+    with pytest.raises(ScramError):
+        exchange.final(final)
+
+
+@pytest.mark.parametrize("first", [b"p=tls-unique,,n=user,r=abc", b"n,,r=abc", b"n,,n=user", b"garbage",
+                                   b"n,a=admin,n=user,r=abc", b"n,,n=user,r=abc,tokenauth=true", b"\xff"])
+def test_wrong_first_messages_fail(first):
+    with pytest.raises(ScramError):
+        ScramExchange("SCRAM-SHA-256", rfc_store()).first(first)
+
+
+def test_an_unknown_user_fails_only_at_the_proof_with_a_stable_salt():
+    answers = [ScramExchange("SCRAM-SHA-256", rfc_store()).first(b"n,,n=nobody,r=abc") for _ in range(2)]
+    salts = {answer.split(b",s=")[1].split(b",")[0] for answer in answers}
+    assert len(salts) == 1  # asking twice does not reveal that the user is made up
+    exchange = ScramExchange("SCRAM-SHA-256", rfc_store(), server_nonce="xyz")
+    exchange.first(b"n,,n=nobody,r=abc")
+    with pytest.raises(ScramError):
+        exchange.final(b"c=biws,r=abcxyz,p=" + base64.b64encode(bytes(32)))
+
+
+def test_the_store_keeps_no_passwords_and_survives_a_reload(tmp_path):
+    rfc_store(tmp_path)
+    text = (tmp_path / "scram.json").read_text()
+    assert "pencil" not in text
+    again = ScramStore(tmp_path / "scram.json")
+    assert again.users() == {"user": {"SCRAM-SHA-256": 4096}}
+    exchange = ScramExchange("SCRAM-SHA-256", again, server_nonce=SERVER_NONCE)
+    exchange.first(CLIENT_FIRST)
+    assert exchange.final(CLIENT_FINAL)[0] == "user"
+    again.apply([], [("user", "SCRAM-SHA-256")])
+    assert ScramStore(tmp_path / "scram.json").users() == {}
+
+
+def test_add_scram_takes_kafka_storage_syntax():
+    user, mechanism, credential = parse_add_scram("SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]")
+    assert (user, mechanism, credential.iterations, len(credential.stored_key)) == ("alice", "SCRAM-SHA-512", 8192, 64)
+    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-256=[name=a]", "SCRAM-SHA-256=[name=a,password=b,x=1]",
+                "SCRAM-SHA-256=[name=a,password=b,iterations=100]"):
+        with pytest.raises(ValueError):
+            parse_add_scram(bad)
