@@ -75,6 +75,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
+    "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "replica.lag.time.max.ms": ("int", 30000),
     "transaction.state.log.num.partitions": ("int", 50),
@@ -89,7 +90,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
 # Kafka broker configs about SASL and authorization: refused while this broker cannot honour them.
 SECURITY_PREFIXES = ("sasl.", "listener.name.", "authorizer.", "super.users", "security.",
                      "principal.builder", "allow.everyone.if.no.acl.found", "delegation.token.",
-                     "connections.max.reauth.ms", "early.start.listeners")
+                     "early.start.listeners")
 
 # broker key -> the per-topic config it provides the default for
 TOPIC_DEFAULTS = {

@@ -16,6 +16,7 @@ import contextlib
 import os
 import ssl
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -49,13 +50,15 @@ SASL_MAX_RECEIVE = 524288
 class _SaslSession:
     """One connection's login on a SASL listener: the mechanism chosen, then the user."""
 
-    __slots__ = ("mechanism", "user", "bare_token", "scram")
+    __slots__ = ("mechanism", "user", "bare_token", "scram", "expires_at", "reauth_from")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.user: str | None = None
         self.bare_token = False  # SaslHandshake v0: the tokens follow as bare frames
         self.scram: ScramExchange | None = None  # a SCRAM login between its two rounds
+        self.expires_at: float | None = None  # connections.max.reauth.ms: when the login runs out (monotonic)
+        self.reauth_from: str | None = None  # the user of a re-authentication under way (KIP-368)
 
 
 class _LastAnswer:
@@ -155,6 +158,22 @@ class KafkaServer:
 
     def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
         """One SASL round: the bytes to answer with (the user is set once logged in), None on failure."""
+        answer = self._login_round(session, token, client_host)
+        if answer is None or session.scram is not None:
+            return answer
+        # a login (or a re-authentication) is complete
+        if session.reauth_from is not None:
+            if session.user != session.reauth_from:
+                log.info("SASL re-authentication as another user refused", client=client_host,
+                         listener=self.listener, before=session.reauth_from, after=session.user)
+                return None
+            log.info("SASL re-authentication", client=client_host, listener=self.listener, user=session.user)
+            session.reauth_from = None
+        lifetime_ms = self.broker.config["connections.max.reauth.ms"]
+        session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+        return answer
+
+    def _login_round(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
         if session.mechanism == PLAIN:
             session.user = self.sasl.check_plain(token)
             answer = b"" if session.user is not None else None
@@ -181,9 +200,16 @@ class KafkaServer:
         version, correlation = header.api_version, header.correlation_id
         if header.api_key == ApiKey.SASL_HANDSHAKE:
             mechanisms = list(self.sasl.mechanisms)
-            if session.user is not None or session.mechanism is not None:
+            reauthenticating = (session.user is not None and session.scram is None and version >= 1
+                                and session.reauth_from is None and session.expires_at is not None
+                                and body["mechanism"] == session.mechanism)
+            if (session.user is not None or session.mechanism is not None) and not reauthenticating:
+                # a second login is a re-authentication (KIP-368): only with connections.max.reauth.ms set,
+                # with SaslHandshake v1+ and the same mechanism
                 return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, {
                     "error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}))
+            if reauthenticating:
+                session.reauth_from = session.user
             if body["mechanism"] not in mechanisms:
                 return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, {
                     "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}))
@@ -192,7 +218,7 @@ class KafkaServer:
             return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation,
                                           {"error_code": 0, "mechanisms": mechanisms})
         answer = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
-        if session.user is not None or session.mechanism is None:
+        if (session.user is not None and session.reauth_from is None) or session.mechanism is None:
             answer.update(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                           error_message="SaslAuthenticate comes once, after SaslHandshake")
             return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
@@ -204,6 +230,9 @@ class KafkaServer:
             answer.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message)
             return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
         answer["auth_bytes"] = reply
+        if session.scram is None and session.expires_at is not None:
+            # v1+ clients re-authenticate within this (KIP-368)
+            answer["session_lifetime_ms"] = max(int((session.expires_at - time.monotonic()) * 1000), 1)
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
     async def _handle_frame(self, frame: bytes, client_host: str,
@@ -234,6 +263,10 @@ class KafkaServer:
         if session is not None and session.user is None and header.api_key != ApiKey.API_VERSIONS:
             log.info("closing connection: request before SASL authentication", client=client_host,
                      api_key=header.api_key)
+            return False
+        if session is not None and session.expires_at is not None and time.monotonic() > session.expires_at:
+            log.info("closing connection: SASL session expired (connections.max.reauth.ms)", client=client_host,
+                     user=session.user, api_key=header.api_key)
             return False
         handle = HANDLERS[header.api_key]
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import recv_exactly
+from harness import recv_exactly, wait_until
 from kafka_harness import java_peer
 from sasl_support import SaslBroker, start_sasl_broker
 
@@ -140,3 +140,64 @@ def test_kafka_python_and_kafkas_console_tools_log_in(broker, tmp_path):
                          f"127.0.0.1:{broker.sasl_port}", "--topic", topic, "--from-beginning", "--max-messages", "6",
                          "--command-config", str(client), "--timeout-ms", "60000")
     assert consumed.stdout.splitlines()[-1] == "from kafka-python"
+
+
+@pytest.fixture
+def reauth_broker(tmp_path) -> Iterator[SaslBroker]:
+    """Logins last 1.5 s (connections.max.reauth.ms): clients must re-authenticate (KIP-368)."""
+    broker = start_sasl_broker(tmp_path, "PLAIN", {
+        "sasl.enabled.mechanisms": "PLAIN", "connections.max.reauth.ms": 1500,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+    })
+    yield broker
+    broker.process.stop()
+
+
+def test_clients_re_authenticate_before_their_session_ends(reauth_broker):
+    settings = reauth_broker.librdkafka()
+    topic = produce_and_count(settings)
+    producer = Producer(settings)
+    failures: list = []
+    sent = 0
+
+    def re_authenticated_twice() -> bool:
+        nonlocal sent
+        producer.produce(topic, b"after %d" % sent, on_delivery=lambda err, _: err and failures.append(err))
+        sent += 1
+        producer.poll(0.05)
+        return reauth_broker.process.log_text().count('"SASL re-authentication"') >= 2
+    wait_until(re_authenticated_twice, 30, interval=0, message="the producer to re-authenticate twice")
+    assert producer.flush(30) == 0 and failures == []
+
+
+def test_an_expired_session_is_closed_and_re_authentication_keeps_the_user(reauth_broker):
+    with wire(reauth_broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        login = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})
+        assert login["error_code"] == 0 and 0 < login["session_lifetime_ms"] <= 1500
+        # re-authenticating as the same user extends the session; requests go on meanwhile
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, correlation=2)["error_code"] == 0
+        again = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"}, correlation=3)
+        assert again["error_code"] == 0 and again["session_lifetime_ms"] > 0
+        # without another re-authentication, the first request after the session's end closes the connection
+        answered = 0
+
+        def closed_after_expiry() -> bool:
+            nonlocal answered
+            try:
+                sock.sendall(encode_request(ApiKey.METADATA, 1, 10 + answered, "sasl-test", {"topics": None}))
+                (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+                recv_exactly(sock, size)
+            except (ConnectionError, OSError, AssertionError):
+                return True
+            answered += 1
+            return False
+        wait_until(closed_after_expiry, 10, interval=0.2, message="the connection to close once its session ended")
+        assert answered >= 1
+    with wire(reauth_broker.sasl_port) as sock:  # re-authenticating as someone else closes the connection
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        assert call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})["error_code"] == 0
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, correlation=2)["error_code"] == 0
+        switched = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00admin\x00admin-secret"}, correlation=3)
+        assert switched["error_code"] == 58 and closed(sock)

@@ -5,6 +5,9 @@ SASL_SSL; a wrong password or a deleted credential gets SASL_AUTHENTICATION_FAIL
 
 from __future__ import annotations
 
+import random
+import socket
+import struct
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,6 +24,8 @@ from confluent_kafka.admin import (
 )
 from kafka_harness import java_peer
 from sasl_support import SaslBroker, start_sasl_broker
+
+from broker.protocol.api import ApiKey, encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +150,49 @@ def test_credentials_through_the_admin_client_and_kafka_configs_survive_a_restar
     weak = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"x")
     with pytest.raises(KafkaException, match="Too few iterations"):
         admin.alter_user_scram_credentials([weak])["dave"].result(30)
+
+
+def test_garbage_in_the_sasl_and_tls_handshakes_closes_only_that_connection(broker):
+    """A fuzz of the login paths: random frames, random mechanisms, random SCRAM messages before and after a
+    valid first round, random bytes to the TLS port. Each connection gets an error or is closed (never a
+    hang), and the broker goes on serving real clients."""
+    rng = random.Random(20261124)
+
+    def junk(low: int = 0, high: int = 300) -> bytes:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(low, high)))
+
+    def settles(sock: socket.socket) -> bool:
+        """The connection is closed, or answers, within the timeout (it never hangs)."""
+        try:
+            return sock.recv(65536) is not None
+        except (ConnectionError, OSError):
+            return True
+
+    def frame(api_key: int, version: int, body: dict) -> bytes:
+        return encode_request(api_key, version, rng.randrange(1 << 30), "fuzz", body)
+
+    client_first = b"n,,n=alice,r=" + b"x" * 24
+    for case in range(120):
+        kind = case % 5
+        port = broker.sasl_ssl_port if kind == 4 else broker.sasl_port
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            if kind == 0:  # a random frame
+                payload = junk()
+                sock.sendall(struct.pack(">i", len(payload)) + payload)
+            elif kind == 1:  # a mechanism that is not one
+                sock.sendall(frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": junk(1, 40).decode("latin-1")}))
+            elif kind == 2:  # a random client-first message
+                sock.sendall(frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}))
+                assert settles(sock)
+                sock.sendall(frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": junk(0, 200)}))
+            elif kind == 3:  # a valid first round, then a random client-final message
+                sock.sendall(frame(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"}))
+                assert settles(sock)
+                sock.sendall(frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": client_first}))
+                assert settles(sock)
+                sock.sendall(frame(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"c=biws,r=" + junk(0, 120)}))
+            else:  # random bytes where a TLS handshake should be
+                sock.sendall(junk(1, 600))
+            assert settles(sock)
+    assert round_trip(broker.librdkafka("SCRAM-SHA-512", tls=True)) == [b"scram 0", b"scram 1", b"scram 2"]
+    assert "Traceback" not in broker.process.log_text()
