@@ -12,6 +12,7 @@ from aiohttp import web
 from kazoo.client import KazooClient
 from notifier_support import CONFIG_FILE, MonitorCore, capturing_logger, eventually, notifier_sections
 from tcp_proxy import TcpRelay
+from tls_certs import CertificateAuthority
 from zk import ZooKeeperServer, free_port
 
 from burrowpy.config import ConfigError, Section
@@ -221,3 +222,44 @@ async def test_a_connection_drop_pauses_sending_and_the_same_session_resumes_it(
             await zk.stop()
     assert len(events(monitor.logs, "took the ZooKeeper lock")) == 1
     assert not events(monitor.logs, "gave up the ZooKeeper lock: its session expired; contending again")
+
+
+@pytest.fixture
+def tls_zookeeper(tmp_path):
+    """A ZooKeeper that serves TLS on its secure port and requires client certificates."""
+    ca = CertificateAuthority(tmp_path / "certs")
+    server = ca.issue("zookeeper")
+    client = ca.issue("burrowpy", client=True)
+    with ZooKeeperServer(tmp_path / "zk", tls=(server.store, ca.path)) as zk:
+        yield zk, ca, client
+
+
+async def test_the_lock_over_tls_with_a_client_certificate(tls_zookeeper, monitor):
+    zookeeper, ca, client = tls_zookeeper
+    tls = Section(CONFIG_FILE, "tls.zk", {"cafile": str(ca.path), "certfile": str(client.certificate),
+                                          "keyfile": str(client.key)})
+    zk = ZookeeperCoordinator(zookeeper_section(zookeeper.secure_hosts, "/burrowpy/tests/tls", tls="zk"),
+                              monitor.ctx, tls=tls)
+    await zk.start()
+    coordinator = NotifierCoordinator(monitor.ctx, notifier_sections(alerts={"class-name": "null", "interval": 1}),
+                                      zookeeper=zk)
+    await coordinator.start()
+    try:
+        await eventually(lambda: coordinator.is_leader, what="the lock over TLS")
+    finally:
+        await coordinator.stop()
+        await zk.stop()
+    # the lock node was made over TLS; a client without a certificate is refused by the server
+    stranger = KazooClient(hosts=zookeeper.secure_hosts, use_ssl=True, ca=str(ca.path), timeout=2)
+    with pytest.raises(Exception):  # noqa: B017 (kazoo raises its timeout or a connection error)
+        await asyncio.to_thread(stranger.start, 5)
+    await asyncio.to_thread(stranger.stop)
+    await asyncio.to_thread(stranger.close)
+    insider = KazooClient(hosts=zookeeper.secure_hosts, use_ssl=True, ca=str(ca.path),
+                          certfile=str(client.certificate), keyfile=str(client.key))
+    await asyncio.to_thread(insider.start, 30)
+    try:
+        assert await asyncio.to_thread(insider.exists, "/burrowpy/tests/tls")
+    finally:
+        await asyncio.to_thread(insider.stop)
+        await asyncio.to_thread(insider.close)

@@ -12,6 +12,10 @@ again brings the same server back on the same port with its data.
 
 Session timeouts: the tick is 200 ms and the minimum session timeout 1 s, so tests can let sessions
 expire in about a second.
+
+TLS: given a PEM keystore (key and chain) and a PEM truststore, the server also listens on a
+``secureClientPort`` (``secure_hosts``) through Netty, requiring client certificates unless
+``client_auth`` says otherwise; the plain port stays for the four-letter health checks.
 """
 
 from __future__ import annotations
@@ -41,8 +45,13 @@ def unavailable() -> str | None:
     return None
 
 
+# Netty's codec and resolver, which the TLS connection factory needs besides the jar's own Class-Path
+NETTY_EXTRA = [Path("/usr/share/java/netty-codec.jar"), Path("/usr/share/java/netty-resolver.jar"),
+               Path("/usr/share/java/netty-transport-native-unix-common.jar")]
+
+
 def classpath() -> str:
-    parts = [str(ZOOKEEPER_JAR)]
+    parts = [str(ZOOKEEPER_JAR), *(str(jar) for jar in NETTY_EXTRA if jar.is_file())]
     if SLF4J_BINDING.is_file():
         parts.append(str(SLF4J_BINDING))
     return os.pathsep.join(parts)
@@ -63,13 +72,23 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
 
 class ZooKeeperServer:
     def __init__(self, directory: Path, *, host: str = "127.0.0.1", port: int | None = None,
-                 tick_ms: int = 200, min_session_ms: int = 1000) -> None:
+                 tick_ms: int = 200, min_session_ms: int = 1000, tls: tuple[Path, Path] | None = None,
+                 client_auth: str = "need") -> None:
         self.directory = Path(directory)
         self.host = host
         self.port = port or free_port(host)
         self.tick_ms = tick_ms
         self.min_session_ms = min_session_ms
+        self.tls = tls  # (PEM keystore: key and chain, PEM truststore)
+        self.client_auth = client_auth
+        self.secure_port = free_port(host) if tls else None
         self.process: subprocess.Popen | None = None
+
+    @property
+    def secure_hosts(self) -> str:
+        """The TLS connection string (servers with ``tls`` only)."""
+        assert self.secure_port is not None
+        return f"{self.host}:{self.secure_port}"
 
     @property
     def hosts(self) -> str:
@@ -95,6 +114,14 @@ class ZooKeeperServer:
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat,cons\n"
         )
+        if self.tls:
+            keystore, truststore = self.tls
+            with config.open("a") as f:
+                f.write(f"secureClientPort={self.secure_port}\nsecureClientPortAddress={self.host}\n"
+                        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                        f"ssl.keyStore.location={keystore}\nssl.keyStore.type=PEM\n"
+                        f"ssl.trustStore.location={truststore}\nssl.trustStore.type=PEM\n"
+                        f"ssl.clientAuth={self.client_auth}\n")
         return config
 
     def start(self, timeout: float = START_TIMEOUT) -> ZooKeeperServer:
