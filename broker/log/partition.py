@@ -196,7 +196,8 @@ class PartitionLog:
         end = self.log_end_offset
         since = load_latest_snapshot(self.directory, self._producers, end)
         replay_from = self.log_start_offset if since is None else since
-        self._aborted.replace([entry for segment in self._segments for entry in read_entries(segment.txn_index_path)])
+        on_disk = {segment.base_offset: read_entries(segment.txn_index_path) for segment in self._segments}
+        self._aborted.replace([entry for entries in on_disk.values() for entry in entries])
         self._aborted.drop_from(replay_from)
         for segment in self._segments:
             if segment.next_offset <= replay_from:
@@ -206,10 +207,13 @@ class PartitionLog:
                     committed = marker_committed(segment.read(position, header.size)) if header.is_control else None
                     self._note_completed(self._producers.update(header, committed), persist=False)
         self._producers.remove_before(self.log_start_offset)
+        # the files of the replayed segments now say what the replay found (a crash may have lost entries)
         for i, segment in enumerate(self._segments):
             if segment.next_offset > replay_from or i + 1 == len(self._segments):
                 upper = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else INT64_MAX
-                write_entries(segment.txn_index_path, self._aborted.between(segment.base_offset, upper))
+                entries = self._aborted.between(segment.base_offset, upper)
+                if entries != on_disk[segment.base_offset]:
+                    write_entries(segment.txn_index_path, entries)
 
     def _note_completed(self, completed, *, persist: bool = True) -> None:
         """Index a transaction the last appended marker ended, if it was aborted."""

@@ -54,7 +54,6 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
-    current_txn_first_offset: int = -1  # first offset of its open transaction, -1 when none is open
 
     @property
     def last_sequence(self) -> int:
@@ -80,7 +79,8 @@ def _in_sequence(last_sequence: int, next_sequence: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
-        self._open_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # producer id -> first offset of its open transaction (the producer's entry stays while it is open)
+        self._open_txns: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -91,10 +91,6 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, or None when no transaction is open."""
         return min(self._open_txns.values()) if self._open_txns else None
-
-    def open_transactions(self) -> dict[int, int]:
-        """Producer id -> first offset of its open transaction."""
-        return dict(self._open_txns)
 
     def last_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last batch (compaction keeps that batch's header)."""
@@ -151,13 +147,12 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
-            first, entry.current_txn_first_offset = entry.current_txn_first_offset, -1
-            self._open_txns.pop(producer_id, None)
-            if first < 0 or marker_committed is None:
+            first = self._open_txns.pop(producer_id, None)
+            if first is None or marker_committed is None:
                 return None
             return CompletedTxn(producer_id, first, header.base_offset, marker_committed)
-        if header.is_transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = self._open_txns[producer_id] = header.base_offset
+        if header.is_transactional:
+            self._open_txns.setdefault(producer_id, header.base_offset)
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -172,14 +167,14 @@ class ProducerStateManager:
     def remove_before(self, log_start_offset: int) -> None:
         """Forget producers whose every batch now lies before the log start."""
         gone = [pid for pid, entry in self._producers.items()
-                if entry.last_offset < log_start_offset and entry.current_txn_first_offset < 0]
+                if entry.last_offset < log_start_offset and pid not in self._open_txns]
         for pid in gone:
             del self._producers[pid]
 
     def expire(self, now_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
         # A producer with an open transaction stays: the transaction coordinator ends it (timeout).
         gone = [pid for pid, entry in self._producers.items()
-                if now_ms - entry.last_timestamp >= max_idle_ms and entry.current_txn_first_offset < 0]
+                if now_ms - entry.last_timestamp >= max_idle_ms and pid not in self._open_txns]
         for pid in gone:
             del self._producers[pid]
 
@@ -199,7 +194,7 @@ class ProducerStateManager:
                     [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset, b.timestamp]
                     for b in entry.batches
                 ],
-                entry.current_txn_first_offset,
+                self._open_txns.get(entry.producer_id, -1),  # first offset of its open transaction
             ]
             for entry in self._producers.values()
         ]
@@ -209,11 +204,11 @@ class ProducerStateManager:
         self.clear()
         for producer_id, epoch, last_timestamp, batches, *rest in json.loads(data)["producers"]:
             # version 1 snapshots (before transactions) have no open-transaction offset
-            entry = ProducerEntry(producer_id, epoch, last_timestamp, current_txn_first_offset=rest[0] if rest else -1)
+            entry = ProducerEntry(producer_id, epoch, last_timestamp)
             entry.batches.extend(BatchMetadata(*batch) for batch in batches)
             self._producers[producer_id] = entry
-            if entry.current_txn_first_offset >= 0:
-                self._open_txns[producer_id] = entry.current_txn_first_offset
+            if rest and rest[0] >= 0:
+                self._open_txns[producer_id] = rest[0]
 
 
 def snapshot_path(directory: str, offset: int) -> str:
