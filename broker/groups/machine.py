@@ -750,8 +750,9 @@ class GroupMachine:
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit for a group that has members
         return None
 
-    def _store_offsets(self, group: ClassicGroup, request: CommitRequest,
-                       reply: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+    def _accepted_commits(self, request: CommitRequest
+                          ) -> tuple[dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, ErrorCode]]:
+        """The commits to store, and the partitions refused (metadata over offset.metadata.max.bytes)."""
         now = self._clock()
         expire_timestamp = now + request.retention_time_ms if request.retention_time_ms != -1 else None
         errors: dict[TopicPartition, ErrorCode] = {}
@@ -768,6 +769,11 @@ class GroupMachine:
                 commit_timestamp=commit.commit_timestamp if commit.commit_timestamp != -1 else now,
                 expire_timestamp=expire_timestamp,
             )
+        return accepted, errors
+
+    def _store_offsets(self, group: ClassicGroup, request: CommitRequest,
+                       reply: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        accepted, errors = self._accepted_commits(request)
         if not accepted:
             reply(errors)
             return
@@ -800,13 +806,7 @@ class GroupMachine:
             reply(dict.fromkeys(request.offsets, error))
             self._forget_if_unused(group)
             return
-        now = self._clock()
-        accepted = {tp: OffsetAndMetadata(offset=commit.offset, leader_epoch=commit.leader_epoch,
-                                          metadata=commit.metadata or "", commit_timestamp=now)
-                    for tp, commit in request.offsets.items()
-                    if len((commit.metadata or "").encode()) <= self.config.offset_metadata_max_bytes}
-        errors = dict.fromkeys((tp for tp in request.offsets if tp not in accepted),
-                               ErrorCode.OFFSET_METADATA_TOO_LARGE)
+        accepted, errors = self._accepted_commits(request)
         if not accepted:
             reply(errors)
             self._forget_if_unused(group)

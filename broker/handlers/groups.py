@@ -85,20 +85,23 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
                error: Callable[[ErrorCode, str], dict[str, Any]]) -> dict[str, Any]:
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
-    leader = ctx.broker.partition_leader(topic, partition)[0]
-    for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
-        if node_id == leader:
-            return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
-                    "error_message": ""}
-    return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")
+    found = _node_answer(ctx, key, ctx.broker.partition_leader(topic, partition)[0])
+    return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")
 
 
 def _this_broker(ctx: RequestContext, key: str) -> dict[str, Any]:
+    found = _node_answer(ctx, key, ctx.broker.node_id)
+    assert found is not None, "a single node is always live"
+    return found
+
+
+def _node_answer(ctx: RequestContext, key: str, node: int) -> dict[str, Any] | None:
+    """A FindCoordinator answer naming ``node`` at the client's listener, or None if it is not live."""
     for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
-        if node_id == ctx.broker.node_id:
+        if node_id == node:
             return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
                     "error_message": ""}
-    raise AssertionError("a single node is always live")
+    return None
 
 
 @handler(ApiKey.FIND_COORDINATOR)

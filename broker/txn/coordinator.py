@@ -89,7 +89,7 @@ class TransactionCoordinator:
         self._load_lock = asyncio.Lock()
         self._partition_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._loaded = False  # single node: every partition loaded (or none to load)
-        self._owned: set[int] = set()  # the `__transaction_state` partitions this broker coordinates
+        self._owned: set[int] = set()  # the `__transaction_state` partitions this broker coordinates (cluster)
         self._creating: asyncio.Task | None = None
 
     def _now_ms(self) -> int:
@@ -107,14 +107,13 @@ class TransactionCoordinator:
         if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None:
             await self._ensure_loaded()
 
+    def _topic_configs(self) -> dict[str, object]:
+        return {"cleanup.policy": "compact", "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"]}
+
     def _ensure_topic(self) -> None:
         """Single node: create `__transaction_state` before its first record."""
         if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
-            self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, {
-                "cleanup.policy": "compact",
-                "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"],
-            })
-            self._owned = set(range(self.partition_count))
+            self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, self._topic_configs())
 
     def request_topic(self) -> None:
         """In a cluster, the first lookup of a transaction coordinator has the controller create
@@ -122,14 +121,13 @@ class TransactionCoordinator:
         if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None or (
                 self._creating is not None and not self._creating.done()):
             return
-        config = self.broker.config
-        replication = min(config["transaction.state.log.replication.factor"], len(self.broker.live_brokers()))
+        replication = min(self.broker.config["transaction.state.log.replication.factor"],
+                          len(self.broker.live_brokers()))
 
         async def create() -> None:
             try:
-                await self.broker.topic_admin.create_topic(TRANSACTIONS_TOPIC, self.partition_count, {
-                    "cleanup.policy": "compact", "segment.bytes": config["transaction.state.log.segment.bytes"],
-                }, max(replication, 1))
+                await self.broker.topic_admin.create_topic(TRANSACTIONS_TOPIC, self.partition_count,
+                                                           self._topic_configs(), max(replication, 1))
             except KafkaError as exc:
                 if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     log.warning("creating __transaction_state failed", error=exc.code.name)
@@ -267,8 +265,7 @@ class TransactionCoordinator:
     async def _send_markers(self, leader: int, meta: TxnMetadata, committed: bool,
                             partitions: list[TopicPartition]) -> bool:
         """WriteTxnMarkers to the broker leading ``partitions``; True if every marker was written."""
-        address = next(((host, port) for node_id, host, port, _ in self.broker.live_brokers() if node_id == leader),
-                       None)
+        address = self.broker.replica_manager.broker_address(leader)  # remote leaders exist in a cluster only
         if address is None:
             log.warning("no live leader to write transaction markers to", transactional_id=meta.transactional_id,
                         leader=leader)
