@@ -95,9 +95,11 @@ class MonitorCore:
         await self.ctx.storage.flush()
 
 
-async def eventually(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+async def eventually(condition: Callable[[], Any], timeout: float = 30.0,
+                     what: str | Callable[[], str] = "condition") -> Any:
     """Poll ``condition`` (a function, or a coroutine function) until it returns something true; fail
-    after ``timeout`` seconds."""
+    after ``timeout`` seconds. ``what`` names the condition in the failure, or is called to describe it
+    then (for state worth seeing only when it failed)."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
@@ -106,7 +108,8 @@ async def eventually(condition: Callable[[], Any], timeout: float = 30.0, what: 
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
+            described = what() if callable(what) else what
+            raise AssertionError(f"{described} not reached within {timeout} s")
         await asyncio.sleep(0.02)
 
 

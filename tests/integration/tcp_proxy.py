@@ -15,6 +15,8 @@ from __future__ import annotations
 import selectors
 import socket
 import threading
+import time
+from collections import deque
 
 from harness import free_port
 
@@ -27,10 +29,14 @@ class TcpRelay:
         self._cut = threading.Event()
         self._stop = threading.Event()
         self._pairs: dict[socket.socket, socket.socket] = {}
+        self._clients: set[socket.socket] = set()  # the accepted side of each pair
         self._selector = selectors.DefaultSelector()
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self.connections = 0  # connections relayed so far (cut ones not counted)
+        self.errors: list[BaseException] = []  # anything unexpected the relay loop survived
+        self.history: deque[str] = deque(maxlen=500)  # what the relay did, with times, for a failing test's message
+        self._started = time.monotonic()
 
     @property
     def address(self) -> str:
@@ -50,10 +56,15 @@ class TcpRelay:
 
     def cut(self) -> None:
         """Close every relayed connection and refuse new ones until ``restore``."""
+        self._note("cut")
         self._cut.set()
 
     def restore(self) -> None:
+        self._note("restored")
         self._cut.clear()
+
+    def _note(self, what: str) -> None:
+        self.history.append(f"{time.monotonic() - self._started:8.3f}s {what}")
 
     def stop(self) -> None:
         self._stop.set()
@@ -67,38 +78,55 @@ class TcpRelay:
         self._selector.close()
 
     def _run(self) -> None:
+        # The loop must outlive any one connection's trouble: if it died, later clients would sit in
+        # the listen backlog unanswered, which looks like a hung server rather than a cut wire.
         while not self._stop.is_set():
-            if self._cut.is_set() and self._pairs:
-                for sock in list(self._pairs):
-                    self._close(sock)
-            for key, _ in self._selector.select(0.05):
-                sock = key.fileobj
-                if sock is self._listener:
-                    self._accept()
-                elif sock in self._pairs:
-                    self._relay(sock)
+            try:
+                self._step()
+            except Exception as exc:  # noqa: BLE001 (kept for the test to report)
+                self.errors.append(exc)
+
+    def _step(self) -> None:
+        if self._cut.is_set() and self._pairs:
+            for sock in list(self._pairs):
+                self._close(sock)
+        for key, _ in self._selector.select(0.05):
+            sock = key.fileobj
+            if sock is self._listener:
+                self._accept()
+            elif sock in self._pairs:
+                self._relay(sock)
 
     def _accept(self) -> None:
         try:
             client, _ = self._listener.accept()
-        except BlockingIOError:
+        except OSError:  # nothing pending, or the client gave up before it was accepted
             return
         if self._cut.is_set():
+            self._note("refused a connection (cut)")
             client.close()
             return
         try:
             upstream = socket.create_connection(self.target, timeout=5)
-        except OSError:
+        except OSError as exc:
+            self._note(f"could not reach the target: {exc!r}")
             client.close()
             return
-        for sock in (client, upstream):
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            for sock in (client, upstream):
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # the client reset the connection already
+            client.close()
+            upstream.close()
+            return
         self._pairs[client] = upstream
+        self._clients.add(client)
         self._pairs[upstream] = client
         self._selector.register(client, selectors.EVENT_READ)
         self._selector.register(upstream, selectors.EVENT_READ)
         self.connections += 1
+        self._note(f"relaying connection {self.connections}")
 
     def _relay(self, sock: socket.socket) -> None:
         try:
@@ -111,6 +139,7 @@ class TcpRelay:
             self._close(sock)
             return
         peer = self._pairs[sock]
+        self._note(f"{len(data)} bytes {'to' if sock in self._clients else 'from'} the target")
         try:
             # Small test traffic: a blocking send of the chunk keeps the relay simple.
             peer.setblocking(True)
@@ -125,6 +154,7 @@ class TcpRelay:
             if s is None:
                 continue
             self._pairs.pop(s, None)
+            self._clients.discard(s)
             try:
                 self._selector.unregister(s)
             except (KeyError, ValueError):
