@@ -26,6 +26,8 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
+from broker.security.acl import STORE_FILE as ACL_STORE_FILE
+from broker.security.acl import AclStore, Authorizer
 from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
 from broker.security.scram import ScramStore
 from broker.server import KafkaServer
@@ -61,6 +63,10 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    # Kafka 4 serves v1+ (KIP-896); the codec keeps v0
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -138,6 +144,7 @@ class Broker:
         self.topic_admin: Any = LocalTopicAdmin(self)
         self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
+        self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 
@@ -158,6 +165,11 @@ class Broker:
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
         self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE)
+        if self.config.authorizer:
+            self.authorizer = Authorizer(AclStore(self.config.data_dir / ACL_STORE_FILE), self.config.super_users,
+                                         self.config.allow_everyone_if_no_acl_found)
+            log.info("authorizer enabled", acls=len(self.authorizer.store), super_users=self.config.super_users,
+                     allow_everyone_if_no_acl_found=self.config.allow_everyone_if_no_acl_found)
         if self.config.scram_additions:
             self.scram.apply(self.config.scram_additions, [])
         self.dynamic_configs.on_change.append(lambda: self.logs.set_defaults(self.config.topic_defaults()))

@@ -15,6 +15,7 @@ from typing import Any
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
+from broker.security.acl import STANDARD_AUTHORIZER, AclError, parse_principal, parse_super_users
 from broker.security.listeners import SASL_PLAINTEXT, SASL_SSL, Listener, ListenerError, parse_listeners
 from broker.security.sasl import SaslConfigError, listener_sasl
 from broker.security.tls import TlsConfigError, listener_lookup, server_context
@@ -86,6 +87,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
 }
+
+# The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 
 # Kafka broker configs about SASL and authorization: refused while this broker cannot honour them.
 SECURITY_PREFIXES = ("sasl.", "listener.name.", "authorizer.", "super.users", "security.",
@@ -194,6 +198,10 @@ class BrokerConfig:
     sasl_settings: dict[str, Any] = field(default_factory=dict)  # listener name -> security.sasl.SaslSettings
     # SCRAM credentials given at start-up (``--add-scram``): (user, mechanism, credential)
     scram_additions: list[Any] = field(default_factory=list)
+    # authorizer.class.name set (to Kafka's StandardAuthorizer): ACLs are enforced, with these two settings
+    authorizer: bool = False
+    super_users: list[str] = field(default_factory=list)
+    allow_everyone_if_no_acl_found: bool = False
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -213,7 +221,7 @@ class BrokerConfig:
         raw.update(overrides or {})
         section = Section(file, "broker", raw)
         for key in raw:
-            if is_tls_key(key) or is_sasl_key(key):
+            if is_tls_key(key) or is_sasl_key(key) or key in AUTHORIZER_KEYS:
                 continue
             if key not in BROKER_KEYS and key not in KAFKA_BROKER_CONFIGS:
                 raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
@@ -265,6 +273,17 @@ class BrokerConfig:
         for key in raw:
             if key.endswith(_UNUSABLE_TLS_KEYS):
                 raise section.error(key, "names a Java class this broker cannot load")
+        authorizer = section.get_str("authorizer.class.name", "") or ""
+        if authorizer not in ("", STANDARD_AUTHORIZER):
+            raise section.error("authorizer.class.name", f"{authorizer!r} is not an authorizer this broker has; it "
+                                                         f"has Kafka's {STANDARD_AUTHORIZER}")
+        super_users = parse_super_users(section.get_str("super.users", ""))
+        for principal in super_users:
+            try:
+                parse_principal(principal)
+            except AclError as exc:
+                raise section.error("super.users", str(exc)) from None
+        allow_everyone = section.get_bool("allow.everyone.if.no.acl.found", False)
         main = listeners[0]
         data = Path(settings["data.dir"])
         cluster_section = None
@@ -275,14 +294,20 @@ class BrokerConfig:
             if len(listeners) > 1 or main.uses_tls:
                 raise section.error("listeners", "a cluster node serves one PLAINTEXT listener for now (its "
                                                  "replication and metadata carry one address per node)")
+            if authorizer:
+                raise section.error("authorizer.class.name", "ACLs are kept by a single broker for now; a cluster "
+                                                             "node cannot enforce them yet (they would have to live "
+                                                             "in the cluster's metadata)")
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
                    # TLS and SASL settings without a listener to use them are named in that warning too
                    inert={key: raw[key] for key in raw if key not in BROKER_KEYS and not (
                        _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
-                                           else True))},
-                   listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings)
+                                           else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
+                   listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
+                   authorizer=bool(authorizer), super_users=super_users,
+                   allow_everyone_if_no_acl_found=allow_everyone)
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

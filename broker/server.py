@@ -33,6 +33,7 @@ from broker.protocol.api import (
     encode_response_chunks,
 )
 from broker.protocol.types import FileRegion
+from broker.security.acl import ANONYMOUS, certificate_principal
 from broker.security.sasl import PLAIN, SaslSettings
 from broker.security.scram import ScramError, ScramExchange
 
@@ -129,6 +130,8 @@ class KafkaServer:
     async def _request_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                             client_host: str) -> None:
         session = _SaslSession() if self.sasl is not None else None
+        # Kafka's default principal: the SASL user once logged in, else the TLS client certificate's subject
+        tls_principal = certificate_principal(writer.get_extra_info("peercert")) if self.ssl_context else ANONYMOUS
         while True:
             size_bytes = await reader.readexactly(4)
             (size,) = _SIZE.unpack(size_bytes)
@@ -147,7 +150,8 @@ class KafkaServer:
                 writer.write(_SIZE.pack(len(answer)) + answer)
                 await writer.drain()
                 continue
-            response = await self._handle_frame(frame, client_host, session)
+            principal = f"User:{session.user}" if session is not None and session.user else tls_principal
+            response = await self._handle_frame(frame, client_host, session, principal)
             if response is False:
                 return
             if isinstance(response, _LastAnswer):
@@ -235,8 +239,8 @@ class KafkaServer:
             answer["session_lifetime_ms"] = max(int((session.expires_at - time.monotonic()) * 1000), 1)
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
-    async def _handle_frame(self, frame: bytes, client_host: str,
-                            session: _SaslSession | None = None) -> list | _LastAnswer | None | bool:
+    async def _handle_frame(self, frame: bytes, client_host: str, session: _SaslSession | None = None,
+                            principal: str = ANONYMOUS) -> list | _LastAnswer | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
             header, body = decode_request(frame)
@@ -270,7 +274,7 @@ class KafkaServer:
             return False
         handle = HANDLERS[header.api_key]
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, client_host, self.listener, self.api_versions)
+                             header.client_id, client_host, self.listener, self.api_versions, principal)
         try:
             result = await handle(ctx, body)
         except Exception:

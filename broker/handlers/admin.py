@@ -23,6 +23,7 @@ from broker.handlers.registry import RequestContext, handler
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_IDS,
@@ -93,6 +94,9 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
     result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
               "num_partitions": -1, "replication_factor": -1, "configs": None}
     try:
+        if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         if name in broker.logs.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         assignments = topic["assignments"]
@@ -132,7 +136,10 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
         else:
             topic_id = await broker.topic_admin.create_topic(name, partitions, configs, replication, replica_lists)
         result.update(num_partitions=partitions, replication_factor=replication)
-        if not validate_only:
+        if not validate_only and not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+            result["topic_id"] = topic_id
+            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not validate_only:
             result["topic_id"] = topic_id
             result["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                                  for e in _config_entries(ctx, name, None, False, False)]
@@ -163,6 +170,8 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if not broker.config["delete.topic.enable"]:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             if name in INTERNAL_TOPICS:
@@ -183,6 +192,8 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
     for topic in request["topics"]:
         entry = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
+            if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic["name"]):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             existing = broker.logs.topics.get(topic["name"])
             if existing is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic['name']!r} does not exist")
@@ -242,6 +253,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
         entry = {"error_code": 0, "error_message": "", "resource_type": kind, "resource_name": name,
                  "configs": []}
         try:
+            _check_config_access(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
             if kind == RESOURCE_TOPIC:
                 if name not in broker.logs.topics:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -257,6 +269,14 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _check_config_access(ctx: RequestContext, operation: Operation, kind: int, name: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+    if kind == RESOURCE_TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+    if kind == RESOURCE_BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
 async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
     broker = ctx.broker
     responses = []
@@ -268,6 +288,7 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
         try:
             if seen[(kind, name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            _check_config_access(ctx, Operation.ALTER_CONFIGS, kind, name)
             if kind == RESOURCE_BROKER:
                 await _alter_broker(broker, name, resource["configs"], incremental, request["validate_only"])
                 responses.append(entry)
@@ -368,6 +389,9 @@ async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]
 async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     """Users and their mechanisms and iterations (never salts or keys); every user when ``users`` is null or
     empty, as in Kafka."""
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "results": []}
     known = ctx.broker.scram.users()
     wanted = [u["name"] for u in request["users"]] if request["users"] else sorted(known)
     results = []
@@ -397,8 +421,10 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, A
         for entry in request[kind]:
             changes.setdefault(entry["name"], []).append((kind, entry))
     results, upserts, deletions = [], [], []
+    permitted = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     for user, entries in changes.items():
-        error, message = _scram_change_error(user, entries, known)
+        error, message = ((ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") if not permitted
+                          else _scram_change_error(user, entries, known))
         results.append({"user": user, "error_code": error, "error_message": message})
         if error != ErrorCode.NONE:
             continue
@@ -443,4 +469,7 @@ def _scram_change_error(user: str, entries: list[tuple[str, Any]], known: dict[s
 async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     """No client quotas are set on this broker (it enforces none), so every filter matches nothing; tools such
     as kafka-configs --describe --entity-type users ask before they show SCRAM credentials."""
+    if not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "entries": None}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": []}

@@ -7,9 +7,24 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.security.acl import CLUSTER_NAME, RESOURCE_OPERATIONS, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
 ZERO_UUID = bytes(16)
+OPERATIONS_OMITTED = -(2**31)
+
+
+def every_operation(resource_type: ResourceType) -> int:
+    """The authorized-operations bit field of a resource type's every operation (what anyone may do
+    without an authorizer)."""
+    return sum(1 << operation for operation in RESOURCE_OPERATIONS[resource_type])
+
+
+def operations_field(ctx: RequestContext, wanted: bool, resource_type: ResourceType, name: str) -> int:
+    """An authorized_operations field: the principal's operations when asked for, else Kafka's 'omitted'."""
+    if not wanted:
+        return OPERATIONS_OMITTED
+    return ctx.operations(resource_type, name, every_operation(resource_type))
 
 
 @handler(ApiKey.API_VERSIONS)
@@ -24,7 +39,7 @@ def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
             for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
 
 
-def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:
+def _topic_entry(ctx: RequestContext, name: str, operations: bool = False) -> dict[str, Any]:
     broker = ctx.broker
     topic = broker.logs.topics[name]
     live = {node_id for node_id, *_ in broker.live_brokers()}
@@ -37,7 +52,8 @@ def _topic_entry(ctx: RequestContext, name: str) -> dict[str, Any]:
                            "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
     return {"error_code": 0, "name": name, "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID,
-            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": operations_field(ctx, operations, ResourceType.TOPIC, name)}
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
@@ -48,9 +64,15 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID)
 async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
     requested = request["topics"]
+    operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
+
+    def described(name: str) -> bool:
+        return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+
     # v0: an empty list means every topic; v1+: null means every topic and [] means none.
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_topic_entry(ctx, name) for name in sorted(broker.logs.topics)]
+        # every topic the principal may describe; the others are left out
+        topics = [_topic_entry(ctx, name, operations) for name in sorted(broker.logs.topics) if described(name)]
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
@@ -64,7 +86,14 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                     topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted["topic_id"]))
                     continue
                 name = found
+            if not described(name):
+                topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if name not in broker.logs.topics:
+                if auto_create and not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                                        or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
+                    topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 if not auto_create:
                     topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
@@ -76,13 +105,18 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                     if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in broker.logs.topics:
                         topics.append(_error_topic(name, exc.code))
                         continue
-            topics.append(_topic_entry(ctx, name))
+            topics.append(_topic_entry(ctx, name, operations))
+    cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
     return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(), "topics": topics}
+            "controller_id": broker.controller_id(), "topics": topics,
+            "cluster_authorized_operations": operations_field(ctx, cluster_operations, ResourceType.CLUSTER,
+                                                              CLUSTER_NAME)}
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
             "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.controller_id(),
-            "brokers": _broker_entries(ctx, "broker_id")}
+            "brokers": _broker_entries(ctx, "broker_id"),
+            "cluster_authorized_operations": operations_field(
+                ctx, request["include_cluster_authorized_operations"], ResourceType.CLUSTER, CLUSTER_NAME)}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -81,6 +82,12 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         return response, 0
 
 
+def _refused_partition(index: int) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
+
+
 def _record_follower_progress(broker: Broker, request: dict[str, Any]) -> None:
     """A follower's fetch offset is its log end: the leader counts it before answering, so the high
     watermark in this very answer already includes it."""
@@ -104,7 +111,12 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     follower = request["replica_id"] >= 0
     read_committed = request["isolation_level"] == READ_COMMITTED and not follower
     if follower:
+        if not ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "session_id": 0,
+                    "responses": []}
         _record_follower_progress(broker, request)
+    readable = {topic["topic"]: follower or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic["topic"])
+                for topic in request["topics"]}
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
@@ -120,7 +132,10 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
                 if budget is not None:
                     left = budget - total
                     max_bytes = min(max_bytes, left) if total else max(min(max_bytes, left), 1)
-                entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed)
+                if not readable[topic["topic"]]:
+                    entry, size = _refused_partition(part["partition"]), 0
+                else:
+                    entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed)
                 total += size
                 partitions.append(entry)
             responses.append({"topic": topic["topic"], "partitions": partitions})
@@ -130,17 +145,22 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
         await broker.wait_for_appends(wanted, remaining)
 
 
-def _answer_partitions(topics: list[dict[str, Any]], topic_key: str, index_key: str, blank: dict[str, Any],
+def _answer_partitions(ctx: RequestContext, operation: Operation, topics: list[dict[str, Any]], topic_key: str,
+                       index_key: str, blank: dict[str, Any],
                        fill: Callable[[str, dict[str, Any], dict[str, Any]], None]) -> list[dict[str, Any]]:
     """The topics/partitions of a response: each requested partition gets a copy of ``blank`` that
     ``fill(topic, requested_partition, entry)`` completes; a KafkaError it raises becomes that partition's
-    error code, and the other partitions are answered as usual."""
+    error code, and the other partitions are answered as usual. The partitions of a topic the principal may
+    not do ``operation`` on get TOPIC_AUTHORIZATION_FAILED."""
     answered = []
     for topic in topics:
         partitions = []
+        permitted = ctx.allowed(operation, ResourceType.TOPIC, topic[topic_key])
         for part in topic["partitions"]:
             entry = {**blank, index_key: part[index_key], "error_code": 0}
             try:
+                if not permitted:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 fill(topic[topic_key], part, entry)
             except KafkaError as exc:
                 entry["error_code"] = exc.code
@@ -182,7 +202,8 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
         entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
 
     blank = {"old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    return {"throttle_time_ms": 0, "topics": _answer_partitions(topics, "name", "partition_index", blank, fill)}
+    return {"throttle_time_ms": 0, "topics": _answer_partitions(ctx, Operation.DESCRIBE, topics, "name",
+                                                                "partition_index", blank, fill)}
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
@@ -193,7 +214,8 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) 
 
     blank = {"leader_epoch": -1, "end_offset": -1}
     return {"throttle_time_ms": 0,
-            "topics": _answer_partitions(request["topics"], "topic", "partition", blank, fill)}
+            "topics": _answer_partitions(ctx, Operation.DESCRIBE, request["topics"], "topic", "partition", blank,
+                                         fill)}
 
 
 @handler(ApiKey.DELETE_RECORDS)
@@ -207,4 +229,5 @@ async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[s
 
     blank = {"low_watermark": -1}
     return {"throttle_time_ms": 0,
-            "topics": _answer_partitions(request["topics"], "name", "partition_index", blank, fill)}
+            "topics": _answer_partitions(ctx, Operation.DELETE, request["topics"], "name", "partition_index", blank,
+                                         fill)}

@@ -29,17 +29,23 @@ from broker.groups.consumer import HeartbeatRequest
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata, TopicPartition
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
+from broker.handlers.cluster_info import operations_field
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import TRANSACTIONS_TOPIC
 
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
 NO_OFFSET = -1
-# DescribeGroups authorized_operations: not requested, or (with no ACLs) every group operation
-# Kafka knows: READ (3), DELETE (6), DESCRIBE (8), as a bit field.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def group_allowed(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
+    return ctx.allowed(operation, ResourceType.GROUP, group_id)
+
+
+def topic_allowed(ctx: RequestContext, operation: Operation, topic: str) -> bool:
+    return ctx.allowed(operation, ResourceType.TOPIC, topic)
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
@@ -70,6 +76,8 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
 
     if key_type == COORDINATOR_KEY_TRANSACTION:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
         transactions = ctx.broker.transactions
         if ctx.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
             if not transactions.clustered:  # a single node makes it with the first transactional record
@@ -79,6 +87,8 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return _leader_of(ctx, key, TRANSACTIONS_TOPIC, transactions.partition_for(key), error)
     if key_type != COORDINATOR_KEY_GROUP:
         return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if not group_allowed(ctx, Operation.DESCRIBE, key):
+        return error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     return _leader_of(ctx, key, OFFSETS_TOPIC, _coordinator(ctx).partition_for(key), error)
 
 
@@ -122,6 +132,10 @@ async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> dict
 @handler(ApiKey.JOIN_GROUP)
 async def join_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     version = ctx.api_version
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if version >= 7 else "", "leader": "",
+                "member_id": request["member_id"], "members": []}
     instance_id = request["group_instance_id"] if version >= 5 else None
     result = await _coordinator(ctx).join_group(JoinRequest(
         group_id=request["group_id"],
@@ -152,6 +166,9 @@ async def join_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, 
 @handler(ApiKey.SYNC_GROUP)
 async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     version = ctx.api_version
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     result = await _coordinator(ctx).sync_group(SyncRequest(
         group_id=request["group_id"],
         generation_id=request["generation_id"],
@@ -167,6 +184,8 @@ async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, 
 
 @handler(ApiKey.HEARTBEAT)
 async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     error = _coordinator(ctx).heartbeat(request["group_id"], request["member_id"],
                                         request["group_instance_id"] if ctx.api_version >= 3 else None,
                                         request["generation_id"])
@@ -175,6 +194,8 @@ async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, A
 
 @handler(ApiKey.LEAVE_GROUP)
 async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if ctx.api_version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
     else:
@@ -193,18 +214,24 @@ async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
 
 def requested_commits(ctx: RequestContext, topics: list[dict[str, Any]], *, leader_epoch: bool,
                       timestamp: bool = False
-                      ) -> tuple[list[TopicPartition], set[TopicPartition], dict[TopicPartition, PartitionCommit]]:
-    """An OffsetCommit's or TxnOffsetCommit's partitions: all in request order, those of unknown topics or
-    partitions, and the commits of the others (``leader_epoch``/``timestamp``: the version carries them)."""
+                      ) -> tuple[list[TopicPartition], dict[TopicPartition, ErrorCode],
+                                 dict[TopicPartition, PartitionCommit]]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions: all in request order, the errors of those that
+    cannot be committed (topics the principal may not read, unknown topics or partitions) and the commits
+    of the others (``leader_epoch``/``timestamp``: the version carries them)."""
     requested: list[TopicPartition] = []
-    unknown: set[TopicPartition] = set()
+    refused: dict[TopicPartition, ErrorCode] = {}
     commits: dict[TopicPartition, PartitionCommit] = {}
     for topic in topics:
+        readable = topic_allowed(ctx, Operation.READ, topic["name"])
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
             requested.append(tp)
+            if not readable:
+                refused[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not partition_exists(ctx, *tp):
-                unknown.add(tp)
+                refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             commits[tp] = PartitionCommit(
                 offset=p["committed_offset"],
@@ -212,17 +239,19 @@ def requested_commits(ctx: RequestContext, topics: list[dict[str, Any]], *, lead
                 metadata=p["committed_metadata"],
                 commit_timestamp=p["commit_timestamp"] if timestamp else -1,
             )
-    return requested, unknown, commits
+    return requested, refused, commits
 
 
 @handler(ApiKey.OFFSET_COMMIT)
 async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     version = ctx.api_version
-    requested, unknown, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 6,
+    requested, refused, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 6,
                                                     timestamp=version == 1)
-    errors: dict[TopicPartition, ErrorCode] = {}
-    if commits:
-        errors = await _coordinator(ctx).commit_offsets(CommitRequest(
+    errors: dict[TopicPartition, ErrorCode] = dict(refused)
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        errors = dict.fromkeys(requested, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    elif commits:
+        errors |= await _coordinator(ctx).commit_offsets(CommitRequest(
             group_id=request["group_id"],
             generation_id=request["generation_id_or_member_epoch"] if version >= 1 else -1,
             member_id=request["member_id"] if version >= 1 else "",
@@ -230,9 +259,7 @@ async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[st
             offsets=commits,
             retention_time_ms=request["retention_time_ms"] if 2 <= version <= 4 else -1,
         ))
-    return {"throttle_time_ms": 0, "topics": by_topic(
-        (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors[tp]})
-        for tp in requested)}
+    return {"throttle_time_ms": 0, "topics": by_topic((tp, {"error_code": errors[tp]}) for tp in requested)}
 
 
 def _fetched(offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
@@ -250,12 +277,22 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]
     """``require_stable`` (v7+, read_committed consumers): a partition with an offset of a transaction still
     open answers UNSTABLE_OFFSET_COMMIT, and the client asks again."""
     wanted = None if topics is None else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
+    if not group_allowed(ctx, Operation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, [(tp, _fetched(None, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+                                                      for tp in wanted or []]
     error, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE:
         return error, [(tp, _fetched(None, error)) for tp in wanted or []]
     unstable = _coordinator(ctx).unstable_offsets(group_id) if require_stable else set()
-    return error, [(tp, _fetched(None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if tp in unstable else _fetched(offset))
-                   for tp, offset in offsets.items()]
+    described = {topic: topic_allowed(ctx, Operation.DESCRIBE, topic) for topic, _ in offsets}
+    entries = []
+    for tp, offset in offsets.items():
+        if not described[tp[0]]:
+            if wanted is not None:  # asked for by name: refused; else the topic is left out, as Kafka does
+                entries.append((tp, _fetched(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            continue
+        entries.append((tp, _fetched(None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if tp in unstable else _fetched(offset)))
+    return error, entries
 
 
 @handler(ApiKey.OFFSET_FETCH)
@@ -278,15 +315,19 @@ async def offset_fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str
 
 @handler(ApiKey.OFFSET_DELETE)
 async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not group_allowed(ctx, Operation.DELETE, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     requested = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
-    unknown = {tp for tp in requested if not partition_exists(ctx, *tp)}
+    refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in requested
+               if not topic_allowed(ctx, Operation.READ, tp[0])}
+    refused |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
+                if tp not in refused and not partition_exists(ctx, *tp)}
     error, partition_errors = await _coordinator(ctx).delete_offsets(
-        request["group_id"], [tp for tp in requested if tp not in unknown])
+        request["group_id"], [tp for tp in requested if tp not in refused])
     if error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": error, "topics": []}
     return {"throttle_time_ms": 0, "error_code": error, "topics": by_topic(
-        (tp, {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else partition_errors[tp]})
-        for tp in requested)}
+        (tp, {"error_code": refused.get(tp) or partition_errors[tp]}) for tp in requested)}
 
 
 # --- admin -----------------------------------------------------------------------------------------------
@@ -297,9 +338,12 @@ async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
     states = request["states_filter"] if ctx.api_version >= 4 else []
     types = {kind.lower() for kind in request["types_filter"]} if ctx.api_version >= 5 else set()
     error, listings = _coordinator(ctx).list_groups(states)
+    # DESCRIBE on the cluster lists every group; else the groups the principal may describe
+    everything = ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     return {"throttle_time_ms": 0, "error_code": error,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-                        "group_type": g.group_type} for g in listings if not types or g.group_type in types]}
+                        "group_type": g.group_type} for g in listings if (not types or g.group_type in types)
+                       and (everything or group_allowed(ctx, Operation.DESCRIBE, g.group_id))]}
 
 
 @handler(ApiKey.DESCRIBE_GROUPS)
@@ -307,6 +351,11 @@ async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[
     include_operations = ctx.api_version >= 3 and request["include_authorized_operations"]
     described = []
     for group_id in request["groups"]:
+        if not group_allowed(ctx, Operation.DESCRIBE, group_id):
+            described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": operations_field(ctx, False, ResourceType.GROUP, group_id)})
+            continue
         error, group = _coordinator(ctx).describe_group(group_id)
         described.append({
             "error_code": error,
@@ -317,7 +366,7 @@ async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
                          "member_assignment": m.assignment} for m in group.members],
-            "authorized_operations": GROUP_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": operations_field(ctx, include_operations, ResourceType.GROUP, group_id),
         })
     return {"throttle_time_ms": 0, "groups": described}
 
@@ -325,15 +374,28 @@ async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[
 @handler(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     names = list(dict.fromkeys(request["groups_names"]))
-    results = await _coordinator(ctx).delete_groups(names)
-    return {"throttle_time_ms": 0,
-            "results": [{"group_id": name, "error_code": results[name]} for name in names]}
+    allowed = [name for name in names if group_allowed(ctx, Operation.DELETE, name)]
+    results = await _coordinator(ctx).delete_groups(allowed) if allowed else {}
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": name, "error_code": results.get(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)} for name in names]}
 
 
 # --- the consumer group protocol (KIP-848) ------------------------------------------------------------------
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    refused = None
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    else:
+        hidden = sorted(topic for topic in request["subscribed_topic_names"] or ()
+                        if not topic_allowed(ctx, Operation.DESCRIBE, topic))
+        if hidden:
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Topic authorization failed for {', '.join(hidden)}."
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1],
+                "member_id": request["member_id"], "member_epoch": request["member_epoch"],
+                "heartbeat_interval_ms": 0, "assignment": None}
     result = await _coordinator(ctx).consumer_group_heartbeat(HeartbeatRequest(
         group_id=request["group_id"], member_id=request["member_id"], member_epoch=request["member_epoch"],
         instance_id=request["instance_id"], rack_id=request["rack_id"],
@@ -358,11 +420,14 @@ async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) 
     names = {topic.topic_id: name for name, topic in ctx.broker.logs.topics.items()}
     described = []
     for group_id in request["group_ids"]:
-        error, message, group = _coordinator(ctx).describe_consumer_group(group_id, names)
+        if group_allowed(ctx, Operation.DESCRIBE, group_id):
+            error, message, group = _coordinator(ctx).describe_consumer_group(group_id, names)
+        else:
+            error, message, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", None
         entry = {"error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
                  "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                 "authorized_operations": GROUP_OPERATIONS if request["include_authorized_operations"]
-                 else AUTHORIZED_OPERATIONS_OMITTED}
+                 "authorized_operations": operations_field(ctx, request["include_authorized_operations"]
+                                                           and group is not None, ResourceType.GROUP, group_id)}
         if group is not None:
             entry.update(group)
         described.append(entry)

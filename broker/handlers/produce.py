@@ -21,6 +21,7 @@ from broker.handlers.registry import RequestContext, handler
 from broker.handlers.transactions import fenced_error
 from broker.protocol.api import ApiKey
 from broker.protocol.records import BatchHeader
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
 log = structlog.get_logger("broker.produce")
@@ -109,12 +110,22 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
     acks = request["acks"]
     responses = []
     appended: list[tuple[str, dict[str, Any], int]] = []
+    transactional_id = request["transactional_id"]
+    # a transactional producer needs WRITE on its transactional id, every producer WRITE on each topic
+    refused_all = transactional_id is not None and not ctx.allowed(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     for topic in request["topic_data"]:
         name = topic["name"]
+        refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused_all
+                   else None if ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name)
+                   else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partitions = []
         for part in topic["partition_data"]:
             if acks not in (0, 1, -1):
                 partitions.append(_partition_error(part["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if refused is not None:
+                partitions.append(_partition_error(part["index"], refused))
                 continue
             entry, next_offset = await _produce_partition(ctx, name, part["index"], part["records"], acks)
             partitions.append(entry)
@@ -130,6 +141,16 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
 
 @handler(ApiKey.INIT_PRODUCER_ID)
 async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    refused = None
+    if request["transactional_id"] is not None:
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]):
+            refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not (ctx.allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+              or ctx.allowed_on_any(Operation.WRITE, ResourceType.TOPIC)):
+        # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused, "producer_id": -1, "producer_epoch": -1}
     if request["transactional_id"] is not None:
         error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], request["producer_id"],

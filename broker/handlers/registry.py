@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.security.acl import ANONYMOUS, Operation, ResourceType
+
 if TYPE_CHECKING:
     from broker.broker import Broker
 
@@ -25,6 +27,26 @@ class RequestContext:
     client_host: str
     listener: str = "PLAINTEXT"  # the listener the request came in on: Metadata answers with its addresses
     api_versions: dict[int, tuple[int, int]] | None = None  # what this listener serves, if not the broker's
+    principal: str = ANONYMOUS  # who is asking (broker.security.acl): User:<SASL user or certificate subject>
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the principal may do ``operation`` on the resource (always, without an authorizer)."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize(self.principal, self.client_host, operation,
+                                                          resource_type, name)
+
+    def allowed_on_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_any(self.principal, self.client_host, operation,
+                                                              resource_type)
+
+    def operations(self, resource_type: ResourceType, name: str, everything: int) -> int:
+        """The authorized-operations bit field of a resource (``everything`` without an authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return everything
+        return authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

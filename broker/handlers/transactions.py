@@ -20,9 +20,10 @@ from typing import Any
 from broker.errors import ErrorCode
 from broker.groups.coordinator import OFFSETS_TOPIC
 from broker.groups.requests import CommitRequest
-from broker.handlers.groups import by_topic, partition_exists, requested_commits
+from broker.handlers.groups import by_topic, group_allowed, partition_exists, requested_commits, topic_allowed
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 from broker.txn.coordinator import write_marker
 
@@ -41,6 +42,15 @@ def fenced_error(ctx: RequestContext) -> ErrorCode:
     return ErrorCode.PRODUCER_FENCED if ctx.api_version >= since else ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+def transactional_id_allowed(ctx: RequestContext, operation: Operation, transactional_id: str) -> bool:
+    return ctx.allowed(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _cluster_action(ctx: RequestContext) -> bool:
+    """Broker-to-broker requests (markers, partition verification) need CLUSTER_ACTION on the cluster."""
+    return ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
     """PRODUCER_FENCED as the request's version can express it."""
     return fenced_error(ctx) if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH) else code
@@ -49,11 +59,15 @@ def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           topics: list[dict[str, Any]], verify_only: bool = False) -> list[dict[str, Any]]:
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
-    unknown = {tp for tp in wanted if not partition_exists(ctx, *tp) or tp[0] in INTERNAL_TOPICS}
     coordinator = ctx.broker.transactions
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                  for tp in wanted}
+    refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted
+               if not topic_allowed(ctx, Operation.WRITE, tp[0])}
+    refused |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted
+                if tp not in refused and (not partition_exists(ctx, *tp) or tp[0] in INTERNAL_TOPICS)}
+    if not verify_only and not transactional_id_allowed(ctx, Operation.WRITE, transactional_id):
+        errors = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif refused:
+        errors = {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     elif verify_only:
         errors = await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted,
                                                      fenced_error(ctx))
@@ -73,6 +87,9 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) ->
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _add_partitions(
             ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
             request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])}
+    if not _cluster_action(ctx):  # v4+ is spoken between brokers
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     results = []
     for txn in request["transactions"]:
         results.append({"transactional_id": txn["transactional_id"], "topic_results": await _add_partitions(
@@ -83,6 +100,10 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) ->
 
 @handler(ApiKey.ADD_OFFSETS_TO_TXN)
 async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not group_allowed(ctx, Operation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     partition = ctx.broker.groups.partition_for(request["group_id"])
     errors = await ctx.broker.transactions.add_partitions(
         request["transactional_id"], request["producer_id"], request["producer_epoch"],
@@ -92,6 +113,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> di
 
 @handler(ApiKey.END_TXN)
 async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     error = await ctx.broker.transactions.end_txn(request["transactional_id"], request["producer_id"],
                                                   request["producer_epoch"], request["committed"], fenced_error(ctx))
     return {"throttle_time_ms": 0, "error_code": error}
@@ -101,9 +124,13 @@ async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
 async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     version = ctx.api_version
     group_id = request["group_id"]
-    requested, unknown, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 2)
-    errors = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if commits:
+    requested, refused, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 2)
+    errors = dict(refused)
+    if not group_allowed(ctx, Operation.READ, group_id):
+        errors = dict.fromkeys(requested, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    elif not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
+        errors = dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif commits:
         groups = ctx.broker.groups
         refused = ctx.broker.transactions.check_transactional_write(
             request["producer_id"], request["producer_epoch"], OFFSETS_TOPIC, groups.partition_for(group_id))
@@ -122,8 +149,14 @@ async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dic
 
 @handler(ApiKey.DESCRIBE_TRANSACTIONS)
 async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "transaction_states": await ctx.broker.transactions.describe(request["transactional_ids"])}
+    ids = request["transactional_ids"]
+    allowed = [tid for tid in ids if transactional_id_allowed(ctx, Operation.DESCRIBE, tid)]
+    states = {state["transactional_id"]: state
+              for state in (await ctx.broker.transactions.describe(allowed) if allowed else [])}
+    return {"throttle_time_ms": 0, "transaction_states": [states.get(tid) or {
+        "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+        "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+        "producer_epoch": -1, "topics": []} for tid in ids]}
 
 
 @handler(ApiKey.LIST_TRANSACTIONS)
@@ -132,19 +165,23 @@ async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dic
         request["state_filters"], request["producer_id_filters"],
         request["duration_filter"] if ctx.api_version >= 1 else -1)
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
-            "transaction_states": states}
+            "transaction_states": [state for state in states
+                                   if transactional_id_allowed(ctx, Operation.DESCRIBE, state["transactional_id"])]}
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS)
 async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     """Markers a transaction coordinator asks this broker to write to partitions it leads (in a cluster)."""
+    permitted = _cluster_action(ctx)
     results = []
     for marker in request["markers"]:
         topics = []
         for topic in marker["topics"]:
             partitions = []
             for index in topic["partition_indexes"]:
-                if not partition_exists(ctx, topic["name"], index):
+                if not permitted:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                elif not partition_exists(ctx, topic["name"], index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif ctx.broker.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -41,9 +41,12 @@ def topic_partitions(*partitions: int) -> list[dict]:
 
 # --- requests: API -> (version -> body); a version's body may depend on the version ------------------------
 
+ACL_FILTER = {"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
+              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+
 def metadata(v: int) -> dict:
     return {"topics": [{"name": TOPIC, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+            "include_cluster_authorized_operations": True, "include_topic_authorized_operations": True}
 
 
 def fetch(v: int) -> dict:
@@ -156,7 +159,7 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.LEAVE_GROUP: unknown_member,
     ApiKey.SYNC_GROUP: unknown_member,
     ApiKey.DESCRIBE_GROUPS: lambda v: {"groups": [GROUP, "diff-join-0"],  # committed only; one joined member
-                                       "include_authorized_operations": False},
+                                       "include_authorized_operations": True},
     ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Empty"], "types_filter": []},
     ApiKey.CREATE_TOPICS: lambda v: create_topic(f"diff-created-{v}"),
     ApiKey.DELETE_TOPICS: lambda v: {"topic_names": [f"diff-created-{v}"], "timeout_ms": 30_000,
@@ -176,7 +179,7 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.DELETE_GROUPS: lambda v: {"groups_names": [f"diff-gone-{v}"]},
     ApiKey.OFFSET_DELETE: lambda v: {"group_id": f"diff-gone-{v}", "topics": [
         {"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
-    ApiKey.DESCRIBE_CLUSTER: lambda v: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+    ApiKey.DESCRIBE_CLUSTER: lambda v: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
     # transactions: a transactional id neither cluster knows, and (DescribeTransactions) one just initialised
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: lambda v: {**UNKNOWN_TXN, "group_id": GROUP},
@@ -206,7 +209,13 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
         "group_id": f"diff-cg-{v}", "member_id": f"diff-member-{v}" if v >= 1 else "", "member_epoch": 0,
         "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [TOPIC], "topic_partitions": []},
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda v: {"group_ids": ["diff-cg-1", GROUP, "diff-nobody"],
-                                               "include_authorized_operations": False},
+                                               "include_authorized_operations": True},
+    # ACLs: neither cluster has an authorizer
+    ApiKey.DESCRIBE_ACLS: lambda v: ACL_FILTER,
+    ApiKey.CREATE_ACLS: lambda v: {"creations": [{"resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
+                                                  "principal": "User:diff", "host": "*", "operation": 3,
+                                                  "permission_type": 3}]},
+    ApiKey.DELETE_ACLS: lambda v: {"filters": [ACL_FILTER]},
 }
 
 # Requests sent to both clusters before the API's own request at each version: (api, body builder).

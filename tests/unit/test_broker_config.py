@@ -47,7 +47,14 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
 @pytest.mark.parametrize(("text", "reason"), [
     ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
     ("sasl.mechanism.inter.broker.protocol: PLAIN\n", "this SASL or authorization setting is not available"),
-    ("authorizer.class.name: x\n", "this SASL or authorization setting is not available"),
+    ("authorizer.class.name: kafka.security.authorizer.AclAuthorizer\n",
+     "authorizer.class.name: 'kafka.security.authorizer.AclAuthorizer' is not an authorizer this broker has"),
+    ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users: admin\n",
+     "super.users: Could not parse principal from `admin`"),
+    ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+     "allow.everyone.if.no.acl.found: maybe\n", "allow.everyone.if.no.acl.found"),
+    ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+     "cluster: {raft.listen: '127.0.0.1:1'}\n", "authorizer.class.name: ACLs are kept by a single broker for now"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\n",
      "sasl.enabled.mechanisms: listener SASL_PLAINTEXT uses SASL: set the mechanisms it offers (PLAIN)"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: GSSAPI\n",
@@ -78,6 +85,18 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
 def test_unknown_and_security_keys_are_refused(tmp_path, text, reason):
     with pytest.raises(ConfigError, match=re.escape(reason)):
         load(tmp_path, text)
+
+
+def test_the_authorizer_settings_in_kafkas_names(tmp_path):
+    config = load(tmp_path, "authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+                            "super.users: User:admin; User:CN=broker,O=Example\n"
+                            "allow.everyone.if.no.acl.found: true\n")
+    assert config.authorizer and config.allow_everyone_if_no_acl_found
+    assert config.super_users == ["User:admin", "User:CN=broker,O=Example"]
+    assert config.inert == {}
+    # without an authorizer the other two do nothing, and are named among the settings without effect
+    plain = load(tmp_path, "super.users: User:admin\n")
+    assert not plain.authorizer and plain.inert == {"super.users": "User:admin"}
 
 
 def test_tls_settings_without_an_ssl_listener_are_named_among_those_without_effect(tmp_path):

@@ -132,6 +132,9 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+        ApiKey.DESCRIBE_ACLS: (0, 3),
+        ApiKey.CREATE_ACLS: (0, 3),
+        ApiKey.DELETE_ACLS: (0, 3),
     }
     assert required == SCHEMA_VERSIONS
     assert {name: m.version_range() for name, m in messages.DATA_STRUCTS.items()} == {

@@ -5,6 +5,7 @@
 """
 
 from broker.protocol.messages import (
+    acls,
     admin,
     cluster,
     consumer_offsets,
@@ -23,6 +24,7 @@ _API_MESSAGES: tuple[Message, ...] = (
     *produce.MESSAGES,
     *fetch.MESSAGES,
     *admin.MESSAGES,
+    *acls.MESSAGES,
     *groups.MESSAGES,
     *offsets.MESSAGES,
     *sasl.MESSAGES,
