@@ -27,9 +27,9 @@ from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
-from broker.security.acl import AclStore, Authorizer
+from broker.security.acl import Acl, AclStore, Authorizer
 from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
-from broker.security.scram import ScramStore
+from broker.security.scram import ScramCredential, ScramStore
 from broker.server import KafkaServer
 from broker.topics import INTERNAL_TOPICS
 
@@ -183,10 +183,6 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         if cluster_config is not None:
             from broker.cluster.node import ClusterNode, ClusterTopicAdmin
-
-            # SCRAM credentials would have to live in the cluster's metadata; a cluster serves PLAINTEXT only
-            for api in (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
-                self.api_versions.pop(api, None)
 
             self.cluster = ClusterNode(self, cluster_config)
             self.replica_manager = self.cluster.replicas
@@ -375,7 +371,7 @@ class Broker:
         """The live brokers' addresses, on ``listener`` when given (a client is told those of the listener it
         connected to)."""
         if self.cluster is not None:
-            return self.cluster.live_brokers()
+            return self.cluster.live_brokers(listener)
         host, port = self.endpoints.get(listener, (self.host, self.port)) if listener else (self.host, self.port)
         return [(self.node_id, host, port, self.config["rack"] or None)]
 
@@ -423,3 +419,14 @@ class LocalTopicAdmin:
         """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""
         assert self.broker.dynamic_configs is not None
         self.broker.dynamic_configs.update(scope, layer)
+
+    async def change_acls(self, created: list[Acl], deleted: list[Acl]) -> None:
+        store = self.broker.authorizer.store
+        if deleted:
+            store.remove(deleted)
+        if created:
+            store.add(created)
+
+    async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
+                          deletions: list[tuple[str, str]]) -> None:
+        self.broker.scram.apply(upserts, deletions)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
+from broker.security.scram import ScramClient, ScramError
 
 _SIZE = struct.Struct(">i")
 
@@ -20,12 +23,25 @@ class ClientError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to reach a secured listener: TLS (``ssl_context``; the host name is checked unless
+    ``check_hostname`` is off) and/or a SASL login (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+
 class KafkaConnection:
-    def __init__(self, host: str, port: int, *, client_id: str = "burrowpy", timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str = "burrowpy", timeout: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(1)
@@ -40,15 +56,44 @@ class KafkaConnection:
         return conn
 
     async def open(self) -> None:
+        context = self.security.ssl_context if self.security else None
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout)
-        except (OSError, TimeoutError) as exc:
+            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(
+                self.host, self.port, ssl=context, server_hostname=self.host if context else None), self.timeout)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise ClientError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         answer = await self.request(ApiKey.API_VERSIONS, {}, version=0)
         if answer["error_code"]:
             raise ClientError(f"ApiVersions failed with error {answer['error_code']}")
         self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
+        if self.security is not None and self.security.sasl_mechanism:
+            await self._log_in(self.security)
+
+    async def _log_in(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate: one round for PLAIN, two for SCRAM."""
+        mechanism = security.sasl_mechanism
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
+        if handshake["error_code"]:
+            await self.close()
+            raise ClientError(f"{self.host}:{self.port} does not offer SASL {mechanism} "
+                              f"(it offers {', '.join(handshake['mechanisms'])})")
+        try:
+            if mechanism == "PLAIN":
+                await self._authenticate(b"\x00" + security.username.encode() + b"\x00" + security.password.encode())
+            else:
+                scram = ScramClient(mechanism, security.username, security.password)
+                server_first = await self._authenticate(scram.first())
+                scram.verify(await self._authenticate(scram.final(server_first)))
+        except ScramError as exc:
+            await self.close()
+            raise ClientError(f"SASL {mechanism} login to {self.host}:{self.port} failed: {exc}") from None
+
+    async def _authenticate(self, token: bytes) -> bytes:
+        answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)
+        if answer["error_code"]:
+            await self.close()
+            raise ClientError(f"SASL login to {self.host}:{self.port} failed: {answer['error_message']}")
+        return bytes(answer["auth_bytes"])
 
     async def close(self) -> None:
         if self._writer is not None:

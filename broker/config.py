@@ -12,13 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.client import ClientSecurity
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
 from broker.security.acl import STANDARD_AUTHORIZER, AclError, parse_principal, parse_super_users
-from broker.security.listeners import SASL_PLAINTEXT, SASL_SSL, Listener, ListenerError, parse_listeners
-from broker.security.sasl import SaslConfigError, listener_sasl
-from broker.security.tls import TlsConfigError, listener_lookup, server_context
+from broker.security.listeners import (
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    SASL_SSL,
+    Listener,
+    ListenerError,
+    parse_listeners,
+)
+from broker.security.sasl import SaslConfigError, inter_broker_login, listener_sasl
+from broker.security.tls import TlsConfigError, client_context, listener_lookup, server_context
 from burrowpy.config import ConfigError, Section, load_document
 
 # name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
@@ -137,7 +145,7 @@ _HONOURED_KEYS = frozenset({
     "listener.security.protocol.map", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
-    "ssl.enabled.protocols", "ssl.cipher.suites",
+    "ssl.enabled.protocols", "ssl.cipher.suites", "inter.broker.listener.name", "ssl.endpoint.identification.algorithm",
 })
 _UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
 
@@ -154,7 +162,7 @@ _JAAS_KEYS = ("plain.sasl.jaas.config", "scram-sha-256.sasl.jaas.config", "scram
 def is_sasl_key(key: str) -> bool:
     """The SASL settings this broker reads: the mechanisms (broker-wide or per listener) and a listener's JAAS
     lines (listener.name.<l>.plain.sasl.jaas.config, ...scram-sha-256.sasl.jaas.config, ...)."""
-    if key == "sasl.enabled.mechanisms":
+    if key in ("sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol"):
         return True
     if key.startswith("listener.name."):
         rest = key[len("listener.name."):].partition(".")[2]
@@ -168,6 +176,44 @@ def is_tls_key(key: str) -> bool:
         _, _, rest = key[len("listener.name."):].partition(".")
         return rest.startswith("ssl.") and rest in KAFKA_BROKER_CONFIGS
     return key.startswith("ssl.") and key in KAFKA_BROKER_CONFIGS
+
+
+def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listener]
+                  ) -> tuple[Listener, ClientSecurity | None]:
+    """The listener a cluster's brokers reach each other on (``inter.broker.listener.name``, else the one
+    named PLAINTEXT, as in Kafka) and what connecting to it takes: a TLS client context from the listener's
+    stores, a SASL login (``sasl.mechanism.inter.broker.protocol``, with the username and password of the
+    listener's JAAS line for it)."""
+    wanted = str(raw.get("inter.broker.listener.name") or "PLAINTEXT").upper()
+    found = next((listener for listener in listeners if listener.name == wanted), None)
+    if found is None:
+        raise section.error("inter.broker.listener.name",
+                            f"{wanted} is not one of the listeners ({', '.join(x.name for x in listeners)}); "
+                            "name the one brokers reach each other on")
+    if found.protocol == PLAINTEXT:
+        return found, None
+    lookup = listener_lookup(found.name, raw)
+    context = None
+    if found.uses_tls:
+        algorithm = raw.get(f"listener.name.{found.name.lower()}.ssl.endpoint.identification.algorithm",
+                            raw.get("ssl.endpoint.identification.algorithm", "https"))
+        try:
+            context = client_context(lookup, check_hostname=bool(str(algorithm or "").strip()))
+        except TlsConfigError as exc:
+            raise section.error(exc.key, str(exc)) from None
+    mechanism, username, password = None, "", ""
+    if found.protocol in (SASL_PLAINTEXT, SASL_SSL):
+        mechanism = str(raw.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+        offered = listener_sasl(found.name, lookup).mechanisms
+        if mechanism not in offered:
+            raise section.error("sasl.mechanism.inter.broker.protocol",
+                                f"brokers log in to each other on {found.name}: set one of the mechanisms it "
+                                f"offers ({', '.join(offered)}); Kafka's default, GSSAPI, is not available here")
+        try:
+            username, password = inter_broker_login(found.name, mechanism, lookup)
+        except SaslConfigError as exc:
+            raise section.error(exc.key, str(exc)) from None
+    return found, ClientSecurity(context, mechanism, username, password)
 
 
 def parse_hostport(text: str, section: Section, key: str) -> tuple[str, int]:
@@ -202,6 +248,9 @@ class BrokerConfig:
     authorizer: bool = False
     super_users: list[str] = field(default_factory=list)
     allow_everyone_if_no_acl_found: bool = False
+    # the listener brokers of a cluster reach each other on, and how (TLS, SASL login); None: plain TCP
+    inter_broker_listener: str = "PLAINTEXT"
+    inter_broker_security: ClientSecurity | None = None
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -291,13 +340,9 @@ class BrokerConfig:
             if not isinstance(cluster_block, dict):
                 raise ConfigError(file, "cluster", "expected a mapping")
             cluster_section = Section(file, "cluster", cluster_block)
-            if len(listeners) > 1 or main.uses_tls:
-                raise section.error("listeners", "a cluster node serves one PLAINTEXT listener for now (its "
-                                                 "replication and metadata carry one address per node)")
-            if authorizer:
-                raise section.error("authorizer.class.name", "ACLs are kept by a single broker for now; a cluster "
-                                                             "node cannot enforce them yet (they would have to live "
-                                                             "in the cluster's metadata)")
+            inter_broker, inter_broker_security = _inter_broker(section, raw, listeners)
+        else:
+            inter_broker, inter_broker_security = main, None
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
@@ -307,7 +352,8 @@ class BrokerConfig:
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
                    authorizer=bool(authorizer), super_users=super_users,
-                   allow_everyone_if_no_acl_found=allow_everyone)
+                   allow_everyone_if_no_acl_found=allow_everyone, inter_broker_listener=inter_broker.name,
+                   inter_broker_security=inter_broker_security)
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

@@ -44,13 +44,18 @@ PROPOSAL_TIMEOUT = 5.0
 
 @dataclass(frozen=True)
 class BrokerSighting:
-    """A broker as gossip sees it: its Kafka listener and its SWIM state."""
+    """A broker as gossip sees it: its inter-broker listener, its SWIM state and the addresses of all its
+    listeners (name -> (host, port))."""
 
     node_id: int
     host: str
     port: int
     rack: str | None
     state: str
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint_map(self) -> dict[str, list]:
+        return {name: [host, port] for name, host, port in self.endpoints}
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,10 @@ def plan_membership(metadata: ClusterMetadata, sightings: dict[int, BrokerSighti
             continue
         registered = metadata.brokers.get(node_id)
         if (registered is None or not registered.alive
-                or (registered.host, registered.port, registered.rack) != (seen.host, seen.port, seen.rack)):
+                or (registered.host, registered.port, registered.rack, registered.endpoints)
+                != (seen.host, seen.port, seen.rack, seen.endpoint_map())):
             commands.append({"op": "register_broker", "node_id": node_id, "host": seen.host, "port": seen.port,
-                             "rack": seen.rack})
+                             "rack": seen.rack, "endpoints": seen.endpoint_map()})
     for broker in metadata.live_brokers():
         seen = sightings.get(broker.node_id)
         if (seen is None and fence_unknown) or (seen is not None and seen.state in (DEAD, LEFT)):

@@ -1,8 +1,9 @@
 """The cluster's replicated metadata: a pure state machine, applied in Raft log order on every broker.
 
-It holds the registered brokers (and whether each is alive), the topics with their ids and config
-overrides, the dynamic broker configs (cluster default and per broker), and per partition the replica assignment, the leader, the leader epoch, the ISR and a
-partition epoch. Commands are plain JSON-able dicts ``{"op": ..., ...}``; :meth:`ClusterMetadata.apply`
+It holds the registered brokers (whether each is alive, and its address on each of its listeners), the
+topics with their ids and config overrides, the dynamic broker configs (cluster default and per broker),
+the ACLs and the SCRAM credentials, and per partition the replica assignment, the leader, the leader epoch,
+the ISR and a partition epoch. Commands are plain JSON-able dicts ``{"op": ..., ...}``; :meth:`ClusterMetadata.apply`
 returns ``{"error_code": int, "error_message": str | None, ...}`` and never raises, because a command that
 made it into the Raft log is replayed on every broker and after every restart: a bad one must be a
 recorded refusal, never a crash. Nothing here reads a clock, a random source or a socket, so every
@@ -51,10 +52,12 @@ class CommandRefused(Exception):
 @dataclass
 class BrokerRegistration:
     node_id: int
-    host: str
+    host: str  # the inter-broker listener's address
     port: int
     rack: str | None
     alive: bool = True
+    # listener name -> [host, port] as its clients are told (empty: brokers of older versions, one listener)
+    endpoints: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,6 +106,10 @@ class ClusterMetadata:
         self.assignment_cursor = 0
         # dynamic broker configs by scope: "" (the cluster default) or a node id
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # ACLs, each [resource type, name, pattern type, principal, host, operation, permission], in creation order
+        self.acls: list[list] = []
+        # SCRAM credentials: user -> mechanism -> [salt hex, stored key hex, server key hex, iterations]
+        self.scram: dict[str, dict[str, list]] = {}
 
     # --- queries -----------------------------------------------------------------------------------------
 
@@ -164,8 +171,9 @@ class ClusterMetadata:
 
     def _register_broker(self, command: Command) -> Result:
         node_id = int(command["node_id"])
+        endpoints = {str(name): [str(host), int(port)] for name, (host, port) in (command.get("endpoints") or {}).items()}
         self.brokers[node_id] = BrokerRegistration(node_id, str(command["host"]), int(command["port"]),
-                                                   command.get("rack") or None, alive=True)
+                                                   command.get("rack") or None, alive=True, endpoints=endpoints)
         for _name, _index, state in self.partitions():
             if state.leader == NO_LEADER and node_id in state.isr:
                 self._change_leader(state, node_id)
@@ -282,6 +290,29 @@ class ClusterMetadata:
             self.broker_configs.pop(str(command["scope"]), None)
         return ok()
 
+    def _create_acls(self, command: Command) -> Result:
+        for acl in command["acls"]:
+            entry = [int(acl[0]), str(acl[1]), int(acl[2]), str(acl[3]), str(acl[4]), int(acl[5]), int(acl[6])]
+            if entry not in self.acls:
+                self.acls.append(entry)
+        return ok()
+
+    def _delete_acls(self, command: Command) -> Result:
+        doomed = [[int(a[0]), str(a[1]), int(a[2]), str(a[3]), str(a[4]), int(a[5]), int(a[6])]
+                  for a in command["acls"]]
+        self.acls = [acl for acl in self.acls if acl not in doomed]
+        return ok()
+
+    def _alter_scram(self, command: Command) -> Result:
+        for user, mechanism in command.get("deletions") or []:
+            self.scram.get(str(user), {}).pop(str(mechanism), None)
+            if not self.scram.get(str(user), True):
+                del self.scram[str(user)]
+        for user, mechanism, salt, stored_key, server_key, iterations in command.get("upserts") or []:
+            self.scram.setdefault(str(user), {})[str(mechanism)] = [str(salt), str(stored_key), str(server_key),
+                                                                    int(iterations)]
+        return ok()
+
     def _change_isr(self, command: Command) -> Result:
         name, index = str(command["topic"]), int(command["partition"])
         state = self.partition(name, index)
@@ -359,6 +390,9 @@ class ClusterMetadata:
         "create_partitions": _create_partitions,
         "alter_configs": _alter_configs,
         "alter_broker_configs": _alter_broker_configs,
+        "create_acls": _create_acls,
+        "delete_acls": _delete_acls,
+        "alter_scram": _alter_scram,
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
         "elect_unclean": _elect_unclean,
@@ -371,7 +405,10 @@ class ClusterMetadata:
         return {
             "assignment_cursor": self.assignment_cursor,
             "broker_configs": copy.deepcopy(self.broker_configs),
-            "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive] for b in self.brokers.values()],
+            "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive, copy.deepcopy(b.endpoints)]
+                        for b in self.brokers.values()],
+            "acls": copy.deepcopy(self.acls),
+            "scram": copy.deepcopy(self.scram),
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
                         "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch]
                                        for p in t.partitions]}
@@ -384,8 +421,11 @@ class ClusterMetadata:
         metadata = cls()
         metadata.assignment_cursor = snapshot["assignment_cursor"]
         metadata.broker_configs = snapshot.get("broker_configs", {})  # absent from snapshots of older versions
-        for node_id, host, port, rack, alive in snapshot["brokers"]:
-            metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive)
+        for node_id, host, port, rack, alive, *endpoints in snapshot["brokers"]:  # older snapshots have no endpoints
+            metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive,
+                                                           endpoints[0] if endpoints else {})
+        metadata.acls = snapshot.get("acls", [])  # absent from snapshots of older versions
+        metadata.scram = snapshot.get("scram", {})
         for topic in snapshot["topics"]:
             metadata.topics[topic["name"]] = TopicMetadata(
                 topic["name"], bytes.fromhex(topic["topic_id"]),

@@ -12,7 +12,9 @@ this broker with the metadata:
   lead (with the epoch, replicas and ISR) or to follow the current leader; an offline partition, or one
   no longer assigned here, is stopped;
 * group coordination: the groups of a `__consumer_offsets` partition are loaded when this broker
-  becomes its leader and unloaded when it stops leading it.
+  becomes its leader and unloaded when it stops leading it;
+* security: the cluster's ACLs and SCRAM credentials become this broker's (kept in its data dir too, so
+  that a restarted broker authenticates and authorizes with the last it knew until it has caught up).
 
 Nothing is reconciled before the metadata has caught up with the quorum (a restarted broker replays an
 old journal first), so a stale view never deletes or moves anything.
@@ -39,6 +41,8 @@ from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.cluster.replication import ReplicaManager
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import format_value, parse_configs
+from broker.security.acl import Acl
+from broker.security.scram import ScramCredential
 from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 
 if TYPE_CHECKING:
@@ -94,14 +98,41 @@ class ClusterNode:
         broker = self.broker
         await self.replicas.start()
         await self.raft.start()
+        host, port = self.inter_broker_address
         self.gossip = GossipNode(
             str(self.node_id), self.config.gossip_listen, self.config.secret.encode(),
             seeds=self.config.gossip_seeds, config=self.config.swim, on_event=self._on_member_event,
-            meta={"node_id": self.node_id, "host": broker.host, "port": broker.port,
-                  "rack": broker.config["rack"] or None})
+            meta={"node_id": self.node_id, "host": host, "port": port, "rack": broker.config["rack"] or None,
+                  "endpoints": {name: list(address) for name, address in broker.endpoints.items()}})
         await self.gossip.start()
         await self.controller.start()
         self.reconcile()
+        if broker.config.scram_additions:
+            self._spawn(self._share_scram_additions())
+
+    @property
+    def inter_broker_address(self) -> tuple[str, int]:
+        """Where the other brokers reach this one (replication, markers): its inter-broker listener."""
+        broker = self.broker
+        return broker.endpoints.get(broker.config.inter_broker_listener, (broker.host, broker.port))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._group_tasks.add(task)
+        task.add_done_callback(self._group_tasks.discard)
+
+    async def _share_scram_additions(self) -> None:
+        """``--add-scram`` credentials go into the cluster's metadata (as kafka-storage's go into its bootstrap
+        metadata), unless the metadata already has one for that user and mechanism."""
+        while not self.raft.ready:
+            await asyncio.sleep(0.1)
+        missing = [(user, mechanism, credential) for user, mechanism, credential in self.broker.config.scram_additions
+                   if mechanism not in self.metadata.scram.get(user, {})]
+        if missing:
+            try:
+                await ClusterTopicAdmin(self).alter_scram(missing, [])
+            except KafkaError as exc:
+                log.warning("SCRAM credentials from --add-scram not shared with the cluster", error=exc.message)
 
     async def stop(self) -> None:
         """Controlled shutdown: leave the gossip group, wait until the controller has fenced this broker
@@ -128,8 +159,17 @@ class ClusterNode:
 
     # --- what the broker asks ----------------------------------------------------------------------------
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        return [(b.node_id, b.host, b.port, b.rack) for b in self.metadata.live_brokers()]
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """The live brokers at their inter-broker address, or at ``listener``'s (a client is told the
+        addresses of the listener it came in on; brokers without that listener are left out, as in Kafka)."""
+        found = []
+        for b in self.metadata.live_brokers():
+            if listener is None or not b.endpoints:
+                found.append((b.node_id, b.host, b.port, b.rack))
+            elif listener in b.endpoints:
+                host, port = b.endpoints[listener]
+                found.append((b.node_id, host, port, b.rack))
+        return found
 
     def controller_id(self) -> int:
         return self.raft.leader_id if self.raft.leader_id is not None else -1
@@ -180,11 +220,15 @@ class ClusterNode:
                 meta = member.meta
                 with contextlib.suppress(KeyError, TypeError, ValueError):
                     node_id = int(meta["node_id"])
+                    endpoints = tuple(sorted((str(name), str(host), int(port))
+                                             for name, (host, port) in (meta.get("endpoints") or {}).items()))
                     seen[node_id] = BrokerSighting(node_id, str(meta["host"]), int(meta["port"]),
-                                                   meta.get("rack"), member.state)
+                                                   meta.get("rack"), member.state, endpoints)
         broker = self.broker
-        seen[self.node_id] = BrokerSighting(self.node_id, broker.host, broker.port, broker.config["rack"] or None,
-                                            LEFT if self._leaving else ALIVE)
+        host, port = self.inter_broker_address
+        seen[self.node_id] = BrokerSighting(self.node_id, host, port, broker.config["rack"] or None,
+                                            LEFT if self._leaving else ALIVE,
+                                            tuple(sorted((name, h, p) for name, (h, p) in broker.endpoints.items())))
         return seen
 
     def _on_member_event(self, event: MemberEvent) -> None:
@@ -220,6 +264,7 @@ class ClusterNode:
         dynamic = self.broker.dynamic_configs
         for scope in dynamic.layers:  # before the topics, so that a new topic gets the current defaults
             dynamic.update(scope, metadata.broker_configs.get(scope, {}))
+        self._reconcile_security(metadata)
         self._reconcile_topics(metadata)
         wanted: dict[tuple[str, int], Role] = {}
         for name, index, state in metadata.partitions():
@@ -231,6 +276,15 @@ class ClusterNode:
         for tp, role in wanted.items():
             if self._roles.get(tp) != role:
                 self._change_role(tp, role)
+
+    def _reconcile_security(self, metadata: ClusterMetadata) -> None:
+        if self.broker.authorizer is not None:
+            self.broker.authorizer.store.replace(Acl(*entry) for entry in metadata.acls)
+        self.broker.scram.replace({
+            user: {mechanism: ScramCredential(bytes.fromhex(salt), bytes.fromhex(stored), bytes.fromhex(server),
+                                              iterations)
+                   for mechanism, (salt, stored, server, iterations) in mechanisms.items()}
+            for user, mechanisms in metadata.scram.items()})
 
     def _reconcile_topics(self, metadata: ClusterMetadata) -> None:
         logs = self.broker.logs
@@ -346,6 +400,19 @@ class ClusterTopicAdmin:
         """Commit ``layer`` as the dynamic broker configs of ``scope`` ("" for the cluster default); every
         broker applies it when it applies the command."""
         await self.node.propose({"op": "alter_broker_configs", "scope": scope, "configs": layer}, retry=True)
+
+    async def change_acls(self, created: list[Acl], deleted: list[Acl]) -> None:
+        """ACLs for every broker: committed to the metadata, in force here once the call returns."""
+        if deleted:
+            await self.node.propose({"op": "delete_acls", "acls": [list(acl) for acl in deleted]}, retry=True)
+        if created:
+            await self.node.propose({"op": "create_acls", "acls": [list(acl) for acl in created]}, retry=True)
+
+    async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
+                          deletions: list[tuple[str, str]]) -> None:
+        await self.node.propose({"op": "alter_scram", "deletions": [list(d) for d in deletions], "upserts": [
+            [user, mechanism, c.salt.hex(), c.stored_key.hex(), c.server_key.hex(), c.iterations]
+            for user, mechanism, c in upserts]}, retry=True)
 
 
 def _normalized(configs: dict[str, Any]) -> dict[str, str]:

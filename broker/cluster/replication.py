@@ -241,7 +241,7 @@ class LeaderFetcher:
         host, port = address
         timeout = self.manager.fetcher_settings["replica.socket.timeout.ms"] / 1000
         connection = KafkaConnection(host, port, client_id=f"replica-fetcher-{self.manager.node_id}",
-                                     timeout=timeout)
+                                     timeout=timeout, security=self.manager.broker.config.inter_broker_security)
         await connection.open()
         self._connection = connection
         return connection

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
 from broker.security.acl import (
@@ -91,7 +91,13 @@ async def create_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
         accepted.append(acl)
         results.append({"error_code": ErrorCode.NONE, "error_message": None})
     if accepted:
-        ctx.broker.authorizer.store.add(accepted)
+        try:
+            await ctx.broker.topic_admin.change_acls(accepted, [])  # in a cluster: through the metadata quorum
+        except KafkaError as exc:
+            for result in results:
+                if result["error_code"] == ErrorCode.NONE:
+                    result.update(error_code=exc.code, error_message=exc.message)
+            return {"throttle_time_ms": 0, "results": results}
         log.info("ACLs created", principal=ctx.principal, acls=[acl.describe() for acl in accepted])
     return {"throttle_time_ms": 0, "results": results}
 
@@ -119,6 +125,12 @@ async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
              "resource_name": acl.resource_name, "pattern_type": acl.pattern_type, "principal": acl.principal,
              "host": acl.host, "operation": acl.operation, "permission_type": acl.permission} for acl in matching]})
     if doomed:
-        store.remove(doomed)
+        try:
+            await ctx.broker.topic_admin.change_acls([], list(doomed))
+        except KafkaError as exc:
+            for result in results:
+                if result["error_code"] == ErrorCode.NONE:
+                    result.update(error_code=exc.code, error_message=exc.message, matching_acls=[])
+            return {"throttle_time_ms": 0, "filter_results": results}
         log.info("ACLs deleted", principal=ctx.principal, acls=[acl.describe() for acl in doomed])
     return {"throttle_time_ms": 0, "filter_results": results}

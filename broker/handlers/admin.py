@@ -436,7 +436,12 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, A
                 upserts.append((user, mechanism, credential_from_salted(
                     mechanism, bytes(entry["salt"]), bytes(entry["salted_password"]), entry["iterations"])))
     if upserts or deletions:
-        store.apply(upserts, deletions)
+        try:
+            await ctx.broker.topic_admin.alter_scram(upserts, deletions)  # in a cluster: through the metadata quorum
+        except KafkaError as exc:
+            for result in results:
+                if result["error_code"] == ErrorCode.NONE:
+                    result.update(error_code=exc.code, error_message=exc.message)
     return {"throttle_time_ms": 0, "results": results}
 
 

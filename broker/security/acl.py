@@ -217,6 +217,13 @@ class AclStore:
             self._acls.pop(acl, None)
         self._save()
 
+    def replace(self, acls: Iterable[Acl]) -> None:
+        """Hold exactly ``acls`` (a cluster's, from its metadata); the file is rewritten only on a change."""
+        wanted = dict.fromkeys(acls)
+        if list(wanted) != list(self._acls):
+            self._acls = wanted
+            self._save()
+
     def _save(self) -> None:
         if self.path is None:
             return

@@ -55,24 +55,47 @@ class SaslSettings:
         return user if known is not None and matches else None
 
 
-def parse_plain_jaas(text: str, key: str) -> dict[str, str]:
-    """The ``user_<name>`` accounts of a PlainLoginModule JAAS line."""
+def jaas_options(text: str, module: str, key: str) -> dict[str, str]:
+    """The ``name="value"`` options of a ``<module> required <options>;`` JAAS line."""
     body = text.strip()
-    if not body.startswith(PLAIN_LOGIN_MODULE):
-        raise SaslConfigError(key, f"expected {PLAIN_LOGIN_MODULE} required ...;")
-    body = body[len(PLAIN_LOGIN_MODULE):].strip()
+    if not body.startswith(module):
+        raise SaslConfigError(key, f"expected {module} required ...;")
+    body = body[len(module):].strip()
     if not body.startswith("required") or not body.rstrip().endswith(";"):
-        raise SaslConfigError(key, f"expected {PLAIN_LOGIN_MODULE} required <options>; (the flag must be "
+        raise SaslConfigError(key, f"expected {module} required <options>; (the flag must be "
                                    "required, the line ends with ;)")
     options = body[len("required"):].rstrip().rstrip(";")
     found = _OPTION.findall(options)
     leftover = _OPTION.sub("", options).strip()
     if leftover:
         raise SaslConfigError(key, f"cannot read {leftover!r}: options are name=\"value\"")
-    users = {name[len("user_"):]: value.replace('\\"', '"') for name, value in found if name.startswith("user_")}
+    return {name: value.replace('\\"', '"') for name, value in found}
+
+
+def parse_plain_jaas(text: str, key: str) -> dict[str, str]:
+    """The ``user_<name>`` accounts of a PlainLoginModule JAAS line."""
+    options = jaas_options(text, PLAIN_LOGIN_MODULE, key)
+    users = {name[len("user_"):]: value for name, value in options.items() if name.startswith("user_")}
     if not users:
         raise SaslConfigError(key, 'no user_<name>="<password>" entry: nobody could log in')
     return users
+
+
+def inter_broker_login(listener: str, mechanism: str, lookup: Callable[[str], tuple[str, str | None]]
+                       ) -> tuple[str, str]:
+    """(username, password) a broker logs in to other brokers with on a SASL listener: the ``username`` and
+    ``password`` options of the listener's JAAS line for the mechanism, as in Kafka."""
+    key, jaas = lookup(f"{mechanism.lower()}.sasl.jaas.config")
+    module = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    if not jaas:
+        raise SaslConfigError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                              f"brokers log in to each other with {mechanism} on {listener}: give the "
+                              f'{module} line with username="..." password="..."')
+    options = jaas_options(jaas, module, key)
+    if not options.get("username") or "password" not in options:
+        raise SaslConfigError(key, f'brokers log in to each other with {mechanism} on {listener}: the line needs '
+                                   'username="..." and password="..."')
+    return options["username"], options["password"]
 
 
 def listener_sasl(listener: str, lookup: Callable[[str], tuple[str, str | None]]) -> SaslSettings:

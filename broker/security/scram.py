@@ -106,6 +106,12 @@ class ScramStore:
             self._users.setdefault(user, {})[mechanism] = credential
         self._save()
 
+    def replace(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        """Hold exactly ``users`` (a cluster's, from its metadata); the file is rewritten only on a change."""
+        if users != self._users:
+            self._users = {user: dict(mechanisms) for user, mechanisms in users.items()}
+            self._save()
+
     def _save(self) -> None:
         if self.path is None:
             return
@@ -260,3 +266,40 @@ def _fake_salt(user: str) -> bytes:
 
 
 _FAKE_SALT_KEY = os.urandom(16)
+
+
+class ScramClient:
+    """The client side of a SCRAM login (a broker logging in to another): :meth:`first`, :meth:`final`,
+    then :meth:`verify` of the server's signature."""
+
+    def __init__(self, mechanism: str, user: str, password: str) -> None:
+        self.mechanism = mechanism
+        self.password = password
+        self._nonce = _base36(secrets.randbits(130))
+        self._client_first_bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return (_GS2_HEADER + self._client_first_bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        attributes = _attributes(server_first.decode())
+        nonce, salt, iterations = attributes.get("r", ""), attributes.get("s"), attributes.get("i", "")
+        if not nonce.startswith(self._nonce) or salt is None or not iterations.isdigit():
+            raise ScramError("malformed server-first message")
+        salted = salted_password(self.mechanism, self.password, base64.b64decode(salt), int(iterations))
+        credential = credential_from_salted(self.mechanism, base64.b64decode(salt), salted, int(iterations))
+        client_key = _hmac(self.mechanism, salted, b"Client Key")
+        without_proof = f"c={base64.b64encode(_GS2_HEADER.encode()).decode()},r={nonce}"
+        auth_message = f"{self._client_first_bare},{server_first.decode()},{without_proof}".encode()
+        signature = _hmac(self.mechanism, credential.stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = _hmac(self.mechanism, credential.server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        attributes = _attributes(server_final.decode())
+        if "e" in attributes:
+            raise ScramError(f"the server refused the login: {attributes['e']}")
+        if not hmac.compare_digest(base64.b64decode(attributes.get("v", "")), self._server_signature):
+            raise ScramError("the server's signature does not match: it does not know the password")

@@ -173,3 +173,18 @@ def _load_truststore(context: ssl.SSLContext, lookup: Callable[[str], tuple[str,
     except (OSError, ssl.SSLError) as exc:
         raise TlsConfigError(location_key if location else inline_key,
                              f"cannot load the trusted certificates: {exc}") from None
+
+
+def client_context(lookup: Callable[[str], tuple[str, str | None]], *, check_hostname: bool = True
+                   ) -> ssl.SSLContext:
+    """The SSLContext a broker connects to other brokers' TLS listener with (replication, transaction
+    markers): the listener's truststore checks their certificates, and its keystore is this broker's client
+    certificate, as in Kafka. ``check_hostname`` off: ``ssl.endpoint.identification.algorithm`` set empty."""
+    if not _has_truststore(lookup):
+        raise TlsConfigError("ssl.truststore.location", "brokers connect to each other over TLS on this listener: "
+                                                        "they need a truststore to check each other's certificates")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _load_truststore(context, lookup)
+    _load_keystore(context, lookup)
+    context.check_hostname = check_hostname
+    return context

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.client import KafkaConnection
+from broker.client import ClientError, KafkaConnection
 from broker.errors import ErrorCode, KafkaError
 from broker.groups.coordinator import read_partition_entries
 from broker.groups.hashing import offsets_partition_for
@@ -277,9 +277,10 @@ class TransactionCoordinator:
                              "transaction_result": committed, "coordinator_epoch": 0,
                              "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
         try:
-            async with await KafkaConnection.connect(f"{address[0]}:{address[1]}", timeout=10) as connection:
+            async with await KafkaConnection.connect(f"{address[0]}:{address[1]}", timeout=10,
+                                                     security=self.broker.config.inter_broker_security) as connection:
                 answer = await connection.request(ApiKey.WRITE_TXN_MARKERS, body, version=1)
-        except (TimeoutError, OSError, ProtocolError) as exc:
+        except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
             log.warning("sending transaction markers failed", transactional_id=meta.transactional_id,
                         leader=leader, error=str(exc))
             return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,13 @@ def free_udp_port() -> int:
 
 class BrokerCluster:
     def __init__(self, root: Path, size: int = 3, settings: dict[str, Any] | None = None,
-                 timings: dict[str, dict[str, Any]] | None = None) -> None:
+                 timings: dict[str, dict[str, Any]] | None = None,
+                 node_settings: Callable[[int, int], dict[str, Any]] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         """``timings``: the raft / gossip / controller timing keys (default: the short ones for tests; ``{}``
-        for the brokers' own defaults)."""
+        for the brokers' own defaults). ``node_settings(node_id, port)``: settings of one node (its
+        ``listeners``, with a PLAINTEXT one on ``port`` for the harness); ``args``: more command-line
+        arguments for every node."""
         timings = FAST_CLUSTER if timings is None else timings
         self.ids = list(range(1, size + 1))
         raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
@@ -59,9 +64,12 @@ class BrokerCluster:
                            **timings.get("gossip", {})},
                 "controller": timings.get("controller", {}),
             }
-            config = {**BROKER_SETTINGS, **(settings or {}), "cluster": cluster}
+            port = free_port()
+            config = {**BROKER_SETTINGS, **(settings or {}), **(node_settings(i, port) if node_settings else {}),
+                      "cluster": cluster}
             (root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
-            self.brokers[i] = BrokerProcess(root / f"broker-{i}" / "data", node_id=i, extra_config=config)
+            self.brokers[i] = BrokerProcess(root / f"broker-{i}" / "data", port=port, node_id=i, extra_config=config,
+                                            args=args)
 
     @property
     def bootstrap(self) -> str:

@@ -46,15 +46,28 @@ def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tm
 
 @pytest.mark.parametrize(("text", "reason"), [
     ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
-    ("sasl.mechanism.inter.broker.protocol: PLAIN\n", "this SASL or authorization setting is not available"),
+    ("sasl.oauthbearer.jwks.endpoint.url: https://x\n", "this SASL or authorization setting is not available"),
     ("authorizer.class.name: kafka.security.authorizer.AclAuthorizer\n",
      "authorizer.class.name: 'kafka.security.authorizer.AclAuthorizer' is not an authorizer this broker has"),
     ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users: admin\n",
      "super.users: Could not parse principal from `admin`"),
     ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
      "allow.everyone.if.no.acl.found: maybe\n", "allow.everyone.if.no.acl.found"),
-    ("authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
-     "cluster: {raft.listen: '127.0.0.1:1'}\n", "authorizer.class.name: ACLs are kept by a single broker for now"),
+    # a cluster's brokers reach each other on the inter-broker listener, with what it takes
+    ("listeners: SSL://127.0.0.1:0\nssl.keystore.type: PEM\nssl.keystore.location: /nope.pem\ncluster: {}\n",
+     "ssl.keystore.location: cannot load"),
+    ("listeners: INTERNAL://127.0.0.1:0\nlistener.security.protocol.map: INTERNAL:PLAINTEXT\ncluster: {}\n",
+     "inter.broker.listener.name: PLAINTEXT is not one of the listeners (INTERNAL)"),
+    ("listeners: PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\n"
+     "inter.broker.listener.name: SASL_PLAINTEXT\nsasl.enabled.mechanisms: PLAIN\n"
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule"
+     " required user_a=\"b\";'\ncluster: {}\n",
+     "sasl.mechanism.inter.broker.protocol: brokers log in to each other on SASL_PLAINTEXT: set one of"),
+    ("listeners: PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\n"
+     "inter.broker.listener.name: SASL_PLAINTEXT\nsasl.enabled.mechanisms: PLAIN\n"
+     "sasl.mechanism.inter.broker.protocol: PLAIN\n"
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule"
+     " required user_a=\"b\";'\ncluster: {}\n", 'the line needs username="..." and password="..."'),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\n",
      "sasl.enabled.mechanisms: listener SASL_PLAINTEXT uses SASL: set the mechanisms it offers (PLAIN)"),
     ("listeners: SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms: GSSAPI\n",
@@ -97,6 +110,23 @@ def test_the_authorizer_settings_in_kafkas_names(tmp_path):
     # without an authorizer the other two do nothing, and are named among the settings without effect
     plain = load(tmp_path, "super.users: User:admin\n")
     assert not plain.authorizer and plain.inert == {"super.users": "User:admin"}
+
+
+def test_a_cluster_node_logs_in_to_the_others_on_its_inter_broker_listener(tmp_path):
+    config = load(tmp_path, "listeners: PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\n"
+                            "inter.broker.listener.name: SASL_PLAINTEXT\n"
+                            "sasl.enabled.mechanisms: PLAIN,SCRAM-SHA-512\n"
+                            "sasl.mechanism.inter.broker.protocol: SCRAM-SHA-512\n"
+                            "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'org.apache.kafka.common.security."
+                            "plain.PlainLoginModule required user_a=\"b\";'\n"
+                            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config: 'org.apache.kafka.common."
+                            "security.scram.ScramLoginModule required username=\"broker\" password=\"s3cret\";'\n"
+                            "cluster: {}\n")
+    assert config.inter_broker_listener == "SASL_PLAINTEXT"
+    security = config.inter_broker_security
+    assert (security.ssl_context, security.sasl_mechanism, security.username, security.password) == (
+        None, "SCRAM-SHA-512", "broker", "s3cret")
+    assert "sasl.mechanism.inter.broker.protocol" not in config.inert
 
 
 def test_tls_settings_without_an_ssl_listener_are_named_among_those_without_effect(tmp_path):

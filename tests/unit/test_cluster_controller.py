@@ -32,8 +32,8 @@ def test_brokers_seen_alive_are_registered_once():
     metadata = registered(1)
     commands = plan_membership(metadata, {1: seen(1), 2: seen(2), 3: seen(3, SUSPECT)}, fence_unknown=True)
     assert commands == [
-        {"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9002, "rack": None},
-        {"op": "register_broker", "node_id": 3, "host": "127.0.0.1", "port": 9003, "rack": None}]
+        {"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9002, "rack": None, "endpoints": {}},
+        {"op": "register_broker", "node_id": 3, "host": "127.0.0.1", "port": 9003, "rack": None, "endpoints": {}}]
     for command in commands:
         metadata.apply(command)
     assert plan_membership(metadata, {1: seen(1), 2: seen(2), 3: seen(3)}, fence_unknown=True) == []
@@ -42,7 +42,18 @@ def test_brokers_seen_alive_are_registered_once():
 def test_a_broker_back_at_a_new_address_is_registered_again():
     metadata = registered(1, 2)
     commands = plan_membership(metadata, {1: seen(1), 2: seen(2, port=9100)}, fence_unknown=True)
-    assert commands == [{"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9100, "rack": None}]
+    assert commands == [{"op": "register_broker", "node_id": 2, "host": "127.0.0.1", "port": 9100, "rack": None,
+                         "endpoints": {}}]
+
+
+def test_a_broker_with_new_listener_addresses_is_registered_again():
+    metadata = registered(1)
+    with_listeners = BrokerSighting(1, "127.0.0.1", 9001, None, ALIVE,
+                                    (("PLAINTEXT", "127.0.0.1", 9001), ("SSL", "10.0.0.1", 9093)))
+    commands = plan_membership(metadata, {1: with_listeners}, fence_unknown=True)
+    assert commands[0]["endpoints"] == {"PLAINTEXT": ["127.0.0.1", 9001], "SSL": ["10.0.0.1", 9093]}
+    metadata.apply(commands[0])
+    assert plan_membership(metadata, {1: with_listeners}, fence_unknown=True) == []
 
 
 def test_failed_brokers_are_fenced_and_unknown_ones_only_after_the_grace():

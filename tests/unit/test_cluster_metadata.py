@@ -242,3 +242,27 @@ def test_invariants_hold_and_replicas_stay_identical(sequence):
     restored = ClusterMetadata.from_snapshot(snapshot)
     assert restored.to_snapshot() == metadata.to_snapshot() == twin.to_snapshot()
     assert restored.brokers == metadata.brokers and restored.topics == metadata.topics
+
+
+def test_acls_scram_credentials_and_listener_endpoints_survive_a_snapshot():
+    metadata = cluster(1, 2)
+    metadata.apply({"op": "register_broker", "node_id": 3, "host": "h3", "port": 9094, "rack": None,
+                    "endpoints": {"PLAINTEXT": ["h3", 9092], "SASL_SSL": ["h3", 9094]}})
+    alice = [2, "orders", 3, "User:alice", "*", 3, 3]
+    assert metadata.apply({"op": "create_acls", "acls": [alice, alice, [3, "g", 4, "User:*", "*", 2, 2]]}) == \
+        {"error_code": 0, "error_message": None}
+    assert metadata.acls == [alice, [3, "g", 4, "User:*", "*", 2, 2]]  # a duplicate is one ACL
+    metadata.apply({"op": "delete_acls", "acls": [[3, "g", 4, "User:*", "*", 2, 2]]})
+    metadata.apply({"op": "alter_scram", "upserts": [["alice", "SCRAM-SHA-512", "00", "11", "22", 4096],
+                                                     ["bob", "SCRAM-SHA-256", "33", "44", "55", 8192]]})
+    metadata.apply({"op": "alter_scram", "deletions": [["bob", "SCRAM-SHA-256"]]})
+    assert metadata.scram == {"alice": {"SCRAM-SHA-512": ["00", "11", "22", 4096]}}
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert (restored.acls, restored.scram) == ([alice], metadata.scram)
+    assert restored.brokers[3].endpoints == {"PLAINTEXT": ["h3", 9092], "SASL_SSL": ["h3", 9094]}
+    older = metadata.to_snapshot()
+    del older["acls"], older["scram"]
+    older["brokers"] = [entry[:5] for entry in older["brokers"]]
+    restored = ClusterMetadata.from_snapshot(older)
+    assert (restored.acls, restored.scram, restored.brokers[3].endpoints) == ([], {}, {})
+    assert metadata.apply({"op": "create_acls", "acls": [["x"]]})["error_code"] != 0  # refused, not a crash

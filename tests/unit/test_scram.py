@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from broker.security.scram import (
+    ScramClient,
     ScramError,
     ScramExchange,
     ScramStore,
@@ -85,3 +86,18 @@ def test_add_scram_takes_kafka_storage_syntax():
                 "SCRAM-SHA-256=[name=a,password=b,iterations=100]"):
         with pytest.raises(ValueError):
             parse_add_scram(bad)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_client_side_logs_in_to_the_server_side(mechanism):
+    store = ScramStore(None)
+    store.apply([("broker", mechanism, credential_from_password(mechanism, "s3cret", 4096))], [])
+    client, server = ScramClient(mechanism, "broker", "s3cret"), ScramExchange(mechanism, store)
+    server_first = server.first(client.first())
+    user, server_final = server.final(client.final(server_first))
+    assert user == "broker"
+    client.verify(server_final)
+    impostor = ScramClient(mechanism, "broker", "s3cret")
+    impostor.final(ScramExchange(mechanism, ScramStore(None)).first(impostor.first()))
+    with pytest.raises(ScramError, match="signature does not match"):
+        impostor.verify(server_final)  # another exchange's signature: not from a server that knows the password

@@ -1,0 +1,150 @@
+"""A secured three-broker cluster: brokers replicate over SASL_SSL, logging in to each other with SCRAM-SHA-512
+credentials that live in the cluster's metadata; ACLs and SCRAM credentials made on one broker are in force
+on all; each listener's clients are told the brokers' addresses on that listener."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from cluster_harness import BrokerCluster
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from harness import free_port, wait_until
+from tls_certs import CertificateAuthority
+
+from broker.client import KafkaConnection
+from broker.errors import ErrorCode
+from broker.protocol.api import ApiKey
+
+pytestmark = pytest.mark.integration
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" '
+              'user_alice="alice-secret";')
+SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";'
+
+
+class SecuredCluster:
+    def __init__(self, root) -> None:
+        self.ca = CertificateAuthority(root / "certs")
+        server = self.ca.issue("broker")
+        self.secure_ports: dict[int, int] = {}
+
+        def node_settings(node_id: int, port: int) -> dict:
+            self.secure_ports[node_id] = free_port()
+            return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{self.secure_ports[node_id]}"}
+
+        self.cluster = BrokerCluster(root, node_settings=node_settings, settings={
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.path),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:broker;User:admin",
+            # the harness checks health as User:ANONYMOUS on the PLAINTEXT listeners
+            "allow.everyone.if.no.acl.found": True,
+        }, args=("--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]"))
+
+    def client(self, node_id: int, user: str = "admin", password: str | None = None,
+               mechanism: str = "PLAIN") -> dict[str, str]:
+        return {"bootstrap.servers": f"127.0.0.1:{self.secure_ports[node_id]}", "security.protocol": "sasl_ssl",
+                "ssl.ca.location": str(self.ca.path), "sasl.mechanism": mechanism, "sasl.username": user,
+                "sasl.password": password or f"{user}-secret"}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory) -> Iterator[SecuredCluster]:
+    cluster = SecuredCluster(tmp_path_factory.mktemp("secured-cluster"))
+    cluster.cluster.start()
+    yield cluster
+    cluster.cluster.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_addresses(secured):
+    topic = unique("replicated")
+    admin = AdminClient(secured.client(1))
+    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        future.result(30)
+    producer = Producer({**secured.client(2), "acks": "all"})
+    for number in range(50):
+        producer.produce(topic, b"record %d" % number)
+    assert producer.flush(30) == 0
+    # every replica fetched the records over SASL_SSL (SCRAM-SHA-512) and is in sync
+    wait_until(lambda: sorted(secured.cluster.partitions(topic)[0]["isr_nodes"]) == [1, 2, 3], 30,
+               message="all three replicas in sync")
+    metadata = AdminClient(secured.client(3)).list_topics(timeout=30)
+    assert sorted((b.id, b.port) for b in metadata.brokers.values()) == sorted(secured.secure_ports.items())
+    plain = secured.cluster.metadata(1)
+    assert sorted((b["node_id"], b["port"]) for b in plain["brokers"]) == sorted(
+        (i, b.port) for i, b in secured.cluster.brokers.items())
+
+    # the leader goes; a follower that replicated over TLS serves every record
+    leader = secured.cluster.partitions(topic)[0]["leader_id"]
+    secured.cluster.kill(leader)
+    try:
+        survivor = next(i for i in secured.cluster.ids if i != leader)
+        wait_until(lambda: secured.cluster.partitions(topic, survivor)[0]["leader_id"] not in (-1, leader), 30,
+                   message="a new leader")
+        consumer = Consumer({**secured.client(survivor), "group.id": unique("reader"),
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        try:
+            for _ in range(60):
+                values += [m.value() for m in consumer.consume(50, timeout=0.5) if m.error() is None]
+                if len(values) >= 50:
+                    break
+        finally:
+            consumer.close()
+        assert values == [b"record %d" % n for n in range(50)]
+    finally:
+        secured.cluster.restart(leader)
+        secured.cluster.wait_healthy()
+
+
+def test_acls_and_scram_credentials_made_on_one_broker_hold_on_all(secured):
+    topic = unique("guarded")
+    admin = AdminClient(secured.client(1))
+    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        future.result(30)
+    for future in admin.create_acls([AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                                                "User:carol", "*", AclOperation.READ,
+                                                AclPermissionType.ALLOW)]).values():
+        future.result(30)
+    for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret")]).values():
+        future.result(30)
+
+    async def described_anonymously(node_id: int) -> int:
+        connection = await KafkaConnection.connect(secured.cluster.brokers[node_id].bootstrap, timeout=10)
+        async with connection:
+            answer = await connection.request(ApiKey.METADATA, {
+                "topics": [{"name": topic, "topic_id": bytes(16)}], "allow_auto_topic_creation": False})
+        return answer["topics"][0]["error_code"]
+
+    # the topic now has an ACL: the anonymous user may not describe it, on any broker
+    for node_id in secured.cluster.ids:
+        assert asyncio.run(described_anonymously(node_id)) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    # carol, made on broker 1, logs in with SCRAM on broker 3 and sees the topic her ACL names
+    carol = AdminClient(secured.client(3, "carol", mechanism="SCRAM-SHA-512"))
+    assert topic in carol.list_topics(timeout=30).topics
