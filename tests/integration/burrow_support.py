@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from harness import free_port
+from harness import free_port, wait_until
 
 BURROW_BINARY = Path("/usr/bin/Burrow")
 # The current Burrow, built by `make install` (see the Makefile: the Go module proxy, else a source snapshot)
@@ -298,3 +298,39 @@ class BurrowpyProcess(MonitorProcess):
 
     def answers(self) -> bool:
         return self.get("/burrow/admin/ready") == (200, "READY")
+
+
+class SecuredMonitor(BurrowpyProcess):
+    """burrowpy serve whose cluster and consumer modules connect through a client profile."""
+
+    def __init__(self, directory: Path, settings: MonitorSettings, tls: dict, sasl: dict | None) -> None:
+        super().__init__(directory, settings)
+        self.tls, self.sasl = tls, sasl
+
+    def config(self) -> dict:
+        config = super().config()
+        config["tls"] = {"monitor": self.tls}
+        profile = {"client-id": "burrowpy-secured", "tls": "monitor"}
+        if self.sasl is not None:
+            config["sasl"] = {"monitor": self.sasl}
+            profile["sasl"] = "monitor"
+        config["client-profile"] = {"secured": profile}
+        for kind in ("cluster", "consumer"):
+            for module in config[kind].values():
+                module["client-profile"] = "secured"
+        return config
+
+    def assert_lag_seen(self, group: str, topic: str, end: int, lag: int, what: str, *, timeout: float = 60,
+                        lag_seconds: bool = True) -> None:
+        """Wait until the monitor reports the group's one partition with a committed end offset, check it,
+        then (``lag_seconds``) wait for its lag in seconds read from the records (method "fetch")."""
+        def partition() -> dict | None:
+            status, body = self.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
+            partitions = body["status"]["partitions"] if status == 200 else []
+            return partitions[0] if partitions and partitions[0]["end"] else None
+
+        found = wait_until(partition, timeout, interval=0.2, message=what)
+        assert (found["topic"], found["end"]["offset"], found["current_lag"]) == (topic, end, lag)
+        if lag_seconds:
+            wait_until(lambda: (p := partition()) and p["lag_seconds_method"] == "fetch", timeout, interval=0.2,
+                       message=f"lag in seconds read from the records ({what})")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from burrow_support import MonitorSettings, SecuredMonitor
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from harness import BrokerProcess, free_port
+from harness import BrokerProcess, free_port, wait_until
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority
 
@@ -41,6 +42,7 @@ class SecuredBroker:
         self.ca = CertificateAuthority(directory / "certs")
         server = self.ca.issue("broker")
         self.carol = self.ca.issue("carol", client=True)
+        self.monitor = self.ca.issue("monitor", client=True)
         self.plain, self.sasl, self.ssl = free_port(), free_port(), free_port()
         accounts = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
         self.process = BrokerProcess(directory / "data", port=self.plain, extra_config={
@@ -266,3 +268,35 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
                                                      "User:ANONYMOUS", None, AclOperation.ANY,
                                                      AclPermissionType.ANY)).result(30)
     assert anonymous == []
+
+
+def test_the_monitor_needs_only_describe_and_read(secured, tmp_path):
+    """burrowpy serve as a least-privileged client (its certificate's subject): DESCRIBE on the cluster and on
+    every group, READ on every topic (__consumer_offsets, and records for lag in seconds) is all it needs."""
+    topic = group = unique("watched")
+    admin_settings = secured.client("admin")
+    create_topics(admin_settings, topic)
+    producer = Producer(admin_settings)
+    for number in range(10):
+        producer.produce(topic, b"%d" % number)
+    assert producer.flush(30) == 0
+    committer = Consumer({**admin_settings, "group.id": group, "enable.auto.commit": False})
+    try:
+        wait_until(lambda: committer.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False) or True, 60,
+                   interval=0.5, message="a commit")
+    finally:
+        committer.close()
+    admin = AdminClient(admin_settings)
+    monitor = "User:CN=monitor"
+    for future in admin.create_acls([
+        allow(monitor, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        allow(monitor, ResourceType.TOPIC, "*", AclOperation.READ),
+        allow(monitor, ResourceType.GROUP, "*", AclOperation.DESCRIBE),
+    ]).values():
+        future.result(30)
+    settings = MonitorSettings(f"127.0.0.1:{secured.ssl}", intervals=4, offset_refresh=1, topic_refresh=1,
+                               expire_cache=0)
+    tls = {"cafile": str(secured.ca.path), "certfile": str(secured.monitor.certificate),
+           "keyfile": str(secured.monitor.key)}
+    with SecuredMonitor(tmp_path / "monitor", settings, tls, None) as burrowpy:
+        burrowpy.assert_lag_seen(group, topic, 4, 6, f"{group} seen by the least-privileged monitor")

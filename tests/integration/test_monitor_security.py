@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
+from burrow_support import MonitorSettings, SecuredMonitor
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import BrokerProcess, free_port, wait_until
@@ -47,27 +47,6 @@ def cluster(tmp_path_factory) -> Iterator[SecuredCluster]:
     process.stop()
 
 
-class SecuredMonitor(BurrowpyProcess):
-    """burrowpy serve whose cluster and consumer modules connect through a client profile."""
-
-    def __init__(self, directory: Path, settings: MonitorSettings, tls: dict, sasl: dict | None) -> None:
-        super().__init__(directory, settings)
-        self.tls, self.sasl = tls, sasl
-
-    def config(self) -> dict:
-        config = super().config()
-        config["tls"] = {"monitor": self.tls}
-        profile = {"client-id": "burrowpy-secured", "tls": "monitor"}
-        if self.sasl is not None:
-            config["sasl"] = {"monitor": self.sasl}
-            profile["sasl"] = "monitor"
-        config["client-profile"] = {"secured": profile}
-        for kind in ("cluster", "consumer"):
-            for module in config[kind].values():
-                module["client-profile"] = "secured"
-        return config
-
-
 def group_with_lag(cluster: SecuredCluster) -> tuple[str, str]:
     """A topic with 10 records and a group that committed 4 of them, made over PLAINTEXT."""
     bootstrap = cluster.process.bootstrap
@@ -101,15 +80,8 @@ def test_the_monitor_reads_a_secured_cluster(cluster, tmp_path, way):
                      "keyfile": str(cluster.client_key)}, None
     settings = MonitorSettings(bootstrap, intervals=4, offset_refresh=1, topic_refresh=1, expire_cache=0)
     with SecuredMonitor(tmp_path / "monitor", settings, tls, sasl) as monitor:
-        def lag() -> dict | None:
-            status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
-            partitions = body["status"]["partitions"] if status == 200 else []
-            return partitions[0] if partitions and partitions[0]["end"] else None
-        partition = wait_until(lag, 60, interval=0.2, message=f"{group} read over {way}")
-        assert (partition["topic"], partition["end"]["offset"], partition["current_lag"]) == (topic, 4, 6)
         # the record timestamps for lag in seconds are read over the same secured connections
-        wait_until(lambda: (p := lag()) and p["lag_seconds_method"] == "fetch", 60, interval=0.2,
-                   message="lag in seconds read over the secured listener")
+        monitor.assert_lag_seen(group, topic, 4, 6, f"{group} read over {way}")
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +126,5 @@ def test_the_monitor_reads_a_secured_apache_kafka(secured_kafka, tmp_path, way):
                                                               "mechanism": "SCRAM-SHA-256"}
     settings = MonitorSettings(bootstrap, intervals=4, offset_refresh=1, topic_refresh=1, expire_cache=0)
     with SecuredMonitor(tmp_path / "monitor", settings, tls, sasl) as monitor:
-        def lag() -> dict | None:
-            status, body = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}/lag")
-            partitions = body["status"]["partitions"] if status == 200 else []
-            return partitions[0] if partitions and partitions[0]["end"] else None
-        partition = wait_until(lag, 90, interval=0.2, message=f"{group} read from Kafka over {way}")
-        assert (partition["topic"], partition["end"]["offset"], partition["current_lag"]) == (topic, 4, 6)
+        monitor.assert_lag_seen(group, topic, 4, 6, f"{group} read from Kafka over {way}", timeout=90,
+                                lag_seconds=False)

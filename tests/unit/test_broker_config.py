@@ -134,32 +134,16 @@ def test_tls_settings_without_an_ssl_listener_are_named_among_those_without_effe
     assert config.inert == {"ssl.keystore.location": "/etc/kafka/keystore.pem"}
 
 
-def test_the_sasl_ssl_example_config_loads(tmp_path):
+def test_the_sasl_ssl_example_config_loads(tmp_path, self_signed):
     """config/broker-sasl-ssl.yaml, with its keystore path pointing at a certificate made here."""
-    import datetime
-    import ipaddress
     from pathlib import Path
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "broker")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                   .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                  critical=False)
-                   .sign(key, hashes.SHA256()))
-    store = tmp_path / "broker.pem"
-    store.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption())
-                      + certificate.public_bytes(serialization.Encoding.PEM))
+    store = self_signed.store
     example = Path(__file__).resolve().parents[2] / "config" / "broker-sasl-ssl.yaml"
     config = load(tmp_path, example.read_text().replace("/etc/burrowpy/broker.pem", str(store)))
     assert [(listener.name, listener.protocol) for listener in config.listeners] == [
         ("PLAINTEXT", "PLAINTEXT"), ("SASL_SSL", "SASL_SSL")]
     assert set(config.sasl_settings["SASL_SSL"].plain_users) == {"admin", "alice"}
+    assert config.sasl_settings["SASL_SSL"].mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert (config.authorizer, config.super_users) == (True, ["User:admin"])
     assert "SASL_SSL" in config.ssl_contexts and config.inert == {}

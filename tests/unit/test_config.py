@@ -502,3 +502,28 @@ def test_sample_config_documents_every_key_of_every_module_class():
     for kind, keys in expected.items():
         missing = keys - _sample_keys_under(kind)
         assert not missing, f"config/burrowpy.yaml does not document {kind} keys {sorted(missing)}"
+
+
+def test_the_secured_monitor_example_loads_and_builds(self_signed):
+    """config/burrowpy-sasl-ssl.yaml, its files pointing at a certificate made here."""
+    import asyncio
+
+    from burrowpy.daemon import Monitor
+
+    text = (REPO / "config" / "burrowpy-sasl-ssl.yaml").read_text()
+    for name, made in (("ca.pem", self_signed.certificate), ("monitor.pem", self_signed.certificate),
+                       ("monitor.key", self_signed.key)):
+        text = text.replace(f"/etc/burrowpy/{name}", str(made))
+    path = self_signed.store.parent / "burrowpy-sasl-ssl.yaml"
+    path.write_text(text)
+    config = load_config(path, environ={})
+    assert config.warnings == []
+    assert config.client_profiles["secured"].sasl.mechanism == "SCRAM-SHA-512"
+
+    async def build():
+        monitor = Monitor(config, structlog.get_logger())
+        monitor.configure()
+        return {kind: sorted(modules) for kind, modules in monitor.ctx.modules.items()}
+
+    assert asyncio.run(build()) == {"storage": ["default"], "evaluator": ["default"], "cluster": ["production"],
+                                    "consumer": ["production"]}
