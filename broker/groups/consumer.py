@@ -76,13 +76,17 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     last_sent: Assignment | None = None  # what the member was last told (not persisted)
+    # which topics its principal may describe, from its last heartbeat (not persisted; None: all of them)
+    visible: Callable[[str], bool] | None = None
 
     def topics(self, existing: Iterable[str]) -> set[str]:
-        """The topics it subscribes to: by name, and the existing ones its regex matches (whole names)."""
+        """The topics it subscribes to: by name, and the existing ones its regex matches (whole names) among
+        those its principal may describe (ACLs; named topics were checked when it subscribed)."""
         chosen = set(self.subscribed)
         if self.regex:
             pattern = _compiled(self.regex)
-            chosen.update(name for name in existing if pattern.fullmatch(name))
+            visible = self.visible
+            chosen.update(name for name in existing if pattern.fullmatch(name) and (visible is None or visible(name)))
         return chosen
 
 
@@ -154,6 +158,7 @@ class HeartbeatRequest:
     client_id: str
     client_host: str
     version: int
+    topic_visible: Callable[[str], bool] | None = None  # the member's DESCRIBE right on a topic (ACLs)
 
 
 @dataclass(slots=True)
@@ -277,6 +282,7 @@ class ConsumerGroups:
     def _update_member(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
         """Apply what the heartbeat changes; True if the subscription changed (a new group epoch)."""
         changed = False
+        member.visible = request.topic_visible
         if request.subscribed_topic_names is not None:
             subscribed = tuple(sorted(set(request.subscribed_topic_names)))
             changed = subscribed != member.subscribed

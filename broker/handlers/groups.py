@@ -404,7 +404,9 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
         # null: unchanged; "" clears it (librdkafka sends "" with its topic names)
         subscribed_topic_regex=request["subscribed_topic_regex"] if ctx.api_version >= 1 else None,
         server_assignor=request["server_assignor"], owned=request["topic_partitions"],
-        client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version))
+        client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version,
+        topic_visible=None if ctx.broker.authorizer is None else lambda topic: topic_allowed(
+            ctx, Operation.DESCRIBE, topic)))
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(partitions)}

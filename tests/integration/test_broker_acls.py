@@ -5,6 +5,7 @@ is the SASL user, or the subject of a TLS client certificate, or User:ANONYMOUS.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from harness import BrokerProcess, free_port, wait_until
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority
 
-from broker.client import KafkaConnection
+from broker.client import ClientSecurity, KafkaConnection
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
@@ -300,3 +301,40 @@ def test_the_monitor_needs_only_describe_and_read(secured, tmp_path):
            "keyfile": str(secured.monitor.key)}
     with SecuredMonitor(tmp_path / "monitor", settings, tls, None) as burrowpy:
         burrowpy.assert_lag_seen(group, topic, 4, 6, f"{group} seen by the least-privileged monitor")
+
+
+async def test_a_regex_subscription_gets_only_the_topics_its_member_may_describe(secured):
+    prefix = unique("regex")
+    mine, hidden = f"{prefix}-mine", f"{prefix}-hidden"
+    admin_settings = secured.client("admin")
+    create_topics(admin_settings, mine, hidden)
+    group = unique("regex-group")
+    admin = AdminClient(admin_settings)
+    for future in admin.create_acls([allow("User:alice", ResourceType.TOPIC, mine, AclOperation.DESCRIBE),
+                                     allow("User:alice", ResourceType.GROUP, group, AclOperation.READ)]).values():
+        future.result(30)
+    alice = ClientSecurity(sasl_mechanism="PLAIN", username="alice", password=USERS["alice"])
+    conn = await KafkaConnection.connect(f"127.0.0.1:{secured.sasl}", security=alice)
+    try:
+        member_id, epoch, assigned = uuid.uuid4().hex[:22], 0, []
+        for _ in range(50):
+            answer = await conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
+                "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": None if epoch else [],
+                "subscribed_topic_regex": f"{prefix}-.*" if not epoch else None, "server_assignor": None,
+                "topic_partitions": assigned}, version=1)
+            assert answer["error_code"] == ErrorCode.NONE, answer
+            epoch = answer["member_epoch"]
+            if answer["assignment"] is not None:
+                assigned = answer["assignment"]["topic_partitions"]
+            if assigned:
+                break
+            await asyncio.sleep(0.1)
+        metadata = await conn.request(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False},
+                                      version=12)
+    finally:
+        await conn.close()
+    names = {t["topic_id"]: t["name"] for t in metadata["topics"]}
+    assert [(names.get(t["topic_id"], "a topic alice may not describe"), t["partitions"])
+            for t in assigned] == [(mine, [0])]
+    assert hidden not in names.values()

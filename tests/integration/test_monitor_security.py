@@ -1,5 +1,6 @@
 """The monitor as a client of a secured cluster: `burrowpy serve` with Burrow's client-profile, tls and sasl
-sections, reading our broker over SASL_SSL (PLAIN) and over TLS with a client certificate the broker requires.
+sections, reading our broker over SASL_SSL (PLAIN, SCRAM-SHA-512) and over TLS with a client certificate the
+broker requires, and Apache Kafka 4.4 over SASL_SSL with SCRAM-SHA-256 and over mTLS.
 Groups, lags and statuses arrive as over PLAINTEXT."""
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ def cluster(tmp_path_factory) -> Iterator[SecuredCluster]:
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
         "listener.name.ssl.ssl.client.auth": "required",
-        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         "group.initial.rebalance.delay.ms": 0,
-    })
+    }, args=("--add-scram", "SCRAM-SHA-512=[name=burrow,password=burrow-scram-secret]"))
     process.start()
     yield SecuredCluster(process, tls, sasl_ssl, ca, client.key, client.certificate)
     process.stop()
@@ -67,13 +68,17 @@ def group_with_lag(cluster: SecuredCluster) -> tuple[str, str]:
     return topic, group
 
 
-@pytest.mark.parametrize("way", ["SASL_SSL", "mTLS"])
+@pytest.mark.parametrize("way", ["SASL_SSL+PLAIN", "SASL_SSL+SCRAM-SHA-512", "mTLS"])
 def test_the_monitor_reads_a_secured_cluster(cluster, tmp_path, way):
     topic, group = group_with_lag(cluster)
-    if way == "SASL_SSL":
+    if way == "SASL_SSL+PLAIN":
         bootstrap = f"127.0.0.1:{cluster.sasl_ssl_port}"
         tls, sasl = {"cafile": str(cluster.ca.path)}, {"username": "burrow", "password": "burrow-secret",
                                                         "mechanism": "PLAIN"}
+    elif way == "SASL_SSL+SCRAM-SHA-512":
+        bootstrap = f"127.0.0.1:{cluster.sasl_ssl_port}"
+        tls, sasl = {"cafile": str(cluster.ca.path)}, {"username": "burrow", "password": "burrow-scram-secret",
+                                                        "mechanism": "SCRAM-SHA-512"}
     else:
         bootstrap = f"127.0.0.1:{cluster.ssl_port}"
         tls, sasl = {"cafile": str(cluster.ca.path), "certfile": str(cluster.client_cert),
