@@ -192,14 +192,42 @@ class AclFilter(NamedTuple):
 
 
 class AclStore:
-    """The broker's ACLs, in creation order, kept in a JSON file."""
+    """The broker's ACLs, in creation order, kept in a JSON file, and indexed for the authorizer: by resource
+    type, then by literal name (``*`` among them) or by prefix, so that a check looks at the ACLs that can
+    apply to the resource and not at all of them."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._acls: dict[Acl, None] = {}
+        # resource type -> (LITERAL name -> ACLs, PREFIXED prefix -> ACLs, the prefixes' lengths)
+        self._index: dict[int, tuple[dict[str, list[Acl]], dict[str, list[Acl]], list[int]]] = {}
         if path is not None and path.exists():
             for entry in json.loads(path.read_text())["acls"]:
                 self._acls[Acl(**entry)] = None
+        self._reindex()
+
+    def _reindex(self) -> None:
+        index: dict[int, tuple[dict[str, list[Acl]], dict[str, list[Acl]], list[int]]] = {}
+        for acl in self._acls:
+            literal, prefixed, _lengths = index.setdefault(acl.resource_type, ({}, {}, []))
+            names = prefixed if acl.pattern_type == PatternType.PREFIXED else literal
+            names.setdefault(acl.resource_name, []).append(acl)
+        for _literal, prefixed, lengths in index.values():
+            lengths.extend(sorted({len(prefix) for prefix in prefixed}))
+        self._index = index
+
+    def applicable(self, resource_type: int, name: str) -> list[Acl]:
+        """The ACLs whose pattern matches the resource: its own name, ``*``, its prefixes."""
+        found = self._index.get(resource_type)
+        if found is None:
+            return []
+        literal, prefixed, lengths = found
+        matching = literal.get(name, []) + (literal.get(WILDCARD, []) if name != WILDCARD else [])
+        for length in lengths:
+            if length > len(name):
+                break
+            matching += prefixed.get(name[:length], [])
+        return matching
 
     def __iter__(self):
         return iter(list(self._acls))
@@ -210,19 +238,23 @@ class AclStore:
     def add(self, acls: Iterable[Acl]) -> None:
         for acl in acls:
             self._acls[acl] = None
-        self._save()
+        self._changed()
 
     def remove(self, acls: Iterable[Acl]) -> None:
         for acl in acls:
             self._acls.pop(acl, None)
-        self._save()
+        self._changed()
 
     def replace(self, acls: Iterable[Acl]) -> None:
         """Hold exactly ``acls`` (a cluster's, from its metadata); the file is rewritten only on a change."""
         wanted = dict.fromkeys(acls)
         if list(wanted) != list(self._acls):
             self._acls = wanted
-            self._save()
+            self._changed()
+
+    def _changed(self) -> None:
+        self._reindex()
+        self._save()
 
     def _save(self) -> None:
         if self.path is None:
@@ -243,11 +275,10 @@ class Authorizer:
                   name: str) -> bool:
         if principal in self.super_users:
             return True
-        resource_named = allowed = False
-        for acl in self.store:
-            if acl.resource_type != resource_type or not _applies(acl, name):
-                continue
-            resource_named = True
+        candidates = self.store.applicable(resource_type, name)
+        resource_named = bool(candidates)
+        allowed = False
+        for acl in candidates:
             if acl.principal not in (principal, WILDCARD_PRINCIPAL) or acl.host not in (host, WILDCARD):
                 continue
             if acl.permission == Permission.DENY:
@@ -281,12 +312,6 @@ class Authorizer:
             if self.authorize(principal, host, operation, resource_type, name):
                 bits |= 1 << operation
         return bits
-
-
-def _applies(acl: Acl, name: str) -> bool:
-    if acl.pattern_type == PatternType.PREFIXED:
-        return name.startswith(acl.resource_name)
-    return acl.resource_name in (name, WILDCARD)
 
 
 def parse_super_users(text: str | None) -> list[str]:

@@ -132,3 +132,16 @@ def test_certificate_subjects_are_named_as_java_names_them():
     assert certificate_principal({"subject": subject}) == "User:CN=alice,O=Example\\, Inc,C=US"
     assert certificate_principal({}) == "User:ANONYMOUS"
     assert certificate_principal(None) == "User:ANONYMOUS"
+
+
+def test_every_prefix_of_a_name_is_looked_up():
+    auth = authorizer(acl(name="a", pattern=PREFIXED, operation=Op.READ),
+                      acl(name="abc-", pattern=PREFIXED, operation=Op.WRITE),
+                      acl(name="abd", pattern=PREFIXED, operation=Op.DELETE),
+                      acl(name="abc-x", operation=Op.ALTER))
+    assert may(auth, Op.READ, name="abc-x") and may(auth, Op.WRITE, name="abc-x")
+    assert may(auth, Op.ALTER, name="abc-x") and not may(auth, Op.ALTER, name="abc-xy")
+    assert not may(auth, Op.DELETE, name="abc-x") and may(auth, Op.DELETE, name="abd")
+    assert not may(auth, Op.WRITE, name="abc")  # the prefix is longer than the name
+    auth.store.remove([acl(name="abc-", pattern=PREFIXED, operation=Op.WRITE)])
+    assert not may(auth, Op.WRITE, name="abc-x")  # the index follows every change
