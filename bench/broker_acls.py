@@ -82,6 +82,15 @@ async def metadata_latencies(host: str, port: int, requests: int, topics: int) -
     await connection.open()
     latencies = []
     try:
+        # Kafka's broker learns of new topics and ACLs from its metadata log a moment after they are made
+        deadline = time.monotonic() + 60
+        while True:
+            answer = await connection.request(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False},
+                                              version=12)
+            if sum(1 for t in answer["topics"] if t["name"].startswith("t-")) == topics:
+                break
+            assert time.monotonic() < deadline, "the reader never saw every topic"
+            await asyncio.sleep(0.2)
         for _ in range(requests):
             began = time.perf_counter()
             answer = await connection.request(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False},
@@ -137,6 +146,7 @@ def main() -> int:
 
         def ours(authorizer: bool):
             plain, sasl = free_port(), free_port()
+            (directory / f"ours-{authorizer}").mkdir()
             broker = BrokerProcess(directory / f"ours-{authorizer}" / "data", port=plain, extra_config={
                 "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                 **security_settings(authorizer)})
