@@ -39,10 +39,10 @@ def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
             for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
 
 
-def _topic_entry(ctx: RequestContext, name: str, operations: bool = False) -> dict[str, Any]:
+def _topic_entry(ctx: RequestContext, name: str, live: set[int], operations: bool = False) -> dict[str, Any]:
+    """One topic's answer; ``live``: the ids of the live brokers (offline replicas are the others)."""
     broker = ctx.broker
     topic = broker.logs.topics[name]
-    live = {node_id for node_id, *_ in broker.live_brokers()}
     partitions = []
     for index in range(topic.partition_count):
         leader, epoch, replicas, isr = broker.partition_leader(name, index)
@@ -65,6 +65,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     broker = ctx.broker
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
+    live = {node_id for node_id, *_ in broker.live_brokers()}
 
     def described(name: str) -> bool:
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
@@ -72,7 +73,8 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     # v0: an empty list means every topic; v1+: null means every topic and [] means none.
     if requested is None or (ctx.api_version == 0 and not requested):
         # every topic the principal may describe; the others are left out
-        topics = [_topic_entry(ctx, name, operations) for name in sorted(broker.logs.topics) if described(name)]
+        topics = [_topic_entry(ctx, name, live, operations) for name in sorted(broker.logs.topics)
+                  if described(name)]
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
@@ -105,7 +107,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                     if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in broker.logs.topics:
                         topics.append(_error_topic(name, exc.code))
                         continue
-            topics.append(_topic_entry(ctx, name, operations))
+            topics.append(_topic_entry(ctx, name, live, operations))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
     return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id(), "topics": topics,
