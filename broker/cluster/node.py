@@ -64,7 +64,7 @@ class ClusterNode:
         self.node_id = broker.node_id
         self.raft = RaftNode(self.node_id, config.raft_listen, config.raft_peers, config.secret,
                              broker.config.data_dir / "raft", ClusterMetadata, ClusterMetadata.from_snapshot,
-                             timing=config.raft_timing, listener=self)
+                             timing=config.raft_timing, listener=self, tls=self._raft_tls())
         self.replicas = ReplicaManager(broker)
         self.gossip: GossipNode | None = None
         self.controller = Controller(
@@ -80,6 +80,14 @@ class ClusterNode:
         self._group_tasks: set[asyncio.Task] = set()
         self._leaving = False
         self._fenced = asyncio.Event()
+
+    def _raft_tls(self) -> tuple[Any, Any] | None:
+        """Raft goes inside TLS when brokers reach each other over TLS (:mod:`broker.cluster.raft_tls`)."""
+        broker_config = self.broker.config
+        security = broker_config.inter_broker_security
+        if security is None or security.ssl_context is None:
+            return None
+        return broker_config.ssl_contexts[broker_config.inter_broker_listener], security.ssl_context
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         local = self.broker.logs.topics.get(topic)

@@ -13,13 +13,15 @@ reads a structure that the Raft thread is changing, there are two copies of the 
 
 The Raft journal and snapshots live in ``data_dir``, so a restarted node replays its state before it
 even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret
-(pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject anything.
+(pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject anything. When
+the brokers reach each other over TLS, Raft's connections go inside TLS as well (:mod:`raft_tls`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import pickle
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,8 @@ from typing import Any, Protocol
 
 import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+from broker.cluster.raft_tls import RaftTlsTunnels, tunnelled_transport
 
 log = structlog.get_logger("broker.raft")
 
@@ -80,9 +84,13 @@ class RaftListener(Protocol):
 class _SyncObjRunner(SyncObj):
     """pysyncobj's object: its one replicated method applies a command on the Raft thread."""
 
-    def __init__(self, node: RaftNode, self_address: str, peer_addresses: list[str], conf: SyncObjConf) -> None:
+    def __init__(self, node: RaftNode, self_address: str, peer_addresses: list[str], conf: SyncObjConf,
+                 transport_class: type | None = None) -> None:
         self._node = node
-        super().__init__(self_address, peer_addresses, conf)
+        if transport_class is None:
+            super().__init__(self_address, peer_addresses, conf)
+        else:
+            super().__init__(self_address, peer_addresses, conf, transportClass=transport_class)
 
     @replicated
     def apply_command(self, command: Command) -> Any:
@@ -93,7 +101,8 @@ class RaftNode:
     def __init__(self, node_id: int, listen: str, peers: dict[int, str], secret: str, data_dir: Path,
                  state_factory: Callable[[], StateMachine], restore: Callable[[Any], StateMachine], *,
                  timing: RaftTiming | None = None, listener: RaftListener | None = None,
-                 compaction_entries: int = 5000) -> None:
+                 compaction_entries: int = 5000, tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
+        """``tls``: (server, client) contexts to carry the Raft traffic inside TLS (:mod:`raft_tls`)."""
         if not secret:
             raise ValueError("the cluster secret must not be empty")
         self.node_id = node_id
@@ -105,6 +114,8 @@ class RaftNode:
         self.listener = listener
         self._restore = restore
         self._compaction_entries = compaction_entries
+        self._tls = tls
+        self._tunnels: RaftTlsTunnels | None = None
         self._raft_state: StateMachine = state_factory()
         self.state: StateMachine = state_factory()  # the event loop's copy; read it, never change it
         self._ids_by_address = {address: n for n, address in self.peers.items()}
@@ -141,8 +152,14 @@ class RaftNode:
             dynamicMembershipChange=False,
             onReady=lambda: self._to_loop(self._became_ready),
         )
+        transport = None
+        if self._tls is not None:
+            self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
+            await self._tunnels.start()
+            conf.bindAddress = self._tunnels.internal
+            transport = tunnelled_transport(self._tunnels.local_ports)
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
-        self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf)
+        self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
         self._sync.addOnTickCallback(self._watch_leader)
         log.info("raft started", node_id=self.node_id, listen=self.listen, peers=self.peers)
 
@@ -151,6 +168,9 @@ class RaftNode:
         if sync is not None:
             await asyncio.to_thread(sync.destroy_synchronous)
             log.info("raft stopped", node_id=self.node_id)
+        tunnels, self._tunnels = self._tunnels, None
+        if tunnels is not None:
+            await tunnels.stop()
 
     # --- proposing ---------------------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ class BrokerCluster:
         timings = FAST_CLUSTER if timings is None else timings
         self.ids = list(range(1, size + 1))
         raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
+        self.raft_addresses = raft
         gossip = {i: f"127.0.0.1:{free_udp_port()}" for i in self.ids}
         self.brokers: dict[int, BrokerProcess] = {}
         for i in self.ids:
