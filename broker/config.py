@@ -99,7 +99,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
 AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 
-# Kafka broker configs about SASL and authorization: refused while this broker cannot honour them.
+# Kafka broker configs about SASL and authorization this broker cannot honour (GSSAPI, OAUTHBEARER, delegation
+# tokens, custom principal builders...): refused. Those it honours are let through before this check.
 SECURITY_PREFIXES = ("sasl.", "listener.name.", "authorizer.", "super.users", "security.",
                      "principal.builder", "allow.everyone.if.no.acl.found", "delegation.token.",
                      "early.start.listeners")
@@ -276,9 +277,9 @@ class BrokerConfig:
                 raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
                                          "burrowpy's own (config/broker.yaml lists those)")
             if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS:
-                raise section.error(key, "this SASL or authorization setting is not available in this broker "
-                                         "yet (SASL PLAIN on its listeners is); refusing it rather than running "
-                                         "without the security it asks for")
+                raise section.error(key, "this SASL or authorization setting is not available in this broker (it "
+                                         "has TLS, SASL PLAIN and SCRAM, and Kafka's StandardAuthorizer); "
+                                         "refusing it rather than running without the security it asks for")
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
