@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/broker_vs_kafka.py [--quick] [--clients kcat,java] [--records-100 500000]
                                               [--records-1k 200000]
+    .venv/bin/python bench/broker_vs_kafka.py --latency-runs 7
 
 For each broker (``burrowpy broker`` on a fresh data dir, then a single Apache Kafka 4.4 node in KRaft mode
 from the test peers, both on 127.0.0.1), and each row of the matrix
@@ -21,6 +22,10 @@ Clients, both written for speed and run as separate processes: ``kcat`` (librdka
 acks. Kafka's producer tool also reports the produce latency (p50/p99 of its send-to-acknowledgement
 times at full speed); a last row measures latency at a fixed 20,000 records/s, where queueing does not
 dominate it.
+
+``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
+and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
+cores are doing.
 
 Rates of the Java tools are their own figures (without the JVM's start and, for the consumer, the group
 join); kcat's are records over the wall time of its processes. Every row prints the broker's and the
@@ -234,12 +239,42 @@ def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict
             results[(row, client.name)] = (produced, consumed)
             print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
                   f"consume {consumed.records_per_s:>12,.0f}/s", flush=True)
-    latency_row = Row(100, 1, 1, "all")
-    topic = "bench-latency"
-    create_topic(broker.bootstrap, topic, 1)
-    results[(latency_row, "latency")] = JavaTools().produce(broker.bootstrap, topic, latency_row, 5 * LATENCY_RATE,
-                                                            broker.pid, throughput=LATENCY_RATE)
+    results[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
     return results
+
+
+LATENCY_ROW = Row(100, 1, 1, "all")
+
+
+def fixed_rate_latency(broker: Broker, topic: str) -> Figure:
+    """The Java producer at LATENCY_RATE records/s for five seconds, acks=all, into a new one-partition topic."""
+    create_topic(broker.bootstrap, topic, 1)
+    return JavaTools().produce(broker.bootstrap, topic, LATENCY_ROW, 5 * LATENCY_RATE, broker.pid,
+                               throughput=LATENCY_RATE)
+
+
+def latency_runs(broker: Broker, runs: int) -> list[tuple[int, int]]:
+    found = []
+    for run in range(runs):
+        result = fixed_rate_latency(broker, f"bench-latency-{run}")
+        found.append((result.p50_ms, result.p99_ms))
+        print(f"  {broker.name:>8} run {run + 1}: p50 {result.p50_ms} ms, p99 {result.p99_ms} ms", flush=True)
+    return found
+
+
+def print_latency_runs(ours: list[tuple[int, int]], kafkas: list[tuple[int, int]]) -> None:
+    def median(values: list[int]) -> float:
+        ordered = sorted(values)
+        middle = len(ordered) // 2
+        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+    print(f"\n{LATENCY_RATE:,} records/s, 100 B, 1 partition, acks=all, Java producer, 5 s per run")
+    print("| run | ours p50 / p99 ms | Kafka p50 / p99 ms |")
+    print("|---|---|---|")
+    for run, ((p50, p99), (k50, k99)) in enumerate(zip(ours, kafkas, strict=True), 1):
+        print(f"| {run} | {p50} / {p99} | {k50} / {k99} |")
+    print(f"| median | {median([p for p, _ in ours]):g} / {median([p for _, p in ours]):g} | "
+          f"{median([p for p, _ in kafkas]):g} / {median([p for _, p in kafkas]):g} |")
 
 
 def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict) -> None:
@@ -263,9 +298,8 @@ def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict) -> Non
             op, kp = ours[(row, "java")][0], kafkas[(row, "java")][0]
             print(f"| full speed, {row.label()} | {op.p50_ms:.0f} / {op.p99_ms:.0f} ms | "
                   f"{kp.p50_ms:.0f} / {kp.p99_ms:.0f} ms |")
-    latency_row = Row(100, 1, 1, "all")
-    ol, kl = ours[(latency_row, "latency")], kafkas[(latency_row, "latency")]
-    print(f"| {LATENCY_RATE:,} records/s, {latency_row.label()} | {ol.p50_ms:.0f} / {ol.p99_ms:.0f} ms | "
+    ol, kl = ours[(LATENCY_ROW, "latency")], kafkas[(LATENCY_ROW, "latency")]
+    print(f"| {LATENCY_RATE:,} records/s, {LATENCY_ROW.label()} | {ol.p50_ms:.0f} / {ol.p99_ms:.0f} ms | "
           f"{kl.p50_ms:.0f} / {kl.p99_ms:.0f} ms |")
 
 
@@ -275,6 +309,7 @@ def main() -> int:
     parser.add_argument("--clients", default="kcat,java", help="comma-separated: kcat, java")
     parser.add_argument("--records-100", type=int, default=500_000, help="records per 100 B row")
     parser.add_argument("--records-1k", type=int, default=200_000, help="records per 1 KiB row")
+    parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
     args = parser.parse_args()
     if reason := unavailable():
         parser.error(reason)
@@ -285,6 +320,13 @@ def main() -> int:
         rows = list(matrix(args.quick))
         records = {100: args.records_100, 1024: args.records_1k}
         print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
+        if args.latency_runs:
+            with BrokerProcess(directory / "ours") as broker:
+                ours_runs = latency_runs(Broker("ours", broker.bootstrap, broker.proc.pid), args.latency_runs)
+            with KafkaServer(directory / "kafka") as kafka:
+                kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
+            print_latency_runs(ours_runs, kafka_runs)
+            return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
         with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
             ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records)
