@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -20,6 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
 
 T = TypeVar("T")
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name no other test uses: the prefix and eight random hex digits."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from harness import BrokerProcess, free_port, wait_until
+from harness import BrokerProcess, free_port, unique_name, wait_until
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority
 
@@ -76,9 +76,6 @@ def secured(tmp_path_factory) -> Iterator[SecuredBroker]:
     broker.process.stop()
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
 
 def create_topics(settings: dict[str, str], *names: str) -> None:
     admin = AdminClient(settings)  # kept alive until the futures are done
@@ -122,7 +119,7 @@ def consume(settings: dict[str, str], topic: str, group: str, want: int) -> tupl
 
 
 def test_the_kafka_acls_tool_manages_acls_that_survive_a_restart(secured, tmp_path):
-    topic, group = unique("orders"), unique("app")
+    topic, group = unique_name("orders"), unique_name("app")
     admin = secured.client("admin")
     create_topics(admin, topic)
     properties = tmp_path / "admin.properties"
@@ -157,13 +154,13 @@ def test_the_kafka_acls_tool_manages_acls_that_survive_a_restart(secured, tmp_pa
     java_peer(*tool, "--remove", "--force", "--allow-principal", "User:alice", "--consumer", "--topic", topic,
               "--group", group)
     assert "User:alice" not in java_peer(*tool, "--list", "--topic", topic).stdout
-    values, errors = consume(secured.client("alice"), topic, unique("again"), 1)
+    values, errors = consume(secured.client("alice"), topic, unique_name("again"), 1)
     assert not values and errors
     assert errors[0].code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 def test_clients_get_kafkas_authorization_errors(secured):
-    topic, group, other_group = unique("ledger"), unique("readers"), unique("strangers")
+    topic, group, other_group = unique_name("ledger"), unique_name("readers"), unique_name("strangers")
     admin_settings = secured.client("admin")
     create_topics(admin_settings, topic)
     admin = AdminClient(admin_settings)
@@ -198,7 +195,7 @@ def test_clients_get_kafkas_authorization_errors(secured):
 
 
 def test_a_tls_client_is_its_certificate_subject(secured):
-    mine, theirs = unique("carol"), unique("dave")
+    mine, theirs = unique_name("carol"), unique_name("dave")
     create_topics(secured.client("admin"), mine, theirs)
     tls = secured.tls_client()
     assert mine not in AdminClient(tls).list_topics(timeout=30).topics
@@ -211,7 +208,7 @@ def test_a_tls_client_is_its_certificate_subject(secured):
 
 
 async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written(secured):
-    topic = unique("guarded")
+    topic = unique_name("guarded")
     create_topics(secured.client("admin"), topic)
     conn = await KafkaConnection.connect(f"127.0.0.1:{secured.plain}", client_id="acl-test")
     try:
@@ -225,7 +222,7 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
                                                         "include_topic_authorized_operations": True}, version=12)
         assert metadata["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         created = await conn.request(ApiKey.CREATE_TOPICS, {"topics": [
-            {"name": unique("sneaky"), "num_partitions": 1, "replication_factor": 1, "assignments": [],
+            {"name": unique_name("sneaky"), "num_partitions": 1, "replication_factor": 1, "assignments": [],
              "configs": []}], "timeout_ms": 5000, "validate_only": False}, version=7)
         assert created["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         coordinator = await conn.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": ["g"]},
@@ -259,7 +256,7 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
     # nothing was written: the topic is empty, no topic was created, no ACL exists for the anonymous user
     admin = AdminClient(secured.client("admin"))
     assert not [name for name in admin.list_topics(timeout=30).topics if name.startswith("sneaky-")]
-    consumer = Consumer({**secured.client("admin"), "group.id": unique("check")})
+    consumer = Consumer({**secured.client("admin"), "group.id": unique_name("check")})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 30)
     finally:
@@ -274,7 +271,7 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
 def test_the_monitor_needs_only_describe_and_read(secured, tmp_path):
     """burrowpy serve as a least-privileged client (its certificate's subject): DESCRIBE on the cluster and on
     every group, READ on every topic (__consumer_offsets, and records for lag in seconds) is all it needs."""
-    topic = group = unique("watched")
+    topic = group = unique_name("watched")
     admin_settings = secured.client("admin")
     create_topics(admin_settings, topic)
     producer = Producer(admin_settings)
@@ -304,11 +301,11 @@ def test_the_monitor_needs_only_describe_and_read(secured, tmp_path):
 
 
 async def test_a_regex_subscription_gets_only_the_topics_its_member_may_describe(secured):
-    prefix = unique("regex")
+    prefix = unique_name("regex")
     mine, hidden = f"{prefix}-mine", f"{prefix}-hidden"
     admin_settings = secured.client("admin")
     create_topics(admin_settings, mine, hidden)
-    group = unique("regex-group")
+    group = unique_name("regex-group")
     admin = AdminClient(admin_settings)
     for future in admin.create_acls([allow("User:alice", ResourceType.TOPIC, mine, AclOperation.DESCRIBE),
                                      allow("User:alice", ResourceType.GROUP, group, AclOperation.READ)]).values():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +24,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from harness import free_port, wait_until
+from harness import free_port, unique_name, wait_until
 from tls_certs import CertificateAuthority
 
 from broker.client import KafkaConnection
@@ -78,12 +77,9 @@ def secured(tmp_path_factory) -> Iterator[SecuredCluster]:
     cluster.cluster.stop()
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
 
 def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_addresses(secured):
-    topic = unique("replicated")
+    topic = unique_name("replicated")
     admin = AdminClient(secured.client(1))
     for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
         future.result(30)
@@ -107,7 +103,7 @@ def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_address
         survivor = next(i for i in secured.cluster.ids if i != leader)
         wait_until(lambda: secured.cluster.partitions(topic, survivor)[0]["leader_id"] not in (-1, leader), 30,
                    message="a new leader")
-        consumer = Consumer({**secured.client(survivor), "group.id": unique("reader"),
+        consumer = Consumer({**secured.client(survivor), "group.id": unique_name("reader"),
                              "auto.offset.reset": "earliest"})
         consumer.subscribe([topic])
         values: list[bytes] = []
@@ -125,7 +121,7 @@ def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_address
 
 
 def test_acls_and_scram_credentials_made_on_one_broker_hold_on_all(secured):
-    topic = unique("guarded")
+    topic = unique_name("guarded")
     admin = AdminClient(secured.client(1))
     for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
         future.result(30)

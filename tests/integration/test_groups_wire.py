@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import unique_name
 
 from broker.client import KafkaConnection
 from broker.errors import ErrorCode
@@ -27,13 +27,10 @@ def assignment(topic: str, partitions: list[int]) -> bytes:
         "assigned_partitions": [{"topic": topic, "partitions": partitions}], "user_data": None})
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
 
 @pytest.fixture(scope="module")
 def topic(broker):
-    name = unique("wire")
+    name = unique_name("wire")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(timeout=30)
     return name
@@ -102,12 +99,12 @@ async def test_find_coordinator_batched_keys_transactions_and_unknown_key_types(
 # --- membership ------------------------------------------------------------------------------------------
 
 async def test_join_group_v0_joins_at_once_and_v4_requires_a_member_id(conn):
-    group = unique("join")
+    group = unique_name("join")
     v0 = await join(conn, group, 0)
     assert v0["error_code"] == E.NONE and v0["generation_id"] == 1 and v0["leader"] == v0["member_id"]
     assert v0["member_id"].startswith("wire-test-") and v0["protocol_name"] == "range"
 
-    group4 = unique("join4")
+    group4 = unique_name("join4")
     first = await join(conn, group4, 4)
     assert first["error_code"] == E.MEMBER_ID_REQUIRED and first["generation_id"] == -1
     assert first["member_id"].startswith("wire-test-")
@@ -118,13 +115,13 @@ async def test_join_group_v0_joins_at_once_and_v4_requires_a_member_id(conn):
 
 async def test_join_errors(conn):
     assert (await join(conn, "", 5))["error_code"] == E.INVALID_GROUP_ID
-    assert (await join(conn, unique("j"), 5, session_ms=10))["error_code"] == E.INVALID_SESSION_TIMEOUT
-    unknown = await join(conn, unique("j"), 7, member_id="nobody")
+    assert (await join(conn, unique_name("j"), 5, session_ms=10))["error_code"] == E.INVALID_SESSION_TIMEOUT
+    unknown = await join(conn, unique_name("j"), 7, member_id="nobody")
     assert unknown["error_code"] == E.UNKNOWN_MEMBER_ID and unknown["protocol_name"] is None
 
 
 async def test_sync_heartbeat_and_leave_across_versions(conn, topic):
-    group = unique("sync")
+    group = unique_name("sync")
     joined = await stable_member(conn, group, topic)
     member, generation = joined["member_id"], joined["generation_id"]
     v5 = await conn.request(ApiKey.SYNC_GROUP, {
@@ -161,7 +158,7 @@ async def test_sync_heartbeat_and_leave_across_versions(conn, topic):
 
 
 async def test_rebalance_with_two_connections(broker, topic):
-    group = unique("two")
+    group = unique_name("two")
     async with await KafkaConnection.connect(broker.bootstrap, client_id="a") as a, \
             await KafkaConnection.connect(broker.bootstrap, client_id="b") as b:
         first = await stable_member(a, group, topic)
@@ -181,7 +178,7 @@ async def test_rebalance_with_two_connections(broker, topic):
 
 
 async def test_static_member_rejoins_without_rebalance(broker, topic):
-    group = unique("static")
+    group = unique_name("static")
     async with await KafkaConnection.connect(broker.bootstrap, client_id="static") as c:
         first = await stable_member(c, group, topic, instance_id="host-1")
         again = await join(c, group, 5, instance_id="host-1", topics=(topic,))
@@ -196,7 +193,7 @@ async def test_static_member_rejoins_without_rebalance(broker, topic):
 # --- offsets ---------------------------------------------------------------------------------------------
 
 async def test_simple_commits_in_every_version_and_fetch(conn, topic):
-    group = unique("simple")
+    group = unique_name("simple")
     for version in range(9):
         assert await commit(conn, group, topic, {0: 100 + version}, version=version) == {0: E.NONE}
         fetch_version = min(version, 7)
@@ -211,7 +208,7 @@ async def test_simple_commits_in_every_version_and_fetch(conn, topic):
 
 
 async def test_offset_fetch_whole_group_and_batched_groups(conn, topic):
-    group = unique("fetch")
+    group = unique_name("fetch")
     await commit(conn, group, topic, {0: 5, 2: 7})
     everything = await conn.request(ApiKey.OFFSET_FETCH, {"group_id": group, "topics": None}, version=6)
     assert everything["error_code"] == E.NONE
@@ -229,7 +226,7 @@ async def test_offset_fetch_whole_group_and_batched_groups(conn, topic):
 
 
 async def test_member_commit_validation_on_the_wire(conn, topic):
-    group = unique("member")
+    group = unique_name("member")
     joined = await stable_member(conn, group, topic)
     ok = await commit(conn, group, topic, {1: 9}, generation=joined["generation_id"], member_id=joined["member_id"])
     assert ok == {1: E.NONE}
@@ -241,7 +238,7 @@ async def test_member_commit_validation_on_the_wire(conn, topic):
 # --- admin -----------------------------------------------------------------------------------------------
 
 async def test_list_describe_delete(conn, topic):
-    live, empty = unique("live"), unique("empty")
+    live, empty = unique_name("live"), unique_name("empty")
     joined = await stable_member(conn, live, topic)
     await commit(conn, empty, topic, {0: 1})
 
@@ -270,8 +267,8 @@ async def test_list_describe_delete(conn, topic):
 
 
 async def test_offset_delete(broker, conn, topic):
-    group = unique("odel")
-    other = unique("other-topic")
+    group = unique_name("odel")
+    other = unique_name("other-topic")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(other, num_partitions=1, replication_factor=1)])[other].result(timeout=30)
     joined = await stable_member(conn, group, topic)
@@ -284,5 +281,5 @@ async def test_offset_delete(broker, conn, topic):
     assert answer["error_code"] == E.NONE
     assert {(t["name"], p["error_code"]) for t in answer["topics"] for p in t["partitions"]} == {
         (topic, E.GROUP_SUBSCRIBED_TO_TOPIC), (other, E.NONE), ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION)}
-    missing = await conn.request(ApiKey.OFFSET_DELETE, {"group_id": unique("none"), "topics": []}, version=0)
+    missing = await conn.request(ApiKey.OFFSET_DELETE, {"group_id": unique_name("none"), "topics": []}, version=0)
     assert missing["error_code"] == E.GROUP_ID_NOT_FOUND
