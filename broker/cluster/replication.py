@@ -323,6 +323,11 @@ class LeaderFetcher:
             "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
         })
+        if response["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                             "the leader's ACLs refuse this broker's fetches: the principal brokers log in with on "
+                             "the inter-broker listener needs CLUSTER_ACTION on the cluster (list it in super.users, "
+                             "as Kafka's docs advise)")
         if response["error_code"]:
             raise KafkaError(ErrorCode(response["error_code"]), "replica fetch refused")
         for topic in response["responses"]:
