@@ -145,6 +145,8 @@ class Broker:
         self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
+        # Metadata's encoded topic entries: (topic, version) -> (what they say, bytes) (handlers.cluster_info)
+        self.metadata_entries: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
-from broker.protocol.api import ApiKey
+from broker.protocol.api import ApiKey, encode_element
+from broker.protocol.types import Encoded
 from broker.security.acl import CLUSTER_NAME, RESOURCE_OPERATIONS, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
@@ -39,21 +40,37 @@ def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
             for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
 
 
-def _topic_entry(ctx: RequestContext, name: str, live: set[int], operations: bool = False) -> dict[str, Any]:
-    """One topic's answer; ``live``: the ids of the live brokers (offline replicas are the others)."""
+def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded:
+    """One topic's answer, encoded; ``live``: the ids of the live brokers (offline replicas are the others).
+
+    The encoding is kept per topic and version and used again while what it says is unchanged (its
+    id, its partitions' leaders, epochs, replicas and ISRs, the live brokers, the operations field), so a
+    Metadata of many topics does not build and encode every unchanged one again."""
     broker = ctx.broker
     topic = broker.logs.topics[name]
+    topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
+    leaders = tuple(broker.partition_leader(name, index) for index in range(topic.partition_count))
+    operations_value = operations_field(ctx, operations, ResourceType.TOPIC, name)
+    signature = (topic_id, live, operations_value,
+                 tuple((leader, epoch, tuple(replicas), tuple(isr)) for leader, epoch, replicas, isr in leaders))
+    key = (name, ctx.api_version)
+    cached = broker.metadata_entries.get(key)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
     partitions = []
-    for index in range(topic.partition_count):
-        leader, epoch, replicas, isr = broker.partition_leader(name, index)
+    for index, (leader, epoch, replicas, isr) in enumerate(leaders):
         # A partition whose ISR is all down has no leader until one of them returns (clients retry).
         error = ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else ErrorCode.NONE
         partitions.append({"error_code": error, "partition_index": index, "leader_id": leader,
                            "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
-    return {"error_code": 0, "name": name, "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID,
-            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": operations_field(ctx, operations, ResourceType.TOPIC, name)}
+    encoded = encode_element(ApiKey.METADATA, ctx.api_version, "topics", {
+        "error_code": 0, "name": name, "topic_id": topic_id, "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partitions, "topic_authorized_operations": operations_value})
+    if len(broker.metadata_entries) > 4 * len(broker.logs.topics) + 64:
+        broker.metadata_entries.clear()  # deleted topics' entries go
+    broker.metadata_entries[key] = (signature, encoded)
+    return encoded
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
@@ -65,7 +82,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     broker = ctx.broker
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
-    live = {node_id for node_id, *_ in broker.live_brokers()}
+    live = frozenset(node_id for node_id, *_ in broker.live_brokers())
 
     def described(name: str) -> bool:
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)

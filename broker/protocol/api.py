@@ -280,6 +280,19 @@ def _data_struct(name: str) -> Message:
     return schema
 
 
+def encode_element(api_key: int, api_version: int, path: str, element: dict[str, Any]) -> types.Encoded:
+    """One element of an array of structs of a response (``path``: the array's field, e.g. ``"topics"``),
+    encoded now to be placed in a response body later, where the encoder writes it as it is."""
+    schema = _schema(messages.RESPONSES, api_key, api_version)
+    encoder = schema.compiled(api_version).element_encoders[f"{schema.name}.{path}"]
+    out: list = []
+    try:
+        encoder(out, element)
+    except _ENCODE_FAILURES as exc:
+        raise EncodeError(f"cannot encode {schema.name} v{api_version} {path}: {type(exc).__name__}: {exc}") from exc
+    return types.Encoded(b"".join(out))
+
+
 def encode_struct(name: str, version: int, body: dict[str, Any]) -> bytes:
     """A data struct ("OffsetCommitValue", "ConsumerProtocolAssignment", ...) prefixed with its int16
     version, as it appears in ``__consumer_offsets`` records and in group member metadata."""

@@ -310,6 +310,8 @@ class CompiledVersion:
     encode: Encoder
     decode: Decoder
     source: str
+    # the encoder of each nested struct by its path ("MetadataResponse.topics"), for Encoded elements
+    element_encoders: dict[str, Encoder] = field(default_factory=dict)
 
 
 # Helpers the generated code calls, by the names it uses for them.
@@ -331,6 +333,7 @@ _RUNTIME: dict[str, Any] = {
     "SMALL_UVARINTS": types.SMALL_UVARINTS,
     "read_uuid": types.read_uuid,
     "write_uuid": types.write_uuid,
+    "Encoded": types.Encoded,
 }
 for _kind in ("string", "bytes"):
     for _compact in ("", "compact_"):
@@ -355,7 +358,8 @@ def _compile(message: Message, version: int) -> CompiledVersion:
         chunks: list = []
         namespace[encoder_name](chunks, default)
         namespace[tag_default_name] = b"".join(chunks)
-    return CompiledVersion(namespace[encode_name], namespace[decode_name], source)
+    return CompiledVersion(namespace[encode_name], namespace[decode_name], source,
+                           {path: namespace[name] for path, name in generator.encoders.items()})
 
 
 # Field name -> (encoder name, decoder name) of the struct functions generated for that field's struct.
@@ -374,6 +378,7 @@ class _Generator:
         # (name of the encoded default, name of the value encoder, default value) per tagged field:
         # a tagged field equal to its default is left out of the tagged section, as Kafka does.
         self.tag_defaults: list[tuple[str, str, Any]] = []
+        self.encoders: dict[str, str] = {}  # struct path -> its encoder's name
         self._counter = 0
 
     def _unique(self, prefix: str) -> str:
@@ -409,6 +414,7 @@ class _Generator:
         ident = re.sub(r"\W", "_", path)
         encode_name = self._unique(f"encode_{ident}")
         decode_name = self._unique(f"decode_{ident}")
+        self.encoders[path] = encode_name
         self.sources.append(self._encoder_source(encode_name, struct_, regular, tagged, nested))
         self.sources.append(self._decoder_source(decode_name, struct_, path, regular, tagged, nested))
         return encode_name, decode_name
@@ -498,7 +504,10 @@ class _Generator:
         else:
             lines.append(f"{pad}{out}.append(array_length_bytes(len({var})))")
         if isinstance(element, Struct):
-            lines += [f"{pad}for item in {var}:", f"{pad}    {nested[f.name][0]}({out}, item)"]
+            # an element may come already encoded (types.Encoded): its bytes go out as they are
+            lines += [f"{pad}for item in {var}:", f"{pad}    if item.__class__ is Encoded:",
+                      f"{pad}        {out}.append(item)", f"{pad}    else:",
+                      f"{pad}        {nested[f.name][0]}({out}, item)"]
         elif element in types.FIXED_FORMATS:
             lines.append(f"{pad}{out}.append(pack('>%d{types.FIXED_FORMATS[element]}' % len({var}), *{var}))")
         else:

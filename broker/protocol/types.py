@@ -27,6 +27,14 @@ from typing import Any
 Buffer = bytes | bytearray | memoryview
 
 
+class Encoded(bytes):
+    """One element of an array of structs, already encoded (:func:`broker.protocol.api.encode_element`): the
+    encoder writes its bytes as they are. Lets a handler reuse the encoding of an element that has not
+    changed since the last answer (Metadata's topic entries)."""
+
+    __slots__ = ()
+
+
 class FileRegion:
     """Bytes of files, as ``(fd, position, length)`` pieces, to be sent without copying them through Python.
 

@@ -285,3 +285,34 @@ def test_internal_topics_refuse_client_writes_and_deletion_but_other_double_unde
     assert produce(wire, "__app_events", batch([b"ordinary"]))["error_code"] == 0
     listed = wire.call(ApiKey.METADATA, 12, {"topics": [{"name": "__app_events"}]})
     assert listed["topics"][0]["is_internal"] is False
+
+
+def test_metadata_follows_every_change_of_a_topic(wire):
+    """Metadata answers reuse each topic's encoding while nothing about it changes; new partitions, a topic
+    deleted and made again (a new id) and the other versions' fields all show at once."""
+    name = "metadata-follows"
+    everything = {"topics": None, "allow_auto_topic_creation": False,
+                  "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+    def described(version: int = 12) -> dict:
+        return next(t for t in wire.call(ApiKey.METADATA, version, everything)["topics"] if t["name"] == name)
+
+    create_topic(wire, name, 1)
+    first = described()
+    assert len(first["partitions"]) == 1 and described() == first  # the same answer from the kept encoding
+    grown = wire.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": name, "count": 3, "assignments": None}],
+                                                    "timeout_ms": 30000, "validate_only": False})
+    assert grown["results"][0]["error_code"] == 0
+    assert [p["partition_index"] for p in described()["partitions"]] == [0, 1, 2]
+    old_version = described(9)  # no topic id in v9: the decoder gives the all-zero default
+    assert old_version["topic_id"] == bytes(16) != first["topic_id"]
+    assert [p["partition_index"] for p in old_version["partitions"]] == [0, 1, 2]
+    deleted = wire.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": name, "topic_id": bytes(16)}],
+                                                 "timeout_ms": 30000})
+    assert deleted["responses"][0]["error_code"] == 0
+    create_topic(wire, name, 2)
+    again = described()
+    assert again["topic_id"] != first["topic_id"] and len(again["partitions"]) == 2
+    with_operations = {**everything, "include_topic_authorized_operations": True}
+    asked = next(t for t in wire.call(ApiKey.METADATA, 12, with_operations)["topics"] if t["name"] == name)
+    assert asked["topic_authorized_operations"] > 0 and again["topic_authorized_operations"] == -(2**31)

@@ -185,3 +185,20 @@ def test_compiled_once_and_fixed_fields_merged_into_one_struct_call():
     assert re.search(r"(f_\d+, ){5}= unpack_\d+\(buf, pos\)\n    pos \+= 30\n", compiled.source)
     with pytest.raises(ValueError):
         response.compiled(13)
+
+
+def test_an_array_element_may_come_already_encoded():
+    from broker.protocol.api import decode_response, encode_element, encode_response
+    from broker.protocol.types import Encoded
+
+    topic = {"error_code": 0, "name": "t", "topic_id": bytes(16), "is_internal": False, "partitions": [
+        {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+         "isr_nodes": [1], "offline_replicas": []}], "topic_authorized_operations": -(2**31)}
+    body = {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1}
+    for version in (1, 9, 12):
+        encoded = encode_element(ApiKey.METADATA, version, "topics", topic)
+        assert isinstance(encoded, Encoded)
+        plain = encode_response(ApiKey.METADATA, version, 7, {**body, "topics": [topic, topic]})
+        mixed = encode_response(ApiKey.METADATA, version, 7, {**body, "topics": [encoded, topic]})
+        assert mixed == plain
+        assert decode_response(ApiKey.METADATA, version, mixed[4:])[1]["topics"][0]["name"] == "t"
