@@ -25,7 +25,7 @@ from broker.security.listeners import (
     ListenerError,
     parse_listeners,
 )
-from broker.security.sasl import SaslConfigError, inter_broker_login, listener_sasl
+from broker.security.sasl import SaslConfigError, SaslSettings, inter_broker_login, listener_sasl
 from broker.security.tls import TlsConfigError, client_context, listener_lookup, server_context
 from burrowpy.config import ConfigError, Section, load_document
 
@@ -179,8 +179,8 @@ def is_tls_key(key: str) -> bool:
     return key.startswith("ssl.") and key in KAFKA_BROKER_CONFIGS
 
 
-def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listener]
-                  ) -> tuple[Listener, ClientSecurity | None]:
+def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listener],
+                  sasl_settings: dict[str, SaslSettings]) -> tuple[Listener, ClientSecurity | None]:
     """The listener a cluster's brokers reach each other on (``inter.broker.listener.name``, else the one
     named PLAINTEXT, as in Kafka) and what connecting to it takes: a TLS client context from the listener's
     stores, a SASL login (``sasl.mechanism.inter.broker.protocol``, with the username and password of the
@@ -205,7 +205,7 @@ def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listene
     mechanism, username, password = None, "", ""
     if found.protocol in (SASL_PLAINTEXT, SASL_SSL):
         mechanism = str(raw.get("sasl.mechanism.inter.broker.protocol") or "").upper()
-        offered = listener_sasl(found.name, lookup).mechanisms
+        offered = sasl_settings[found.name].mechanisms
         if mechanism not in offered:
             raise section.error("sasl.mechanism.inter.broker.protocol",
                                 f"brokers log in to each other on {found.name}: set one of the mechanisms it "
@@ -341,7 +341,7 @@ class BrokerConfig:
             if not isinstance(cluster_block, dict):
                 raise ConfigError(file, "cluster", "expected a mapping")
             cluster_section = Section(file, "cluster", cluster_block)
-            inter_broker, inter_broker_security = _inter_broker(section, raw, listeners)
+            inter_broker, inter_broker_security = _inter_broker(section, raw, listeners, sasl_settings)
         else:
             inter_broker, inter_broker_security = main, None
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,7 @@ class ClusterNode:
             unclean_election_enabled=self._unclean_election_enabled)
         self._roles: dict[tuple[str, int], Role] = {}
         self._configs_applied: dict[str, dict[str, str]] = {}
+        self._security_applied: tuple[list, dict] | None = None  # the metadata's ACLs and SCRAM, as last applied
         self._group_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
         self._leaving = False
@@ -228,15 +230,13 @@ class ClusterNode:
                 meta = member.meta
                 with contextlib.suppress(KeyError, TypeError, ValueError):
                     node_id = int(meta["node_id"])
-                    endpoints = tuple(sorted((str(name), str(host), int(port))
-                                             for name, (host, port) in (meta.get("endpoints") or {}).items()))
                     seen[node_id] = BrokerSighting(node_id, str(meta["host"]), int(meta["port"]),
-                                                   meta.get("rack"), member.state, endpoints)
+                                                   meta.get("rack"), member.state,
+                                                   _endpoint_tuples(meta.get("endpoints") or {}))
         broker = self.broker
         host, port = self.inter_broker_address
         seen[self.node_id] = BrokerSighting(self.node_id, host, port, broker.config["rack"] or None,
-                                            LEFT if self._leaving else ALIVE,
-                                            tuple(sorted((name, h, p) for name, (h, p) in broker.endpoints.items())))
+                                            LEFT if self._leaving else ALIVE, _endpoint_tuples(broker.endpoints))
         return seen
 
     def _on_member_event(self, event: MemberEvent) -> None:
@@ -286,6 +286,9 @@ class ClusterNode:
                 self._change_role(tp, role)
 
     def _reconcile_security(self, metadata: ClusterMetadata) -> None:
+        if self._security_applied == (metadata.acls, metadata.scram):
+            return
+        self._security_applied = (copy.deepcopy(metadata.acls), copy.deepcopy(metadata.scram))
         if self.broker.authorizer is not None:
             self.broker.authorizer.store.replace(Acl(*entry) for entry in metadata.acls)
         self.broker.scram.replace({
@@ -421,6 +424,11 @@ class ClusterTopicAdmin:
         await self.node.propose({"op": "alter_scram", "deletions": [list(d) for d in deletions], "upserts": [
             [user, mechanism, c.salt.hex(), c.stored_key.hex(), c.server_key.hex(), c.iterations]
             for user, mechanism, c in upserts]}, retry=True)
+
+
+def _endpoint_tuples(endpoints: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    """Listener name -> (host, port) as a sighting carries it: sorted (name, host, port) triples."""
+    return tuple(sorted((str(name), str(host), int(port)) for name, (host, port) in endpoints.items()))
 
 
 def _normalized(configs: dict[str, Any]) -> dict[str, str]:

@@ -52,9 +52,7 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
                      follower: bool, read_committed: bool) -> tuple[dict[str, Any], int]:
     """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0)."""
     index = part["partition"]
-    response = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-                "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
-                "records": b""}
+    response = _partition_answer(index)
     try:
         plog, _epoch = _leader_log(ctx, topic, index, part["current_leader_epoch"])
         hw = plog.high_watermark
@@ -82,10 +80,10 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         return response, 0
 
 
-def _refused_partition(index: int) -> dict[str, Any]:
-    return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
-            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-            "preferred_read_replica": -1, "records": b""}
+def _partition_answer(index: int, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    """A Fetch partition's answer with nothing read yet."""
+    return {"partition_index": index, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
 def _record_follower_progress(broker: Broker, request: dict[str, Any]) -> None:
@@ -133,7 +131,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
                     left = budget - total
                     max_bytes = min(max_bytes, left) if total else max(min(max_bytes, left), 1)
                 if not readable[topic["topic"]]:
-                    entry, size = _refused_partition(part["partition"]), 0
+                    entry, size = _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
                 else:
                     entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed)
                 total += size

@@ -288,13 +288,13 @@ class ScramClient:
         if not nonce.startswith(self._nonce) or salt is None or not iterations.isdigit():
             raise ScramError("malformed server-first message")
         salted = salted_password(self.mechanism, self.password, base64.b64decode(salt), int(iterations))
-        credential = credential_from_salted(self.mechanism, base64.b64decode(salt), salted, int(iterations))
         client_key = _hmac(self.mechanism, salted, b"Client Key")
+        stored_key, server_key = _hash(self.mechanism, client_key), _hmac(self.mechanism, salted, b"Server Key")
         without_proof = f"c={base64.b64encode(_GS2_HEADER.encode()).decode()},r={nonce}"
         auth_message = f"{self._client_first_bare},{server_first.decode()},{without_proof}".encode()
-        signature = _hmac(self.mechanism, credential.stored_key, auth_message)
+        signature = _hmac(self.mechanism, stored_key, auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        self._server_signature = _hmac(self.mechanism, credential.server_key, auth_message)
+        self._server_signature = _hmac(self.mechanism, server_key, auth_message)
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify(self, server_final: bytes) -> None:
