@@ -28,6 +28,15 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def create_topics(settings: dict[str, str], *names: str, partitions: int = 1, replication: int = 1) -> None:
+    """Topics made through the AdminClient with ``settings`` (a secured listener's too); raises if one fails."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(settings)  # kept alive until the futures are done
+    for future in admin.create_topics([NewTopic(name, partitions, replication) for name in names]).values():
+        future.result(30)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))

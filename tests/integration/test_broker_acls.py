@@ -19,11 +19,10 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
-from harness import BrokerProcess, free_port, unique_name, wait_until
+from harness import BrokerProcess, create_topics, free_port, unique_name, wait_until
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority
 
@@ -75,12 +74,6 @@ def secured(tmp_path_factory) -> Iterator[SecuredBroker]:
     yield broker
     broker.process.stop()
 
-
-
-def create_topics(settings: dict[str, str], *names: str) -> None:
-    admin = AdminClient(settings)  # kept alive until the futures are done
-    for future in admin.create_topics([NewTopic(name, 1, 1) for name in names]).values():
-        future.result(30)
 
 
 def allow(principal: str, kind: ResourceType, name: str, operation: AclOperation,

@@ -17,14 +17,13 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from harness import free_port, unique_name, wait_until
+from harness import create_topics, free_port, unique_name, wait_until
 from tls_certs import CertificateAuthority
 
 from broker.client import KafkaConnection
@@ -77,12 +76,9 @@ def secured(tmp_path_factory) -> Iterator[SecuredCluster]:
     cluster.cluster.stop()
 
 
-
 def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_addresses(secured):
     topic = unique_name("replicated")
-    admin = AdminClient(secured.client(1))
-    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
-        future.result(30)
+    create_topics(secured.client(1), topic, replication=3)
     producer = Producer({**secured.client(2), "acks": "all"})
     for number in range(50):
         producer.produce(topic, b"record %d" % number)
@@ -122,9 +118,8 @@ def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_address
 
 def test_acls_and_scram_credentials_made_on_one_broker_hold_on_all(secured):
     topic = unique_name("guarded")
+    create_topics(secured.client(1), topic, replication=3)
     admin = AdminClient(secured.client(1))
-    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
-        future.result(30)
     for future in admin.create_acls([AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
                                                 "User:carol", "*", AclOperation.READ,
                                                 AclPermissionType.ALLOW)]).values():
