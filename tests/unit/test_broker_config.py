@@ -147,3 +147,16 @@ def test_the_sasl_ssl_example_config_loads(tmp_path, self_signed):
     assert config.sasl_settings["SASL_SSL"].mechanisms == ("PLAIN", "SCRAM-SHA-512")
     assert (config.authorizer, config.super_users) == (True, ["User:admin"])
     assert "SASL_SSL" in config.ssl_contexts and config.inert == {}
+
+
+@pytest.mark.parametrize(("algorithm", "checked"), [(None, True), ("https", True), ("", False)])
+def test_brokers_check_each_others_host_names_unless_told_not_to(tmp_path, self_signed, algorithm, checked):
+    """An SSL inter-broker listener gives the brokers a client context from its stores; Kafka's
+    ssl.endpoint.identification.algorithm set empty turns the host name check off."""
+    text = (f"listeners: PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\ninter.broker.listener.name: SSL\n"
+            f"ssl.keystore.type: PEM\nssl.keystore.location: {self_signed.store}\n"
+            f"ssl.truststore.type: PEM\nssl.truststore.location: {self_signed.certificate}\ncluster: {{}}\n")
+    if algorithm is not None:
+        text += f"ssl.endpoint.identification.algorithm: '{algorithm}'\n"
+    security = load(tmp_path, text).inter_broker_security
+    assert security.sasl_mechanism is None and security.ssl_context.check_hostname is checked
