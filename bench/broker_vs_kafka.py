@@ -23,6 +23,11 @@ acks. Kafka's producer tool also reports the produce latency (p50/p99 of its sen
 times at full speed); a last row measures latency at a fixed 20,000 records/s, where queueing does not
 dominate it.
 
+``--rows SIZE:PARTITIONS:CLIENTS[,...]`` keeps only the rows named (both acks settings of each), e.g.
+``--rows 1024:6:4`` for the 1 KiB, 6-partition, 4-client rows; ``--repeat N`` measures each row N times on
+each broker (a new topic each time) and reports the median run of each figure, with every run's rate
+printed as it is measured.
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -214,10 +219,30 @@ def figure(records: int, size: int, seconds: float, wall: float, broker_cpu: flo
                   100 * clients_cpu / wall)
 
 
-def matrix(quick: bool) -> Iterator[Row]:
+def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None) -> Iterator[Row]:
     clients = (1,) if quick else (1, 4)
     for size, partitions, count, acks in itertools.product((100, 1024), (1, 6), clients, ("1", "all")):
-        yield Row(size, partitions, count, acks)
+        if only is None or (size, partitions, count) in only:
+            yield Row(size, partitions, count, acks)
+
+
+def parse_rows(text: str) -> set[tuple[int, int, int]]:
+    """``1024:6:4,100:1:1`` -> {(1024, 6, 4), (100, 1, 1)}; sizes 100/1024, partitions 1/6, clients 1/4."""
+    found = set()
+    for spec in text.split(","):
+        try:
+            size, partitions, clients = (int(part) for part in spec.split(":"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--rows wants SIZE:PARTITIONS:CLIENTS, got {spec!r}") from None
+        if size not in (100, 1024) or partitions not in (1, 6) or clients not in (1, 4):
+            raise argparse.ArgumentTypeError(f"--rows {spec!r}: size is 100 or 1024, partitions 1 or 6, clients 1 or 4")
+        found.add((size, partitions, clients))
+    return found
+
+
+def median_figure(figures: list[Figure]) -> Figure:
+    """The run with the median rate (the lower middle one for an even count): its CPU and latency go with it."""
+    return sorted(figures, key=lambda f: f.records_per_s)[(len(figures) - 1) // 2]
 
 
 @dataclass
@@ -227,18 +252,21 @@ class Broker:
     pid: int
 
 
-def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int]) -> dict:
+def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int], repeat: int = 1) -> dict:
     results = {}
     for row_number, row in enumerate(rows):
         for client in clients:
-            topic = f"bench-{client.name}-{row_number}"
-            create_topic(broker.bootstrap, topic, row.partitions)
-            count = records[row.size]
-            produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
-            consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
-            results[(row, client.name)] = (produced, consumed)
-            print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
-                  f"consume {consumed.records_per_s:>12,.0f}/s", flush=True)
+            runs = []
+            for run in range(repeat):
+                topic = f"bench-{client.name}-{row_number}-{run}"
+                create_topic(broker.bootstrap, topic, row.partitions)
+                count = records[row.size]
+                produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
+                consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
+                runs.append((produced, consumed))
+                print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
+                      f"consume {consumed.records_per_s:>12,.0f}/s", flush=True)
+            results[(row, client.name)] = (median_figure([p for p, _ in runs]), median_figure([c for _, c in runs]))
     results[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
     return results
 
@@ -309,6 +337,9 @@ def main() -> int:
     parser.add_argument("--clients", default="kcat,java", help="comma-separated: kcat, java")
     parser.add_argument("--records-100", type=int, default=500_000, help="records per 100 B row")
     parser.add_argument("--records-1k", type=int, default=200_000, help="records per 1 KiB row")
+    parser.add_argument("--rows", type=parse_rows, default=None,
+                        help="only these rows: SIZE:PARTITIONS:CLIENTS[,...], e.g. 1024:6:4")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row and broker; the median run is reported")
     parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
     args = parser.parse_args()
     if reason := unavailable():
@@ -317,7 +348,7 @@ def main() -> int:
         directory = Path(tmp)
         known = {"kcat": Kcat(directory), "java": JavaTools()}
         clients = [known[name] for name in args.clients.split(",")]
-        rows = list(matrix(args.quick))
+        rows = list(matrix(args.quick and args.rows is None, args.rows))
         records = {100: args.records_100, 1024: args.records_1k}
         print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
         if args.latency_runs:
@@ -329,9 +360,11 @@ def main() -> int:
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
         with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
-            ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records)
+            ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records,
+                                 args.repeat)
         with KafkaServer(directory / "kafka") as kafka:
-            kafkas = measure_broker(Broker("Kafka", kafka.bootstrap, kafka.process.pid), rows, clients, records)
+            kafkas = measure_broker(Broker("Kafka", kafka.bootstrap, kafka.process.pid), rows, clients, records,
+                                    args.repeat)
     print_table(rows, clients, ours, kafkas)
     return 0
 
