@@ -199,6 +199,7 @@ class AclStore:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._acls: dict[Acl, None] = {}
+        self.generation = 0  # counts changes, so that what was decided from the ACLs can be kept until one
         # resource type -> (LITERAL name -> ACLs, PREFIXED prefix -> ACLs, the prefixes' lengths)
         self._index: dict[int, tuple[dict[str, list[Acl]], dict[str, list[Acl]], list[int]]] = {}
         if path is not None and path.exists():
@@ -215,6 +216,7 @@ class AclStore:
         for _literal, prefixed, lengths in index.values():
             lengths.extend(sorted({len(prefix) for prefix in prefixed}))
         self._index = index
+        self.generation += 1
 
     def applicable(self, resource_type: int, name: str) -> list[Acl]:
         """The ACLs whose pattern matches the resource: its own name, ``*``, its prefixes."""
@@ -264,15 +266,37 @@ class AclStore:
 
 
 class Authorizer:
-    """Kafka's StandardAuthorizer over an :class:`AclStore`."""
+    """Kafka's StandardAuthorizer over an :class:`AclStore`.
+
+    Decisions are kept until the ACLs change (the store's generation moves on), up to ``DECISIONS_KEPT`` of
+    them: a Metadata of many topics, a Fetch or Produce of many partitions asks the same questions again and
+    again, and an answer kept is a dictionary look-up instead of a walk through the resource's ACLs."""
+
+    DECISIONS_KEPT = 100_000
 
     def __init__(self, store: AclStore, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
         self.store = store
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
+        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
+        self._decided_at = store.generation
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
                   name: str) -> bool:
+        if self._decided_at != self.store.generation:
+            self._decisions.clear()
+            self._decided_at = self.store.generation
+        key = (principal, host, operation, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decide(principal, host, operation, resource_type, name)
+            if len(self._decisions) >= self.DECISIONS_KEPT:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        return decision
+
+    def _decide(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
+                name: str) -> bool:
         if principal in self.super_users:
             return True
         candidates = self.store.applicable(resource_type, name)

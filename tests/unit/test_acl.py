@@ -145,3 +145,29 @@ def test_every_prefix_of_a_name_is_looked_up():
     assert not may(auth, Op.WRITE, name="abc")  # the prefix is longer than the name
     auth.store.remove([acl(name="abc-", pattern=PREFIXED, operation=Op.WRITE)])
     assert not may(auth, Op.WRITE, name="abc-x")  # the index follows every change
+
+
+def test_kept_decisions_follow_every_change_of_the_acls():
+    auth = authorizer(acl())
+    assert may(auth, Op.READ) and may(auth, Op.READ)  # the second answer is the kept one
+    auth.store.add([acl(permission=DENY)])
+    assert not may(auth, Op.READ)  # an added DENY counts at once
+    auth.store.remove([acl(permission=DENY)])
+    assert may(auth, Op.READ)
+    auth.store.replace([acl(principal="User:bob")])  # as a cluster node takes the metadata's ACLs
+    assert not may(auth, Op.READ)
+    assert may(auth, Op.READ, principal="User:bob")
+    auth.store.replace([acl(principal="User:bob")])  # the same ACLs again: nothing changes
+    assert may(auth, Op.READ, principal="User:bob") and not may(auth, Op.READ)
+
+
+def test_kept_decisions_are_bounded_and_told_apart_by_every_part_of_the_question(monkeypatch):
+    monkeypatch.setattr(Authorizer, "DECISIONS_KEPT", 8)
+    auth = authorizer(acl(), acl(name="t-", pattern=PREFIXED, host="10.0.0.1", operation=Op.WRITE))
+    for number in range(50):
+        assert may(auth, Op.WRITE, name=f"t-{number}")
+        assert not may(auth, Op.WRITE, name=f"t-{number}", host="10.0.0.2")
+        assert not may(auth, Op.WRITE, name=f"t-{number}", principal="User:bob")
+        assert not may(auth, Op.READ, name=f"t-{number}")
+        assert not may(auth, Op.WRITE, name=f"t-{number}", kind=GROUP)
+    assert len(auth._decisions) <= 8
