@@ -4,9 +4,11 @@ encoding it, without a network or a client, with and without an authorizer.
     .venv/bin/python bench/metadata_answer.py [--topics 1000] [--requests 50]
 
 A broker on a temporary data dir gets ``--topics`` topics of one partition; Metadata v12 for every topic is
-then answered ``--requests`` times and the mean time per answer printed, split into the handler and the
-encoding. The first answer encodes every topic entry; the later ones reuse the kept entries
-(broker/handlers/cluster_info.py), so the mean is close to the steady state. With the authorizer, one
+then answered ``--requests`` times, and the time of the first answer and the mean time of the later ones
+printed, each split into the handler and the encoding. The first answer builds and encodes every topic entry
+and makes every ACL check; the later ones are answered from what was kept (broker/handlers/cluster_info.py:
+each topic's encoded entry, the every-topic answer, the authorizer's decisions) while nothing changes. With
+the authorizer, one
 PREFIXED ACL lets the asking principal (User:ANONYMOUS) describe every topic, so each answer makes one
 check per topic.
 """
@@ -35,7 +37,7 @@ REQUEST = {"topics": None, "allow_auto_topic_creation": False, "include_topic_au
            "include_cluster_authorized_operations": False}
 
 
-async def measure(topics: int, requests: int, authorizer: bool) -> tuple[float, float]:
+async def measure(topics: int, requests: int, authorizer: bool) -> tuple[float, float, float, float]:
     with tempfile.TemporaryDirectory(prefix="metadata-answer-") as data:
         config = BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=data)
         config.authorizer = authorizer
@@ -49,16 +51,17 @@ async def measure(topics: int, requests: int, authorizer: bool) -> tuple[float, 
                 broker.create_topic(f"t-{number:05d}", 1, {}, replication_factor=1)
             ctx = RequestContext(broker, ApiKey.METADATA, 12, 1, "bench", "127.0.0.1", "PLAINTEXT", None)
             handle = HANDLERS[ApiKey.METADATA]
-            handling = encoding = 0.0
+            times = []
             for _ in range(requests):
                 began = time.perf_counter()
                 answer = await handle(ctx, REQUEST)
                 built = time.perf_counter()
                 encode_response_chunks(ApiKey.METADATA, 12, 1, answer)
-                handling += built - began
-                encoding += time.perf_counter() - built
-            assert len(answer["topics"]) >= topics
-            return handling / requests * 1000, encoding / requests * 1000
+                times.append((built - began, time.perf_counter() - built))
+                assert len(answer["topics"]) >= topics
+            later = times[1:]
+            return (times[0][0] * 1000, times[0][1] * 1000, sum(h for h, _ in later) / len(later) * 1000,
+                    sum(e for _, e in later) / len(later) * 1000)
         finally:
             await broker.stop()
 
@@ -70,12 +73,13 @@ def main() -> int:
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(f"Metadata v12 of {args.topics} topics, {args.requests} answers, in process")
-    print("| authorizer | handler ms | encoding ms | total ms |")
-    print("|---|---|---|---|")
+    print("| authorizer | first answer: handler + encoding ms | later answers, mean: handler + encoding ms |")
+    print("|---|---|---|")
     for authorizer in (False, True):
-        handling, encoding = asyncio.run(measure(args.topics, args.requests, authorizer))
-        print(f"| {'one ACL' if authorizer else 'none'} | {handling:.2f} | {encoding:.2f} | "
-              f"{handling + encoding:.2f} |")
+        first_handling, first_encoding, handling, encoding = asyncio.run(
+            measure(args.topics, max(args.requests, 2), authorizer))
+        print(f"| {'one ACL' if authorizer else 'none'} | {first_handling:.2f} + {first_encoding:.2f} = "
+              f"{first_handling + first_encoding:.2f} | {handling:.2f} + {encoding:.2f} = {handling + encoding:.2f} |")
     return 0
 
 

@@ -147,6 +147,8 @@ class Broker:
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
         # Metadata's encoded topic entries: (topic, version) -> (what they say, bytes) (handlers.cluster_info)
         self.metadata_entries: dict[tuple[str, int], tuple[Any, Any]] = {}
+        # Metadata's every-topic answers: (version, who asks, the state they were made from) -> topic entries
+        self.metadata_topic_lists: dict[tuple, list[Any]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
 
@@ -376,6 +378,12 @@ class Broker:
             return self.cluster.live_brokers(listener)
         host, port = self.endpoints.get(listener, (self.host, self.port)) if listener else (self.host, self.port)
         return [(self.node_id, host, port, self.config["rack"] or None)]
+
+    def metadata_generation(self) -> tuple[int, int]:
+        """Changes whenever a topic is created, deleted or grown here or the cluster's metadata changes (its
+        leaders, epochs, replicas, ISRs); taken before reading them, it tells whether a Metadata answer
+        made from them earlier still holds."""
+        return self.logs.generation, (self.cluster.metadata.version if self.cluster is not None else 0)
 
     def controller_id(self) -> int:
         if self.cluster is not None:

@@ -28,6 +28,7 @@ The rules follow Kafka's KRaft controller:
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +99,15 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
             for p in range(first_partition, first_partition + partitions)]
 
 
+# Versions of the metadata, never used twice in a process (see ClusterMetadata.version).
+_VERSIONS = itertools.count(1)
+
+
 class ClusterMetadata:
     def __init__(self) -> None:
+        # A number that changes with every applied command, and that no other ClusterMetadata (one restored
+        # from a snapshot) ever had: what was derived from the metadata can be kept while it stays the same.
+        self.version = next(_VERSIONS)
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicMetadata] = {}
         # Where the next topic's round-robin assignment starts; bumped per topic so leaders spread.
@@ -168,6 +176,10 @@ class ClusterMetadata:
             return refused(exc.code, exc.message)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return refused(ErrorCode.INVALID_REQUEST, f"malformed metadata command: {exc!r}")
+        finally:
+            # after the change (a reader takes the version before what it derives, so it never keeps a
+            # result of the old state under the new version)
+            self.version = next(_VERSIONS)
 
     def _register_broker(self, command: Command) -> Result:
         node_id = int(command["node_id"])

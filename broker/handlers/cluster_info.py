@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
@@ -73,6 +74,30 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     return encoded
 
 
+TOPIC_LISTS_KEPT = 64
+
+
+def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
+                 described: Callable[[str], bool]) -> list[Encoded]:
+    """The entries of every topic the principal may describe, in name order.
+
+    Kept and used again while nothing they depend on changes: the topics and the cluster's metadata
+    (``Broker.metadata_generation``, taken first), the live brokers, the ACLs and who asks (with an
+    authorizer), the version and whether operations are asked for. A monitor or an admin client asking for
+    every topic over and over then costs no work per topic."""
+    broker = ctx.broker
+    authorizer = broker.authorizer
+    asker = None if authorizer is None else (authorizer.store.generation, ctx.principal, ctx.client_host)
+    key = (ctx.api_version, operations, broker.metadata_generation(), live, asker)
+    kept = broker.metadata_topic_lists.get(key)
+    if kept is None:
+        kept = [_topic_entry(ctx, name, live, operations) for name in sorted(broker.logs.topics) if described(name)]
+        if len(broker.metadata_topic_lists) >= TOPIC_LISTS_KEPT:
+            broker.metadata_topic_lists.clear()
+        broker.metadata_topic_lists[key] = kept
+    return list(kept)
+
+
 def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
@@ -90,8 +115,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     # v0: an empty list means every topic; v1+: null means every topic and [] means none.
     if requested is None or (ctx.api_version == 0 and not requested):
         # every topic the principal may describe; the others are left out
-        topics = [_topic_entry(ctx, name, live, operations) for name in sorted(broker.logs.topics)
-                  if described(name)]
+        topics = _every_topic(ctx, live, operations, described)
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])

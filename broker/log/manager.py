@@ -100,6 +100,9 @@ class LogManager:
         self._defaults = {name: format_value(value) for name, value in parse_configs(defaults).items()}
         self._topics: dict[str, Topic] = {}
         self.topics: Mapping[str, Topic] = MappingProxyType(self._topics)
+        # counts the topics created, deleted and grown, after each change: what was derived from the topics
+        # and their partition counts (Metadata's answers) can be kept while it stays the same
+        self.generation = 0
         self._lock = threading.RLock()
         self._closed = False
         os.makedirs(os.path.join(self.data_dir, TOPICS_DIR), exist_ok=True)
@@ -191,6 +194,7 @@ class LogManager:
             self._save_topic(topic, partitions)
             topic.partitions = [self._open_log(name, p, config) for p in range(partitions)]
             self._topics[name] = topic
+            self.generation += 1
             return topic
 
     def delete_topic(self, name: str) -> None:
@@ -205,6 +209,7 @@ class LogManager:
                 os.replace(self._partition_dir(name, index), target)
                 doomed.append(target)
             os.unlink(self._topic_file(topic))
+            self.generation += 1
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -221,6 +226,7 @@ class LogManager:
             topic.partitions.extend(
                 self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)
             )
+            self.generation += 1
 
     def _get_topic(self, name: str) -> Topic:
         topic = self._topics.get(name)

@@ -30,6 +30,17 @@ def create(name: str = "t", partitions: int = 6, rf: int = 3, topic_id: str = TO
             "replication_factor": rf, "configs": {}, **extra}
 
 
+def test_every_applied_command_and_every_restored_snapshot_gets_a_version_never_seen_before():
+    metadata = cluster(1, 2, 3)
+    seen = {metadata.version}
+    for command in (create("a", 3, 3), {"op": "fence_broker", "node_id": 1}, create("a", 3, 3), {"op": "nonsense"}):
+        metadata.apply(command)  # refused commands too: a reader only needs the version to move on a change
+        assert metadata.version not in seen
+        seen.add(metadata.version)
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert restored.version not in seen and ClusterMetadata().version not in seen
+
+
 def test_round_robin_assignment_spreads_leaders_and_followers():
     assert assign_replicas([1, 2, 3], 4, 2, start=0) == [[1, 2], [2, 3], [3, 1], [1, 2]]
     assert assign_replicas([1, 2, 3], 2, 3, start=1) == [[2, 3, 1], [3, 1, 2]]
