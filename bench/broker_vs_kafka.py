@@ -28,6 +28,11 @@ dominate it.
 each broker (a new topic each time) and reports the median run of each figure, with every run's rate
 printed as it is measured.
 
+``--alternate`` starts both brokers and takes turns, run by run: each run of a row on our broker is followed by
+the same run on Kafka, so that whatever else the machine does in a stretch of time weighs on both brokers
+alike (without it, all of our rows run first, then all of Kafka's). The broker not being measured sits idle;
+each run prints its CPU use too.
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -252,20 +257,48 @@ class Broker:
     pid: int
 
 
+def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: Broker | None = None
+                ) -> tuple[Figure, Figure]:
+    """One produce and one consume of a row on a new topic; with ``idle``, that other broker's CPU use
+    meanwhile is printed (it should stay near zero)."""
+    create_topic(broker.bootstrap, topic, row.partitions)
+    idle_before, began = (cpu_seconds(idle.pid), time.monotonic()) if idle else (0.0, 0.0)
+    produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
+    consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
+    idle_note = ""
+    if idle:
+        idle_note = f" ({idle.name} idle at {100 * (cpu_seconds(idle.pid) - idle_before) / (time.monotonic() - began):.0f} %)"
+    print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
+          f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}", flush=True)
+    return produced, consumed
+
+
+def measure_alternating(brokers: list[Broker], rows: list[Row], clients: list, records: dict[int, int],
+                        repeat: int) -> list[dict]:
+    """Every run of every row on each broker in turn; one result dict per broker, as measure_broker's."""
+    runs: dict[tuple[int, Row, str], list[tuple[Figure, Figure]]] = {}
+    for row_number, row in enumerate(rows):
+        for client in clients:
+            for run in range(repeat):
+                for number, broker in enumerate(brokers):
+                    idle = brokers[1 - number] if len(brokers) == 2 else None
+                    runs.setdefault((number, row, client.name), []).append(measure_run(
+                        broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size], idle))
+    results = []
+    for number, broker in enumerate(brokers):
+        result = {(row, name): (median_figure([p for p, _ in found]), median_figure([c for _, c in found]))
+                  for (which, row, name), found in runs.items() if which == number}
+        result[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
+        results.append(result)
+    return results
+
+
 def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int], repeat: int = 1) -> dict:
     results = {}
     for row_number, row in enumerate(rows):
         for client in clients:
-            runs = []
-            for run in range(repeat):
-                topic = f"bench-{client.name}-{row_number}-{run}"
-                create_topic(broker.bootstrap, topic, row.partitions)
-                count = records[row.size]
-                produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
-                consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
-                runs.append((produced, consumed))
-                print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
-                      f"consume {consumed.records_per_s:>12,.0f}/s", flush=True)
+            runs = [measure_run(broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size])
+                    for run in range(repeat)]
             results[(row, client.name)] = (median_figure([p for p, _ in runs]), median_figure([c for _, c in runs]))
     results[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
     return results
@@ -340,6 +373,8 @@ def main() -> int:
     parser.add_argument("--rows", type=parse_rows, default=None,
                         help="only these rows: SIZE:PARTITIONS:CLIENTS[,...], e.g. 1024:6:4")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row and broker; the median run is reported")
+    parser.add_argument("--alternate", action="store_true",
+                        help="both brokers up; each run on ours is followed by the same run on Kafka")
     parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
     args = parser.parse_args()
     if reason := unavailable():
@@ -357,6 +392,14 @@ def main() -> int:
             with KafkaServer(directory / "kafka") as kafka:
                 kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
             print_latency_runs(ours_runs, kafka_runs)
+            return 0
+        if args.alternate:
+            with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker,
+                  KafkaServer(directory / "kafka") as kafka):
+                ours, kafkas = measure_alternating(
+                    [Broker("ours", broker.bootstrap, broker.proc.pid),
+                     Broker("Kafka", kafka.bootstrap, kafka.process.pid)], rows, clients, records, args.repeat)
+            print_table(rows, clients, ours, kafkas)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
         with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
