@@ -31,7 +31,9 @@ printed as it is measured.
 ``--alternate`` starts both brokers and takes turns, run by run: each run of a row on our broker is followed by
 the same run on Kafka, so that whatever else the machine does in a stretch of time weighs on both brokers
 alike (without it, all of our rows run first, then all of Kafka's). The broker not being measured sits idle;
-each run prints its CPU use too.
+each run prints its CPU use too. Each run then starts with the machine's dirty pages written out (``sync``,
+outside the timed part) and its topic is deleted after it, so that no run pays for writing back the data
+of the runs before it and longer runs (``--records-100``, ``--records-1k``) fit on the disk.
 
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
@@ -131,6 +133,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(60)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
         future.result(60)
 
 
@@ -262,9 +272,13 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
     """One produce and one consume of a row on a new topic; with ``idle``, that other broker's CPU use
     meanwhile is printed (it should stay near zero)."""
     create_topic(broker.bootstrap, topic, row.partitions)
+    if idle:
+        os.sync()  # no dirty pages of earlier runs to be written back during this one
     idle_before, began = (cpu_seconds(idle.pid), time.monotonic()) if idle else (0.0, 0.0)
     produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
     consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
+    if idle:
+        delete_topic(broker.bootstrap, topic)  # the disk holds one run's data at a time
     idle_note = ""
     if idle:
         idle_note = f" ({idle.name} idle at {100 * (cpu_seconds(idle.pid) - idle_before) / (time.monotonic() - began):.0f} %)"

@@ -7,10 +7,8 @@ answers and look for the change, over the real handler and codec (a broker in pr
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import pytest
-import structlog
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
@@ -24,7 +22,6 @@ EVERY_TOPIC = {"topics": None, "allow_auto_topic_creation": False, "include_topi
 
 @pytest.fixture
 def broker_factory(tmp_path):
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     loop = asyncio.new_event_loop()
     started = []
 
