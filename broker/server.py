@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.errors import ErrorCode
+from broker.framing import FrameReader, start_frame_server
 from broker.handlers import HANDLERS, RequestContext
 from broker.protocol.api import (
     ApiKey,
@@ -90,9 +91,9 @@ class KafkaServer:
         self._connections: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
-                                                  reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
-                                                  ssl_handshake_timeout=10.0 if self.ssl_context else None)
+        self._server = await start_frame_server(self._serve_connection, self.host, self.port,
+                                                reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
+                                                ssl_handshake_timeout=10.0 if self.ssl_context else None)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -107,7 +108,7 @@ class KafkaServer:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         self._server = None
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -127,7 +128,7 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _request_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def _request_loop(self, reader: FrameReader, writer: asyncio.StreamWriter,
                             client_host: str) -> None:
         session = _SaslSession() if self.sasl is not None else None
         # Kafka's default principal: the SASL user once logged in, else the TLS client certificate's subject
@@ -140,10 +141,10 @@ class KafkaServer:
                 log.warning("closing connection: request size out of bounds", client=client_host, size=size,
                             limit=limit)
                 return
-            frame = await reader.readexactly(size)
+            frame = await reader.read_frame(size)
             if session is not None and session.bare_token:
                 # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
-                answer = self._log_in(session, frame, client_host)
+                answer = self._log_in(session, bytes(frame), client_host)
                 if answer is None:
                     return
                 session.bare_token = session.user is None
@@ -239,7 +240,7 @@ class KafkaServer:
             answer["session_lifetime_ms"] = max(int((session.expires_at - time.monotonic()) * 1000), 1)
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
-    async def _handle_frame(self, frame: bytes, client_host: str, session: _SaslSession | None = None,
+    async def _handle_frame(self, frame: bytes | bytearray, client_host: str, session: _SaslSession | None = None,
                             principal: str = ANONYMOUS) -> list | _LastAnswer | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
