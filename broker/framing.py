@@ -37,8 +37,9 @@ class FrameReader(asyncio.StreamReader):
         return memoryview(self.frame)[self.filled:]
 
     def frame_received(self, count: int) -> None:
+        """``count`` more bytes of the frame arrived where :meth:`frame_room` said."""
         self.filled += count
-        if self.filled >= len(self.frame or b""):
+        if self.filled >= len(self.frame):
             self._wakeup_waiter()
 
     async def read_frame(self, size: int) -> bytes | bytearray:
@@ -69,17 +70,19 @@ class FrameProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     def __init__(self, reader: FrameReader, connected: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(reader, connected, loop=loop)
         self._scratch = memoryview(bytearray(_SCRATCH_BYTES))
+        self._into_frame = False  # whether the buffer last handed out was the waiting frame's
 
     def get_buffer(self, sizehint: int) -> memoryview:
         reader = self._stream_reader
         room = reader.frame_room() if reader is not None else None
+        self._into_frame = room is not None
         return room if room is not None else self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._stream_reader
         if reader is None:
             return
-        if reader.frame_room() is not None:
+        if self._into_frame:
             reader.frame_received(nbytes)
         else:
             reader.feed_data(self._scratch[:nbytes])
