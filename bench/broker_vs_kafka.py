@@ -64,7 +64,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from harness import BrokerProcess  # noqa: E402
+from harness import BrokerProcess, create_topics  # noqa: E402
 from kafka_harness import KafkaServer, java_command, unavailable  # noqa: E402
 
 KCAT = "kcat"
@@ -129,11 +129,7 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(60)
+    create_topics({"bootstrap.servers": bootstrap}, topic, partitions=partitions)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -260,6 +256,11 @@ def median_figure(figures: list[Figure]) -> Figure:
     return sorted(figures, key=lambda f: f.records_per_s)[(len(figures) - 1) // 2]
 
 
+def median_runs(runs: list[tuple[Figure, Figure]]) -> tuple[Figure, Figure]:
+    """(produce, consume) of a row's runs: the median run of each."""
+    return median_figure([p for p, _ in runs]), median_figure([c for _, c in runs])
+
+
 @dataclass
 class Broker:
     name: str
@@ -274,34 +275,33 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
     create_topic(broker.bootstrap, topic, row.partitions)
     if idle:
         os.sync()  # no dirty pages of earlier runs to be written back during this one
-    idle_before, began = (cpu_seconds(idle.pid), time.monotonic()) if idle else (0.0, 0.0)
+        idle_before, began = cpu_seconds(idle.pid), time.monotonic()
     produced = client.produce(broker.bootstrap, topic, row, count, broker.pid)
     consumed = client.consume(broker.bootstrap, topic, row, count, broker.pid)
-    if idle:
-        delete_topic(broker.bootstrap, topic)  # the disk holds one run's data at a time
     idle_note = ""
     if idle:
         idle_note = f" ({idle.name} idle at {100 * (cpu_seconds(idle.pid) - idle_before) / (time.monotonic() - began):.0f} %)"
+        delete_topic(broker.bootstrap, topic)  # the disk holds one run's data at a time
     print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
           f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}", flush=True)
     return produced, consumed
 
 
-def measure_alternating(brokers: list[Broker], rows: list[Row], clients: list, records: dict[int, int],
+def measure_alternating(brokers: tuple[Broker, Broker], rows: list[Row], clients: list, records: dict[int, int],
                         repeat: int) -> list[dict]:
-    """Every run of every row on each broker in turn; one result dict per broker, as measure_broker's."""
+    """Every run of every row on each of the two brokers in turn; one result dict per broker, as
+    measure_broker's."""
     runs: dict[tuple[int, Row, str], list[tuple[Figure, Figure]]] = {}
     for row_number, row in enumerate(rows):
         for client in clients:
             for run in range(repeat):
                 for number, broker in enumerate(brokers):
-                    idle = brokers[1 - number] if len(brokers) == 2 else None
                     runs.setdefault((number, row, client.name), []).append(measure_run(
-                        broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size], idle))
+                        broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size],
+                        idle=brokers[1 - number]))
     results = []
     for number, broker in enumerate(brokers):
-        result = {(row, name): (median_figure([p for p, _ in found]), median_figure([c for _, c in found]))
-                  for (which, row, name), found in runs.items() if which == number}
+        result = {(row, name): median_runs(found) for (which, row, name), found in runs.items() if which == number}
         result[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
         results.append(result)
     return results
@@ -313,7 +313,7 @@ def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict
         for client in clients:
             runs = [measure_run(broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size])
                     for run in range(repeat)]
-            results[(row, client.name)] = (median_figure([p for p, _ in runs]), median_figure([c for _, c in runs]))
+            results[(row, client.name)] = median_runs(runs)
     results[(LATENCY_ROW, "latency")] = fixed_rate_latency(broker, "bench-latency")
     return results
 
@@ -411,8 +411,8 @@ def main() -> int:
             with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker,
                   KafkaServer(directory / "kafka") as kafka):
                 ours, kafkas = measure_alternating(
-                    [Broker("ours", broker.bootstrap, broker.proc.pid),
-                     Broker("Kafka", kafka.bootstrap, kafka.process.pid)], rows, clients, records, args.repeat)
+                    (Broker("ours", broker.bootstrap, broker.proc.pid),
+                     Broker("Kafka", kafka.bootstrap, kafka.process.pid)), rows, clients, records, args.repeat)
             print_table(rows, clients, ours, kafkas)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
