@@ -335,12 +335,11 @@ _RUNTIME: dict[str, Any] = {
     "write_uuid": types.write_uuid,
     "Encoded": types.Encoded,
 }
-for _kind in ("string", "bytes"):
-    for _compact in ("", "compact_"):
-        for _nullable in ("", "nullable_"):
-            for _direction in ("read", "write"):
-                _name = f"{_direction}_{_compact}{_nullable}{_kind}"
-                _RUNTIME[_name] = getattr(types, _name)
+for _compact in ("", "compact_"):
+    for _nullable in ("", "nullable_"):
+        for _name in (*(f"{direction}_{_compact}{_nullable}{kind}" for direction in ("read", "write")
+                        for kind in ("string", "bytes")), f"read_{_compact}{_nullable}records_view"):
+            _RUNTIME[_name] = getattr(types, _name)
 
 
 def _compile(message: Message, version: int) -> CompiledVersion:
@@ -587,7 +586,11 @@ class _Generator:
             return [f"{pad}({target},) = {unpacker}(buf, pos)", f"{pad}pos += {struct.calcsize(fmt)}"]
         if type_ == "uuid":
             return [f"{pad}{target}, pos = read_uuid(buf, pos)"]
-        return [f"{pad}{target}, pos = {self._blob_function('read', f)}(buf, pos)"]
+        reader = self._blob_function("read", f)
+        if type_ == "records" and self.message.kind == "request":
+            # a request's records stay in its frame (Produce: the log writes them from there)
+            reader = reader.replace("_bytes", "_records_view")
+        return [f"{pad}{target}, pos = {reader}(buf, pos)"]
 
     def _read_array_lines(self, f: Field, target: str, path: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent

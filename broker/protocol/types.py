@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import struct
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 Buffer = bytes | bytearray | memoryview
@@ -262,6 +263,42 @@ def array_length_bytes(count: int) -> bytes:
     return INT32.pack(count)
 
 
+def _sized_readers(size: struct.Struct, what: str, take: Callable[[Buffer, int, int, str], tuple[Any, int]]
+                   ) -> tuple[Callable[[Buffer, int], tuple[Any, int]], ...]:
+    """The four readers of a ``what`` (plain, nullable, compact, compact nullable): a length in ``size`` (or a
+    varint of length + 1 when compact; -1 or 0 for null) before the bytes, handed back as ``take`` makes them."""
+    compact_what = f"compact {what}"
+    unpack, width = size.unpack_from, size.size
+
+    def read(buf: Buffer, pos: int) -> tuple[Any, int]:
+        (length,) = unpack(buf, pos)
+        if length < 0:
+            raise DecodeError(f"null or negative-length non-nullable {what} at byte {pos}")
+        return take(buf, pos + width, length, what)
+
+    def read_nullable(buf: Buffer, pos: int) -> tuple[Any, int]:
+        (length,) = unpack(buf, pos)
+        if length < 0:
+            if length == -1:
+                return None, pos + width
+            raise DecodeError(f"negative {what} length {length} at byte {pos}")
+        return take(buf, pos + width, length, what)
+
+    def read_compact(buf: Buffer, pos: int) -> tuple[Any, int]:
+        start = pos
+        raw, pos = read_uvarint(buf, pos)
+        if raw == 0:
+            raise DecodeError(f"null non-nullable {compact_what} at byte {start}")
+        return take(buf, pos, raw - 1, compact_what)
+
+    def read_compact_nullable(buf: Buffer, pos: int) -> tuple[Any, int]:
+        raw, pos = read_uvarint(buf, pos)
+        if raw == 0:
+            return None, pos
+        return take(buf, pos, raw - 1, compact_what)
+
+    return read, read_nullable, read_compact, read_compact_nullable
+
 
 # ----- strings ----------------------------------------------------------------------------------
 # Invalid UTF-8 is replaced (U+FFFD), not rejected: Kafka decodes strings with Java's String
@@ -275,35 +312,8 @@ def _slice_text(buf: Buffer, pos: int, length: int, what: str) -> tuple[str, int
     return str(buf[pos:end], "utf-8", "replace"), end
 
 
-def read_string(buf: Buffer, pos: int) -> tuple[str, int]:
-    (length,) = INT16.unpack_from(buf, pos)
-    if length < 0:
-        raise DecodeError(f"null or negative-length non-nullable string at byte {pos}")
-    return _slice_text(buf, pos + 2, length, "string")
-
-
-def read_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
-    (length,) = INT16.unpack_from(buf, pos)
-    if length < 0:
-        if length == -1:
-            return None, pos + 2
-        raise DecodeError(f"negative string length {length} at byte {pos}")
-    return _slice_text(buf, pos + 2, length, "string")
-
-
-def read_compact_string(buf: Buffer, pos: int) -> tuple[str, int]:
-    start = pos
-    raw, pos = read_uvarint(buf, pos)
-    if raw == 0:
-        raise DecodeError(f"null non-nullable compact string at byte {start}")
-    return _slice_text(buf, pos, raw - 1, "compact string")
-
-
-def read_compact_nullable_string(buf: Buffer, pos: int) -> tuple[str | None, int]:
-    raw, pos = read_uvarint(buf, pos)
-    if raw == 0:
-        return None, pos
-    return _slice_text(buf, pos, raw - 1, "compact string")
+read_string, read_nullable_string, read_compact_string, read_compact_nullable_string = _sized_readers(
+    INT16, "string", _slice_text)
 
 
 def write_string(out: list, value: str) -> None:
@@ -335,7 +345,8 @@ def write_compact_nullable_string(out: list, value: str | None) -> None:
 # ----- bytes and records ------------------------------------------------------------------------
 # Both decode to ``bytes`` (one copy out of the frame) and encode from any bytes-like object without
 # copying it until the frame is joined. ``records`` shares these readers and writers: only the
-# schema type differs.
+# schema type differs, except in requests, where a records blob decodes to a ``memoryview`` of the
+# frame (the ``*_records_view`` readers): a Produce request's batches go to the log without a copy.
 
 
 def _slice_bytes(buf: Buffer, pos: int, length: int, what: str) -> tuple[bytes, int]:
@@ -345,35 +356,17 @@ def _slice_bytes(buf: Buffer, pos: int, length: int, what: str) -> tuple[bytes, 
     return bytes(buf[pos:end]), end
 
 
-def read_bytes(buf: Buffer, pos: int) -> tuple[bytes, int]:
-    (length,) = INT32.unpack_from(buf, pos)
-    if length < 0:
-        raise DecodeError(f"null or negative-length non-nullable bytes at byte {pos}")
-    return _slice_bytes(buf, pos + 4, length, "bytes")
+def _slice_view(buf: Buffer, pos: int, length: int, what: str) -> tuple[memoryview, int]:
+    end = pos + length
+    if end > len(buf):
+        raise _truncated(what, pos, length, buf)
+    return memoryview(buf)[pos:end], end
 
 
-def read_nullable_bytes(buf: Buffer, pos: int) -> tuple[bytes | None, int]:
-    (length,) = INT32.unpack_from(buf, pos)
-    if length < 0:
-        if length == -1:
-            return None, pos + 4
-        raise DecodeError(f"negative bytes length {length} at byte {pos}")
-    return _slice_bytes(buf, pos + 4, length, "bytes")
-
-
-def read_compact_bytes(buf: Buffer, pos: int) -> tuple[bytes, int]:
-    start = pos
-    raw, pos = read_uvarint(buf, pos)
-    if raw == 0:
-        raise DecodeError(f"null non-nullable compact bytes at byte {start}")
-    return _slice_bytes(buf, pos, raw - 1, "compact bytes")
-
-
-def read_compact_nullable_bytes(buf: Buffer, pos: int) -> tuple[bytes | None, int]:
-    raw, pos = read_uvarint(buf, pos)
-    if raw == 0:
-        return None, pos
-    return _slice_bytes(buf, pos, raw - 1, "compact bytes")
+read_bytes, read_nullable_bytes, read_compact_bytes, read_compact_nullable_bytes = _sized_readers(
+    INT32, "bytes", _slice_bytes)
+(read_records_view, read_nullable_records_view, read_compact_records_view,
+ read_compact_nullable_records_view) = _sized_readers(INT32, "bytes", _slice_view)
 
 
 def _byte_view(value: Buffer) -> bytes | memoryview:

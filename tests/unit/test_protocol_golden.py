@@ -226,14 +226,28 @@ def test_flexible_response_header_has_a_tagged_section():
     assert frame[9:] == i32(0) + b"\x01" + b"\x00" + i32(-1) + b"\x01" + i32(-(2**31)) + b"\x00"
 
 
-def test_records_accept_any_bytes_like_and_decode_to_bytes():
+def test_request_records_encode_from_any_bytes_like_and_decode_to_a_view_of_the_frame():
     records = bytearray(b"\x01\x02\x03")
     body = {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": memoryview(records)}]}]}
-    frame = encode_request(ApiKey.PRODUCE, 9, 1, "p", body)
+    frame = bytearray(encode_request(ApiKey.PRODUCE, 9, 1, "p", body))
     _, decoded = decode_request(frame[4:])
     value = decoded["topic_data"][0]["partition_data"][0]["records"]
-    assert type(value) is bytes and value == b"\x01\x02\x03"
-    assert decode_request(memoryview(bytearray(frame))[4:]) == decode_request(frame[4:])
+    assert type(value) is memoryview and value == b"\x01\x02\x03"
+    # no copy: the records are the frame's own bytes
+    received = memoryview(frame)[4:]
+    _, decoded = decode_request(received)
+    view = decoded["topic_data"][0]["partition_data"][0]["records"]
+    frame[frame.index(b"\x01\x02\x03")] = 9
+    assert bytes(view) == b"\x09\x02\x03"
+    assert decode_request(memoryview(bytearray(frame))[4:]) == decode_request(bytes(frame[4:]))
+
+
+def test_response_records_decode_to_bytes():
+    frame = encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 10, "records": bytearray(b"xyz")}]}]})
+    decoded = decode_response(ApiKey.FETCH, 12, frame[4:])[1]
+    value = decoded["responses"][0]["partitions"][0]["records"]
+    assert type(value) is bytes and value == b"xyz"
 
 
 def test_fetch_v12_response_leaves_default_tagged_fields_out():
