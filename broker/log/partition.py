@@ -19,8 +19,9 @@ Flush policy
 ------------
 By default Kafka's: every append is written to the operating system before it is acknowledged, so it
 survives a crash of the process (kill -9), but there is no fsync per append. When a segment rolls the
-finished segment is fsynced and the recovery point moves to the new segment, so after a crash of the
-machine only segments from the recovery point on need checking. Topic configs ``flush.messages`` (fsync
+finished segment is fsynced in the background (:mod:`broker.log.background`, as Kafka's scheduler does it:
+appends go on meanwhile) and then the recovery point moves past it, so after a crash of the machine only
+segments from the recovery point on need checking. Topic configs ``flush.messages`` (fsync
 after that many records) and ``flush.ms`` (fsync when the oldest unflushed append is that old, checked on
 append and by :meth:`flush_if_due`) tighten this; set ``flush.messages=1`` in the broker-wide defaults to
 fsync every append. ``close()`` fsyncs everything and writes the clean-shutdown marker.
@@ -48,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import FLUSHER
 from broker.log.config import CONFIG_DEFS, INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
@@ -111,6 +113,7 @@ class PartitionLog:
         clock: Callable[[], float] = time.time,
         *,
         auto_high_watermark: bool = True,
+        background: Callable[[Callable[[], None]], None] = FLUSHER.submit,
     ) -> None:
         self.directory = os.fspath(directory)
         self._jitter_for = -1  # the segment (base offset) the current roll jitter was drawn for
@@ -119,7 +122,9 @@ class PartitionLog:
         self._clock = clock
         self.auto_high_watermark = auto_high_watermark
         self._lock = threading.RLock()
+        self._background = background  # runs a job off the caller's thread (fsyncs of rolled segments)
         self._segments: list[LogSegment] = []
+        self._unsynced: list[LogSegment] = []  # rolled segments not yet fsynced (oldest first)
         self._bases: list[int] = []
         self._producers = ProducerStateManager()
         self._aborted = AbortedTransactions()
@@ -412,7 +417,8 @@ class PartitionLog:
         return min(self._jitter_ms, jitter - 1)
 
     def _roll(self, now_ms: int, base_offset: int) -> None:
-        """Start a new active segment at ``base_offset``; fsync the finished one and checkpoint."""
+        """Start a new active segment at ``base_offset``; the finished one is fsynced in the background,
+        and the recovery point moves past it once it is."""
         old = self._segments[-1]
         if old.size == 0:
             old.delete()
@@ -420,15 +426,56 @@ class PartitionLog:
             self._bases.pop()
         else:
             old.close_for_appends()
-            # Only the data: indexes are checked on open and rebuilt when they do not fit the log.
-            os.fsync(old.fd)
+            self._unsynced.append(old)
         new = LogSegment.create(self.directory, base_offset, self.config.index_interval_bytes, now_ms)
         self._segments.append(new)
         self._bases.append(base_offset)
-        fsync_directory(self.directory)
-        # A hint: if the update is lost, recovery starts earlier than it needs to.
-        write_atomically(self._path(RECOVERY_POINT_FILE), str(base_offset).encode(), durable=False)
         write_snapshot(self.directory, base_offset, self._producers)
+        self._background(self._sync_rolled)
+
+    def _sync_rolled(self) -> None:
+        """The background job of a roll: fsync the finished segments (only their data: indexes are checked on
+        open and rebuilt when they do not fit the log), then move the recovery point past them. The fsyncs
+        run without the lock, on duplicates of the files' descriptors, so appends and reads go on."""
+        with self._lock:
+            if self._closed:
+                return  # close() fsynced them
+            segments = self._pending_sync()
+            descriptors = [os.dup(segment.fd) for segment in segments]
+        try:
+            for fd in descriptors:
+                os.fsync(fd)
+            fsync_directory(self.directory)  # the new segments' names
+        except FileNotFoundError:
+            return  # the log was deleted meanwhile
+        finally:
+            for fd in descriptors:
+                os.close(fd)
+        with self._lock:
+            if self._closed:
+                return
+            self._unsynced = [segment for segment in self._pending_sync() if segment not in segments]
+            self._checkpoint_recovery_point()
+
+    def _pending_sync(self) -> list[LogSegment]:
+        """The rolled segments still waiting for their fsync (retention and truncation may have deleted some
+        since they rolled); the caller holds the lock."""
+        self._unsynced = [segment for segment in self._unsynced if segment in self._segments]
+        return list(self._unsynced)
+
+    def _sync_rolled_now(self) -> None:
+        """fsync the rolled segments still waiting for the background, on this thread (under the lock)."""
+        for segment in self._pending_sync():
+            os.fsync(segment.fd)
+        if self._unsynced:
+            fsync_directory(self.directory)
+            self._unsynced = []
+
+    def _checkpoint_recovery_point(self) -> None:
+        """Recovery starts at the oldest segment that may hold data not yet fsynced. A hint: if the update is
+        lost, recovery starts earlier than it needs to."""
+        point = self._unsynced[0].base_offset if self._unsynced else self._segments[-1].base_offset
+        write_atomically(self._path(RECOVERY_POINT_FILE), str(point).encode(), durable=False)
 
     def _after_write(self, records: int, now_ms: int) -> None:
         self._unflushed_messages += records
@@ -768,12 +815,15 @@ class PartitionLog:
     # --- durability and lifetime -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the active segment (older ones were fsynced when they rolled)."""
+        """fsync the active segment and any rolled one the background has not fsynced yet."""
         with self._lock:
             self._check_open()
             self._flush_locked()
 
     def _flush_locked(self) -> None:
+        if self._unsynced:
+            self._sync_rolled_now()
+            self._checkpoint_recovery_point()
         self._segments[-1].flush()
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
@@ -796,6 +846,7 @@ class PartitionLog:
             self._closed = True
             active = self._segments[-1]
             active.close_for_appends()
+            self._sync_rolled_now()
             active.flush()
             end = self.log_end_offset
             write_snapshot(self.directory, end, self._producers)
