@@ -145,6 +145,7 @@ class KafkaServer:
             if session is not None and session.bare_token:
                 # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
                 answer = self._log_in(session, bytes(frame), client_host)
+                reader.release_frame(frame)
                 if answer is None:
                     return
                 session.bare_token = session.user is None
@@ -153,6 +154,7 @@ class KafkaServer:
                 continue
             principal = f"User:{session.user}" if session is not None and session.user else tls_principal
             response = await self._handle_frame(frame, client_host, session, principal)
+            reader.release_frame(frame)
             if response is False:
                 return
             if isinstance(response, _LastAnswer):
@@ -240,7 +242,7 @@ class KafkaServer:
             answer["session_lifetime_ms"] = max(int((session.expires_at - time.monotonic()) * 1000), 1)
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
-    async def _handle_frame(self, frame: bytes | bytearray, client_host: str, session: _SaslSession | None = None,
+    async def _handle_frame(self, frame: bytes | memoryview, client_host: str, session: _SaslSession | None = None,
                             principal: str = ANONYMOUS) -> list | _LastAnswer | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:

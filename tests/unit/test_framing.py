@@ -1,5 +1,6 @@
 """broker.framing: frames read off a real TCP connection, large ones straight into their own buffer, whatever
-way the sender cuts its writes; over TLS too."""
+way the sender cuts its writes; over TLS too. Buffers of released frames serve later frames, never while
+something still refers to them."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import subprocess
 
 import pytest
 
-from broker.framing import DIRECT_FROM, start_frame_server
+from broker.framing import DIRECT_FROM, FramePool, start_frame_server
 
 
-async def serve_and_send(frames: list[bytes], cut: int | None, tls: tuple | None = None) -> list[tuple[int, str, str]]:
+async def serve_and_send(frames: list[bytes], cut: int | None, tls: tuple | None = None, *,
+                         release: bool = False) -> list[tuple[int, str, str]]:
     """Send ``frames`` (size-prefixed) to a frame server in writes of ``cut`` bytes (all at once when None);
-    the server answers each with its length, digest and the type it was read into."""
+    the server answers each with its length, digest and the type it was read into (and, with ``release``,
+    releases each frame after that, as the broker does)."""
     got: list[tuple[int, str, str]] = []
     done = asyncio.Event()
 
@@ -26,6 +29,8 @@ async def serve_and_send(frames: list[bytes], cut: int | None, tls: tuple | None
             (size,) = struct.unpack(">i", await reader.readexactly(4))
             frame = await reader.read_frame(size)
             got.append((len(frame), hashlib.sha256(frame).hexdigest(), type(frame).__name__))
+            if release:
+                reader.release_frame(frame)
         done.set()
         writer.close()
 
@@ -57,7 +62,7 @@ def check(got: list[tuple[int, str, str]], frames: list[bytes]) -> None:
         if len(frame) < DIRECT_FROM:
             assert kind == "bytes"
         elif len(frame) > 2 << 20:
-            assert kind == "bytearray"
+            assert kind == "memoryview"
 
 
 FRAMES = [random.Random(seed).randbytes(size) for seed, size in
@@ -68,6 +73,82 @@ FRAMES = [random.Random(seed).randbytes(size) for seed, size in
 def test_frames_arrive_whole_and_in_order_however_the_writes_are_cut(cut):
     frames = FRAMES if cut != 1 else FRAMES[:4] + FRAMES[5:6]  # byte by byte: the small ones and one direct
     check(asyncio.run(serve_and_send(frames, cut)), frames)
+
+
+def test_released_frames_lend_their_buffers_to_later_ones_of_any_size():
+    frames = [random.Random(seed).randbytes(size) for seed, size in
+              enumerate([1_000_000, 700_000, 600_000, 1_000_000, 65_536, 100_000, 2_500_000, 1_048_576])]
+    for cut in (None, 4096, 300_000):
+        check(asyncio.run(serve_and_send(frames, cut, release=True)), frames)
+
+
+def test_a_frame_still_referred_to_keeps_its_buffer():
+    """A handler that keeps a view of its request (records it has not written yet, say): the next frame of
+    the same size must not land in that buffer."""
+    first, second = random.Random(1).randbytes(900_000), random.Random(2).randbytes(900_000)
+
+    async def run():
+        seen = {}
+
+        async def connected(reader, writer):
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            frame = await reader.read_frame(size)
+            kept = frame[1000:2000]
+            reader.release_frame(frame)
+            seen["kept_after_release"] = reader.pool.kept_bytes
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            frame = await reader.read_frame(size)
+            seen["second"] = bytes(frame)
+            seen["kept"] = bytes(kept)
+            del kept
+            reader.release_frame(frame)
+            seen["kept_at_end"] = reader.pool.kept_bytes
+            writer.close()
+
+        server = await start_frame_server(connected, "127.0.0.1", 0, limit=1 << 20)
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(struct.pack(">i", len(first)) + first)
+        await writer.drain()
+        writer.write(struct.pack(">i", len(second)) + second)
+        await writer.drain()
+        for _ in range(1000):
+            if "kept_at_end" in seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["kept_after_release"] == 0  # not given back: a view of it was alive
+    assert seen["second"] == second and seen["kept"] == first[1000:2000]
+    assert seen["kept_at_end"] == 1 << 20  # the second one, released with nothing holding it, was
+
+
+def test_frame_pool_sizes_reuse_and_bound():
+    pool = FramePool(keep_bytes=3 << 20)
+    buffer = pool.take(1_000_000)
+    assert len(buffer) == 1 << 20
+    assert pool.give_back(memoryview(buffer)[:1_000_000]) is False  # the test's own name still refers to it
+    del buffer
+    first = pool.take(700_000)
+    address = id(first)
+    view = memoryview(first)[:700_000]
+    del first
+    assert pool.give_back(view) is True and pool.kept_bytes == 1 << 20
+    again = pool.take(524_289)
+    assert id(again) == address and pool.kept_bytes == 0
+    smaller = pool.take(524_288)
+    assert len(smaller) == 1 << 19
+    held = memoryview(again)[:10]
+    view = memoryview(again)[:524_289]
+    del again
+    assert pool.give_back(view) is False  # ``held`` still looks into it
+    views = [memoryview(pool.take(2_000_000)) for _ in range(2)]
+    assert [pool.give_back(v) for v in views] == [True, False]  # 4 MiB would pass the 3 MiB bound
+    assert pool.kept_bytes == 2 << 20 and held.tobytes() == bytes(10)
 
 
 def test_a_connection_closed_in_the_middle_of_a_large_frame_ends_the_read():
