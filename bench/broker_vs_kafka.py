@@ -32,8 +32,10 @@ printed as it is measured.
 the same run on Kafka, so that whatever else the machine does in a stretch of time weighs on both brokers
 alike (without it, all of our rows run first, then all of Kafka's). The broker not being measured sits idle;
 each run prints its CPU use too. Each run then starts with the machine's dirty pages written out (``sync``,
-outside the timed part) and its topic is deleted after it, so that no run pays for writing back the data
-of the runs before it and longer runs (``--records-100``, ``--records-1k``) fit on the disk.
+outside the timed part) and its topic is deleted after it, the next run waiting until its files are gone
+(Kafka runs with ``log.segment.delete.delay.ms=0`` here: with its default of a minute it deleted each run's
+gigabyte or so during a later run), so that no run pays for writing back or deleting the data of the runs
+before it and longer runs (``--records-100``, ``--records-1k``) fit on the disk.
 
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
@@ -138,6 +140,16 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics([topic]).values():
         future.result(60)
+
+
+def wait_until_gone(data_dir: Path, topic: str, timeout: float = 120.0) -> None:
+    """Wait until no partition directory of ``topic`` is left under ``data_dir``: a broker that deletes a
+    topic's files after answering (Kafka does, in the background) must not do it during the next run."""
+    deadline = time.monotonic() + timeout
+    while any(path.name.startswith(f"{topic}-") for path in data_dir.rglob(f"{topic}-*")):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} still has files under {data_dir} after {timeout:.0f} s")
+        time.sleep(0.1)
 
 
 def records_file(directory: Path, size: int, count: int) -> Path:
@@ -266,6 +278,7 @@ class Broker:
     name: str
     bootstrap: str
     pid: int
+    data_dir: Path | None = None  # where its partitions' directories are (to see a deleted topic gone)
 
 
 def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: Broker | None = None
@@ -282,6 +295,8 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
     if idle:
         idle_note = f" ({idle.name} idle at {100 * (cpu_seconds(idle.pid) - idle_before) / (time.monotonic() - began):.0f} %)"
         delete_topic(broker.bootstrap, topic)  # the disk holds one run's data at a time
+        if broker.data_dir is not None:
+            wait_until_gone(broker.data_dir, topic)
     print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
           f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}", flush=True)
     return produced, consumed
@@ -408,11 +423,15 @@ def main() -> int:
             print_latency_runs(ours_runs, kafka_runs)
             return 0
         if args.alternate:
+            # Kafka deletes a deleted topic's files a minute later (log.segment.delete.delay.ms), ours at once:
+            # left at a minute, Kafka's deletions of 1.5 GB fell into later runs, ours more often than not (the
+            # runs came round every 20 s). Now both delete at once and each run waits until the files are gone.
             with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker,
-                  KafkaServer(directory / "kafka") as kafka):
+                  KafkaServer(directory / "kafka", config={"log.segment.delete.delay.ms": 0}) as kafka):
                 ours, kafkas = measure_alternating(
-                    (Broker("ours", broker.bootstrap, broker.proc.pid),
-                     Broker("Kafka", kafka.bootstrap, kafka.process.pid)), rows, clients, records, args.repeat)
+                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
+                     Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)), rows, clients, records,
+                    args.repeat)
             print_table(rows, clients, ours, kafkas)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
