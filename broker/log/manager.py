@@ -4,7 +4,9 @@ Layout of the data directory::
 
     topics/<topic id>.json     {"name", "topic_id" (hex), "partitions", "configs" (the topic's overrides)}
     <name>-<partition>/        one PartitionLog each
-    <random hex>-delete/       a deleted partition, removed on the next start if a crash interrupted
+    <random hex>-delete/       a deleted partition: removed ``file.delete.delay.ms`` later (the topic's, as Kafka
+                               does it), by the logs' background thread; on the next start if the broker stopped
+                               before
 
 Files are named by topic id rather than name because a name may be 249 characters long.
 
@@ -33,6 +35,7 @@ from typing import Any
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import FLUSHER
 from broker.log.cleaner import clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
 from broker.log.files import TEMP_SUFFIX, write_atomically
@@ -70,6 +73,21 @@ def validate_topic_name(name: str) -> None:
 def _collision_key(name: str) -> str:
     # Kafka's metric names turn '.' into '_', so topics differing only there are refused.
     return name.replace(".", "_")
+
+
+def _remove_later(path: str, delay_s: float) -> None:
+    """Remove a deleted partition's directory after ``delay_s`` on the logs' background thread: removing a
+    gigabyte of log takes the kernel a good part of a second, which the event loop must not wait for."""
+
+    def remove() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    if delay_s <= 0:
+        FLUSHER.submit(remove)
+        return
+    timer = threading.Timer(delay_s, FLUSHER.submit, args=(remove,))
+    timer.daemon = True  # what a stopping broker leaves is removed on its next start
+    timer.start()
 
 
 @dataclass
@@ -211,7 +229,7 @@ class LogManager:
             os.unlink(self._topic_file(topic))
             self.generation += 1
         for path in doomed:
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_later(path, topic.config.file_delete_delay_ms / 1000)
 
     def add_partitions(self, name: str, total: int) -> None:
         """CreatePartitions: grow the topic to ``total`` partitions."""

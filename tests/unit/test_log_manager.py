@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -170,6 +171,10 @@ def test_alter_configs(tmp_path, manager):
     reopened.close()
 
 
+def deleted_directories(data_dir) -> list[str]:
+    return [name for name in os.listdir(data_dir) if name.endswith("-delete")]
+
+
 def test_delete_and_recreate_topic(manager):
     manager.create_topic("gone", 2, {})
     manager.get_log("gone", 0).append(batch(3))
@@ -177,12 +182,30 @@ def test_delete_and_recreate_topic(manager):
     manager.delete_topic("gone")
     assert "gone" not in manager.topics
     assert old_log.closed
-    assert sorted(os.listdir(manager.data_dir)) == [".lock", "topics"]
+    # the partitions' files stay file.delete.delay.ms (a minute by default), renamed out of the way
+    assert len(deleted_directories(manager.data_dir)) == 2
+    assert sorted(set(os.listdir(manager.data_dir)) - set(deleted_directories(manager.data_dir))) == [
+        ".lock", "topics"]
     with pytest.raises(KafkaError) as err:
         manager.delete_topic("gone")
     assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     manager.create_topic("gone", 1, {})
     assert manager.get_log("gone", 0).log_end_offset == 0
+
+
+def test_a_deleted_topics_files_go_after_its_file_delete_delay_ms(manager):
+    manager.create_topic("brief", 2, {"file.delete.delay.ms": "300"})
+    manager.create_topic("at-once", 1, {"file.delete.delay.ms": "0"})
+    manager.get_log("brief", 0).append(batch(3))
+    manager.delete_topic("at-once")
+    deleted_at = time.monotonic()
+    manager.delete_topic("brief")
+    assert len(deleted_directories(manager.data_dir)) >= 2  # brief's two wait out their 300 ms
+    deadline = time.monotonic() + 30
+    while deleted_directories(manager.data_dir) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert deleted_directories(manager.data_dir) == []
+    assert time.monotonic() - deleted_at >= 0.3
 
 
 def test_leftover_deleted_directories_are_removed_on_start(tmp_path):
