@@ -33,8 +33,8 @@ the same run on Kafka, so that whatever else the machine does in a stretch of ti
 alike (without it, all of our rows run first, then all of Kafka's). The broker not being measured sits idle;
 each run prints its CPU use too. Each run then starts with the machine's dirty pages written out (``sync``,
 outside the timed part) and its topic is deleted after it, the next run waiting until its files are gone
-(Kafka runs with ``log.segment.delete.delay.ms=0`` here: with its default of a minute it deleted each run's
-gigabyte or so during a later run), so that no run pays for writing back or deleting the data of the runs
+(both brokers run with ``log.segment.delete.delay.ms=0`` here: with Kafka's default of a minute it deleted each
+run's gigabyte or so during a later run), so that no run pays for writing back or deleting the data of the runs
 before it and longer runs (``--records-100``, ``--records-1k``) fit on the disk.
 
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
@@ -143,10 +143,11 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def wait_until_gone(data_dir: Path, topic: str, timeout: float = 120.0) -> None:
-    """Wait until no partition directory of ``topic`` is left under ``data_dir``: a broker that deletes a
-    topic's files after answering (Kafka does, in the background) must not do it during the next run."""
+    """Wait until no partition directory of ``topic``, nor any deleted one, is left under ``data_dir``: both
+    brokers remove a deleted topic's files after answering, in the background, which must not happen during
+    the next run. (Kafka renames them ``<topic>-<partition>.<id>-delete``, ours ``<id>-delete``.)"""
     deadline = time.monotonic() + timeout
-    while any(path.name.startswith(f"{topic}-") for path in data_dir.rglob(f"{topic}-*")):
+    while any(path.name.startswith(f"{topic}-") or path.name.endswith("-delete") for path in data_dir.rglob("*")):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{topic} still has files under {data_dir} after {timeout:.0f} s")
         time.sleep(0.1)
@@ -423,11 +424,13 @@ def main() -> int:
             print_latency_runs(ours_runs, kafka_runs)
             return 0
         if args.alternate:
-            # Kafka deletes a deleted topic's files a minute later (log.segment.delete.delay.ms), ours at once:
-            # left at a minute, Kafka's deletions of 1.5 GB fell into later runs, ours more often than not (the
-            # runs came round every 20 s). Now both delete at once and each run waits until the files are gone.
-            with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker,
-                  KafkaServer(directory / "kafka", config={"log.segment.delete.delay.ms": 0}) as kafka):
+            # Both brokers delete a deleted topic's files a minute later by default (log.segment.delete.delay.ms;
+            # ours used to delete at once): left at a minute, Kafka's deletions of 1.5 GB fell into later runs,
+            # ours more often than not (the runs came round every 20 s). Here both delete at once and each run
+            # waits until the files are gone.
+            at_once = {"log.segment.delete.delay.ms": 0}
+            with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0, **at_once})
+                  as broker, KafkaServer(directory / "kafka", config=at_once) as kafka):
                 ours, kafkas = measure_alternating(
                     (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
                      Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)), rows, clients, records,
