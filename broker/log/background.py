@@ -2,9 +2,11 @@
 
 A segment that rolls is fsynced here, as Kafka's scheduler flushes it after the roll: an fsync of a full
 segment (1 GiB by default) takes from tens of milliseconds to seconds, and on the event loop it stopped every
-connection of the broker for that long (measured in bench/README.md). Jobs run one after another in the order
-they were given, on one daemon thread started with the first job; a job that raises is logged and the next
-one runs.
+connection of the broker for that long (measured in bench/README.md). Files deleted (segments left behind by
+retention, DeleteRecords or truncation, a deleted topic's partitions) are removed here too, after the topic's
+``file.delete.delay.ms``: unlinking a gigabyte takes the kernel a good part of a second. Jobs run one after
+another in the order they were given, on one daemon thread started with the first job; a job that raises is
+logged and the next one runs.
 """
 
 from __future__ import annotations
@@ -52,3 +54,15 @@ class BackgroundThread:
 
 # the one every log uses unless given another
 FLUSHER = BackgroundThread("log-flusher")
+
+
+def run_later(job: Callable[[], None], delay_s: float,
+              submit: Callable[[Callable[[], None]], None] = FLUSHER.submit) -> None:
+    """Hand ``job`` to ``submit`` (the background thread) after ``delay_s`` seconds, at once if 0 or less.
+    The timer does not keep the process alive: what a stopping broker leaves is removed on its next start."""
+    if delay_s <= 0:
+        submit(job)
+        return
+    timer = threading.Timer(delay_s, submit, args=(job,))
+    timer.daemon = True
+    timer.start()

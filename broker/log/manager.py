@@ -29,13 +29,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.background import FLUSHER
+from broker.log.background import run_later
 from broker.log.cleaner import clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
 from broker.log.files import TEMP_SUFFIX, write_atomically
@@ -78,16 +79,7 @@ def _collision_key(name: str) -> str:
 def _remove_later(path: str, delay_s: float) -> None:
     """Remove a deleted partition's directory after ``delay_s`` on the logs' background thread: removing a
     gigabyte of log takes the kernel a good part of a second, which the event loop must not wait for."""
-
-    def remove() -> None:
-        shutil.rmtree(path, ignore_errors=True)
-
-    if delay_s <= 0:
-        FLUSHER.submit(remove)
-        return
-    timer = threading.Timer(delay_s, FLUSHER.submit, args=(remove,))
-    timer.daemon = True  # what a stopping broker leaves is removed on its next start
-    timer.start()
+    run_later(partial(shutil.rmtree, path, ignore_errors=True), delay_s)
 
 
 @dataclass

@@ -14,6 +14,7 @@ Directory layout (Kafka's)::
     recovery-point                                   segments from here on are checked after a crash
     .clean-shutdown                                  written last by close(), removed on open
     <base>.cleaning                                  a compaction swap in progress (see replace_segments)
+    00000000000000000000.log.deleted (and indexes)   out of the log, removed file.delete.delay.ms later
 
 Flush policy
 ------------
@@ -47,9 +48,10 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.background import FLUSHER
+from broker.log.background import FLUSHER, run_later
 from broker.log.config import CONFIG_DEFS, INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
@@ -59,12 +61,14 @@ from broker.log.producer_state import (
     write_snapshot,
 )
 from broker.log.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file,
+    unlink_quietly,
 )
 from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
 from broker.protocol.records import (
@@ -171,7 +175,7 @@ class PartitionLog:
             if result.truncated_bytes:
                 for later in bases[i + 1 :]:
                     for suffix in SEGMENT_SUFFIXES:
-                        _unlink_quietly(segment_file(self.directory, later, suffix))
+                        unlink_quietly(segment_file(self.directory, later, suffix))
                 break
         if not self._segments:
             start = checkpointed_start or 0
@@ -188,8 +192,9 @@ class PartitionLog:
         bases = []
         for name in os.listdir(self.directory):
             stem, _, suffix = name.partition(".")
-            if name.endswith(CLEANED_SUFFIX) or name.endswith(TEMP_SUFFIX):
-                os.unlink(self._path(name))  # leftovers of an unfinished clean or checkpoint
+            if name.endswith((CLEANED_SUFFIX, TEMP_SUFFIX, DELETED_SUFFIX)):
+                # leftovers of an unfinished clean or checkpoint, or deleted segments not yet removed
+                os.unlink(self._path(name))
             elif "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
                 bases.append(int(stem))
         return sorted(bases)
@@ -610,10 +615,18 @@ class PartitionLog:
         self._epochs.truncate_from_start(offset)
         self._producers.remove_before(offset)
 
+    def _discard(self, segment: LogSegment) -> None:
+        """A segment out of the log: its files are renamed ``*.deleted`` now and removed on the background
+        thread ``file.delete.delay.ms`` later (as Kafka does), so that the event loop does not wait for the
+        kernel to free a gigabyte and a fetch that found the segment a moment ago can still read it."""
+        renamed = segment.retire()
+        if renamed:
+            run_later(partial(unlink_quietly, *renamed), self.config.file_delete_delay_ms / 1000, self._background)
+
     def _delete_first_segment(self) -> None:
         segment = self._segments.pop(0)
         self._bases.pop(0)
-        segment.delete()
+        self._discard(segment)
         self._aborted.drop_before(self._segments[0].base_offset)
         self.structure_version += 1
         if self.log_start_offset < self._segments[0].base_offset:
@@ -635,7 +648,7 @@ class PartitionLog:
                 self._restart_at(offset)
             else:
                 while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                    self._segments.pop().delete()
+                    self._discard(self._segments.pop())
                     self._bases.pop()
                 active = self._segments[-1]
                 active.truncate_to(offset)
@@ -652,7 +665,7 @@ class PartitionLog:
     def _restart_at(self, offset: int) -> None:
         """Delete every segment; the log continues, empty, at ``offset``."""
         for segment in self._segments:
-            segment.delete()
+            self._discard(segment)
         self._aborted.replace([])
         self._segments = [
             LogSegment.create(self.directory, offset, self.config.index_interval_bytes, self._now_ms())
@@ -807,8 +820,8 @@ class PartitionLog:
             else:
                 # The log file was renamed already; index files still to rename are rebuilt instead.
                 for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    _unlink_quietly(segment_file(self.directory, base, suffix) + CLEANED_SUFFIX)
-                    _unlink_quietly(segment_file(self.directory, base, suffix))
+                    unlink_quietly(segment_file(self.directory, base, suffix) + CLEANED_SUFFIX)
+                    unlink_quietly(segment_file(self.directory, base, suffix))
             self._complete_swap(base)
             os.unlink(self._path(name))
 
@@ -908,10 +921,3 @@ def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader
         (index, f"Timestamp {record.timestamp} of message with offset {index} is out of range. The timestamp "
                 f"should be within [{earliest}, {latest}]")
         for index, record in enumerate(records) if not earliest <= record.timestamp <= latest])
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -22,6 +22,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions whose ABORT marker is in the segment (broker.log.txn_index)
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# a segment's files once it is out of the log, until they are removed (Kafka's name for them too)
+DELETED_SUFFIX = ".deleted"
 
 
 def segment_file(directory: str, base_offset: int, suffix: str) -> str:
@@ -393,8 +395,26 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close()
+        unlink_quietly(*self.file_paths())
+
+    def retire(self) -> list[str]:
+        """Close the segment and rename its files ``<name>.deleted`` (reads under way keep their own
+        descriptors); the new names, for the caller to remove when it likes."""
+        self.close()
+        renamed = []
         for path in self.file_paths():
             try:
-                os.unlink(path)
+                os.rename(path, path + DELETED_SUFFIX)
             except FileNotFoundError:
-                pass
+                continue
+            renamed.append(path + DELETED_SUFFIX)
+        return renamed
+
+
+def unlink_quietly(*paths: str) -> None:
+    """Remove files that may already be gone."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
