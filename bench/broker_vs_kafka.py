@@ -37,6 +37,11 @@ outside the timed part) and its topic is deleted after it, the next run waiting 
 run's gigabyte or so during a later run), so that no run pays for writing back or deleting the data of the runs
 before it and longer runs (``--records-100``, ``--records-1k``) fit on the disk.
 
+``--clients-nice N`` runs every client at nice N, so that on this machine, where the clients and the broker
+share two cores, the broker is served first (as on a machine of its own): Linux shares a core among runnable
+threads, and a broker with one busy thread (ours) gets less of it against four producers' threads than one
+with many (Kafka). Both brokers are measured with the same setting.
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -72,6 +77,7 @@ from kafka_harness import KafkaServer, java_command, unavailable  # noqa: E402
 KCAT = "kcat"
 JAVA_OPTS = ("-Xmx512m",)
 LATENCY_RATE = 20_000  # records/s of the fixed-rate latency row
+CLIENTS_NICE = 0  # --clients-nice: the clients run at this nice value (both brokers alike)
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,8 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
     processes = []
     for command, stdin_file in zip(commands, stdin_files, strict=True):
         stdin = open(stdin_file, "rb") if stdin_file else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        if CLIENTS_NICE:
+            command = ["nice", "-n", str(CLIENTS_NICE), *command]
         processes.append((subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
                           stdin))
     outputs = []
@@ -406,7 +414,11 @@ def main() -> int:
     parser.add_argument("--alternate", action="store_true",
                         help="both brokers up; each run on ours is followed by the same run on Kafka")
     parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
+    parser.add_argument("--clients-nice", type=int, default=0, choices=range(20), metavar="N",
+                        help="run the clients at nice N (0-19), below the broker, whichever broker it is")
     args = parser.parse_args()
+    global CLIENTS_NICE
+    CLIENTS_NICE = args.clients_nice
     if reason := unavailable():
         parser.error(reason)
     with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
