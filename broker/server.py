@@ -325,10 +325,26 @@ async def _send(writer: asyncio.StreamWriter, chunks: list) -> None:
 
 
 async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    """Each piece goes from its file to the socket with ``sendfile``: straight away while the transport has
+    nothing buffered and the socket takes it; the rest, once the socket is full, by ``loop.sendfile``, which
+    waits for room (it first holds reads and waits for the transport's buffer to empty: for every piece,
+    that cost more than the send)."""
     loop = asyncio.get_running_loop()
+    transport = writer.transport
+    sock = transport.get_extra_info("socket")
     for fd, position, length in region.pieces:
-        with os.fdopen(fd, "rb", buffering=0, closefd=False) as file:
-            sent = await loop.sendfile(writer.transport, file, position, length)
-        if sent != length:
+        end = position + length
+        if sock is not None and not transport.get_write_buffer_size():
+            with contextlib.suppress(BlockingIOError):
+                while position < end:
+                    sent = os.sendfile(sock.fileno(), fd, position, end - position)
+                    if not sent:
+                        break  # the file ends early
+                    position += sent
+        if position < end:
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as file:
+                position += await loop.sendfile(transport, file, position, end - position)
+        if position != end:
             # The frame's size was announced: a log cut meanwhile (truncation) leaves no way to finish it.
-            raise ConnectionError(f"log data shrank while being sent ({sent} of {length} bytes)")
+            raise ConnectionError(f"log data shrank while being sent ({length - (end - position)} of {length} "
+                                  "bytes)")
