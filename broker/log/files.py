@@ -40,3 +40,12 @@ def read_int(path: str) -> int | None:
             return int(f.read().strip())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def unlink_quietly(*paths: str) -> None:
+    """Remove files that may already be gone."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

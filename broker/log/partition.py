@@ -54,7 +54,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.background import FLUSHER, run_later
 from broker.log.config import CONFIG_DEFS, INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
-from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, write_atomically
+from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, unlink_quietly, write_atomically
 from broker.log.producer_state import (
     ProducerStateManager,
     load_latest_snapshot,
@@ -68,7 +68,6 @@ from broker.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file,
-    unlink_quietly,
 )
 from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
 from broker.protocol.records import (

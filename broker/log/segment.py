@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.files import unlink_quietly
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
 
@@ -410,11 +411,3 @@ class LogSegment:
             renamed.append(path + DELETED_SUFFIX)
         return renamed
 
-
-def unlink_quietly(*paths: str) -> None:
-    """Remove files that may already be gone."""
-    for path in paths:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass

@@ -13,12 +13,11 @@ append either) and rewritten whole when the entries of a segment change on recov
 
 from __future__ import annotations
 
-import os
 import struct
 from bisect import bisect_left
 from typing import NamedTuple
 
-from broker.log.files import write_atomically
+from broker.log.files import unlink_quietly, write_atomically
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_VERSION = 0
@@ -55,10 +54,7 @@ def append_entry(path: str, entry: AbortedTxn) -> None:
 def write_entries(path: str, entries: list[AbortedTxn]) -> None:
     """Replace a file's entries (the file is removed when there are none)."""
     if not entries:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(path)
         return
     write_atomically(path, b"".join(ENTRY.pack(ENTRY_VERSION, *entry) for entry in entries), durable=False)
 
