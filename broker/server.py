@@ -332,12 +332,13 @@ async def _send_region(writer: asyncio.StreamWriter, region: FileRegion) -> None
     loop = asyncio.get_running_loop()
     transport = writer.transport
     sock = transport.get_extra_info("socket")
+    sock_fd = sock.fileno() if sock is not None else -1
     for fd, position, length in region.pieces:
         end = position + length
-        if sock is not None and not transport.get_write_buffer_size():
+        if sock_fd >= 0 and not transport.get_write_buffer_size():
             with contextlib.suppress(BlockingIOError):
                 while position < end:
-                    sent = os.sendfile(sock.fileno(), fd, position, end - position)
+                    sent = os.sendfile(sock_fd, fd, position, end - position)
                     if not sent:
                         break  # the file ends early
                     position += sent

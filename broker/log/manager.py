@@ -76,12 +76,6 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _remove_later(path: str, delay_s: float) -> None:
-    """Remove a deleted partition's directory after ``delay_s`` on the logs' background thread: removing a
-    gigabyte of log takes the kernel a good part of a second, which the event loop must not wait for."""
-    run_later(partial(shutil.rmtree, path, ignore_errors=True), delay_s)
-
-
 @dataclass
 class Topic:
     name: str
@@ -220,8 +214,9 @@ class LogManager:
                 doomed.append(target)
             os.unlink(self._topic_file(topic))
             self.generation += 1
+        # removed on the logs' background thread: removing a gigabyte takes the kernel a good part of a second
         for path in doomed:
-            _remove_later(path, topic.config.file_delete_delay_ms / 1000)
+            run_later(partial(shutil.rmtree, path, ignore_errors=True), topic.config.file_delete_delay_ms / 1000)
 
     def add_partitions(self, name: str, total: int) -> None:
         """CreatePartitions: grow the topic to ``total`` partitions."""
