@@ -44,6 +44,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "default.replication.factor": ("int", 1),
     "message.max.bytes": ("int", 1048588),
     "socket.request.max.bytes": ("int", 104857600),
+    # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection; -1: the OS's
+    "socket.receive.buffer.bytes": ("int", 102400),
+    "socket.send.buffer.bytes": ("int", 102400),
     "log.segment.bytes": ("int", 1073741824),
     "log.roll.ms": ("int", 7 * 24 * 3600 * 1000),
     "log.retention.ms": ("int", 7 * 24 * 3600 * 1000),
@@ -295,6 +298,9 @@ class BrokerConfig:
             raise section.error("log.cleanup.policy", "must be delete, compact or compact,delete")
         if settings["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise section.error("log.message.timestamp.type", "must be CreateTime or LogAppendTime")
+        for key in ("socket.receive.buffer.bytes", "socket.send.buffer.bytes"):
+            if settings[key] < -1 or settings[key] == 0:
+                raise section.error(key, "must be a number of bytes, or -1 for the operating system's default")
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

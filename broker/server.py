@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import ssl
 import struct
 import time
@@ -93,7 +94,13 @@ class KafkaServer:
     async def start(self) -> None:
         self._server = await start_frame_server(self._serve_connection, self.host, self.port,
                                                 reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
-                                                ssl_handshake_timeout=10.0 if self.ssl_context else None)
+                                                ssl_handshake_timeout=10.0 if self.ssl_context else None,
+                                                start_serving=False)
+        receive = self.broker.config.get("socket.receive.buffer.bytes", -1)
+        if receive != -1:  # before the first connection: accepted sockets take the listener's, as in Kafka
+            for sock in self._server.sockets:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
+        await self._server.start_serving()
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -114,7 +121,10 @@ class KafkaServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         client_host = peer[0] if peer else ""
+        send = self.broker.config.get("socket.send.buffer.bytes", -1)
         try:
+            if send != -1:
+                writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
             await self._request_loop(reader, writer, client_host)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

@@ -39,9 +39,18 @@ def test_a_bad_topic_default_is_a_config_error_naming_file_and_key(tmp_path, tex
 
 
 def test_kafkas_other_broker_configs_are_accepted_and_named_as_without_effect(tmp_path):
-    config = load(tmp_path, "num.io.threads: 16\nsocket.send.buffer.bytes: 1048576\nlog.retention.ms: 1000\n")
-    assert config.inert == {"num.io.threads": 16, "socket.send.buffer.bytes": 1048576}
-    assert config.explicit == {"num.io.threads", "socket.send.buffer.bytes", "log.retention.ms"}
+    config = load(tmp_path, "num.io.threads: 16\nqueued.max.requests: 1000\nlog.retention.ms: 1000\n"
+                            "socket.send.buffer.bytes: 1048576\n")
+    assert config.inert == {"num.io.threads": 16, "queued.max.requests": 1000}
+    assert config.explicit == {"num.io.threads", "queued.max.requests", "log.retention.ms", "socket.send.buffer.bytes"}
+    assert config["socket.send.buffer.bytes"] == 1048576
+
+
+@pytest.mark.parametrize("text", ["socket.send.buffer.bytes: 0\n", "socket.receive.buffer.bytes: -2\n",
+                                  "socket.send.buffer.bytes: big\n"])
+def test_a_socket_buffer_is_a_size_or_minus_one(tmp_path, text):
+    with pytest.raises(ConfigError, match=rf"broker\.yaml.*{re.escape(text.split(':')[0])}"):
+        load(tmp_path, text)
 
 
 @pytest.mark.parametrize(("text", "reason"), [

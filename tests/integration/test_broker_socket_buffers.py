@@ -1,0 +1,65 @@
+"""socket.receive.buffer.bytes and socket.send.buffer.bytes, as Kafka has them: SO_RCVBUF of the listener (its
+connections inherit it) and SO_SNDBUF of each connection, Kafka's 100 KiB by default, -1 for the kernel's own
+sizing. Read from outside the broker with ``ss``, on the broker's end of a real connection (Linux reports twice
+the size asked for: the other half is its bookkeeping)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import subprocess
+
+import pytest
+from harness import BrokerProcess, recv_exactly
+
+KAFKA_DEFAULT = 102400
+
+
+def broker_side_buffers(port: int) -> tuple[int, int]:
+    """(receive, send) buffer sizes of the broker's end of a fresh connection that has had one answer."""
+    request = struct.pack(">hhih", 18, 0, 7, 4) + b"bufs"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        assert len(recv_exactly(sock, size)) == size  # answered: the broker has set the connection up
+        client_port = sock.getsockname()[1]
+        shown = subprocess.run(["ss", "-Htmn", "state", "established",
+                                f"( sport = :{port} and dport = :{client_port} )"],
+                               capture_output=True, text=True, check=True).stdout
+    found = re.search(r"\brb(\d+),t\d+,tb(\d+)", shown)
+    assert found, f"ss showed no broker end of the connection: {shown!r}"
+    return int(found.group(1)), int(found.group(2))
+
+
+@pytest.fixture
+def start(tmp_path):
+    started: list[BrokerProcess] = []
+
+    def run(**settings) -> BrokerProcess:
+        home = tmp_path / f"broker-{len(started)}"
+        home.mkdir()
+        proc = BrokerProcess(home / "data", extra_config=settings or None)
+        started.append(proc)
+        return proc.start()
+
+    yield run
+    for proc in started:
+        proc.stop()
+
+
+def test_kafkas_default_buffers_and_sizes_set_in_the_config(start):
+    default = start()
+    assert broker_side_buffers(default.port) == (2 * KAFKA_DEFAULT, 2 * KAFKA_DEFAULT)
+    sized = start(**{"socket.receive.buffer.bytes": 32768, "socket.send.buffer.bytes": 262144})
+    assert broker_side_buffers(sized.port) == (2 * 32768, 2 * 262144)
+
+
+def test_minus_one_leaves_the_sizes_to_the_kernel(start):
+    with open("/proc/sys/net/ipv4/tcp_rmem") as rmem, open("/proc/sys/net/ipv4/tcp_wmem") as wmem:
+        kernel_receive, kernel_send = int(rmem.read().split()[1]), int(wmem.read().split()[1])
+    own = start(**{"socket.receive.buffer.bytes": -1, "socket.send.buffer.bytes": -1})
+    receive, send = broker_side_buffers(own.port)
+    # the kernel's starting sizes (tcp_rmem/tcp_wmem), perhaps grown by its autotuning, never Kafka's 100 KiB
+    assert receive >= kernel_receive and send >= kernel_send
+    assert 2 * KAFKA_DEFAULT not in (receive, send)
