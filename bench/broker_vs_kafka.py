@@ -50,12 +50,15 @@ Rates of the Java tools are their own figures (without the JVM's start and, for 
 join); kcat's are records over the wall time of its processes. Every row prints the broker's and the
 clients' CPU use (percent of one core over the row's wall time), so a
 reader sees which side is the bottleneck: with two cores shared by the broker and its clients, a row whose
-clients use more CPU than the broker is client-bound.
+clients use more CPU than the broker is client-bound. Each run's line also gives the clients' page faults and
+the largest peak RSS of one client (``wait4``'s resource usage): a kcat producer queues records it cannot send
+yet, so its memory shows how far the broker lags behind it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import re
@@ -100,6 +103,8 @@ class Figure:
     clients_cpu: float
     p50_ms: float | None = None
     p99_ms: float | None = None
+    clients_faults: int = 0  # page faults of all the clients
+    clients_max_rss_mb: float = 0.0  # the largest peak RSS of one client
 
 
 def cpu_seconds(pid: int) -> float:
@@ -115,27 +120,45 @@ def children_cpu_seconds() -> float:
     return times.children_user + times.children_system
 
 
-def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Path | None]) -> tuple[float, float, float, list[str]]:
-    """Run the client commands at once; (wall seconds, broker CPU seconds, clients' CPU seconds, outputs)."""
+@dataclass
+class ClientsRun:
+    wall: float  # seconds until the last client was done
+    broker_cpu: float  # CPU seconds of the broker meanwhile
+    clients_cpu: float  # CPU seconds of all the clients
+    outputs: list[str]  # each client's stdout and stderr
+    faults: int  # page faults of all the clients (minor and major)
+    max_rss_mb: float  # the largest peak RSS of one client
+
+
+def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Path | None]) -> ClientsRun:
+    """Run the client commands at once. Their output goes to files, not pipes: a pipe nobody reads while
+    another client is waited for would stop its writer (kcat's consumer prints a line per record), and the
+    clients would no longer run side by side."""
     broker_before, clients_before = cpu_seconds(broker_pid), children_cpu_seconds()
     started = time.monotonic()
-    processes = []
-    for command, stdin_file in zip(commands, stdin_files, strict=True):
-        stdin = open(stdin_file, "rb") if stdin_file else subprocess.DEVNULL  # noqa: SIM115 (closed below)
-        if CLIENTS_NICE:
-            command = ["nice", "-n", str(CLIENTS_NICE), *command]
-        processes.append((subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
-                          stdin))
-    outputs = []
-    for process, stdin in processes:
-        out, err = process.communicate(timeout=600)
-        if stdin is not subprocess.DEVNULL:
-            stdin.close()
-        if process.returncode != 0:
-            raise RuntimeError(f"{shlex.join(process.args)} exited with {process.returncode}:\n{err.decode()[-2000:]}")
-        outputs.append(out.decode() + err.decode())
+    running = []
+    with contextlib.ExitStack() as files:
+        for command, stdin_file in zip(commands, stdin_files, strict=True):
+            stdin = files.enter_context(open(stdin_file, "rb")) if stdin_file else subprocess.DEVNULL
+            output = files.enter_context(tempfile.TemporaryFile())
+            if CLIENTS_NICE:
+                command = ["nice", "-n", str(CLIENTS_NICE), *command]
+            running.append((subprocess.Popen(command, stdin=stdin, stdout=output, stderr=subprocess.STDOUT),
+                            output))
+        outputs, faults, max_rss_kb = [], 0, 0
+        for process, output in running:
+            _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its resource usage
+            process.returncode = os.waitstatus_to_exitcode(status)
+            faults += usage.ru_minflt + usage.ru_majflt
+            max_rss_kb = max(max_rss_kb, usage.ru_maxrss)
+            output.seek(0)
+            outputs.append(output.read().decode(errors="replace"))
+            if process.returncode != 0:
+                raise RuntimeError(f"{shlex.join(process.args)} exited with {process.returncode}:\n"
+                                   f"{outputs[-1][-2000:]}")
     wall = time.monotonic() - started
-    return wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before, outputs
+    return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
+                      outputs, faults, max_rss_kb / 1024)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -187,18 +210,18 @@ class Kcat:
         counts = share(records, row.clients)
         files = [records_file(self.directory, row.size, count) for count in counts]
         commands = [[KCAT, "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={row.acks}", "-q"] for _ in counts]
-        wall, broker_cpu, clients_cpu, _ = run_clients(commands, broker_pid, files)
-        return figure(records, row.size, wall, wall, broker_cpu, clients_cpu)
+        run = run_clients(commands, broker_pid, files)
+        return figure(records, row.size, run.wall, run)
 
     def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
         commands = [[KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
                     for _ in range(row.clients)]
-        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
-        for output in outputs:
+        run = run_clients(commands, broker_pid, [None] * row.clients)
+        for output in run.outputs:
             got = sum(1 for line in output.splitlines() if line.isdigit())
             if got != records:
                 raise RuntimeError(f"kcat read {got} records of {topic}, expected {records}")
-        return figure(records * row.clients, row.size, wall, wall, broker_cpu, clients_cpu)
+        return figure(records * row.clients, row.size, run.wall, run)
 
 
 PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
@@ -215,16 +238,16 @@ class JavaTools:
                                  "--throughput", str(throughput), "--producer-props",
                                  f"bootstrap.servers={bootstrap}", f"acks={row.acks}", jvm_opts=JAVA_OPTS)
                     for count in share(records, row.clients)]
-        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
+        run = run_clients(commands, broker_pid, [None] * row.clients)
         summaries = []
-        for output in outputs:
+        for output in run.outputs:
             found = PRODUCED.findall(output)
             if not found:
                 raise RuntimeError(f"no summary line from ProducerPerformance:\n{output[-2000:]}")
             summaries.append(found[-1])
         # The tool's own rate leaves out the JVM's start; the clients ran at the same time, so rates add up.
         rate = sum(float(summary[1]) for summary in summaries)
-        result = figure(records, row.size, records / rate, wall, broker_cpu, clients_cpu)
+        result = figure(records, row.size, records / rate, run)
         result.p50_ms = max(int(summary[2]) for summary in summaries)
         result.p99_ms = max(int(summary[3]) for summary in summaries)
         return result
@@ -234,21 +257,21 @@ class JavaTools:
                                  "--topic", topic, "--messages", str(records), "--hide-header",
                                  "--timeout", "60000", jvm_opts=JAVA_OPTS)
                     for _ in range(row.clients)]
-        wall, broker_cpu, clients_cpu, outputs = run_clients(commands, broker_pid, [None] * row.clients)
+        run = run_clients(commands, broker_pid, [None] * row.clients)
         rate = 0.0
-        for output in outputs:
+        for output in run.outputs:
             # start.time, end.time, MB, MB/s, records, records/s, rebalance ms, fetch ms, fetch MB/s, fetch records/s
             values = [line.split(", ") for line in output.splitlines() if line.count(", ") >= 9]
             if not values or int(values[-1][4]) < records:
                 raise RuntimeError(f"ConsumerPerformance did not read {records} records:\n{output[-2000:]}")
             rate += float(values[-1][9])  # the tool's rate after the group join, without the JVM's start
-        return figure(records * row.clients, row.size, records * row.clients / rate, wall, broker_cpu, clients_cpu)
+        return figure(records * row.clients, row.size, records * row.clients / rate, run)
 
 
-def figure(records: int, size: int, seconds: float, wall: float, broker_cpu: float, clients_cpu: float) -> Figure:
-    """Rates of ``records`` moved in ``seconds``; CPU use as percent of one core over the ``wall`` time."""
-    return Figure(records / seconds, records * size / seconds / 1e6, 100 * broker_cpu / wall,
-                  100 * clients_cpu / wall)
+def figure(records: int, size: int, seconds: float, run: ClientsRun) -> Figure:
+    """Rates of ``records`` moved in ``seconds``; CPU use as percent of one core over the run's wall time."""
+    return Figure(records / seconds, records * size / seconds / 1e6, 100 * run.broker_cpu / run.wall,
+                  100 * run.clients_cpu / run.wall, clients_faults=run.faults, clients_max_rss_mb=run.max_rss_mb)
 
 
 def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None) -> Iterator[Row]:
@@ -307,7 +330,9 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
         if broker.data_dir is not None:
             wait_until_gone(broker.data_dir, topic)
     print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
-          f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}", flush=True)
+          f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}; clients: page faults "
+          f"{produced.clients_faults:,} p, {consumed.clients_faults:,} c, largest RSS "
+          f"{produced.clients_max_rss_mb:.0f} MB p, {consumed.clients_max_rss_mb:.0f} MB c", flush=True)
     return produced, consumed
 
 
