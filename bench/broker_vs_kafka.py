@@ -42,6 +42,11 @@ share two cores, the broker is served first (as on a machine of its own): Linux 
 threads, and a broker with one busy thread (ours) gets less of it against four producers' threads than one
 with many (Kafka). Both brokers are measured with the same setting.
 
+``--producer-metrics`` has Kafka's producer tool print its metrics and shows, after each produce, how every
+producer batched and waited (batch size, records per request, request latency, time records queued, time
+waiting for buffer memory or in the network thread's select, retries and errors): whether a broker made the
+client work differently.
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -228,17 +233,29 @@ PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec
                       r"[\d.]+ ms max latency, (\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th")
 
 
+# The Java producer's own metrics that say how it batched and waited (``--producer-metrics``)
+PRODUCER_METRICS = ("batch-size-avg", "records-per-request-avg", "request-latency-avg", "record-queue-time-avg",
+                    "bufferpool-wait-ratio", "io-wait-ratio", "record-retry-total", "record-error-total")
+METRIC_LINE = re.compile(r"^producer-metrics:([\w-]+):\{client-id=[^}]*\}\s*:\s*(\S+)$", re.MULTILINE)
+
+
 class JavaTools:
     name = "java"
+
+    def __init__(self, metrics: bool = False) -> None:
+        self.metrics = metrics  # print the producers' PRODUCER_METRICS after each produce
 
     def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int,
                 throughput: int = -1) -> Figure:
         commands = [java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                                  "--num-records", str(count), "--record-size", str(row.size),
-                                 "--throughput", str(throughput), "--producer-props",
-                                 f"bootstrap.servers={bootstrap}", f"acks={row.acks}", jvm_opts=JAVA_OPTS)
+                                 "--throughput", str(throughput), *(["--print-metrics"] * self.metrics),
+                                 "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={row.acks}",
+                                 jvm_opts=JAVA_OPTS)
                     for count in share(records, row.clients)]
         run = run_clients(commands, broker_pid, [None] * row.clients)
+        if self.metrics:
+            print_producer_metrics(run.outputs)
         summaries = []
         for output in run.outputs:
             found = PRODUCED.findall(output)
@@ -266,6 +283,14 @@ class JavaTools:
                 raise RuntimeError(f"ConsumerPerformance did not read {records} records:\n{output[-2000:]}")
             rate += float(values[-1][9])  # the tool's rate after the group join, without the JVM's start
         return figure(records * row.clients, row.size, records * row.clients / rate, run)
+
+
+def print_producer_metrics(outputs: list[str]) -> None:
+    """Each of PRODUCER_METRICS as every producer ended with it (one value per client)."""
+    found = [dict(METRIC_LINE.findall(output)) for output in outputs]
+    for name in PRODUCER_METRICS:
+        values = [float(metrics[name]) for metrics in found if name in metrics]
+        print(f"      {name:<26} " + " ".join(f"{value:,.2f}" for value in values), flush=True)
 
 
 def figure(records: int, size: int, seconds: float, run: ClientsRun) -> Figure:
@@ -441,6 +466,8 @@ def main() -> int:
     parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
     parser.add_argument("--clients-nice", type=int, default=0, choices=range(20), metavar="N",
                         help="run the clients at nice N (0-19), below the broker, whichever broker it is")
+    parser.add_argument("--producer-metrics", action="store_true",
+                        help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
     global CLIENTS_NICE
     CLIENTS_NICE = args.clients_nice
@@ -448,7 +475,7 @@ def main() -> int:
         parser.error(reason)
     with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
         directory = Path(tmp)
-        known = {"kcat": Kcat(directory), "java": JavaTools()}
+        known = {"kcat": Kcat(directory), "java": JavaTools(args.producer_metrics)}
         clients = [known[name] for name in args.clients.split(",")]
         rows = list(matrix(args.quick and args.rows is None, args.rows))
         records = {100: args.records_100, 1024: args.records_1k}
