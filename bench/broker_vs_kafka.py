@@ -47,6 +47,9 @@ producer batched and waited (batch size, records per request, request latency, t
 waiting for buffer memory or in the network thread's select, retries and errors): whether a broker made the
 client work differently.
 
+``--versus-ours KEY=VALUE[,...]`` measures our broker against itself with those broker settings, run by run
+as ``--alternate`` does (an A/B of a setting; the tables name the second broker "ours with ...").
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -320,6 +323,19 @@ def parse_rows(text: str) -> set[tuple[int, int, int]]:
     return found
 
 
+def parse_settings(text: str) -> dict[str, object]:
+    """``socket.send.buffer.bytes=102400,log.segment.bytes=1e9`` -> broker settings, values read as YAML."""
+    import yaml
+
+    settings = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--versus-ours wants KEY=VALUE[,KEY=VALUE...], got {item!r}")
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
+
+
 def median_figure(figures: list[Figure]) -> Figure:
     """The run with the median rate (the lower middle one for an even count): its CPU and latency go with it."""
     return sorted(figures, key=lambda f: f.records_per_s)[(len(figures) - 1) // 2]
@@ -426,10 +442,12 @@ def print_latency_runs(ours: list[tuple[int, int]], kafkas: list[tuple[int, int]
           f"{median([p for p, _ in kafkas]):g} / {median([p for _, p in kafkas]):g} |")
 
 
-def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict) -> None:
+def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict, other: str = "Kafka") -> None:
+    """The medians of both brokers, row by row; ``other`` names the second broker (Kafka, or ours configured
+    otherwise)."""
     print()
-    print("| client | row | produce ours | produce Kafka | ratio | consume ours | consume Kafka | ratio "
-          "| consume/produce ours | CPU % ours (broker / clients) | CPU % Kafka (broker / clients) |")
+    print(f"| client | row | produce ours | produce {other} | ratio | consume ours | consume {other} | ratio "
+          f"| consume/produce ours | CPU % ours (broker / clients) | CPU % {other} (broker / clients) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for client in clients:
@@ -440,7 +458,7 @@ def print_table(rows: list[Row], clients: list, ours: dict, kafkas: dict) -> Non
                   f"{op.broker_cpu:.0f}/{op.clients_cpu:.0f} p, {oc.broker_cpu:.0f}/{oc.clients_cpu:.0f} c | "
                   f"{kp.broker_cpu:.0f}/{kp.clients_cpu:.0f} p, {kc.broker_cpu:.0f}/{kc.clients_cpu:.0f} c |")
     print()
-    print("| produce latency (Java producer) | ours p50 / p99 | Kafka p50 / p99 |")
+    print(f"| produce latency (Java producer) | ours p50 / p99 | {other} p50 / p99 |")
     print("|---|---|---|")
     for row in rows:
         if ("java" in [c.name for c in clients]) and row.clients == 1:
@@ -466,6 +484,9 @@ def main() -> int:
     parser.add_argument("--latency-runs", type=int, default=0, help="only the fixed-rate latency row, N times")
     parser.add_argument("--clients-nice", type=int, default=0, choices=range(20), metavar="N",
                         help="run the clients at nice N (0-19), below the broker, whichever broker it is")
+    parser.add_argument("--versus-ours", type=parse_settings, default=None, metavar="KEY=VALUE[,...]",
+                        help="instead of Kafka, our broker with these settings as the second broker (implies "
+                             "--alternate)")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -486,6 +507,18 @@ def main() -> int:
             with KafkaServer(directory / "kafka") as kafka:
                 kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
             print_latency_runs(ours_runs, kafka_runs)
+            return 0
+        if args.versus_ours is not None:
+            (directory / "other").mkdir()
+            base = {"group.initial.rebalance.delay.ms": 0, "log.segment.delete.delay.ms": 0}
+            other = "ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items())
+            with (BrokerProcess(directory / "ours", extra_config=base) as broker,
+                  BrokerProcess(directory / "other" / "data", extra_config={**base, **args.versus_ours}) as second):
+                ours, seconds = measure_alternating(
+                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
+                     Broker("ours B", second.bootstrap, second.proc.pid, directory / "other" / "data")), rows,
+                    clients, records, args.repeat)
+            print_table(rows, clients, ours, seconds, other)
             return 0
         if args.alternate:
             # Both brokers delete a deleted topic's files a minute later by default (log.segment.delete.delay.ms;
