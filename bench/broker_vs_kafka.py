@@ -56,11 +56,11 @@ cores are doing.
 
 Rates of the Java tools are their own figures (without the JVM's start and, for the consumer, the group
 join); kcat's are records over the wall time of its processes. Every row prints the broker's and the
-clients' CPU use (percent of one core over the row's wall time), so a
-reader sees which side is the bottleneck: with two cores shared by the broker and its clients, a row whose
-clients use more CPU than the broker is client-bound. Each run's line also gives the clients' page faults and
-the largest peak RSS of one client (``wait4``'s resource usage): a kcat producer queues records it cannot send
-yet, so its memory shows how far the broker lags behind it.
+clients' CPU use (percent of one core over the row's wall time), so a reader sees which side is the
+bottleneck: with two cores shared by the broker and its clients, a row whose clients use more CPU than the
+broker is client-bound. Each run's line also gives the clients' page faults (``wait4``'s resource usage) and
+the largest peak RSS of one client (its VmHWM, read every 50 ms): a kcat producer queues the records it cannot
+send yet, so its memory shows how far the broker lags behind it.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -153,12 +154,12 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
                 command = ["nice", "-n", str(CLIENTS_NICE), *command]
             running.append((subprocess.Popen(command, stdin=stdin, stdout=output, stderr=subprocess.STDOUT),
                             output))
-        outputs, faults, max_rss_kb = [], 0, 0
+        peaks = PeakRss([process.pid for process, _ in running])
+        outputs, faults = [], 0
         for process, output in running:
-            _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its resource usage
+            _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its page faults
             process.returncode = os.waitstatus_to_exitcode(status)
             faults += usage.ru_minflt + usage.ru_majflt
-            max_rss_kb = max(max_rss_kb, usage.ru_maxrss)
             output.seek(0)
             outputs.append(output.read().decode(errors="replace"))
             if process.returncode != 0:
@@ -166,7 +167,34 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
                                    f"{outputs[-1][-2000:]}")
     wall = time.monotonic() - started
     return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
-                      outputs, faults, max_rss_kb / 1024)
+                      outputs, faults, peaks.stop() / 1024)
+
+
+class PeakRss:
+    """The largest peak RSS (VmHWM, in KiB) of some processes, read every 50 ms until :meth:`stop`. Not
+    ``wait4``'s ru_maxrss: a child started by vfork carries this script's own peak in it."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.peak_kb = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            for pid in self.pids:
+                with contextlib.suppress(OSError, ValueError):
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            if self._done.wait(0.05):
+                return
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.peak_kb
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
