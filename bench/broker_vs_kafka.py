@@ -60,7 +60,9 @@ clients' CPU use (percent of one core over the row's wall time), so a reader see
 bottleneck: with two cores shared by the broker and its clients, a row whose clients use more CPU than the
 broker is client-bound. Each run's line also gives the clients' page faults (``wait4``'s resource usage) and
 the largest peak RSS of one client (its VmHWM, read every 50 ms): a kcat producer queues the records it cannot
-send yet, so its memory shows how far the broker lags behind it.
+send yet, so its memory shows how far the broker lags behind it. And how long the broker's threads were ready
+to run but had no CPU (``/proc/PID/task/*/schedstat``, summed over its threads, as percent of the wall time):
+a broker with one busy thread that waits much of a run for a CPU is starved, not slow.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class Figure:
     p99_ms: float | None = None
     clients_faults: int = 0  # page faults of all the clients
     clients_max_rss_mb: float = 0.0  # the largest peak RSS of one client
+    broker_waited: float = 0.0  # percent of the wall time the broker's threads waited for a CPU (summed)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -121,6 +124,16 @@ def cpu_seconds(pid: int) -> float:
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def runnable_wait_seconds(pid: int) -> float:
+    """Time the process's threads have spent ready to run but waiting for a CPU, so far (schedstat); threads
+    that have ended are not counted."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += int((task / "schedstat").read_text().split()[1])
+    return total / 1e9
 
 
 def children_cpu_seconds() -> float:
@@ -137,6 +150,7 @@ class ClientsRun:
     outputs: list[str]  # each client's stdout and stderr
     faults: int  # page faults of all the clients (minor and major)
     max_rss_mb: float  # the largest peak RSS of one client
+    broker_waited: float  # seconds the broker's threads were ready to run but had no CPU (summed over threads)
 
 
 def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Path | None]) -> ClientsRun:
@@ -144,6 +158,7 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
     another client is waited for would stop its writer (kcat's consumer prints a line per record), and the
     clients would no longer run side by side."""
     broker_before, clients_before = cpu_seconds(broker_pid), children_cpu_seconds()
+    waited_before = runnable_wait_seconds(broker_pid)
     started = time.monotonic()
     running = []
     with contextlib.ExitStack() as files:
@@ -167,7 +182,7 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
                                    f"{outputs[-1][-2000:]}")
     wall = time.monotonic() - started
     return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
-                      outputs, faults, peaks.stop() / 1024)
+                      outputs, faults, peaks.stop() / 1024, runnable_wait_seconds(broker_pid) - waited_before)
 
 
 class PeakRss:
@@ -327,7 +342,8 @@ def print_producer_metrics(outputs: list[str]) -> None:
 def figure(records: int, size: int, seconds: float, run: ClientsRun) -> Figure:
     """Rates of ``records`` moved in ``seconds``; CPU use as percent of one core over the run's wall time."""
     return Figure(records / seconds, records * size / seconds / 1e6, 100 * run.broker_cpu / run.wall,
-                  100 * run.clients_cpu / run.wall, clients_faults=run.faults, clients_max_rss_mb=run.max_rss_mb)
+                  100 * run.clients_cpu / run.wall, clients_faults=run.faults, clients_max_rss_mb=run.max_rss_mb,
+                  broker_waited=100 * run.broker_waited / run.wall)
 
 
 def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None) -> Iterator[Row]:
@@ -399,7 +415,8 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
         if broker.data_dir is not None:
             wait_until_gone(broker.data_dir, topic)
     print(f"  {broker.name:>8} {client.name:>5} {row.label():<40} produce {produced.records_per_s:>12,.0f}/s "
-          f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}; clients: page faults "
+          f"consume {consumed.records_per_s:>12,.0f}/s{idle_note}; broker waiting for a CPU "
+          f"{produced.broker_waited:.0f} % p, {consumed.broker_waited:.0f} % c; clients: page faults "
           f"{produced.clients_faults:,} p, {consumed.clients_faults:,} c, largest RSS "
           f"{produced.clients_max_rss_mb:.0f} MB p, {consumed.clients_max_rss_mb:.0f} MB c", flush=True)
     return produced, consumed
