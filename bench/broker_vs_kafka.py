@@ -48,7 +48,7 @@ waiting for buffer memory or in the network thread's select, retries and errors)
 client work differently.
 
 ``--versus-ours KEY=VALUE[,...]`` measures our broker against itself with those broker settings, run by run
-as ``--alternate`` does (an A/B of a setting; the tables name the second broker "ours with ...").
+as ``--alternate`` does (an A/B of a setting; the tables call the second broker "ours B").
 
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
@@ -556,14 +556,14 @@ def main() -> int:
         if args.versus_ours is not None:
             (directory / "other").mkdir()
             base = {"group.initial.rebalance.delay.ms": 0, "log.segment.delete.delay.ms": 0}
-            other = "ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items())
+            print("ours B: ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items()))
             with (BrokerProcess(directory / "ours", extra_config=base) as broker,
                   BrokerProcess(directory / "other" / "data", extra_config={**base, **args.versus_ours}) as second):
                 ours, seconds = measure_alternating(
                     (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
                      Broker("ours B", second.bootstrap, second.proc.pid, directory / "other" / "data")), rows,
                     clients, records, args.repeat)
-            print_table(rows, clients, ours, seconds, other)
+            print_table(rows, clients, ours, seconds, "ours B")
             return 0
         if args.alternate:
             # Both brokers delete a deleted topic's files a minute later by default (log.segment.delete.delay.ms;

@@ -45,7 +45,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "message.max.bytes": ("int", 1048588),
     "socket.request.max.bytes": ("int", 104857600),
     # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection. -1, the
-    # kernel's own sizing, by default: Kafka's 100 KiB slowed fetch by 5-8 % here (bench/README.md)
+    # kernel's own sizing, by default: Kafka's 100 KiB was no faster here, and slower for four consumers in
+    # three of four A/B rows (bench/README.md)
     "socket.receive.buffer.bytes": ("int", -1),
     "socket.send.buffer.bytes": ("int", -1),
     "log.segment.bytes": ("int", 1073741824),
