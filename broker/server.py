@@ -17,6 +17,7 @@ import os
 import socket
 import ssl
 import struct
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -96,12 +97,27 @@ class KafkaServer:
                                                 reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
                                                 ssl_handshake_timeout=10.0 if self.ssl_context else None,
                                                 start_serving=False)
-        receive = self.broker.config.get("socket.receive.buffer.bytes", -1)
-        if receive != -1:  # before the first connection: accepted sockets take the listener's, as in Kafka
-            for sock in self._server.sockets:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
+        self._size_socket_buffers()
         await self._server.start_serving()
         self.port = self._server.sockets[0].getsockname()[1]
+
+    def _size_socket_buffers(self) -> None:
+        """socket.receive.buffer.bytes on the listening sockets, before the first connection (accepted sockets
+        take the listener's, as in Kafka); both sizes are tried there, and one the kernel caps (net.core.rmem_max,
+        net.core.wmem_max) is named in a warning rather than left smaller without a word."""
+        for key, option, limit in (("socket.receive.buffer.bytes", socket.SO_RCVBUF, "net.core.rmem_max"),
+                                   ("socket.send.buffer.bytes", socket.SO_SNDBUF, "net.core.wmem_max")):
+            wanted = self.broker.config.get(key, -1)
+            if wanted == -1:
+                continue
+            for sock in self._server.sockets:
+                sock.setsockopt(socket.SOL_SOCKET, option, wanted)
+                granted = sock.getsockopt(socket.SOL_SOCKET, option)
+                if sys.platform == "linux":
+                    granted //= 2  # Linux reports twice what it grants (the rest is its bookkeeping)
+                if granted < wanted:
+                    log.warning("socket buffer smaller than configured: the kernel caps it", key=key,
+                                configured=wanted, granted=granted, limit=limit, listener=self.listener)
 
     async def stop(self) -> None:
         if self._server is not None:

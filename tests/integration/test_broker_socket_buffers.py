@@ -65,3 +65,13 @@ def test_by_default_and_with_minus_one_the_kernel_sizes_them(start, settings):
     # the kernel's starting sizes (tcp_rmem/tcp_wmem), perhaps grown by its autotuning, never Kafka's 100 KiB
     assert receive >= kernel_receive and send >= kernel_send
     assert 2 * KAFKA_DEFAULT not in (receive, send)
+
+
+def test_a_size_the_kernel_caps_is_named_in_a_warning(start):
+    with open("/proc/sys/net/core/rmem_max") as rmem_max:
+        most = int(rmem_max.read())
+    capped = start(**{"socket.receive.buffer.bytes": most + (1 << 20)})
+    assert broker_side_buffers(capped.port)[0] == 2 * most
+    log = capped.log_text()
+    assert "socket buffer smaller than configured" in log and "net.core.rmem_max" in log
+    assert f"granted={most}" in log or f'"granted": {most}' in log
