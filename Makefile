@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # chromium and its driver for the dashboard's browser tests; prometheus for promtool (alert rules check).
-DEBIAN_PACKAGES := zookeeper kcat burrow chromium chromium-driver prometheus
+DEBIAN_PACKAGES := zookeeper kcat burrow chromium chromium-driver prometheus iproute2
 STAMP := $(VENV)/.installed
 # Test peers: Apache Kafka, its tools, the Java client and Kafka Streams (Maven), and Go programs
 # using Sarama, franz-go and kafka-go (Go module proxy); both cached in ~/.m2 and Go's module cache.

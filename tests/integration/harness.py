@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -71,6 +73,25 @@ def recv_exactly(sock: socket.socket, size: int) -> bytes:
         parts.append(part)
         size -= len(part)
     return b"".join(parts)
+
+
+def broker_side_buffers(port: int, tls: ssl.SSLContext | None = None) -> tuple[int, int]:
+    """(receive, send) buffer sizes of the broker's end of a fresh connection to ``port`` (over TLS with the
+    ``tls`` context) that has had one answer, read from outside the broker with ``ss`` (Linux reports twice
+    the size asked for: the other half is its bookkeeping)."""
+    request = struct.pack(">hhih", 18, 0, 7, 4) + b"bufs"
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        assert len(recv_exactly(sock, size)) == size  # answered: the broker has set the connection up
+        client_port = sock.getsockname()[1]
+        shown = subprocess.run(["ss", "-Htmn", "state", "established",
+                                f"( sport = :{port} and dport = :{client_port} )"],
+                               capture_output=True, text=True, check=True).stdout
+    found = re.search(r"\brb(\d+),t\d+,tb(\d+)", shown)
+    assert found, f"ss showed no broker end of the connection: {shown!r}"
+    return int(found.group(1)), int(found.group(2))
 
 
 def _answers_api_versions(port: int) -> bool:

@@ -1,36 +1,14 @@
 """socket.receive.buffer.bytes and socket.send.buffer.bytes, as Kafka has them: SO_RCVBUF of the listener (its
 connections inherit it) and SO_SNDBUF of each connection; -1, this broker's default, leaves the sizes to the
-kernel (Kafka's default is 100 KiB, measured slower for fetch here). Read from outside the broker with ``ss``,
-on the broker's end of a real connection (Linux reports twice the size asked for: the other half is its
-bookkeeping)."""
+kernel (Kafka's default is 100 KiB, no faster here). Read from outside the broker with ``ss``, on the broker's
+end of a real connection (the TLS listener's: tests/integration/test_broker_tls.py)."""
 
 from __future__ import annotations
 
-import re
-import socket
-import struct
-import subprocess
-
 import pytest
-from harness import BrokerProcess, recv_exactly
+from harness import BrokerProcess, broker_side_buffers
 
 KAFKA_DEFAULT = 102400
-
-
-def broker_side_buffers(port: int) -> tuple[int, int]:
-    """(receive, send) buffer sizes of the broker's end of a fresh connection that has had one answer."""
-    request = struct.pack(">hhih", 18, 0, 7, 4) + b"bufs"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-        assert len(recv_exactly(sock, size)) == size  # answered: the broker has set the connection up
-        client_port = sock.getsockname()[1]
-        shown = subprocess.run(["ss", "-Htmn", "state", "established",
-                                f"( sport = :{port} and dport = :{client_port} )"],
-                               capture_output=True, text=True, check=True).stdout
-    found = re.search(r"\brb(\d+),t\d+,tb(\d+)", shown)
-    assert found, f"ss showed no broker end of the connection: {shown!r}"
-    return int(found.group(1)), int(found.group(2))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import BrokerProcess, free_port, wait_until
+from harness import BrokerProcess, broker_side_buffers, free_port, wait_until
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority
 
@@ -55,6 +55,8 @@ def start_broker(directory: Path, client_auth: str) -> TlsBroker:
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
         "ssl.client.auth": client_auth, "group.initial.rebalance.delay.ms": 0,
+        # set on both listeners, TLS's included (test_socket_buffers_on_the_tls_listener)
+        "socket.receive.buffer.bytes": 65536, "socket.send.buffer.bytes": 262144,
     })
     process.start()
     return TlsBroker(process, ssl_port, ca, client.store, client.key, client.certificate)
@@ -131,6 +133,12 @@ def test_the_tls_listener_speaks_only_tls(broker):
         untrusting.wrap_socket(raw, server_hostname="127.0.0.1")
     # The broker serves everyone else as before.
     AdminClient(broker.librdkafka()).list_topics(timeout=30)
+
+
+def test_socket_buffers_on_the_tls_listener(broker):
+    trusting = ssl.create_default_context(cafile=str(broker.ca.path))
+    assert broker_side_buffers(broker.ssl_port, trusting) == (2 * 65536, 2 * 262144)
+    assert broker_side_buffers(broker.process.port) == (2 * 65536, 2 * 262144)
 
 
 def test_kcat_and_kafka_python_over_tls(broker):
