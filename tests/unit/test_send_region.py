@@ -20,15 +20,21 @@ def region_of(path, pieces) -> FileRegion:
     return FileRegion([(os.open(path, os.O_RDONLY), position, length) for position, length in pieces])
 
 
-async def send_and_receive(chunks_of, expected_length: int) -> tuple[bytes, BaseException | None]:
-    """Serve one connection that sends ``chunks_of()`` with _send; read everything the client gets."""
+async def send_and_receive(chunks_of, expected_length: int, *, before: bytes = b"",
+                           after: list | None = None) -> tuple[bytes, BaseException | None]:
+    """Serve one connection that writes ``before`` through the transport without waiting, sends
+    ``chunks_of()`` with _send, then ``after`` (another answer) with _send; read everything the client gets."""
     failure: list[BaseException] = []
     sent = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SMALL_BUFFER)
         try:
+            if before:
+                writer.write(before)  # an earlier answer, still in the transport's buffer
             await _send(writer, chunks_of())
+            if after is not None:
+                await _send(writer, after)
         except Exception as exc:  # noqa: BLE001 - handed to the test
             failure.append(exc)
         finally:
@@ -72,15 +78,42 @@ def test_pieces_larger_than_the_socket_buffer_arrive_whole_and_in_order(segment)
     assert received == expected
 
 
-def test_a_region_after_bytes_still_waiting_in_the_transport_comes_after_them(segment):
+def test_bytes_larger_than_the_socket_buffer_between_regions_keep_their_place(segment):
     data = segment.read_bytes()
-    head = os.urandom(4 << 20)  # more than the socket takes: the transport keeps the rest buffered
-    expected = head + data[:2 << 20]
+    head, middle = os.urandom(4 << 20), os.urandom(3 << 20)  # more than the socket takes at once
+    expected = head + data[:2 << 20] + middle + data[3 << 20:4 << 20] + b"end"
 
     def chunks() -> list:
-        return [head, region_of(segment, [(0, 2 << 20)])]
+        return [head, region_of(segment, [(0, 2 << 20)]), middle, region_of(segment, [(3 << 20, 1 << 20)]), b"end"]
 
     received, failure = asyncio.run(send_and_receive(chunks, len(expected)))
+    assert failure is None
+    assert received == expected
+
+
+def test_an_answer_after_bytes_still_waiting_in_the_transport_comes_after_them(segment):
+    data = segment.read_bytes()
+    earlier = os.urandom(4 << 20)  # the transport keeps what the socket does not take
+    expected = earlier + b"head" + data[:2 << 20] + b"tail"
+
+    def chunks() -> list:
+        return [b"head", region_of(segment, [(0, 2 << 20)]), b"tail"]
+
+    received, failure = asyncio.run(send_and_receive(chunks, len(expected), before=earlier))
+    assert failure is None
+    assert received == expected
+
+
+def test_the_connection_serves_on_after_a_full_socket(segment):
+    """After an answer that filled the socket (and was finished from a second descriptor of it), the next
+    answer, plain bytes through the transport, still goes out on the same connection."""
+    data = segment.read_bytes()
+    expected = data[:5 << 20] + b"next answer"
+
+    def chunks() -> list:
+        return [region_of(segment, [(0, 5 << 20)])]
+
+    received, failure = asyncio.run(send_and_receive(chunks, len(expected), after=[b"next answer"]))
     assert failure is None
     assert received == expected
 
