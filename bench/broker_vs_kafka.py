@@ -92,6 +92,7 @@ KCAT = "kcat"
 JAVA_OPTS = ("-Xmx512m",)
 LATENCY_RATE = 20_000  # records/s of the fixed-rate latency row
 CLIENTS_NICE = 0  # --clients-nice: the clients run at this nice value (both brokers alike)
+CLIENT_TIMEOUT_S = 600  # a client still running after this long is killed
 
 
 @dataclass(frozen=True)
@@ -170,19 +171,31 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
             running.append((subprocess.Popen(command, stdin=stdin, stdout=output, stderr=subprocess.STDOUT),
                             output))
         peaks = PeakRss([process.pid for process, _ in running])
+        # a client that hangs is killed after CLIENT_TIMEOUT_S, and every client still running when one fails
+        killer = threading.Timer(CLIENT_TIMEOUT_S, lambda: [process.kill() for process, _ in running])
+        killer.start()
         outputs, faults = [], 0
-        for process, output in running:
-            _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its page faults
-            process.returncode = os.waitstatus_to_exitcode(status)
-            faults += usage.ru_minflt + usage.ru_majflt
-            output.seek(0)
-            outputs.append(output.read().decode(errors="replace"))
-            if process.returncode != 0:
-                raise RuntimeError(f"{shlex.join(process.args)} exited with {process.returncode}:\n"
-                                   f"{outputs[-1][-2000:]}")
+        try:
+            for process, output in running:
+                _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its page faults
+                process.returncode = os.waitstatus_to_exitcode(status)
+                faults += usage.ru_minflt + usage.ru_majflt
+                output.seek(0)
+                outputs.append(output.read().decode(errors="replace"))
+                if process.returncode != 0:
+                    raise RuntimeError(f"{shlex.join(process.args)} exited with {process.returncode}:\n"
+                                       f"{outputs[-1][-2000:]}")
+        finally:
+            killer.cancel()
+            peak_kb = peaks.stop()
+            for process, _ in running:
+                if process.returncode is None:
+                    process.kill()
+                    os.waitpid(process.pid, 0)
+                    process.returncode = -9
     wall = time.monotonic() - started
     return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
-                      outputs, faults, peaks.stop() / 1024, runnable_wait_seconds(broker_pid) - waited_before)
+                      outputs, faults, peak_kb / 1024, runnable_wait_seconds(broker_pid) - waited_before)
 
 
 class PeakRss:
