@@ -102,9 +102,10 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
     def _size_socket_buffers(self) -> None:
-        """socket.receive.buffer.bytes on the listening sockets, before the first connection (accepted sockets
-        take the listener's, as in Kafka); both sizes are tried there, and one the kernel caps (net.core.rmem_max,
-        net.core.wmem_max) is named in a warning rather than left smaller without a word."""
+        """socket.receive.buffer.bytes and socket.send.buffer.bytes on the listening sockets, before the first
+        connection: accepted sockets take both from the listener (Kafka sets the send size on each connection;
+        the result is the same). A size the kernel caps (net.core.rmem_max, net.core.wmem_max) is named in a
+        warning rather than left smaller without a word."""
         for key, option, limit in (("socket.receive.buffer.bytes", socket.SO_RCVBUF, "net.core.rmem_max"),
                                    ("socket.send.buffer.bytes", socket.SO_SNDBUF, "net.core.wmem_max")):
             wanted = self.broker.config.get(key, -1)
@@ -137,10 +138,7 @@ class KafkaServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         client_host = peer[0] if peer else ""
-        send = self.broker.config.get("socket.send.buffer.bytes", -1)
         try:
-            if send != -1:
-                writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
             await self._request_loop(reader, writer, client_host)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
