@@ -79,12 +79,9 @@ def broker_side_buffers(port: int, tls: ssl.SSLContext | None = None) -> tuple[i
     """(receive, send) buffer sizes of the broker's end of a fresh connection to ``port`` (over TLS with the
     ``tls`` context) that has had one answer, read from outside the broker with ``ss`` (Linux reports twice
     the size asked for: the other half is its bookkeeping)."""
-    request = struct.pack(">hhih", 18, 0, 7, 4) + b"bufs"
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     with tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw as sock:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-        assert len(recv_exactly(sock, size)) == size  # answered: the broker has set the connection up
+        assert _api_versions_answered(sock)  # the broker has set the connection up
         client_port = sock.getsockname()[1]
         shown = subprocess.run(["ss", "-Htmn", "state", "established",
                                 f"( sport = :{port} and dport = :{client_port} )"],
@@ -96,11 +93,16 @@ def broker_side_buffers(port: int, tls: ssl.SSLContext | None = None) -> tuple[i
 
 def _answers_api_versions(port: int) -> bool:
     """True when a broker on the port answers an ApiVersions v0 request."""
-    request = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
     with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-        return size > 0 and len(recv_exactly(sock, size)) == size
+        return _api_versions_answered(sock)
+
+
+def _api_versions_answered(sock: socket.socket) -> bool:
+    """Send an ApiVersions v0 request on ``sock``; True when a whole answer comes back."""
+    request = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return size > 0 and len(recv_exactly(sock, size)) == size
 
 
 class BrokerProcess:
