@@ -566,31 +566,28 @@ def main() -> int:
                 kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
             print_latency_runs(ours_runs, kafka_runs)
             return 0
-        if args.versus_ours is not None:
-            (directory / "other").mkdir()
-            base = {"group.initial.rebalance.delay.ms": 0, "log.segment.delete.delay.ms": 0}
-            print("ours B: ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items()))
-            with (BrokerProcess(directory / "ours", extra_config=base) as broker,
-                  BrokerProcess(directory / "other" / "data", extra_config={**base, **args.versus_ours}) as second):
-                ours, seconds = measure_alternating(
-                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
-                     Broker("ours B", second.bootstrap, second.proc.pid, directory / "other" / "data")), rows,
-                    clients, records, args.repeat)
-            print_table(rows, clients, ours, seconds, "ours B")
-            return 0
-        if args.alternate:
+        if args.alternate or args.versus_ours is not None:
             # Both brokers delete a deleted topic's files a minute later by default (log.segment.delete.delay.ms;
             # ours used to delete at once): left at a minute, Kafka's deletions of 1.5 GB fell into later runs,
             # ours more often than not (the runs came round every 20 s). Here both delete at once and each run
             # waits until the files are gone.
             at_once = {"log.segment.delete.delay.ms": 0}
-            with (BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0, **at_once})
-                  as broker, KafkaServer(directory / "kafka", config=at_once) as kafka):
-                ours, kafkas = measure_alternating(
-                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"),
-                     Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)), rows, clients, records,
-                    args.repeat)
-            print_table(rows, clients, ours, kafkas)
+            ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once}
+            with contextlib.ExitStack() as running:
+                broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config))
+                if args.versus_ours is None:
+                    kafka = running.enter_context(KafkaServer(directory / "kafka", config=at_once))
+                    second = Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)
+                else:
+                    print("ours B: ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items()))
+                    (directory / "other").mkdir()
+                    other = running.enter_context(BrokerProcess(directory / "other" / "data",
+                                                                extra_config={**ours_config, **args.versus_ours}))
+                    second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
+                ours, seconds = measure_alternating(
+                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"), second), rows, clients,
+                    records, args.repeat)
+            print_table(rows, clients, ours, seconds, second.name)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
         with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
