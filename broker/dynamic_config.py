@@ -132,11 +132,21 @@ class DynamicBrokerConfigs:
                 continue
             if synonym in self.config.explicit:
                 found.append((synonym, _text(self._static_value(synonym)), SOURCE_STATIC))
-            default = KAFKA_BROKER_CONFIGS.get(synonym, (None,))[0]
+            default = self.default(synonym)
             if default is not None:
                 found.append((synonym, default, SOURCE_DEFAULT))
         # Kafka names the coarser synonyms (log.retention.hours, ...) only once the config itself has a value
         return found if any(synonym == name for synonym, _, _ in found) else []
+
+    @staticmethod
+    def default(name: str) -> str | None:
+        """The value ``name`` has when nothing sets it: Kafka's, or this broker's own where it differs
+        (socket buffers sized by the kernel, internal topics with one replica). Where Kafka has none (it
+        derives log.retention.ms from log.retention.hours), there is none here either."""
+        kafkas = KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
+        if kafkas is None or name not in BROKER_KEYS:
+            return kafkas
+        return _text(BROKER_KEYS[name][1])
 
     def _static_value(self, name: str) -> Any:
         return self.static[name] if name in self.static else self.config.inert.get(name)
@@ -148,7 +158,7 @@ class DynamicBrokerConfigs:
                 return self.layers[scope][name]
         if name in self.static or name in self.config.inert:
             return self._static_value(name)
-        return KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
+        return self.default(name)
 
     def dynamic_names(self, scope: str | None = None) -> list[str]:
         scopes = [scope] if scope is not None else list(self.layers)
@@ -217,7 +227,7 @@ class DynamicBrokerConfigs:
             return self.layers[CLUSTER_DEFAULT][name]
         if name in self.static or name in self.config.inert:
             return _text(self._static_value(name))
-        return KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
+        return self.default(name)
 
     def _apply(self) -> None:
         settings = self.config.settings

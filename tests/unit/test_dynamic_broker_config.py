@@ -100,3 +100,21 @@ def test_list_operations_start_from_what_the_scope_sees(tmp_path):
     dynamic.update("7", {"log.cleanup.policy": "delete"})
     assert dynamic.current("", "log.cleanup.policy") == "compact,delete"
     assert dynamic.current("7", "log.cleanup.policy") == "delete"
+
+
+def test_the_default_synonym_is_the_default_this_broker_runs_with(tmp_path):
+    """Where burrowpy's default differs from Kafka's, DescribeConfigs' DEFAULT_CONFIG synonym names ours: the
+    value a client is shown and the default it is told about agree."""
+    dynamic = DynamicBrokerConfigs(config(tmp_path), persist=False)
+    for name, ours in (("socket.receive.buffer.bytes", "-1"), ("socket.send.buffer.bytes", "-1"),
+                       ("offsets.topic.replication.factor", "1"),
+                       ("transaction.state.log.replication.factor", "1")):
+        assert str(dynamic.value(name)) == ours
+        assert dynamic.sources(name) == [(name, ours, SOURCE_DEFAULT)]
+    # Kafka's own default where ours is Kafka's, and for configs that have no effect here
+    assert dynamic.sources("num.io.threads") == [("num.io.threads", "8", SOURCE_DEFAULT)]
+    assert dynamic.sources("message.max.bytes") == [("message.max.bytes", "1048588", SOURCE_DEFAULT)]
+    # with a value in the YAML, the default still follows it
+    dynamic = DynamicBrokerConfigs(config(tmp_path, "socket.send.buffer.bytes: 65536\n"), persist=False)
+    assert dynamic.sources("socket.send.buffer.bytes") == [
+        ("socket.send.buffer.bytes", "65536", SOURCE_STATIC), ("socket.send.buffer.bytes", "-1", SOURCE_DEFAULT)]
