@@ -128,6 +128,22 @@ class FrameProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._into_frame = room is not None
         return room if room is not None else self._scratch
 
+    def data_received(self, data: bytes) -> None:
+        """Bytes from a loop that reads into buffers of its own (uvloop sees a ``Protocol`` here and never asks
+        for a buffer): the waiting frame takes its share, the stream's buffer the rest."""
+        reader = self._stream_reader
+        if reader is None:
+            return
+        room = reader.frame_room()
+        if room is not None:
+            taken = min(len(room), len(data))
+            room[:taken] = memoryview(data)[:taken]
+            reader.frame_received(taken)
+            if taken == len(data):
+                return
+            data = memoryview(data)[taken:]
+        reader.feed_data(data)
+
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._stream_reader
         if reader is None:

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from broker.framing import DIRECT_FROM, FramePool, start_frame_server
+from broker.framing import DIRECT_FROM, FramePool, FrameProtocol, FrameReader, start_frame_server
 
 
 async def serve_and_send(frames: list[bytes], cut: int | None, tls: tuple | None = None, *,
@@ -125,6 +125,38 @@ def test_a_frame_still_referred_to_keeps_its_buffer():
     assert seen["kept_after_release"] == 0  # not given back: a view of it was alive
     assert seen["second"] == second and seen["kept"] == first[1000:2000]
     assert seen["kept_at_end"] == 1 << 20  # the second one, released with nothing holding it, was
+
+
+@pytest.mark.parametrize("cut", [7, 4096, 65_537, 300_000])
+def test_bytes_handed_to_data_received_fill_the_frames_too(cut):
+    """A loop that reads into buffers of its own calls ``data_received`` instead of asking for a buffer (uvloop
+    does: the protocol is a ``Protocol`` too): frames still arrive whole and in order, the large ones in their
+    own buffer, where a plain StreamReaderProtocol would leave them in the stream's buffer and the read hang."""
+    frames = FRAMES if cut > 7 else FRAMES[:4] + FRAMES[5:6]
+    wire = b"".join(struct.pack(">i", len(frame)) + frame for frame in frames)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        reader = FrameReader(1 << 20, loop)
+        protocol = FrameProtocol(reader, None, loop)
+        got = []
+
+        async def read_all():
+            for _ in frames:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.read_frame(size)
+                got.append((len(frame), hashlib.sha256(frame).hexdigest(), type(frame).__name__))
+
+        reading = asyncio.create_task(read_all())
+        for start in range(0, len(wire), cut):
+            protocol.data_received(wire[start:start + cut])
+            await asyncio.sleep(0)
+        await asyncio.wait_for(reading, 30)
+        return got
+
+    got = asyncio.run(run())
+    check(got, frames)
+    assert "memoryview" in {kind for _, _, kind in got}
 
 
 def test_frame_pool_sizes_reuse_and_bound():
