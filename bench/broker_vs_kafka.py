@@ -190,9 +190,8 @@ def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Pa
             peak_kb = peaks.stop()
             for process, _ in running:
                 if process.returncode is None:
-                    process.kill()
-                    os.waitpid(process.pid, 0)
-                    process.returncode = -9
+                    process.kill()  # (kill polls first: a client that has just exited is reaped there)
+                    process.wait()
     wall = time.monotonic() - started
     return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
                       outputs, faults, peak_kb / 1024, runnable_wait_seconds(broker_pid) - waited_before)
