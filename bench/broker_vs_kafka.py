@@ -48,7 +48,9 @@ waiting for buffer memory or in the network thread's select, retries and errors)
 client work differently.
 
 ``--versus-ours KEY=VALUE[,...]`` measures our broker against itself with those broker settings, run by run
-as ``--alternate`` does (an A/B of a setting; the tables call the second broker "ours B").
+as ``--alternate`` does (an A/B of a setting; the tables call the second broker "ours B"). ``--versus-tree DIR``
+does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
+apply the change there, e.g. one of the changes tried and dropped in ``bench/tried/``); both may be given.
 
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
@@ -379,6 +381,27 @@ def parse_rows(text: str) -> set[tuple[int, int, int]]:
     return found
 
 
+def checkout(text: str) -> Path:
+    """``--versus-tree DIR``: a checkout of burrowpy, whose broker package Python imports from there."""
+    directory = Path(text).resolve()
+    found = subprocess.run([sys.executable, "-c", "import broker; print(broker.__file__)"], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(directory)})
+    if found.returncode != 0 or not found.stdout.strip().startswith(str(directory / "broker")):
+        raise argparse.ArgumentTypeError(f"--versus-tree {text}: no burrowpy checkout there (its broker package "
+                                         f"is not what Python imports with PYTHONPATH={directory})")
+    return directory
+
+
+def describe_checkout(directory: Path) -> str:
+    """The commit of a checkout and its uncommitted change, so that the output says what "ours B" ran."""
+    commit = subprocess.run(["git", "-C", str(directory), "log", "-1", "--format=%h %s"], capture_output=True,
+                            text=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", str(directory), "diff", "--stat", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+    return f"the code of {directory} ({commit or 'not a git checkout'}; " + \
+        (f"changed:\n{changed}\n)" if changed else "unchanged)")
+
+
 def parse_settings(text: str) -> dict[str, object]:
     """``socket.send.buffer.bytes=102400,log.segment.bytes=1e9`` -> broker settings, values read as YAML."""
     import yaml
@@ -544,6 +567,9 @@ def main() -> int:
     parser.add_argument("--versus-ours", type=parse_settings, default=None, metavar="KEY=VALUE[,...]",
                         help="instead of Kafka, our broker with these settings as the second broker (implies "
                              "--alternate)")
+    parser.add_argument("--versus-tree", type=checkout, default=None, metavar="DIR",
+                        help="instead of Kafka, our broker running the code of the checkout DIR as the second "
+                             "broker (implies --alternate)")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -565,7 +591,8 @@ def main() -> int:
                 kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
             print_latency_runs(ours_runs, kafka_runs)
             return 0
-        if args.alternate or args.versus_ours is not None:
+        versus_ours = args.versus_ours is not None or args.versus_tree is not None
+        if args.alternate or versus_ours:
             # Both brokers delete a deleted topic's files a minute later by default (log.segment.delete.delay.ms;
             # ours used to delete at once): left at a minute, Kafka's deletions of 1.5 GB fell into later runs,
             # ours more often than not (the runs came round every 20 s). Here both delete at once and each run
@@ -574,14 +601,17 @@ def main() -> int:
             ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once}
             with contextlib.ExitStack() as running:
                 broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config))
-                if args.versus_ours is None:
+                if not versus_ours:
                     kafka = running.enter_context(KafkaServer(directory / "kafka", config=at_once))
                     second = Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)
                 else:
-                    print("ours B: ours with " + ", ".join(f"{key}={value}" for key, value in args.versus_ours.items()))
+                    settings = args.versus_ours or {}
+                    print("ours B: ours" + (f" with {describe_checkout(args.versus_tree)}" if args.versus_tree else "")
+                          + (" with " if settings else "") + ", ".join(f"{key}={value}" for key, value in settings.items()))
                     (directory / "other").mkdir()
-                    other = running.enter_context(BrokerProcess(directory / "other" / "data",
-                                                                extra_config={**ours_config, **args.versus_ours}))
+                    other = running.enter_context(BrokerProcess(
+                        directory / "other" / "data", extra_config={**ours_config, **settings},
+                        env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None))
                     second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
                 ours, seconds = measure_alternating(
                     (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"), second), rows, clients,

@@ -109,13 +109,15 @@ class BrokerProcess:
     """`burrowpy broker` as a real subprocess on 127.0.0.1."""
 
     def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1,
-                 config: Path | None = None, extra_config: dict | None = None, args: tuple[str, ...] = ()) -> None:
+                 config: Path | None = None, extra_config: dict | None = None, args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
         self.config = config
         self.extra_config = extra_config
         self.args = args  # more command-line arguments (e.g. --add-scram)
+        self.env = env or {}  # more environment (e.g. PYTHONPATH for another checkout's code)
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.node_id}-{self.port}.log"
 
@@ -138,7 +140,7 @@ class BrokerProcess:
         cmd += list(self.args)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed when the process is reaped)
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         log.close()
         wait_until(lambda: self._check_alive() and _answers_api_versions(self.port), timeout,
                    message=f"broker on port {self.port} to answer")
