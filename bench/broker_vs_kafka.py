@@ -397,8 +397,8 @@ def describe_checkout(directory: Path) -> str:
     """The commit of a checkout and its uncommitted change, so that the output says what "ours B" ran."""
     commit = subprocess.run(["git", "-C", str(directory), "log", "-1", "--format=%h %s"], capture_output=True,
                             text=True).stdout.strip()
-    changed = subprocess.run(["git", "-C", str(directory), "diff", "--stat", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", str(directory), "status", "--short", "--untracked-files=all"],
+                             capture_output=True, text=True).stdout.strip()
     return f"the code of {directory} ({commit or 'not a git checkout'}; " + \
         (f"changed:\n{changed}\n)" if changed else "unchanged)")
 
