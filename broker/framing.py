@@ -5,7 +5,12 @@ as it goes), and slice each frame out of that buffer again: a 1 MB Produce reque
 times before the decoder sees it (measured: a quarter of the broker's CPU under four kcat producers of 1 KiB
 records, bench/README.md). Here a frame of ``DIRECT_FROM`` bytes or more is received straight into a buffer of
 its own size (the transport's ``recv_into``, or the TLS layer's read into it), so its bytes are copied once,
-by the kernel. Smaller reads (size prefixes, small requests) go through the stream's buffer as before.
+by the kernel. Smaller reads (size prefixes, small requests) go through the stream's buffer as before, in
+reads of ``SCRATCH_BYTES``: small, because the read that brings a frame's size prefix comes before the frame
+has a buffer of its own, and whatever else it brings is copied into the stream's buffer and out again (with
+asyncio's 256 KiB reads that was a quarter of each 1 MB Produce request from a producer with several in
+flight, and the stream's buffer grew and shrank the heap on every request; with 16 KiB reads four kcat
+producers of 1 KiB records went 1.06-1.25x as fast, bench/README.md).
 
 Those buffers come from a :class:`FramePool` shared by the server's connections and go back to it when the
 request is done with (:meth:`FrameReader.release_frame`) and nothing refers to them any more: a new
@@ -25,7 +30,7 @@ from typing import Any
 
 # frames this large are received into their own buffer; smaller ones through the stream's buffer
 DIRECT_FROM = 64 * 1024
-_SCRATCH_BYTES = 256 * 1024  # what one read of the stream's buffer takes at most (asyncio's own read size)
+SCRATCH_BYTES = 16 * 1024  # what one read into the stream's buffer takes at most
 POOL_BYTES = 64 * 1024 * 1024  # the most a FramePool keeps for later frames
 
 
@@ -119,7 +124,7 @@ class FrameProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 
     def __init__(self, reader: FrameReader, connected: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(reader, connected, loop=loop)
-        self._scratch = memoryview(bytearray(_SCRATCH_BYTES))
+        self._scratch = memoryview(bytearray(SCRATCH_BYTES))
         self._into_frame = False  # whether the buffer last handed out was the waiting frame's
 
     def get_buffer(self, sizehint: int) -> memoryview:

@@ -13,7 +13,14 @@ import subprocess
 
 import pytest
 
-from broker.framing import DIRECT_FROM, FramePool, FrameProtocol, FrameReader, start_frame_server
+from broker.framing import (
+    DIRECT_FROM,
+    SCRATCH_BYTES,
+    FramePool,
+    FrameProtocol,
+    FrameReader,
+    start_frame_server,
+)
 
 
 async def serve_and_send(frames: list[bytes], cut: int | None, tls: tuple | None = None, *,
@@ -125,6 +132,25 @@ def test_a_frame_still_referred_to_keeps_its_buffer():
     assert seen["kept_after_release"] == 0  # not given back: a view of it was alive
     assert seen["second"] == second and seen["kept"] == first[1000:2000]
     assert seen["kept_at_end"] == 1 << 20  # the second one, released with nothing holding it, was
+
+
+def test_large_frames_sent_back_to_back_pass_little_through_the_streams_buffer(monkeypatch):
+    """Two 1 MB frames in one write, as a producer with requests in flight sends them: only the read that
+    brings each size prefix (before the frame has a buffer) goes through the stream's buffer, a small one; the
+    rest of each frame is received straight into its own."""
+    through_stream = []
+    feed_data = FrameReader.feed_data
+
+    def counted(self, data):
+        through_stream.append(len(data))
+        feed_data(self, data)
+
+    monkeypatch.setattr(FrameReader, "feed_data", counted)
+    frames = [random.Random(seed).randbytes(1_000_000) for seed in (1, 2)]
+    got = asyncio.run(serve_and_send(frames, None, release=True))
+    assert [(size, digest) for size, digest, _ in got] == [(len(f), hashlib.sha256(f).hexdigest()) for f in frames]
+    assert [kind for _, _, kind in got] == ["memoryview", "memoryview"]
+    assert sum(through_stream) <= 2 * SCRATCH_BYTES and sum(through_stream) < 64 * 1024, through_stream
 
 
 @pytest.mark.parametrize("cut", [7, 4096, 65_537, 300_000])
