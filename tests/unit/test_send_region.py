@@ -105,8 +105,8 @@ def test_an_answer_after_bytes_still_waiting_in_the_transport_comes_after_them(s
 
 
 def test_the_connection_serves_on_after_a_full_socket(segment):
-    """After an answer that filled the socket (and was finished from a second descriptor of it), the next
-    answer, plain bytes through the transport, still goes out on the same connection."""
+    """After an answer that filled the socket (its rest sent by the event loop's sendfile once there was room),
+    the next answer, plain bytes through the transport, still goes out on the same connection."""
     data = segment.read_bytes()
     expected = data[:5 << 20] + b"next answer"
 
