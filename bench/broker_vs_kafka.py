@@ -607,8 +607,9 @@ def main() -> int:
                     second = Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)
                 else:
                     settings = args.versus_ours or {}
-                    print("ours B: ours" + (f" with {describe_checkout(args.versus_tree)}" if args.versus_tree else "")
-                          + (" with " if settings else "") + ", ".join(f"{key}={value}" for key, value in settings.items()))
+                    other_code = [describe_checkout(args.versus_tree)] if args.versus_tree else []
+                    other_settings = [", ".join(f"{key}={value}" for key, value in settings.items())] if settings else []
+                    print("ours B: ours with " + " and with ".join(other_code + other_settings))
                     (directory / "other").mkdir()
                     other = running.enter_context(BrokerProcess(
                         directory / "other" / "data", extra_config={**ours_config, **settings},
