@@ -62,12 +62,16 @@ COMMIT_STRIDE = 5
 NO_LAG = -1
 
 
-def unpack_commit(packed: Sequence[int], start: int) -> ConsumerOffset:
-    """The commit packed at ``start`` of a commit ring's values (the array itself, or its ``tolist()``)."""
-    values = packed[start:start + COMMIT_STRIDE]
+def commit_from_values(values: Sequence[int]) -> ConsumerOffset:
+    """The commit of one slot's ``COMMIT_STRIDE`` packed values."""
     if values[3] == NO_LAG:
         return ConsumerOffset(values[0], values[1], values[2], None, values[4])
     return _new_tuple(ConsumerOffset, values)
+
+
+def unpack_commit(packed: Sequence[int], start: int) -> ConsumerOffset:
+    """The commit packed at ``start`` of a commit ring's values (the array itself, or its ``tolist()``)."""
+    return commit_from_values(packed[start:start + COMMIT_STRIDE])
 
 
 class CommitWindow(Sequence):

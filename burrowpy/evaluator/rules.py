@@ -25,10 +25,15 @@ from burrowpy.protocol import (
     ConsumerTopics,
     PartitionStatus,
     Status,
-    unpack_commit,
+    commit_from_values,
 )
 
 _new_tuple = tuple.__new__
+
+# The statuses as plain module constants: looking a member up on its Enum class costs ~70 ns, several
+# times per partition in the loops below.
+_OK, _WARN, _ERR, _STOP, _STALL, _REWIND = (Status.OK, Status.WARN, Status.ERR, Status.STOP, Status.STALL,
+                                            Status.REWIND)
 
 
 class OffsetView(ConsumerOffset):
@@ -86,12 +91,16 @@ def columns_of(commits: Sequence[Any]) -> CommitColumns:
 
 def is_lag_always_nonzero(commits: CommitColumns, allowed_lag: int) -> bool:
     """No stored lag is within ``allowed_lag`` (commits without a lag do not count either way)."""
+    if allowed_lag == 0:  # the default: one scan in C instead of a generator
+        return 0 not in commits.lags
     return not any(0 <= lag <= allowed_lag for lag in commits.lags)
 
 
 def rewind_index(commits: CommitColumns) -> int:
     """Index of the first commit whose offset is smaller than its predecessor's, else -1."""
     offsets = commits.offsets
+    if sorted(offsets) == offsets:  # never went back, the usual case: answered in C
+        return -1
     for index in range(1, len(offsets)):
         if offsets[index] < offsets[index - 1]:
             return index
@@ -137,20 +146,20 @@ def partition_status(commits: CommitColumns, broker_offsets: Sequence[int], curr
                      allowed_lag: int = 0) -> Status:
     """The rules of spec 1.5 in Burrow's order, on a non-empty window without empty slots."""
     if current_lag <= allowed_lag:
-        return Status.OK  # a caught-up consumer is never in trouble, whatever its history
+        return _OK  # a caught-up consumer is never in trouble, whatever its history
     if is_stopped(commits, now) and not is_recent_lag_zero(commits, broker_offsets):
-        return Status.STOP
+        return _STOP
     # A rewind counts only until the consumer is back where it was: rebalances often re-commit a
     # slightly older offset, which is harmless.
     index = rewind_index(commits)
     if index > 0 and not rewind_recovered(commits, index):
-        return Status.REWIND
+        return _REWIND
     if is_lag_always_nonzero(commits, allowed_lag):
         if is_stalled(commits):
-            return Status.STALL
+            return _STALL
         if is_lag_not_decreasing(commits):
-            return Status.WARN
-    return Status.OK
+            return _WARN
+    return _OK
 
 
 # --- partitions and groups (spec 1.3, 1.4) -----------------------------------------------------------
@@ -167,44 +176,57 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     of spec 1.4; topic, partition, owner and client id are only copied in (``evaluate_group`` fills
     them). A ``None`` after the first commit (which storage never produces) is skipped rather than failing.
     """
-    result = PartitionStatus(topic, partition, Status.OK, current_lag, 0.0, None, None, owner, client_id)
+    if offsets.__class__ is CommitWindow:
+        return _evaluate_window(offsets, broker_offsets, current_lag, int(now), allowed_lag, minimum_complete,
+                                topic, partition, owner, client_id)
+    result = PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
     total = len(offsets)
     if total == 0:
         return result  # never committed: nothing to judge, and not complete at all
-
-    slots = window = None
-    if offsets.__class__ is CommitWindow:  # storage's packed window: two objects, columns only if needed
-        first = total - offsets.stored
-        slots = offsets.slots
-        result.start = unpack_commit(slots, 0)
-        result.end = unpack_commit(slots, len(slots) - COMMIT_STRIDE)
-    else:
-        first = 0
-        while first < total and offsets[first] is None:
-            first += 1
-        if first == total:
-            # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would
-            # then crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
-            result.complete = 1 / total
-            return result
-        window = offsets[first:]
-        for item in window:
-            if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise
-                window = [_as_offset(item) for item in window if item is not None]
-                break
-        result.start = window[0]
-        result.end = window[-1]
+    first = 0
+    while first < total and offsets[first] is None:
+        first += 1
+    if first == total:
+        # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would
+        # then crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
+        result.complete = 1 / total
+        return result
+    window = offsets[first:]
+    for item in window:
+        if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise
+            window = [_as_offset(item) for item in window if item is not None]
+            break
+    result.start = window[0]
+    result.end = window[-1]
     result.complete = (total - first) / total if first else 1.0
     # A caught-up partition is OK whatever its window holds (the rules' first one): no columns to build.
     if result.complete >= minimum_complete and current_lag > allowed_lag:
-        if slots is not None:
-            # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
-            columns = _new_tuple(CommitColumns, (slots[0::COMMIT_STRIDE].tolist(), slots[3::COMMIT_STRIDE].tolist(),
-                                                 slots[1], slots[len(slots) - COMMIT_STRIDE + 1]))
-        else:
-            columns = columns_of(window)
-        result.status = partition_status(columns, broker_offsets, current_lag, int(now), allowed_lag)
+        result.status = partition_status(columns_of(window), broker_offsets, current_lag, int(now), allowed_lag)
     return result
+
+
+def _evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, now: int,
+                     allowed_lag: int, minimum_complete: float, topic: str, partition: int, owner: str,
+                     client_id: str) -> PartitionStatus:
+    """:func:`evaluate_partition` of storage's packed window (``now`` whole seconds), the path every
+    group evaluation takes: one list of the window's values, and columns only when the rules run."""
+    slots = window.slots
+    size = len(slots)
+    if not size:
+        return PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
+    values = slots.tolist()
+    stored = size // COMMIT_STRIDE
+    complete = 1.0 if stored == window.intervals else stored / window.intervals
+    status = _OK
+    # A caught-up partition is OK whatever its window holds (the rules' first one): no columns to build.
+    if complete >= minimum_complete and current_lag > allowed_lag:
+        # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
+        columns = _new_tuple(CommitColumns, (values[0::COMMIT_STRIDE], values[3::COMMIT_STRIDE], values[1],
+                                             values[size - COMMIT_STRIDE + 1]))
+        status = partition_status(columns, broker_offsets, current_lag, now, allowed_lag)
+    return PartitionStatus(topic, partition, status, current_lag, complete,
+                           commit_from_values(values[:COMMIT_STRIDE]),
+                           commit_from_values(values[size - COMMIT_STRIDE:]), owner, client_id)
 
 
 def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
@@ -220,51 +242,65 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
     fraction) and the group the largest of them. ``max_lag_seconds`` > 0 is the optional time threshold,
     not Burrow's: an OK partition whose oldest unconsumed record is older than that becomes WARN.
     """
-    result = ConsumerGroupStatus(cluster, group, Status.OK, 0.0)
-    statuses = result.partitions
-    complete_count = 0
+    result = ConsumerGroupStatus(cluster, group, _OK, 0.0)
+    listed = result.partitions.append
+    count = complete_count = 0
     totallag = 0
     maxlag: PartitionStatus | None = None
-    worst = Status.OK
+    maxlag_lag = 0
+    worst = _OK
     now_ms = now * 1000.0
+    now_s = int(now)
     group_lag_seconds: float | None = None
     for topic in sorted(topics):
         for partition_id, partition in enumerate(topics[topic]):
-            status = evaluate_partition(partition.offsets, partition.broker_offsets, partition.current_lag,
-                                        now, allowed_lag, minimum_complete, topic=topic,
-                                        partition=partition_id, owner=partition.owner,
-                                        client_id=partition.client_id)
-            seconds, method = partition_lag_seconds(
-                status.end.offset if status.end is not None else None, partition.broker_offsets,
-                partition.broker_times, partition.record_time, now_ms, partition.broker_since)
-            status.lag_seconds, status.lag_seconds_method = seconds, method
+            offsets = partition.offsets
+            broker_offsets = partition.broker_offsets
+            current_lag = partition.current_lag
+            if offsets.__class__ is CommitWindow:
+                status = _evaluate_window(offsets, broker_offsets, current_lag, now_s, allowed_lag,
+                                          minimum_complete, topic, partition_id, partition.owner,
+                                          partition.client_id)
+            else:
+                status = evaluate_partition(offsets, broker_offsets, current_lag, now, allowed_lag,
+                                            minimum_complete, topic=topic, partition=partition_id,
+                                            owner=partition.owner, client_id=partition.client_id)
+            end = status.end
+            seconds, method = partition_lag_seconds(end.offset if end is not None else None, broker_offsets,
+                                                    partition.broker_times, partition.record_time, now_ms,
+                                                    partition.broker_since)
+            status.lag_seconds = seconds
+            status.lag_seconds_method = method
             if seconds is not None:
                 if group_lag_seconds is None or seconds > group_lag_seconds:
                     group_lag_seconds = seconds
-                if 0 < max_lag_seconds < seconds and status.status == Status.OK and status.end is not None:
-                    status.status = Status.WARN
-            totallag += status.current_lag
-            if status.status > worst:
-                worst = status.status
-            if maxlag is None or status.current_lag > maxlag.current_lag:
+                if 0 < max_lag_seconds < seconds and status.status == _OK and end is not None:
+                    status.status = _WARN
+            value = status.status
+            if value > worst:
+                worst = value
+            totallag += current_lag
+            if maxlag is None or current_lag > maxlag_lag:
                 maxlag = status
+                maxlag_lag = current_lag
             if status.complete == 1.0:
                 complete_count += 1
-            if showall or status.status > Status.OK:
-                statuses.append(status)
-            result.partition_count += 1
+            if showall or value > _OK:
+                listed(status)
+            count += 1
     # Groups only know OK, WARN and ERR: any partition STOP, STALL or REWIND makes the group ERR.
-    result.status = Status.ERR if worst > Status.ERR else worst
+    result.status = _ERR if worst > _ERR else worst
+    result.partition_count = count
     result.maxlag = maxlag
     result.totallag = totallag
     result.max_lag_seconds = group_lag_seconds
-    if result.partition_count:
-        result.complete = complete_count / result.partition_count
+    if count:
+        result.complete = complete_count / count
     return result
 
 
 def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
     """A copy of a group status listing only partitions worse than OK (Burrow's ``showall=false``)."""
     return ConsumerGroupStatus(status.cluster, status.group, status.status, status.complete,
-                               [p for p in status.partitions if p.status > Status.OK],
+                               [p for p in status.partitions if p.status > _OK],
                                status.partition_count, status.maxlag, status.totallag, status.max_lag_seconds)

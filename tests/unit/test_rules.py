@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burrowpy.evaluator import rules
 from burrowpy.evaluator.rules import evaluate_group, evaluate_partition, only_problems
-from burrowpy.protocol import ConsumerOffset, ConsumerPartition, Status
+from burrowpy.protocol import NO_LAG, CommitWindow, ConsumerOffset, ConsumerPartition, Status
 
 
 def commits(*rows):
@@ -428,3 +430,43 @@ def test_group_status_json_shape():
         "lag": 3321,
     }
     assert document["maxlag"] == partition
+
+
+@st.composite
+def packed_windows(draw):
+    """A window as storage packs it (CommitWindow) and the same commits as a list with leading Nones."""
+    intervals = draw(st.integers(1, 12))
+    stored = draw(st.integers(0, intervals))
+    offset = draw(st.integers(0, 10_000))
+    timestamp = draw(st.integers(1_000_000, 2_000_000))
+    items = []
+    for order in range(stored):
+        offset = max(0, offset + draw(st.integers(-300, 600)))  # rewinds and stalls too
+        timestamp += draw(st.integers(0, 60_000))
+        lag = draw(st.one_of(st.none(), st.integers(0, 5), st.integers(0, 10_000)))
+        items.append(ConsumerOffset(offset, timestamp, timestamp + 7, lag, order))
+    slots = array("q")
+    for item in items:
+        slots.extend((item.offset, item.timestamp, item.observed_at, NO_LAG if item.lag is None else item.lag,
+                      item.order))
+    listed = [None] * (intervals - stored) + items if items else []
+    return CommitWindow(slots, intervals), listed
+
+
+@settings(deadline=None, max_examples=400)
+@given(packed_windows(), st.lists(st.integers(0, 20_000), max_size=4), st.integers(0, 3_000),
+       st.integers(1_000, 3_000), st.sampled_from([0, 1, 5]), st.sampled_from([0.0, 0.5, 1.0]))
+def test_a_packed_window_evaluates_as_its_commits_do(windows, brokers, current_lag, now, allowed, minimum):
+    """Storage's packed windows take their own path through the rules; it must agree with the commits'."""
+    window, listed = windows
+    packed = evaluate_partition(window, brokers, current_lag, now + 0.75, allowed, minimum, topic="t",
+                                partition=3, owner="o", client_id="c")
+    plain = evaluate_partition(listed, brokers, current_lag, now + 0.75, allowed, minimum, topic="t",
+                               partition=3, owner="o", client_id="c")
+    assert packed == plain
+    # and the group evaluation, which calls the packed path itself, lists the same partition
+    group = evaluate_group("c", "g", {"t": [ConsumerPartition(window, brokers, current_lag, "o", "c")]},
+                           now + 0.75, allowed, minimum)
+    partition = group.partitions[0]
+    assert (partition.status, partition.start, partition.end, partition.complete) == (
+        plain.status, plain.start, plain.end, plain.complete)
