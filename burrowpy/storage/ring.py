@@ -140,46 +140,39 @@ class BrokerRing:
     Each offset keeps the time it was read (ms), which lag in seconds interpolates over, and the ring
     remembers since when the newest offset has not changed (``since``), beyond the window: while producers
     are idle that is the latest time the unconsumed records can have been written. Samples are packed as
-    (offset, time) pairs in one int64 array.
+    (offset, time) pairs in one int64 array, oldest first: a full ring drops its oldest pair on each add
+    (a move of a few dozen bytes, once per poll), so that reading the window, which every evaluation of a
+    group does for each of its partitions, is one slice per column.
     """
 
-    __slots__ = ("intervals", "_samples", "_next", "since")
+    __slots__ = ("intervals", "_samples", "since")
 
     def __init__(self, intervals: int) -> None:
         if intervals < 1:
             raise ValueError(f"a broker ring needs at least one slot, got {intervals}")
         self.intervals = intervals
         self._samples = array("q")
-        self._next = 0  # sample to overwrite once the ring is full (= the oldest one)
         # When the newest offset was first read (ms); None while it is the first offset ever read, whose
         # age nobody knows.
         self.since: int | None = None
 
     def add(self, offset: int, timestamp_ms: int = 0) -> None:
         samples = self._samples
-        if samples and offset != samples[2 * self._next - 2]:
+        if samples and offset != samples[-2]:
             self.since = timestamp_ms
-        if len(samples) < 2 * self.intervals:
-            samples.append(offset)
-            samples.append(timestamp_ms)
-        else:
-            samples[2 * self._next] = offset
-            samples[2 * self._next + 1] = timestamp_ms
-            self._next = (self._next + 1) % self.intervals
+        if len(samples) == 2 * self.intervals:
+            del samples[:2]
+        samples.append(offset)
+        samples.append(timestamp_ms)
 
     def values(self) -> list[int]:
         """The stored offsets, oldest to newest."""
-        return self._oldest_first(0)
+        return self._samples[0::2].tolist()
 
     def times(self) -> list[int]:
         """When each stored offset was read (ms), in the order of :meth:`values`."""
-        return self._oldest_first(1)
-
-    def _oldest_first(self, field_number: int) -> list[int]:
-        column = self._samples[field_number::2].tolist()
-        start = self._next
-        return column[start:] + column[:start] if start else column
+        return self._samples[1::2].tolist()
 
     def newest(self) -> int | None:
         samples = self._samples
-        return samples[2 * self._next - 2] if samples else None
+        return samples[-2] if samples else None

@@ -323,24 +323,32 @@ class StorageState:
             return None
 
         topics: ConsumerTopics = {}
+        record_times = cluster.record_times
         for topic in sorted(group.topics):
-            rings = cluster.brokers.get(topic)
+            rings = cluster.brokers.get(topic) or ()
+            broker_count = len(rings)
             partitions = topics[topic] = []
+            append = partitions.append
             for partition_id, entry in enumerate(group.topics[topic]):
                 ring = entry.ring
                 offsets = ring.window() if ring is not None else []
-                broker_ring = rings[partition_id] if rings is not None and partition_id < len(rings) else None
-                history = broker_ring.values() if broker_ring is not None else []
+                if partition_id < broker_count:
+                    broker_ring = rings[partition_id]
+                    history = broker_ring.values()
+                    broker_times = broker_ring.times()
+                    since = broker_ring.since
+                else:
+                    history, broker_times, since = [], [], None
                 current_lag = 0
                 record_time = None
                 if offsets and history:
                     committed = ring.newest_offset()
-                    current_lag = max(0, history[-1] - committed)
-                    times = cluster.record_times.get((topic, partition_id))
+                    current_lag = history[-1] - committed
+                    if current_lag < 0:
+                        current_lag = 0
+                    times = record_times.get((topic, partition_id))
                     if times is not None:
                         record_time = times.get(committed)
-                partitions.append(ConsumerPartition(
-                    offsets, history, current_lag, entry.owner, entry.client_id,
-                    broker_ring.times() if broker_ring is not None else [],
-                    broker_ring.since if broker_ring is not None else None, record_time))
+                append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id, broker_times,
+                                         since, record_time))
         return topics

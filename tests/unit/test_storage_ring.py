@@ -257,7 +257,12 @@ def test_ring_keeps_the_newest_orders_with_lag_only_for_appends(intervals, strea
 @given(st.integers(1, 8), st.lists(st.integers(0, 1 << 40), max_size=30))
 def test_broker_ring_keeps_the_last_values(intervals, values):
     ring = BrokerRing(intervals)
-    for value in values:
-        ring.add(value)
+    for number, value in enumerate(values):
+        ring.add(value, 1000 * number)
     assert ring.values() == values[-intervals:]
+    times = [1000 * number for number in range(len(values))]
+    assert ring.times() == times[-intervals:]
     assert ring.newest() == (values[-1] if values else None)
+    # since: when the newest value was first read, once any value has changed
+    changes = [number for number in range(1, len(values)) if values[number] != values[number - 1]]
+    assert ring.since == (1000 * changes[-1] if changes else None)
