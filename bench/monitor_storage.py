@@ -8,7 +8,8 @@ Three figures, each next to a reference measured in the same run:
 - SetConsumerOffset ingest rate through the inmemory module (``submit``, and ``put`` with Burrow's
   queue-depth 1 and with 1000), next to the pure StorageState with no workers at all;
 - latency of a ``/status``-equivalent evaluation of one 1,000-partition group: FetchConsumer through
-  the storage workers + rules (cache miss), a cache hit, and the JSON encoding the HTTP server adds.
+  the storage workers + rules (cache miss), a cache hit, and the JSON encoding the HTTP server adds;
+  once with Python's default garbage collector thresholds, once with those ``burrowpy serve`` sets.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tracemalloc
 import structlog
 
 from burrowpy.config import Section
+from burrowpy.daemon import tune_garbage_collector
 from burrowpy.evaluator.caching import CachingEvaluator
 from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
 from burrowpy.storage.inmemory import InMemoryStorage
@@ -175,7 +177,14 @@ async def main() -> None:
     # during the latency rounds walk them, a pause that belongs to this script, not to the monitor.
     del stream
     gc.collect()
+    # Twice: with Python's default collector thresholds and with the ones `burrowpy serve` sets.
+    default_thresholds = gc.get_threshold()
+    results["status_latency_python_default_gc"] = await status_latency(args.partitions, args.rounds, logger)
+    tune_garbage_collector()
+    gc.collect()
     results["status_latency"] = await status_latency(args.partitions, args.rounds, logger)
+    results["status_latency"]["gc_thresholds"] = list(gc.get_threshold())
+    results["status_latency_python_default_gc"]["gc_thresholds"] = list(default_thresholds)
     print(json.dumps(results, indent=2))
 
 

@@ -170,3 +170,23 @@ def test_pidfile_refuses_a_live_process_and_replaces_a_stale_one(tmp_path):
     pidfile.write_text("garbage")
     assert "cannot interpret" in acquire_pidfile(str(pidfile))
     assert "cannot write" in acquire_pidfile(str(tmp_path / "missing-dir" / "burrow.pid"))
+
+
+def test_serve_sets_the_daemons_garbage_collector_thresholds(tmp_path):
+    """`burrowpy serve` runs with GC_THRESHOLDS (bench/README.md, /status latency); checked in a child
+    process, so this test process keeps its own collector settings."""
+    import gc
+    import subprocess
+    import sys
+
+    from burrowpy.daemon import GC_THRESHOLDS
+
+    assert gc.get_threshold() != GC_THRESHOLDS  # else the check below proves nothing
+    script = (
+        "import argparse, gc, sys\n"
+        "from burrowpy import daemon\n"
+        f"status = daemon.run(argparse.Namespace(config={str(tmp_path / 'missing.yaml')!r}, config_dir=None))\n"
+        "print(status, *gc.get_threshold())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["1", *map(str, GC_THRESHOLDS)], done.stderr
