@@ -58,6 +58,10 @@ _VALUE_V0_V2 = struct.Struct(">2xqh").unpack_from  # offset, metadata length (v0
 _V0_SIZE = 20  # with empty metadata and the commit timestamp; v1 has an expire timestamp more
 _VALUE_V3_PREFIX = struct.Struct(">2xqih").unpack_from  # offset, leader epoch, metadata length
 _VALUE_V4_PREFIX = struct.Struct(">2xqiB").unpack_from  # offset, leader epoch, compact metadata length (1 byte)
+# Kafka 4.x writes v4: with empty metadata (compact length 1) the commit timestamp is at a fixed place, and the
+# tag section after it is empty (one 0) or holds only the topic id (count 1, tag, length 16, the id).
+_VALUE_V4 = struct.Struct(">2xqxxxxBq").unpack_from  # offset, compact metadata length, commit timestamp
+_V4_TAGS_AT = 23
 _NO_END = 1 << 63  # beyond every offset
 
 
@@ -284,6 +288,7 @@ class OffsetsRecordDecoder:
         emit = result.requests.append
         # Locals rather than globals: this loop runs once per commit of the topic.
         read_v3, v3_size, commit_request, delete_request = _VALUE_V3, _V3_SIZE, SetConsumerOffset, SetDeletePartitionOffsets
+        read_v4 = _VALUE_V4
         for _ in range(count):
             # Varints are zigzag-encoded: a raw value's low bit is the sign, and lengths must not be negative.
             # Record lengths, offset deltas and key lengths often take two bytes, which are read inline.
@@ -361,6 +366,16 @@ class OffsetsRecordDecoder:
                 if version == 3 and metadata_length == 0:
                     emit(commit_request(cluster, group, topic, partition, committed, offset, timestamp))
                     continue
+                if version == 4:
+                    committed, compact_length, timestamp = read_v4(buf, value_start)
+                    tags = value_start + _V4_TAGS_AT
+                    tags_size = record_end - 1 - tags
+                    if compact_length == 1 and (
+                            (tags_size == 1 and buf[tags] == 0)
+                            or (tags_size >= 3 and buf[tags] == 1 and buf[tags + 1] < 0x80
+                                and buf[tags + 2] == tags_size - 3 and tags_size < 0x83)):
+                        emit(commit_request(cluster, group, topic, partition, committed, offset, timestamp))
+                        continue
             commit = self._commit_value(buf, value_start, record_end - 1)
             if commit is None:
                 self._interpret(key, buf[value_start:record_end - 1], offset, result)

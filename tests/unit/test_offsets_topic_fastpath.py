@@ -210,6 +210,18 @@ def test_every_truncation_and_damaged_byte_of_a_value(version, metadata):
     assert fast(data, ALL) == reference(data, ALL)
 
 
+# An offset commit value as Apache Kafka 4.4 writes it: v4, empty metadata, the topic id in a tagged field.
+KAFKA_4_VALUE = bytes.fromhex("000400000000000000030000000001000001a20e3a4f86010010043d7ceb231449a08fd7a31015c01a23")
+
+
+@pytest.mark.parametrize("value", [KAFKA_4_VALUE, KAFKA_4_VALUE[:23] + b"\x00"], ids=["topic-id-tag", "no-tags"])
+def test_every_truncation_and_damaged_byte_of_a_kafka_4_value(value):
+    """The inline v4 layout (empty metadata; no tags, or only the topic id) stops where the schema codec does."""
+    key = offset_key(1, "g", "t", 0)
+    data = one_batch_each([(key, damaged_value) for damaged_value in [value, *variants(value)]])
+    assert fast(data, ALL) == reference(data, ALL)
+
+
 @pytest.mark.parametrize("version", [0, 1])
 def test_every_truncation_and_damaged_byte_of_a_key(version):
     key = offset_key(version, "group", "topic", 258)
