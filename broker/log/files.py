@@ -1,7 +1,10 @@
-"""Small durable files: checkpoints and metadata written whole, so a crash leaves the old or the new."""
+"""Small durable files (checkpoints and metadata written whole, so a crash leaves the old or the new), and
+disk space reserved for segment files ahead of their writes."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 
 TEMP_SUFFIX = ".tmp"
@@ -49,3 +52,41 @@ def unlink_quietly(*paths: str) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+
+# fallocate(2) with FALLOC_FL_KEEP_SIZE reserves blocks without changing the file's size, so that the size stays
+# the end of the data written (readers, recovery and the indexes go by it) while the blocks past it are the
+# disk's reservation for the writes to come.
+_FALLOC_FL_KEEP_SIZE = 0x01
+_libc = ctypes.CDLL(None, use_errno=True)
+_fallocate = getattr(_libc, "fallocate", None)
+if _fallocate is not None:
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    _fallocate.restype = ctypes.c_int
+_UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+def reserve_space(fd: int, offset: int, length: int) -> bool:
+    """Allocate disk blocks for ``length`` bytes at ``offset`` without changing the file's size.
+
+    False where the file system (or the platform) cannot; the file is then written as before. A full disk
+    raises OSError(ENOSPC), as the write itself would.
+    """
+    if _fallocate is None:
+        return False
+    if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code))
+
+
+def release_space_after(fd: int, end: int) -> None:
+    """Free the blocks reserved past ``end``, the file's size, keeping the file's modification time (which
+    time-based retention falls back on for segments without record timestamps).
+
+    A truncation to the file's own size does it (a hole punched past the end does not, on ext4)."""
+    times = os.fstat(fd)
+    os.ftruncate(fd, end)
+    os.utime(fd, ns=(times.st_atime_ns, times.st_mtime_ns))

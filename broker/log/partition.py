@@ -178,7 +178,10 @@ class PartitionLog:
                 break
         if not self._segments:
             start = checkpointed_start or 0
-            self._segments.append(LogSegment.create(self.directory, start, interval, now_ms))
+            self._segments.append(self._new_segment(start, now_ms))
+        elif not clean:
+            # A run that stopped without closing the log may have left disk space reserved past the end.
+            self._segments[-1].release_reserved_space(unknown=True)
         self._bases = [segment.base_offset for segment in self._segments]
         end = self._segments[-1].next_offset
         self.log_start_offset = min(max(checkpointed_start or 0, self._segments[0].base_offset), end)
@@ -186,6 +189,12 @@ class PartitionLog:
         self._epochs.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
         self.high_watermark = end if self.auto_high_watermark else self.log_start_offset
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        """A new active segment; with the topic's ``preallocate`` it reserves ``segment.bytes`` of disk at once."""
+        config = self.config
+        return LogSegment.create(self.directory, base_offset, config.index_interval_bytes, now_ms,
+                                 preallocate=config.segment_bytes if config.preallocate else 0)
 
     def _segment_bases_on_disk(self) -> list[int]:
         bases = []
@@ -431,7 +440,7 @@ class PartitionLog:
         else:
             old.close_for_appends()
             self._unsynced.append(old)
-        new = LogSegment.create(self.directory, base_offset, self.config.index_interval_bytes, now_ms)
+        new = self._new_segment(base_offset, now_ms)
         self._segments.append(new)
         self._bases.append(base_offset)
         write_snapshot(self.directory, base_offset, self._producers)
@@ -666,9 +675,7 @@ class PartitionLog:
         for segment in self._segments:
             self._discard(segment)
         self._aborted.replace([])
-        self._segments = [
-            LogSegment.create(self.directory, offset, self.config.index_interval_bytes, self._now_ms())
-        ]
+        self._segments = [self._new_segment(offset, self._now_ms())]
         self._bases = [offset]
         self.log_start_offset = offset
         write_atomically(self._path(LOG_START_FILE), str(offset).encode())

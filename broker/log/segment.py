@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.files import unlink_quietly
+from broker.log.files import release_space_after, reserve_space, unlink_quietly
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
 
@@ -139,18 +139,28 @@ class LogSegment:
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
         self._bytes_since_index_entry = 0
+        # How far disk space is reserved past the data (the topic's ``preallocate``): the file's size when
+        # nothing is, None when the file system cannot reserve.
+        self._reserved_end: int | None = 0
 
     # --- opening ---------------------------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int, *, suffix: str = ""
+        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int, *, suffix: str = "",
+        preallocate: int = 0,
     ) -> LogSegment:
-        """A new empty segment; ``suffix`` (e.g. ".cleaned") names files built aside by the cleaner."""
+        """A new empty segment; ``suffix`` (e.g. ".cleaned") names files built aside by the cleaner.
+
+        ``preallocate`` > 0 reserves that many bytes of disk at once (the topic's ``preallocate``, with its
+        ``segment.bytes``); the file's size stays that of the data written.
+        """
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.log_path += suffix
         segment.txn_index_path += suffix
         segment.fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        if preallocate > 0:
+            segment._reserve(0, preallocate)
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
         return segment
@@ -160,7 +170,7 @@ class LogSegment:
         """An existing segment whose data is trusted; its indexes are rebuilt if they look wrong."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.fd = os.open(segment.log_path, os.O_RDWR)
-        segment.size = os.fstat(segment.fd).st_size
+        segment.size = segment._reserved_end = os.fstat(segment.fd).st_size
         indexes_exist = all(os.path.exists(segment._path(s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset)
@@ -175,7 +185,7 @@ class LogSegment:
         """An existing segment after an unclean shutdown: verify every batch, cut a torn or corrupt tail."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.fd = os.open(segment.log_path, os.O_RDWR)
-        segment.size = os.fstat(segment.fd).st_size
+        segment.size = segment._reserved_end = os.fstat(segment.fd).st_size
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False)
         file_size = segment.size
@@ -239,6 +249,8 @@ class LogSegment:
         self.size = scan.valid_end
         if self.size < file_size:
             os.ftruncate(self.fd, self.size)
+            if self._reserved_end is not None:
+                self._reserved_end = self.size
         self._set_rolling_base()
         return headers
 
@@ -286,18 +298,38 @@ class LogSegment:
             self.rolling_base_ms = max_timestamp
         self._account(pos, base_offset, next_offset, max_timestamp, size)
 
+    def _reserve(self, offset: int, length: int) -> None:
+        """Reserve disk space for ``length`` bytes from ``offset``; the file's size does not change."""
+        if reserve_space(self.fd, offset, length):
+            self._reserved_end = offset + length
+        else:
+            self._reserved_end = None  # this file system cannot: write as before
+
+    def release_reserved_space(self, *, unknown: bool = False) -> None:
+        """Free the disk space reserved past the data. ``unknown``: whatever an earlier run may have left
+        reserved (after an unclean shutdown)."""
+        if self._reserved_end is None:
+            return
+        if unknown or self._reserved_end > self.size:
+            release_space_after(self.fd, self.size)
+        self._reserved_end = self.size
+
     def close_for_appends(self) -> None:
-        """The segment stops being active: record its final max timestamp so reopening need not scan."""
+        """The segment stops being active: record its final max timestamp so reopening need not scan, and
+        free the disk space it reserved past its data."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.release_reserved_space()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding ``offset`` or later; the indexes are rebuilt."""
         found = self.find_batch(offset)
         if found is None:
             return
-        os.ftruncate(self.fd, found[0])
+        os.ftruncate(self.fd, found[0])  # frees what was reserved past it too
         self.size = found[0]
+        if self._reserved_end is not None:
+            self._reserved_end = self.size
         self.rebuild_indexes()
 
     # --- reading ---------------------------------------------------------------------------------------
