@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -39,8 +40,40 @@ def create_topics(settings: dict[str, str], *names: str, partitions: int = 1, re
         future.result(30)
 
 
+def _ephemeral_ports_start() -> int:
+    """The first port of the kernel's range for outgoing connections' local ports."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_EPHEMERAL_START = _ephemeral_ports_start()
+_LOWEST_PORT = 10000
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
+    """A port nobody listens on, for a server a test starts next.
+
+    Taken below the kernel's range for outgoing connections: a port from that range (what binding port 0
+    gives) can become the local port of any client's connection between this call and the server's bind,
+    such as one broker node connecting to the others while a third is still starting (seen in CI as
+    "address already in use"). Never the same port twice in one test run.
+    """
+    if _EPHEMERAL_START - _LOWEST_PORT >= 1000:
+        for _ in range(1000):
+            port = random.randrange(_LOWEST_PORT, _EPHEMERAL_START)
+            if port in _handed_out:
+                continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    with socket.socket() as sock:  # an unusual port range: let the kernel choose
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
