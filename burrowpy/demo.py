@@ -104,6 +104,7 @@ async def demo(args: argparse.Namespace) -> int:
     log_control = LogControl(config.logging, stream=sys.stderr)
     monitor = Monitor(config, log_control.logger, log_control=log_control)
     workload: list[asyncio.Task] = []
+    failed: asyncio.Future | None = None
     try:
         await monitor.start()
         workload = [
@@ -140,6 +141,10 @@ async def demo(args: argparse.Namespace) -> int:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*workload, return_exceptions=True)
+        if failed is not None:
+            # Read what the gather over the cancelled workload ended with, or asyncio prints it at exit.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await failed
         await monitor.stop()
         await broker.stop()
         log_control.close()
