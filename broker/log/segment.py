@@ -11,6 +11,8 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from broker.errors import ErrorCode, KafkaError
 from broker.log.files import release_space_after, reserve_space, unlink_quietly
 from broker.log.index import OffsetIndex, TimeIndex
@@ -25,6 +27,9 @@ TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions whose ABORT marker is in 
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # a segment's files once it is out of the log, until they are removed (Kafka's name for them too)
 DELETED_SUFFIX = ".deleted"
+
+
+log = structlog.get_logger("broker.log")
 
 
 def segment_file(directory: str, base_offset: int, suffix: str) -> str:
@@ -311,7 +316,11 @@ class LogSegment:
         if self._reserved_end is None:
             return
         if unknown or self._reserved_end > self.size:
-            release_space_after(self.fd, self.size)
+            try:
+                release_space_after(self.fd, self.size)
+            except OSError as exc:  # the data is whole either way; only the reservation stays
+                log.warning("cannot free the disk reserved past a segment's data", path=self.log_path,
+                            error=str(exc))
         self._reserved_end = self.size
 
     def close_for_appends(self) -> None:

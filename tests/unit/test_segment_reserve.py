@@ -100,3 +100,17 @@ def test_a_file_system_that_cannot_reserve_is_written_as_before(tmp_path, monkey
     assert calls == [(0, SEGMENT_BYTES)]
     assert [r.value for r in all_records(log)] == [VALUE] * 300
     log.close()
+
+
+def test_a_reservation_that_cannot_be_freed_does_not_stop_the_roll_or_the_close(tmp_path, monkeypatch):
+    def broken(fd, end):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(segment_module, "release_space_after", broken)
+    log = PartitionLog(tmp_path / "p", config(preallocate=True, segment_bytes=200_000), Clock())
+    fill(log, 60)  # rolls several times
+    assert len(log._segments) >= 3
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", config(), Clock())
+    assert len(all_records(reopened)) == 600
+    reopened.close()
