@@ -144,9 +144,8 @@ class LogSegment:
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
         self._bytes_since_index_entry = 0
-        # How far disk space is reserved past the data (the topic's ``preallocate``): the file's size when
-        # nothing is, None when the file system cannot reserve.
-        self._reserved_end: int | None = 0
+        # Whether disk space may be reserved past the data (the topic's ``preallocate``).
+        self._reserved = False
 
     # --- opening ---------------------------------------------------------------------------------------
 
@@ -165,7 +164,8 @@ class LogSegment:
         segment.txn_index_path += suffix
         segment.fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         if preallocate > 0:
-            segment._reserve(0, preallocate)
+            # False where the file system cannot reserve: the segment is then written as without it.
+            segment._reserved = reserve_space(segment.fd, 0, preallocate)
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
         return segment
@@ -175,7 +175,7 @@ class LogSegment:
         """An existing segment whose data is trusted; its indexes are rebuilt if they look wrong."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.fd = os.open(segment.log_path, os.O_RDWR)
-        segment.size = segment._reserved_end = os.fstat(segment.fd).st_size
+        segment.size = os.fstat(segment.fd).st_size
         indexes_exist = all(os.path.exists(segment._path(s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset)
@@ -190,7 +190,7 @@ class LogSegment:
         """An existing segment after an unclean shutdown: verify every batch, cut a torn or corrupt tail."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.fd = os.open(segment.log_path, os.O_RDWR)
-        segment.size = segment._reserved_end = os.fstat(segment.fd).st_size
+        segment.size = os.fstat(segment.fd).st_size
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False)
         file_size = segment.size
@@ -253,9 +253,8 @@ class LogSegment:
             headers.append(header)
         self.size = scan.valid_end
         if self.size < file_size:
-            os.ftruncate(self.fd, self.size)
-            if self._reserved_end is not None:
-                self._reserved_end = self.size
+            os.ftruncate(self.fd, self.size)  # frees what was reserved past it too
+            self._reserved = False
         self._set_rolling_base()
         return headers
 
@@ -303,25 +302,16 @@ class LogSegment:
             self.rolling_base_ms = max_timestamp
         self._account(pos, base_offset, next_offset, max_timestamp, size)
 
-    def _reserve(self, offset: int, length: int) -> None:
-        """Reserve disk space for ``length`` bytes from ``offset``; the file's size does not change."""
-        if reserve_space(self.fd, offset, length):
-            self._reserved_end = offset + length
-        else:
-            self._reserved_end = None  # this file system cannot: write as before
-
     def release_reserved_space(self, *, unknown: bool = False) -> None:
         """Free the disk space reserved past the data. ``unknown``: whatever an earlier run may have left
         reserved (after an unclean shutdown)."""
-        if self._reserved_end is None:
+        if not (unknown or self._reserved):
             return
-        if unknown or self._reserved_end > self.size:
-            try:
-                release_space_after(self.fd, self.size)
-            except OSError as exc:  # the data is whole either way; only the reservation stays
-                log.warning("cannot free the disk reserved past a segment's data", path=self.log_path,
-                            error=str(exc))
-        self._reserved_end = self.size
+        self._reserved = False
+        try:
+            release_space_after(self.fd, self.size)
+        except OSError as exc:  # the data is whole either way; only the reservation stays
+            log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
 
     def close_for_appends(self) -> None:
         """The segment stops being active: record its final max timestamp so reopening need not scan, and
@@ -337,8 +327,7 @@ class LogSegment:
             return
         os.ftruncate(self.fd, found[0])  # frees what was reserved past it too
         self.size = found[0]
-        if self._reserved_end is not None:
-            self._reserved_end = self.size
+        self._reserved = False
         self.rebuild_indexes()
 
     # --- reading ---------------------------------------------------------------------------------------
