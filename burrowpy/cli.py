@@ -37,9 +37,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for these arguments: with the named subcommand's module only, when they start with one."""
+    return build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
-    args = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None).parse_args(argv)
+    args = parser_for(sys.argv[1:] if argv is None else argv).parse_args(argv)
     try:
         return int(args._module.run(args) or 0)
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ def modules_loaded_by(*argv: str) -> tuple[set[str], str]:
         "import sys\n"
         "from burrowpy import cli\n"
         "try:\n"
-        f"    cli.build_parser({argv[0]!r} if {argv[0]!r} in cli.SUBCOMMANDS else None).parse_args({list(argv)!r})\n"
+        f"    cli.parser_for({list(argv)!r}).parse_args({list(argv)!r})\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(' '.join(m for m, _ in cli.SUBCOMMANDS.values() if m in sys.modules))\n"
