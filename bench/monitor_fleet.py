@@ -49,7 +49,7 @@ def measure(groups: int, partitions_per_group: int, intervals: int) -> dict:
     """One size, in this process (run by the parent in a fresh one)."""
     import gc
 
-    from burrowpy.evaluator.rules import evaluate_group
+    from burrowpy.evaluator.group import evaluate_group
     from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
     from burrowpy.storage.state import StorageState
 

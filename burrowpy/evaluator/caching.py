@@ -1,8 +1,10 @@
 """The ``caching`` evaluator module: group status from storage through the rules, cached (burrow-spec 1.1-1.2).
 
-A group's status is computed from one FetchConsumer answer with :func:`rules.evaluate_group` and kept
+A group's status is computed from one FetchConsumer answer with :func:`group.assess_group` and kept
 for ``expire-cache`` seconds, whether the group was found or not, so the HTTP API, ``/metrics`` and the
-notifier asking about the same group share one evaluation. Concurrent requests for a group that is
+notifier asking about the same group share one evaluation. What is kept is the evaluation itself; the
+answer listing every partition and the one listing only the problems (``/status``) are each built from
+it when first asked for, so a ``/status`` makes objects only for the partitions it lists. Concurrent requests for a group that is
 being evaluated wait for that evaluation instead of starting another.
 
 Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
@@ -16,16 +18,11 @@ import re
 from typing import Any
 
 from burrowpy.config import Section
-from burrowpy.evaluator.rules import evaluate_group, only_problems
-from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer, Status
+from burrowpy.evaluator.group import GroupEvaluation, assess_group, not_found
+from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer
 
 CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
                "max-lag-seconds-groups")
-
-
-def not_found(cluster: str, group: str) -> ConsumerGroupStatus:
-    """Burrow's answer for an unknown cluster or group (or one that expired)."""
-    return ConsumerGroupStatus(cluster, group, Status.NOTFOUND, 1.0, [], 0, None, 0)
 
 
 class CachingEvaluator:
@@ -60,8 +57,8 @@ class CachingEvaluator:
             if seconds < 0:
                 raise section.error(key, f"must be 0 (off) or more, got {seconds}")
             self.group_max_lag_seconds.append((regex, seconds))
-        # (cluster, group) -> (expiry time in clock seconds, full status with every partition)
-        self._cache: dict[tuple[str, str], tuple[float, ConsumerGroupStatus]] = {}
+        # (cluster, group) -> (expiry time in clock seconds, the group's evaluation)
+        self._cache: dict[tuple[str, str], tuple[float, GroupEvaluation]] = {}
         self._evaluating: dict[tuple[str, str], asyncio.Task] = {}
         self._answering: set[asyncio.Task] = set()
         self._next_sweep = 0.0
@@ -96,15 +93,15 @@ class CachingEvaluator:
         key = (cluster, group)
         cached = self._cache.get(key)
         if cached is not None and cached[0] > self._clock.time():
-            status = cached[1]
+            evaluation = cached[1]
         else:
             task = self._evaluating.get(key)
             if task is None:
                 task = self._evaluating[key] = asyncio.create_task(self._evaluate_fresh(cluster, group))
                 task.add_done_callback(lambda _: self._evaluating.pop(key, None))
             # Shielded: a caller that gives up must not cancel the evaluation others are waiting for.
-            status = await asyncio.shield(task)
-        return status if showall else only_problems(status)
+            evaluation = await asyncio.shield(task)
+        return evaluation.result(showall)
 
     def submit(self, request: EvaluatorRequest) -> None:
         """Channel-style entry point: answer ``request.reply`` with the group's status."""
@@ -122,23 +119,23 @@ class CachingEvaluator:
         if not request.reply.done():
             request.reply.set_result(status)
 
-    async def _evaluate_fresh(self, cluster: str, group: str) -> ConsumerGroupStatus:
+    async def _evaluate_fresh(self, cluster: str, group: str) -> GroupEvaluation:
         reply = asyncio.get_running_loop().create_future()
         self._storage.submit(FetchConsumer(cluster, group, reply))
         topics = await reply
         now = self._clock.time()
         if topics is None:
-            status = not_found(cluster, group)
+            evaluation = not_found(cluster, group)
         else:
-            status = evaluate_group(cluster, group, topics, now, self.allowed_lag, self.minimum_complete,
-                                    max_lag_seconds=self.max_lag_seconds_for(group))
-        self._log.debug("evaluation result", cluster=cluster, group=group, status=status.status.name,
-                        complete=status.complete, totallag=status.totallag,
-                        partition_count=status.partition_count)
+            evaluation = assess_group(cluster, group, topics, now, self.allowed_lag, self.minimum_complete,
+                                      max_lag_seconds=self.max_lag_seconds_for(group))
+        self._log.debug("evaluation result", cluster=cluster, group=group, status=evaluation.status.name,
+                        complete=evaluation.complete, totallag=evaluation.totallag,
+                        partition_count=evaluation.partition_count)
         if now >= self._next_sweep:
             self._sweep(now)
-        self._cache[(cluster, group)] = (now + self.expire_cache, status)
-        return status
+        self._cache[(cluster, group)] = (now + self.expire_cache, evaluation)
+        return evaluation
 
     def _sweep(self, now: float) -> None:
         """Forget expired results, so groups nobody asks about any more do not stay in memory."""

@@ -1,4 +1,4 @@
-"""Burrow's consumer-lag evaluation rules as pure functions (burrow-spec 1.3-1.5).
+"""Burrow's consumer-lag evaluation rules as pure functions, one partition at a time (burrow-spec 1.4-1.5).
 
 No clock, no IO: ``now`` is passed in (whole seconds, as Burrow truncates it). The caching evaluator,
 the notifier, the HTTP server's ``/metrics`` and the Spark pipeline all call these, so they must stay
@@ -15,14 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import (
     COMMIT_STRIDE,
     NO_LAG,
     CommitWindow,
-    ConsumerGroupStatus,
     ConsumerOffset,
-    ConsumerTopics,
     PartitionStatus,
     Status,
     commit_from_values,
@@ -32,8 +29,7 @@ _new_tuple = tuple.__new__
 
 # The statuses as plain module constants: looking a member up on its Enum class costs ~70 ns, several
 # times per partition in the loops below.
-_OK, _WARN, _ERR, _STOP, _STALL, _REWIND = (Status.OK, Status.WARN, Status.ERR, Status.STOP, Status.STALL,
-                                            Status.REWIND)
+_OK, _WARN, _STOP, _STALL, _REWIND = Status.OK, Status.WARN, Status.STOP, Status.STALL, Status.REWIND
 
 
 class OffsetView(ConsumerOffset):
@@ -173,11 +169,11 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     ``offsets`` is storage's :class:`~burrowpy.protocol.CommitWindow` or any sequence of commits
     (ConsumerOffset objects or mappings). ``now`` is in seconds and truncated to whole seconds like
     Burrow's. Returns a PartitionStatus whose ``status``, ``complete``, ``start`` and ``end`` are those
-    of spec 1.4; topic, partition, owner and client id are only copied in (``evaluate_group`` fills
+    of spec 1.4; topic, partition, owner and client id are only copied in (:mod:`burrowpy.evaluator.group` fills
     them). A ``None`` after the first commit (which storage never produces) is skipped rather than failing.
     """
     if offsets.__class__ is CommitWindow:
-        return _evaluate_window(offsets, broker_offsets, current_lag, int(now), allowed_lag, minimum_complete,
+        return evaluate_window(offsets, broker_offsets, current_lag, int(now), allowed_lag, minimum_complete,
                                 topic, partition, owner, client_id)
     result = PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
     total = len(offsets)
@@ -205,11 +201,11 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     return result
 
 
-def _evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, now: int,
+def evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, now: int,
                      allowed_lag: int, minimum_complete: float, topic: str, partition: int, owner: str,
                      client_id: str) -> PartitionStatus:
-    """:func:`evaluate_partition` of storage's packed window (``now`` whole seconds), the path every
-    group evaluation takes: one list of the window's values, and columns only when the rules run."""
+    """:func:`evaluate_partition` of storage's packed window (``now`` whole seconds), the path a group's
+    partitions take one by one: one list of the window's values, and columns only when the rules run."""
     slots = window.slots
     size = len(slots)
     if not size:
@@ -227,80 +223,3 @@ def _evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], curren
     return PartitionStatus(topic, partition, status, current_lag, complete,
                            commit_from_values(values[:COMMIT_STRIDE]),
                            commit_from_values(values[size - COMMIT_STRIDE:]), owner, client_id)
-
-
-def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
-                   minimum_complete: float = 0.0, showall: bool = True,
-                   max_lag_seconds: float = 0.0) -> ConsumerGroupStatus:
-    """Evaluate every partition of a group as storage returned it (FetchConsumer), spec 1.3.
-
-    Partitions are listed in (topic, partition) order; ``maxlag`` is the partition with the largest
-    current lag, the first in that order on ties. With ``showall`` False only partitions worse than
-    OK are listed; every other figure still covers all partitions.
-
-    Each partition also gets its lag in seconds (:mod:`burrowpy.evaluator.timelag`, from ``now`` with its
-    fraction) and the group the largest of them. ``max_lag_seconds`` > 0 is the optional time threshold,
-    not Burrow's: an OK partition whose oldest unconsumed record is older than that becomes WARN.
-    """
-    result = ConsumerGroupStatus(cluster, group, _OK, 0.0)
-    listed = result.partitions.append
-    count = complete_count = 0
-    totallag = 0
-    maxlag: PartitionStatus | None = None
-    maxlag_lag = 0
-    worst = _OK
-    now_ms = now * 1000.0
-    now_s = int(now)
-    group_lag_seconds: float | None = None
-    for topic in sorted(topics):
-        for partition_id, partition in enumerate(topics[topic]):
-            offsets = partition.offsets
-            broker_offsets = partition.broker_offsets
-            current_lag = partition.current_lag
-            if offsets.__class__ is CommitWindow:
-                status = _evaluate_window(offsets, broker_offsets, current_lag, now_s, allowed_lag,
-                                          minimum_complete, topic, partition_id, partition.owner,
-                                          partition.client_id)
-            else:
-                status = evaluate_partition(offsets, broker_offsets, current_lag, now, allowed_lag,
-                                            minimum_complete, topic=topic, partition=partition_id,
-                                            owner=partition.owner, client_id=partition.client_id)
-            end = status.end
-            seconds, method = partition_lag_seconds(end.offset if end is not None else None, broker_offsets,
-                                                    partition.broker_times, partition.record_time, now_ms,
-                                                    partition.broker_since)
-            status.lag_seconds = seconds
-            status.lag_seconds_method = method
-            if seconds is not None:
-                if group_lag_seconds is None or seconds > group_lag_seconds:
-                    group_lag_seconds = seconds
-                if 0 < max_lag_seconds < seconds and status.status == _OK and end is not None:
-                    status.status = _WARN
-            value = status.status
-            if value > worst:
-                worst = value
-            totallag += current_lag
-            if maxlag is None or current_lag > maxlag_lag:
-                maxlag = status
-                maxlag_lag = current_lag
-            if status.complete == 1.0:
-                complete_count += 1
-            if showall or value > _OK:
-                listed(status)
-            count += 1
-    # Groups only know OK, WARN and ERR: any partition STOP, STALL or REWIND makes the group ERR.
-    result.status = _ERR if worst > _ERR else worst
-    result.partition_count = count
-    result.maxlag = maxlag
-    result.totallag = totallag
-    result.max_lag_seconds = group_lag_seconds
-    if count:
-        result.complete = complete_count / count
-    return result
-
-
-def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
-    """A copy of a group status listing only partitions worse than OK (Burrow's ``showall=false``)."""
-    return ConsumerGroupStatus(status.cluster, status.group, status.status, status.complete,
-                               [p for p in status.partitions if p.status > _OK],
-                               status.partition_count, status.maxlag, status.totallag, status.max_lag_seconds)

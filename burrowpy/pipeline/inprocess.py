@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from burrowpy.evaluator.rules import evaluate_group
+from burrowpy.evaluator.group import evaluate_group
 from burrowpy.protocol import ConsumerGroupStatus, SetBrokerOffset, SetConsumerOffset, SetRecordTimes, Status
 from burrowpy.storage.state import StorageState
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burrowpy.evaluator import rules
-from burrowpy.evaluator.rules import evaluate_group, evaluate_partition, only_problems
+from burrowpy.evaluator.group import evaluate_group, only_problems
+from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.protocol import NO_LAG, CommitWindow, ConsumerOffset, ConsumerPartition, Status
 
 

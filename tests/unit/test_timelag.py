@@ -10,7 +10,7 @@ from broker.protocol.records import (
     build_batch,
 )
 from burrowpy.coordinators.record_times import fetch_body, timestamp_at
-from burrowpy.evaluator.rules import evaluate_group
+from burrowpy.evaluator.group import evaluate_group
 from burrowpy.evaluator.timelag import partition_lag_seconds, record_time_from_samples
 from burrowpy.protocol import (
     ConsumerOffset,
