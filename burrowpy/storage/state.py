@@ -333,10 +333,7 @@ class StorageState:
                 ring = entry.ring
                 offsets = ring.window() if ring is not None else []
                 if partition_id < broker_count:
-                    broker_ring = rings[partition_id]
-                    history = broker_ring.values()
-                    broker_times = broker_ring.times()
-                    since = broker_ring.since
+                    history, broker_times, since = rings[partition_id].snapshot()
                 else:
                     history, broker_times, since = [], [], None
                 current_lag = 0
@@ -346,9 +343,10 @@ class StorageState:
                     current_lag = history[-1] - committed
                     if current_lag < 0:
                         current_lag = 0
-                    times = record_times.get((topic, partition_id))
-                    if times is not None:
-                        record_time = times.get(committed)
+                    if record_times:
+                        times = record_times.get((topic, partition_id))
+                        if times is not None:
+                            record_time = times.get(committed)
                 append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id, broker_times,
                                          since, record_time))
         return topics
