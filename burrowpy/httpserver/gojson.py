@@ -8,21 +8,80 @@ callers sort the ones that are Go maps (Go sorts map keys).
 
 from __future__ import annotations
 
-import json
 import math
 import struct
+from collections.abc import Callable
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any
 
 _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_ESCAPED_BY_GO = frozenset("<>&\u2028\u2029")
+
+# Dictionary keys as encoded (with their colon): the same few names come back in every answer.
+_KEY_TEXT: dict[str, str] = {}
+_KEY_TEXT_LIMIT = 4096
 
 
 def dumps(value: Any) -> str:
     """Encode ``value`` (dict, list, tuple, str, int, float, bool, None); ValueError for NaN or infinity."""
     parts: list[str] = []
-    _encode(value, parts)
+    _encode_fast(value, parts.append)
     return "".join(parts)
+
+
+def _encode_fast(value: Any, add: Callable[[str], None]) -> None:
+    """:func:`_encode` for the exact built-in types, which make up nearly every answer, with each type
+    found by one identity check and keys encoded once; anything else (subclasses such as IntEnum
+    members among them) goes through :func:`_encode`, so the output is the same."""
+    kind = type(value)
+    if kind is str:
+        add(encode_string(value))
+    elif kind is dict:
+        add("{")
+        first = True
+        for key, item in value.items():
+            if first:
+                first = False
+            else:
+                add(",")
+            if type(key) is str:
+                text = _KEY_TEXT.get(key)
+                if text is None:
+                    if len(_KEY_TEXT) >= _KEY_TEXT_LIMIT:
+                        _KEY_TEXT.clear()
+                    text = _KEY_TEXT[key] = encode_string(key) + ":"
+                add(text)
+            else:
+                add(encode_string(str(key)))
+                add(":")
+            _encode_fast(item, add)
+        add("}")
+    elif value is None:
+        add("null")
+    elif value is True:
+        add("true")
+    elif value is False:
+        add("false")
+    elif kind is int:
+        add(int.__repr__(value))
+    elif kind is float:
+        add(format_float32(value))
+    elif kind is list or kind is tuple:
+        add("[")
+        first = True
+        for item in value:
+            if first:
+                first = False
+            else:
+                add(",")
+            _encode_fast(item, add)
+        add("]")
+    else:
+        parts: list[str] = []
+        _encode(value, parts)
+        add("".join(parts))
 
 
 def _encode(value: Any, out: list[str]) -> None:
@@ -59,7 +118,8 @@ def _encode(value: Any, out: list[str]) -> None:
 
 
 def encode_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False).translate(_GO_ESCAPES)
+    quoted = encode_basestring(text)  # what json.dumps(text, ensure_ascii=False) writes
+    return quoted if _ESCAPED_BY_GO.isdisjoint(text) else quoted.translate(_GO_ESCAPES)
 
 
 def _as_float32(value: float) -> float | None:
@@ -70,8 +130,26 @@ def _as_float32(value: float) -> float | None:
         return None
 
 
+_numpy: Any = None
+
+
 def format_float32(value: float) -> str:
     """The shortest decimal that reads back as the same float32, in Go's notation."""
+    if 0 < abs(value) < 1e21:  # the usual magnitudes: numpy's shortest float32 digits (Dragon4), in C
+        global _numpy
+        if _numpy is None:
+            import numpy  # on the first float: a command that writes none starts without it
+
+            _numpy = numpy
+        single = _numpy.float32(value)
+        if 1e-6 <= abs(float(single)) < 1e21:  # Go's positional range, judged on the float32 as below
+            return _numpy.format_float_positional(single, unique=True, trim="-")
+    return _format_float32_digits(value)
+
+
+def _format_float32_digits(value: float) -> str:
+    """:func:`format_float32` by trying one digit more at a time: every magnitude, and the reference the
+    numpy path is tested against."""
     if math.isnan(value) or math.isinf(value):
         raise ValueError(f"unsupported float value {value}")
     single = _as_float32(value)

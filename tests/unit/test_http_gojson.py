@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import struct
+from enum import IntEnum
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from burrowpy.httpserver import gojson
 from burrowpy.httpserver.gojson import dumps, format_float32
 
 
@@ -79,3 +81,59 @@ def test_unencodable_values_raise_type_error():
 )
 def test_round_trips_through_a_standard_parser(value):
     assert json.loads(dumps(value)) == value
+
+
+# --- the fast paths against the reference ---------------------------------------------------------------
+# dumps walks the exact built-in types itself and formats usual floats with numpy; _encode and
+# _format_float32_digits are the plain ways, which the fast ones must match byte for byte.
+
+def reference_dumps(value) -> str:
+    parts: list[str] = []
+    gojson._encode(value, parts)
+    return "".join(parts)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.floats(allow_nan=False, allow_infinity=False)
+       | st.floats(min_value=9.9e-7, max_value=1.01e-6) | st.floats(min_value=9.99e20, max_value=1.001e21)
+       | st.floats(min_value=-1e6, max_value=1e6) | st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_the_numpy_float32_path_writes_what_the_digit_search_writes(value):
+    try:
+        expected = gojson._format_float32_digits(value)
+    except ValueError:  # beyond float32: both refuse
+        with pytest.raises(ValueError):
+            format_float32(value)
+        return
+    assert format_float32(value) == expected
+
+
+class Level(IntEnum):
+    LOW = 1
+
+
+class Name(str):
+    pass
+
+
+SCALARS = (st.none() | st.booleans() | st.integers() | st.text(alphabet=st.characters(), max_size=8)
+           | st.sampled_from(["<a>&b", "\u2028", "é\n\"\\", Name("sub<class>"), Level.LOW])
+           | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e20, max_value=1e20))
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.recursive(
+    SCALARS,
+    lambda children: (st.lists(children, max_size=4) | st.tuples(children, children)
+                      | st.dictionaries(st.text(max_size=6) | st.sampled_from(["topic", "<k>"]), children, max_size=4)
+                      | st.dictionaries(st.integers(-3, 3), children, max_size=2)),
+    max_leaves=16))
+def test_the_fast_walk_writes_what_the_reference_writes(value):
+    assert dumps(value) == reference_dumps(value)
+
+
+def test_dictionary_keys_are_cached_within_a_bound():
+    for number in range(gojson._KEY_TEXT_LIMIT + 10):
+        assert dumps({f"key-{number}": number}) == f'{{"key-{number}":{number}}}'
+    assert len(gojson._KEY_TEXT) <= gojson._KEY_TEXT_LIMIT
+    # Keys that are not strings are written as str(key), as the reference does, and never cached.
+    assert [dumps({1: "a"}), dumps({True: "b"}), dumps({"1": "c"})] == ['{"1":"a"}', '{"True":"b"}', '{"1":"c"}']
