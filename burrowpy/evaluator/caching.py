@@ -4,8 +4,8 @@ A group's status is computed from one FetchConsumer answer with :func:`group.ass
 for ``expire-cache`` seconds, whether the group was found or not, so the HTTP API, ``/metrics`` and the
 notifier asking about the same group share one evaluation. What is kept is the evaluation itself; the
 answer listing every partition and the one listing only the problems (``/status``) are each built from
-it when first asked for, so a ``/status`` makes objects only for the partitions it lists. Concurrent requests for a group that is
-being evaluated wait for that evaluation instead of starting another.
+it when first asked for, so a ``/status`` makes objects only for the partitions it lists. Concurrent
+requests for a group that is being evaluated wait for that evaluation instead of starting another.
 
 Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
 names containing a space work.

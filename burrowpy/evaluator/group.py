@@ -103,7 +103,7 @@ class GroupEvaluation:
                 if showall:
                     partitions.extend(topic.partition(index) for index in range(len(topic.codes)))
                 else:
-                    partitions.extend(topic.partition(index) for index, code in enumerate(topic.codes) if code > 1)
+                    partitions.extend(topic.partition(index) for index, code in enumerate(topic.codes) if code > _OK)
             maxlag = self._maxlag[0].partition(self._maxlag[1]) if self._maxlag is not None else None
             result = self._results[showall] = ConsumerGroupStatus(
                 self.cluster, self.group, self.status, self.complete, partitions, self.partition_count, maxlag,

@@ -169,12 +169,13 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     ``offsets`` is storage's :class:`~burrowpy.protocol.CommitWindow` or any sequence of commits
     (ConsumerOffset objects or mappings). ``now`` is in seconds and truncated to whole seconds like
     Burrow's. Returns a PartitionStatus whose ``status``, ``complete``, ``start`` and ``end`` are those
-    of spec 1.4; topic, partition, owner and client id are only copied in (:mod:`burrowpy.evaluator.group` fills
-    them). A ``None`` after the first commit (which storage never produces) is skipped rather than failing.
+    of spec 1.4; topic, partition, owner and client id are only copied in (:mod:`burrowpy.evaluator.group`
+    fills them). A ``None`` after the first commit (which storage never produces) is skipped rather than
+    failing.
     """
     if offsets.__class__ is CommitWindow:
         return evaluate_window(offsets, broker_offsets, current_lag, int(now), allowed_lag, minimum_complete,
-                                topic, partition, owner, client_id)
+                               topic, partition, owner, client_id)
     result = PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
     total = len(offsets)
     if total == 0:
@@ -202,8 +203,8 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
 
 
 def evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, now: int,
-                     allowed_lag: int, minimum_complete: float, topic: str, partition: int, owner: str,
-                     client_id: str) -> PartitionStatus:
+                    allowed_lag: int, minimum_complete: float, topic: str, partition: int, owner: str,
+                    client_id: str) -> PartitionStatus:
     """:func:`evaluate_partition` of storage's packed window (``now`` whole seconds), the path a group's
     partitions take one by one: one list of the window's values, and columns only when the rules run."""
     slots = window.slots
