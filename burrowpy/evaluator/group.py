@@ -14,8 +14,8 @@ same answer, which the tests hold them to.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
-from itertools import chain
 from typing import Any
 
 from burrowpy.evaluator.rules import evaluate_partition, evaluate_window
@@ -29,6 +29,7 @@ from burrowpy.protocol import (
     ConsumerTopics,
     PartitionStatus,
     Status,
+    TopicSnapshot,
     commit_from_values,
 )
 
@@ -48,14 +49,14 @@ class TopicEvaluation:
 
     __slots__ = ("topic", "parts", "codes", "lags", "seconds", "methods", "complete_count", "_built", "_make")
 
-    def __init__(self, topic: str, parts: list[ConsumerPartition], codes: list[int], seconds: list[float | None],
-                 methods: list[str | None], complete_count: int,
+    def __init__(self, topic: str, parts: Sequence[ConsumerPartition], codes: list[int], lags: list[int],
+                 seconds: list[float | None], methods: list[str | None], complete_count: int,
                  make: Callable[[int], PartitionStatus] | None = None,
                  built: list[PartitionStatus] | None = None) -> None:
         self.topic = topic
         self.parts = parts
         self.codes = codes
-        self.lags = [part.current_lag for part in parts]
+        self.lags = lags
         self.seconds = seconds
         self.methods = methods
         self.complete_count = complete_count
@@ -184,7 +185,7 @@ def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
 # --- partition by partition --------------------------------------------------------------------------
 
 
-def _assess_each(topic: str, parts: list[ConsumerPartition], now: float, allowed_lag: int,
+def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, allowed_lag: int,
                  minimum_complete: float, max_lag_seconds: float) -> TopicEvaluation:
     built = []
     now_ms = now * 1000.0
@@ -209,7 +210,7 @@ def _assess_each(topic: str, parts: list[ConsumerPartition], now: float, allowed
             status.status = _WARN
         built.append(status)
     return TopicEvaluation(topic, parts, [status.status.value for status in built],
-                           [status.lag_seconds for status in built],
+                           [status.current_lag for status in built], [status.lag_seconds for status in built],
                            [status.lag_seconds_method for status in built],
                            sum(1 for status in built if status.complete == 1.0), built=built)
 
@@ -217,30 +218,32 @@ def _assess_each(topic: str, parts: list[ConsumerPartition], now: float, allowed
 # --- all partitions of a topic at once ---------------------------------------------------------------
 
 
-def _assess_columns(topic: str, parts: list[ConsumerPartition], now: float, allowed_lag: int,
+def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, allowed_lag: int,
                     max_lag_seconds: float) -> TopicEvaluation | None:
     """The rules of spec 1.5 (in :func:`rules.partition_status`'s order) and lag in seconds on arrays.
 
     Only for a topic whose partitions all hold a full window of storage's packed commits (so every
     window is complete and has a start and an end); None for any other, which then goes partition by
-    partition. numpy is imported here, on the first such topic, so that processes that never evaluate a
-    large group (and every command's start-up) do without it.
+    partition. Storage's :class:`~burrowpy.protocol.TopicSnapshot` is read as it is; other sequences of
+    partitions are packed into one first. numpy is imported here, on the first such topic, so that
+    processes that never evaluate a large group (and every command's start-up) do without it.
     """
-    windows = [part.offsets for part in parts]
-    intervals = windows[0].intervals if windows[0].__class__ is CommitWindow else 0
-    if not intervals or {window.__class__ for window in windows} != {CommitWindow} \
-            or {window.stored for window in windows} != {intervals}:
+    snapshot = parts if parts.__class__ is TopicSnapshot else _packed(parts)
+    if snapshot is None:
+        return None
+    intervals = snapshot.intervals
+    total = len(snapshot.stored)
+    if not intervals or snapshot.stored.count(intervals) != total:
         return None
     import numpy as np
 
     width = intervals * COMMIT_STRIDE
-    total = len(parts)
-    slots = np.frombuffer(b"".join([window.slots for window in windows]), dtype=np.int64)
-    slots = slots.reshape(total, intervals, COMMIT_STRIDE)
+    slots = np.frombuffer(snapshot.commits, dtype=np.int64).reshape(total, intervals, COMMIT_STRIDE)
     offsets = slots[:, :, 0]
     timestamps = slots[:, :, 1]
     lags = slots[:, :, 3]
-    current = np.array([part.current_lag for part in parts], dtype=np.int64)
+    current_lags = snapshot.current_lags
+    current = np.array(current_lags, dtype=np.int64)
     codes = np.full(total, 1, dtype=np.int8)  # OK
     newest = offsets[:, -1]
 
@@ -252,7 +255,7 @@ def _assess_columns(topic: str, parts: list[ConsumerPartition], now: float, allo
         last = timestamps[:, -1]
         stopped = going & (_whole_seconds_ms(now) - last > last - timestamps[:, 0])
         for index in np.flatnonzero(stopped).tolist():
-            broker_offsets = parts[index].broker_offsets
+            broker_offsets = snapshot[index].broker_offsets
             if broker_offsets and min(broker_offsets) <= int(newest[index]):
                 stopped[index] = False
         codes[stopped] = Status.STOP
@@ -285,22 +288,43 @@ def _assess_columns(topic: str, parts: list[ConsumerPartition], now: float, allo
             going &= ~falls.any(axis=1)
         codes[going] = Status.WARN
 
-    seconds, methods = _lag_seconds_columns(np, parts, newest, now * 1000.0)
+    seconds, methods = _lag_seconds_columns(np, snapshot, newest, now * 1000.0)
     code_list = codes.tolist()
     if max_lag_seconds > 0:
         for index, value in enumerate(seconds):
             if value is not None and max_lag_seconds < value and code_list[index] == 1:
                 code_list[index] = 2  # WARN: the oldest unconsumed record is too old
 
+    owners, client_ids = snapshot.owners, snapshot.client_ids
+
     def make(index: int) -> PartitionStatus:
-        part = parts[index]
-        values = part.offsets.slots.tolist()
-        return PartitionStatus(topic, index, _BY_CODE[code_list[index]], part.current_lag, 1.0,
+        values = snapshot.window_values(index).tolist()
+        return PartitionStatus(topic, index, _BY_CODE[code_list[index]], current_lags[index], 1.0,
                                commit_from_values(values[:COMMIT_STRIDE]),
-                               commit_from_values(values[width - COMMIT_STRIDE:]), part.owner, part.client_id,
+                               commit_from_values(values[width - COMMIT_STRIDE:]), owners[index], client_ids[index],
                                seconds[index], methods[index])
 
-    return TopicEvaluation(topic, parts, code_list, seconds, methods, total, make=make)
+    return TopicEvaluation(topic, snapshot, code_list, current_lags, seconds, methods, total, make=make)
+
+
+def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
+    """A sequence of partitions whose windows are all storage's packed ones, as one snapshot (what the
+    array path reads); None when some window is not packed, or some partition's broker offsets and their
+    times differ in number."""
+    windows = [part.offsets for part in parts]
+    if {window.__class__ for window in windows} != {CommitWindow} or len({window.intervals for window in windows}) != 1:
+        return None
+    broker = array("q")
+    for part in parts:
+        if len(part.broker_offsets) != len(part.broker_times):
+            return None
+        for pair in zip(part.broker_offsets, part.broker_times, strict=True):
+            broker.extend(pair)
+    return TopicSnapshot(windows[0].intervals, b"".join([window.slots for window in windows]),
+                         [window.stored for window in windows], broker.tobytes(),
+                         [len(part.broker_offsets) for part in parts], [part.broker_since for part in parts],
+                         [part.current_lag for part in parts], [part.owner for part in parts],
+                         [part.client_id for part in parts], [part.record_time for part in parts])
 
 
 def _whole_seconds_ms(now: float) -> int:
@@ -308,20 +332,19 @@ def _whole_seconds_ms(now: float) -> int:
     return int(now) * 1000
 
 
-def _lag_seconds_columns(np: Any, parts: list[ConsumerPartition], committed: Any,
+def _lag_seconds_columns(np: Any, snapshot: TopicSnapshot, committed: Any,
                          now_ms: float) -> tuple[list[float | None], list[str | None]]:
     """:func:`timelag.partition_lag_seconds` of every partition of a topic (each has a commit)."""
-    total = len(parts)
-    shapes = {(len(part.broker_offsets), len(part.broker_times)) for part in parts}
-    samples = shapes.pop()[0] if len(shapes) == 1 else 0
-    if not samples or shapes or samples != len(parts[0].broker_times):
+    total = len(snapshot.stored)
+    samples = snapshot.samples[0]
+    if not samples or snapshot.samples.count(samples) != total:
         # Some partition without a broker offset, or a different number of samples: one at a time.
-        return _lag_seconds_each(parts, committed.tolist(), now_ms)
-    newest = np.array([part.broker_offsets[-1] for part in parts], dtype=np.int64)
-    caught_up = committed >= newest
+        return _lag_seconds_each(snapshot, committed.tolist(), now_ms)
+    pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
+    caught_up = committed >= pairs[:, -1, 0]
     method = caught_up.astype(np.int8)  # 1: caught up, 0: no figure (yet)
     appended = np.where(caught_up, now_ms, 0.0)  # when the record at the commit was appended, ms
-    record_times = [part.record_time for part in parts]
+    record_times = snapshot.record_times
     if record_times.count(None) != total:
         known = np.array([value is not None for value in record_times]) & ~caught_up
         method[known] = 2  # the record's own timestamp
@@ -331,10 +354,8 @@ def _lag_seconds_columns(np: Any, parts: list[ConsumerPartition], committed: Any
         # Interpolated from the broker offset samples: every remaining partition is behind its newest
         # broker offset, so some sample is above its commit.
         rows = rest.tolist()
-        brokers = np.fromiter(chain.from_iterable([parts[index].broker_offsets for index in rows]), np.int64,
-                              len(rows) * samples).reshape(len(rows), samples)
-        times = np.fromiter(chain.from_iterable([parts[index].broker_times for index in rows]), np.int64,
-                            len(rows) * samples).reshape(len(rows), samples)
+        brokers = pairs[rest, :, 0]
+        times = pairs[rest, :, 1]
         commits = committed[rest]
         first = (brokers > commits[:, None]).argmax(axis=1)  # the first sample that has the record
         picked = np.arange(len(rows))
@@ -351,7 +372,8 @@ def _lag_seconds_columns(np: Any, parts: list[ConsumerPartition], committed: Any
         result = np.where(first > 0, between, earlier)
         found = (first > 0) | sloped
         idle = np.flatnonzero(~found).tolist()
-        for slot, since in zip(idle, [parts[rows[slot]].broker_since for slot in idle], strict=True):
+        sinces = snapshot.broker_since
+        for slot, since in zip(idle, [sinces[rows[slot]] for slot in idle], strict=True):
             # Idle producers: when the newest offset was first read, which the record cannot be younger than.
             if since is not None:
                 result[slot] = float(min(since, int(oldest_time[slot])))
@@ -365,7 +387,7 @@ def _lag_seconds_columns(np: Any, parts: list[ConsumerPartition], committed: Any
     return seconds, list(map(_METHODS.__getitem__, codes))
 
 
-def _lag_seconds_each(parts: list[ConsumerPartition], committed: Sequence[int],
+def _lag_seconds_each(parts: Sequence[ConsumerPartition], committed: Sequence[int],
                       now_ms: float) -> tuple[list[float | None], list[str | None]]:
     figures = [partition_lag_seconds(offset, part.broker_offsets, part.broker_times, part.record_time, now_ms,
                                      part.broker_since) for offset, part in zip(committed, parts, strict=True)]

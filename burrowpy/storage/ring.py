@@ -58,6 +58,12 @@ class CommitRing:
         """A snapshot of all ``intervals`` slots (what Burrow's fetch returns), unaffected by later commits."""
         return CommitWindow(array("q", self._slots), self.intervals)
 
+    @property
+    def packed(self) -> array:
+        """The stored commits as they are kept (``COMMIT_STRIDE`` values each, oldest first): the live
+        array, for copying at once (a fetch joins many); not to be kept or changed."""
+        return self._slots
+
     def entries(self) -> list[ConsumerOffset | None]:
         """All ``intervals`` slots oldest to newest (``None`` for empty ones), or [] if never written."""
         return list(self.window())
@@ -168,6 +174,12 @@ class BrokerRing:
     def values(self) -> list[int]:
         """The stored offsets, oldest to newest."""
         return self._samples[0::2].tolist()
+
+    @property
+    def packed(self) -> array:
+        """The (offset, time ms) pairs as they are kept, oldest first: the live array, for copying at once;
+        not to be kept or changed."""
+        return self._samples
 
     def snapshot(self) -> tuple[list[int], list[int], int | None]:
         """The stored offsets oldest to newest, when each was read (ms), and :attr:`since`: a copy, in one

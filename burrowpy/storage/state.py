@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from burrowpy.protocol import (
+    COMMIT_STRIDE,
     ClearConsumerOwners,
-    ConsumerPartition,
     ConsumerTopics,
     SetBrokerOffset,
     SetConsumerOffset,
@@ -33,6 +33,7 @@ from burrowpy.protocol import (
     SetDeletePartitionOffsets,
     SetDeleteTopic,
     SetRecordTimes,
+    TopicSnapshot,
 )
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
@@ -327,26 +328,44 @@ class StorageState:
         for topic in sorted(group.topics):
             rings = cluster.brokers.get(topic) or ()
             broker_count = len(rings)
-            partitions = topics[topic] = []
-            append = partitions.append
-            for partition_id, entry in enumerate(group.topics[topic]):
+            entries = group.topics[topic]
+            commit_arrays = []
+            stored = []
+            broker_arrays = []
+            samples = []
+            sinces = []
+            lags = []
+            times = [None] * len(entries)
+            # Copies of the live rings, all joined below: nothing a later commit changes is shared.
+            for partition_id, entry in enumerate(entries):
                 ring = entry.ring
-                offsets = ring.window() if ring is not None else []
-                if partition_id < broker_count:
-                    history, broker_times, since = rings[partition_id].snapshot()
+                packed = ring.packed if ring is not None else None
+                if packed:
+                    commit_arrays.append(packed)
+                    stored.append(len(packed) // COMMIT_STRIDE)
                 else:
-                    history, broker_times, since = [], [], None
+                    stored.append(0)
                 current_lag = 0
-                record_time = None
-                if offsets and history:
-                    committed = ring.newest_offset()
-                    current_lag = history[-1] - committed
-                    if current_lag < 0:
-                        current_lag = 0
-                    if record_times:
-                        times = record_times.get((topic, partition_id))
-                        if times is not None:
-                            record_time = times.get(committed)
-                append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id, broker_times,
-                                         since, record_time))
+                if partition_id < broker_count:
+                    broker_ring = rings[partition_id]
+                    pairs = broker_ring.packed
+                    broker_arrays.append(pairs)
+                    samples.append(len(pairs) >> 1)
+                    sinces.append(broker_ring.since)
+                    if packed and pairs:
+                        committed = packed[len(packed) - COMMIT_STRIDE]
+                        current_lag = pairs[len(pairs) - 2] - committed
+                        if current_lag < 0:
+                            current_lag = 0
+                        if record_times:
+                            known = record_times.get((topic, partition_id))
+                            if known is not None:
+                                times[partition_id] = known.get(committed)
+                else:
+                    samples.append(0)
+                    sinces.append(None)
+                lags.append(current_lag)
+            topics[topic] = TopicSnapshot(self.intervals, b"".join(commit_arrays), stored, b"".join(broker_arrays),
+                                          samples, sinces, lags, [entry.owner for entry in entries],
+                                          [entry.client_id for entry in entries], times)
         return topics

@@ -11,7 +11,18 @@ from hypothesis import strategies as st
 
 from burrowpy.evaluator import group
 from burrowpy.evaluator.group import assess_group, evaluate_group
-from burrowpy.protocol import NO_LAG, CommitWindow, ConsumerPartition, Status
+from burrowpy.protocol import (
+    NO_LAG,
+    CommitWindow,
+    ConsumerPartition,
+    SetBrokerOffset,
+    SetConsumerOffset,
+    SetConsumerOwner,
+    SetRecordTimes,
+    Status,
+    TopicSnapshot,
+)
+from burrowpy.storage.state import StorageState
 
 NOW = 1_700_000_000
 
@@ -101,14 +112,17 @@ def test_each_status_from_the_columns():
             slots.extend((offset, at, at, lag, order))
         return CommitWindow(slots, len(offsets))
 
+    def part(offsets, lags, broker, current_lag, **timing):
+        return ConsumerPartition(window(offsets, lags, **timing), [broker], current_lag, broker_times=[NOW * 1000])
+
     parts = [
-        ConsumerPartition(window([10, 20, 30, 40, 50], [5, 4, 3, 2, 0]), [50], 0),  # caught up: OK
-        ConsumerPartition(window([10, 20, 30, 40, 50], [5, 6, 7, 8, 9]), [59], 9),  # lag growing: WARN
-        ConsumerPartition(window([10, 10, 10, 10, 10], [5, 6, 7, 8, 9]), [19], 9),  # STALL
-        ConsumerPartition(window([10, 20, 30, 5, 6], [5, 6, 7, 8, 9]), [15], 9),  # REWIND
-        ConsumerPartition(window([10, 20, 30, 40, 50], [5, 6, 7, 8, 9], newest_s=NOW - 500), [59], 9),  # STOP
-        ConsumerPartition(window([10, 20, 30, 40, 50], [9, 8, 7, 6, 5]), [55], 5),  # lag falling: OK
-        ConsumerPartition(window([10, 20, 30, 5, 30], [5, 6, 7, 8, 9]), [39], 9),  # rewound, back: WARN
+        part([10, 20, 30, 40, 50], [5, 4, 3, 2, 0], 50, 0),  # caught up: OK
+        part([10, 20, 30, 40, 50], [5, 6, 7, 8, 9], 59, 9),  # lag growing: WARN
+        part([10, 10, 10, 10, 10], [5, 6, 7, 8, 9], 19, 9),  # STALL
+        part([10, 20, 30, 5, 6], [5, 6, 7, 8, 9], 15, 9),  # REWIND
+        part([10, 20, 30, 40, 50], [5, 6, 7, 8, 9], 59, 9, newest_s=NOW - 500),  # STOP
+        part([10, 20, 30, 40, 50], [9, 8, 7, 6, 5], 55, 5),  # lag falling: OK
+        part([10, 20, 30, 5, 30], [5, 6, 7, 8, 9], 39, 9),  # rewound, back: WARN
     ]
     with columns_from(1):
         evaluated = assess_group("c", "g", {"t": parts}, NOW)
@@ -154,3 +168,71 @@ def test_the_time_threshold_from_the_columns(max_lag_seconds):
     assert status.partitions[0].lag_seconds == 120.5
     assert status.partitions[0].lag_seconds_method == "fetch"
     assert status.status is (Status.WARN if max_lag_seconds else Status.OK)
+
+
+# --- storage's own snapshots ---------------------------------------------------------------------------
+
+
+def reference_partitions(state, cluster, group, topic):
+    """What a fetch answered before snapshots: one ConsumerPartition per partition, made from the rings."""
+    cluster_entry = state.clusters[cluster]
+    rings = cluster_entry.brokers.get(topic) or []
+    answer = []
+    for partition_id, entry in enumerate(cluster_entry.groups[group].topics[topic]):
+        offsets = entry.ring.window() if entry.ring is not None and len(entry.ring) else []
+        history, times, since = rings[partition_id].snapshot() if partition_id < len(rings) else ([], [], None)
+        current_lag, record_time = 0, None
+        if offsets and history:
+            committed = entry.ring.newest_offset()
+            current_lag = max(0, history[-1] - committed)
+            record_time = cluster_entry.record_times.get((topic, partition_id), {}).get(committed)
+        answer.append(ConsumerPartition(offsets, history, current_lag, entry.owner, entry.client_id, times, since,
+                                        record_time))
+    return answer
+
+
+@st.composite
+def storage_histories(draw):
+    """A storage state fed broker samples, commits, owners and record times of one group on one topic."""
+    partitions = draw(st.integers(1, 60))
+    # Usually every partition has broker offsets; sometimes those beyond ``polled`` have none at all.
+    polled = draw(st.one_of(st.just(partitions), st.integers(0, partitions)))
+    intervals = draw(st.integers(1, 6))
+    state = StorageState(["c"], intervals)
+    base = (NOW - 1_000) * 1000
+    for round_number in range(draw(st.integers(1, 3))):
+        for partition in range(polled):
+            state.add_broker_offset(SetBrokerOffset("c", "t", partition, polled, 1_000 + round_number * 50
+                                                    + draw(st.integers(0, 40)), base + round_number * 30_000))
+    # Rounds in which every partition commits (enough of them fill every window), then a few more commits.
+    rounds = draw(st.integers(0, intervals + 1))
+    committing = [partition for _ in range(rounds) for partition in range(partitions)]
+    committing += draw(st.lists(st.integers(0, partitions - 1), max_size=2 * partitions))
+    for order, partition in enumerate(committing, 1):
+        state.add_consumer_offset(SetConsumerOffset("c", "g", "t", partition, draw(st.integers(900, 1_200)), order,
+                                                    base + order * 1_000), NOW)
+    for partition in draw(st.lists(st.integers(0, partitions - 1), max_size=3)):
+        state.add_consumer_owner(SetConsumerOwner("c", "g", "t", partition, "host-1", "client-1"), NOW)
+    state.set_record_times(SetRecordTimes("c", [("t", partition, offset, base) for partition, offset in
+                                                draw(st.lists(st.tuples(st.integers(0, partitions - 1),
+                                                                        st.integers(900, 1_200)), max_size=5))]))
+    return state
+
+
+@settings(deadline=None, max_examples=150)
+@given(storage_histories(), st.integers(0, 3_000), st.sampled_from([0, 5]))
+def test_a_fetch_snapshot_reads_as_the_partitions_it_packs(state, later, allowed):
+    topics = state.consumer("c", "g", NOW)
+    if topics is None or "t" not in topics:
+        return  # nothing of the group's kept (commits for partitions the broker does not report are dropped)
+    snapshot = topics["t"]
+    assert isinstance(snapshot, TopicSnapshot)
+    reference = reference_partitions(state, "c", "g", "t")
+    assert list(snapshot) == reference and snapshot == reference
+    now = NOW + later + 0.25
+    with columns_from(1):
+        packed = assess_group("c", "g", {"t": state.consumer("c", "g", NOW)["t"]}, now, allowed)
+    with columns_from(10**9):
+        one_by_one = assess_group("c", "g", {"t": reference}, now, allowed)
+    for showall in (True, False):
+        assert packed.result(showall) == one_by_one.result(showall)
