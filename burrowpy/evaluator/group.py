@@ -51,7 +51,7 @@ class TopicEvaluation:
 
     def __init__(self, topic: str, parts: Sequence[ConsumerPartition], codes: list[int], lags: list[int],
                  seconds: list[float | None], methods: list[str | None], complete_count: int,
-                 make: Callable[[int], PartitionStatus] | None = None,
+                 make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
                  built: list[PartitionStatus] | None = None) -> None:
         self.topic = topic
         self.parts = parts
@@ -63,12 +63,13 @@ class TopicEvaluation:
         self._make = make
         self._built: list[PartitionStatus | None] = built if built is not None else [None] * len(parts)
 
-    def partition(self, index: int) -> PartitionStatus:
-        """The status object of the topic's partition ``index`` (the same object on every call)."""
-        built = self._built[index]
-        if built is None:
-            built = self._built[index] = self._make(index)
-        return built
+    def partitions(self, indexes: Sequence[int]) -> list[PartitionStatus]:
+        """The status objects of these partitions of the topic (each the same object on every call)."""
+        built = self._built
+        missing = [index for index in indexes if built[index] is None]
+        if missing:
+            self._make(missing, built)
+        return [built[index] for index in indexes]
 
 
 class GroupEvaluation:
@@ -101,11 +102,9 @@ class GroupEvaluation:
         if result is None:
             partitions = []
             for topic in self.topics:
-                if showall:
-                    partitions.extend(topic.partition(index) for index in range(len(topic.codes)))
-                else:
-                    partitions.extend(topic.partition(index) for index, code in enumerate(topic.codes) if code > _OK)
-            maxlag = self._maxlag[0].partition(self._maxlag[1]) if self._maxlag is not None else None
+                partitions += topic.partitions(range(len(topic.codes)) if showall else
+                                               [index for index, code in enumerate(topic.codes) if code > _OK])
+            maxlag = self._maxlag[0].partitions((self._maxlag[1],))[0] if self._maxlag is not None else None
             result = self._results[showall] = ConsumerGroupStatus(
                 self.cluster, self.group, self.status, self.complete, partitions, self.partition_count, maxlag,
                 self.totallag, self.max_lag_seconds)
@@ -297,12 +296,19 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
 
     owners, client_ids = snapshot.owners, snapshot.client_ids
 
-    def make(index: int) -> PartitionStatus:
-        values = snapshot.window_values(index).tolist()
-        return PartitionStatus(topic, index, _BY_CODE[code_list[index]], current_lags[index], 1.0,
-                               commit_from_values(values[:COMMIT_STRIDE]),
-                               commit_from_values(values[width - COMMIT_STRIDE:]), owners[index], client_ids[index],
-                               seconds[index], methods[index])
+    def make(indexes: list[int], built: list[PartitionStatus | None]) -> None:
+        many = len(indexes) > 16
+        if many:  # an answer listing every partition: every first and last commit in two reads of the arrays
+            firsts, lasts = slots[:, 0, :].tolist(), slots[:, -1, :].tolist()
+        for index in indexes:
+            if many:
+                first, last = firsts[index], lasts[index]
+            else:
+                values = snapshot.window_values(index).tolist()
+                first, last = values[:COMMIT_STRIDE], values[width - COMMIT_STRIDE:]
+            built[index] = PartitionStatus(topic, index, _BY_CODE[code_list[index]], current_lags[index], 1.0,
+                                           commit_from_values(first), commit_from_values(last), owners[index],
+                                           client_ids[index], seconds[index], methods[index])
 
     return TopicEvaluation(topic, snapshot, code_list, current_lags, seconds, methods, total, make=make)
 
