@@ -8,7 +8,8 @@ collector thresholds of ``burrowpy serve`` — on 127.0.0.1, and a client in a p
 ``http.client``, one keep-alive connection) timing each request from sending it to having read the whole
 answer. The group is the one of ``bench/monitor_storage.py``: ten commits per partition, every partition
 OK with a lag, the longest path through the rules. Requests alternate between the group's ``/status``
-(only the partitions worse than OK listed) and its ``/lag`` (every partition listed).
+(only the partitions worse than OK listed) and its ``/lag`` (every partition listed), or with
+``--status-only`` are all ``/status``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=500, help="timed requests of each kind")
+    parser.add_argument("--status-only", action="store_true", help="ask only for /status, not /lag in between")
     args = parser.parse_args()
     tune_garbage_collector()
 
@@ -99,6 +101,8 @@ async def main() -> None:
     await site.start()
     port = runner.addresses[0][1]
     paths = [f"/v3/kafka/{CLUSTER}/consumer/{GROUP}/status", f"/v3/kafka/{CLUSTER}/consumer/{GROUP}/lag"]
+    if args.status_only:
+        del paths[1]
     try:
         client = await asyncio.create_subprocess_exec(sys.executable, "-c", CLIENT, str(port),
                                                       str(args.requests * len(paths)), *paths,
@@ -113,8 +117,8 @@ async def main() -> None:
         log_control.close()
     times = json.loads(output)
     print(json.dumps({"partitions": args.partitions, "expire_cache": 0,
-                      "status_uncached": percentiles(times[paths[0]]),
-                      "lag_uncached": percentiles(times[paths[1]])}, indent=2))
+                      **{name: percentiles(times[path]) for name, path in zip(("status_uncached", "lag_uncached"),
+                                                                              paths, strict=False)}}, indent=2))
 
 
 if __name__ == "__main__":
