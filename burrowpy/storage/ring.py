@@ -181,11 +181,9 @@ class BrokerRing:
         not to be kept or changed."""
         return self._samples
 
-    def snapshot(self) -> tuple[list[int], list[int], int | None]:
-        """The stored offsets oldest to newest, when each was read (ms), and :attr:`since`: a copy, in one
-        call, which a group's fetch makes of each of its partitions."""
-        samples = self._samples
-        return samples[0::2].tolist(), samples[1::2].tolist(), self.since
+    def times(self) -> list[int]:
+        """When each stored offset was read (ms), in the order of :meth:`values`."""
+        return self._samples[1::2].tolist()
 
     def newest(self) -> int | None:
         samples = self._samples

@@ -180,7 +180,8 @@ def reference_partitions(state, cluster, group, topic):
     answer = []
     for partition_id, entry in enumerate(cluster_entry.groups[group].topics[topic]):
         offsets = entry.ring.window() if entry.ring is not None and len(entry.ring) else []
-        history, times, since = rings[partition_id].snapshot() if partition_id < len(rings) else ([], [], None)
+        broker = rings[partition_id] if partition_id < len(rings) else None
+        history, times, since = (broker.values(), broker.times(), broker.since) if broker else ([], [], None)
         current_lag, record_time = 0, None
         if offsets and history:
             committed = entry.ring.newest_offset()

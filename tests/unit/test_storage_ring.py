@@ -259,9 +259,9 @@ def test_broker_ring_keeps_the_last_values(intervals, values):
     ring = BrokerRing(intervals)
     for number, value in enumerate(values):
         ring.add(value, 1000 * number)
+    assert ring.values() == values[-intervals:]
     times = [1000 * number for number in range(len(values))]
-    kept_values, kept_times, _ = ring.snapshot()
-    assert (kept_values, kept_times) == (values[-intervals:], times[-intervals:])
+    assert ring.times() == times[-intervals:]
     assert ring.newest() == (values[-1] if values else None)
     # since: when the newest value was first read, once any value has changed
     changes = [number for number in range(1, len(values)) if values[number] != values[number - 1]]

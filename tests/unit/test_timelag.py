@@ -72,9 +72,8 @@ def test_idle_producers_keep_the_age_growing():
     ring.add(200, NOW_MS - 90_000)  # the last records were written by then
     for step in range(1, 6):  # producers idle: the same offset sample after sample
         ring.add(200, NOW_MS - 90_000 + step * 10_000)
-    values, times, since = ring.snapshot()
-    assert values == [200, 200, 200] and since == ring.since == NOW_MS - 90_000
-    ages = [partition_lag_seconds(150, values, times, None, NOW_MS + later, since)[0]
+    assert ring.values() == [200, 200, 200] and ring.since == NOW_MS - 90_000
+    ages = [partition_lag_seconds(150, ring.values(), ring.times(), None, NOW_MS + later, ring.since)[0]
             for later in (0, 60_000, 600_000)]
     assert ages == [90.0, 150.0, 690.0]
 
@@ -83,7 +82,9 @@ def test_broker_ring_keeps_times_in_the_order_of_its_offsets():
     ring = BrokerRing(3)
     for index, offset in enumerate((10, 20, 30, 40, 50)):
         ring.add(offset, 1000 + index)
-    assert ring.snapshot() == ([30, 40, 50], [1002, 1003, 1004], 1004)
+    assert ring.values() == [30, 40, 50]
+    assert ring.times() == [1002, 1003, 1004]
+    assert ring.since == 1004
     first = BrokerRing(2)
     first.add(7, 5)
     first.add(7, 6)
