@@ -174,13 +174,6 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
                         max_lag_seconds).result(showall)
 
 
-def only_problems(status: ConsumerGroupStatus) -> ConsumerGroupStatus:
-    """A copy of a group status listing only partitions worse than OK (Burrow's ``showall=false``)."""
-    return ConsumerGroupStatus(status.cluster, status.group, status.status, status.complete,
-                               [p for p in status.partitions if p.status > _OK],
-                               status.partition_count, status.maxlag, status.totallag, status.max_lag_seconds)
-
-
 # --- partition by partition --------------------------------------------------------------------------
 
 
@@ -194,7 +187,7 @@ def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, all
         broker_offsets = partition.broker_offsets
         if offsets.__class__ is CommitWindow:  # storage's packed window: positional, no keywords (hot loop)
             status = evaluate_window(offsets, broker_offsets, partition.current_lag, now_s, allowed_lag,
-                                      minimum_complete, topic, partition_id, partition.owner, partition.client_id)
+                                     minimum_complete, topic, partition_id, partition.owner, partition.client_id)
         else:
             status = evaluate_partition(offsets, broker_offsets, partition.current_lag, now, allowed_lag,
                                         minimum_complete, topic=topic, partition=partition_id,

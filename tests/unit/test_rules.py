@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burrowpy.evaluator import rules
-from burrowpy.evaluator.group import evaluate_group, only_problems
+from burrowpy.evaluator.group import assess_group, evaluate_group
 from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.protocol import NO_LAG, CommitWindow, ConsumerOffset, ConsumerPartition, Status
 
@@ -379,10 +379,10 @@ def test_maxlag_is_the_first_partition_with_the_largest_lag(lags):
     assert status.totallag == sum(lags)
 
 
-def test_only_problems_keeps_every_group_figure():
+def test_the_problems_answer_keeps_every_group_figure():
     warn = ConsumerPartition(five(STEADY, [50, 100, 150, 200, 250]), [5300], 300)
-    full = evaluate_group("c", "g", {"t": [ring_partition(10), warn]}, 600)
-    filtered = only_problems(full)
+    evaluation = assess_group("c", "g", {"t": [ring_partition(10), warn]}, 600)
+    full, filtered = evaluation.result(showall=True), evaluation.result(showall=False)
     assert [p.partition for p in filtered.partitions] == [1]
     assert len(full.partitions) == 2
     assert (
