@@ -56,7 +56,16 @@ def _encode_fast(value: Any, add: Callable[[str], None]) -> None:
             else:
                 add(encode_string(str(key)))
                 add(":")
-            _encode_fast(item, add)
+            # The usual leaves written here rather than in a call of their own (most values of an answer).
+            item_kind = type(item)
+            if item_kind is int:
+                add(int.__repr__(item))
+            elif item_kind is str:
+                add(encode_string(item))
+            elif item is None:
+                add("null")
+            else:
+                _encode_fast(item, add)
         add("}")
     elif value is None:
         add("null")
