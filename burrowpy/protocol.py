@@ -213,7 +213,7 @@ class TopicSnapshot(Sequence):
     int64 each, oldest first; 0 for a partition never committed) and ``broker`` every partition's broker
     offset samples ((offset, read time ms) int64 pairs, ``samples[i]`` of them, oldest first); the other
     figures are lists by partition. The evaluator reads the packed columns of a large topic directly
-    (:mod:`burrowpy.evaluator.group`), so a fetch of a thousand partitions makes three joins and a few
+    (:mod:`burrowpy.evaluator.group`), so a fetch of a thousand partitions makes two joins and a few
     lists instead of thousands of objects. Equal to any sequence of the same partitions.
     """
 
