@@ -47,21 +47,20 @@ _METHODS = (None, CAUGHT_UP, FETCH, INTERPOLATED)  # the lag-in-seconds method b
 class TopicEvaluation:
     """One topic's partitions, evaluated: codes and figures per partition, objects made on demand."""
 
-    __slots__ = ("topic", "parts", "codes", "lags", "seconds", "methods", "complete_count", "_built", "_make")
+    __slots__ = ("topic", "codes", "lags", "seconds", "methods", "complete_count", "_built", "_make")
 
-    def __init__(self, topic: str, parts: Sequence[ConsumerPartition], codes: list[int], lags: list[int],
+    def __init__(self, topic: str, codes: list[int], lags: list[int],
                  seconds: list[float | None], methods: list[str | None], complete_count: int,
                  make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
                  built: list[PartitionStatus] | None = None) -> None:
         self.topic = topic
-        self.parts = parts
         self.codes = codes
         self.lags = lags
         self.seconds = seconds
         self.methods = methods
         self.complete_count = complete_count
         self._make = make
-        self._built: list[PartitionStatus | None] = built if built is not None else [None] * len(parts)
+        self._built: list[PartitionStatus | None] = built if built is not None else [None] * len(codes)
 
     def partitions(self, indexes: Sequence[int]) -> list[PartitionStatus]:
         """The status objects of these partitions of the topic (each the same object on every call)."""
@@ -201,7 +200,7 @@ def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, all
         if seconds is not None and 0 < max_lag_seconds < seconds and status.status == _OK and end is not None:
             status.status = _WARN
         built.append(status)
-    return TopicEvaluation(topic, parts, [status.status.value for status in built],
+    return TopicEvaluation(topic, [status.status.value for status in built],
                            [status.current_lag for status in built], [status.lag_seconds for status in built],
                            [status.lag_seconds_method for status in built],
                            sum(1 for status in built if status.complete == 1.0), built=built)
@@ -303,7 +302,7 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
                                            commit_from_values(first), commit_from_values(last), owners[index],
                                            client_ids[index], seconds[index], methods[index])
 
-    return TopicEvaluation(topic, snapshot, code_list, current_lags, seconds, methods, total, make=make)
+    return TopicEvaluation(topic, code_list, current_lags, seconds, methods, total, make=make)
 
 
 def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
