@@ -11,6 +11,7 @@ slots exactly as Burrow's fetch does.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from enum import IntEnum
 
@@ -27,6 +28,9 @@ class CommitOutcome(IntEnum):
     # Older than the newest stored commit: back-filled by ``order`` (or merged into its predecessor).
     INSERTED = 2
 
+
+# One commit's COMMIT_STRIDE values as the bytes an array("q") holds them in (the C long long of both).
+_PACK_COMMIT = struct.Struct(f"{COMMIT_STRIDE}q").pack
 
 # The outcomes as plain module constants: looking a member up on its Enum class is slow for the hot path.
 _DROPPED = CommitOutcome.DROPPED
@@ -101,7 +105,8 @@ class CommitRing:
             else:
                 if size == self.intervals * COMMIT_STRIDE:
                     del slots[:COMMIT_STRIDE]
-                slots.extend((offset, timestamp_ms, now_ms, lag, order))
+                # Packed once and copied in: about half the time of extending by a tuple of ints.
+                slots.frombytes(_PACK_COMMIT(offset, timestamp_ms, now_ms, lag, order))
             return _APPENDED
 
         full = size == self.intervals * COMMIT_STRIDE
