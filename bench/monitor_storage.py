@@ -6,7 +6,9 @@ Three figures, each next to a reference measured in the same run:
 - memory per monitored partition with a full 10-slot commit ring (tracemalloc over the storage's
   data), next to the bytes the raw figures need (5 int64 per commit);
 - SetConsumerOffset ingest rate through the inmemory module (``submit``, and ``put`` with Burrow's
-  queue-depth 1 and with 1000), next to the pure StorageState with no workers at all;
+  queue-depth 1 and with 1000), next to the pure StorageState with no workers at all; and both for the
+  same commits in runs of one group's (SetConsumerOffsets, ``submit_many``), as the offsets reader hands
+  them over;
 - latency of a ``/status``-equivalent evaluation of one 1,000-partition group: FetchConsumer through
   the storage workers + rules (cache miss; ``/status`` lists only the partitions worse than OK, the
   ``showall`` figure is ``/lag``'s, every partition listed), a cache hit, and the JSON encoding the HTTP
@@ -30,7 +32,7 @@ from burrowpy.config import Section
 from burrowpy.daemon import tune_garbage_collector
 from burrowpy.evaluator.caching import CachingEvaluator
 from burrowpy.httpserver import gojson
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, in_runs
 from burrowpy.storage.inmemory import InMemoryStorage
 from burrowpy.storage.state import StorageState
 
@@ -81,14 +83,22 @@ def memory_per_partition(partitions: int, intervals: int = 10) -> dict:
             "note": "includes the partition's broker history ring (shared by all groups of the topic)"}
 
 
-def pure_state_rate(stream: list[SetConsumerOffset], partitions: int) -> float:
+def pure_state_rate(stream: list[SetConsumerOffset], partitions: int, runs: bool = False) -> float:
+    """Commits per second into a StorageState alone: one request each, or (``runs``) in runs of one group's
+    commits, as the offsets reader hands them over (the stream turned into runs before the clock starts)."""
     state = StorageState([CLUSTER])
     for request in broker_offsets(partitions, 10**9):
         state.add_broker_offset(request)
     now_s = int(time.time())
-    start = time.perf_counter()
-    for request in stream:
-        state.add_consumer_offset(request, now_s)
+    if runs:
+        joined = in_runs(stream)
+        start = time.perf_counter()
+        for run in joined:
+            state.add_consumer_offsets(run, now_s)
+    else:
+        start = time.perf_counter()
+        for request in stream:
+            state.add_consumer_offset(request, now_s)
     return len(stream) / (time.perf_counter() - start)
 
 
@@ -100,8 +110,11 @@ async def module_rate(stream: list[SetConsumerOffset], partitions: int, how: str
     for request in broker_offsets(partitions, 10**9):
         storage.submit(request)
     await storage.flush()
+    requests = in_runs(stream) if how == "runs" else stream
     start = time.perf_counter()
-    if how == "submit":
+    if how == "runs":
+        storage.submit_many(requests)
+    elif how == "submit":
         for request in stream:
             storage.submit(request)
     else:
@@ -175,7 +188,9 @@ async def main() -> None:
     stream = commit_stream(args.commits, args.groups, args.partitions, int(time.time()) * 1000)
     results["ingest_commits_per_s"] = {
         "pure_state_no_workers": round(pure_state_rate(stream, args.partitions)),
+        "pure_state_no_workers_runs": round(pure_state_rate(stream, args.partitions, runs=True)),
         "module_submit": round(await module_rate(stream, args.partitions, "submit", 1, logger)),
+        "module_submit_many_runs": round(await module_rate(stream, args.partitions, "runs", 1, logger)),
         "module_put_queue_depth_1000": round(await module_rate(stream, args.partitions, "put", 1000, logger)),
         "module_put_queue_depth_1": round(await module_rate(stream[: len(stream) // 10], args.partitions, "put", 1,
                                                             logger)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -325,6 +325,61 @@ class SetConsumerOffset:
     offset: int
     order: int
     timestamp: int  # commit time, ms
+
+
+# A run of commits (SetConsumerOffsets) keeps each commit as RUN_STRIDE ints in one list, in this order:
+# partition, offset, order, timestamp.
+RUN_STRIDE = 4
+
+
+@dataclass(slots=True)
+class SetConsumerOffsets:
+    """Commits of one group to one topic, in the order they were read: what ``__consumer_offsets`` holds
+    for one OffsetCommit, whose commits lie together in the log. Storage takes such a run with one lookup
+    of the group and topic instead of one per commit; each commit means what a :class:`SetConsumerOffset`
+    with the same fields means."""
+
+    cluster: str
+    group: str
+    topic: str
+    commits: list[int]  # RUN_STRIDE ints per commit: partition, offset, order, timestamp (ms)
+
+    def __len__(self) -> int:
+        return len(self.commits) // RUN_STRIDE
+
+    def commit(self, index: int) -> SetConsumerOffset:
+        """The run's ``index``-th commit as a request of its own."""
+        at = index * RUN_STRIDE
+        partition, offset, order, timestamp = self.commits[at:at + RUN_STRIDE]
+        return SetConsumerOffset(self.cluster, self.group, self.topic, partition, offset, order, timestamp)
+
+
+def in_runs(requests: Iterable[Any]) -> list[Any]:
+    """The requests with every row of commits of one group to one topic joined into a run; the inverse
+    of :func:`one_by_one`."""
+    joined: list[Any] = []
+    for request in requests:
+        if type(request) is not SetConsumerOffset:
+            joined.append(request)
+            continue
+        last = joined[-1] if joined else None
+        if type(last) is not SetConsumerOffsets or (last.cluster, last.group, last.topic) != (
+                request.cluster, request.group, request.topic):
+            last = SetConsumerOffsets(request.cluster, request.group, request.topic, [])
+            joined.append(last)
+        last.commits += (request.partition, request.offset, request.order, request.timestamp)
+    return joined
+
+
+def one_by_one(requests: Iterable[Any]) -> list[Any]:
+    """The requests with every run of commits replaced by its commits, one request each."""
+    single: list[Any] = []
+    for request in requests:
+        if type(request) is SetConsumerOffsets:
+            single.extend(request.commit(index) for index in range(len(request)))
+        else:
+            single.append(request)
+    return single
 
 
 @dataclass(slots=True)

@@ -4,11 +4,13 @@ Reading the topic from its start means decoding every commit it still holds, so 
 schema codec cost more than everything else the monitor does. :class:`OffsetsRecordDecoder` walks the raw
 record set of a Fetch response instead: batch headers with broker/protocol/records.py, each record's framing
 inline, and the layouts Kafka writes for nearly every record (offset-commit key v0/v1 with value v0-v4, and
-offset tombstones) with precompiled struct layouts and a cache of decoded keys.
+offset tombstones) with precompiled struct layouts and a cache of decoded keys. Consecutive commits of one
+group to one topic (one OffsetCommit's) come out as one run, :class:`~burrowpy.protocol.SetConsumerOffsets`,
+which storage takes in with one lookup of the group and topic.
 
 Anything else goes through :func:`~burrowpy.coordinators.offsets_topic.interpret` and the schema codec, so
-every version stays supported and both paths give the same requests (tests/unit/test_offsets_topic_fastpath.py
-compares them): group metadata, unknown versions and malformed keys or values per record; whole batches
+every version stays supported and both paths give the same requests, runs taken one commit at a time
+(tests/unit/test_offsets_topic_fastpath.py compares them): group metadata, unknown versions and malformed keys or values per record; whole batches
 whose framing the inline parser does not take (record headers, invalid framing) through
 :func:`~broker.protocol.records.decode_batch`; message sets v0/v1 through
 :func:`~broker.protocol.records.decode_records_any`. Control batches carry no commits and are passed over.
@@ -41,7 +43,7 @@ from broker.protocol.records import (
 )
 from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
-from burrowpy.protocol import SetConsumerOffset, SetDeletePartitionOffsets
+from burrowpy.protocol import SetConsumerOffsets, SetDeletePartitionOffsets
 
 # Decoded offset-commit keys kept at most; the cache starts over when full (keys are cheap to decode again).
 KEY_CACHE_LIMIT = 1 << 16
@@ -73,7 +75,9 @@ class _UnusualFraming(Exception):
 class DecodedRecords:
     """What one fetched record set of one partition gave, or one part of it (:meth:`decode_parts`)."""
 
-    requests: list[Any] = field(default_factory=list)  # storage requests, in record order
+    # Storage requests in record order; commits that follow each other for one group and topic come as one
+    # run (SetConsumerOffsets), everything else one request per record.
+    requests: list[Any] = field(default_factory=list)
     members: list[Any] = field(default_factory=list)  # consumer-protocol member events, in record order
     next_offset: int = 0  # where reading goes on: after the last whole batch (or the start offset)
     records: int = 0  # records read from the wanted range
@@ -148,6 +152,7 @@ class OffsetsRecordDecoder:
         self._aborted: AbortedTransactions | None = None  # of the Fetch answer being decoded
         # key bytes -> (group, topic, partition, accepted by the filter), for offset-commit keys only
         self._keys: dict[bytes, tuple[str, str, int, bool]] = {}
+        self._names: dict[str, str] = {}  # one str object per group or topic name of the cached keys
 
     def decode(self, data: bytes, start: int, end: int | None = None) -> DecodedRecords:
         """The requests of the records of ``data`` (a fetched record set) with offsets in [start, end).
@@ -162,12 +167,12 @@ class OffsetsRecordDecoder:
     def decode_parts(self, data: bytes, start: int, end: int | None = None,
                      part_size: int | None = None,
                      aborted: list[tuple[int, int]] | None = None) -> Iterator[DecodedRecords]:
-        """:meth:`decode` in parts of at least ``part_size`` requests (all in one part when None), cut at
+        """:meth:`decode` in parts of at least ``part_size`` records (all in one part when None), cut at
         batch boundaries, the last part perhaps empty; each part's ``next_offset`` is where the batches read
-        so far end. A reader that
-        hands each part to storage before decoding the next keeps few requests alive at a time, which spares
-        the garbage collector most of its work. ``aborted`` is the (producer id, first offset) list of a
-        read_committed Fetch answer: the records of those transactions are left out."""
+        so far end. A reader that hands each part to storage before decoding the next keeps few requests
+        alive at a time, which spares the garbage collector most of its work. ``aborted`` is the (producer
+        id, first offset) list of a read_committed Fetch answer: the records of those transactions are left
+        out."""
         if not isinstance(data, bytes):
             data = bytes(data)
         self._aborted = AbortedTransactions(aborted) if aborted else None
@@ -192,7 +197,7 @@ class OffsetsRecordDecoder:
             else:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic byte {magic} at offset {base_offset}")
             pos = entry_end
-            if part_size is not None and len(result.requests) >= part_size:
+            if part_size is not None and result.records >= part_size:
                 yield result
                 result = DecodedRecords(next_offset=result.next_offset)
         yield result  # the rest, perhaps nothing but the position
@@ -269,13 +274,16 @@ class OffsetsRecordDecoder:
         pos += 4
         if group_length < 0 or end - pos < group_length + 2:
             return None
+        names = self._names
         group = str(buf[pos : pos + group_length], "utf-8", "replace")
+        group = names.setdefault(group, group)
         pos += group_length
         (topic_length,) = _INT16(buf, pos)
         pos += 2
         if topic_length < 0 or end - pos < topic_length + 4:
             return None
         topic = str(buf[pos : pos + topic_length], "utf-8", "replace")
+        topic = names.setdefault(topic, topic)
         (partition,) = _INT32(buf, pos + topic_length)
         return group, topic, partition, self.groups.accepts(group)
 
@@ -287,8 +295,12 @@ class OffsetsRecordDecoder:
         known_key = keys.get
         emit = result.requests.append
         # Locals rather than globals: this loop runs once per commit of the topic.
-        read_v3, v3_size, commit_request, delete_request = _VALUE_V3, _V3_SIZE, SetConsumerOffset, SetDeletePartitionOffsets
+        read_v3, v3_size, commit_run, delete_request = _VALUE_V3, _V3_SIZE, SetConsumerOffsets, SetDeletePartitionOffsets
         read_v4 = _VALUE_V4
+        # The commits of one group to one topic that follow each other become one run (SetConsumerOffsets).
+        # A run does not go on past this batch: a batch the generic decoder must take instead is dropped
+        # whole, runs and all, by the caller.
+        run_group = run_topic = run = None
         for _ in range(count):
             # Varints are zigzag-encoded: a raw value's low bit is the sign, and lengths must not be negative.
             # Record lengths, offset deltas and key lengths often take two bytes, which are read inline.
@@ -351,36 +363,46 @@ class OffsetsRecordDecoder:
                 if decoded is None:
                     self._interpret(key, buf[value_start:record_end - 1] if value_length >= 0 else None, offset,
                                     result)
+                    run_group = None
                     continue
                 if len(keys) >= KEY_CACHE_LIMIT:
                     keys.clear()
+                    self._names.clear()
                 keys[key] = decoded
             group, topic, partition, accepted = decoded
             if not accepted:
                 continue
             if value_length <= 0:
                 emit(delete_request(cluster, group, topic, partition))
+                run_group = None
                 continue
+            committed = None
             if value_length >= v3_size:
                 version, committed, _, metadata_length, timestamp = read_v3(buf, value_start)
-                if version == 3 and metadata_length == 0:
-                    emit(commit_request(cluster, group, topic, partition, committed, offset, timestamp))
+                if version != 3 or metadata_length != 0:
+                    committed = None
+                    if version == 4:
+                        committed, compact_length, timestamp = read_v4(buf, value_start)
+                        tags = value_start + _V4_TAGS_AT
+                        tags_size = record_end - 1 - tags
+                        if compact_length != 1 or not (
+                                (tags_size == 1 and buf[tags] == 0)
+                                or (tags_size >= 3 and buf[tags] == 1 and buf[tags + 1] < 0x80
+                                    and buf[tags + 2] == tags_size - 3 and tags_size < 0x83)):
+                            committed = None
+            if committed is None:
+                commit = self._commit_value(buf, value_start, record_end - 1)
+                if commit is None:
+                    self._interpret(key, buf[value_start:record_end - 1], offset, result)
+                    run_group = None
                     continue
-                if version == 4:
-                    committed, compact_length, timestamp = read_v4(buf, value_start)
-                    tags = value_start + _V4_TAGS_AT
-                    tags_size = record_end - 1 - tags
-                    if compact_length == 1 and (
-                            (tags_size == 1 and buf[tags] == 0)
-                            or (tags_size >= 3 and buf[tags] == 1 and buf[tags + 1] < 0x80
-                                and buf[tags + 2] == tags_size - 3 and tags_size < 0x83)):
-                        emit(commit_request(cluster, group, topic, partition, committed, offset, timestamp))
-                        continue
-            commit = self._commit_value(buf, value_start, record_end - 1)
-            if commit is None:
-                self._interpret(key, buf[value_start:record_end - 1], offset, result)
-            else:
-                emit(commit_request(cluster, group, topic, partition, commit[0], offset, commit[1]))
+                committed, timestamp = commit
+            # Group and topic names are interned (see _offset_key): consecutive commits of one OffsetCommit
+            # join one run by two identity checks.
+            if group is not run_group or topic is not run_topic:
+                run_group, run_topic, run = group, topic, []
+                emit(commit_run(cluster, group, topic, run))
+            run += (partition, committed, offset, timestamp)
         result.records += count
 
     @staticmethod

@@ -25,6 +25,7 @@ import xxhash
 
 from burrowpy.config import Section
 from burrowpy.protocol import (
+    RUN_STRIDE,
     ClearConsumerOwners,
     FetchClusters,
     FetchConsumer,
@@ -35,6 +36,7 @@ from burrowpy.protocol import (
     FetchTopics,
     SetBrokerOffset,
     SetConsumerOffset,
+    SetConsumerOffsets,
     SetConsumerOwner,
     SetDeleteGroup,
     SetDeletePartitionOffsets,
@@ -46,10 +48,11 @@ from burrowpy.storage.state import StorageState
 CONFIG_KEYS = ("class-name", "intervals", "expire-group", "workers", "queue-depth", "min-distance",
                "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
 
-# Requests a worker handles before giving the event loop to others (HTTP, the Kafka readers).
+# Requests a worker handles before giving the event loop to others (HTTP, the Kafka readers); a run of
+# commits counts as many requests as it has commits.
 _BATCH = 512
 
-_GROUP_SCOPED = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
+_GROUP_SCOPED = (SetConsumerOffset, SetConsumerOffsets, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
                  ClearConsumerOwners, FetchConsumer)
 _TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchConsumersForTopic)
 _CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
@@ -68,11 +71,17 @@ class _Barrier:
         self.reply = reply
 
 
+def _weight(request: Any) -> int:
+    """What a request counts for in a worker's pass and in ``pending``: a run of commits its commits."""
+    return len(request.commits) // RUN_STRIDE if type(request) is SetConsumerOffsets else 1
+
+
 class _Worker:
-    __slots__ = ("backlog", "wakeup", "room", "task")
+    __slots__ = ("backlog", "weight", "wakeup", "room", "task")
 
     def __init__(self) -> None:
         self.backlog: deque[Any] = deque()
+        self.weight = 0  # of the requests in the backlog (see _weight)
         self.wakeup = asyncio.Event()  # set when the backlog gets work
         self.room = asyncio.Event()  # set whenever the worker has drained its backlog
         self.task: asyncio.Task | None = None
@@ -176,6 +185,7 @@ class InMemoryStorage:
         if worker is None:
             return
         worker.backlog.append(request)
+        worker.weight += _weight(request)
         if not worker.wakeup.is_set():
             worker.wakeup.set()
 
@@ -184,18 +194,18 @@ class InMemoryStorage:
         reader of ``__consumer_offsets`` hands them over (one OffsetCommit's commits lie together there)."""
         if not self._running:
             raise RuntimeError(f"storage {self.name} is not running")
-        last_cluster = last_group = backlog = None
+        last_cluster = last_group = worker = None
         for request in requests:
             if not isinstance(request, _GROUP_SCOPED):
                 self.submit(request)
                 continue
             if request.group != last_group or request.cluster != last_cluster:  # else: the same worker
                 worker = self._worker_for(request)
-                backlog = worker.backlog
                 if not worker.wakeup.is_set():
                     worker.wakeup.set()
                 last_cluster, last_group = request.cluster, request.group
-            backlog.append(request)
+            worker.backlog.append(request)
+            worker.weight += _weight(request)
 
     async def put(self, request: Any) -> None:
         """Queue a request once its worker has fewer than ``queue-depth`` requests waiting."""
@@ -216,13 +226,14 @@ class InMemoryStorage:
         for worker in self._workers:
             barrier = _Barrier(loop.create_future())
             worker.backlog.append(barrier)
+            worker.weight += 1
             worker.wakeup.set()
             barriers.append(barrier.reply)
         await asyncio.gather(*barriers)
 
     def pending(self) -> int:
-        """Requests submitted but not handled yet, over all workers."""
-        return sum(len(worker.backlog) for worker in self._workers)
+        """Requests submitted but not handled yet, over all workers, a run of commits counted by its commits."""
+        return sum(worker.weight for worker in self._workers)
 
     def _worker_for(self, request: Any) -> _Worker | None:
         if not self._running:
@@ -246,6 +257,7 @@ class InMemoryStorage:
         backlog = worker.backlog
         handlers = self._handlers
         add_consumer_offset = self.state.add_consumer_offset
+        add_consumer_offsets = self.state.add_consumer_offsets
         while True:
             if not backlog:
                 worker.room.set()
@@ -255,23 +267,32 @@ class InMemoryStorage:
                 await worker.wakeup.wait()
                 continue
             # One clock reading per pass: the pass runs without yielding, so its requests are handled at
-            # one instant anyway. Commits, nearly all requests while __consumer_offsets is read, go straight
-            # to the state rather than through the handler table.
+            # one instant anyway. Commits, nearly all requests while __consumer_offsets is read (in runs),
+            # go straight to the state rather than through the handler table.
             now_s = int(self._clock.time())
-            for _ in range(min(len(backlog), _BATCH)):
+            budget = _BATCH
+            while backlog and budget > 0:
                 request = backlog.popleft()
                 try:
-                    if type(request) is SetConsumerOffset:
+                    kind = type(request)
+                    if kind is SetConsumerOffsets:
+                        budget -= len(request.commits) // RUN_STRIDE
+                        for index, reason in add_consumer_offsets(request, now_s):
+                            self._dropped(reason, request.commit(index))
+                    elif kind is SetConsumerOffset:
+                        budget -= 1
                         reason = add_consumer_offset(request, now_s)
                         if reason is not None:
                             self._dropped(reason, request)
                     else:
-                        handlers[type(request)](request)
+                        budget -= 1
+                        handlers[kind](request)
                 except Exception as exc:  # a bug must cost one request, never the worker
                     self._log.exception("storage request failed", request=repr(request))
                     reply = getattr(request, "reply", None)
                     if isinstance(reply, asyncio.Future) and not reply.done():
                         reply.set_exception(exc)
+            worker.weight -= _BATCH - budget
             if len(backlog) < self.queue_depth:
                 worker.room.set()
             await asyncio.sleep(0)

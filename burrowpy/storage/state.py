@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable
 
 from burrowpy.protocol import (
     COMMIT_STRIDE,
+    RUN_STRIDE,
     ClearConsumerOwners,
     ConsumerTopics,
     SetBrokerOffset,
     SetConsumerOffset,
+    SetConsumerOffsets,
     SetConsumerOwner,
     SetDeleteGroup,
     SetDeletePartitionOffsets,
@@ -174,44 +176,65 @@ class StorageState:
         return entries[partition]
 
     def add_consumer_offset(self, request: SetConsumerOffset, now_s: int) -> str | None:
-        # Every commit read from __consumer_offsets comes through here, so the usual path (known topic,
-        # partition and group) is written out rather than going through the helpers.
-        cluster = self.clusters.get(request.cluster)
-        if cluster is None:
-            return "unknown cluster"
-        timestamp = request.timestamp
-        if timestamp < (now_s - self.expire_group_s) * 1000:
-            return "old offset"
-        group_name = request.group
-        if self._filters_groups and not self.accept_group(group_name):
-            return "group not accepted by the allow/deny lists"
-        topic = request.topic
-        partition = request.partition
-        rings = cluster.brokers.get(topic)
-        broker_offset = rings[partition].newest() if rings is not None and 0 <= partition < len(rings) else None
-        if broker_offset is None:
-            return self._broker_position(cluster, topic, partition)  # the reason
+        """Store one commit; None, or why it was dropped."""
+        dropped = self._add_commits(request.cluster, request.group, request.topic,
+                                    [request.partition, request.offset, request.order, request.timestamp], now_s)
+        return dropped[0][1] if dropped else None
 
+    def add_consumer_offsets(self, run: SetConsumerOffsets, now_s: int) -> list[tuple[int, str]]:
+        """Store a run of commits of one group to one topic, in order: the (index, reason) of each commit
+        dropped, none when all were stored.
+
+        Every commit read from ``__consumer_offsets`` comes through here, so the cluster, group, topic and
+        broker history are looked up once per run and the loop over its commits is written out.
+        """
+        return self._add_commits(run.cluster, run.group, run.topic, run.commits, now_s)
+
+    def _add_commits(self, cluster_name: str, group_name: str, topic: str, commits: list[int],
+                     now_s: int) -> list[tuple[int, str]]:
+        cluster = self.clusters.get(cluster_name)
+        if cluster is None:
+            return [(index, "unknown cluster") for index in range(len(commits) // RUN_STRIDE)]
+        dropped: list[tuple[int, str]] = []
+        oldest_ms = (now_s - self.expire_group_s) * 1000
+        accepted = not self._filters_groups or self.accept_group(group_name)
+        rings = cluster.brokers.get(topic)
+        broker_count = len(rings) if rings is not None else 0
         group = cluster.groups.get(group_name)
-        if group is None:
-            group = cluster.groups[group_name] = GroupEntry()
-        entries = group.topics.get(topic)
-        if entries is not None and partition < len(entries):
-            entry = entries[partition]
-        else:
-            entry = self._partition_entry(group, topic, partition, len(rings))
-        ring = entry.ring
-        if ring is None:
-            ring = entry.ring = CommitRing(self.intervals)
+        entries = group.topics.get(topic) if group is not None else None
         observed = self._observed
         if observed[0] != now_s:
             observed = self._observed = (now_s, now_s * 1000)
-        outcome = ring.add(request.offset, request.order, timestamp, observed[1], broker_offset, self.min_distance_ms)
-        if outcome is _APPENDED:
-            group.last_commit = timestamp
-        elif not outcome:
-            return "duplicate, or older than everything in a full window"
-        return None
+        observed_ms = observed[1]
+        intervals, min_distance_ms = self.intervals, self.min_distance_ms
+        values = iter(commits)  # RUN_STRIDE (4) values per commit
+        for index, (partition, offset, order, timestamp) in enumerate(zip(values, values, values, values, strict=True)):
+            if timestamp < oldest_ms:
+                dropped.append((index, "old offset"))
+                continue
+            if not accepted:
+                dropped.append((index, "group not accepted by the allow/deny lists"))
+                continue
+            broker_offset = rings[partition].newest() if 0 <= partition < broker_count else None
+            if broker_offset is None:
+                dropped.append((index, self._broker_position(cluster, topic, partition)))
+                continue
+            if entries is None or partition >= len(entries):
+                if group is None:
+                    group = cluster.groups[group_name] = GroupEntry()
+                entry = self._partition_entry(group, topic, partition, broker_count)
+                entries = group.topics[topic]
+            else:
+                entry = entries[partition]
+            ring = entry.ring
+            if ring is None:
+                ring = entry.ring = CommitRing(intervals)
+            outcome = ring.add(offset, order, timestamp, observed_ms, broker_offset, min_distance_ms)
+            if outcome is _APPENDED:
+                group.last_commit = timestamp
+            elif not outcome:
+                dropped.append((index, "duplicate, or older than everything in a full window"))
+        return dropped
 
     def add_consumer_owner(self, request: SetConsumerOwner, now_s: int) -> str | None:
         cluster = self.clusters.get(request.cluster)

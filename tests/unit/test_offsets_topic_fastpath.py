@@ -29,7 +29,7 @@ from burrowpy.coordinators import offsets_fastpath
 from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
-from burrowpy.protocol import SetConsumerOffset, SetDeletePartitionOffsets
+from burrowpy.protocol import SetConsumerOffset, SetConsumerOffsets, SetDeletePartitionOffsets, one_by_one
 
 CLUSTER = "c"
 ALL = GroupFilter()
@@ -57,7 +57,7 @@ def reference(data: bytes, groups: GroupFilter, start: int = 0, end: int | None 
 
 def fast(data: bytes, groups: GroupFilter, start: int = 0, end: int | None = None):
     decoded = OffsetsRecordDecoder(CLUSTER, groups).decode(data, start, end)
-    return decoded.requests, decoded.members, [offset for offset, _ in decoded.skipped], decoded.records
+    return one_by_one(decoded.requests), decoded.members, [offset for offset, _ in decoded.skipped], decoded.records
 
 
 # --- strategies: the records a `__consumer_offsets` partition can hold, and broken ones ----------------------
@@ -232,7 +232,8 @@ def test_every_truncation_and_damaged_byte_of_a_key(version):
 @settings(deadline=None, max_examples=50)
 @given(data=record_sets(), part_size=st.integers(1, 8))
 def test_parts_add_up_to_the_whole(data, part_size):
-    """Handed over part by part, the requests are the same and in the same order; positions only grow."""
+    """Handed over part by part, the requests are the same and in the same order; positions only grow; a
+    part ends at the first batch boundary after ``part_size`` records."""
     decoder = OffsetsRecordDecoder(CLUSTER, ALL)
     whole = decoder.decode(data, 0)
     parts = list(decoder.decode_parts(data, 0, None, part_size))
@@ -241,7 +242,7 @@ def test_parts_add_up_to_the_whole(data, part_size):
     assert sum(part.records for part in parts) == whole.records
     positions = [part.next_offset for part in parts]
     assert positions == sorted(positions) and positions[-1] == whole.next_offset
-    assert all(len(part.requests) >= part_size for part in parts[:-1])
+    assert all(part.records >= part_size for part in parts[:-1])
 
 
 # --- positions ---------------------------------------------------------------------------------------------
@@ -273,12 +274,12 @@ def test_compacted_batches_and_control_batches_still_move_the_position():
                          is_control=True)
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(compacted + marker, 20)
     assert decoded.next_offset == 31 and decoded.records == 1
-    assert decoded.requests == [SetConsumerOffset(CLUSTER, "g", "t", 0, 5, 20, 1000)]
+    assert one_by_one(decoded.requests) == [SetConsumerOffset(CLUSTER, "g", "t", 0, 5, 20, 1000)]
 
 
 def test_a_fetch_starting_inside_a_batch_passes_over_the_earlier_records():
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(commit_batch(100, 5), 103)
-    assert [r.order for r in decoded.requests] == [103, 104] and decoded.records == 2
+    assert [r.order for r in one_by_one(decoded.requests)] == [103, 104] and decoded.records == 2
 
 
 # --- what the fast path takes itself ---------------------------------------------------------------------------
@@ -291,16 +292,37 @@ def test_offset_commits_tombstones_and_filters():
                Record(2, 0, offset_key(1, "other", "t", 7), commit_value(), []),
                Record(3, 0, offset_key(1, "other", "t", 7), None, [])]
     decoded = OffsetsRecordDecoder(CLUSTER, only_app).decode(build_batch(records), 0)
-    assert decoded.requests == [SetConsumerOffset(CLUSTER, "app-1", "t", 7, 42, 0, 99),
+    assert one_by_one(decoded.requests) == [SetConsumerOffset(CLUSTER, "app-1", "t", 7, 42, 0, 99),
                                 SetDeletePartitionOffsets(CLUSTER, "app-1", "t", 7)]
     assert decoded.records == 4 and decoded.skipped == []
+
+
+def test_commits_of_one_group_and_topic_in_a_row_come_as_one_run():
+    """A run goes on while group and topic stay (past records the filter drops), and ends at anything else:
+    another group or topic, a tombstone, a record for the schema codec, the end of the batch."""
+    only_app = GroupFilter(allow=re.compile("^app"))
+    records = [(offset_key(1, "app", "t", 0), commit_value(10, 1)), (offset_key(1, "app", "t", 1), commit_value(11, 2)),
+               (offset_key(1, "other", "t", 0), commit_value()), (offset_key(0, "app", "t", 2), commit_value(12, 3)),
+               (offset_key(1, "app", "u", 0), commit_value(13, 4)), (offset_key(1, "app", "u", 0), None),
+               (offset_key(1, "app", "u", 1), commit_value(14, 5)), (b"\x00\x05junk", commit_value()),
+               (offset_key(1, "app", "u", 2), commit_value(15, 6))]
+    first = build_batch([Record(n, 0, key, value, []) for n, (key, value) in enumerate(records)])
+    second = build_batch([Record(9, 0, offset_key(1, "app", "u", 3), commit_value(16, 7), [])], base_offset=9)
+    decoded = OffsetsRecordDecoder(CLUSTER, only_app).decode(first + second, 0)
+    assert decoded.requests == [SetConsumerOffsets(CLUSTER, "app", "t", [0, 10, 0, 1, 1, 11, 1, 2, 2, 12, 3, 3]),
+                                SetConsumerOffsets(CLUSTER, "app", "u", [0, 13, 4, 4]),
+                                SetDeletePartitionOffsets(CLUSTER, "app", "u", 0),
+                                SetConsumerOffsets(CLUSTER, "app", "u", [1, 14, 6, 5]),
+                                SetConsumerOffsets(CLUSTER, "app", "u", [2, 15, 8, 6]),
+                                SetConsumerOffsets(CLUSTER, "app", "u", [3, 16, 9, 7])]
+    assert [offset for offset, _ in decoded.skipped] == [7]
 
 
 def test_the_key_cache_starts_over_when_full(monkeypatch):
     monkeypatch.setattr(offsets_fastpath, "KEY_CACHE_LIMIT", 2)
     decoder = OffsetsRecordDecoder(CLUSTER, ALL)
     decoded = decoder.decode(commit_batch(0, 5), 0)
-    assert [r.partition for r in decoded.requests] == [0, 1, 2, 3, 4]
+    assert [r.partition for r in one_by_one(decoded.requests)] == [0, 1, 2, 3, 4]
     assert len(decoder._keys) <= 2
 
 
@@ -323,7 +345,7 @@ def test_message_sets_v0_v1(magic):
                 "offset": 9, "metadata": "", "commit_timestamp": 77}))
             + legacy_message(5, magic, offset_key(0, "g", "t", 1), None))
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(data, 4)
-    assert decoded.requests == [SetConsumerOffset(CLUSTER, "g", "t", 1, 9, 4, 77),
+    assert one_by_one(decoded.requests) == [SetConsumerOffset(CLUSTER, "g", "t", 1, 9, 4, 77),
                                 SetDeletePartitionOffsets(CLUSTER, "g", "t", 1)]
     assert decoded.next_offset == 6 and decoded.records == 2
 
@@ -332,7 +354,7 @@ def test_unknown_versions_are_skipped_with_the_codecs_reason():
     records = [Record(0, 0, b"\x00\x18abc", commit_value(), []),
                Record(1, 0, offset_key(1, "g", "t", 0), b"\x00\x09" + bytes(30), [])]
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(build_batch(records), 0)
-    assert decoded.requests == [] and [offset for offset, _ in decoded.skipped] == [0, 1]
+    assert one_by_one(decoded.requests) == [] and [offset for offset, _ in decoded.skipped] == [0, 1]
     assert "unknown key version 24" in decoded.skipped[0][1]
     assert "version 9" in decoded.skipped[1][1]
 
@@ -342,7 +364,7 @@ def test_a_batch_that_cannot_be_decompressed_is_skipped_and_passed():
     batch[HEADER_SIZE:] = b"\xff" * (len(batch) - HEADER_SIZE)
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch) + commit_batch(53, 1), 50)
     assert [offset for offset, _ in decoded.skipped] == [50] and "zstd" in decoded.skipped[0][1]
-    assert [r.order for r in decoded.requests] == [53] and decoded.next_offset == 54
+    assert [r.order for r in one_by_one(decoded.requests)] == [53] and decoded.next_offset == 54
 
 
 def test_a_batch_whose_records_overrun_it_is_skipped():
@@ -350,14 +372,14 @@ def test_a_batch_whose_records_overrun_it_is_skipped():
     struct.pack_into(">i", batch, HEADER_SIZE - 4, 3)  # the header claims a third record
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch) + commit_batch(2, 1), 0)
     assert [offset for offset, _ in decoded.skipped] == [0]
-    assert [r.order for r in decoded.requests] == [2] and decoded.next_offset == 3
+    assert [r.order for r in one_by_one(decoded.requests)] == [2] and decoded.next_offset == 3
 
 
 def test_a_record_whose_header_count_runs_past_it_skips_the_batch():
     batch = bytearray(commit_batch(0, 1))
     batch[-1] = 2  # the record's last byte, its header count, now says one header, which is not there
     decoded = OffsetsRecordDecoder(CLUSTER, ALL).decode(bytes(batch), 0)
-    assert decoded.requests == [] and [offset for offset, _ in decoded.skipped] == [0]
+    assert one_by_one(decoded.requests) == [] and [offset for offset, _ in decoded.skipped] == [0]
 
 
 @pytest.mark.parametrize("magic", [3, 255])
@@ -396,9 +418,9 @@ def test_commits_of_aborted_transactions_never_reach_storage():
             + marker(9, 7, commit=True))
     decoder = OffsetsRecordDecoder(CLUSTER, ALL)
     committed = list(decoder.decode_parts(data, 0, None, None, aborted=[(7, 2)]))[0]
-    assert [(r.group, r.offset) for r in committed.requests] == [("before", 1), ("kept", 3), ("plain", 7),
+    assert [(r.group, r.offset) for r in one_by_one(committed.requests)] == [("before", 1), ("kept", 3), ("plain", 7),
                                                                   ("after", 8)]
     assert committed.next_offset == 10
     # read_uncommitted (no list): every commit, as Burrow reads them
-    assert [r.group for r in decoder.decode(data, 0).requests] == ["before", "rolled-back", "kept", "rolled-back",
+    assert [r.group for r in one_by_one(decoder.decode(data, 0).requests)] == ["before", "rolled-back", "kept", "rolled-back",
                                                                    "plain", "after"]

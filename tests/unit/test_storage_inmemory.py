@@ -19,6 +19,7 @@ from burrowpy.protocol import (
     FetchTopics,
     SetBrokerOffset,
     SetConsumerOffset,
+    SetConsumerOffsets,
     SetConsumerOwner,
     SetDeleteGroup,
     SetDeletePartitionOffsets,
@@ -265,6 +266,29 @@ async def test_submit_never_waits_and_stop_finishes_the_backlog():
     assert reply.done() and reply.result()["t"][0].offsets[-1].offset == 2000
     with pytest.raises(RuntimeError, match="not running"):
         storage.submit(FetchClusters(asyncio.get_running_loop().create_future()))
+
+
+async def test_runs_of_commits_count_by_their_commits_and_log_each_drop():
+    storage = build(workers=2)
+    await storage.start()
+    try:
+        storage.submit(SetBrokerOffset("local", "t", 0, 2, 1_000_000, 0))
+        await storage.flush()
+        now_ms = int(FakeClock().now) * 1000
+        commits = [value for order in range(1, 1001) for value in (0, order, order, now_ms)]
+        storage.submit_many([SetConsumerOffsets("local", "g", "t", commits),
+                             SetConsumerOffsets("local", "h", "t", [0, 5, 1, now_ms, 7, 6, 2, now_ms])])
+        assert storage.pending() == 1002  # nothing ran yet: the runs' commits, not the two requests
+        with capture_logs() as logs:
+            await storage.flush()
+        assert storage.pending() == 0
+        [drop] = [entry for entry in logs if entry["event"] == "dropped"]
+        assert drop["reason"] == "partition unknown to the brokers"
+        assert drop["request"] == SetConsumerOffset("local", "h", "t", 7, 6, 2, now_ms)
+        [partition, _] = (await ask(storage, FetchConsumer, "local", "g"))["t"]
+        assert [commit.offset for commit in partition.offsets] == list(range(991, 1001))
+    finally:
+        await storage.stop()
 
 
 async def test_unknown_request_type_gets_an_empty_answer(storage):

@@ -5,15 +5,19 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from burrowpy.protocol import (
     ClearConsumerOwners,
     SetBrokerOffset,
     SetConsumerOffset,
+    SetConsumerOffsets,
     SetConsumerOwner,
     SetDeleteGroup,
     SetDeletePartitionOffsets,
     SetDeleteTopic,
+    in_runs,
 )
 from burrowpy.storage.state import StorageState
 
@@ -315,3 +319,65 @@ def test_allowlist_and_denylist_regexes_are_unanchored_searches():
     for group in ("mytestgroup", "test2", "other"):
         commit(state, 1, 1, group=group)
     assert state.consumer_names("local") == ["mytestgroup"]
+
+
+# --- runs of commits ---------------------------------------------------------------------------------------
+
+RUN_GROUPS = ["g", "h", "skip-me"]
+RUN_TOPICS = ["t", "u", "unknown"]
+
+
+@st.composite
+def commit_streams(draw):
+    """Commits as __consumer_offsets holds them: runs of one group and topic, with commits that must be
+    dropped among them (old, beyond the partition count, negative, duplicate or back-filled orders)."""
+    stream = []
+    for _ in range(draw(st.integers(0, 12))):
+        group, topic = draw(st.sampled_from(RUN_GROUPS)), draw(st.sampled_from(RUN_TOPICS))
+        for _ in range(draw(st.integers(1, 8))):
+            partition = draw(st.integers(-1, 4))
+            order = draw(st.integers(0, 40))
+            timestamp = draw(st.sampled_from([BASE_MS + order * 1000, (NOW - 604801) * 1000]))
+            stream.append(SetConsumerOffset("local", group, topic, partition, draw(st.integers(0, 500)), order,
+                                            timestamp))
+    return stream
+
+
+def everything(state):
+    cluster = state.clusters["local"]
+    return {name: (group.last_commit, {topic: [list(entry.ring.window()) if entry.ring else None for entry in entries]
+                                       for topic, entries in group.topics.items()})
+            for name, group in cluster.groups.items()}
+
+
+@settings(deadline=None, max_examples=150)
+@given(stream=commit_streams(), min_distance=st.sampled_from([0, 3]), intervals=st.sampled_from([3, 10]))
+def test_runs_store_what_their_commits_store_one_by_one(stream, min_distance, intervals):
+    """A run drops the same commits for the same reasons and leaves every window and group as the same commits
+    taken one at a time do: groups made and partitions added in the middle of a run, filters, expiry."""
+    options = {"min_distance_s": min_distance, "intervals": intervals,
+               "accept_group": lambda group: not group.startswith("skip")}
+    by_runs, one_by_one_state = make_state(**options), make_state(**options)
+    for state in (by_runs, one_by_one_state):
+        broker(state, 300, topic="t", count=3)
+        broker(state, 200, topic="u", partition=1, count=2)
+    dropped_by_runs = []
+    for run in in_runs(stream):
+        dropped_by_runs += [(run.commit(index), reason) for index, reason in by_runs.add_consumer_offsets(run, NOW)]
+    dropped_one_by_one = [(request, reason) for request in stream
+                          if (reason := one_by_one_state.add_consumer_offset(request, NOW)) is not None]
+    assert dropped_by_runs == dropped_one_by_one
+    assert everything(by_runs) == everything(one_by_one_state)
+
+
+def test_a_run_names_each_dropped_commit():
+    state = make_state()
+    broker(state, 100, count=2)
+    broker(state, 100, partition=1, count=2)
+    run = SetConsumerOffsets("local", "g", "t", [0, 10, 1, BASE_MS, 5, 11, 2, BASE_MS, 1, 12, 3, BASE_MS,
+                                                 0, 10, 1, BASE_MS])
+    assert state.add_consumer_offsets(run, NOW) == [(1, "partition unknown to the brokers"),
+                                                   (3, "duplicate, or older than everything in a full window")]
+    assert state.add_consumer_offsets(SetConsumerOffsets("nowhere", "g", "t", [0, 1, 1, BASE_MS] * 2), NOW) == [
+        (0, "unknown cluster"), (1, "unknown cluster")]
+    assert [p.offsets[-1].offset for p in state.consumer("local", "g", NOW)["t"]] == [10, 12]
