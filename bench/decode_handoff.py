@@ -1,12 +1,13 @@
 """What handing decoded commits from a decoding process to the reading one would cost, per commit.
 
-    .venv/bin/python bench/decode_handoff.py [--commits 100000]
+    .venv/bin/python bench/decode_handoff.py [--commits 100000] [--value-version 3]
 
-In process, on ``--commits`` v3 commits of 100 groups (batches of 100 records, as an OffsetCommit of 100
-partitions writes them): the decoding itself, then the two ways a worker process could send its result
-to the process that stores it: the request objects pickled as they are, or as columns (group and topic
-names once, the numbers in one int64 array) from which the reader makes the requests again. No process is
-started: each figure is one side's CPU per commit, which is what a split would add to that side.
+In process, on ``--commits`` commits of 100 groups (batches of 100 records, as an OffsetCommit of 100
+partitions writes them; offset-commit values v3 as Kafka 2.1-3.x write them, or v4 as Kafka 4.x does): the
+decoding itself, into runs of one group's commits (SetConsumerOffsets, what storage takes), then what a
+worker process would add to send those runs to the process that stores them, pickled, and what the reader
+would add to take them back. No process is started: each figure is one side's CPU per commit, which is what
+a split would add to that side.
 """
 
 from __future__ import annotations
@@ -14,18 +15,16 @@ from __future__ import annotations
 import argparse
 import pickle
 import time
-from array import array
 
 from broker.protocol.api import encode_struct
 from broker.protocol.records import Record, build_batch
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter
-from burrowpy.protocol import SetConsumerOffset
 
 
-def offsets_topic_data(commits: int) -> bytes:
-    value = encode_struct("OffsetCommitValue", 3, {"offset": 3, "leader_epoch": 0, "metadata": "",
-                                                   "commit_timestamp": 1_795_535_032_198})
+def offsets_topic_data(commits: int, value_version: int = 3) -> bytes:
+    value = encode_struct("OffsetCommitValue", value_version, {"offset": 3, "leader_epoch": 0, "metadata": "",
+                                                               "commit_timestamp": 1_795_535_032_198})
     batches = []
     for number in range(commits // 100):
         records = [Record(number * 100 + index, 0,
@@ -45,45 +44,24 @@ def best_of(runs: int, action) -> float:
     return best
 
 
-def as_columns(requests: list[SetConsumerOffset]) -> bytes:
-    groups: dict[str, int] = {}
-    topics: dict[str, int] = {}
-    names = array("i")
-    numbers = array("q")
-    for request in requests:
-        names.append(groups.setdefault(request.group, len(groups)))
-        names.append(topics.setdefault(request.topic, len(topics)))
-        numbers.extend((request.partition, request.offset, request.order, request.timestamp))
-    return pickle.dumps((requests[0].cluster, list(groups), list(topics), names, numbers), protocol=5)
-
-
-def from_columns(blob: bytes) -> list[SetConsumerOffset]:
-    cluster, groups, topics, names, numbers = pickle.loads(blob)
-    names = names.tolist()
-    numbers = numbers.tolist()
-    return [SetConsumerOffset(cluster, groups[names[2 * i]], topics[names[2 * i + 1]], *numbers[4 * i:4 * i + 4])
-            for i in range(len(names) // 2)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=100_000)
+    parser.add_argument("--value-version", type=int, choices=(3, 4), default=3)
     args = parser.parse_args()
-    data = offsets_topic_data(args.commits)
+    data = offsets_topic_data(args.commits, args.value_version)
     decoder = OffsetsRecordDecoder("local", GroupFilter())
-    requests = decoder.decode(data, 0).requests
-    count = len(requests)
-    pickled = pickle.dumps(requests, protocol=5)
-    columns = as_columns(requests)
-    assert from_columns(columns) == requests
+    runs = decoder.decode(data, 0).requests
+    count = sum(len(run) for run in runs)
+    pickled = pickle.dumps(runs, protocol=5)
+    assert pickle.loads(pickled) == runs
     figures = {
-        "decode (either process)": best_of(5, lambda: decoder.decode(data, 0)),
-        "pickled requests: worker dumps": best_of(5, lambda: pickle.dumps(requests, protocol=5)),
-        "pickled requests: reader loads": best_of(5, lambda: pickle.loads(pickled)),
-        "columns: worker packs": best_of(5, lambda: as_columns(requests)),
-        "columns: reader makes the requests": best_of(5, lambda: from_columns(columns)),
+        "decode into runs (either process)": best_of(5, lambda: decoder.decode(data, 0)),
+        "runs pickled: worker dumps": best_of(5, lambda: pickle.dumps(runs, protocol=5)),
+        "runs pickled: reader loads": best_of(5, lambda: pickle.loads(pickled)),
     }
-    print(f"{count:,} commits; bytes per commit: pickled {len(pickled) / count:.0f}, columns {len(columns) / count:.0f}")
+    print(f"{count:,} commits (values v{args.value_version}) in {len(runs):,} runs; "
+          f"{len(pickled) / count:.0f} bytes per commit pickled")
     for name, seconds in figures.items():
         print(f"{name:38} {seconds / count * 1e6:5.2f} us per commit")
 

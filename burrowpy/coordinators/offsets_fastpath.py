@@ -52,9 +52,10 @@ _ENTRY_PREFIX = struct.Struct(">qi").unpack_from  # base offset and length of a 
 _INT16 = struct.Struct(">h").unpack_from
 _INT32 = struct.Struct(">i").unpack_from
 _INT64 = struct.Struct(">q").unpack_from
-# Offset-commit values after their int16 version. Kafka 2.1+ writes v3, which with empty metadata (the usual
-# case) is one unpack; the other versions take a second one for the timestamp.
-_VALUE_V3 = struct.Struct(">hqihq").unpack_from  # version, offset, leader epoch, metadata length, commit timestamp
+# Offset-commit values after their int16 version. Kafka 2.1+ writes v3 and Kafka 4.x v4: with empty metadata
+# (the usual case) either is one unpack once the version byte is read; the other versions take a second one
+# for the timestamp.
+_VALUE_V3 = struct.Struct(">2xqihq").unpack_from  # offset, leader epoch, metadata length, commit timestamp
 _V3_SIZE = 24
 _VALUE_V0_V2 = struct.Struct(">2xqh").unpack_from  # offset, metadata length (v0, v1, v2)
 _V0_SIZE = 20  # with empty metadata and the commit timestamp; v1 has an expire timestamp more
@@ -377,19 +378,21 @@ class OffsetsRecordDecoder:
                 run_group = None
                 continue
             committed = None
-            if value_length >= v3_size:
-                version, committed, _, metadata_length, timestamp = read_v3(buf, value_start)
-                if version != 3 or metadata_length != 0:
-                    committed = None
-                    if version == 4:
-                        committed, compact_length, timestamp = read_v4(buf, value_start)
-                        tags = value_start + _V4_TAGS_AT
-                        tags_size = record_end - 1 - tags
-                        if compact_length != 1 or not (
-                                (tags_size == 1 and buf[tags] == 0)
-                                or (tags_size >= 3 and buf[tags] == 1 and buf[tags + 1] < 0x80
-                                    and buf[tags + 2] == tags_size - 3 and tags_size < 0x83)):
-                            committed = None
+            if value_length >= v3_size and buf[value_start] == 0:  # the int16 version's high byte
+                version = buf[value_start + 1]
+                if version == 3:
+                    committed, _, metadata_length, timestamp = read_v3(buf, value_start)
+                    if metadata_length != 0:
+                        committed = None
+                elif version == 4:
+                    committed, compact_length, timestamp = read_v4(buf, value_start)
+                    tags = value_start + _V4_TAGS_AT
+                    tags_size = record_end - 1 - tags
+                    if compact_length != 1 or not (
+                            (tags_size == 1 and buf[tags] == 0)
+                            or (tags_size >= 3 and buf[tags] == 1 and buf[tags + 1] < 0x80
+                                and buf[tags + 2] == tags_size - 3 and tags_size < 0x83)):
+                        committed = None
             if committed is None:
                 commit = self._commit_value(buf, value_start, record_end - 1)
                 if commit is None:
