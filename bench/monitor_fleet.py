@@ -9,7 +9,8 @@ of ``--partitions-per-group`` partitions (10,000 groups x 10 = 100,000 monitored
 storage state and the evaluator the monitor runs (``StorageState``, ``evaluate_group``), no Kafka:
 
 1. broker offsets for every partition, then commits until every partition has a full window
-   (``--intervals`` commits each): time and commits/s of the storage alone (no decoding);
+   (``--intervals`` commits each, one run of a group's commits per round as the offsets reader hands them
+   over): time and commits/s of the storage alone (no decoding);
 2. RSS growth over the empty process, per monitored partition (what the storage and its objects cost in
    a running process, interpreter overheads included);
 3. one broker-offset refresh of every partition (what the cluster module stores every ``offset-refresh``,
@@ -50,7 +51,7 @@ def measure(groups: int, partitions_per_group: int, intervals: int) -> dict:
     import gc
 
     from burrowpy.evaluator.group import evaluate_group
-    from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
+    from burrowpy.protocol import SetBrokerOffset, SetConsumerOffsets
     from burrowpy.storage.state import StorageState
 
     gc.collect()
@@ -73,12 +74,14 @@ def measure(groups: int, partitions_per_group: int, intervals: int) -> dict:
     started = time.perf_counter()
     order = 0
     for round_number in range(intervals):
+        committed, timestamp = (round_number + 1) * 1000 - 10, base_ms + round_number * 60_000
         for group, topic in zip(names, topics, strict=True):
+            # One OffsetCommit of the group's partitions: one run, as the offsets reader hands it to storage.
+            commits_of_group = []
             for partition in range(partitions_per_group):
                 order += 1
-                state.add_consumer_offset(SetConsumerOffset(CLUSTER, group, topic, partition,
-                                                            (round_number + 1) * 1000 - 10, order,
-                                                            base_ms + round_number * 60_000), now_s)
+                commits_of_group += (partition, committed, order, timestamp)
+            state.add_consumer_offsets(SetConsumerOffsets(CLUSTER, group, topic, commits_of_group), now_s)
         commits += groups * partitions_per_group
     fill_s = time.perf_counter() - started
     gc.collect()

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable
 
 from burrowpy.protocol import (
     COMMIT_STRIDE,
-    RUN_STRIDE,
     ClearConsumerOwners,
     ConsumerTopics,
     SetBrokerOffset,
@@ -40,6 +39,7 @@ from burrowpy.protocol import (
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 _APPENDED = CommitOutcome.APPENDED  # a plain constant: Enum member lookups cost on the per-commit path
+_DUPLICATE = "duplicate, or older than everything in a full window"
 
 
 class PartitionEntry:
@@ -176,39 +176,73 @@ class StorageState:
         return entries[partition]
 
     def add_consumer_offset(self, request: SetConsumerOffset, now_s: int) -> str | None:
-        """Store one commit; None, or why it was dropped."""
-        dropped = self._add_commits(request.cluster, request.group, request.topic,
-                                    [request.partition, request.offset, request.order, request.timestamp], now_s)
-        return dropped[0][1] if dropped else None
+        """Store one commit (from ZooKeeper, or the reader's own position): None, or why it was dropped.
+        :meth:`add_consumer_offsets` does the same for many; this one is written out for a single commit,
+        which a run of one would take twice as long over."""
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return "unknown cluster"
+        timestamp = request.timestamp
+        if timestamp < (now_s - self.expire_group_s) * 1000:
+            return "old offset"
+        group_name = request.group
+        if self._filters_groups and not self.accept_group(group_name):
+            return "group not accepted by the allow/deny lists"
+        topic = request.topic
+        partition = request.partition
+        rings = cluster.brokers.get(topic)
+        broker_offset = rings[partition].newest() if rings is not None and 0 <= partition < len(rings) else None
+        if broker_offset is None:
+            return self._broker_position(cluster, topic, partition)  # the reason
+        group = cluster.groups.get(group_name)
+        if group is None:
+            group = cluster.groups[group_name] = GroupEntry()
+        entries = group.topics.get(topic)
+        entry = (entries[partition] if entries is not None and partition < len(entries)
+                 else self._partition_entry(group, topic, partition, len(rings)))
+        ring = entry.ring
+        if ring is None:
+            ring = entry.ring = CommitRing(self.intervals)
+        outcome = ring.add(request.offset, request.order, timestamp, self._observed_ms(now_s), broker_offset,
+                           self.min_distance_ms)
+        if outcome is _APPENDED:
+            group.last_commit = timestamp
+        elif not outcome:
+            return _DUPLICATE
+        return None
+
+    def _observed_ms(self, now_s: int) -> int:
+        """``now_s`` in ms, as the one int object every commit stored within that second shares."""
+        observed = self._observed
+        if observed[0] != now_s:
+            observed = self._observed = (now_s, now_s * 1000)
+        return observed[1]
 
     def add_consumer_offsets(self, run: SetConsumerOffsets, now_s: int) -> list[tuple[int, str]]:
         """Store a run of commits of one group to one topic, in order: the (index, reason) of each commit
-        dropped, none when all were stored.
+        dropped, none when all were stored. Each commit is judged as :meth:`add_consumer_offset` judges one.
 
         Every commit read from ``__consumer_offsets`` comes through here, so the cluster, group, topic and
         broker history are looked up once per run and the loop over its commits is written out.
         """
-        return self._add_commits(run.cluster, run.group, run.topic, run.commits, now_s)
-
-    def _add_commits(self, cluster_name: str, group_name: str, topic: str, commits: list[int],
-                     now_s: int) -> list[tuple[int, str]]:
-        cluster = self.clusters.get(cluster_name)
+        commits = run.commits
+        cluster = self.clusters.get(run.cluster)
         if cluster is None:
-            return [(index, "unknown cluster") for index in range(len(commits) // RUN_STRIDE)]
+            return [(index, "unknown cluster") for index in range(len(run))]
         dropped: list[tuple[int, str]] = []
         oldest_ms = (now_s - self.expire_group_s) * 1000
+        group_name = run.group
+        topic = run.topic
         accepted = not self._filters_groups or self.accept_group(group_name)
         rings = cluster.brokers.get(topic)
         broker_count = len(rings) if rings is not None else 0
         group = cluster.groups.get(group_name)
         entries = group.topics.get(topic) if group is not None else None
-        observed = self._observed
-        if observed[0] != now_s:
-            observed = self._observed = (now_s, now_s * 1000)
-        observed_ms = observed[1]
+        observed_ms = self._observed_ms(now_s)
         intervals, min_distance_ms = self.intervals, self.min_distance_ms
-        values = iter(commits)  # RUN_STRIDE (4) values per commit
-        for index, (partition, offset, order, timestamp) in enumerate(zip(values, values, values, values, strict=True)):
+        values = iter(commits)  # RUN_STRIDE (4) values per commit; a run is made whole, never cut
+        for index, (partition, offset, order, timestamp) in enumerate(zip(values, values, values, values,
+                                                                          strict=False)):
             if timestamp < oldest_ms:
                 dropped.append((index, "old offset"))
                 continue
@@ -233,7 +267,7 @@ class StorageState:
             if outcome is _APPENDED:
                 group.last_commit = timestamp
             elif not outcome:
-                dropped.append((index, "duplicate, or older than everything in a full window"))
+                dropped.append((index, _DUPLICATE))
         return dropped
 
     def add_consumer_owner(self, request: SetConsumerOwner, now_s: int) -> str | None:
