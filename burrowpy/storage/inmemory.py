@@ -185,7 +185,7 @@ class InMemoryStorage:
         if worker is None:
             return
         worker.backlog.append(request)
-        worker.weight += _weight(request)
+        worker.weight += len(request.commits) // RUN_STRIDE if type(request) is SetConsumerOffsets else 1
         if not worker.wakeup.is_set():
             worker.wakeup.set()
 
@@ -275,15 +275,15 @@ class InMemoryStorage:
                 request = backlog.popleft()
                 try:
                     kind = type(request)
-                    if kind is SetConsumerOffsets:
-                        budget -= len(request.commits) // RUN_STRIDE
-                        for index, reason in add_consumer_offsets(request, now_s):
-                            self._dropped(reason, request.commit(index))
-                    elif kind is SetConsumerOffset:
+                    if kind is SetConsumerOffset:
                         budget -= 1
                         reason = add_consumer_offset(request, now_s)
                         if reason is not None:
                             self._dropped(reason, request)
+                    elif kind is SetConsumerOffsets:
+                        budget -= len(request.commits) // RUN_STRIDE
+                        for index, reason in add_consumer_offsets(request, now_s):
+                            self._dropped(reason, request.commit(index))
                     else:
                         budget -= 1
                         handlers[kind](request)
