@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetRecordTimes
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOffsets, SetRecordTimes
 
 KIND_BROKER = "broker"
 KIND_COMMIT = "commit"
@@ -127,11 +127,16 @@ class HistoryWriter:
         return len(self._columns["kind"])
 
     def record(self, request: object) -> None:
-        """Take in one storage request; anything but SetBrokerOffset, SetConsumerOffset and SetRecordTimes
-        is ignored (so are records that were gone when read)."""
+        """Take in one storage request; anything but SetBrokerOffset, SetConsumerOffset(s) and SetRecordTimes
+        is ignored (so are records that were gone when read). A run of commits gives a row per commit."""
         if self._closed:
             raise ValueError("HistoryWriter is closed")
-        if isinstance(request, SetConsumerOffset):
+        if isinstance(request, SetConsumerOffsets):
+            values = iter(request.commits)
+            for partition, offset, order, timestamp in zip(values, values, values, values, strict=False):
+                self._append(KIND_COMMIT, request.cluster, request.group, request.topic, partition, offset,
+                             timestamp, order)
+        elif isinstance(request, SetConsumerOffset):
             self._append(
                 KIND_COMMIT,
                 request.cluster,

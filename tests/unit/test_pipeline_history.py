@@ -14,7 +14,7 @@ from burrowpy.pipeline.history import (
     list_history_files,
     read_history,
 )
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOwner, SetRecordTimes
+from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOwner, SetRecordTimes, in_runs
 
 
 class FakeClock:
@@ -167,11 +167,12 @@ events = st.lists(
 
 
 @settings(deadline=None, max_examples=30)
-@given(events=events, batch=st.integers(1, 10))
-def test_every_event_is_read_back_in_order(tmp_path_factory, events, batch):
+@given(events=events, batch=st.integers(1, 10), in_runs_of_commits=st.booleans())
+def test_every_event_is_read_back_in_order(tmp_path_factory, events, batch, in_runs_of_commits):
+    """Also when the commits come in runs (SetConsumerOffsets), as the offsets-topic reader submits them."""
     directory = tmp_path_factory.mktemp("history")
     with HistoryWriter(directory, clock=FakeClock(), max_buffered_rows=batch) as writer:
-        for event in events:
+        for event in in_runs(events) if in_runs_of_commits else events:
             writer.record(event)
     rows = read_history(directory).to_pylist()
     assert [(r["kind"], r["offset"], r["timestamp"], r["order"]) for r in rows] == [
