@@ -19,6 +19,7 @@ from broker.groups.hashing import offsets_partition_for
 from broker.protocol.api import ApiKey
 from burrowpy.config import parse_config
 from burrowpy.daemon import Monitor
+from burrowpy.pipeline.history import read_history
 from burrowpy.protocol import FetchConsumer
 
 TOPIC = "orders"
@@ -52,11 +53,13 @@ async def eventually(condition: Callable[[], Awaitable[bool]], timeout: float = 
 class InProcessMonitor:
     """The monitor's storage, cluster module and consumer module on one broker, in this event loop."""
 
-    def __init__(self, bootstrap: str, **consumer_options: object) -> None:
+    def __init__(self, bootstrap: str, history: Path | None = None, **consumer_options: object) -> None:
         doc = {"httpserver": {"default": {"address": "127.0.0.1:0"}},
                "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1}},
                "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap],
                                       **consumer_options}}}
+        if history is not None:
+            doc["history"] = {"dir": str(history), "roll-interval": 3600}
         self.monitor = Monitor(parse_config(doc, "burrowpy.yaml", {}), structlog.get_logger())
 
     async def __aenter__(self) -> InProcessMonitor:
@@ -103,6 +106,19 @@ async def test_reads_every_commit_from_the_start_and_reports_itself(bootstrap):
         own = await ctx.fetch(FetchConsumer(cluster="local", group="burrow-local", reply=ctx.new_reply()))
         assert own["__consumer_offsets"][partition].offsets[-1].offset >= 4
         assert monitor.consumer.records_read >= 4 and monitor.consumer.records_skipped == 0
+
+
+async def test_the_offset_history_records_every_commit_read(bootstrap, tmp_path: Path):
+    """The reader hands commits to storage in runs; the history capture beside storage keeps a row for each."""
+    offsets = {partition: 40 + partition for partition in range(PARTITIONS)}
+    await commit(bootstrap, "historic", offsets)
+    await commit(bootstrap, "historic", {0: 50})
+    async with InProcessMonitor(bootstrap, history=tmp_path / "history") as monitor:
+        await eventually(lambda: monitor.has("historic", 0, 50), what="the second commit")
+    rows = [row for row in read_history(tmp_path / "history").to_pylist() if row["group"] == "historic"]
+    assert [(row["kind"], row["topic"], row["partition"], row["offset"]) for row in rows] == [
+        ("commit", TOPIC, partition, offset) for partition, offset in [*offsets.items(), (0, 50)]]
+    assert [row["order"] for row in rows] == sorted(row["order"] for row in rows)
 
 
 async def test_start_latest_reads_only_new_commits(bootstrap):
