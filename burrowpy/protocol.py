@@ -355,8 +355,8 @@ class SetConsumerOffsets:
 
 
 def in_runs(requests: Iterable[Any]) -> list[Any]:
-    """The requests with every row of commits of one group to one topic joined into a run; the inverse
-    of :func:`one_by_one`."""
+    """The requests with each stretch of consecutive commits of one group to one topic joined into a run;
+    the inverse of :func:`one_by_one`."""
     joined: list[Any] = []
     for request in requests:
         if type(request) is not SetConsumerOffset:

@@ -10,8 +10,8 @@ which storage takes in with one lookup of the group and topic.
 
 Anything else goes through :func:`~burrowpy.coordinators.offsets_topic.interpret` and the schema codec, so
 every version stays supported and both paths give the same requests, runs taken one commit at a time
-(tests/unit/test_offsets_topic_fastpath.py compares them): group metadata, unknown versions and malformed keys or values per record; whole batches
-whose framing the inline parser does not take (record headers, invalid framing) through
+(tests/unit/test_offsets_topic_fastpath.py compares them): group metadata, unknown versions and malformed keys
+or values per record; whole batches whose framing the inline parser does not take (record headers, invalid framing) through
 :func:`~broker.protocol.records.decode_batch`; message sets v0/v1 through
 :func:`~broker.protocol.records.decode_records_any`. Control batches carry no commits and are passed over.
 

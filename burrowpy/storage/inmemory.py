@@ -287,7 +287,7 @@ class InMemoryStorage:
                     else:
                         budget -= 1
                         handlers[kind](request)
-                except Exception as exc:  # a bug must cost one request, never the worker
+                except Exception as exc:  # a bug must cost one request (or run), never the worker
                     self._log.exception("storage request failed", request=repr(request))
                     reply = getattr(request, "reply", None)
                     if isinstance(reply, asyncio.Future) and not reply.done():

@@ -1,6 +1,7 @@
 """The `kafka` consumer module on a real broker: reading `__consumer_offsets` from its start, start-latest with
-and without backfill-earliest, and a log replaced under the reader (offset out of range after a broker lost
-its data), with the monitor's real storage and cluster module in this process."""
+and without backfill-earliest, a log replaced under the reader (offset out of range after a broker lost its
+data), and the offset history of what it read, with the monitor's real storage and cluster module in this
+process."""
 
 from __future__ import annotations
 
