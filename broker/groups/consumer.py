@@ -22,7 +22,11 @@ Every change is written to `__consumer_offsets` in Kafka's record types (3 group
 6 target assignment epoch, 7 a member's target assignment, 8 its current assignment, tombstones when a
 member leaves), and a restart rebuilds the groups from them. Offsets stay in the classic coordinator's
 bookkeeping (a consumer group's offsets are stored and expire like any group's); commits from members are
-checked against their member epoch.
+checked against their member epoch as Kafka 4.3 does (KIP-1251): the member's own epoch commits anything, a
+newer one nothing, and an older one only partitions the member held already at that epoch and still holds,
+so a commit sent just before a heartbeat answer raised the member's epoch is not refused. (Kafka also writes
+each partition's assignment epoch to the current-assignment record; here they live in memory, and a member
+rebuilt from the log holds everything since its current epoch, what Kafka assumes for records without them.)
 """
 
 from __future__ import annotations
@@ -75,6 +79,9 @@ class ConsumerMember:
     state: int = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # (topic id, partition) -> the member epoch since which the member holds it (KIP-1251; not persisted,
+    # a partition missing here is held since the current member epoch)
+    assignment_epochs: dict[tuple[bytes, int], int] = field(default_factory=dict)
     last_sent: Assignment | None = None  # what the member was last told (not persisted)
     # which topics its principal may describe, from its last heartbeat (not persisted; None: all of them)
     visible: Callable[[str], bool] | None = None
@@ -359,6 +366,11 @@ class ConsumerGroups:
                 member.previous_member_epoch = member.member_epoch
                 member.member_epoch = group.assignment_epoch
             member.state = UNRELEASED_PARTITIONS if wanted - free else STABLE
+            for partition in free:
+                member.assignment_epochs[partition] = member.member_epoch
+        holding = _flatten(member.assigned) | _flatten(member.pending_revocation)
+        member.assignment_epochs = {partition: epoch for partition, epoch in member.assignment_epochs.items()
+                                    if partition in holding}
         after = (member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
                  member.pending_revocation)
         if after == before:
@@ -515,10 +527,12 @@ class ConsumerGroups:
         ) for m in group.members.values())
         return GroupDescription(group_id, group.state, CONSUMER_PROTOCOL_TYPE, group.assignor(), members)
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """None if a commit (or a fetch) by this member at this epoch may proceed, or the group is not one of
-        ours; else UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH. A commit without a member (an admin's) is let
-        through only while the group has no members."""
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int,
+                     partitions: Iterable[tuple[str, int]]) -> ErrorCode | None:
+        """None if a commit of these (topic, partition) by this member at this epoch may proceed, or the group
+        is not one of ours; else UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH, for the whole commit. A commit
+        without a member (an admin's) is let through only while the group has no members. An epoch older
+        than the member's commits only partitions it has held since that epoch (KIP-1251)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -527,8 +541,16 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
+        ids = {name: topic_id for name, (topic_id, _) in self._topics().items()}
+        holding = _flatten(member.assigned) | _flatten(member.pending_revocation)
+        for topic, partition in partitions:
+            held = (ids.get(topic), partition)
+            if held not in holding or member.assignment_epochs.get(held, member.member_epoch) > member_epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def describe(self, group_id: str, topic_names: dict[bytes, str]) -> dict[str, Any] | None:

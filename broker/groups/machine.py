@@ -668,7 +668,8 @@ class GroupMachine:
 
         error = self._status_error(request.group_id, membership=False)
         if error is None and request.group_id in self.consumer.groups:
-            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id)
+            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id,
+                                               request.offsets)
             if error is None:
                 self._store_offsets(self._offsets_holder(request.group_id), request, reply)
                 return
@@ -799,7 +800,8 @@ class GroupMachine:
         group = self._offsets_holder(request.group_id)
         if request.group_id in self.consumer.groups:
             # a consumer-protocol group: the member and its epoch, as for its plain commits
-            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id)
+            error = self.consumer.check_commit(request.group_id, request.member_id, request.generation_id,
+                                               request.offsets)
         else:
             error = self._validate_transactional_commit(group, request)
         if error is not None:

@@ -140,3 +140,36 @@ def test_regex_subscriptions_match_whole_topic_names():
     assert partitions(answers[0]) == {(T2, 0), (T2, 1)}  # "payments", not "orders"
     g.groups.heartbeat(replace(request, member_id="bad", subscribed_topic_regex="pay(ments"), answers.append)
     assert answers[1].error == ErrorCode.INVALID_REGULAR_EXPRESSION and "pay(ments" in answers[1].message
+
+
+def test_an_older_member_epoch_commits_only_partitions_held_since_then():
+    """KIP-1251 (Kafka 4.3): the member's own epoch commits anything and a newer one nothing; an older one
+    commits the partitions the member already held at that epoch and still holds, and nothing else."""
+    g = Groups()
+    g.join("a", ["orders"])
+    g.join("b", ["orders"])
+    kept = sorted(p for _, p in partitions(g.heartbeat("a", 1)))
+    assert g.heartbeat("a", 1, owned={T1: kept}).member_epoch == 2  # a held these since epoch 1
+    given = sorted(p for _, p in partitions(g.heartbeat("b", 2)))
+    assert len(kept) == len(given) == 2
+    g.heartbeat("b", -1)
+    a = g.heartbeat("a", 2)
+    assert a.member_epoch == 3 and partitions(a) == {(T1, p) for p in range(4)}  # b's two at epoch 3
+
+    def check(epoch: int, chosen: list, member: str = "a") -> ErrorCode | None:
+        return g.groups.check_commit("g", member, epoch, [("orders", p) for p in chosen])
+
+    assert check(3, [0, 1, 2, 3]) is None
+    assert check(4, kept) == ErrorCode.STALE_MEMBER_EPOCH
+    assert check(2, kept) is None and check(1, kept) is None
+    assert check(2, given) == ErrorCode.STALE_MEMBER_EPOCH  # a got them at epoch 3
+    assert check(2, [*kept, given[0]]) == ErrorCode.STALE_MEMBER_EPOCH  # one refused partition refuses all
+    assert g.groups.check_commit("g", "a", 2, [("payments", 0)]) == ErrorCode.STALE_MEMBER_EPOCH
+    assert check(2, kept, member="b") == ErrorCode.UNKNOWN_MEMBER_ID
+
+    # Rebuilt from the log (which does not keep assignment epochs), a member holds all since its current epoch.
+    rebuilt: dict = {}
+    for key, value in g.written:
+        ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+    g.groups.adopt(rebuilt)
+    assert check(3, [0, 1, 2, 3]) is None and check(2, kept) == ErrorCode.STALE_MEMBER_EPOCH
