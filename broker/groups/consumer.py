@@ -24,9 +24,9 @@ member leaves), and a restart rebuilds the groups from them. Offsets stay in the
 bookkeeping (a consumer group's offsets are stored and expire like any group's); commits from members are
 checked against their member epoch as Kafka 4.3 does (KIP-1251): the member's own epoch commits anything, a
 newer one nothing, and an older one only partitions the member held already at that epoch and still holds,
-so a commit sent just before a heartbeat answer raised the member's epoch is not refused. (Kafka also writes
-each partition's assignment epoch to the current-assignment record; here they live in memory, and a member
-rebuilt from the log holds everything since its current epoch, what Kafka assumes for records without them.)
+so a commit sent just before a heartbeat answer raised the member's epoch is not refused. Each partition's
+assignment epoch is written in the current-assignment record (its tagged field, as Kafka 4.3+ writes it); a
+record written without them (Kafka before 4.3) holds every partition since the member's current epoch.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ class ConsumerMember:
     state: int = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
-    # (topic id, partition) -> the member epoch since which the member holds it (KIP-1251; not persisted,
-    # a partition missing here is held since the current member epoch)
+    # (topic id, partition) -> the member epoch since which the member holds it (KIP-1251); a partition
+    # missing here is held since the current member epoch
     assignment_epochs: dict[tuple[bytes, int], int] = field(default_factory=dict)
     last_sent: Assignment | None = None  # what the member was last told (not persisted)
     # which topics its principal may describe, from its last heartbeat (not persisted; None: all of them)
@@ -148,6 +148,22 @@ def _wire(assignment: Assignment) -> list[dict[str, Any]]:
 
 def _from_wire(entries: list[dict[str, Any]] | None) -> Assignment:
     return {bytes(e["topic_id"]): frozenset(e["partitions"]) for e in entries or [] if e["partitions"]}
+
+
+def _wire_with_epochs(assignment: Assignment, epochs: dict[tuple[bytes, int], int], held_since: int
+                      ) -> list[dict[str, Any]]:
+    """A current-assignment record's partitions with the epoch since which each is held (KIP-1251)."""
+    wired = _wire(assignment)
+    for entry in wired:
+        entry["assignment_epochs"] = [epochs.get((entry["topic_id"], p), held_since) for p in entry["partitions"]]
+    return wired
+
+
+def _epochs_from_wire(entries: list[dict[str, Any]] | None) -> dict[tuple[bytes, int], int]:
+    """The assignment epochs a current-assignment record carries; none from a record written without them."""
+    return {(bytes(e["topic_id"]), partition): epoch for e in entries or []
+            if len(e.get("assignment_epochs") or ()) == len(e["partitions"])
+            for partition, epoch in zip(e["partitions"], e["assignment_epochs"], strict=True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,8 +447,11 @@ class ConsumerGroups:
         return (records.consumer_group_key(records.CURRENT_ASSIGNMENT_RECORD, group.group_id, member.member_id),
                 records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
                     "member_epoch": member.member_epoch, "previous_member_epoch": member.previous_member_epoch,
-                    "state": member.state, "assigned_partitions": _wire(member.assigned),
-                    "partitions_pending_revocation": _wire(member.pending_revocation)}))
+                    "state": member.state,
+                    "assigned_partitions": _wire_with_epochs(member.assigned, member.assignment_epochs,
+                                                             member.member_epoch),
+                    "partitions_pending_revocation": _wire_with_epochs(
+                        member.pending_revocation, member.assignment_epochs, member.member_epoch)}))
 
     def _write(self, group: ConsumerGroup, written: list[OffsetsRecord], done: Callable[[ErrorCode], None]) -> None:
         if not written:
@@ -483,6 +502,8 @@ class ConsumerGroups:
             member.state = body["state"]
             member.assigned = _from_wire(body["assigned_partitions"])
             member.pending_revocation = _from_wire(body["partitions_pending_revocation"])
+            member.assignment_epochs = {**_epochs_from_wire(body["assigned_partitions"]),
+                                        **_epochs_from_wire(body["partitions_pending_revocation"])}
 
     def adopt(self, loaded: dict[str, ConsumerGroup]) -> None:
         """Take over groups rebuilt by :meth:`replay`; their members must heartbeat within a session timeout."""

@@ -5,8 +5,10 @@ and the Java consumer with ``group.protocol=consumer``), a Kafka Streams applica
 the streams protocol (KIP-1071), and a group that only commits (no members). Owners and client ids show for
 the classic AND the consumer-protocol group (whose members Kafka writes as separate records naming topics
 by id). Kafka's own ``kafka-consumer-groups`` tool drives the rest: ``--reset-offsets`` shows as REWIND,
-``--delete-offsets`` and ``--delete`` make the topic's partitions and the group disappear. Last, nothing
-Kafka wrote to ``__consumer_offsets`` during the module was a record the monitor could not decode.
+``--delete-offsets`` and ``--delete`` make the topic's partitions and the group disappear. Kafka's records of
+a consumer-protocol member's assignment (with KIP-1251's assignment epochs) are our codec's byte for byte.
+Last, nothing Kafka wrote to ``__consumer_offsets`` during the module was a record the monitor could not
+decode.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from collections.abc import Iterator
 
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from harness import wait_until
 from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
 
+from broker.groups import records
+
 pytestmark = pytest.mark.integration
+OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions default
 
 GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 INTERVALS = 4
@@ -191,6 +196,42 @@ def test_offsets_committed_in_aborted_transactions_never_show(kafka, monitor, pr
     status, detail = monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{group}")
     stored = [entry["offset"] for entry in detail["topics"][topic][0]["offsets"] if entry]
     assert status == 200 and stored == [4], stored
+
+
+def test_kafkas_current_assignment_records_are_ours_byte_for_byte(kafka, monitor, producer):
+    """Kafka 4.4 writes each member's current assignment with the epoch since which it holds each partition
+    (KIP-1251, a tagged field): our codec reads those records and writes the same bytes back."""
+    group = topic = "real-assignment-epochs"
+    topic_with_records(kafka, monitor, producer, topic, [5, 5])
+    with committing("confluent-consumer-protocol", kafka.bootstrap, group, topic, lambda _: {0: 5, 1: 5}) as loop:
+        wait_until(lambda: loop.committed(1), 60, message=f"{group}'s first commit")
+    reader = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "real-assignment-reader",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+    reader.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in range(OFFSETS_PARTITIONS)])
+    values: list[bytes] = []
+    ended: set[int] = set()
+    try:
+        def read_to_the_end() -> bool:
+            for message in reader.consume(500, timeout=0.2):
+                if message.error() is not None:
+                    ended.add(message.partition())
+                    continue
+                key = records.decode_key(message.key())
+                if (isinstance(key, records.ConsumerGroupKey) and key.group == group and message.value()
+                        and key.record_type == records.CURRENT_ASSIGNMENT_RECORD):
+                    values.append(message.value())
+            return len(ended) == OFFSETS_PARTITIONS
+        wait_until(read_to_the_end, 60, message="__consumer_offsets read to its end")
+    finally:
+        reader.close()
+    assert values, f"no current-assignment record of {group}"
+    held = [record for value in values
+            for record in records.decode_consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, value)[
+                "assigned_partitions"] if record["partitions"]]
+    assert held and all(len(entry["assignment_epochs"]) == len(entry["partitions"]) for entry in held)
+    for value in values:
+        decoded = records.decode_consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, value)
+        assert records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, decoded) == value
 
 
 def test_every_record_kafka_wrote_was_understood(monitor):

@@ -167,9 +167,40 @@ def test_an_older_member_epoch_commits_only_partitions_held_since_then():
     assert g.groups.check_commit("g", "a", 2, [("payments", 0)]) == ErrorCode.STALE_MEMBER_EPOCH
     assert check(2, kept, member="b") == ErrorCode.UNKNOWN_MEMBER_ID
 
-    # Rebuilt from the log (which does not keep assignment epochs), a member holds all since its current epoch.
+    # The epochs are in the current-assignment records (a tagged field), so a group rebuilt from them keeps them.
     rebuilt: dict = {}
     for key, value in g.written:
         ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+    assert rebuilt["g"].members["a"].assignment_epochs == g.groups.groups["g"].members["a"].assignment_epochs
     g.groups.adopt(rebuilt)
-    assert check(3, [0, 1, 2, 3]) is None and check(2, kept) == ErrorCode.STALE_MEMBER_EPOCH
+    assert check(2, kept) is None and check(2, given) == ErrorCode.STALE_MEMBER_EPOCH
+
+
+def test_assignment_epochs_are_written_as_kafka_writes_them():
+    """Each TopicPartitions entry of a current-assignment record ends with tagged field 0, the compact int32
+    array of its partitions' epochs (Kafka 4.3+); without epochs it ends with an empty tag section."""
+    def value(epochs: list[int] | None) -> bytes:
+        entry = {"topic_id": T1, "partitions": [0, 1]} | ({} if epochs is None else {"assignment_epochs": epochs})
+        return records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
+            "member_epoch": 5, "previous_member_epoch": 4, "state": STABLE, "assigned_partitions": [entry],
+            "partitions_pending_revocation": []})
+
+    partitions = b"\x03" + (0).to_bytes(4, "big") + (1).to_bytes(4, "big")  # compact array: length + 1
+    epochs = b"\x03" + (2).to_bytes(4, "big") + (5).to_bytes(4, "big")
+    assert T1 + partitions + b"\x00" in value(None)
+    assert T1 + partitions + b"\x01\x00" + bytes([len(epochs)]) + epochs in value([2, 5])
+
+
+def test_a_current_assignment_record_without_epochs_holds_everything_since_the_member_epoch():
+    """What a broker before Kafka 4.3 wrote: no assignment epochs, so only the member's own epoch commits."""
+    key = records.consumer_group_key(records.CURRENT_ASSIGNMENT_RECORD, "g", "a")
+    value = records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
+        "member_epoch": 5, "previous_member_epoch": 4, "state": STABLE,
+        "assigned_partitions": [{"topic_id": T1, "partitions": [0, 1]}], "partitions_pending_revocation": []})
+    rebuilt: dict = {}
+    ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+    g = Groups()
+    g.groups.adopt(rebuilt)
+    assert rebuilt["g"].members["a"].assignment_epochs == {}
+    assert g.groups.check_commit("g", "a", 5, [("orders", 0)]) is None
+    assert g.groups.check_commit("g", "a", 4, [("orders", 0)]) == ErrorCode.STALE_MEMBER_EPOCH

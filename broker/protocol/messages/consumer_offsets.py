@@ -104,6 +104,9 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = _member_key("ConsumerGroupCurrent
 _TOPIC_PARTITIONS = Struct("TopicPartitions", (
     Field("topic_id", "uuid", "0+"),
     Field("partitions", versions="0+", type=Array("int32")),
+    # KIP-1251 (Kafka 4.3+): the member epoch since which each of ``partitions`` is held, in the same order;
+    # empty (and then not written) in records of older brokers.
+    Field("assignment_epochs", versions="0+", tag=0, type=Array("int32")),
 ))
 
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
