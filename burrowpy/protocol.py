@@ -347,6 +347,11 @@ class SetConsumerOffsets:
     def __len__(self) -> int:
         return len(self.commits) // RUN_STRIDE
 
+    def each(self) -> Iterator[tuple[int, int, int, int]]:
+        """(partition, offset, order, timestamp) of each commit, in order."""
+        values = iter(self.commits)
+        return zip(values, values, values, values, strict=False)  # a run holds whole commits only
+
     def commit(self, index: int) -> SetConsumerOffset:
         """The run's ``index``-th commit as a request of its own."""
         at = index * RUN_STRIDE
@@ -376,7 +381,8 @@ def one_by_one(requests: Iterable[Any]) -> list[Any]:
     single: list[Any] = []
     for request in requests:
         if type(request) is SetConsumerOffsets:
-            single.extend(request.commit(index) for index in range(len(request)))
+            single.extend(SetConsumerOffset(request.cluster, request.group, request.topic, *commit)
+                          for commit in request.each())
         else:
             single.append(request)
     return single

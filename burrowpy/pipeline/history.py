@@ -132,8 +132,7 @@ class HistoryWriter:
         if self._closed:
             raise ValueError("HistoryWriter is closed")
         if isinstance(request, SetConsumerOffsets):
-            values = iter(request.commits)
-            for partition, offset, order, timestamp in zip(values, values, values, values, strict=False):
+            for partition, offset, order, timestamp in request.each():
                 self._append(KIND_COMMIT, request.cluster, request.group, request.topic, partition, offset,
                              timestamp, order)
         elif isinstance(request, SetConsumerOffset):

@@ -225,7 +225,6 @@ class StorageState:
         Every commit read from ``__consumer_offsets`` comes through here, so the cluster, group, topic and
         broker history are looked up once per run and the loop over its commits is written out.
         """
-        commits = run.commits
         cluster = self.clusters.get(run.cluster)
         if cluster is None:
             return [(index, "unknown cluster") for index in range(len(run))]
@@ -240,9 +239,7 @@ class StorageState:
         entries = group.topics.get(topic) if group is not None else None
         observed_ms = self._observed_ms(now_s)
         intervals, min_distance_ms = self.intervals, self.min_distance_ms
-        values = iter(commits)  # RUN_STRIDE (4) values per commit; a run is made whole, never cut
-        for index, (partition, offset, order, timestamp) in enumerate(zip(values, values, values, values,
-                                                                          strict=False)):
+        for index, (partition, offset, order, timestamp) in enumerate(run.each()):
             if timestamp < oldest_ms:
                 dropped.append((index, "old offset"))
                 continue
