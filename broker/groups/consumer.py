@@ -86,6 +86,10 @@ class ConsumerMember:
     # which topics its principal may describe, from its last heartbeat (not persisted; None: all of them)
     visible: Callable[[str], bool] | None = None
 
+    def holding(self) -> set[tuple[bytes, int]]:
+        """Every (topic id, partition) the member holds: assigned or still to be revoked."""
+        return _flatten(self.assigned) | _flatten(self.pending_revocation)
+
     def topics(self, existing: Iterable[str]) -> set[str]:
         """The topics it subscribes to: by name, and the existing ones its regex matches (whole names) among
         those its principal may describe (ACLs; named topics were checked when it subscribed)."""
@@ -374,7 +378,7 @@ class ConsumerGroups:
             held = set()
             for other in group.members.values():
                 if other is not member:
-                    held |= _flatten(other.assigned) | _flatten(other.pending_revocation)
+                    held |= other.holding()
             wanted = target - assigned
             free = wanted - held
             member.assigned = _group(assigned | free)
@@ -384,7 +388,7 @@ class ConsumerGroups:
             member.state = UNRELEASED_PARTITIONS if wanted - free else STABLE
             for partition in free:
                 member.assignment_epochs[partition] = member.member_epoch
-        holding = _flatten(member.assigned) | _flatten(member.pending_revocation)
+        holding = member.holding()
         member.assignment_epochs = {partition: epoch for partition, epoch in member.assignment_epochs.items()
                                     if partition in holding}
         after = (member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
@@ -567,7 +571,7 @@ class ConsumerGroups:
         if member_epoch > member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         ids = {name: topic_id for name, (topic_id, _) in self._topics().items()}
-        holding = _flatten(member.assigned) | _flatten(member.pending_revocation)
+        holding = member.holding()
         for topic, partition in partitions:
             held = (ids.get(topic), partition)
             if held not in holding or member.assignment_epochs.get(held, member.member_epoch) > member_epoch:
