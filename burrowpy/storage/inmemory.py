@@ -185,7 +185,7 @@ class InMemoryStorage:
         if worker is None:
             return
         worker.backlog.append(request)
-        worker.weight += len(request.commits) // RUN_STRIDE if type(request) is SetConsumerOffsets else 1
+        worker.weight += _weight(request)
         if not worker.wakeup.is_set():
             worker.wakeup.set()
 
