@@ -186,6 +186,47 @@ def test_protocol_errors_on_the_wire(broker):
     assert (answers["left"]["error_code"], answers["left"]["member_epoch"]) == (ErrorCode.NONE, -1)
 
 
+def test_a_commit_at_an_older_member_epoch_on_the_wire(broker):
+    """KIP-1251 as Kafka 4.3+ answers it: after a second member joins and the first gives up a partition, the
+    first member's epoch rises; a commit still carrying the old epoch is accepted for the partition it kept
+    and refused (STALE_MEMBER_EPOCH) for the one it gave up, and a newer epoch than its own is refused."""
+    topic = group = "kip848-older-epoch"
+    create_topic(broker.bootstrap, topic, 2)
+
+    async def scenario() -> dict:
+        async with await KafkaConnection.connect(broker.bootstrap) as connection:
+            def heartbeat(member: str, epoch: int, owned: list[dict] | None) -> dict:
+                body = {"group_id": group, "member_id": member, "member_epoch": epoch, "rebalance_timeout_ms": 30000,
+                        "subscribed_topic_names": [topic] if epoch == 0 else None, "topic_partitions": owned}
+                return connection.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
+
+            async def commit(epoch: int, partition: int) -> int:
+                answer = await connection.request(ApiKey.OFFSET_COMMIT, {
+                    "group_id": group, "generation_id_or_member_epoch": epoch, "member_id": "m-1",
+                    "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
+                        "partition_index": partition, "committed_offset": 1, "committed_leader_epoch": -1,
+                        "committed_metadata": ""}]}]}, version=9)
+                return answer["topics"][0]["partitions"][0]["error_code"]
+
+            first = await heartbeat("m-1", 0, [])
+            await heartbeat("m-2", 0, [])
+            told = await heartbeat("m-1", first["member_epoch"], None)  # give one up
+            kept = told["assignment"]["topic_partitions"]
+            settled = await heartbeat("m-1", first["member_epoch"], kept)
+            (kept_partition,) = kept[0]["partitions"]
+            old = first["member_epoch"]
+            return {"epochs": (old, settled["member_epoch"]),
+                    "kept": await commit(old, kept_partition), "given_up": await commit(old, 1 - kept_partition),
+                    "current": await commit(settled["member_epoch"], 1 - kept_partition),
+                    "newer": await commit(settled["member_epoch"] + 1, kept_partition)}
+
+    answers = asyncio.run(scenario())
+    old, new = answers["epochs"]
+    assert new > old
+    assert (answers["kept"], answers["given_up"]) == (ErrorCode.NONE, ErrorCode.STALE_MEMBER_EPOCH)
+    assert (answers["current"], answers["newer"]) == (ErrorCode.NONE, ErrorCode.STALE_MEMBER_EPOCH)
+
+
 def test_the_monitor_shows_owners_and_client_ids_of_a_consumer_protocol_group(broker, tmp_path):
     topic = group = "kip848-monitored"
     create_topic(broker.bootstrap, topic, 2)
