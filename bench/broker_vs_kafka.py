@@ -28,9 +28,12 @@ dominate it.
 each broker (a new topic each time) and reports the median run of each figure, with every run's rate
 printed as it is measured.
 
-``--alternate`` starts both brokers and takes turns, run by run: each run of a row on our broker is followed by
-the same run on Kafka, so that whatever else the machine does in a stretch of time weighs on both brokers
-alike (without it, all of our rows run first, then all of Kafka's). The broker not being measured sits idle;
+``--alternate`` starts both brokers and takes turns, run by run: each run of a row on one broker is followed by
+the same run on the other, so that whatever else the machine does in a stretch of time weighs on both brokers
+alike (without it, all of our rows run first, then all of Kafka's). Which broker goes first changes from one
+pair of runs to the next (ours first in the first pair): with our broker against itself, the second of each
+pair was measured faster in most rows (bench/README.md), so a fixed order favoured Kafka. An even
+``--repeat`` gives each broker the first place equally often in every row. The broker not being measured sits idle;
 each run prints its CPU use too. Each run then starts with the machine's dirty pages written out (``sync``,
 outside the timed part) and its topic is deleted after it, the next run waiting until its files are gone
 (both brokers run with ``log.segment.delete.delay.ms=0`` here: with Kafka's default of a minute it deleted each
@@ -463,13 +466,17 @@ def measure_alternating(brokers: tuple[Broker, Broker], rows: list[Row], clients
     """Every run of every row on each of the two brokers in turn; one result dict per broker, as
     measure_broker's."""
     runs: dict[tuple[int, Row, str], list[tuple[Figure, Figure]]] = {}
+    pairs = 0
     for row_number, row in enumerate(rows):
         for client in clients:
             for run in range(repeat):
-                for number, broker in enumerate(brokers):
+                # which broker goes first alternates from pair to pair: in an A/A run (the same code as both
+                # brokers) the second of a pair came out ahead more often than not
+                for number in (0, 1) if pairs % 2 == 0 else (1, 0):
                     runs.setdefault((number, row, client.name), []).append(measure_run(
-                        broker, client, row, f"bench-{client.name}-{row_number}-{run}", records[row.size],
-                        idle=brokers[1 - number]))
+                        brokers[number], client, row, f"bench-{client.name}-{row_number}-{run}",
+                        records[row.size], idle=brokers[1 - number]))
+                pairs += 1
     results = []
     for number, broker in enumerate(brokers):
         result = {(row, name): median_runs(found) for (which, row, name), found in runs.items() if which == number}
