@@ -21,8 +21,8 @@ PIECE = 1 << 20
 CHUNK = 512 * PIECE
 
 
-def write(path: Path, nbytes: int, piece: bytes) -> list[float]:
-    """Write ``nbytes`` into a new file at ``path``; the rate of each CHUNK in GB/s."""
+def write_and_delete(path: Path, nbytes: int, piece: bytes) -> str:
+    """Write ``nbytes`` into a new file at ``path``, then delete it; the rate of each CHUNK in GB/s."""
     rates = []
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     try:
@@ -34,7 +34,8 @@ def write(path: Path, nbytes: int, piece: bytes) -> list[float]:
             rates.append((end - start) / 1e9 / (time.perf_counter() - began))
     finally:
         os.close(fd)
-    return rates
+        path.unlink()
+    return ", ".join(f"{rate:.2f}" for rate in rates)
 
 
 def main() -> int:
@@ -45,19 +46,12 @@ def main() -> int:
     args = parser.parse_args()
     piece = os.urandom(PIECE)
     path = args.dir / f"page-cache-write-{os.getpid()}.scratch"
-    free_before = _free_mib()
-    rates = write(path, args.gib << 30, piece)
-    path.unlink()
-    print(f"free memory before: {free_before:,} MiB")
-    print(f"{args.gib} GiB into a new file, GB/s per 512 MiB: " + ", ".join(f"{r:.2f}" for r in rates))
-    rates = write(path, 1 << 30, piece)
-    path.unlink()
-    print("1 GiB again at once (the memory just freed): " + ", ".join(f"{r:.2f}" for r in rates))
+    print(f"free memory before: {_free_mib():,} MiB")
+    print(f"{args.gib} GiB into a new file, GB/s per 512 MiB: {write_and_delete(path, args.gib << 30, piece)}")
+    print(f"1 GiB again at once (the memory just freed): {write_and_delete(path, 1 << 30, piece)}")
     for pause in (float(p) for p in filter(None, args.pause.split(","))):
         time.sleep(pause)
-        rates = write(path, 1 << 30, piece)
-        path.unlink()
-        print(f"1 GiB again after {pause:g} s: " + ", ".join(f"{r:.2f}" for r in rates))
+        print(f"1 GiB again after {pause:g} s: {write_and_delete(path, 1 << 30, piece)}")
     return 0
 
 
