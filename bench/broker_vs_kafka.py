@@ -55,6 +55,11 @@ as ``--alternate`` does (an A/B of a setting; the tables call the second broker 
 does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
 apply the change there, e.g. one of the changes tried and dropped in ``bench/tried/``); both may be given.
 
+``--ours-nodes N`` (with ``--alternate``) makes "ours" a cluster of N of our brokers on this machine (Raft and
+gossip, the bench's topics with one replica, so each topic's partitions spread over the nodes and the clients
+talk to all of them): what several processes sharing a broker's work could do on these two cores, rows of one
+partition aside. Its CPU figures are those of all the nodes together.
+
 ``--latency-runs N`` runs only the fixed-rate latency row, N times on each broker (a new topic each time),
 and prints every run's p50 / p99 and their medians: one 5-second run's p99 swings with whatever else the two
 cores are doing.
@@ -125,20 +130,27 @@ class Figure:
     broker_waited: float = 0.0  # percent of the wall time the broker's threads waited for a CPU (summed)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, from /proc/PID/stat."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+Pids = int | tuple[int, ...]  # a broker's process, or the processes of a cluster of ours (--ours-nodes)
 
 
-def runnable_wait_seconds(pid: int) -> float:
-    """Time the process's threads have spent ready to run but waiting for a CPU, so far (schedstat); threads
-    that have ended are not counted."""
+def cpu_seconds(pids: Pids) -> float:
+    """User + system CPU time of a process (or the sum over processes) so far, from /proc/PID/stat."""
     total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            total += int((task / "schedstat").read_text().split()[1])
+    for pid in pids if isinstance(pids, tuple) else (pids,):
+        text = Path(f"/proc/{pid}/stat").read_text()
+        fields = text[text.rindex(")") + 2:].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def runnable_wait_seconds(pids: Pids) -> float:
+    """Time the threads of a process (or of processes) have spent ready to run but waiting for a CPU, so far
+    (schedstat); threads that have ended are not counted."""
+    total = 0
+    for pid in pids if isinstance(pids, tuple) else (pids,):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                total += int((task / "schedstat").read_text().split()[1])
     return total / 1e9
 
 
@@ -159,7 +171,7 @@ class ClientsRun:
     broker_waited: float  # seconds the broker's threads were ready to run but had no CPU (summed over threads)
 
 
-def run_clients(commands: list[list[str]], broker_pid: int, stdin_files: list[Path | None]) -> ClientsRun:
+def run_clients(commands: list[list[str]], broker_pid: Pids, stdin_files: list[Path | None]) -> ClientsRun:
     """Run the client commands at once. Their output goes to files, not pipes: a pipe nobody reads while
     another client is waited for would stop its writer (kcat's consumer prints a line per record), and the
     clients would no longer run side by side."""
@@ -274,14 +286,14 @@ class Kcat:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
         counts = share(records, row.clients)
         files = [records_file(self.directory, row.size, count) for count in counts]
         commands = [[KCAT, "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={row.acks}", "-q"] for _ in counts]
         run = run_clients(commands, broker_pid, files)
         return figure(records, row.size, run.wall, run)
 
-    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
         commands = [[KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
                     for _ in range(row.clients)]
         run = run_clients(commands, broker_pid, [None] * row.clients)
@@ -308,7 +320,7 @@ class JavaTools:
     def __init__(self, metrics: bool = False) -> None:
         self.metrics = metrics  # print the producers' PRODUCER_METRICS after each produce
 
-    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int,
+    def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids,
                 throughput: int = -1) -> Figure:
         commands = [java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                                  "--num-records", str(count), "--record-size", str(row.size),
@@ -332,7 +344,7 @@ class JavaTools:
         result.p99_ms = max(int(summary[3]) for summary in summaries)
         return result
 
-    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: int) -> Figure:
+    def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
         commands = [java_command("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap,
                                  "--topic", topic, "--messages", str(records), "--hide-header",
                                  "--timeout", "60000", jvm_opts=JAVA_OPTS)
@@ -433,7 +445,7 @@ def median_runs(runs: list[tuple[Figure, Figure]]) -> tuple[Figure, Figure]:
 class Broker:
     name: str
     bootstrap: str
-    pid: int
+    pid: Pids
     data_dir: Path | None = None  # where its partitions' directories are (to see a deleted topic gone)
 
 
@@ -578,6 +590,9 @@ def main() -> int:
     parser.add_argument("--versus-tree", type=checkout, default=None, metavar="DIR",
                         help="instead of Kafka, our broker running the code of the checkout DIR as the second "
                              "broker (implies --alternate)")
+    parser.add_argument("--ours-nodes", type=int, default=1, metavar="N",
+                        help="with --alternate: ours is a cluster of N of our brokers on this machine, each topic's "
+                             "partitions spread over them")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -585,6 +600,8 @@ def main() -> int:
     CLIENTS_NICE = args.clients_nice
     if reason := unavailable():
         parser.error(reason)
+    if args.ours_nodes < 1 or (args.ours_nodes > 1 and not args.alternate):
+        parser.error("--ours-nodes wants a count of 1 or more, and more than 1 only with --alternate")
     with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
         directory = Path(tmp)
         known = {"kcat": Kcat(directory), "java": JavaTools(args.producer_metrics)}
@@ -608,7 +625,24 @@ def main() -> int:
             at_once = {"log.segment.delete.delay.ms": 0}
             ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once}
             with contextlib.ExitStack() as running:
-                broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config))
+                if args.ours_nodes > 1:
+                    from cluster_harness import BrokerCluster
+
+                    # the internal topics replicated on every node, the bench's topics not at all (the
+                    # partitions spread over the nodes, as one broker of Kafka's spreads them over threads)
+                    cluster = BrokerCluster(directory / "ours", size=args.ours_nodes, timings={}, settings={
+                        **ours_config, "default.replication.factor": 1,
+                        "offsets.topic.replication.factor": args.ours_nodes,
+                        "transaction.state.log.replication.factor": args.ours_nodes})
+                    running.callback(cluster.stop)
+                    cluster.start()
+                    print(f"ours: a cluster of {args.ours_nodes} of our brokers on this machine, the topics' "
+                          "partitions spread over them (CPU figures: all of them together)")
+                    ours_broker = Broker(f"ours x{args.ours_nodes}", cluster.bootstrap,
+                                         tuple(node.proc.pid for node in cluster.brokers.values()), directory / "ours")
+                else:
+                    broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config))
+                    ours_broker = Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours")
                 if not versus_ours:
                     kafka = running.enter_context(KafkaServer(directory / "kafka", config=at_once))
                     second = Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)
@@ -622,9 +656,7 @@ def main() -> int:
                         directory / "other" / "data", extra_config={**ours_config, **settings},
                         env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None))
                     second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
-                ours, seconds = measure_alternating(
-                    (Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours"), second), rows, clients,
-                    records, args.repeat)
+                ours, seconds = measure_alternating((ours_broker, second), rows, clients, records, args.repeat)
             print_table(rows, clients, ours, seconds, second.name)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
