@@ -133,10 +133,14 @@ class Figure:
 Pids = int | tuple[int, ...]  # a broker's process, or the processes of a cluster of ours (--ours-nodes)
 
 
+def each_pid(pids: Pids) -> tuple[int, ...]:
+    return pids if isinstance(pids, tuple) else (pids,)
+
+
 def cpu_seconds(pids: Pids) -> float:
     """User + system CPU time of a process (or the sum over processes) so far, from /proc/PID/stat."""
     total = 0
-    for pid in pids if isinstance(pids, tuple) else (pids,):
+    for pid in each_pid(pids):
         text = Path(f"/proc/{pid}/stat").read_text()
         fields = text[text.rindex(")") + 2:].split()
         total += int(fields[11]) + int(fields[12])
@@ -147,7 +151,7 @@ def runnable_wait_seconds(pids: Pids) -> float:
     """Time the threads of a process (or of processes) have spent ready to run but waiting for a CPU, so far
     (schedstat); threads that have ended are not counted."""
     total = 0
-    for pid in pids if isinstance(pids, tuple) else (pids,):
+    for pid in each_pid(pids):
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 total += int((task / "schedstat").read_text().split()[1])
