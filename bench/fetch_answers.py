@@ -1,0 +1,104 @@
+"""How many Fetch requests consumers send, and how much each answer carries, our broker and Kafka alike.
+
+    .venv/bin/python bench/fetch_answers.py [--records 1500000] [--consumers 4] [--partitions 6]
+
+For each broker in turn (``burrowpy broker``, then a single Apache Kafka 4.4 node from the test peers), on a
+fresh topic: four kcat producers write ``--records`` records of 1 KiB, then ``--consumers`` consumers of
+confluent-kafka (librdkafka, assigned every partition, no group) read the whole topic, each in a process of
+its own, with librdkafka's statistics on. Printed per consumer: Fetch requests sent, answers received and
+their bytes, from the statistics' last report. A broker whose answers carry less makes its consumers ask
+more often, and every request costs the broker a turn of its request path. The consumers' loop is Python's,
+so their rate is not the point here (``bench/broker_vs_kafka.py`` measures rates with kcat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from harness import BrokerProcess, create_topics  # noqa: E402
+from kafka_harness import KafkaServer, unavailable  # noqa: E402
+
+TOPIC = "fetch-answers"
+
+
+def consume_with_statistics(bootstrap: str, partitions: int, out: str) -> None:
+    """One consumer (run as its own process): read every partition to its end, then write librdkafka's last
+    statistics report to ``out``."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    reports: list[str] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fetch-answers", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "statistics.interval.ms": 1000,
+                         "stats_cb": reports.append})
+    consumer.assign([TopicPartition(TOPIC, partition, 0) for partition in range(partitions)])
+    ended: set[int] = set()
+    while len(ended) < partitions:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error():
+                ended.add(message.partition())
+    time.sleep(1.2)  # one more report, with every answer counted
+    consumer.poll(0)
+    consumer.close()
+    Path(out).write_text(reports[-1] if reports else "{}")
+
+
+def measure(name: str, bootstrap: str, directory: Path, args: argparse.Namespace) -> None:
+    create_topics({"bootstrap.servers": bootstrap}, TOPIC, partitions=args.partitions)
+    records = directory / "records.txt"
+    per_producer = args.records // 4
+    if not records.exists():
+        records.write_bytes((b"x" * 1023 + b"\n") * per_producer)
+    producers = [subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", TOPIC, "-X", "acks=1", "-q"],
+                                  stdin=records.open("rb")) for _ in range(4)]
+    for producer in producers:
+        if producer.wait():
+            raise RuntimeError(f"kcat producer failed against {name}")
+    outputs = [directory / f"{name}-statistics-{number}.json" for number in range(args.consumers)]
+    consumers = [subprocess.Popen([sys.executable, __file__, "--consumer", bootstrap, str(args.partitions), str(out)])
+                 for out in outputs]
+    for consumer in consumers:
+        if consumer.wait():
+            raise RuntimeError(f"consumer failed against {name}")
+    for number, out in enumerate(outputs):
+        report = json.loads(out.read_text())
+        for broker in report.get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0:
+                continue  # the bootstrap entry
+            answers = max(broker["rx"], 1)
+            print(f"{name:>6} consumer {number}: {broker['req'].get('Fetch', 0):,} Fetch requests, "
+                  f"{broker['rx']:,} answers, {broker['rxbytes']:,} bytes, {broker['rxbytes'] // answers:,} "
+                  "bytes an answer", flush=True)
+
+
+def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--consumer":
+        consume_with_statistics(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_500_000, help="records of 1 KiB written, four producers")
+    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--partitions", type=int, default=6)
+    args = parser.parse_args()
+    if reason := unavailable():
+        parser.error(reason)
+    with tempfile.TemporaryDirectory(prefix="fetch-answers-") as tmp:
+        directory = Path(tmp)
+        with BrokerProcess(directory / "ours") as broker:
+            measure("ours", broker.bootstrap, directory, args)
+        with KafkaServer(directory / "kafka") as kafka:
+            measure("Kafka", kafka.bootstrap, directory, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
