@@ -9,12 +9,17 @@ its own, with librdkafka's statistics on. Printed per consumer: Fetch requests s
 their bytes, from the statistics' last report. A broker whose answers carry less makes its consumers ask
 more often, and every request costs the broker a turn of its request path. The consumers' loop is Python's,
 so their rate is not the point here (``bench/broker_vs_kafka.py`` measures rates with kcat).
+
+``--strace`` also counts the broker's system calls while the consumers read (``strace -c -f`` attached to
+its process, every thread): how many ``sendfile`` and socket writes an answer takes. strace slows the broker
+down; its counts are the point, not its times.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,8 +37,6 @@ TOPIC = "fetch-answers"
 def consume_with_statistics(bootstrap: str, partitions: int, out: str) -> None:
     """One consumer (run as its own process): read every partition to its end, then write librdkafka's last
     statistics report to ``out``."""
-    import time
-
     from confluent_kafka import Consumer, TopicPartition
 
     reports: list[str] = []
@@ -46,13 +49,14 @@ def consume_with_statistics(bootstrap: str, partitions: int, out: str) -> None:
         for message in consumer.consume(10_000, 1.0):
             if message.error():
                 ended.add(message.partition())
-    time.sleep(1.2)  # one more report, with every answer counted
-    consumer.poll(0)
+    seen = len(reports)
+    while len(reports) == seen:  # one more report, made after every answer was in (one a second)
+        consumer.poll(0.2)
     consumer.close()
     Path(out).write_text(reports[-1] if reports else "{}")
 
 
-def measure(name: str, bootstrap: str, directory: Path, args: argparse.Namespace) -> None:
+def measure(name: str, bootstrap: str, pid: int, directory: Path, args: argparse.Namespace) -> None:
     create_topics({"bootstrap.servers": bootstrap}, TOPIC, partitions=args.partitions)
     records = directory / "records.txt"
     per_producer = args.records // 4
@@ -64,11 +68,28 @@ def measure(name: str, bootstrap: str, directory: Path, args: argparse.Namespace
         if producer.wait():
             raise RuntimeError(f"kcat producer failed against {name}")
     outputs = [directory / f"{name}-statistics-{number}.json" for number in range(args.consumers)]
+    tracer = None
+    if args.strace:
+        counts = directory / f"{name}-strace.txt"
+        tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid), "-o", str(counts)],
+                                  stderr=subprocess.PIPE, text=True)
+        # strace says "Process PID attached [with N threads]" once it traces every thread
+        while "attached" not in (line := tracer.stderr.readline()):
+            if not line:
+                raise RuntimeError(f"strace could not attach to {name}'s process")
     consumers = [subprocess.Popen([sys.executable, __file__, "--consumer", bootstrap, str(args.partitions), str(out)])
                  for out in outputs]
     for consumer in consumers:
         if consumer.wait():
             raise RuntimeError(f"consumer failed against {name}")
+    if tracer is not None:
+        tracer.send_signal(signal.SIGINT)
+        tracer.communicate()
+        print(f"{name} system calls while the consumers read (strace -c -f, the most frequent):")
+        rows = [line for line in counts.read_text().splitlines()[2:] if line and not line.startswith("-")]
+        for line in sorted(rows[:-1], key=lambda line: -int(line.split()[3]))[:8]:
+            fields = line.split()
+            print(f"    {fields[-1]:<16} {int(fields[3]):>9,} calls")
     for number, out in enumerate(outputs):
         report = json.loads(out.read_text())
         for broker in report.get("brokers", {}).values():
@@ -88,15 +109,16 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_500_000, help="records of 1 KiB written, four producers")
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--strace", action="store_true", help="count the broker's system calls while consumers read")
     args = parser.parse_args()
     if reason := unavailable():
         parser.error(reason)
     with tempfile.TemporaryDirectory(prefix="fetch-answers-") as tmp:
         directory = Path(tmp)
         with BrokerProcess(directory / "ours") as broker:
-            measure("ours", broker.bootstrap, directory, args)
+            measure("ours", broker.bootstrap, broker.proc.pid, directory, args)
         with KafkaServer(directory / "kafka") as kafka:
-            measure("Kafka", kafka.bootstrap, directory, args)
+            measure("Kafka", kafka.bootstrap, kafka.process.pid, directory, args)
     return 0
 
 
