@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,6 +114,8 @@ def main() -> int:
     args = parser.parse_args()
     if reason := unavailable():
         parser.error(reason)
+    if args.strace and shutil.which("strace") is None:
+        parser.error("--strace wants strace on the PATH (Debian package strace)")
     with tempfile.TemporaryDirectory(prefix="fetch-answers-") as tmp:
         directory = Path(tmp)
         with BrokerProcess(directory / "ours") as broker:
