@@ -25,7 +25,6 @@ import xxhash
 
 from burrowpy.config import Section
 from burrowpy.protocol import (
-    RUN_STRIDE,
     ClearConsumerOwners,
     FetchClusters,
     FetchConsumer,
@@ -73,7 +72,7 @@ class _Barrier:
 
 def _weight(request: Any) -> int:
     """What a request counts for in a worker's pass and in ``pending``: a run of commits its commits."""
-    return len(request.commits) // RUN_STRIDE if type(request) is SetConsumerOffsets else 1
+    return len(request) if type(request) is SetConsumerOffsets else 1
 
 
 class _Worker:
@@ -281,7 +280,7 @@ class InMemoryStorage:
                         if reason is not None:
                             self._dropped(reason, request)
                     elif kind is SetConsumerOffsets:
-                        budget -= len(request.commits) // RUN_STRIDE
+                        budget -= len(request)
                         for index, reason in add_consumer_offsets(request, now_s):
                             self._dropped(reason, request.commit(index))
                     else:
