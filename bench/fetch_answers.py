@@ -3,9 +3,9 @@
     .venv/bin/python bench/fetch_answers.py [--records 1500000] [--consumers 4] [--partitions 6]
 
 For each broker in turn (``burrowpy broker``, then a single Apache Kafka 4.4 node from the test peers), on a
-fresh topic: four kcat producers write ``--records`` records of 1 KiB, then ``--consumers`` consumers of
-confluent-kafka (librdkafka, assigned every partition, no group) read the whole topic, each in a process of
-its own, with librdkafka's statistics on. Printed per consumer: Fetch requests sent, answers received and
+fresh topic: four kcat producers write ``--records`` records of 1 KiB (``bench/broker_vs_kafka.py``'s kcat
+producers), then ``--consumers`` consumers of confluent-kafka (librdkafka, assigned every partition, no group)
+read the whole topic, each in a process of its own, with librdkafka's statistics on. Printed per consumer: Fetch requests sent, answers received and
 their bytes, from the statistics' last report. A broker whose answers carry less makes its consumers ask
 more often, and every request costs the broker a turn of its request path. The consumers' loop is Python's,
 so their rate is not the point here (``bench/broker_vs_kafka.py`` measures rates with kcat).
@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from harness import BrokerProcess, create_topics  # noqa: E402
+from broker_vs_kafka import Kcat, Row, create_topic  # noqa: E402
+from harness import BrokerProcess  # noqa: E402
 from kafka_harness import KafkaServer, unavailable  # noqa: E402
 
 TOPIC = "fetch-answers"
@@ -58,16 +59,8 @@ def consume_with_statistics(bootstrap: str, partitions: int, out: str) -> None:
 
 
 def measure(name: str, bootstrap: str, pid: int, directory: Path, args: argparse.Namespace) -> None:
-    create_topics({"bootstrap.servers": bootstrap}, TOPIC, partitions=args.partitions)
-    records = directory / "records.txt"
-    per_producer = args.records // 4
-    if not records.exists():
-        records.write_bytes((b"x" * 1023 + b"\n") * per_producer)
-    producers = [subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", TOPIC, "-X", "acks=1", "-q"],
-                                  stdin=records.open("rb")) for _ in range(4)]
-    for producer in producers:
-        if producer.wait():
-            raise RuntimeError(f"kcat producer failed against {name}")
+    create_topic(bootstrap, TOPIC, args.partitions)
+    Kcat(directory).produce(bootstrap, TOPIC, Row(1024, args.partitions, 4, "1"), args.records, pid)
     outputs = [directory / f"{name}-statistics-{number}.json" for number in range(args.consumers)]
     tracer = None
     if args.strace:
