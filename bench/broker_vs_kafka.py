@@ -401,13 +401,14 @@ def parse_rows(text: str) -> set[tuple[int, int, int]]:
 
 
 def checkout(text: str) -> Path:
-    """``--versus-tree DIR``: a checkout of burrowpy, whose broker package Python imports from there (as the
-    ``burrowpy`` script does: -P leaves the current directory out of the path)."""
+    """``--versus-tree DIR`` (and ``bench/consumer_cost.py --ours-tree DIR``): a checkout of burrowpy, whose
+    broker package Python imports from there (as the ``burrowpy`` script does: -P leaves the current directory
+    out of the path)."""
     directory = Path(text).resolve()
     found = subprocess.run([sys.executable, "-P", "-c", "import broker; print(broker.__file__)"], capture_output=True,
                            text=True, env={**os.environ, "PYTHONPATH": str(directory)})
     if found.returncode != 0 or not found.stdout.strip().startswith(str(directory / "broker")):
-        raise argparse.ArgumentTypeError(f"--versus-tree {text}: no burrowpy checkout there (its broker package "
+        raise argparse.ArgumentTypeError(f"{text}: no burrowpy checkout there (its broker package "
                                          f"is not what Python imports with PYTHONPATH={directory})")
     return directory
 
