@@ -7,6 +7,8 @@ the key and the command exits 1.
 
 from __future__ import annotations
 
+import errno
+import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,11 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # three of four A/B rows (bench/README.md)
     "socket.receive.buffer.bytes": ("int", -1),
     "socket.send.buffer.bytes": ("int", -1),
+    # TCP congestion control of the listeners' connections (Linux's TCP_CONGESTION; accepted connections take
+    # the listener's): empty for the system's (net.ipv4.tcp_congestion_control). burrowpy's own, Kafka has
+    # none: with bbr the kernel paces every send with timers, loopback included, which cost consumers on the
+    # same machine about a quarter of their rate here (bench/README.md, "What four consumers cost")
+    "socket.congestion.control": ("str", ""),
     "log.segment.bytes": ("int", 1073741824),
     "log.roll.ms": ("int", 7 * 24 * 3600 * 1000),
     "log.retention.ms": ("int", 7 * 24 * 3600 * 1000),
@@ -230,6 +237,22 @@ def parse_hostport(text: str, section: Section, key: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+def congestion_control_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the congestion control of the broker's connections, or None when it can: tried
+    on a socket of its own, as the listeners will set it (a privileged process may have the kernel load it)."""
+    if not hasattr(socket, "TCP_CONGESTION"):
+        return "is a Linux setting (TCP_CONGESTION); leave it empty on this system"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+        except OSError as exc:
+            sysctl = "tcp_allowed_congestion_control" if exc.errno == errno.EPERM else \
+                "tcp_available_congestion_control"
+            known = Path("/proc/sys/net/ipv4", sysctl).read_text().split()
+            return f"{name!r} cannot be set here ({exc.strerror}); net.ipv4.{sysctl}: {', '.join(known)}"
+    return None
+
+
 @dataclass
 class BrokerConfig:
     node_id: int
@@ -303,6 +326,8 @@ class BrokerConfig:
         for key in ("socket.receive.buffer.bytes", "socket.send.buffer.bytes"):
             if settings[key] < -1 or settings[key] == 0:
                 raise section.error(key, "must be a number of bytes, or -1 for the operating system's default")
+        if (wanted := settings["socket.congestion.control"]) and (problem := congestion_control_problem(wanted)):
+            raise section.error("socket.congestion.control", problem)
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

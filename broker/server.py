@@ -98,6 +98,7 @@ class KafkaServer:
                                                 ssl_handshake_timeout=10.0 if self.ssl_context else None,
                                                 start_serving=False)
         self._size_socket_buffers()
+        self._choose_congestion_control()
         await self._server.start_serving()
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -119,6 +120,14 @@ class KafkaServer:
                 if granted < wanted:
                     log.warning("socket buffer smaller than configured: the kernel caps it", key=key,
                                 configured=wanted, granted=granted, limit=limit, listener=self.listener)
+
+    def _choose_congestion_control(self) -> None:
+        """socket.congestion.control on the listening sockets: the connections they accept keep the listener's
+        choice (the kernel gives them the system's only when the listener has none of its own)."""
+        name = self.broker.config.get("socket.congestion.control", "")
+        if name:
+            for sock in self._server.sockets:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
 
     async def stop(self) -> None:
         if self._server is not None:

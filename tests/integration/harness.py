@@ -112,16 +112,24 @@ def broker_side_buffers(port: int, tls: ssl.SSLContext | None = None) -> tuple[i
     """(receive, send) buffer sizes of the broker's end of a fresh connection to ``port`` (over TLS with the
     ``tls`` context) that has had one answer, read from outside the broker with ``ss`` (Linux reports twice
     the size asked for: the other half is its bookkeeping)."""
+    shown = broker_side_socket(port, tls)
+    found = re.search(r"\brb(\d+),t\d+,tb(\d+)", shown)
+    assert found, f"ss showed no buffer sizes of the broker end of the connection: {shown!r}"
+    return int(found.group(1)), int(found.group(2))
+
+
+def broker_side_socket(port: int, tls: ssl.SSLContext | None = None) -> str:
+    """What ``ss -tmin`` shows of the broker's end of a fresh connection to ``port`` (over TLS with the ``tls``
+    context) that has had one answer: its memory, and TCP's own figures (the congestion control first)."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     with tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw as sock:
         assert _api_versions_answered(sock)  # the broker has set the connection up
         client_port = sock.getsockname()[1]
-        shown = subprocess.run(["ss", "-Htmn", "state", "established",
+        shown = subprocess.run(["ss", "-Htmin", "state", "established",
                                 f"( sport = :{port} and dport = :{client_port} )"],
                                capture_output=True, text=True, check=True).stdout
-    found = re.search(r"\brb(\d+),t\d+,tb(\d+)", shown)
-    assert found, f"ss showed no broker end of the connection: {shown!r}"
-    return int(found.group(1)), int(found.group(2))
+    assert shown.strip(), f"ss showed no broker end of the connection to port {port}"
+    return shown
 
 
 def _answers_api_versions(port: int) -> bool:

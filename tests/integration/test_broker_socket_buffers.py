@@ -1,12 +1,17 @@
-"""socket.receive.buffer.bytes and socket.send.buffer.bytes, as Kafka has them: SO_RCVBUF of the listener (its
-connections inherit it) and SO_SNDBUF of each connection; -1, this broker's default, leaves the sizes to the
-kernel (Kafka's default is 100 KiB, no faster here). Read from outside the broker with ``ss``, on the broker's
-end of a real connection (the TLS listener's: tests/integration/test_broker_tls.py)."""
+"""The listener's socket settings. socket.receive.buffer.bytes and socket.send.buffer.bytes, as Kafka has them:
+SO_RCVBUF of the listener (its connections inherit it) and SO_SNDBUF of each connection; -1, this broker's
+default, leaves the sizes to the kernel (Kafka's default is 100 KiB, no faster here). socket.congestion.control,
+burrowpy's own: the TCP congestion control of every connection, the system's when empty. Read from outside
+the broker with ``ss``, on the broker's end of a real connection (the TLS listener's:
+tests/integration/test_broker_tls.py)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
-from harness import BrokerProcess, broker_side_buffers
+from harness import BrokerProcess, broker_side_buffers, broker_side_socket
 
 KAFKA_DEFAULT = 102400
 
@@ -53,3 +58,20 @@ def test_a_size_the_kernel_caps_is_named_in_a_warning(start):
     log = capped.log_text()
     assert "socket buffer smaller than configured" in log and "net.core.rmem_max" in log
     assert f"granted={most}" in log or f'"granted": {most}' in log
+
+
+def congestion_control_shown(port: int) -> str:
+    """The congestion control ss names for the broker's end of a connection (the first word of TCP's figures,
+    after the socket's memory)."""
+    shown = broker_side_socket(port)
+    found = re.search(r"skmem:\([^)]*\)\s+([\w-]+)", shown)
+    assert found, f"ss named no congestion control: {shown!r}"
+    return found.group(1)
+
+
+def test_connections_take_the_configured_congestion_control(start):
+    system = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    other = next(name for name in ("reno", "cubic", *available) if name in available and name != system)
+    assert congestion_control_shown(start().port) == system
+    assert congestion_control_shown(start(**{"socket.congestion.control": other}).port) == other

@@ -53,6 +53,14 @@ def test_a_socket_buffer_is_a_size_or_minus_one(tmp_path, text):
         load(tmp_path, text)
 
 
+def test_a_congestion_control_the_kernel_has_is_taken_and_one_it_lacks_is_a_config_error(tmp_path):
+    assert load(tmp_path, "socket.congestion.control: reno\n")["socket.congestion.control"] == "reno"
+    assert load(tmp_path, "")["socket.congestion.control"] == ""  # the system's
+    with pytest.raises(ConfigError, match=r"broker\.yaml.*socket\.congestion\.control.*'vegas-typo' cannot be set "
+                                          r"here.*tcp_available_congestion_control: .*reno"):
+        load(tmp_path, "socket.congestion.control: vegas-typo\n")
+
+
 @pytest.mark.parametrize(("text", "reason"), [
     ("num.io.thread: 16\n", "neither a broker config of Apache Kafka 4.4 nor one of burrowpy's own"),
     ("sasl.oauthbearer.jwks.endpoint.url: https://x\n", "this SASL or authorization setting is not available"),
