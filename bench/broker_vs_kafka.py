@@ -55,6 +55,10 @@ as ``--alternate`` does (an A/B of a setting; the tables call the second broker 
 does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
 apply the change there, e.g. one of the changes tried and dropped in ``bench/tried/``); both may be given.
 
+``--ours-settings KEY=VALUE[,...]`` starts our broker with those settings, against Kafka too (e.g.
+``socket.congestion.control=cubic``, burrowpy's own setting, on a machine whose default is ``bbr``; the output
+names the machine's congestion control first).
+
 ``--ours-nodes N`` (with ``--alternate``) makes "ours" a cluster of N of our brokers on this machine (Raft and
 gossip, the bench's topics with one replica, so each topic's partitions spread over the nodes and the clients
 talk to all of them): what several processes sharing a broker's work could do on these two cores, rows of one
@@ -131,6 +135,12 @@ class Figure:
 
 
 Pids = int | tuple[int, ...]  # a broker's process, or the processes of a cluster of ours (--ours-nodes)
+
+
+def congestion_control() -> str:
+    """The machine's TCP congestion control, which every connection here uses (loopback included): with
+    ``bbr`` the kernel paces each connection's sends with timers, which changes what a broker's sends cost."""
+    return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
 
 
 def each_pid(pids: Pids) -> tuple[int, ...]:
@@ -431,7 +441,7 @@ def parse_settings(text: str) -> dict[str, object]:
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"--versus-ours wants KEY=VALUE[,KEY=VALUE...], got {item!r}")
+            raise argparse.ArgumentTypeError(f"settings are KEY=VALUE[,KEY=VALUE...], got {item!r}")
         settings[key.strip()] = yaml.safe_load(value)
     return settings
 
@@ -598,6 +608,8 @@ def main() -> int:
     parser.add_argument("--ours-nodes", type=int, default=1, metavar="N",
                         help="with --alternate: ours is a cluster of N of our brokers on this machine, each topic's "
                              "partitions spread over them")
+    parser.add_argument("--ours-settings", type=parse_settings, default={}, metavar="KEY=VALUE[,...]",
+                        help="our broker runs with these settings (against Kafka, or as the first of --versus-ours)")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -614,8 +626,9 @@ def main() -> int:
         rows = list(matrix(args.quick and args.rows is None, args.rows))
         records = {100: args.records_100, 1024: args.records_1k}
         print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
+        print(f"TCP congestion control: {congestion_control()}")
         if args.latency_runs:
-            with BrokerProcess(directory / "ours") as broker:
+            with BrokerProcess(directory / "ours", extra_config=args.ours_settings) as broker:
                 ours_runs = latency_runs(Broker("ours", broker.bootstrap, broker.proc.pid), args.latency_runs)
             with KafkaServer(directory / "kafka") as kafka:
                 kafka_runs = latency_runs(Broker("Kafka", kafka.bootstrap, kafka.process.pid), args.latency_runs)
@@ -628,7 +641,7 @@ def main() -> int:
             # ours more often than not (the runs came round every 20 s). Here both delete at once and each run
             # waits until the files are gone.
             at_once = {"log.segment.delete.delay.ms": 0}
-            ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once}
+            ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once, **args.ours_settings}
             with contextlib.ExitStack() as running:
                 if args.ours_nodes > 1:
                     from cluster_harness import BrokerCluster
@@ -665,7 +678,8 @@ def main() -> int:
             print_table(rows, clients, ours, seconds, second.name)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
-        with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0}) as broker:
+        with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0,
+                                                             **args.ours_settings}) as broker:
             ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records,
                                  args.repeat)
         with KafkaServer(directory / "kafka") as kafka:

@@ -15,7 +15,8 @@ last consumer was done, the broker's CPU, the consumers' user and system CPU and
 and the bytes over loopback; at the end the median run of each broker.
 
 ``--ours KEY=VALUE[,...]`` starts our broker with those settings (e.g. ``socket.send.buffer.bytes=102400``,
-Kafka's default send buffer); ``--ours-tree DIR`` runs our broker from the code of another checkout (a change
+Kafka's default send buffer), ``--kafka KEY=VALUE[,...]`` starts Kafka with those (e.g.
+``socket.send.buffer.bytes=-1``, the kernel's sizing, ours by default); ``--ours-tree DIR`` runs our broker from the code of another checkout (a change
 tried: ``git worktree add DIR`` and apply it there).
 """
 
@@ -39,6 +40,7 @@ from broker_vs_kafka import (  # noqa: E402
     Kcat,
     Row,
     checkout,
+    congestion_control,
     cpu_seconds,
     create_topic,
     describe_checkout,
@@ -124,19 +126,22 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=4, help="measured consume runs on each broker")
     parser.add_argument("--ours", type=parse_settings, default={}, metavar="KEY=VALUE[,...]",
                         help="settings for our broker")
+    parser.add_argument("--kafka", type=parse_settings, default={}, metavar="KEY=VALUE[,...]",
+                        help="settings for Kafka (server.properties keys)")
     parser.add_argument("--ours-tree", type=checkout, default=None, metavar="DIR",
                         help="our broker runs the code of the checkout DIR (a change tried, as in bench/tried/)")
     args = parser.parse_args()
     if reason := unavailable():
         parser.error(reason)
     print(f"$ {' '.join([os.path.relpath(sys.executable), *sys.argv])}", flush=True)
+    print(f"TCP congestion control: {congestion_control()}")
     if args.ours_tree:
         print(f"ours: {describe_checkout(args.ours_tree)}")
     with tempfile.TemporaryDirectory(prefix="consumer-cost-") as tmp:
         directory = Path(tmp)
         with BrokerProcess(directory / "ours", extra_config=args.ours,
                            env={"PYTHONPATH": str(args.ours_tree)} if args.ours_tree else None) as ours, \
-                KafkaServer(directory / "kafka") as kafka:
+                KafkaServer(directory / "kafka", config=args.kafka) as kafka:
             brokers = {"ours": (ours.bootstrap, ours.proc.pid), "Kafka": (kafka.bootstrap, kafka.process.pid)}
             for bootstrap, pid in brokers.values():
                 create_topic(bootstrap, TOPIC, args.partitions)
