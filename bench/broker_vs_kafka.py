@@ -55,6 +55,11 @@ as ``--alternate`` does (an A/B of a setting; the tables call the second broker 
 does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
 apply the change there, e.g. one of the changes tried and dropped in ``bench/tried/``); both may be given.
 
+``--broker-sessions`` (with ``--alternate``) starts each broker in a session of its own, as a broker run by a
+service manager or from its own shell is. Linux's autogroup scheduling (``kernel.sched_autogroup_enabled``)
+then shares the CPU between sessions first and threads second: the clients' threads, all in this script's
+session, no longer outnumber a broker of one busy thread (ours) against one of many (Kafka's).
+
 ``--ours-settings KEY=VALUE[,...]`` starts our broker with those settings, against Kafka too (e.g.
 ``socket.congestion.control=cubic``, burrowpy's own setting, on a machine whose default is ``bbr``; the output
 names the machine's congestion control first).
@@ -610,6 +615,9 @@ def main() -> int:
                              "partitions spread over them")
     parser.add_argument("--ours-settings", type=parse_settings, default={}, metavar="KEY=VALUE[,...]",
                         help="our broker runs with these settings (against Kafka, or as the first of --versus-ours)")
+    parser.add_argument("--broker-sessions", action="store_true",
+                        help="with --alternate: each broker in a session of its own, so that the kernel's autogroup "
+                             "scheduling shares the CPU between the broker and the clients as groups")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -619,6 +627,9 @@ def main() -> int:
         parser.error(reason)
     if args.ours_nodes < 1 or (args.ours_nodes > 1 and not args.alternate):
         parser.error("--ours-nodes wants a count of 1 or more, and more than 1 only with --alternate")
+    if args.broker_sessions and (args.ours_nodes > 1 or not (args.alternate or args.versus_ours is not None
+                                                             or args.versus_tree is not None)):
+        parser.error("--broker-sessions goes with --alternate (or --versus-ours / --versus-tree), one node of ours")
     with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
         directory = Path(tmp)
         known = {"kcat": Kcat(directory), "java": JavaTools(args.producer_metrics)}
@@ -659,10 +670,12 @@ def main() -> int:
                     ours_broker = Broker(f"ours x{args.ours_nodes}", cluster.bootstrap,
                                          tuple(node.proc.pid for node in cluster.brokers.values()), directory / "ours")
                 else:
-                    broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config))
+                    broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config,
+                                                                 new_session=args.broker_sessions))
                     ours_broker = Broker("ours", broker.bootstrap, broker.proc.pid, directory / "ours")
                 if not versus_ours:
-                    kafka = running.enter_context(KafkaServer(directory / "kafka", config=at_once))
+                    kafka = running.enter_context(KafkaServer(directory / "kafka", config=at_once,
+                                                              new_session=args.broker_sessions))
                     second = Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory)
                 else:
                     settings = args.versus_ours or {}
@@ -672,7 +685,8 @@ def main() -> int:
                     (directory / "other").mkdir()
                     other = running.enter_context(BrokerProcess(
                         directory / "other" / "data", extra_config={**ours_config, **settings},
-                        env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None))
+                        env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None,
+                        new_session=args.broker_sessions))
                     second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
                 ours, seconds = measure_alternating((ours_broker, second), rows, clients, records, args.repeat)
             print_table(rows, clients, ours, seconds, second.name)

@@ -151,7 +151,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1,
                  config: Path | None = None, extra_config: dict | None = None, args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, new_session: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
@@ -159,6 +159,9 @@ class BrokerProcess:
         self.extra_config = extra_config
         self.args = args  # more command-line arguments (e.g. --add-scram)
         self.env = env or {}  # more environment (e.g. PYTHONPATH for another checkout's code)
+        # a session of its own, as a broker run by a service manager or from its own shell has: with the kernel's
+        # autogroup scheduling, its threads then share the CPU as one group against the clients' session
+        self.new_session = new_session
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.node_id}-{self.port}.log"
 
@@ -181,7 +184,8 @@ class BrokerProcess:
         cmd += list(self.args)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed when the process is reaped)
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+                                     start_new_session=self.new_session)
         log.close()
         wait_until(lambda: self._check_alive() and _answers_api_versions(self.port), timeout,
                    message=f"broker on port {self.port} to answer")

@@ -97,7 +97,7 @@ class KafkaServer:
                  controller_port: int | None = None, voters: str | None = None,
                  cluster_id: str | None = None, config: dict | None = None,
                  jvm_opts: Sequence[str] = JVM_OPTS, log_level: str = "INFO",
-                 format_args: Sequence[str] = ()) -> None:
+                 format_args: Sequence[str] = (), new_session: bool = False) -> None:
         self.directory = Path(directory)
         self.node_id = node_id
         self.port = port or free_port()
@@ -111,6 +111,7 @@ class KafkaServer:
         self.format_args = list(format_args)
         self.jvm_opts = list(jvm_opts)
         self.log_level = log_level
+        self.new_session = new_session  # a session of its own (harness.BrokerProcess says why)
         self.process: subprocess.Popen | None = None
         self._formatted = False
 
@@ -183,7 +184,8 @@ class KafkaServer:
         out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (closed when reaped)
         self.process = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path),
                                                      jvm_opts=jvm),
-                                        stdout=out, stderr=subprocess.STDOUT, cwd=self.directory)
+                                        stdout=out, stderr=subprocess.STDOUT, cwd=self.directory,
+                                        start_new_session=self.new_session)
         out.close()
 
     def wait_ready(self, timeout: float = START_TIMEOUT, brokers: int = 1) -> None:
