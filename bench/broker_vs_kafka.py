@@ -188,6 +188,8 @@ class ClientsRun:
     faults: int  # page faults of all the clients (minor and major)
     max_rss_mb: float  # the largest peak RSS of one client
     broker_waited: float  # seconds the broker's threads were ready to run but had no CPU (summed over threads)
+    clients_user: float  # of clients_cpu, the CPU seconds in the clients' own code ...
+    clients_system: float  # ... and in the kernel on their behalf
 
 
 def run_clients(commands: list[list[str]], broker_pid: Pids, stdin_files: list[Path | None]) -> ClientsRun:
@@ -210,12 +212,13 @@ def run_clients(commands: list[list[str]], broker_pid: Pids, stdin_files: list[P
         # a client that hangs is killed after CLIENT_TIMEOUT_S, and every client still running when one fails
         killer = threading.Timer(CLIENT_TIMEOUT_S, lambda: [process.kill() for process, _ in running])
         killer.start()
-        outputs, faults = [], 0
+        outputs, faults, user, system = [], 0, 0.0, 0.0
         try:
             for process, output in running:
-                _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its page faults
+                _, status, usage = os.wait4(process.pid, 0)  # reaped here, with its page faults and CPU
                 process.returncode = os.waitstatus_to_exitcode(status)
                 faults += usage.ru_minflt + usage.ru_majflt
+                user, system = user + usage.ru_utime, system + usage.ru_stime
                 output.seek(0)
                 outputs.append(output.read().decode(errors="replace"))
                 if process.returncode != 0:
@@ -230,7 +233,7 @@ def run_clients(commands: list[list[str]], broker_pid: Pids, stdin_files: list[P
                     process.wait()
     wall = time.monotonic() - started
     return ClientsRun(wall, cpu_seconds(broker_pid) - broker_before, children_cpu_seconds() - clients_before,
-                      outputs, faults, peak_kb / 1024, runnable_wait_seconds(broker_pid) - waited_before)
+                      outputs, faults, peak_kb / 1024, runnable_wait_seconds(broker_pid) - waited_before, user, system)
 
 
 class PeakRss:
@@ -313,14 +316,21 @@ class Kcat:
         return figure(records, row.size, run.wall, run)
 
     def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
+        run = self.read_all(bootstrap, topic, row.clients, records, broker_pid)
+        return figure(records * row.clients, row.size, run.wall, run)
+
+    @staticmethod
+    def read_all(bootstrap: str, topic: str, clients: int, records: int, broker_pid: Pids) -> ClientsRun:
+        """``clients`` kcat consumers each read ``topic`` from the beginning to its end, every one checked to
+        have read ``records`` records."""
         commands = [[KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
-                    for _ in range(row.clients)]
-        run = run_clients(commands, broker_pid, [None] * row.clients)
+                    for _ in range(clients)]
+        run = run_clients(commands, broker_pid, [None] * clients)
         for output in run.outputs:
             got = sum(1 for line in output.splitlines() if line.isdigit())
             if got != records:
                 raise RuntimeError(f"kcat read {got} records of {topic}, expected {records}")
-        return figure(records * row.clients, row.size, run.wall, run)
+        return run
 
 
 PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "

@@ -23,12 +23,9 @@ tried: ``git worktree add DIR`` and apply it there).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,12 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 from broker_vs_kafka import (  # noqa: E402
-    KCAT,
     Kcat,
     Row,
     checkout,
     congestion_control,
-    cpu_seconds,
     create_topic,
     describe_checkout,
     parse_settings,
@@ -83,37 +78,14 @@ class Run:
 
 
 def consume(bootstrap: str, pid: int, consumers: int, records: int) -> Run:
-    """``consumers`` kcat consumers each read the topic from the beginning to its end, printing each record's
-    offset to a file (as ``bench/broker_vs_kafka.py``'s consumers do), which is checked afterwards."""
-    command = [KCAT, "-C", "-b", bootstrap, "-t", TOPIC, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
-    with contextlib.ExitStack() as stack:
-        outputs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(consumers)]
-        ticks, broker_before, sent_before = machine_ticks(), cpu_seconds(pid), loopback_bytes()
-        started = time.monotonic()
-        running = {}
-        for output in outputs:
-            process = subprocess.Popen(command, stdout=output, stderr=subprocess.DEVNULL)
-            running[process.pid] = process
-            stack.callback(lambda process=process: process.poll() is None and (process.kill(), process.wait()))
-        user = system = 0.0
-        faults = 0
-        while running:
-            child, status, usage = os.wait4(-1, 0)
-            if (process := running.pop(child, None)) is None:
-                continue
-            process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, with its CPU and faults
-            if process.returncode != 0:
-                raise RuntimeError(f"a kcat consumer exited with {process.returncode}")
-            user, system, faults = user + usage.ru_utime, system + usage.ru_stime, faults + usage.ru_minflt
-        wall = time.monotonic() - started
-        for output in outputs:
-            output.seek(0)
-            if (got := output.read().count(b"\n")) != records:
-                raise RuntimeError(f"a kcat consumer read {got} records, expected {records}")
+    """``consumers`` kcat consumers each read the topic from the beginning to its end, as
+    ``bench/broker_vs_kafka.py``'s consumers do, with the machine's CPU and loopback counted around them."""
+    ticks, sent_before = machine_ticks(), loopback_bytes()
+    run = Kcat.read_all(bootstrap, TOPIC, consumers, records, pid)
     spent = [after - before for after, before in zip(machine_ticks(), ticks, strict=True)]
     cores = os.cpu_count() or 1
     machine = {name: 100 * cores * spent[column] / sum(spent) for name, column in CPU_FIELDS.items()}
-    return Run(wall, cpu_seconds(pid) - broker_before, user, system, faults, machine,
+    return Run(run.wall, run.broker_cpu, run.clients_user, run.clients_system, run.faults, machine,
                (loopback_bytes() - sent_before) / 1e6)
 
 
