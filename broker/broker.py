@@ -410,6 +410,9 @@ class LocalTopicAdmin:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
+    async def catch_up(self) -> None:
+        """The local logs are the whole truth on a single node: nothing to wait for."""
+
     async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
                            assignments: list[list[int]] | None = None) -> bytes:
         return self.broker.create_topic(name, partitions, configs, replication_factor=replication_factor).topic_id

@@ -23,6 +23,8 @@ The rules follow Kafka's KRaft controller:
 * The preferred replica takes leadership back only on request (``elect_preferred``), once it is in the ISR.
 * An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
   leader nor add a replica that is not alive.
+* ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
+  quorum had committed before it (see :meth:`broker.cluster.node.ClusterTopicAdmin.catch_up`).
 """
 
 from __future__ import annotations
@@ -382,6 +384,9 @@ class ClusterMetadata:
         self._change_leader(state, leader)
         return ok(leader=leader)
 
+    def _barrier(self, command: Command) -> Result:
+        return ok()
+
     def _topic(self, name: Any) -> TopicMetadata:
         topic = self.topics.get(str(name))
         if topic is None:
@@ -408,6 +413,7 @@ class ClusterMetadata:
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
         "elect_unclean": _elect_unclean,
+        "barrier": _barrier,
     }
 
     # --- snapshots ---------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.cluster")
 
 ADMIN_TIMEOUT = 15.0
+CATCH_UP_TIMEOUT = 5.0
 # How long a clean stop waits for the controller to move this broker's leaderships elsewhere.
 CONTROLLED_SHUTDOWN_TIMEOUT = 5.0
 
@@ -379,6 +380,17 @@ class ClusterTopicAdmin:
 
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
+
+    async def catch_up(self) -> None:
+        """Return once this broker has applied every metadata change the quorum committed before the
+        call: a topic created through another broker a moment ago may not have reached this one yet, and
+        an admin request must not be told it does not exist. A barrier command is committed through the
+        leader; its answer comes after this broker applied it and all before it. Without a quorum the
+        local view is all there is (the wait gives up after CATCH_UP_TIMEOUT)."""
+        try:
+            await self.node.raft.propose({"op": "barrier"}, CATCH_UP_TIMEOUT)
+        except ProposalFailed as exc:
+            log.info("metadata catch-up failed; answering from this broker's view", error=str(exc))
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
                            assignments: list[list[int]] | None = None) -> bytes:

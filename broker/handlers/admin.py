@@ -148,6 +148,30 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
     return result
 
 
+async def _known_topic(broker: Any, name: str) -> Any:
+    """The local log of topic ``name``. In a cluster a topic created through another broker a moment ago
+    may not have reached this broker yet: before saying that a topic does not exist, catch up with the
+    metadata the quorum has committed. KafkaError UNKNOWN_TOPIC_OR_PARTITION if it still does not."""
+    topic = broker.logs.topics.get(name)
+    if topic is None:
+        await broker.topic_admin.catch_up()
+        topic = broker.logs.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return topic
+
+
+async def _topic_named_by_id(broker: Any, topic_id: bytes) -> str | None:
+    """The name of the topic with ``topic_id`` (None if there is none), caught up as :func:`_known_topic`."""
+    for attempt in range(2):
+        for name, topic in broker.logs.topics.items():
+            if getattr(topic, "topic_id", None) == topic_id:
+                return name
+        if attempt == 0:
+            await broker.topic_admin.catch_up()
+    return None
+
+
 @handler(ApiKey.CREATE_TOPICS)
 async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     results = [await _create_one(ctx, topic, request["validate_only"]) for topic in request["topics"]]
@@ -161,11 +185,10 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
         wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
     else:
         wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
-    by_id = {getattr(t, "topic_id", None): n for n, t in broker.logs.topics.items()}
     responses = []
     for name, topic_id in wanted:
         if name is None:
-            name = by_id.get(topic_id)
+            name = await _topic_named_by_id(broker, topic_id)
         entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
             if name is None:
@@ -176,8 +199,7 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
-            if name not in broker.logs.topics:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            await _known_topic(broker, name)
             await broker.topic_admin.delete_topic(name)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
@@ -194,9 +216,7 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
         try:
             if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            existing = broker.logs.topics.get(topic["name"])
-            if existing is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic['name']!r} does not exist")
+            existing = await _known_topic(broker, topic["name"])
             if topic["count"] <= existing.partition_count:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic has {existing.partition_count} partitions; {topic['count']} is not more")
@@ -255,8 +275,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
         try:
             _check_config_access(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
             if kind == RESOURCE_TOPIC:
-                if name not in broker.logs.topics:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                await _known_topic(broker, name)
                 entry["configs"] = _config_entries(ctx, name, keys, synonyms, documentation)
             elif kind == RESOURCE_BROKER:
                 scope = broker.dynamic_configs.scope_of(name, describing=True)
@@ -295,8 +314,7 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                 continue
             if kind != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
-            if name not in broker.logs.topics:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            await _known_topic(broker, name)
             if incremental:
                 updates: dict[str, str | None] = {}
                 for config in resource["configs"]:

@@ -300,6 +300,50 @@ def test_partitions_configs_and_deletion_through_followers(cluster):
     assert not any((cluster.brokers[i].data_dir / "logs" / "admin-0").exists() for i in cluster.ids)
 
 
+def test_a_topic_just_created_is_known_to_admin_requests_on_every_broker(cluster):
+    """The controller commits a new topic as soon as a majority has it; the other brokers apply it when the
+    next Raft message tells them, up to a heartbeat later. An admin request about the topic sent to one of
+    them at once (here over connections opened beforehand) must not be told the topic does not exist: the
+    broker catches up with the committed metadata before answering."""
+    import asyncio
+
+    from broker.client import KafkaConnection
+    from broker.protocol.api import ApiKey
+
+    controller = cluster.controller()
+    followers = [i for i in cluster.ids if i != controller]
+
+    async def run() -> list[tuple[str, int, int, int]]:
+        connections = {i: await KafkaConnection.connect(cluster.brokers[i].bootstrap, timeout=30)
+                       for i in [controller, *followers]}
+        answers = []
+        try:
+            for round_ in range(4):
+                name = f"fresh-{round_}"
+                created = await connections[controller].request(ApiKey.CREATE_TOPICS, {"topics": [{
+                    "name": name, "num_partitions": 1, "replication_factor": 2, "assignments": [],
+                    "configs": []}], "timeout_ms": 30000})
+                assert created["topics"][0]["error_code"] == 0, created
+                follower = followers[round_ % 2]
+                described, grown = await asyncio.gather(
+                    connections[follower].request(ApiKey.DESCRIBE_CONFIGS, {"resources": [{
+                        "resource_type": 2, "resource_name": name, "configuration_keys": ["retention.ms"]}]}),
+                    connections[followers[1 - round_ % 2]].request(ApiKey.CREATE_PARTITIONS, {
+                        "topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": 30000,
+                        "validate_only": False}))
+                answers.append((name, follower, described["results"][0]["error_code"],
+                                grown["results"][0]["error_code"]))
+        finally:
+            for connection in connections.values():
+                await connection.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert [a for a in answers if a[2:] != (0, 0)] == [], answers
+    wait_until(lambda: all(len(cluster.metadata(i, ["fresh-3"])["topics"][0]["partitions"]) == 2
+                           for i in cluster.ids), 10, message="every broker to see the added partition")
+
+
 def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):
     before = {t["name"]: t["topic_id"] for t in cluster.metadata(1)["topics"]}
     records_before = consume_all(cluster.bootstrap, "orders", 6, 1200)

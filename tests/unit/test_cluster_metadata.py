@@ -41,6 +41,14 @@ def test_every_applied_command_and_every_restored_snapshot_gets_a_version_never_
     assert restored.version not in seen and ClusterMetadata().version not in seen
 
 
+def test_a_barrier_is_accepted_and_changes_nothing():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create("a", 3, 3))
+    before = json.dumps(metadata.to_snapshot(), sort_keys=True)
+    assert metadata.apply({"op": "barrier"}) == {"error_code": 0, "error_message": None}
+    assert json.dumps(metadata.to_snapshot(), sort_keys=True) == before
+
+
 def test_round_robin_assignment_spreads_leaders_and_followers():
     assert assign_replicas([1, 2, 3], 4, 2, start=0) == [[1, 2], [2, 3], [3, 1], [1, 2]]
     assert assign_replicas([1, 2, 3], 2, 3, start=1) == [[2, 3, 1], [3, 1, 2]]
