@@ -1,12 +1,14 @@
 """What four kcat consumers cost the machine when they read from our broker and from Kafka: the broker's CPU,
 the consumers' own (user and kernel apart), and where the whole machine's time went.
 
-    .venv/bin/python bench/consumer_cost.py [--records 1500000] [--partitions 6] [--consumers 4]
-                                            [--warm 2] [--runs 4] [--ours KEY=VALUE[,...]]
+    .venv/bin/python bench/consumer_cost.py [--records 1500000] [--size 1024] [--producers 4] [--partitions 6]
+                                            [--consumers 4] [--warm 2] [--runs 4] [--ours KEY=VALUE[,...]]
 
 Both brokers run at once (``burrowpy broker`` and a single Apache Kafka 4.4 node from the test peers), each
-with one topic of ``--partitions`` partitions that four kcat producers filled with ``--records`` records of
-1 KiB (``bench/broker_vs_kafka.py``'s producers). Then the consumers read the whole topic, on one broker and
+with one topic of ``--partitions`` partitions that ``--producers`` kcat producers (acks=1) filled with
+``--records`` records of ``--size`` bytes (``bench/broker_vs_kafka.py``'s producers); how many record batches
+the producers made against each broker is printed, counted in the brokers' log files (the same format on
+both), since a consumer's work per record depends on it. Then the consumers read the whole topic, on one broker and
 then on the other, ``--warm`` times unmeasured (Kafka's JIT compiles its fetch path in the first runs) and
 ``--runs`` times measured, which broker goes first changing from pair to pair. The data stays in the page
 cache throughout, so every run reads the same bytes the same way. Printed per run: the wall time until the
@@ -77,6 +79,23 @@ class Run:
                 f"core: {split}; loopback {self.loopback_mb:,.0f} MB")
 
 
+def count_batches(log_dir: Path, partitions: int) -> tuple[int, int]:
+    """Record batches and records in the topic's segment files (each batch: base offset, length, ...)."""
+    batches = records = 0
+    for partition in range(partitions):
+        for segment in sorted((log_dir / f"{TOPIC}-{partition}").glob("*.log")):
+            data = segment.read_bytes()
+            position = 0
+            while position + 61 <= len(data):
+                length = int.from_bytes(data[position + 8:position + 12], "big")
+                if length == 0:
+                    break  # the zeroed space a segment reserved past its data
+                batches += 1
+                records += int.from_bytes(data[position + 57:position + 61], "big")
+                position += 12 + length
+    return batches, records
+
+
 def consume(bootstrap: str, pid: int, consumers: int, records: int) -> Run:
     """``consumers`` kcat consumers each read the topic from the beginning to its end, as
     ``bench/broker_vs_kafka.py``'s consumers do, with the machine's CPU and loopback counted around them."""
@@ -91,7 +110,9 @@ def consume(bootstrap: str, pid: int, consumers: int, records: int) -> Run:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_500_000, help="records of 1 KiB, four producers")
+    parser.add_argument("--records", type=int, default=1_500_000, help="records written, then read by each consumer")
+    parser.add_argument("--size", type=int, default=1024, help="bytes per record")
+    parser.add_argument("--producers", type=int, default=4, help="kcat producers that fill the topic")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--warm", type=int, default=2, help="unmeasured consume runs on each broker first")
@@ -115,9 +136,13 @@ def main() -> int:
                            env={"PYTHONPATH": str(args.ours_tree)} if args.ours_tree else None) as ours, \
                 KafkaServer(directory / "kafka", config=args.kafka) as kafka:
             brokers = {"ours": (ours.bootstrap, ours.proc.pid), "Kafka": (kafka.bootstrap, kafka.process.pid)}
-            for bootstrap, pid in brokers.values():
+            log_dirs = {"ours": directory / "ours" / "logs", "Kafka": kafka.log_dir}
+            for name, (bootstrap, pid) in brokers.items():
                 create_topic(bootstrap, TOPIC, args.partitions)
-                Kcat(directory).produce(bootstrap, TOPIC, Row(1024, args.partitions, 4, "1"), args.records, pid)
+                Kcat(directory).produce(bootstrap, TOPIC, Row(args.size, args.partitions, args.producers, "1"),
+                                        args.records, pid)
+                batches, records = count_batches(log_dirs[name], args.partitions)
+                print(f"  {name:>5}: {batches:,} batches in the log, {records / batches:,.1f} records each")
             os.sync()  # the data written out before any run, so that no run shares the machine with writeback
             runs: dict[str, list[Run]] = {name: [] for name in brokers}
             for number in range(args.warm + args.runs):
