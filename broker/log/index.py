@@ -4,10 +4,14 @@
 holds 12-byte entries (timestamp int64, relative offset int32); all big-endian. An offset entry names
 the start of a batch; a time entry says "batches before this offset all have smaller timestamps".
 
-Both live in memory as arrays (searched with bisect) and are appended to their files entry by entry
-(write() to the OS, like the log itself). Entries come every ``index.interval.bytes`` of log, so a
-1 GiB segment has ~260k of them: 2 MiB of memory. Files are neither preallocated nor mmapped: append-
-only writes of 8 bytes cost about a microsecond, and loading reads the file once.
+Both live in memory as arrays (searched with bisect); new entries reach their files in groups of
+``PENDING_ENTRIES`` (one write() to the OS for the group, like the log itself), and whatever is left when the
+segment stops taking appends, is flushed or closed. Entries come every ``index.interval.bytes`` of log, which
+with producers' batches of 16 KiB is every batch: a write() per entry was two system calls per batch. An
+entry not yet written and lost with the process only makes a lookup start from an earlier entry (an index
+is sparse anyway), and an unclean shutdown rebuilds both indexes from the log. A 1 GiB segment has ~260k
+entries: 2 MiB of memory. Files are neither preallocated nor mmapped, and loading reads the file once.
+Callers serialize changes to one index (the partition's lock).
 
 An index is only a hint. Recovery rebuilds it from the log when it is missing or fails
 :meth:`OffsetIndex.is_sane` / :meth:`TimeIndex.is_sane`.
@@ -37,22 +41,59 @@ def _read_file(path: str) -> bytes:
         return b""
 
 
+# entries held in memory before they are written to the file together
+PENDING_ENTRIES = 32
+
+
 class _IndexFile:
-    """The file under an index: written by appends, fsynced on flush, closed once."""
+    """The file under an index: entries written in groups, all of them on flush and close, closed once."""
 
     _fd: int
+    _entry: struct.Struct
+    _pending: bytearray
+    _pending_count: int
+
+    def _open_file(self, path: str) -> None:
+        self._fd = _open_append(path)
+        self._pending = bytearray()
+        self._pending_count = 0
+
+    def _add(self, *fields: int) -> None:
+        self._pending += self._entry.pack(*fields)
+        self._pending_count += 1
+        if self._pending_count >= PENDING_ENTRIES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries held in memory to the file (O_APPEND: at its end)."""
+        if not self._pending_count:
+            return
+        pending = self._pending
+        written = os.write(self._fd, pending)
+        while written < len(pending):  # a regular file writes short only when something is wrong
+            written += os.write(self._fd, pending[written:])
+        pending.clear()
+        self._pending_count = 0
+
+    def _truncate_file(self, entries: int) -> None:
+        self.write_pending()
+        os.ftruncate(self._fd, entries * self._entry.size)
 
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.write_pending()
             os.close(self._fd)
             self._fd = -1
 
 
 class OffsetIndex(_IndexFile):
     """Maps an offset to the file position of a batch at or before it."""
+
+    _entry = _OFFSET_ENTRY
 
     def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
         self.path = path
@@ -72,7 +113,7 @@ class OffsetIndex(_IndexFile):
         if not load:
             with open(path, "wb"):
                 pass
-        self._fd = _open_append(path)
+        self._open_file(path)
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -86,7 +127,7 @@ class OffsetIndex(_IndexFile):
         relative = offset - self.base_offset
         self._relative_offsets.append(relative)
         self._positions.append(position)
-        os.write(self._fd, _OFFSET_ENTRY.pack(relative, position))
+        self._add(relative, position)
 
     def lookup(self, offset: int) -> int:
         """Position of the last indexed batch starting at or before ``offset`` (0 if none)."""
@@ -116,11 +157,13 @@ class OffsetIndex(_IndexFile):
             return
         del self._relative_offsets[keep:]
         del self._positions[keep:]
-        os.ftruncate(self._fd, keep * _OFFSET_ENTRY.size)
+        self._truncate_file(keep)
 
 
 class TimeIndex(_IndexFile):
     """Maps a timestamp to the offset of the first batch whose max timestamp reaches it."""
+
+    _entry = _TIME_ENTRY
 
     def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
         self.path = path
@@ -136,7 +179,7 @@ class TimeIndex(_IndexFile):
         if not load:
             with open(path, "wb"):
                 pass
-        self._fd = _open_append(path)
+        self._open_file(path)
 
     def __len__(self) -> int:
         return len(self._timestamps)
@@ -159,7 +202,7 @@ class TimeIndex(_IndexFile):
         relative = offset - self.base_offset
         self._timestamps.append(timestamp)
         self._relative_offsets.append(relative)
-        os.write(self._fd, _TIME_ENTRY.pack(timestamp, relative))
+        self._add(timestamp, relative)
 
     def lookup(self, timestamp: int) -> int:
         """Offset from which to scan for the first batch reaching ``timestamp`` (the segment base if none)."""
@@ -184,4 +227,4 @@ class TimeIndex(_IndexFile):
             return
         del self._timestamps[keep:]
         del self._relative_offsets[keep:]
-        os.ftruncate(self._fd, keep * _TIME_ENTRY.size)
+        self._truncate_file(keep)

@@ -314,10 +314,12 @@ class LogSegment:
             log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
 
     def close_for_appends(self) -> None:
-        """The segment stops being active: record its final max timestamp so reopening need not scan, and
-        free the disk space it reserved past its data."""
+        """The segment stops being active: record its final max timestamp so reopening need not scan, write
+        the index entries still held in memory, and free the disk space it reserved past its data."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
         self.release_reserved_space()
 
     def truncate_to(self, offset: int) -> None:

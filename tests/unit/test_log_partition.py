@@ -8,6 +8,7 @@ import pytest
 from log_harness import BASE_TS, Clock, all_records, batch, config, keyed_batch
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.index import PENDING_ENTRIES
 from broker.log.partition import PartitionLog
 from broker.protocol.records import BatchHeader, decode_batch, iter_batches, whole_batches_length
 
@@ -103,9 +104,30 @@ def test_offset_index_is_sparse(tmp_path, clock):
     entries = segment.offset_index.entries()
     batch_size = len(batch(1))
     assert len(entries) == pytest.approx(segment.size / (1000 + batch_size), abs=2)
+    # the file gets the entries in groups; a flush writes the rest
+    assert os.path.getsize(segment.offset_index.path) == 8 * (len(entries) - len(entries) % PENDING_ENTRIES)
+    log.flush()
     assert os.path.getsize(segment.offset_index.path) == 8 * len(entries)
     for offset, position in entries:
         assert BatchHeader.parse(segment.read(position, 61)).base_offset == offset
+
+
+def test_index_entries_held_in_memory_reach_the_files_on_close_and_are_only_a_hint_when_lost(tmp_path, clock):
+    log = PartitionLog(tmp_path / "p", config(index_interval_bytes=100), clock)
+    fill(log, [1] * (PENDING_ENTRIES + 5))
+    segment = log._segments[-1]
+    entries, times = segment.offset_index.entries(), segment.time_index.entries()
+    assert len(entries) % PENDING_ENTRIES and os.path.getsize(segment.offset_index.path) < 8 * len(entries)
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", config(index_interval_bytes=100), clock)
+    assert reopened._segments[-1].offset_index.entries() == entries
+    assert reopened._segments[-1].time_index.entries()[:len(times)] == times
+    fill(reopened, [1] * 3)
+    # a process that dies loses the entries not yet written, and its unclean shutdown rebuilds the indexes
+    killed = PartitionLog(tmp_path / "p", config(index_interval_bytes=100), clock)
+    assert killed._segments[-1].offset_index.entries() == reopened._segments[-1].offset_index.entries()
+    for offset in range(reopened.log_end_offset):
+        assert BatchHeader.parse(killed.read(offset, 1)).base_offset == offset
 
 
 def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path, clock):
