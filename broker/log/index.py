@@ -7,9 +7,10 @@ the start of a batch; a time entry says "batches before this offset all have sma
 Both live in memory as arrays (searched with bisect); new entries reach their files in groups of
 ``PENDING_ENTRIES`` (one write() to the OS for the group, like the log itself), and whatever is left when the
 segment stops taking appends, is flushed or closed. Entries come every ``index.interval.bytes`` of log, which
-with producers' batches of 16 KiB is every batch: a write() per entry was two system calls per batch. An
-entry not yet written and lost with the process only makes a lookup start from an earlier entry (an index
-is sparse anyway), and an unclean shutdown rebuilds both indexes from the log. A 1 GiB segment has ~260k
+with producers' batches of 16 KiB is every batch: a write() per entry was two system calls per batch. A
+segment that rolls writes its entries at once; the active one's, held when the process dies, are not
+missed, since recovery after an unclean shutdown rebuilds its indexes from the log (and an index with
+fewer entries would still be right: lookups would start from an earlier batch). A 1 GiB segment has ~260k
 entries: 2 MiB of memory. Files are neither preallocated nor mmapped, and loading reads the file once.
 Callers serialize changes to one index (the partition's lock).
 
