@@ -97,7 +97,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -320,10 +320,11 @@ class Kcat:
         return figure(records * row.clients, row.size, run.wall, run)
 
     @staticmethod
-    def read_all(bootstrap: str, topic: str, clients: int, records: int, broker_pid: Pids) -> ClientsRun:
+    def read_all(bootstrap: str, topic: str, clients: int, records: int, broker_pid: Pids,
+                 wrapper: Sequence[str] = ()) -> ClientsRun:
         """``clients`` kcat consumers each read ``topic`` from the beginning to its end, every one checked to
-        have read ``records`` records."""
-        commands = [[KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
+        have read ``records`` records. ``wrapper``: a command that runs kcat (e.g. ``taskset -c 1``)."""
+        commands = [[*wrapper, KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%o\\n"]
                     for _ in range(clients)]
         run = run_clients(commands, broker_pid, [None] * clients)
         for output in run.outputs:

@@ -16,6 +16,10 @@ last consumer was done, the broker's CPU, the consumers' user and system CPU and
 ``wait4``), the machine's CPU split from ``/proc/stat`` (user, system, softirq, idle; percent of one core)
 and the bytes over loopback; at the end the median run of each broker.
 
+``--pin-consumers CPUS`` runs each consumer on those CPUs only (``taskset -c``): a kcat consumer's two busy
+threads (librdkafka's broker thread decoding answers, kcat's main thread taking the records) then take turns
+on one core instead of running side by side on two.
+
 ``--ours KEY=VALUE[,...]`` starts our broker with those settings (e.g. ``socket.send.buffer.bytes=102400``,
 Kafka's default send buffer), ``--kafka KEY=VALUE[,...]`` starts Kafka with those (e.g.
 ``socket.send.buffer.bytes=-1``, the kernel's sizing, ours by default); ``--ours-tree DIR`` runs our broker from the code of another checkout (a change
@@ -96,11 +100,11 @@ def count_batches(log_dir: Path, partitions: int) -> tuple[int, int]:
     return batches, records
 
 
-def consume(bootstrap: str, pid: int, consumers: int, records: int) -> Run:
+def consume(bootstrap: str, pid: int, consumers: int, records: int, wrapper: list[str]) -> Run:
     """``consumers`` kcat consumers each read the topic from the beginning to its end, as
     ``bench/broker_vs_kafka.py``'s consumers do, with the machine's CPU and loopback counted around them."""
     ticks, sent_before = machine_ticks(), loopback_bytes()
-    run = Kcat.read_all(bootstrap, TOPIC, consumers, records, pid)
+    run = Kcat.read_all(bootstrap, TOPIC, consumers, records, pid, wrapper)
     spent = [after - before for after, before in zip(machine_ticks(), ticks, strict=True)]
     cores = os.cpu_count() or 1
     machine = {name: 100 * cores * spent[column] / sum(spent) for name, column in CPU_FIELDS.items()}
@@ -123,7 +127,10 @@ def main() -> int:
                         help="settings for Kafka (server.properties keys)")
     parser.add_argument("--ours-tree", type=checkout, default=None, metavar="DIR",
                         help="our broker runs the code of the checkout DIR (a change tried, as in bench/tried/)")
+    parser.add_argument("--pin-consumers", default=None, metavar="CPUS",
+                        help="run each consumer on these CPUs only (taskset -c CPUS, e.g. 1)")
     args = parser.parse_args()
+    wrapper = ["taskset", "-c", args.pin_consumers] if args.pin_consumers else []
     if reason := unavailable():
         parser.error(reason)
     print(f"$ {' '.join([os.path.relpath(sys.executable), *sys.argv])}", flush=True)
@@ -147,7 +154,7 @@ def main() -> int:
             runs: dict[str, list[Run]] = {name: [] for name in brokers}
             for number in range(args.warm + args.runs):
                 for name in (("ours", "Kafka") if number % 2 == 0 else ("Kafka", "ours")):
-                    run = consume(*brokers[name], args.consumers, args.records)
+                    run = consume(*brokers[name], args.consumers, args.records, wrapper)
                     measured = number >= args.warm
                     print(f"  {name:>5} {'run' if measured else 'warm-up'} {number + 1}: {run.line()}", flush=True)
                     if measured:
