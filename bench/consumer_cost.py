@@ -50,6 +50,8 @@ from broker_vs_kafka import (  # noqa: E402
 from harness import BrokerProcess  # noqa: E402
 from kafka_harness import KafkaServer, unavailable  # noqa: E402
 
+from broker.protocol.records import iter_batches  # noqa: E402
+
 TOPIC = "consumer-cost"
 CPU_FIELDS = {"user": 0, "system": 2, "softirq": 6, "idle": 3}  # columns of /proc/stat's "cpu" line
 
@@ -84,19 +86,13 @@ class Run:
 
 
 def count_batches(log_dir: Path, partitions: int) -> tuple[int, int]:
-    """Record batches and records in the topic's segment files (each batch: base offset, length, ...)."""
+    """Record batches and records in the topic's segment files."""
     batches = records = 0
     for partition in range(partitions):
-        for segment in sorted((log_dir / f"{TOPIC}-{partition}").glob("*.log")):
-            data = segment.read_bytes()
-            position = 0
-            while position + 61 <= len(data):
-                length = int.from_bytes(data[position + 8:position + 12], "big")
-                if length == 0:
-                    break  # the zeroed space a segment reserved past its data
+        for segment in (log_dir / f"{TOPIC}-{partition}").glob("*.log"):
+            for _, header in iter_batches(segment.read_bytes()):
                 batches += 1
-                records += int.from_bytes(data[position + 57:position + 61], "big")
-                position += 12 + length
+                records += header.records_count
     return batches, records
 
 
