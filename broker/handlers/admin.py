@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,28 +149,29 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
     return result
 
 
-async def _known_topic(broker: Any, name: str) -> Any:
-    """The local log of topic ``name``. In a cluster a topic created through another broker a moment ago
-    may not have reached this broker yet: before saying that a topic does not exist, catch up with the
-    metadata the quorum has committed. KafkaError UNKNOWN_TOPIC_OR_PARTITION if it still does not."""
-    topic = broker.logs.topics.get(name)
-    if topic is None:
+async def _caught_up(broker: Any, find: Callable[[], Any]) -> Any:
+    """``find()``, asked again after catching up with the metadata the quorum has committed when it finds
+    nothing: in a cluster a topic created through another broker a moment ago may not have reached this one
+    yet, and a request about it must not be told that it does not exist."""
+    found = find()
+    if found is None:
         await broker.topic_admin.catch_up()
-        topic = broker.logs.topics.get(name)
+        found = find()
+    return found
+
+
+async def _known_topic(broker: Any, name: str) -> Any:
+    """The local log of topic ``name``; KafkaError UNKNOWN_TOPIC_OR_PARTITION if, caught up, there is none."""
+    topic = await _caught_up(broker, lambda: broker.logs.topics.get(name))
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return topic
 
 
 async def _topic_named_by_id(broker: Any, topic_id: bytes) -> str | None:
-    """The name of the topic with ``topic_id`` (None if there is none), caught up as :func:`_known_topic`."""
-    for attempt in range(2):
-        for name, topic in broker.logs.topics.items():
-            if getattr(topic, "topic_id", None) == topic_id:
-                return name
-        if attempt == 0:
-            await broker.topic_admin.catch_up()
-    return None
+    """The name of the topic with ``topic_id`` (None if, caught up, there is none)."""
+    return await _caught_up(broker, lambda: next(
+        (name for name, topic in broker.logs.topics.items() if getattr(topic, "topic_id", None) == topic_id), None))
 
 
 @handler(ApiKey.CREATE_TOPICS)
