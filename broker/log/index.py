@@ -51,30 +51,26 @@ class _IndexFile:
 
     _fd: int
     _entry: struct.Struct
-    _pending: bytearray
-    _pending_count: int
+    _pending: bytearray  # packed entries not yet written
 
     def _open_file(self, path: str) -> None:
         self._fd = _open_append(path)
         self._pending = bytearray()
-        self._pending_count = 0
 
     def _add(self, *fields: int) -> None:
         self._pending += self._entry.pack(*fields)
-        self._pending_count += 1
-        if self._pending_count >= PENDING_ENTRIES:
+        if len(self._pending) >= PENDING_ENTRIES * self._entry.size:
             self.write_pending()
 
     def write_pending(self) -> None:
         """Write the entries held in memory to the file (O_APPEND: at its end)."""
-        if not self._pending_count:
-            return
         pending = self._pending
+        if not pending:
+            return
         written = os.write(self._fd, pending)
         while written < len(pending):  # a regular file writes short only when something is wrong
             written += os.write(self._fd, pending[written:])
         pending.clear()
-        self._pending_count = 0
 
     def _truncate_file(self, entries: int) -> None:
         self.write_pending()

@@ -112,7 +112,7 @@ def test_offset_index_is_sparse(tmp_path, clock):
         assert BatchHeader.parse(segment.read(position, 61)).base_offset == offset
 
 
-def test_index_entries_held_in_memory_reach_the_files_on_close_and_are_only_a_hint_when_lost(tmp_path, clock):
+def test_index_entries_held_in_memory_reach_the_files_on_close_and_are_rebuilt_when_lost(tmp_path, clock):
     log = PartitionLog(tmp_path / "p", config(index_interval_bytes=100), clock)
     fill(log, [1] * (PENDING_ENTRIES + 5))
     segment = log._segments[-1]
