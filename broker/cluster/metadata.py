@@ -24,7 +24,7 @@ The rules follow Kafka's KRaft controller:
 * An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
   leader nor add a replica that is not alive.
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
-  quorum had committed before it (see :meth:`broker.cluster.node.ClusterTopicAdmin.catch_up`).
+  quorum had committed before it (see :meth:`broker.cluster.node.ClusterNode.catch_up`).
 """
 
 from __future__ import annotations

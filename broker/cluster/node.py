@@ -40,6 +40,7 @@ from broker.cluster.membership import ALIVE, LEFT, GossipNode, MemberEvent
 from broker.cluster.metadata import NO_LEADER, ClusterMetadata, PartitionState
 from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.cluster.replication import ReplicaManager
+from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import format_value, parse_configs
 from broker.security.acl import Acl
@@ -81,6 +82,8 @@ class ClusterNode:
         self._security_applied: tuple[list, dict] | None = None  # the metadata's ACLs and SCRAM, as last applied
         self._group_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
+        # concurrent catch-ups share a barrier (one proposed after each of them arrived)
+        self._barrier = SharedCall(self._commit_barrier)
         self._leaving = False
         self._fenced = asyncio.Event()
 
@@ -158,10 +161,25 @@ class ClusterNode:
                 await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
         await self.controller.stop()
         await self.replicas.stop()
+        await self._barrier.close()
         await self.raft.stop()
         for task in list(self._group_tasks):
             task.cancel()
         await asyncio.gather(*self._group_tasks, return_exceptions=True)
+
+    async def catch_up(self) -> None:
+        """Return once this broker has applied every metadata change the quorum committed before the call.
+        A barrier command is committed through the leader; its answer comes after this broker applied it and
+        all before it. Callers waiting at the same time share one barrier (each one proposed after they
+        arrived). Without a quorum the local view is all there is (the wait gives up after
+        CATCH_UP_TIMEOUT)."""
+        await self._barrier()
+
+    async def _commit_barrier(self) -> None:
+        try:
+            await self.raft.propose({"op": "barrier"}, CATCH_UP_TIMEOUT)
+        except ProposalFailed as exc:
+            log.info("metadata catch-up failed; answering from this broker's view", error=str(exc))
 
     async def _wait_fenced(self) -> None:
         while self.metadata.brokers[self.node_id].alive:
@@ -246,6 +264,8 @@ class ClusterNode:
     # --- the metadata's listener (called on the event loop) ------------------------------------------------
 
     def on_applied(self, command: dict[str, Any], result: dict[str, Any]) -> None:
+        if command["op"] == "barrier":
+            return  # it changes nothing: no reconciling, nothing for the controller
         if result["error_code"] == 0:
             self.reconcile()
         self.controller.wake()
@@ -384,13 +404,8 @@ class ClusterTopicAdmin:
     async def catch_up(self) -> None:
         """Return once this broker has applied every metadata change the quorum committed before the
         call: a topic created through another broker a moment ago may not have reached this one yet, and
-        an admin request must not be told it does not exist. A barrier command is committed through the
-        leader; its answer comes after this broker applied it and all before it. Without a quorum the
-        local view is all there is (the wait gives up after CATCH_UP_TIMEOUT)."""
-        try:
-            await self.node.raft.propose({"op": "barrier"}, CATCH_UP_TIMEOUT)
-        except ProposalFailed as exc:
-            log.info("metadata catch-up failed; answering from this broker's view", error=str(exc))
+        an admin request must not be told it does not exist (see :meth:`ClusterNode.catch_up`)."""
+        await self.node.catch_up()
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
                            assignments: list[list[int]] | None = None) -> bytes:
