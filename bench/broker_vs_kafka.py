@@ -23,7 +23,8 @@ acks. Kafka's producer tool also reports the produce latency (p50/p99 of its sen
 times at full speed); a last row measures latency at a fixed 20,000 records/s, where queueing does not
 dominate it.
 
-``--rows SIZE:PARTITIONS:CLIENTS[,...]`` keeps only the rows named (both acks settings of each), e.g.
+``--rows SIZE:PARTITIONS:CLIENTS[,...]`` keeps only the rows named (the acks settings of each that ``--acks``
+names, ``1,all`` by default, in that order: ``--acks all,1`` runs acks=all first), e.g.
 ``--rows 1024:6:4`` for the 1 KiB, 6-partition, 4-client rows; ``--repeat N`` measures each row N times on
 each broker (a new topic each time) and reports the median run of each figure, with every run's rate
 printed as it is measured.
@@ -405,9 +406,10 @@ def figure(records: int, size: int, seconds: float, run: ClientsRun) -> Figure:
                   broker_waited=100 * run.broker_waited / run.wall)
 
 
-def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None) -> Iterator[Row]:
+def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None,
+           acks_order: tuple[str, ...] = ("1", "all")) -> Iterator[Row]:
     clients = (1,) if quick else (1, 4)
-    for size, partitions, count, acks in itertools.product((100, 1024), (1, 6), clients, ("1", "all")):
+    for size, partitions, count, acks in itertools.product((100, 1024), (1, 6), clients, acks_order):
         if only is None or (size, partitions, count) in only:
             yield Row(size, partitions, count, acks)
 
@@ -424,6 +426,13 @@ def parse_rows(text: str) -> set[tuple[int, int, int]]:
             raise argparse.ArgumentTypeError(f"--rows {spec!r}: size is 100 or 1024, partitions 1 or 6, clients 1 or 4")
         found.add((size, partitions, clients))
     return found
+
+
+def parse_acks(text: str) -> tuple[str, ...]:
+    order = tuple(text.split(","))
+    if not order or len(set(order)) != len(order) or not set(order) <= {"1", "all"}:
+        raise argparse.ArgumentTypeError(f"--acks wants 1 and/or all, comma-separated, each once, got {text!r}")
+    return order
 
 
 def checkout(text: str) -> Path:
@@ -609,6 +618,8 @@ def main() -> int:
     parser.add_argument("--records-1k", type=int, default=200_000, help="records per 1 KiB row")
     parser.add_argument("--rows", type=parse_rows, default=None,
                         help="only these rows: SIZE:PARTITIONS:CLIENTS[,...], e.g. 1024:6:4")
+    parser.add_argument("--acks", type=parse_acks, default=("1", "all"), metavar="ACKS[,ACKS]",
+                        help="the acks settings of each row, in the order they run (default 1,all)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row and broker; the median run is reported")
     parser.add_argument("--alternate", action="store_true",
                         help="both brokers up; each run on ours is followed by the same run on Kafka")
@@ -645,7 +656,7 @@ def main() -> int:
         directory = Path(tmp)
         known = {"kcat": Kcat(directory), "java": JavaTools(args.producer_metrics)}
         clients = [known[name] for name in args.clients.split(",")]
-        rows = list(matrix(args.quick and args.rows is None, args.rows))
+        rows = list(matrix(args.quick and args.rows is None, args.rows, args.acks))
         records = {100: args.records_100, 1024: args.records_1k}
         print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
         print(f"TCP congestion control: {congestion_control()}")
