@@ -27,7 +27,9 @@ dominate it.
 names, ``1,all`` by default, in that order: ``--acks all,1`` runs acks=all first), e.g.
 ``--rows 1024:6:4`` for the 1 KiB, 6-partition, 4-client rows; ``--repeat N`` measures each row N times on
 each broker (a new topic each time) and reports the median run of each figure, with every run's rate
-printed as it is measured.
+printed as it is measured. Before the first measured run each broker gets ``--warm-up N`` unmeasured runs (1
+by default) of the first row with each client: Kafka's JVM compiles its produce and fetch paths in its first
+runs, which had counted against whichever row came first.
 
 ``--alternate`` starts both brokers and takes turns, run by run: each run of a row on one broker is followed by
 the same run on the other, so that whatever else the machine does in a stretch of time weighs on both brokers
@@ -513,10 +515,23 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
     return produced, consumed
 
 
+def warm_up(brokers: Sequence[Broker], row: Row, clients: list, records: dict[int, int], runs: int) -> None:
+    """``runs`` unmeasured runs of ``row`` with each client on each broker, before anything is measured:
+    Kafka's JVM compiles its produce and fetch paths in its first runs (its first run of a session was its
+    slowest, bench/README.md), and a broker's page cache and buffers fill."""
+    for number in range(runs):
+        for client in clients:
+            for index, broker in enumerate(brokers):
+                print(f"  warm-up {number + 1}:", end="")
+                measure_run(broker, client, row, f"bench-warm-{client.name}-{number}", records[row.size],
+                            idle=brokers[1 - index] if len(brokers) == 2 else None)
+
+
 def measure_alternating(brokers: tuple[Broker, Broker], rows: list[Row], clients: list, records: dict[int, int],
-                        repeat: int) -> list[dict]:
+                        repeat: int, warm_runs: int = 0) -> list[dict]:
     """Every run of every row on each of the two brokers in turn; one result dict per broker, as
     measure_broker's."""
+    warm_up(brokers, rows[0], clients, records, warm_runs)
     runs: dict[tuple[int, Row, str], list[tuple[Figure, Figure]]] = {}
     pairs = 0
     for row_number, row in enumerate(rows):
@@ -537,7 +552,9 @@ def measure_alternating(brokers: tuple[Broker, Broker], rows: list[Row], clients
     return results
 
 
-def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int], repeat: int = 1) -> dict:
+def measure_broker(broker: Broker, rows: list[Row], clients: list, records: dict[int, int], repeat: int = 1,
+                   warm_runs: int = 0) -> dict:
+    warm_up([broker], rows[0], clients, records, warm_runs)
     results = {}
     for row_number, row in enumerate(rows):
         for client in clients:
@@ -620,6 +637,9 @@ def main() -> int:
                         help="only these rows: SIZE:PARTITIONS:CLIENTS[,...], e.g. 1024:6:4")
     parser.add_argument("--acks", type=parse_acks, default=("1", "all"), metavar="ACKS[,ACKS]",
                         help="the acks settings of each row, in the order they run (default 1,all)")
+    parser.add_argument("--warm-up", type=int, default=1, metavar="N",
+                        help="unmeasured runs of the first row with each client on each broker before the measured "
+                             "ones (default 1; 0 for none, as before 2026-11-27)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row and broker; the median run is reported")
     parser.add_argument("--alternate", action="store_true",
                         help="both brokers up; each run on ours is followed by the same run on Kafka")
@@ -710,17 +730,18 @@ def main() -> int:
                         env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None,
                         new_session=args.broker_sessions))
                     second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
-                ours, seconds = measure_alternating((ours_broker, second), rows, clients, records, args.repeat)
+                ours, seconds = measure_alternating((ours_broker, second), rows, clients, records, args.repeat,
+                                                    args.warm_up)
             print_table(rows, clients, ours, seconds, second.name)
             return 0
         # Kafka's fixture starts groups without the initial rebalance delay; ours likewise.
         with BrokerProcess(directory / "ours", extra_config={"group.initial.rebalance.delay.ms": 0,
                                                              **args.ours_settings}) as broker:
             ours = measure_broker(Broker("ours", broker.bootstrap, broker.proc.pid), rows, clients, records,
-                                 args.repeat)
+                                  args.repeat, args.warm_up)
         with KafkaServer(directory / "kafka") as kafka:
             kafkas = measure_broker(Broker("Kafka", kafka.bootstrap, kafka.process.pid), rows, clients, records,
-                                    args.repeat)
+                                    args.repeat, args.warm_up)
     print_table(rows, clients, ours, kafkas)
     return 0
 
