@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import struct
-import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 from protocol_strategies import body_strategy, with_defaults
-
-with warnings.catch_warnings():
-    # kafka-python 3 loads its JSON schemas through a deprecated importlib.resources call.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.admin import CreateTopicsRequest
-    from kafka.protocol.api_message import ApiMessage
-    from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest
-    from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest
-    from kafka.protocol.producer import ProduceRequest
 
 from broker.protocol import messages
 from broker.protocol.api import (
