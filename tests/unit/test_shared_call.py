@@ -33,101 +33,87 @@ class Gate:
         while len(self.started) <= number:
             await asyncio.sleep(0)
 
+    async def finish(self, number: int) -> None:
+        """Once call ``number`` has started, let it end."""
+        await self.wait_started(number)
+        self.release[number].set()
+
 
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
 
 
-def test_callers_arriving_during_a_call_share_the_next_one_and_never_the_current():
-    async def run() -> None:
-        gate = Gate()
-        shared = SharedCall(gate)
-        first = asyncio.create_task(shared())
-        await gate.wait_started(0)
-        # these arrive while call 0 is under way: call 0 cannot answer them
-        later = [asyncio.create_task(shared()) for _ in range(10)]
-        await settle()
-        assert shared.calls == 1
-        gate.release[0].set()
-        assert await first == 0
-        await gate.wait_started(1)
-        assert not any(task.done() for task in later)  # call 0 is over, but they wait for call 1
-        gate.release[1].set()
-        assert await asyncio.gather(*later) == [1] * 10
-        assert shared.calls == 2
-
-    asyncio.run(run())
+async def test_callers_arriving_during_a_call_share_the_next_one_and_never_the_current():
+    gate = Gate()
+    shared = SharedCall(gate)
+    first = asyncio.create_task(shared())
+    await gate.wait_started(0)
+    # these arrive while call 0 is under way: call 0 cannot answer them
+    later = [asyncio.create_task(shared()) for _ in range(10)]
+    await settle()
+    assert shared.calls == 1
+    gate.release[0].set()
+    assert await first == 0
+    await gate.wait_started(1)
+    assert not any(task.done() for task in later)  # call 0 is over, but they wait for call 1
+    gate.release[1].set()
+    assert await asyncio.gather(*later) == [1] * 10
+    assert shared.calls == 2
 
 
-def test_callers_arriving_before_a_call_starts_share_it():
-    async def run() -> None:
-        gate = Gate()
-        shared = SharedCall(gate)
-        callers = [asyncio.create_task(shared()) for _ in range(5)]  # all wait before the first call starts
-        await gate.wait_started(0)
-        gate.release[0].set()
-        assert await asyncio.gather(*callers) == [0] * 5
-        assert shared.calls == 1
-        # a caller after that starts a call of its own
-        alone = asyncio.create_task(shared())
-        await gate.wait_started(1)
-        gate.release[1].set()
-        assert await alone == 1
-
-    asyncio.run(run())
+async def test_callers_arriving_before_a_call_starts_share_it():
+    gate = Gate()
+    shared = SharedCall(gate)
+    callers = [asyncio.create_task(shared()) for _ in range(5)]  # all wait before the first call starts
+    await gate.finish(0)
+    assert await asyncio.gather(*callers) == [0] * 5
+    assert shared.calls == 1
+    # a caller after that starts a call of its own
+    alone = asyncio.create_task(shared())
+    await gate.finish(1)
+    assert await alone == 1
 
 
-def test_a_failed_call_fails_its_callers_only():
-    async def run() -> None:
-        gate = Gate()
-        gate.errors[0] = RuntimeError("no quorum")
-        shared = SharedCall(gate)
-        first = asyncio.create_task(shared())
-        await gate.wait_started(0)
-        second = asyncio.create_task(shared())
-        await settle()
-        gate.release[0].set()
-        with pytest.raises(RuntimeError, match="no quorum"):
-            await first
-        await gate.wait_started(1)
-        gate.release[1].set()
-        assert await second == 1
-
-    asyncio.run(run())
+async def test_a_failed_call_fails_its_callers_only():
+    gate = Gate()
+    gate.errors[0] = RuntimeError("no quorum")
+    shared = SharedCall(gate)
+    first = asyncio.create_task(shared())
+    await gate.wait_started(0)
+    second = asyncio.create_task(shared())
+    await settle()
+    gate.release[0].set()
+    with pytest.raises(RuntimeError, match="no quorum"):
+        await first
+    await gate.finish(1)
+    assert await second == 1
 
 
-def test_a_caller_that_gives_up_leaves_the_call_to_the_others():
-    async def run() -> None:
-        gate = Gate()
-        shared = SharedCall(gate)
-        leaving, staying = asyncio.create_task(shared()), asyncio.create_task(shared())
-        await gate.wait_started(0)
-        leaving.cancel()
-        await settle()
-        assert leaving.cancelled() and not staying.done()
-        gate.release[0].set()
-        assert await staying == 0
-
-    asyncio.run(run())
+async def test_a_caller_that_gives_up_leaves_the_call_to_the_others():
+    gate = Gate()
+    shared = SharedCall(gate)
+    leaving, staying = asyncio.create_task(shared()), asyncio.create_task(shared())
+    await gate.wait_started(0)
+    leaving.cancel()
+    await settle()
+    assert leaving.cancelled() and not staying.done()
+    gate.release[0].set()
+    assert await staying == 0
 
 
-def test_close_cancels_the_call_under_way_and_its_callers():
-    async def run() -> None:
-        gate = Gate()
-        shared = SharedCall(gate)
-        first = asyncio.create_task(shared())
-        await gate.wait_started(0)
-        waiting_for_next = asyncio.create_task(shared())
-        await settle()
-        await shared.close()
-        for task in (first, waiting_for_next):
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        # usable again afterwards (a broker's node restarted in the same process)
-        again = asyncio.create_task(shared())
-        await gate.wait_started(1)
-        gate.release[1].set()
-        assert await again == 1
-
-    asyncio.run(run())
+async def test_close_cancels_the_call_under_way_and_its_callers():
+    gate = Gate()
+    shared = SharedCall(gate)
+    first = asyncio.create_task(shared())
+    await gate.wait_started(0)
+    waiting_for_next = asyncio.create_task(shared())
+    await settle()
+    await shared.close()
+    for task in (first, waiting_for_next):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    # usable again afterwards (a broker's node restarted in the same process)
+    again = asyncio.create_task(shared())
+    await gate.finish(1)
+    assert await again == 1
