@@ -53,6 +53,11 @@ producer batched and waited (batch size, records per request, request latency, t
 waiting for buffer memory or in the network thread's select, retries and errors): whether a broker made the
 client work differently.
 
+``--pin-consumers CPUS`` runs each kcat consumer on those CPUs only (``taskset -c``, e.g. ``1``). Unpinned, a
+kcat consumer of 100 B records is the bound of its row: librdkafka's thread decoding answers and kcat's thread
+taking records run on both cores and hand every batch across, and that costs it more the sooner a broker answers
+(``bench/consumer_cost.py``); pinned, the two take turns on one core and the row measures the broker.
+
 ``--versus-ours KEY=VALUE[,...]`` measures our broker against itself with those broker settings, run by run
 as ``--alternate`` does (an A/B of a setting; the tables call the second broker "ours B"). ``--versus-tree DIR``
 does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
@@ -308,8 +313,10 @@ def share(records: int, clients: int) -> list[int]:
 class Kcat:
     name = "kcat"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, consumer_cpus: str | None = None) -> None:
         self.directory = directory
+        # ``taskset -c CPUS`` before each consumer (``--pin-consumers``): its two threads take turns on those CPUs
+        self.consumer_wrapper = ["taskset", "-c", consumer_cpus] if consumer_cpus else []
 
     def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
         counts = share(records, row.clients)
@@ -319,7 +326,7 @@ class Kcat:
         return figure(records, row.size, run.wall, run)
 
     def consume(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
-        run = self.read_all(bootstrap, topic, row.clients, records, broker_pid)
+        run = self.read_all(bootstrap, topic, row.clients, records, broker_pid, self.consumer_wrapper)
         return figure(records * row.clients, row.size, run.wall, run)
 
     @staticmethod
@@ -660,6 +667,9 @@ def main() -> int:
     parser.add_argument("--broker-sessions", action="store_true",
                         help="with --alternate: each broker in a session of its own, so that the kernel's autogroup "
                              "scheduling shares the CPU between the broker and the clients as groups")
+    parser.add_argument("--pin-consumers", default=None, metavar="CPUS",
+                        help="run each kcat consumer on these CPUs only (taskset -c CPUS, e.g. 1): its two busy "
+                             "threads take turns on one core instead of handing records across two")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -674,7 +684,7 @@ def main() -> int:
         parser.error("--broker-sessions goes with --alternate (or --versus-ours / --versus-tree), one node of ours")
     with tempfile.TemporaryDirectory(prefix="broker-vs-kafka-") as tmp:
         directory = Path(tmp)
-        known = {"kcat": Kcat(directory), "java": JavaTools(args.producer_metrics)}
+        known = {"kcat": Kcat(directory, args.pin_consumers), "java": JavaTools(args.producer_metrics)}
         clients = [known[name] for name in args.clients.split(",")]
         rows = list(matrix(args.quick and args.rows is None, args.rows, args.acks))
         records = {100: args.records_100, 1024: args.records_1k}
