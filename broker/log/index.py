@@ -30,10 +30,6 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _open_append(path: str) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-
-
 def _read_file(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -53,8 +49,10 @@ class _IndexFile:
     _entry: struct.Struct
     _pending: bytearray  # packed entries not yet written
 
-    def _open_file(self, path: str) -> None:
-        self._fd = _open_append(path)
+    def _open_file(self, path: str, *, fresh: bool) -> None:
+        """Open the file for appends; ``fresh``: empty it (a new segment's index), else keep what it holds."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0)
+        self._fd = os.open(path, flags, 0o644)
         self._pending = bytearray()
 
     def _add(self, *fields: int) -> None:
@@ -72,9 +70,16 @@ class _IndexFile:
             written += os.write(self._fd, pending[written:])
         pending.clear()
 
-    def _truncate_file(self, entries: int) -> None:
-        self.write_pending()
-        os.ftruncate(self._fd, entries * self._entry.size)
+    def _truncate_file(self, keep: int, had: int) -> None:
+        """The index went from ``had`` entries to its first ``keep``: drop the rest from the entries held in
+        memory, and cut the file only if some of them had been written."""
+        size = self._entry.size
+        written = had - len(self._pending) // size
+        if keep >= written:
+            del self._pending[(keep - written) * size:]
+            return
+        self._pending.clear()
+        os.ftruncate(self._fd, keep * size)
 
     def flush(self) -> None:
         self.write_pending()
@@ -107,10 +112,7 @@ class OffsetIndex(_IndexFile):
                 raw.byteswap()
             self._relative_offsets = raw[0::2]
             self._positions = raw[1::2]
-        if not load:
-            with open(path, "wb"):
-                pass
-        self._open_file(path)
+        self._open_file(path, fresh=not load)
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -150,11 +152,12 @@ class OffsetIndex(_IndexFile):
     def truncate_to(self, offset: int) -> None:
         """Drop the entries for ``offset`` and beyond."""
         keep = bisect_right(self._relative_offsets, offset - self.base_offset - 1)
-        if keep == len(self._positions):
+        had = len(self._positions)
+        if keep == had:
             return
         del self._relative_offsets[keep:]
         del self._positions[keep:]
-        self._truncate_file(keep)
+        self._truncate_file(keep, had)
 
 
 class TimeIndex(_IndexFile):
@@ -173,10 +176,7 @@ class TimeIndex(_IndexFile):
         for timestamp, relative in _TIME_ENTRY.iter_unpack(data[:usable]):
             self._timestamps.append(timestamp)
             self._relative_offsets.append(relative)
-        if not load:
-            with open(path, "wb"):
-                pass
-        self._open_file(path)
+        self._open_file(path, fresh=not load)
 
     def __len__(self) -> int:
         return len(self._timestamps)
@@ -220,8 +220,9 @@ class TimeIndex(_IndexFile):
         keep = len(self._relative_offsets)
         while keep and self.base_offset + self._relative_offsets[keep - 1] >= offset:
             keep -= 1
-        if keep == len(self._timestamps):
+        had = len(self._timestamps)
+        if keep == had:
             return
         del self._timestamps[keep:]
         del self._relative_offsets[keep:]
-        self._truncate_file(keep)
+        self._truncate_file(keep, had)
