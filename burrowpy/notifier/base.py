@@ -10,6 +10,7 @@ the coordinator: every failure is logged with what was being sent and why it fai
 from __future__ import annotations
 
 import asyncio
+import ssl
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -26,6 +27,19 @@ COMMON_KEYS = ("class-name", "interval", "send-interval", "threshold", "group-al
                "send-close", "send-once", "retries", "retry-backoff")
 MAX_RETRY_DELAY = 60.0  # seconds; a notification later than this is worth little, better give up sooner
 THRESHOLDS = {"OK": Status.OK, "WARN": Status.WARN, "ERR": Status.ERR}
+
+
+def verifying_tls(section: Section) -> ssl.SSLContext:
+    """A TLS context that checks the server against the system's roots and the section's ``extra-ca`` file
+    (a config error naming that key when the file cannot be loaded)."""
+    context = ssl.create_default_context()
+    extra_ca = section.get_str("extra-ca", "")
+    if extra_ca:
+        try:
+            context.load_verify_locations(cafile=extra_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise section.error("extra-ca", f"cannot load CA certificates from {extra_ca!r}: {exc}") from None
+    return context
 
 
 class MessageError(Exception):

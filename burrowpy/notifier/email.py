@@ -22,7 +22,7 @@ from email.utils import formatdate, make_msgid
 from typing import Any
 
 from burrowpy.config import Section
-from burrowpy.notifier.base import DeliveryError, MessageError, Notifier
+from burrowpy.notifier.base import DeliveryError, MessageError, Notifier, verifying_tls
 from burrowpy.notifier.decision import Action
 from burrowpy.notifier.templates import render
 
@@ -79,18 +79,14 @@ def build_message(text: str, sender: str, recipients: list[str]) -> EmailMessage
 
 
 def smtp_tls(section: Section) -> ssl.SSLContext:
-    context = ssl.create_default_context()
+    """STARTTLS's context: verifying (``extra-ca`` added to the system's roots), or accepting any server with
+    ``noverify``."""
     if section.get_bool("noverify", False):
+        context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    extra_ca = section.get_str("extra-ca", "")
-    if extra_ca:
-        try:
-            context.load_verify_locations(cafile=extra_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise section.error("extra-ca", f"cannot load CA certificates from {extra_ca!r}: {exc}") from None
-    return context
+    return verifying_tls(section)
 
 
 class EmailNotifier(Notifier):

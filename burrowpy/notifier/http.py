@@ -16,7 +16,7 @@ import aiohttp
 from multidict import CIMultiDict
 
 from burrowpy.config import Section
-from burrowpy.notifier.base import DeliveryError, Notifier
+from burrowpy.notifier.base import DeliveryError, Notifier, verifying_tls
 from burrowpy.notifier.decision import Action
 from burrowpy.notifier.templates import compile_inline, render
 
@@ -34,14 +34,7 @@ def client_tls(section: Section) -> ssl.SSLContext | bool:
     """The ``ssl`` argument for aiohttp: system roots plus ``extra-ca``, or False with ``noverify``."""
     if section.get_bool("noverify", False):
         return False
-    context = ssl.create_default_context()
-    extra_ca = section.get_str("extra-ca", "")
-    if extra_ca:
-        try:
-            context.load_verify_locations(cafile=extra_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise section.error("extra-ca", f"cannot load CA certificates from {extra_ca!r}: {exc}") from None
-    return context
+    return verifying_tls(section)
 
 
 class HttpNotifier(Notifier):
