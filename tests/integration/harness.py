@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -93,6 +94,17 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: floa
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}"
                          + (f" (last error: {last_error!r})" if last_error else ""))
+
+
+async def poll_until(condition: Callable[[], T], timeout: float = 20.0, message: str = "condition") -> T:
+    """:func:`wait_until` for servers that run in the test's own event loop: yield to them between checks."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes:

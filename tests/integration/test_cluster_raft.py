@@ -3,12 +3,10 @@ data directory, catching up from a snapshot, and refusal of a peer without the c
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import time
 
 import pytest
-from harness import free_port
+from harness import free_port, poll_until
 
 from broker.cluster.metadata import ClusterMetadata
 from broker.cluster.raft import ProposalFailed, RaftNode, RaftTiming
@@ -40,16 +38,6 @@ class Recorder:
         self.leaders.append(leader_id)
 
 
-async def poll(condition, timeout: float = 20.0, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message}")
-
-
 def make_node(node_id: int, addresses: dict[int, str], tmp_path, secret: str = SECRET,
               compaction_entries: int = 5000) -> RaftNode:
     return RaftNode(node_id, addresses[node_id], addresses, secret, tmp_path / f"raft-{node_id}",
@@ -65,7 +53,7 @@ async def leader_of(nodes: list[RaftNode]) -> RaftNode:
     def agreed():
         leaders = {n.leader_id for n in nodes}
         return len(leaders) == 1 and None not in leaders and next(iter(leaders)) in {n.node_id for n in nodes}
-    await poll(agreed, message="one leader that every node knows")
+    await poll_until(agreed, message="one leader that every node knows")
     return next(n for n in nodes if n.is_leader)
 
 
@@ -88,7 +76,7 @@ async def test_proposals_from_any_node_reach_every_copy(three):
     assert (await leader.propose(register(2)))["error_code"] == 0
     result = await follower.propose({"op": "fence_broker", "node_id": 9})
     assert result["error_code"] != 0  # the state machine's refusal comes back to the proposer
-    await poll(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
+    await poll_until(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
     assert all(n.state.to_snapshot() == leader.state.to_snapshot() for n in nodes)
     assert [c["op"] for c in follower.listener.applied] == ["register_broker", "register_broker", "fence_broker"]
     assert all(n.ready and n.listener.ready == 1 for n in nodes)
@@ -106,7 +94,7 @@ async def test_a_new_leader_takes_over_and_a_restarted_node_replays_its_journal(
     restarted = make_node(leader.node_id, addresses, tmp_path)
     nodes[nodes.index(leader)] = restarted
     await restarted.start()
-    await poll(lambda: sorted(restarted.state.brokers) == [1, 2], message="the restarted node to catch up")
+    await poll_until(lambda: sorted(restarted.state.brokers) == [1, 2], message="the restarted node to catch up")
     assert restarted.listener.applied[0] == register(1)
 
 
@@ -119,7 +107,7 @@ async def test_a_wiped_node_catches_up_from_a_snapshot(tmp_path):
         leader = await leader_of(nodes)
         for i in range(40):
             await leader.propose(register(i))
-        await poll(lambda: all((tmp_path / f"raft-{n.node_id}" / "raft.snapshot").exists() for n in nodes),
+        await poll_until(lambda: all((tmp_path / f"raft-{n.node_id}" / "raft.snapshot").exists() for n in nodes),
                    message="log compaction to write snapshots")
         victim = next(n for n in nodes if n is not leader)
         await victim.stop()
@@ -128,7 +116,7 @@ async def test_a_wiped_node_catches_up_from_a_snapshot(tmp_path):
         fresh = make_node(victim.node_id, addresses, tmp_path, compaction_entries=10)
         nodes[nodes.index(victim)] = fresh
         await fresh.start()
-        await poll(lambda: len(fresh.state.brokers) == 41, message="the wiped node to catch up")
+        await poll_until(lambda: len(fresh.state.brokers) == 41, message="the wiped node to catch up")
         assert fresh.listener.restored >= 1  # it was given a snapshot, not the (compacted) log
         assert fresh.state.to_snapshot() == leader.state.to_snapshot()
     finally:
@@ -145,7 +133,7 @@ async def test_a_peer_without_the_secret_is_refused(tmp_path):
             await node.start()
         good = await leader_of(nodes[:2])
         await good.propose(register(7))
-        await poll(lambda: all(7 in n.state.brokers for n in nodes[:2]), message="the good nodes to agree")
+        await poll_until(lambda: all(7 in n.state.brokers for n in nodes[:2]), message="the good nodes to agree")
         intruder = nodes[2]
         with pytest.raises(ProposalFailed):
             await intruder.propose(register(666), timeout=2.0)
@@ -169,7 +157,7 @@ async def test_the_whole_cluster_restarts_from_its_data_dirs(three, tmp_path):
     leader = await leader_of(nodes)
     for i in (1, 2, 3):
         await leader.propose(register(i))
-    await poll(lambda: all(len(n.state.brokers) == 3 for n in nodes), message="every node to apply")
+    await poll_until(lambda: all(len(n.state.brokers) == 3 for n in nodes), message="every node to apply")
     for node in nodes:
         await node.stop()
     nodes[:] = [make_node(i, addresses, tmp_path) for i in (1, 2, 3)]
@@ -177,6 +165,6 @@ async def test_the_whole_cluster_restarts_from_its_data_dirs(three, tmp_path):
         await node.start()
     leader = await leader_of(nodes)
     assert (await leader.propose(register(4)))["error_code"] == 0
-    await poll(lambda: all(sorted(n.state.brokers) == [1, 2, 3, 4] for n in nodes), message="the old log and more")
+    await poll_until(lambda: all(sorted(n.state.brokers) == [1, 2, 3, 4] for n in nodes), message="the old log and more")
     # Ready means caught up with what the quorum had committed: the replayed log was all there by then.
     assert all(n.ready and n.listener.applied[:3] == [register(1), register(2), register(3)] for n in nodes)

@@ -6,10 +6,9 @@ Leadership is assigned by hand through the StaticClusterBroker of replication_ha
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from harness import free_port
+from harness import free_port, poll_until
 from replication_harness import StaticClusterBroker
 
 from broker.client import KafkaConnection
@@ -22,17 +21,6 @@ from broker.protocol.records import Record, build_batch
 pytestmark = pytest.mark.integration
 
 TOPIC = "t"
-
-
-async def poll(condition, timeout: float = 15.0, message: str = "condition"):
-    """Await until ``condition()`` is truthy (the brokers run in this loop, so yield between checks)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
 @pytest.fixture
@@ -70,7 +58,7 @@ async def test_producers_waiting_when_leadership_moves_are_told_not_leader(broke
     leader, follower = brokers
     leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])  # 2 is in the ISR but does not fetch: nothing commits
     waiting = asyncio.create_task(produce(leader, ["x"], timeout_ms=30000))
-    await poll(lambda: log_of(leader).log_end_offset == 1, message="the append")
+    await poll_until(lambda: log_of(leader).log_end_offset == 1, message="the append")
     assert not waiting.done()
     leader.follow(TOPIC, 0, 1, 2, [1, 2])
     answer = await asyncio.wait_for(waiting, 5)
@@ -95,12 +83,12 @@ async def test_isr_change_through_an_awaitable_callback_and_a_refusal(brokers):
     leader.lead(TOPIC, 0, 3, [1, 2], [1])
     assert (await produce(leader, ["a", "b"]))["error_code"] == 0  # alone in the ISR
     follower.follow(TOPIC, 0, 3, 1, [1, 2])
-    await poll(lambda: proposals, message="an expansion proposal")
+    await poll_until(lambda: proposals, message="an expansion proposal")
     assert proposals[0] == ([1, 2], 3)
     state = leader.replica_manager.leader_state(TOPIC, 0)
     assert state.isr == (1,)
     refuse = False
-    await poll(lambda: state.isr == (1, 2), message="the retried proposal to commit")
+    await poll_until(lambda: state.isr == (1, 2), message="the retried proposal to commit")
     assert leader.partition_leader(TOPIC, 0)[3] == [1, 2]
 
 
@@ -110,7 +98,7 @@ async def test_metadata_update_in_the_same_epoch_drops_a_dead_follower(brokers):
     leader, follower = brokers
     leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])
     waiting = asyncio.create_task(produce(leader, ["x"], timeout_ms=30000))
-    await poll(lambda: log_of(leader).log_end_offset == 1, message="the append")
+    await poll_until(lambda: log_of(leader).log_end_offset == 1, message="the append")
     leader.lead(TOPIC, 0, 0, [1, 2], [1])
     answer = await asyncio.wait_for(waiting, 5)
     assert answer["error_code"] == 0
@@ -124,11 +112,11 @@ async def test_follower_behind_the_leader_log_start_continues_there(brokers):
         assert (await produce(leader, [f"{round_}-{i}" for i in range(5)]))["error_code"] == 0
     assert log_of(leader).delete_records_before(12) == 12
     follower.follow(TOPIC, 0, 0, 1, [1, 2])
-    await poll(lambda: log_of(follower).log_end_offset == 20, message="the follower to fetch from offset 12")
+    await poll_until(lambda: log_of(follower).log_end_offset == 20, message="the follower to fetch from offset 12")
     follower_log = log_of(follower)
     assert follower_log.read(12, 1 << 20) == log_of(leader).read(12, 1 << 20)
-    await poll(lambda: follower_log.log_start_offset == 12, message="the log start to follow the leader's")
-    await poll(lambda: leader.replica_manager.leader_state(TOPIC, 0).isr == (1, 2), message="ISR expansion")
+    await poll_until(lambda: follower_log.log_start_offset == 12, message="the log start to follow the leader's")
+    await poll_until(lambda: leader.replica_manager.leader_state(TOPIC, 0).isr == (1, 2), message="ISR expansion")
 
 
 async def test_follower_high_watermark_and_log_start_follow_the_leader(brokers):
@@ -137,11 +125,11 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(brokers):
     follower.follow(TOPIC, 0, 0, 1, [1, 2])
     for round_ in range(3):
         assert (await produce(leader, [f"{round_}-{i}" for i in range(4)]))["error_code"] == 0
-    await poll(lambda: log_of(follower).high_watermark == 12, message="the follower's high watermark")
+    await poll_until(lambda: log_of(follower).high_watermark == 12, message="the follower's high watermark")
     assert not log_of(follower).auto_high_watermark
     log_of(leader).delete_records_before(6)
     assert (await produce(leader, ["more"]))["error_code"] == 0  # the next fetch answer carries it
-    await poll(lambda: log_of(follower).log_start_offset == 6, message="the follower's log start")
+    await poll_until(lambda: log_of(follower).log_start_offset == 6, message="the follower's log start")
 
 
 async def test_stop_replica_stops_fetching(brokers):
@@ -149,7 +137,7 @@ async def test_stop_replica_stops_fetching(brokers):
     leader.lead(TOPIC, 0, 0, [1, 2], [1])
     follower.follow(TOPIC, 0, 0, 1, [1, 2])
     assert (await produce(leader, ["a"]))["error_code"] == 0
-    await poll(lambda: log_of(follower).log_end_offset == 1, message="replication")
+    await poll_until(lambda: log_of(follower).log_end_offset == 1, message="replication")
     follower.replica_manager.stop_replica(TOPIC, 0)
     assert follower.replica_manager.following(TOPIC, 0) is None
     assert (await produce(leader, ["b"], acks=1))["error_code"] == 0
@@ -166,4 +154,4 @@ async def test_follower_of_a_stale_epoch_is_fenced_until_it_learns_the_new_one(b
     assert log_of(follower).log_end_offset == 0
     assert leader.replica_manager.leader_state(TOPIC, 0).followers[2].log_end_offset == -1
     follower.follow(TOPIC, 0, 5, 1, [1, 2])
-    await poll(lambda: log_of(follower).log_end_offset == 2, message="replication in the current epoch")
+    await poll_until(lambda: log_of(follower).log_end_offset == 2, message="replication in the current epoch")
