@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
 import signal
 import sys
 import tempfile
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", default="127.0.0.1:8000", metavar="HOST:PORT", help="HTTP API address")
     parser.add_argument("--broker", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where the embedded broker listens (port 0: any free port)")
-    parser.add_argument("--data-dir", metavar="DIR", help="broker data (default: a temporary directory)")
+    parser.add_argument("--data-dir", metavar="DIR", help="broker data, kept after the demo (default: a temporary directory, removed when it stops)")
     parser.add_argument("--duration", type=float, default=0, metavar="SECONDS",
                         help="stop after this long (default: run until Ctrl-C)")
     parser.add_argument("--log-level", default="warning", help="monitor log level (debug, info, warn, error)")
@@ -86,6 +87,16 @@ async def _consume(bootstrap: str, group: str, per_partition: int, every: float 
 
 
 async def demo(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        return await _demo(args, Path(args.data_dir), "")
+    data_dir = Path(tempfile.mkdtemp(prefix="burrowpy-demo-"))
+    try:
+        return await _demo(args, data_dir, ", removed when the demo stops")
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def _demo(args: argparse.Namespace, data_dir: Path, data_note: str) -> int:
     from broker.broker import Broker
     from broker.config import BrokerConfig
     from broker.main import configure_logging
@@ -94,7 +105,6 @@ async def demo(args: argparse.Namespace) -> int:
     from burrowpy.logging import LogControl
 
     configure_logging("warning")
-    data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="burrowpy-demo-"))
     broker = Broker(BrokerConfig.load(None, listen=args.broker, data_dir=str(data_dir),
                                       overrides={"group.initial.rebalance.delay.ms": 0}))
     await broker.start()
@@ -115,7 +125,7 @@ async def demo(args: argparse.Namespace) -> int:
         ]
         base = f"http://{args.http}"
         print(f"burrowpy demo dashboard: {base}/ui/\n"
-              f"  broker on {bootstrap} (data in {data_dir}), HTTP API on {base}\n"
+              f"  broker on {bootstrap} (data in {data_dir}{data_note}), HTTP API on {base}\n"
               f"  groups:   {base}/v3/kafka/local/consumer\n"
               f"  statuses: {base}/v3/kafka/local/consumer/demo-lagging/status  (WARN within a minute)\n"
               f"            {base}/v3/kafka/local/consumer/demo-stopped/status  (STOP after ~30 s)\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import urllib.request
@@ -45,6 +47,31 @@ def test_demo_shows_real_statuses_within_a_minute(tmp_path):
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert f"HTTP API on {base}" in out
+    assert (tmp_path / "data").is_dir()  # a data directory given is kept
     # stopped with Ctrl-C, it says nothing about its own tasks
     for text in (out, (tmp_path / "stderr").read_text()):
         assert "Traceback" not in text and "never retrieved" not in text, text[-3000:]
+
+
+def test_a_data_directory_of_its_own_is_removed_when_the_demo_stops(tmp_path):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    proc = subprocess.Popen([BURROWPY, "demo", "--http", f"127.0.0.1:{free_port()}", "--duration", "30"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "TMPDIR": str(temporary)})
+    try:
+        lines = []
+        for line in proc.stdout:  # the demo prints its addresses once it is up
+            lines.append(line)
+            if "data in" in line:
+                break
+        found = re.search(r"\(data in ([^,)]+)(, removed when the demo stops)?\)", "".join(lines))
+        assert found, lines
+        data_dir = found.group(1)
+        assert os.path.dirname(data_dir) == str(temporary) and os.listdir(data_dir)  # the broker's files
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert os.listdir(temporary) == []
+    assert found.group(2), "the demo says that it removes the directory"
