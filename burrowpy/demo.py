@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", default="127.0.0.1:8000", metavar="HOST:PORT", help="HTTP API address")
     parser.add_argument("--broker", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where the embedded broker listens (port 0: any free port)")
-    parser.add_argument("--data-dir", metavar="DIR", help="broker data, kept after the demo (default: a temporary directory, removed when it stops)")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="broker data, kept after the demo (default: a temporary directory, removed when it stops)")
     parser.add_argument("--duration", type=float, default=0, metavar="SECONDS",
                         help="stop after this long (default: run until Ctrl-C)")
     parser.add_argument("--log-level", default="warning", help="monitor log level (debug, info, warn, error)")
