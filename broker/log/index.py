@@ -15,7 +15,8 @@ entries: 2 MiB of memory. Files are neither preallocated nor mmapped, and loadin
 Callers serialize changes to one index (the partition's lock).
 
 An index is only a hint. Recovery rebuilds it from the log when it is missing or fails
-:meth:`OffsetIndex.is_sane` / :meth:`TimeIndex.is_sane`.
+:meth:`OffsetIndex.is_sane` / :meth:`TimeIndex.is_sane`, and so does a segment cut short (a follower's
+truncation, :meth:`broker.log.segment.LogSegment.truncate_to`).
 """
 
 from __future__ import annotations
@@ -69,17 +70,6 @@ class _IndexFile:
         while written < len(pending):  # a regular file writes short only when something is wrong
             written += os.write(self._fd, pending[written:])
         pending.clear()
-
-    def _truncate_file(self, keep: int, had: int) -> None:
-        """The index went from ``had`` entries to its first ``keep``: drop the rest from the entries held in
-        memory, and cut the file only if some of them had been written."""
-        size = self._entry.size
-        written = had - len(self._pending) // size
-        if keep >= written:
-            del self._pending[(keep - written) * size:]
-            return
-        self._pending.clear()
-        os.ftruncate(self._fd, keep * size)
 
     def flush(self) -> None:
         self.write_pending()
@@ -149,16 +139,6 @@ class OffsetIndex(_IndexFile):
             return False
         return not positions or (offsets[0] >= 0 and positions[0] >= 0 and positions[-1] < log_size)
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop the entries for ``offset`` and beyond."""
-        keep = bisect_right(self._relative_offsets, offset - self.base_offset - 1)
-        had = len(self._positions)
-        if keep == had:
-            return
-        del self._relative_offsets[keep:]
-        del self._positions[keep:]
-        self._truncate_file(keep, had)
-
 
 class TimeIndex(_IndexFile):
     """Maps a timestamp to the offset of the first batch whose max timestamp reaches it."""
@@ -214,15 +194,3 @@ class TimeIndex(_IndexFile):
         if any(ts[i] >= ts[i + 1] or offsets[i] > offsets[i + 1] for i in range(len(ts) - 1)):
             return False
         return not offsets or (offsets[0] >= 0 and self.base_offset + offsets[-1] < next_offset)
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop the entries for ``offset`` and beyond."""
-        keep = len(self._relative_offsets)
-        while keep and self.base_offset + self._relative_offsets[keep - 1] >= offset:
-            keep -= 1
-        had = len(self._timestamps)
-        if keep == had:
-            return
-        del self._timestamps[keep:]
-        del self._relative_offsets[keep:]
-        self._truncate_file(keep, had)
