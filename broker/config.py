@@ -229,14 +229,6 @@ def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listene
     return found, ClientSecurity(context, mechanism, username, password)
 
 
-def parse_hostport(text: str, section: Section, key: str) -> tuple[str, int]:
-    text = text.split("://", 1)[-1]
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise section.error(key, f"{text!r} is not host:port")
-    return host or "0.0.0.0", int(port)
-
-
 def congestion_control_problem(name: str) -> str | None:
     """Why ``name`` cannot be the congestion control of the broker's connections, or None when it can: tried
     on a socket of its own, as the listeners will set it (a privileged process may have the kernel load it)."""

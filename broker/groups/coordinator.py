@@ -164,9 +164,6 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.machine.partition_for(group_id)
 
-    def is_coordinator_for(self, group_id: str) -> bool:
-        return self.machine.owns(group_id)
-
     async def load_partition(self, partition: int) -> None:
         """Become the coordinator of a partition's groups, rebuilt from its records."""
         self.machine.begin_loading(partition)

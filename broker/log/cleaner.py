@@ -216,7 +216,7 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
         # max.compaction.lag.ms says its oldest record has waited long enough
         dirty_bytes = sum(segment.size for segment in dirty)
         ratio = dirty_bytes / max(1, sum(segment.size for segment in segments))
-        first_written = dirty[0].rolling_base_ms if dirty[0].rolling_base_ms is not None else dirty[0].created_ms
+        first_written = dirty[0].rolling_base
         overdue = now_ms - first_written > config.max_compaction_lag_ms
         if ratio < config.min_cleanable_dirty_ratio and not overdue:
             return False

@@ -336,6 +336,8 @@ class LogSegment:
 
     @property
     def rolling_base(self) -> int:
+        """When the segment's age starts for rolling and compaction lag: its first batch's max timestamp (as
+        Kafka's segment.ms), else its creation."""
         return self.created_ms if self.rolling_base_ms is None else self.rolling_base_ms
 
     def largest_timestamp(self) -> int:
