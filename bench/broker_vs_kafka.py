@@ -310,13 +310,18 @@ def share(records: int, clients: int) -> list[int]:
     return [records // clients + (1 if n < records % clients else 0) for n in range(clients)]
 
 
+def pinned_to(cpus: str | None) -> list[str]:
+    """The command that runs a client on ``cpus`` only (``taskset -c``), or nothing when ``cpus`` is None."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
 class Kcat:
     name = "kcat"
 
     def __init__(self, directory: Path, consumer_cpus: str | None = None) -> None:
         self.directory = directory
-        # ``taskset -c CPUS`` before each consumer (``--pin-consumers``): its two threads take turns on those CPUs
-        self.consumer_wrapper = ["taskset", "-c", consumer_cpus] if consumer_cpus else []
+        # before each consumer (``--pin-consumers``): its two threads take turns on those CPUs
+        self.consumer_wrapper = pinned_to(consumer_cpus)
 
     def produce(self, bootstrap: str, topic: str, row: Row, records: int, broker_pid: Pids) -> Figure:
         counts = share(records, row.clients)

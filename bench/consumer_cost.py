@@ -46,6 +46,7 @@ from broker_vs_kafka import (  # noqa: E402
     create_topic,
     describe_checkout,
     parse_settings,
+    pinned_to,
 )
 from harness import BrokerProcess  # noqa: E402
 from kafka_harness import KafkaServer, unavailable  # noqa: E402
@@ -126,7 +127,7 @@ def main() -> int:
     parser.add_argument("--pin-consumers", default=None, metavar="CPUS",
                         help="run each consumer on these CPUs only (taskset -c CPUS, e.g. 1)")
     args = parser.parse_args()
-    wrapper = ["taskset", "-c", args.pin_consumers] if args.pin_consumers else []
+    wrapper = pinned_to(args.pin_consumers)
     if reason := unavailable():
         parser.error(reason)
     print(f"$ {' '.join([os.path.relpath(sys.executable), *sys.argv])}", flush=True)
