@@ -108,7 +108,7 @@ async def test_a_wiped_node_catches_up_from_a_snapshot(tmp_path):
         for i in range(40):
             await leader.propose(register(i))
         await poll_until(lambda: all((tmp_path / f"raft-{n.node_id}" / "raft.snapshot").exists() for n in nodes),
-                   message="log compaction to write snapshots")
+                         message="log compaction to write snapshots")
         victim = next(n for n in nodes if n is not leader)
         await victim.stop()
         shutil.rmtree(tmp_path / f"raft-{victim.node_id}")
