@@ -101,7 +101,14 @@ async def test_open_and_close_arrive_with_json_headers_and_auth_despite_two_fail
         # The group recovers while the open is still being retried: the close must wait for it.
         await monitor.recover_group("payments")
         await eventually(lambda: len(receiver.accepted) == 2, what="the open and the close")
-        metrics = generate_latest(registry).decode()
+        # The receiver records the close before the notifier has read the answer and counted it sent.
+        close_sent = 'burrowpy_notifier_notifications_total{action="close",notifier="alerts",result="sent"} 1.0'
+
+        def counted() -> str | None:
+            text = generate_latest(registry).decode()
+            return text if close_sent in text else None
+
+        metrics = await eventually(counted, what="the close counted as sent")
     finally:
         await coordinator.stop()
         await runner.cleanup()
@@ -125,7 +132,7 @@ async def test_open_and_close_arrive_with_json_headers_and_auth_despite_two_fail
     assert "answered 500 Internal Server Error: 'boom'" in retries[0]["error"]
     assert 'burrowpy_notifier_retries_total{notifier="alerts"} 2.0' in metrics
     assert 'burrowpy_notifier_notifications_total{action="open",notifier="alerts",result="sent"} 1.0' in metrics
-    assert 'burrowpy_notifier_notifications_total{action="close",notifier="alerts",result="sent"} 1.0' in metrics
+    assert close_sent in metrics
 
 
 async def test_unreachable_endpoint_is_logged_and_the_notifier_keeps_working(monitor):
