@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.replication import acts_as_leader
 from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
@@ -167,7 +168,9 @@ class Broker:
         # on disk: a single node's dynamic broker configs, or the last a cluster's metadata gave (they apply
         # from the start, before the metadata is replayed and replaces them)
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
-        self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
+        # in a cluster only the ISR moves a high watermark, also of a log replayed after a crash
+        self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults(),
+                               auto_high_watermark=cluster_config is None)
         self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE)
         if self.config.authorizer:
             self.authorizer = Authorizer(AclStore(self.config.data_dir / ACL_STORE_FILE), self.config.super_users,
@@ -313,16 +316,22 @@ class Broker:
 
     # --- appends and long polls ---------------------------------------------------------------------------
 
-    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0,
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int | None = None,
                      from_coordinator: bool = False):
         """Append one batch as the partition's leader and wake fetches waiting on it.
 
-        In a cluster the replica manager hears of the append (the high watermark follows the ISR), and
-        the group coordinator's writes to `__consumer_offsets` return only once the ISR has them, as
-        Kafka's coordinator writes with acks=all: a commit that was answered survives a failover.
+        NOT_LEADER_OR_FOLLOWER unless this broker acts as the leader (:meth:`leader_epoch`), in ``leader_epoch``
+        when given (the one its caller checked), and the batch is stamped with that epoch. In a cluster the
+        replica manager hears of the append (the high watermark follows the ISR), and the group coordinator's
+        writes to `__consumer_offsets` return only once the ISR has them, as Kafka's coordinator writes with
+        acks=all: a commit that was answered survives a failover.
         """
         plog = self.partition_log(topic, partition)
-        result = plog.append(batch, leader_epoch=leader_epoch, now_ms=int(self.clock() * 1000),
+        epoch = self.leader_epoch(topic, partition)
+        if leader_epoch is not None and leader_epoch != epoch:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
+        result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
                              from_coordinator=from_coordinator)
         if result.duplicate:
             return result
@@ -339,10 +348,9 @@ class Broker:
     async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                             committed: bool, coordinator_epoch: int = 0):
         """Write a transaction's COMMIT or ABORT marker to one of its partitions (as its leader)."""
-        epoch = self.partition_leader(topic, partition)[1]
         batch = build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch,
                                    int(self.clock() * 1000))
-        return await self.append(topic, partition, batch, leader_epoch=epoch, from_coordinator=True)
+        return await self.append(topic, partition, batch, from_coordinator=True)
 
     def notify_appended(self, topic: str, partition: int) -> None:
         waiters = self._waiters.pop((topic, partition), None)
@@ -395,6 +403,28 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.partition_leader(topic, partition)
         return self.node_id, 0, [self.node_id], [self.node_id]
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch in which this broker acts as the partition's leader now: it may append, serve
+        reads and offsets, and acknowledge. KafkaError NOT_LEADER_OR_FOLLOWER when it does not (clients then
+        refresh their metadata and go elsewhere).
+
+        A single node leads every partition. Where partitions are replicated, the metadata naming this broker
+        is not enough (:func:`broker.cluster.replication.acts_as_leader`): a restarted broker's view is the
+        journal it replayed until it has caught up with the quorum, and a leadership counts once the replica
+        manager has taken it up for that epoch, with the ISR to wait for.
+        """
+        leader, epoch, _replicas, _isr = self.partition_leader(topic, partition)
+        if self.replica_manager is None:
+            serving = leader == self.node_id
+        else:
+            state = self.replica_manager.leader_state(topic, partition)
+            serving = acts_as_leader(self.node_id, leader, epoch, None if state is None else state.leader_epoch,
+                                     caught_up=self.cluster is None or self.cluster.caught_up)
+        if not serving:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.node_id} does not lead {topic}-{partition} (epoch {epoch})")
+        return epoch
 
     async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         """A partition leader's ISR change, for the controller to commit; True once committed."""

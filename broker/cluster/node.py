@@ -203,6 +203,12 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.raft.leader_id if self.raft.leader_id is not None else -1
 
+    @property
+    def caught_up(self) -> bool:
+        """Whether the metadata here is the quorum's, as of some moment since this broker started (until then
+        it is a replayed journal, maybe far behind)."""
+        return self.raft.ready
+
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         state = self.metadata.partition(topic, partition)
         if state is None:

@@ -13,9 +13,13 @@ divergence: it asks the leader (OffsetForLeaderEpoch) where its own latest leade
 and cuts its log there, repeating with older epochs until both logs agree (KIP-101, KIP-279). Then it
 fetches from its log end, appends the leader's batches as they are, and takes the leader's high watermark.
 
-Partition logs open with an automatic high watermark (every append is committed at once, right for a
-single node); a partition taken over here (leader or follower) gets ``auto_high_watermark = False`` and its
-high watermark is set only from here.
+In a cluster every partition log opens without an automatic high watermark (the log manager's
+``auto_high_watermark=False``): its high watermark is set only from here, so a log replayed after a crash
+commits nothing of its own. A log with one (a single node's, or the hand-built brokers of tests) loses it
+when it is taken over here (leader or follower).
+
+A broker acts as a partition's leader only where :func:`acts_as_leader` says so: the metadata names it, it has
+caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
 What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
 leader's address) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
@@ -59,6 +63,18 @@ FETCHER_DEFAULTS: dict[str, int] = {
     "replica.fetch.backoff.ms": 1000,
     "replica.socket.timeout.ms": 30000,
 }
+
+
+def acts_as_leader(node_id: int, leader: int, leader_epoch: int, led_epoch: int | None, caught_up: bool) -> bool:
+    """Whether broker ``node_id`` may act as a partition's leader (append, answer reads and offsets, acknowledge).
+
+    ``leader``/``leader_epoch``: the partition's leader and epoch in this broker's view of the metadata;
+    ``led_epoch``: the epoch in which its replica manager leads the partition (None: it does not); ``caught_up``:
+    whether that view is the quorum's committed metadata as of some moment after this broker started. A view
+    replayed from a journal before catching up may be long out of date (another broker may lead in a later
+    epoch, with records this one lacks), and a leadership not yet taken up has no ISR to wait for.
+    """
+    return caught_up and leader == node_id and led_epoch == leader_epoch
 
 
 def truncation_for_epoch_answer(
@@ -543,13 +559,13 @@ class ReplicaManager:
     async def wait_for_isr(self, topic: str, partition: int, required_offset: int, timeout_s: float) -> bool:
         """acks=all: True once the high watermark reached ``required_offset`` (the offset after the batch).
 
-        False after ``timeout_s``, or as soon as this broker stops leading the partition. A partition not
-        replicated here (a single node) is committed as soon as it is appended.
+        False after ``timeout_s``, or as soon as this broker stops leading the partition; at once for a
+        partition it does not lead (nothing here can confirm that the ISR holds the batch).
         """
         tp = (topic, partition)
         led = self._leading.get(tp)
         if led is None:
-            return self.broker.partition_log(topic, partition).high_watermark >= required_offset
+            return False
         if led.state.high_watermark >= required_offset:
             return True
         waiter = _IsrWaiter(required_offset, asyncio.get_running_loop().create_future())

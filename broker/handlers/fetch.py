@@ -37,10 +37,8 @@ def _check_leader_epoch(current_epoch: int, requested: int) -> None:
 
 def _leader_log(ctx: RequestContext, topic: str, partition: int, requested_epoch: int = -1):
     broker = ctx.broker
-    leader, epoch, _replicas, _isr = broker.partition_leader(topic, partition)
     plog = broker.partition_log(topic, partition)
-    if leader != broker.node_id:
-        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    epoch = broker.leader_epoch(topic, partition)
     _check_leader_epoch(epoch, requested_epoch)
     return plog, epoch
 

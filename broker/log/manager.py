@@ -97,8 +97,12 @@ class LogManager:
         *,
         clock: Callable[[], float] = time.time,
         disk_usage: DiskUsage = shutil.disk_usage,
+        auto_high_watermark: bool = True,
     ) -> None:
+        """``auto_high_watermark``: whether every append commits at once (one node), or the high watermark of
+        every log opened here moves only when replication sets it (a cluster), from the moment it opens."""
         self.data_dir = os.fspath(data_dir)
+        self._auto_high_watermark = auto_high_watermark
         self._clock = clock
         self._disk_usage = disk_usage
         self._defaults = {name: format_value(value) for name, value in parse_configs(defaults).items()}
@@ -153,7 +157,8 @@ class LogManager:
         return os.path.join(self.data_dir, f"{topic}-{partition}")
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
-        return PartitionLog(self._partition_dir(topic, partition), config, self._clock)
+        return PartitionLog(self._partition_dir(topic, partition), config, self._clock,
+                            auto_high_watermark=self._auto_high_watermark)
 
     def _save_topic(self, topic: Topic, partitions: int) -> None:
         meta = {

@@ -155,3 +155,33 @@ async def test_follower_of_a_stale_epoch_is_fenced_until_it_learns_the_new_one(b
     assert leader.replica_manager.leader_state(TOPIC, 0).followers[2].log_end_offset == -1
     follower.follow(TOPIC, 0, 5, 1, [1, 2])
     await poll_until(lambda: log_of(follower).log_end_offset == 2, message="replication in the current epoch")
+
+
+async def test_a_partition_whose_leadership_was_not_taken_up_is_not_served(brokers):
+    """The broker's view names it leader (here: no assignment, so the single-node answer), but its replica
+    manager never took the leadership up: Produce, Fetch and ListOffsets are refused, so that clients look
+    for the leader elsewhere, and an acks=all wait has no ISR to rely on."""
+    leader, _follower = brokers
+    assert leader.partition_leader(TOPIC, 0)[0] == leader.node_id
+    assert (await produce(leader, ["x"]))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await produce(leader, ["x"], acks=1))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    async with await KafkaConnection.connect(f"127.0.0.1:{leader.port}") as connection:
+        offsets = await connection.request(ApiKey.LIST_OFFSETS, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        fetched = await connection.request(ApiKey.FETCH, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": TOPIC, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+    assert offsets["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert fetched["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert log_of(leader).log_end_offset == 0
+
+
+async def test_acks_all_never_treats_a_partition_it_does_not_lead_as_a_single_node(brokers):
+    leader, _follower = brokers
+    plog = log_of(leader)
+    plog.append(build_batch([Record(0, 0, None, b"x")]))  # this log commits by itself (auto high watermark)
+    assert plog.high_watermark == 1
+    assert not await leader.replica_manager.wait_for_isr(TOPIC, 0, 1, 0.5)

@@ -43,6 +43,28 @@ def test_create_write_reopen(tmp_path):
     reopened.close()
 
 
+def test_replicated_logs_commit_nothing_of_their_own(tmp_path):
+    """In a cluster (no automatic high watermark) appends, and a log reopened after a crash, leave the high
+    watermark where it was: only the ISR moves it. One node's logs commit every append."""
+    clustered = LogManager(tmp_path / "cluster", BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    single = LogManager(tmp_path / "single", BROKER_DEFAULTS, clock=Clock())
+    for logs in (clustered, single):
+        logs.create_topic("orders", 1, {})
+        logs.get_log("orders", 0).append(batch(3))
+    assert clustered.get_log("orders", 0).high_watermark == 0
+    assert single.get_log("orders", 0).high_watermark == 3
+    clustered.get_log("orders", 0).high_watermark = 2  # what replication would set
+    clustered.close()
+    single.close()
+
+    reopened = LogManager(tmp_path / "cluster", BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    plog = reopened.get_log("orders", 0)
+    assert (plog.log_end_offset, plog.high_watermark, plog.auto_high_watermark) == (3, 0, False)
+    reopened.create_topic("later", 1, {})
+    assert not reopened.get_log("later", 0).auto_high_watermark
+    reopened.close()
+
+
 def test_data_directory_is_locked(tmp_path, manager):
     with pytest.raises(RuntimeError, match="in use"):
         LogManager(tmp_path / "data", {})
