@@ -220,6 +220,9 @@ class Broker:
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
+        if self.cluster is not None:
+            self._every(lambda: self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000,
+                        self._checkpoint_high_watermarks)
         if self.config.inert:
             log.warning("broker configs that have no effect in burrowpy", keys=sorted(self.config.inert))
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
@@ -271,6 +274,10 @@ class Broker:
     async def _run_flush(self) -> None:
         assert self.logs is not None
         self.logs.run_flush(int(self.clock() * 1000))
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        assert self.logs is not None
+        self.logs.checkpoint_high_watermarks()
 
     async def _run_compaction(self) -> None:
         assert self.logs is not None

@@ -99,6 +99,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "replica.lag.time.max.ms": ("int", 30000),
+    "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),

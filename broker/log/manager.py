@@ -7,6 +7,8 @@ Layout of the data directory::
     <random hex>-delete/       a deleted partition: removed ``file.delete.delay.ms`` later (the topic's, as Kafka
                                does it), by the logs' background thread; on the next start if the broker stopped
                                before
+    high-watermarks.json       replicated logs only: "<topic id>-<partition>" -> the high watermark replication last
+                               set (Kafka's replication-offset-checkpoint)
 
 Files are named by topic id rather than name because a name may be 249 characters long.
 
@@ -47,6 +49,7 @@ log = structlog.get_logger("broker.log")
 TOPICS_DIR = "topics"
 LOCK_FILE = ".lock"
 DELETED_SUFFIX = "-delete"
+HIGH_WATERMARKS_FILE = "high-watermarks.json"
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -100,9 +103,12 @@ class LogManager:
         auto_high_watermark: bool = True,
     ) -> None:
         """``auto_high_watermark``: whether every append commits at once (one node), or the high watermark of
-        every log opened here moves only when replication sets it (a cluster), from the moment it opens."""
+        every log opened here moves only when replication sets it (a cluster), from the moment it opens: a
+        reopened log starts at the high watermark last checkpointed (:meth:`checkpoint_high_watermarks`), never
+        at its log end."""
         self.data_dir = os.fspath(data_dir)
         self._auto_high_watermark = auto_high_watermark
+        self._checkpointed: dict[str, int] = {}
         self._clock = clock
         self._disk_usage = disk_usage
         self._defaults = {name: format_value(value) for name, value in parse_configs(defaults).items()}
@@ -136,6 +142,8 @@ class LogManager:
                 shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
 
     def _load_topics(self) -> None:
+        if not self._auto_high_watermark:
+            self._checkpointed = self._read_high_watermarks()
         topics_dir = os.path.join(self.data_dir, TOPICS_DIR)
         for file_name in sorted(os.listdir(topics_dir)):
             path = os.path.join(topics_dir, file_name)
@@ -150,6 +158,11 @@ class LogManager:
             config = LogConfig.from_settings(self._defaults, overrides)
             topic = Topic(meta["name"], bytes.fromhex(meta["topic_id"]), overrides, config)
             topic.partitions = [self._open_log(topic.name, p, config) for p in range(meta["partitions"])]
+            if not self._auto_high_watermark:
+                for index, partition_log in enumerate(topic.partitions):
+                    saved = self._checkpointed.get(_checkpoint_key(topic, index), 0)
+                    partition_log.high_watermark = min(max(saved, partition_log.log_start_offset),
+                                                       partition_log.log_end_offset)
             self._topics[topic.name] = topic
             log.info("topic loaded", topic=topic.name, partitions=topic.partition_count)
 
@@ -362,7 +375,35 @@ class LogManager:
             now_ms = int(self._clock() * 1000)
         return sum(1 for partition_log in self._all_logs() if partition_log.flush_if_due(now_ms))
 
+    def _read_high_watermarks(self) -> dict[str, int]:
+        try:
+            with open(os.path.join(self.data_dir, HIGH_WATERMARKS_FILE), "rb") as f:
+                saved = json.load(f)
+            return {str(key): int(value) for key, value in saved.items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            # only an availability cost: the logs start at their log start until the ISR moves them on
+            log.warning("high watermark checkpoint unreadable", data_dir=self.data_dir, error=str(exc))
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Save every replicated log's high watermark (when one moved since the last save), so that a restarted
+        broker serves what the ISR had committed without waiting for it again. The ISR held everything below a
+        saved mark, so an old or lost checkpoint only means a lower high watermark after a restart."""
+        if self._auto_high_watermark:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            marks = {_checkpoint_key(topic, index): partition_log.high_watermark
+                     for topic in self._topics.values() for index, partition_log in enumerate(topic.partitions)}
+            if marks != self._checkpointed:
+                write_atomically(os.path.join(self.data_dir, HIGH_WATERMARKS_FILE), json.dumps(marks).encode())
+                self._checkpointed = marks
+
     def close(self) -> None:
+        self.checkpoint_high_watermarks()
         with self._lock:
             if self._closed:
                 return
@@ -370,3 +411,8 @@ class LogManager:
             for partition_log in self._all_logs():
                 partition_log.close()
             os.close(self._lock_file)
+
+
+def _checkpoint_key(topic: Topic, partition: int) -> str:
+    """By topic id: a topic deleted and created again under the same name starts afresh."""
+    return f"{topic.topic_id.hex()}-{partition}"

@@ -57,12 +57,40 @@ def test_replicated_logs_commit_nothing_of_their_own(tmp_path):
     clustered.close()
     single.close()
 
+    # reopened at the high watermark replication last set (checkpointed on close), not at the log end
     reopened = LogManager(tmp_path / "cluster", BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
     plog = reopened.get_log("orders", 0)
-    assert (plog.log_end_offset, plog.high_watermark, plog.auto_high_watermark) == (3, 0, False)
+    assert (plog.log_end_offset, plog.high_watermark, plog.auto_high_watermark) == (3, 2, False)
     reopened.create_topic("later", 1, {})
     assert not reopened.get_log("later", 0).auto_high_watermark
     reopened.close()
+
+
+def test_high_watermark_checkpoints(tmp_path):
+    """Kafka's replication-offset-checkpoint: saved when asked (periodically) and on close. After a crash the
+    logs reopen at the last saved marks, capped at their log ends; a topic created again under the same name
+    (a new id) does not take the old topic's mark; an unreadable checkpoint means starting at the log start."""
+    data_dir = tmp_path / "data"
+    logs = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    for name in ("orders", "shrunk", "renewed"):
+        logs.create_topic(name, 1, {})
+        logs.get_log(name, 0).append(batch(3))
+        logs.get_log(name, 0).append(batch(2))
+        logs.get_log(name, 0).high_watermark = 4
+    logs.checkpoint_high_watermarks()
+    logs.get_log("orders", 0).high_watermark = 5  # not saved: the crash comes first
+    logs.get_log("shrunk", 0).truncate_to(3)  # its tail went after the save
+    logs.delete_topic("renewed")
+    logs.create_topic("renewed", 1, {}).partitions[0].append(batch(5))
+    os.close(logs._lock_file)  # a crash: nothing closed, no final checkpoint
+
+    again = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    assert [again.get_log(name, 0).high_watermark for name in ("orders", "shrunk", "renewed")] == [4, 3, 0]
+    again.close()
+    (data_dir / "high-watermarks.json").write_text("not json")
+    unreadable = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    assert [unreadable.get_log(name, 0).high_watermark for name in ("orders", "shrunk", "renewed")] == [0, 0, 0]
+    unreadable.close()
 
 
 def test_data_directory_is_locked(tmp_path, manager):
