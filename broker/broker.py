@@ -277,7 +277,7 @@ class Broker:
 
     async def _checkpoint_high_watermarks(self) -> None:
         assert self.logs is not None
-        self.logs.checkpoint_high_watermarks()
+        await asyncio.to_thread(self.logs.checkpoint_high_watermarks)  # an fsync: off the event loop
 
     async def _run_compaction(self) -> None:
         assert self.logs is not None

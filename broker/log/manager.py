@@ -398,9 +398,16 @@ class LogManager:
                 return
             marks = {_checkpoint_key(topic, index): partition_log.high_watermark
                      for topic in self._topics.values() for index, partition_log in enumerate(topic.partitions)}
-            if marks != self._checkpointed:
-                write_atomically(os.path.join(self.data_dir, HIGH_WATERMARKS_FILE), json.dumps(marks).encode())
-                self._checkpointed = marks
+            if marks == self._checkpointed:
+                return
+            path = os.path.join(self.data_dir, HIGH_WATERMARKS_FILE)
+            try:
+                write_atomically(path, json.dumps(marks).encode())
+            except OSError as exc:
+                # tried again at the next checkpoint; meanwhile a restart would start from the older marks
+                log.error("cannot checkpoint high watermarks", path=path, error=str(exc))
+                return
+            self._checkpointed = marks
 
     def close(self) -> None:
         self.checkpoint_high_watermarks()

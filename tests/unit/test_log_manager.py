@@ -10,6 +10,7 @@ import pytest
 from log_harness import BASE_TS, Clock, all_records, batch
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.files import TEMP_SUFFIX
 from broker.log.manager import LogManager
 
 BROKER_DEFAULTS = {"retention.ms": 3_600_000, "segment.bytes": 1 << 20, "min.insync.replicas": 1}
@@ -91,6 +92,24 @@ def test_high_watermark_checkpoints(tmp_path):
     unreadable = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
     assert [unreadable.get_log(name, 0).high_watermark for name in ("orders", "shrunk", "renewed")] == [0, 0, 0]
     unreadable.close()
+
+
+def test_a_checkpoint_that_cannot_be_written_is_tried_again(tmp_path):
+    """A failed save (here: its temporary file's name taken by a directory) neither raises nor stops the logs
+    from closing; the next checkpoint writes the marks."""
+    data_dir = tmp_path / "data"
+    logs = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    logs.create_topic("orders", 1, {}).partitions[0].append(batch(3))
+    logs.get_log("orders", 0).high_watermark = 2
+    blocker = data_dir / ("high-watermarks.json" + TEMP_SUFFIX)
+    blocker.mkdir()
+    logs.checkpoint_high_watermarks()
+    assert not (data_dir / "high-watermarks.json").exists()
+    blocker.rmdir()
+    logs.close()
+    reopened = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    assert reopened.get_log("orders", 0).high_watermark == 2
+    reopened.close()
 
 
 def test_data_directory_is_locked(tmp_path, manager):
