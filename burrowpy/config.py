@@ -50,6 +50,7 @@ TLS_KEYS = ("certfile", "keyfile", "cafile", "noverify")
 SASL_KEYS = ("username", "password", "handshake-first", "mechanism")
 IAM_KEYS = ("region", "role-arn", "profile")
 HTTPSERVER_KEYS = ("address", "timeout", "tls", "auth")
+DEFAULT_HTTP_ADDRESS = "127.0.0.1:0"
 HTTP_AUTH_KEYS = ("readers", "admins", "reader-tokens", "admin-tokens", "open-paths")
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "panic", "fatal")
@@ -343,7 +344,7 @@ class ZookeeperConfig:
 @dataclass(frozen=True)
 class HttpListenerConfig:
     name: str
-    address: str  # host:port; a blank host listens on every interface, port 0 picks a free port
+    address: str  # host:port; a blank host listens on every interface (as in Burrow), port 0 a free port
     timeout: int = 300
     tls: TLSProfile | None = None
     auth: HttpAuthProfile | None = None  # None: the API is open, as Burrow's is
@@ -462,8 +463,10 @@ def parse_config(doc: Mapping[str, Any], file: str, environ: Mapping[str, str] |
     config.http_auth = {name: _http_auth(section) for name, section in named["http-auth"].items()}
     config.httpserver = {name: _listener(section, config) for name, section in named["httpserver"].items()}
     if not config.httpserver:
-        # As in Burrow: without any listener configured, one listens on a free port (logged at start).
-        config.httpserver = {"default": HttpListenerConfig("default", ":0")}
+        # As in Burrow, a free port (logged at start) when no listener is configured; unlike Burrow, on the
+        # loopback interface only: an API that deletes groups and changes the log level is not offered to the
+        # network unless an address says so.
+        config.httpserver = {"default": HttpListenerConfig("default", DEFAULT_HTTP_ADDRESS)}
 
     for kind in MODULE_KINDS:
         sections = named[kind]

@@ -150,7 +150,7 @@ def test_defaults_without_any_section():
     assert config.general.pidfile == "burrow.pid" and config.general.env_var_prefix == "burrow"
     assert config.logging == LoggingConfig()
     assert config.zookeeper.to_json() == {"servers": [], "timeout": 6, "root-path": "/burrow"}
-    assert config.httpserver == {"default": HttpListenerConfig("default", ":0")}
+    assert config.httpserver == {"default": HttpListenerConfig("default", "127.0.0.1:0")}
     assert {kind: list(config.modules(kind)) for kind in ("storage", "evaluator", "cluster", "consumer")} == {
         "storage": ["default"],
         "evaluator": ["default"],
