@@ -132,7 +132,10 @@ class RaftNode:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # The journal and snapshots hold the cluster's metadata, SCRAM credentials and ACLs among it, and are
+        # written by pysyncobj with the default mode: the directory keeps them from other users.
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
         timing = self.timing
         conf = SyncObjConf(
             password=self.secret,

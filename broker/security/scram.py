@@ -28,7 +28,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.files import write_atomically
+from broker.log.files import keep_private, write_atomically
 
 # Kafka's ScramMechanism type ids, as AlterUserScramCredentials and DescribeUserScramCredentials carry them.
 MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
@@ -85,6 +85,7 @@ class ScramStore:
         self.path = path
         self._users: dict[str, dict[str, ScramCredential]] = {}
         if path is not None and path.exists():
+            keep_private(str(path))
             for user, mechanisms in json.loads(path.read_text())["users"].items():
                 self._users[user] = {m: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
                                                         base64.b64decode(c["server_key"]), c["iterations"])
@@ -120,7 +121,7 @@ class ScramStore:
                        "server_key": base64.b64encode(c.server_key).decode(), "iterations": c.iterations}
                    for m, c in mechanisms.items()}
             for user, mechanisms in self._users.items()}}
-        write_atomically(str(self.path), json.dumps(document, indent=1).encode())
+        write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
 
 
 _ADD_SCRAM = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")

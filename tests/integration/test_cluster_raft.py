@@ -4,6 +4,7 @@ data directory, catching up from a snapshot, and refusal of a peer without the c
 from __future__ import annotations
 
 import shutil
+import stat
 
 import pytest
 from harness import free_port, poll_until
@@ -78,6 +79,8 @@ async def test_proposals_from_any_node_reach_every_copy(three):
     assert result["error_code"] != 0  # the state machine's refusal comes back to the proposer
     await poll_until(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
     assert all(n.state.to_snapshot() == leader.state.to_snapshot() for n in nodes)
+    # the journal holds SCRAM credentials and ACLs: only the broker's user may enter its directory
+    assert all(stat.S_IMODE(n.data_dir.stat().st_mode) == 0o700 for n in nodes)
     assert [c["op"] for c in follower.listener.applied] == ["register_broker", "register_broker", "fence_broker"]
     assert all(n.ready and n.listener.ready == 1 for n in nodes)
 
