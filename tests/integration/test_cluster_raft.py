@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 TIMING = RaftTiming(election_timeout_min=0.3, election_timeout_max=0.6, heartbeat_interval=0.05,
                     reconnect_interval=0.2)
-SECRET = "raft test secret"
+SECRET = "raft test secret: 32 characters or more"
 
 
 class Recorder:
