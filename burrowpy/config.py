@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from broker.security import PLACEHOLDER, is_placeholder
 from burrowpy.httpauth import HttpAuthProfile
 
 _REQUIRED: Any = object()
@@ -579,10 +580,14 @@ def _tls(section: Section) -> TLSProfile:
 def _sasl(section: Section) -> SASLProfile:
     section.check_keys(SASL_KEYS)
     mechanism = section.get_str("mechanism", "").upper()
+    password = section.get_str("password", "")
+    if is_placeholder(password):
+        raise section.error("password", f"is the sample's placeholder {PLACEHOLDER}: the password this monitor "
+                                        "logs in with (here, or in the environment as the key's variable)")
     return SASLProfile(
         name=section.path.split(".", 1)[1],
         username=section.get_str("username", ""),
-        password=section.get_str("password", ""),
+        password=password,
         handshake_first=section.get_bool("handshake-first", False),
         # As in Burrow, anything but the two SCRAM mechanisms means PLAIN.
         mechanism=mechanism if mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512") else "PLAIN",

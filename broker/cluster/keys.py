@@ -10,18 +10,18 @@ from __future__ import annotations
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from broker.security import is_placeholder
+
 _SALT = b"burrowpy cluster secret v1"
 # 32 characters: 128 bits even as hex, the least random-looking form a generated secret takes.
 MIN_SECRET_LENGTH = 32
-# What the sample configs hold instead of a secret, so that starting one unchanged fails with directions.
-PLACEHOLDER = "CHANGE-ME"
 HOW_TO_MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_hex(32))'"
 
 
 def secret_problem(secret: str) -> str | None:
     """What makes ``secret`` unfit to be a cluster secret, or None. Anyone who has it can run code on every
     broker (pysyncobj unpickles Raft messages), so it must be one made at random for this cluster."""
-    if secret.strip().upper().startswith(PLACEHOLDER):
+    if is_placeholder(secret):
         return f"is the sample's placeholder: make a secret with {HOW_TO_MAKE_ONE} and give every broker of " \
                "the cluster the same one"
     if len(secret) < MIN_SECRET_LENGTH:
