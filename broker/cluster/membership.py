@@ -122,7 +122,7 @@ class PacketSeal:
                 or isinstance(counter, bool) or not isinstance(counter, int)):
             raise PacketRefused("no sender, time or counter")
         if abs(now - sent) > self.max_age:
-            raise PacketRefused(f"sent {now - sent:.1f} s before it arrived: clocks more than "
+            raise PacketRefused(f"its time is {sent - now:+.1f} s from ours: clocks more than "
                                 f"{self.max_age:.0f} s apart, or a replay", clock=True)
         seen = self._seen.setdefault(sender, {})
         if counter in seen:
