@@ -128,10 +128,11 @@ class PacketSeal:
         if counter in seen:
             raise PacketRefused("a replay")
         seen[counter] = sent
-        for old in list(seen):  # the oldest first; a replay of what goes here is refused as too old
-            if seen[old] >= now - self.max_age:
+        while seen:  # the oldest first; a replay of what goes here is refused as too old
+            oldest = next(iter(seen))
+            if seen[oldest] >= now - self.max_age:
                 break
-            del seen[old]
+            del seen[oldest]
         return message
 
 
