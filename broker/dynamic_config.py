@@ -31,7 +31,7 @@ from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, Broker
 from broker.errors import ErrorCode, KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, KAFKA_BROKER_MINIMUMS
 from broker.log.config import InvalidConfigValue, parse_configs
-from broker.log.files import write_atomically
+from broker.log.files import keep_private, write_atomically
 
 log = structlog.get_logger("broker.config")
 
@@ -94,6 +94,7 @@ class DynamicBrokerConfigs:
         self.on_change: list[Callable[[], None]] = []
         self._path = config.data_dir / FILE_NAME if persist else None
         if self._path is not None and self._path.exists():
+            keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
             self.layers.update({scope: dict(values) for scope, values in stored.items()
                                 if scope in self.layers})
@@ -216,7 +217,8 @@ class DynamicBrokerConfigs:
         self.layers[scope] = dict(layer)
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(os.fspath(self._path), json.dumps(self.layers, indent=1, sort_keys=True).encode())
+            write_atomically(os.fspath(self._path), json.dumps(self.layers, indent=1, sort_keys=True).encode(),
+                             private=True)
         self._apply()
 
     def current(self, scope: str, name: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -16,9 +17,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-id", type=int, metavar="N", help="this broker's id")
     parser.add_argument("--config", metavar="FILE", help="broker YAML config (Kafka server.properties names)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--add-scram", action="append", default=[], metavar="'SCRAM-SHA-256=[name=U,password=P]'",
-                        help="add (or replace) a SCRAM credential, in kafka-storage.sh format's syntax; "
-                             "may be repeated. Kept in the data dir, like those AlterUserScramCredentials adds")
+    parser.add_argument("--add-scram", action="append", default=[],
+                        metavar="'SCRAM-SHA-256=[name=U,password-file=PATH|password-env=VAR]'",
+                        help="add (or replace) a SCRAM credential, in kafka-storage.sh format's syntax, the password "
+                             "read from a file (- for a line of standard input) or an environment variable, never "
+                             "given on the command line; may be repeated. Kept in the data dir, like those "
+                             "AlterUserScramCredentials adds")
 
 
 async def serve(config) -> None:
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         config = BrokerConfig.load(args.config, listen=args.listen, data_dir=args.data_dir, node_id=args.node_id)
         for text in args.add_scram:
             try:
-                config.scram_additions.append(parse_add_scram(text))
+                config.scram_additions.append(parse_add_scram(text, os.environ, sys.stdin))
             except ValueError as exc:
                 raise ConfigError("<command line>", "--add-scram", str(exc)) from exc
         if config.cluster is not None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from broker.security import PLACEHOLDER, is_placeholder
 from burrowpy.httpauth import HttpAuthProfile
 
 _REQUIRED: Any = object()
@@ -50,6 +51,7 @@ TLS_KEYS = ("certfile", "keyfile", "cafile", "noverify")
 SASL_KEYS = ("username", "password", "handshake-first", "mechanism")
 IAM_KEYS = ("region", "role-arn", "profile")
 HTTPSERVER_KEYS = ("address", "timeout", "tls", "auth")
+DEFAULT_HTTP_ADDRESS = "127.0.0.1:0"
 HTTP_AUTH_KEYS = ("readers", "admins", "reader-tokens", "admin-tokens", "open-paths")
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "panic", "fatal")
@@ -343,7 +345,7 @@ class ZookeeperConfig:
 @dataclass(frozen=True)
 class HttpListenerConfig:
     name: str
-    address: str  # host:port; a blank host listens on every interface, port 0 picks a free port
+    address: str  # host:port; a blank host listens on every interface (as in Burrow), port 0 a free port
     timeout: int = 300
     tls: TLSProfile | None = None
     auth: HttpAuthProfile | None = None  # None: the API is open, as Burrow's is
@@ -462,8 +464,10 @@ def parse_config(doc: Mapping[str, Any], file: str, environ: Mapping[str, str] |
     config.http_auth = {name: _http_auth(section) for name, section in named["http-auth"].items()}
     config.httpserver = {name: _listener(section, config) for name, section in named["httpserver"].items()}
     if not config.httpserver:
-        # As in Burrow: without any listener configured, one listens on a free port (logged at start).
-        config.httpserver = {"default": HttpListenerConfig("default", ":0")}
+        # As in Burrow, a free port (logged at start) when no listener is configured; unlike Burrow, on the
+        # loopback interface only: an API that deletes groups and changes the log level is not offered to the
+        # network unless an address says so.
+        config.httpserver = {"default": HttpListenerConfig("default", DEFAULT_HTTP_ADDRESS)}
 
     for kind in MODULE_KINDS:
         sections = named[kind]
@@ -576,10 +580,14 @@ def _tls(section: Section) -> TLSProfile:
 def _sasl(section: Section) -> SASLProfile:
     section.check_keys(SASL_KEYS)
     mechanism = section.get_str("mechanism", "").upper()
+    password = section.get_str("password", "")
+    if is_placeholder(password):
+        raise section.error("password", f"is the sample's placeholder {PLACEHOLDER}: the password this monitor "
+                                        "logs in with (here, or in the environment as the key's variable)")
     return SASLProfile(
         name=section.path.split(".", 1)[1],
         username=section.get_str("username", ""),
-        password=section.get_str("password", ""),
+        password=password,
         handshake_first=section.get_bool("handshake-first", False),
         # As in Burrow, anything but the two SCRAM mechanisms means PLAIN.
         mechanism=mechanism if mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512") else "PLAIN",

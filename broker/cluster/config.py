@@ -1,7 +1,7 @@
 """The ``cluster:`` block of a broker's YAML config: what makes a broker one node of a cluster.
 
     cluster:
-      secret: change-me                  # shared by every broker; authenticates Raft and gossip traffic
+      secret: 5f0c...                    # shared by every broker, at least 32 characters: keys Raft and gossip
       raft:
         listen: 127.0.0.1:19201          # this broker's Raft address
         peers: {2: 127.0.0.1:19202, 3: 127.0.0.1:19203}   # every other voter, by node id
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.cluster.keys import secret_problem
 from broker.cluster.membership import SwimConfig
 from broker.cluster.raft import RaftTiming
 from burrowpy.config import Section
@@ -56,8 +57,9 @@ class ClusterConfig:
     def from_section(cls, section: Section, node_id: int) -> ClusterConfig:
         section.check_keys(CLUSTER_KEYS)
         secret = section.get_str("secret")
-        if not secret:
-            raise section.error("secret", "must not be empty")
+        problem = secret_problem(secret)
+        if problem is not None:
+            raise section.error("secret", problem)
         raft = _subsection(section, "raft", RAFT_KEYS)
         gossip = _subsection(section, "gossip", GOSSIP_KEYS)
         controller = _subsection(section, "controller", CONTROLLER_KEYS, required=False)

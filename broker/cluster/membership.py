@@ -20,8 +20,12 @@ dissemination extensions:
   ``push_pull_interval`` a member also exchanges its whole member list with a random other (anti-entropy).
 * A member that stops cleanly gossips that it *left*, so it is gone without waiting for the timeouts.
 
-Packets are JSON, authenticated with an HMAC-SHA256 of the cluster's shared secret; a packet without
-the right MAC is dropped unread.
+Packets are JSON, authenticated with an HMAC-SHA256 under the cluster secret's "gossip" key
+(:mod:`broker.cluster.keys`); a packet without the right MAC is dropped unread. Each packet also carries its
+sender's wall-clock time and a counter (:class:`PacketSeal`): a packet older than ``MAX_PACKET_AGE`` (or
+that far in the future), or one already received, is dropped too, so a recorded packet cannot be replayed to
+bring a dead member back or to repeat a ping. The counter starts from the wall clock in microseconds, so a
+restarted sender counts on above its past life and is heard at once.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.keys import derive_key
+
 log = structlog.get_logger("broker.gossip")
 
 ALIVE = "alive"
@@ -55,6 +61,11 @@ Packet = tuple[Address, Message]
 
 _MAGIC = b"SWIM1"
 _MAC_SIZE = hashlib.sha256().digest_size
+# How far a packet's time may be from the receiver's: its lifetime for a replay, and the clock difference
+# between brokers that gossip tolerates.
+MAX_PACKET_AGE = 30.0
+# What a packet holds besides its updates: the message's own keys, the seal's time and counter, magic and MAC.
+_ENVELOPE_BYTES = 140
 
 
 def encode_packet(secret: bytes, message: Message) -> bytes:
@@ -75,6 +86,54 @@ def decode_packet(secret: bytes, data: bytes) -> Message | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+class PacketRefused(Exception):
+    """A packet dropped unread: forged, malformed, too old (or too far ahead), or received before.
+    ``clock``: refused for its time alone, which the sender's clock being off explains as well as a replay."""
+
+    def __init__(self, reason: str, *, clock: bool = False) -> None:
+        super().__init__(reason)
+        self.clock = clock
+
+
+class PacketSeal:
+    """Seals outgoing messages (time, counter, MAC) and opens incoming ones, refusing replays; sans-IO: the
+    caller gives the wall-clock time. ``counter`` is where this sender's count starts: the wall clock in
+    microseconds, so that a restart continues above every packet of the previous life."""
+
+    def __init__(self, key: bytes, counter: int, max_age: float = MAX_PACKET_AGE) -> None:
+        self.key = key
+        self.counter = counter
+        self.max_age = max_age
+        # sender -> counter -> time, in arrival order: what a replay would repeat, for as long as it is fresh
+        self._seen: dict[str, dict[int, float]] = {}
+
+    def seal(self, message: Message, now: float) -> bytes:
+        self.counter += 1
+        return encode_packet(self.key, {**message, "ts": round(now, 3), "c": self.counter})
+
+    def open(self, data: bytes, now: float) -> Message:
+        message = decode_packet(self.key, data)
+        if message is None:
+            raise PacketRefused("not authenticated")
+        sender, sent, counter = message.get("from"), message.get("ts"), message.get("c")
+        if (not isinstance(sender, str) or isinstance(sent, bool) or not isinstance(sent, int | float)
+                or isinstance(counter, bool) or not isinstance(counter, int)):
+            raise PacketRefused("no sender, time or counter")
+        if abs(now - sent) > self.max_age:
+            raise PacketRefused(f"its time is {sent - now:+.1f} s from ours: clocks more than "
+                                f"{self.max_age:.0f} s apart, or a replay", clock=True)
+        seen = self._seen.setdefault(sender, {})
+        if counter in seen:
+            raise PacketRefused("a replay")
+        seen[counter] = sent
+        while seen:  # the oldest first; a replay of what goes here is refused as too old
+            oldest = next(iter(seen))
+            if seen[oldest] >= now - self.max_age:
+                break
+            del seen[oldest]
+        return message
 
 
 @dataclass(frozen=True)
@@ -331,7 +390,7 @@ class SwimMembership:
         """Push-pull anti-entropy: every member we know, in as many packets as it takes. Dissemination
         alone never tells a late joiner about members whose news was spread before it arrived."""
         updates = [self._self_alive()] + [self._update_of(m) for m in self.members.values()]
-        budget = self.config.max_packet_bytes - 100
+        budget = self.config.max_packet_bytes - _ENVELOPE_BYTES
         packets: list[Packet] = []
         chunk: list[dict[str, Any]] = []
         used = 0
@@ -411,7 +470,7 @@ class SwimMembership:
 
     def _message(self, kind: str, **fields: Any) -> Message:
         message: Message = {"t": kind, "from": self.name, **fields}
-        budget = self.config.max_packet_bytes - 100 - sum(len(json.dumps(v)) for v in fields.values())
+        budget = self.config.max_packet_bytes - _ENVELOPE_BYTES - sum(len(json.dumps(v)) for v in fields.values())
         limit = self.config.retransmit_multiplier * max(1, math.ceil(math.log10(len(self.members) + 2)))
         chosen = []
         for key, broadcast in sorted(self._broadcasts.items(), key=lambda item: item[1].sent):
@@ -429,12 +488,13 @@ class SwimMembership:
 class GossipNode:
     """:class:`SwimMembership` on a UDP socket: ``start()``, ``stop()`` (leaving), and member events."""
 
-    def __init__(self, name: str, bind: Address, secret: bytes, *, advertise: Address | None = None,
+    def __init__(self, name: str, bind: Address, secret: str | bytes, *, advertise: Address | None = None,
                  seeds: Iterable[Address] = (), meta: dict[str, Any] | None = None,
                  config: SwimConfig | None = None,
                  on_event: Callable[[MemberEvent], None] | None = None) -> None:
         self.bind = bind
-        self.secret = secret
+        self._seal = PacketSeal(derive_key(secret, "gossip"), int(time.time() * 1_000_000))
+        self._clock_warning_due = 0.0
         self.on_event = on_event
         self._advertise = advertise
         self._seeds = list(seeds)
@@ -502,9 +562,15 @@ class GossipNode:
     def datagram_received(self, data: bytes, sender: Address) -> None:
         if self.protocol is None:
             return
-        message = decode_packet(self.secret, data)
-        if message is None:
-            log.debug("unauthenticated gossip packet dropped", sender=sender)
+        try:
+            message = self._seal.open(data, time.time())
+        except PacketRefused as refused:
+            if refused.clock and time.monotonic() >= self._clock_warning_due:
+                # said once a minute: a broker whose clock is off is never heard, and should be told why
+                self._clock_warning_due = time.monotonic() + 60.0
+                log.warning("gossip packet dropped", sender=sender, reason=str(refused))
+            else:
+                log.debug("gossip packet dropped", sender=sender, reason=str(refused))
             return
         self._send(self.protocol.receive(message, (sender[0], sender[1]), time.monotonic()))
         self._deliver_events()
@@ -514,7 +580,7 @@ class GossipNode:
         if self._transport is None:
             return
         for address, message in packets:
-            self._transport.sendto(encode_packet(self.secret, message), address)
+            self._transport.sendto(self._seal.seal(message, time.time()), address)
 
     def _deliver_events(self) -> None:
         assert self.protocol is not None

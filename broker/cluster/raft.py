@@ -12,8 +12,9 @@ reads a structure that the Raft thread is changing, there are two copies of the 
   the same log position, and a proposal's answer arrives after the loop's copy has applied it.
 
 The Raft journal and snapshots live in ``data_dir``, so a restarted node replays its state before it
-even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret
-(pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject anything. When
+even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret's "raft"
+key (:mod:`keys`; pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject
+anything. pysyncobj pickles its messages, so whoever has the secret can run code on every node. When
 the brokers reach each other over TLS, Raft's connections go inside TLS as well (:mod:`raft_tls`).
 """
 
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
+from broker.cluster.keys import derive_key
 from broker.cluster.raft_tls import RaftTlsTunnels, tunnelled_transport
 
 log = structlog.get_logger("broker.raft")
@@ -132,10 +134,13 @@ class RaftNode:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # The journal and snapshots hold the cluster's metadata, SCRAM credentials and ACLs among it, and are
+        # written by pysyncobj with the default mode: the directory keeps them from other users.
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
         timing = self.timing
         conf = SyncObjConf(
-            password=self.secret,
+            password=derive_key(self.secret, "raft").hex(),
             journalFile=str(self.data_dir / "raft.journal"),
             fullDumpFile=str(self.data_dir / "raft.snapshot"),
             serializer=self._write_snapshot,

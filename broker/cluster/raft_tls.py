@@ -11,7 +11,7 @@ it rather than into it:
   (:func:`tunnelled_transport`); each connection there is relayed to the peer's Raft address over TLS,
   checking its certificate with the inter-broker listener's truststore.
 
-Peers keep their names (addresses) and pysyncobj's own encryption with the cluster secret stays on inside
+Peers keep their names (addresses) and pysyncobj's own encryption (the cluster secret's raft key) stays on inside
 the tunnel. The relays run on the broker's event loop.
 """
 

@@ -8,6 +8,7 @@ import errno
 import os
 
 TEMP_SUFFIX = ".tmp"
+PRIVATE_MODE = 0o600
 
 
 def fsync_directory(directory: str) -> None:
@@ -19,14 +20,21 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, data: bytes, *, durable: bool = True) -> None:
+def write_atomically(path: str, data: bytes, *, durable: bool = True, private: bool = False) -> None:
     """Replace ``path`` with ``data``: write a temporary file and rename it over.
 
     ``durable`` also fsyncs the file and the directory, so the new content survives a power loss. Files
-    that are only hints (losing the update merely costs extra recovery work) skip that.
+    that are only hints (losing the update merely costs extra recovery work) skip that. ``private`` files
+    (credentials, ACLs) are readable by their owner only, from the moment they exist.
     """
     temp = path + TEMP_SUFFIX
-    with open(temp, "wb") as f:
+    if private:
+        # A temporary file left by a crash keeps its old mode, and whoever opened it then could read on.
+        unlink_quietly(temp)
+        handle = os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE), "wb")
+    else:
+        handle = open(temp, "wb")  # noqa: SIM115 (closed by the with below)
+    with handle as f:
         f.write(data)
         if durable:
             f.flush()
@@ -43,6 +51,12 @@ def read_int(path: str) -> int | None:
             return int(f.read().strip())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def keep_private(path: str) -> None:
+    """Make a file that holds secrets the owner's only (one written before burrowpy made it so)."""
+    if os.path.exists(path) and os.stat(path).st_mode & 0o777 != PRIVATE_MODE:
+        os.chmod(path, PRIVATE_MODE)
 
 
 def unlink_quietly(*paths: str) -> None:

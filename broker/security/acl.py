@@ -26,7 +26,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.files import write_atomically
+from broker.log.files import keep_private, write_atomically
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 STORE_FILE = "acls.json"
@@ -203,6 +203,7 @@ class AclStore:
         # resource type -> (LITERAL name -> ACLs, PREFIXED prefix -> ACLs, the prefixes' lengths)
         self._index: dict[int, tuple[dict[str, list[Acl]], dict[str, list[Acl]], list[int]]] = {}
         if path is not None and path.exists():
+            keep_private(str(path))
             for entry in json.loads(path.read_text())["acls"]:
                 self._acls[Acl(**entry)] = None
         self._reindex()
@@ -262,7 +263,7 @@ class AclStore:
         if self.path is None:
             return
         document = {"version": 1, "acls": [acl._asdict() for acl in self._acls]}
-        write_atomically(str(self.path), json.dumps(document, indent=1).encode())
+        write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
 
 
 class Authorizer:

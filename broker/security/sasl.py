@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.security import PLACEHOLDER, is_placeholder
 from broker.security import SecurityConfigError as SaslConfigError
 
 PLAIN = "PLAIN"
@@ -69,7 +70,12 @@ def jaas_options(text: str, module: str, key: str) -> dict[str, str]:
     leftover = _OPTION.sub("", options).strip()
     if leftover:
         raise SaslConfigError(key, f"cannot read {leftover!r}: options are name=\"value\"")
-    return {name: value.replace('\\"', '"') for name, value in found}
+    options = {name: value.replace('\\"', '"') for name, value in found}
+    for name, value in options.items():
+        if is_placeholder(value):
+            raise SaslConfigError(key, f"{name} is the sample's placeholder {PLACEHOLDER}: choose a password, e.g. "
+                                       "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'")
+    return options
 
 
 def parse_plain_jaas(text: str, key: str) -> dict[str, str]:

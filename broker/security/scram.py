@@ -3,8 +3,10 @@
 Credentials are what Kafka keeps: per user and mechanism a salt, the iteration count, the stored key and the
 server key -- never the password. They come from:
 
-* ``burrowpy broker --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]'`` at start-up, in the
-  syntax of Kafka's ``kafka-storage.sh format --add-scram`` (``iterations=`` optional, 4096 by default);
+* ``burrowpy broker --add-scram 'SCRAM-SHA-256=[name=alice,password-file=/run/secrets/alice]'`` at start-up,
+  in the syntax of Kafka's ``kafka-storage.sh format --add-scram`` (``iterations=`` optional, 4096 by
+  default), except that the password is read from a file (``-``: a line of standard input) or an environment
+  variable (``password-env=NAME``): a command line is visible to every user of the machine;
 * AlterUserScramCredentials (``kafka-configs.sh --alter --add-config 'SCRAM-SHA-512=[password=...]'
   --entity-type users --entity-name bob``, the AdminClient), where the client sends the salted password.
 
@@ -25,10 +27,12 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
-from broker.log.files import write_atomically
+from broker.log.files import keep_private, write_atomically
 
 # Kafka's ScramMechanism type ids, as AlterUserScramCredentials and DescribeUserScramCredentials carry them.
 MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
@@ -85,6 +89,7 @@ class ScramStore:
         self.path = path
         self._users: dict[str, dict[str, ScramCredential]] = {}
         if path is not None and path.exists():
+            keep_private(str(path))
             for user, mechanisms in json.loads(path.read_text())["users"].items():
                 self._users[user] = {m: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
                                                         base64.b64decode(c["server_key"]), c["iterations"])
@@ -120,19 +125,21 @@ class ScramStore:
                        "server_key": base64.b64encode(c.server_key).decode(), "iterations": c.iterations}
                    for m, c in mechanisms.items()}
             for user, mechanisms in self._users.items()}}
-        write_atomically(str(self.path), json.dumps(document, indent=1).encode())
+        write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
 
 
 _ADD_SCRAM = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
+_PASSWORD_SOURCES = ("password-file", "password-env")
 
 
-def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
-    """``SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]`` (kafka-storage's syntax):
-    (user, mechanism, credential). Raises ValueError naming what is wrong."""
+def parse_add_scram(text: str, environ: Mapping[str, str], stdin: TextIO) -> tuple[str, str, ScramCredential]:
+    """``SCRAM-SHA-256=[name=alice,password-env=ALICE_PASSWORD,iterations=8192]`` (kafka-storage's syntax, the
+    password from ``password-file=PATH`` or ``password-env=NAME``): (user, mechanism, credential). Raises
+    ValueError naming what is wrong."""
     found = _ADD_SCRAM.match(text.strip())
     if not found:
-        raise ValueError(f"{text!r}: expected SCRAM-SHA-256=[name=<user>,password=<password>] "
-                         "(or SCRAM-SHA-512=[...])")
+        raise ValueError(f"{text!r}: expected SCRAM-SHA-256=[name=<user>,password-file=<path>] "
+                         "(or SCRAM-SHA-512=[...], password-env=<variable>)")
     mechanism, body = found.groups()
     fields: dict[str, str] = {}
     for part in body.split(","):
@@ -140,14 +147,39 @@ def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
         if not sep:
             raise ValueError(f"{text!r}: {part!r} is not key=value")
         fields[key.strip()] = value.strip().strip('"')
-    unknown = set(fields) - {"name", "password", "iterations"}
-    if unknown or "name" not in fields or "password" not in fields:
-        raise ValueError(f"{text!r}: needs name= and password= (and may have iterations=), "
-                         f"not {', '.join(sorted(unknown)) or 'this'}")
+    if "password" in fields:
+        # the message must not repeat the password: it goes to a terminal or a log
+        raise ValueError(f"{mechanism}=[name={fields.get('name', '')},password=...]: a password on the command line "
+                         "is visible to every user of the machine (ps, /proc); give password-file=PATH "
+                         "(- for a line of standard input) or password-env=VARIABLE instead")
+    sources = set(_PASSWORD_SOURCES) & set(fields)
+    unknown = set(fields) - {"name", "iterations", *_PASSWORD_SOURCES}
+    if unknown or "name" not in fields or len(sources) != 1:
+        raise ValueError(f"{text!r}: needs name= and one of password-file= or password-env= (and may have "
+                         f"iterations=), not {', '.join(sorted(unknown)) or 'this'}")
     iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"{text!r}: iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
-    return fields["name"], mechanism, credential_from_password(mechanism, fields["password"], iterations)
+    [source] = sources
+    password = _read_password(source, fields[source], environ, stdin)
+    if not password:
+        raise ValueError(f"{text!r}: the password from {source}={fields[source]} is empty")
+    return fields["name"], mechanism, credential_from_password(mechanism, password, iterations)
+
+
+def _read_password(source: str, where: str, environ: Mapping[str, str], stdin: TextIO) -> str:
+    """The password ``source`` names; a file's or a line's newline is not part of it."""
+    if source == "password-env":
+        if where not in environ:
+            raise ValueError(f"password-env={where}: no such environment variable")
+        return environ[where]
+    if where == "-":
+        return stdin.readline().removesuffix("\n").removesuffix("\r")
+    try:
+        with open(where) as handle:
+            return handle.read().removesuffix("\n").removesuffix("\r")
+    except OSError as exc:
+        raise ValueError(f"password-file={where}: {exc.strerror}") from None
 
 
 # --- one login ---------------------------------------------------------------------------------------------

@@ -329,13 +329,29 @@ def _router_behaviour(routes: list[tuple[str, str, Handler]]) -> Any:
     return middleware
 
 
+# What a page on another site can make a browser send here without a CORS preflight is a "simple request":
+# GET, HEAD, or a POST whose Content-Type is text/plain, a form encoding, or absent. So a POST is accepted
+# only with a JSON body, which a browser sends cross-site only after a preflight that this API never grants
+# (its OPTIONS answers carry no Access-Control-Allow-* headers). PUT, PATCH and DELETE are never simple.
+JSON_TYPE = "application/json"
+
+
+@web.middleware
+async def json_posts_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a POST whose body is not JSON (see above): no change by cross-site request forgery."""
+    if request.method == "POST" and request.match_info.http_exception is None and request.content_type != JSON_TYPE:
+        return error(request, 415, f"a POST needs Content-Type: {JSON_TYPE}, "
+                                   f"got {request.headers.get('Content-Type') or 'none'}")
+    return await handler(request)
+
+
 def build_app(ctx: ApplicationContext, trends: GroupTrends | None = None,
               auth: HttpAuthProfile | None = None) -> web.Application:
     """The API of one listener; with ``auth`` every request is checked first (:mod:`burrowpy.httpauth`)."""
     api = BurrowApi(ctx)
     routes = api.routes()
     checks = [auth_middleware(auth, error)] if auth is not None else []
-    app = web.Application(middlewares=[*checks, browser_entry, _router_behaviour(routes)])
+    app = web.Application(middlewares=[*checks, browser_entry, _router_behaviour(routes), json_posts_only])
     app[CONTEXT] = ctx
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)

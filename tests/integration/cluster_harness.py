@@ -14,7 +14,9 @@ from harness import BrokerProcess, free_port, wait_until
 from broker.client import KafkaConnection
 from broker.protocol.api import ApiKey
 
-SECRET = "cluster test secret"
+# A cluster secret as `python3 -c 'import secrets; print(secrets.token_hex(32))'` makes them (at least 32
+# characters are required); fixed, so that a test may start brokers of one cluster at different times.
+SECRET = "6f1d3c0a9b8e47f2a5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9012345"
 # Short timings so that failover takes about a second: gossip declares a silent broker dead after ~0.5 s.
 FAST_CLUSTER = {
     "raft": {"election_timeout_min_ms": 300, "election_timeout_max_ms": 600, "heartbeat_interval_ms": 50,

@@ -54,6 +54,15 @@ _LOWEST_PORT = 10000
 _handed_out: set[int] = set()
 
 
+def secret_file(directory: Path, name: str, secret: str) -> Path:
+    """A file holding ``secret`` for the owner only: how passwords reach a broker (``--add-scram``'s
+    ``password-file=``), never on its command line."""
+    path = Path(directory) / name
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        handle.write(secret + "\n")
+    return path
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on, for a server a test starts next.
 

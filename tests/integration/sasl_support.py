@@ -25,7 +25,8 @@ class SaslBroker:
         return settings
 
 
-def start_sasl_broker(directory: Path, mechanism: str, config: dict, args: tuple[str, ...] = ()) -> SaslBroker:
+def start_sasl_broker(directory: Path, mechanism: str, config: dict, args: tuple[str, ...] = (),
+                      env: dict[str, str] | None = None) -> SaslBroker:
     """A started broker whose SASL listeners take ``config`` (mechanisms, JAAS lines); stop its ``process``."""
     ca = CertificateAuthority(directory / "certs")
     server = ca.issue("broker")
@@ -34,6 +35,6 @@ def start_sasl_broker(directory: Path, mechanism: str, config: dict, args: tuple
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
                      f"SASL_SSL://127.0.0.1:{sasl_ssl}",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store), **config,
-    }, args=args)
+    }, args=args, env=env)
     process.start()
     return SaslBroker(process, sasl, sasl_ssl, ca, mechanism)

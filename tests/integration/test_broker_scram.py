@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from harness import BURROWPY, ROOT, secret_file
 from kafka_harness import java_peer
 from sasl_support import SaslBroker, start_sasl_broker
 
@@ -34,11 +35,14 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[SaslBroker]:
-    broker = start_sasl_broker(tmp_path_factory.mktemp("scram"), "SCRAM-SHA-256", {
+    directory = tmp_path_factory.mktemp("scram")
+    password = secret_file(directory, "alice.password", "alice-secret")
+    broker = start_sasl_broker(directory, "SCRAM-SHA-256", {
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
-    }, args=("--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]",
-             "--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]"))
+    }, args=("--add-scram", "SCRAM-SHA-256=[name=alice,password-env=ALICE_PASSWORD]",
+             "--add-scram", f"SCRAM-SHA-512=[name=alice,password-file={password},iterations=8192]"),
+       env={"ALICE_PASSWORD": "alice-secret"})
     yield broker
     broker.process.stop()
 
@@ -150,6 +154,17 @@ def test_credentials_through_the_admin_client_and_kafka_configs_survive_a_restar
     weak = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"x")
     with pytest.raises(KafkaException, match="Too few iterations"):
         admin.alter_user_scram_credentials([weak])["dave"].result(30)
+
+
+def test_a_password_on_the_command_line_is_refused(tmp_path):
+    """It would be readable by every user of the machine in ps; the broker does not start."""
+    result = subprocess.run([BURROWPY, "broker", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                             "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "--add-scram" in result.stderr and "password-file=" in result.stderr
+    assert "alice-secret" not in result.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_garbage_in_the_sasl_and_tls_handshakes_closes_only_that_connection(broker):

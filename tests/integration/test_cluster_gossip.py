@@ -1,6 +1,7 @@
 """GossipNode on real UDP sockets (127.0.0.1): members find each other through a seed, a silent member is
-declared dead within seconds, a member that leaves is gone at once, and a node without the secret is
-never admitted."""
+declared dead within seconds, a member that leaves is gone at once, a node without the secret (or with the
+secret itself as the key, not the gossip key derived from it) is never admitted, and a replayed packet is
+not answered."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import time
 
 import pytest
 
-from broker.cluster.membership import ALIVE, DEAD, LEFT, GossipNode, SwimConfig
+from broker.cluster.keys import derive_key
+from broker.cluster.membership import ALIVE, DEAD, LEFT, GossipNode, PacketSeal, SwimConfig
 
 pytestmark = pytest.mark.timeout(60)
 
-SECRET = b"gossip test secret"
+SECRET = b"gossip test secret, long enough to be a cluster's"
 FAST = SwimConfig(protocol_period=0.1, ping_timeout=0.04, suspicion_multiplier=3.0, push_pull_interval=1.0)
 
 
@@ -90,3 +92,47 @@ async def test_a_node_without_the_secret_is_not_admitted(nodes):
     await poll(lambda: intruder.protocol.now >= tried_since + 10 * FAST.protocol_period, message="ten periods")
     assert state_of(first, "evil") is None and state_of(second, "evil") is None
     assert intruder.alive_members() == []
+
+
+@pytest.fixture
+def udp():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(5)
+    yield sock
+    sock.close()
+
+
+def join_of(name: str, sock: socket.socket) -> dict:
+    return {"t": "sync", "from": name, "reply": False,
+            "members": [{"k": ALIVE, "n": name, "i": 1, "a": list(sock.getsockname()), "m": {}}]}
+
+
+async def test_packets_are_keyed_with_the_gossip_key_derived_from_the_secret(nodes, udp):
+    first = await nodes("1")
+    raw = PacketSeal(SECRET, int(time.time() * 1_000_000))
+    derived = PacketSeal(derive_key(SECRET, "gossip"), int(time.time() * 1_000_000))
+    udp.sendto(raw.seal(join_of("raw", udp), time.time()), first.address)
+    udp.sendto(derived.seal(join_of("derived", udp), time.time()), first.address)
+    # one socket to one socket on 127.0.0.1 keeps the order: the first packet was read before the second
+    await poll(lambda: state_of(first, "derived") == ALIVE, message="the member with the derived key")
+    assert state_of(first, "raw") is None
+
+
+async def test_a_replayed_ping_is_not_answered(nodes, udp):
+    first = await nodes("1")
+    seal = PacketSeal(derive_key(SECRET, "gossip"), int(time.time() * 1_000_000))
+
+    def ping(seq: int) -> bytes:
+        return seal.seal({"t": "ping", "seq": seq, "from": "prober", "to": "1", "g": []}, time.time())
+
+    def answer() -> dict:
+        data = udp.recv(65536)
+        return seal.open(data, time.time())
+
+    recorded = ping(1)
+    udp.sendto(recorded, first.address)
+    assert (await asyncio.to_thread(answer))["seq"] == 1
+    udp.sendto(recorded, first.address)  # the same bytes again: dropped unread
+    udp.sendto(ping(2), first.address)
+    assert (await asyncio.to_thread(answer))["seq"] == 2

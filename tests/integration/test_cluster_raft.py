@@ -3,11 +3,15 @@ data directory, catching up from a snapshot, and refusal of a peer without the c
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import stat
 
 import pytest
 from harness import free_port, poll_until
+from pysyncobj import SyncObj, SyncObjConf, replicated
 
+from broker.cluster.keys import derive_key
 from broker.cluster.metadata import ClusterMetadata
 from broker.cluster.raft import ProposalFailed, RaftNode, RaftTiming
 
@@ -15,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 TIMING = RaftTiming(election_timeout_min=0.3, election_timeout_max=0.6, heartbeat_interval=0.05,
                     reconnect_interval=0.2)
-SECRET = "raft test secret"
+SECRET = "raft test secret: 32 characters or more"
 
 
 class Recorder:
@@ -78,6 +82,8 @@ async def test_proposals_from_any_node_reach_every_copy(three):
     assert result["error_code"] != 0  # the state machine's refusal comes back to the proposer
     await poll_until(lambda: all(len(n.state.brokers) == 2 for n in nodes), message="every copy applied")
     assert all(n.state.to_snapshot() == leader.state.to_snapshot() for n in nodes)
+    # the journal holds SCRAM credentials and ACLs: only the broker's user may enter its directory
+    assert all(stat.S_IMODE(n.data_dir.stat().st_mode) == 0o700 for n in nodes)
     assert [c["op"] for c in follower.listener.applied] == ["register_broker", "register_broker", "fence_broker"]
     assert all(n.ready and n.listener.ready == 1 for n in nodes)
 
@@ -140,6 +146,44 @@ async def test_a_peer_without_the_secret_is_refused(tmp_path):
         assert intruder.state.brokers == {} and intruder.leader_id != good.node_id
         assert all(666 not in n.state.brokers for n in nodes[:2])
     finally:
+        for node in nodes:
+            await node.stop()
+
+
+class BarePeer(SyncObj):
+    """A pysyncobj node outside RaftNode, given its password directly: what a peer holding only that
+    password can do. Its one replicated method matches RaftNode's, so that it can be a full member."""
+
+    @replicated
+    def apply_command(self, command: dict) -> None:
+        return None
+
+
+@pytest.mark.parametrize("password", ["the raft key", "the secret itself", "the gossip key"])
+async def test_raft_is_keyed_with_the_secrets_raft_key_and_nothing_else(tmp_path, password):
+    """pysyncobj's password is the key derived from the secret for Raft: a peer with that key is a member, one
+    with the secret itself or with the gossip key (a key leaked from another use) is refused."""
+    passwords = {"the raft key": derive_key(SECRET, "raft").hex(), "the secret itself": SECRET,
+                 "the gossip key": derive_key(SECRET, "gossip").hex()}
+    addresses = {i: f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    nodes = [make_node(1, addresses, tmp_path), make_node(2, addresses, tmp_path)]
+    peer = BarePeer(addresses[3], [addresses[1], addresses[2]], SyncObjConf(
+        password=passwords[password], raftMinTimeout=TIMING.election_timeout_min,
+        raftMaxTimeout=TIMING.election_timeout_max, appendEntriesPeriod=TIMING.heartbeat_interval,
+        connectionRetryTime=TIMING.reconnect_interval, dynamicMembershipChange=False))
+    try:
+        for node in nodes:
+            await node.start()
+        if password == "the raft key":
+            await poll_until(lambda: peer._getLeader() is not None and all(n.leader_id is not None for n in nodes),
+                             message="the peer with the raft key to know the leader")
+            return
+        good = await leader_of(nodes)
+        await good.propose(register(7))
+        await poll_until(lambda: all(7 in n.state.brokers for n in nodes), message="the good nodes to agree")
+        assert peer._getLeader() is None
+    finally:
+        await asyncio.to_thread(peer.destroy_synchronous)
         for node in nodes:
             await node.stop()
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from harness import create_topics, free_port, unique_name, wait_until
+from harness import create_topics, free_port, secret_file, unique_name, wait_until
 from tls_certs import CertificateAuthority
 
 from broker.client import KafkaConnection
@@ -59,7 +59,8 @@ class SecuredCluster:
             "super.users": "User:broker;User:admin",
             # the harness checks health as User:ANONYMOUS on the PLAINTEXT listeners
             "allow.everyone.if.no.acl.found": True,
-        }, args=("--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]"))
+        }, args=("--add-scram", "SCRAM-SHA-512=[name=broker,password-file="
+                                f"{secret_file(root, 'broker.password', 'broker-secret')}]"))
 
     def client(self, node_id: int, user: str = "admin", password: str | None = None,
                mechanism: str = "PLAIN") -> dict[str, str]:

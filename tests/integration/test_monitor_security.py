@@ -13,7 +13,7 @@ import pytest
 from burrow_support import MonitorSettings, SecuredMonitor
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import BrokerProcess, free_port, wait_until
+from harness import BrokerProcess, free_port, secret_file, wait_until
 from tls_certs import CertificateAuthority
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,8 @@ def cluster(tmp_path_factory) -> Iterator[SecuredCluster]:
         "listener.name.ssl.ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         "group.initial.rebalance.delay.ms": 0,
-    }, args=("--add-scram", "SCRAM-SHA-512=[name=burrow,password=burrow-scram-secret]"))
+    }, args=("--add-scram", "SCRAM-SHA-512=[name=burrow,password-file="
+                            f"{secret_file(directory, 'burrow.password', 'burrow-scram-secret')}]"))
     process.start()
     yield SecuredCluster(process, tls, sasl_ssl, ca, client.key, client.certificate)
     process.stop()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ROOT, BrokerProcess, free_port
+from harness import ROOT, BrokerProcess, free_port, secret_file
 from tls_certs import CertificateAuthority
 
 pytestmark = pytest.mark.integration
@@ -50,7 +50,8 @@ class SecuredListeners:
             "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
             "group.initial.rebalance.delay.ms": 0, "num.partitions": 1,
-        }, args=("--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"))
+        }, args=("--add-scram", "SCRAM-SHA-512=[name=alice,password-file="
+                                f"{secret_file(directory, 'alice.password', 'alice-secret')}]"))
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -17,8 +18,11 @@ from harness import BURROWPY, ROOT, free_port, wait_until
 DEBIAN_BURROW_TOML = Path("/etc/burrow/burrow.toml")
 
 
-def http(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, str]:
+def http(url: str, method: str = "GET", body: bytes | None = None,
+         content_type: str | None = "application/json") -> tuple[int, str]:
     request = urllib.request.Request(url, data=body, method=method)
+    if body is not None and content_type is not None:
+        request.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode()
@@ -100,6 +104,38 @@ storage: {{default: {{intervals: 12}}}}
     assert not (tmp_path / "burrowpy.pid").exists()
     events = [json.loads(line)["event"] for line in (tmp_path / "logs" / "burrowpy.log").read_text().splitlines()]
     assert "shutdown triggered" in events and events[-1] == "stopped burrowpy"
+
+
+def test_without_an_address_listens_on_loopback_only_and_refuses_cross_site_posts(tmp_path, serving):
+    (tmp_path / "burrowpy.yaml").write_text("""
+general: {pidfile: ''}
+logging: {filename: logs/burrowpy.log, level: info}
+""")
+    serve = serving(tmp_path, "--config", "burrowpy.yaml")
+    log = tmp_path / "logs" / "burrowpy.log"
+
+    def listening() -> list[str]:
+        assert serve.proc.poll() is None, serve.text()
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [event["listener"] for event in map(json.loads, lines) if event["event"] == "started listener"]
+
+    wait_until(listening, 60, interval=0.1, message="the listener's start-up log line")
+    listeners = listening()
+    assert len(listeners) == 1 and listeners[0].startswith("127.0.0.1:"), listeners
+    port = listeners[0].rsplit(":", 1)[1]
+    base = f"http://127.0.0.1:{port}"
+    serve.wait_ready(base)
+    # Every 127/8 address reaches this host; one bound to all interfaces would answer on 127.0.0.2 as well.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", int(port)), timeout=5).close()
+
+    for content_type in ("text/plain;charset=UTF-8", "application/x-www-form-urlencoded"):
+        status, body = http(base + "/v3/admin/loglevel", "POST", b'{"level": "debug"}', content_type)
+        assert status == 415 and json.loads(body)["error"] is True, (content_type, body)
+    assert json.loads(http(base + "/v3/admin/loglevel")[1])["level"] == "info"
+    status, body = http(base + "/v3/admin/loglevel", "POST", b'{"level": "debug"}')
+    assert status == 200 and json.loads(http(base + "/v3/admin/loglevel")[1])["level"] == "debug"
+    assert serve.terminate() == 0, serve.text()
 
 
 @pytest.mark.parametrize(("config", "where", "message"), [

@@ -157,7 +157,12 @@ def test_the_sasl_ssl_example_config_loads(tmp_path, self_signed):
 
     store = self_signed.store
     example = Path(__file__).resolve().parents[2] / "config" / "broker-sasl-ssl.yaml"
-    config = load(tmp_path, example.read_text().replace("/etc/burrowpy/broker.pem", str(store)))
+    text = example.read_text().replace("/etc/burrowpy/broker.pem", str(store))
+    # as it ships, its passwords are placeholders, refused
+    with pytest.raises(ConfigError, match="placeholder") as refused:
+        load(tmp_path, text)
+    assert refused.value.path == "broker.listener.name.sasl_ssl.plain.sasl.jaas.config"
+    config = load(tmp_path, text.replace('"CHANGE-ME"', '"a chosen password"'))
     assert [(listener.name, listener.protocol) for listener in config.listeners] == [
         ("PLAINTEXT", "PLAINTEXT"), ("SASL_SSL", "SASL_SSL")]
     assert set(config.sasl_settings["SASL_SSL"].plain_users) == {"admin", "alice"}

@@ -94,7 +94,7 @@ def test_preferred_elections_are_planned_for_returned_replicas():
 # --- the cluster: block ----------------------------------------------------------------------------------------
 
 def block(**overrides) -> dict:
-    data = {"secret": "s3cret",
+    data = {"secret": "0123456789abcdef0123456789abcdef",
             "raft": {"listen": "127.0.0.1:7001", "peers": {2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}},
             "gossip": {"listen": "127.0.0.1:7101", "seeds": ["127.0.0.1:7102"], "protocol_period_ms": 200,
                        "ping_timeout_ms": 50}}
@@ -118,6 +118,8 @@ def test_cluster_block_parses():
 @pytest.mark.parametrize(("data", "where"), [
     (block(bogus=1), "cluster.bogus"),
     (block(secret=""), "cluster.secret"),
+    (block(secret="0123456789abcdef0123456789abcde"), "cluster.secret"),
+    (block(secret="CHANGE-ME: python3 -c 'import secrets; print(secrets.token_hex(32))'"), "cluster.secret"),
     ({k: v for k, v in block().items() if k != "secret"}, "cluster.secret"),
     (block(raft={"listen": "127.0.0.1:7001", "peers": {}, "typo": 1}), "cluster.raft.typo"),
     (block(raft={"listen": "nowhere", "peers": {}}), "cluster.raft.listen"),

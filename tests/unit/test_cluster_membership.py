@@ -17,14 +17,17 @@ from broker.cluster.membership import (
     ALIVE,
     DEAD,
     LEFT,
+    MAX_PACKET_AGE,
     SUSPECT,
+    PacketRefused,
+    PacketSeal,
     SwimConfig,
     SwimMembership,
     decode_packet,
     encode_packet,
 )
 
-SECRET = b"cluster secret"
+SECRET = b"cluster secret for the membership tests, 48 bytes"
 CONFIG = SwimConfig(protocol_period=1.0, ping_timeout=0.3)
 
 
@@ -133,9 +136,87 @@ def test_piggybacked_gossip_fits_the_packet_budget():
     for i in range(40):
         node.receive({"t": "gossip", "g": [{"k": ALIVE, "n": f"member-{i}", "i": 1, "a": ["h", 100 + i],
                                             "m": {"pad": "x" * 20}}]}, ("h", 2), 0.0)
+    seal = PacketSeal(SECRET, counter=1_795_787_758_054_123)
     for _ in range(20):
         for _address, message in node.tick(node.next_deadline()):
-            assert len(encode_packet(SECRET, message)) <= 600 + 40
+            assert len(seal.seal(message, 1_795_787_758.054)) <= 600
+
+
+# --- sealed packets: time, counter, replays ----------------------------------------------------------------
+
+WALL = 1_795_787_758.0  # the wall clock of the tests' senders and receivers
+
+
+def sender(name: str, started: float = WALL) -> tuple[PacketSeal, dict]:
+    """A member's seal, its counter started from the wall clock as GossipNode starts it, and a message."""
+    return PacketSeal(SECRET, int(started * 1_000_000)), {"t": "ping", "seq": 1, "from": name, "g": []}
+
+
+def refused(seal: PacketSeal, data: bytes, now: float) -> PacketRefused:
+    with pytest.raises(PacketRefused) as caught:
+        seal.open(data, now)
+    return caught.value
+
+
+def test_a_sealed_packet_is_opened_once():
+    alice, ping = sender("alice")
+    receiver = PacketSeal(SECRET, 0)
+    data = alice.seal(ping, WALL)
+    assert {k: v for k, v in receiver.open(data, WALL + 0.2).items() if k not in ("ts", "c")} == ping
+    assert "replay" in str(refused(receiver, data, WALL + 0.3))
+    assert "replay" in str(refused(receiver, data, WALL + MAX_PACKET_AGE - 1))
+    # the next packet of the same sender is new, whatever the order they arrive in
+    later, latest = alice.seal(ping, WALL + 1), alice.seal(ping, WALL + 2)
+    receiver.open(latest, WALL + 2)
+    receiver.open(later, WALL + 2)
+    # another sender's count is its own, even when the numbers meet
+    bob, bob_ping = sender("bob")
+    receiver.open(bob.seal(bob_ping, WALL), WALL + 2)
+
+
+def test_packets_too_old_or_from_too_far_ahead_are_refused():
+    alice, ping = sender("alice")
+    receiver = PacketSeal(SECRET, 0)
+    old = alice.seal(ping, WALL)
+    assert refused(receiver, old, WALL + MAX_PACKET_AGE + 0.1).clock
+    assert refused(receiver, alice.seal(ping, WALL + MAX_PACKET_AGE + 1), WALL).clock
+    receiver.open(alice.seal(ping, WALL + 10), WALL + 10 + MAX_PACKET_AGE - 1)
+
+
+def test_a_replay_stays_refused_once_its_record_is_forgotten():
+    alice, ping = sender("alice")
+    receiver = PacketSeal(SECRET, 0)
+    first = alice.seal(ping, WALL)
+    receiver.open(first, WALL)
+    for second in range(1, 200):
+        receiver.open(alice.seal(ping, WALL + second), WALL + second)
+    assert len(receiver._seen["alice"]) <= MAX_PACKET_AGE + 1  # what is kept is bounded by the age limit
+    assert refused(receiver, first, WALL + 200).clock
+
+
+def test_a_restarted_sender_is_heard_again_and_its_past_life_cannot_be_replayed():
+    before, ping = sender("alice", started=WALL)
+    receiver = PacketSeal(SECRET, 0)
+    past = [before.seal(ping, WALL + i / 10) for i in range(5)]
+    for data in past:
+        receiver.open(data, WALL + 1)
+    # restarted two seconds later: a new seal, its counter from the wall clock again
+    after, ping = sender("alice", started=WALL + 2)
+    for i in range(5):
+        receiver.open(after.seal(ping, WALL + 2 + i / 10), WALL + 3)
+    for data in past:
+        assert "replay" in str(refused(receiver, data, WALL + 3))
+
+
+def test_forged_and_unsealed_packets_are_refused():
+    alice, ping = sender("alice")
+    receiver = PacketSeal(SECRET, 0)
+    assert "not authenticated" in str(refused(PacketSeal(b"another key", 0), alice.seal(ping, WALL), WALL))
+    assert "not authenticated" in str(refused(receiver, alice.seal(ping, WALL)[:-3] + b"99}", WALL))
+    assert "no sender" in str(refused(receiver, encode_packet(SECRET, ping), WALL))
+    for fields in ({"ts": "now", "c": 1}, {"ts": WALL, "c": 1.5}, {"ts": WALL, "c": True}):
+        assert "no sender" in str(refused(receiver, encode_packet(SECRET, {**ping, **fields}), WALL))
+    assert "no sender" in str(refused(receiver, encode_packet(SECRET, {"t": "ping", "ts": WALL, "c": 1}), WALL))
 
 
 # --- update rules --------------------------------------------------------------------------------------------

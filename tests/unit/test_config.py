@@ -150,7 +150,7 @@ def test_defaults_without_any_section():
     assert config.general.pidfile == "burrow.pid" and config.general.env_var_prefix == "burrow"
     assert config.logging == LoggingConfig()
     assert config.zookeeper.to_json() == {"servers": [], "timeout": 6, "root-path": "/burrow"}
-    assert config.httpserver == {"default": HttpListenerConfig("default", ":0")}
+    assert config.httpserver == {"default": HttpListenerConfig("default", "127.0.0.1:0")}
     assert {kind: list(config.modules(kind)) for kind in ("storage", "evaluator", "cluster", "consumer")} == {
         "storage": ["default"],
         "evaluator": ["default"],
@@ -516,7 +516,11 @@ def test_the_secured_monitor_example_loads_and_builds(self_signed):
         text = text.replace(f"/etc/burrowpy/{name}", str(made))
     path = self_signed.store.parent / "burrowpy-sasl-ssl.yaml"
     path.write_text(text)
-    config = load_config(path, environ={})
+    with pytest.raises(ConfigError, match="placeholder") as refused:  # its password, as it ships
+        load_config(path, environ={})
+    assert refused.value.path == "sasl.monitor.password"
+    config = load_config(path, environ={"BURROW_SASL_MONITOR_PASSWORD": "a chosen password"})
+    assert config.sasl["monitor"].password == "a chosen password"
     assert config.warnings == []
     assert config.client_profiles["secured"].sasl.mechanism == "SCRAM-SHA-512"
 

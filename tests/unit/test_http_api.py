@@ -106,6 +106,9 @@ async def get_json(client, path, method="GET", status=200, **kwargs):
     return json.loads(await response.text())
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def request_info(path):
     return {"url": path, "host": HOST}
 
@@ -367,20 +370,37 @@ async def test_log_level_get_and_set(client, ctx):
         "level": "warn",
         "request": request_info("/v3/admin/loglevel"),
     }
-    body = await get_json(client, "/v3/admin/loglevel", method="POST", data='{"level": "DEBUG"}')
+    body = await get_json(client, "/v3/admin/loglevel", method="POST", headers=JSON, data='{"level": "DEBUG"}')
     assert (body["error"], body["message"]) == (False, "set log level")
     assert ctx.log_control.level == "debug"
     assert (await get_json(client, "/v3/admin/loglevel"))["level"] == "debug"
-    await get_json(client, "/v3/admin/loglevel", method="POST", data='{"Level": "trace"} trailing')
+    await get_json(client, "/v3/admin/loglevel", method="POST", headers=JSON, data='{"Level": "trace"} trailing')
     assert ctx.log_control.level == "debug"
     for body_text in ("", "not json", '{"level": 3}', '["info"]'):
-        body = await get_json(client, "/v3/admin/loglevel", method="POST", data=body_text, status=400)
+        body = await get_json(client, "/v3/admin/loglevel", method="POST", headers=JSON, data=body_text, status=400)
         assert (body["error"], body["message"]) == (True, "could not decode message body")
     for body_text in ('{"level": "loud"}', "{}", "null"):
-        body = await get_json(client, "/v3/admin/loglevel", method="POST", data=body_text, status=404)
+        body = await get_json(client, "/v3/admin/loglevel", method="POST", headers=JSON, data=body_text, status=404)
         assert body["message"] == "unknown log level"
-    await get_json(client, "/v3/admin/loglevel", method="POST", data='{"level": "warning"}')
+    await get_json(client, "/v3/admin/loglevel", method="POST", headers=JSON, data='{"level": "warning"}')
     assert ctx.log_control.level == "warn"
+
+
+async def test_a_post_without_a_json_body_is_refused_and_changes_nothing(client, ctx):
+    """A page on another site can make a browser POST text/plain, a form or no type without asking first."""
+    for content_type in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                         "multipart/form-data; boundary=x", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        body = await get_json(client, "/v3/admin/loglevel", method="POST", status=415, headers=headers,
+                              data=b'{"level": "debug"}')
+        assert body["error"] is True and "application/json" in body["message"]
+        assert body["request"] == request_info("/v3/admin/loglevel")
+        assert ctx.log_control.level == "warn"
+    # The preflight a browser sends before a cross-site JSON POST is granted nothing.
+    response = await client.options("/v3/admin/loglevel", headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})
+    assert not [name for name in response.headers if name.lower().startswith("access-control-allow")]
 
 
 async def test_unknown_route_is_burrows_plain_404(client):

@@ -109,7 +109,7 @@ async def test_readers_read_everything_and_change_nothing(server):
         assert (await ask(base + "/v3/kafka", headers=headers))[0] == 200
         assert (await ask(base + "/metrics", headers=headers))[0] == 200
         assert (await ask(base + "/ui/", headers=headers))[0] == 200
-        status, _, body = await ask(base + "/v3/admin/loglevel", "POST", headers=headers, data='{"level":"debug"}')
+        status, _, body = await ask(base + "/v3/admin/loglevel", "POST", headers=headers, json={"level": "debug"})
         assert status == 403 and '"message":"forbidden: POST needs the admin role' in body
         assert (await ask(base + "/v3/kafka/local/consumer/g", "DELETE", headers=headers))[0] == 403
 
@@ -117,7 +117,7 @@ async def test_readers_read_everything_and_change_nothing(server):
 async def test_admins_may_change_things(server):
     base = server.url("checked")
     for headers in (basic("alice", "alice-pass"), bearer(ADMIN_TOKEN)):
-        status, _, body = await ask(base + "/v3/admin/loglevel", "POST", headers=headers, data='{"level":"info"}')
+        status, _, body = await ask(base + "/v3/admin/loglevel", "POST", headers=headers, json={"level": "info"})
         assert status == 200, body
         # Past authentication to Burrow's own answer (200 even for a group it does not know).
         status, _, body = await ask(base + "/v3/kafka/local/consumer/g", "DELETE", headers=headers)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import io
 
 import pytest
 
 from broker.security.scram import (
     ScramClient,
+    ScramCredential,
     ScramError,
     ScramExchange,
     ScramStore,
@@ -79,13 +81,46 @@ def test_the_store_keeps_no_passwords_and_survives_a_reload(tmp_path):
     assert ScramStore(tmp_path / "scram.json").users() == {}
 
 
-def test_add_scram_takes_kafka_storage_syntax():
-    user, mechanism, credential = parse_add_scram("SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]")
+def logs_in(credential: ScramCredential, mechanism: str, password: str) -> bool:
+    return credential == credential_from_password(mechanism, password, credential.iterations, credential.salt)
+
+
+def test_add_scram_takes_kafka_storage_syntax_with_the_password_from_a_file_stdin_or_the_environment(tmp_path):
+    secret_file = tmp_path / "alice.password"
+    secret_file.write_text("alice-secret\n")
+    user, mechanism, credential = parse_add_scram(
+        f"SCRAM-SHA-512=[name=alice,password-file={secret_file},iterations=8192]", {}, io.StringIO())
     assert (user, mechanism, credential.iterations, len(credential.stored_key)) == ("alice", "SCRAM-SHA-512", 8192, 64)
-    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-256=[name=a]", "SCRAM-SHA-256=[name=a,password=b,x=1]",
-                "SCRAM-SHA-256=[name=a,password=b,iterations=100]"):
-        with pytest.raises(ValueError):
-            parse_add_scram(bad)
+    assert logs_in(credential, mechanism, "alice-secret")
+    _, _, credential = parse_add_scram("SCRAM-SHA-256=[name=bob,password-env=BOB_PASSWORD]",
+                                       {"BOB_PASSWORD": "bob secret, with a comma"}, io.StringIO())
+    assert logs_in(credential, "SCRAM-SHA-256", "bob secret, with a comma")
+    stdin = io.StringIO("first\nsecond\n")
+    for expected in ("first", "second"):
+        _, _, credential = parse_add_scram("SCRAM-SHA-256=[name=carol,password-file=-]", {}, stdin)
+        assert logs_in(credential, "SCRAM-SHA-256", expected)
+
+
+def test_a_password_on_the_command_line_is_refused_without_repeating_it():
+    with pytest.raises(ValueError, match="visible to every user") as refused:
+        parse_add_scram("SCRAM-SHA-256=[name=alice,password=alice-secret]", {"X": "y"}, io.StringIO("z\n"))
+    assert "alice-secret" not in str(refused.value) and "password-file=" in str(refused.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("SCRAM-SHA-1=[name=a,password-env=P]", "expected SCRAM-SHA-256"),
+    ("SCRAM-SHA-256=[name=a]", "one of password-file= or password-env="),
+    ("SCRAM-SHA-256=[name=a,password-env=P,password-file=-]", "one of password-file= or password-env="),
+    ("SCRAM-SHA-256=[name=a,password-env=P,x=1]", "not x"),
+    ("SCRAM-SHA-256=[name=a,password-env=P,iterations=100]", "iterations must be between"),
+    ("SCRAM-SHA-256=[name=a,password-env=NOT_SET]", "password-env=NOT_SET: no such environment variable"),
+    ("SCRAM-SHA-256=[name=a,password-env=EMPTY]", "is empty"),
+    ("SCRAM-SHA-256=[name=a,password-file=/nonexistent/password]", "No such file"),
+    ("SCRAM-SHA-256=[name=a,password-file=-]", "is empty"),
+])
+def test_add_scram_refusals(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_add_scram(text, {"P": "p", "EMPTY": ""}, io.StringIO(""))
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
