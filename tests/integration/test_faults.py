@@ -1,0 +1,160 @@
+"""Faults injected into a three-broker cluster while an idempotent ``acks=all`` producer writes (RF 3,
+``min.insync.replicas: 2``): after each, every acknowledged record is in the log once, in order, and the
+replicas' segment files hold the same batches below the high watermark (:mod:`fault_harness`).
+
+One cluster serves the module, each scenario on a topic of its own; each scenario ends with the cluster
+healthy again (every broker up, every replica in sync).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fault_harness import (
+    FETCHER_CLIENT_ID,
+    AckedWorkload,
+    FakeFollower,
+    FaultCluster,
+    check_after,
+    create_topic,
+)
+from harness import unique_name, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+pytest.importorskip("confluent_kafka")
+
+SETTINGS = {"min.insync.replicas": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    brokers = FaultCluster(tmp_path_factory.mktemp("faults"), settings=SETTINGS)
+    try:
+        brokers.start()
+        yield brokers
+    finally:
+        brokers.stop()
+
+
+def topic_led_by(cluster: FaultCluster, leader: int, partitions: int = 1) -> str:
+    """A new topic whose partitions all have ``leader`` as preferred leader, the others following."""
+    name = unique_name("faults")
+    others = [i for i in cluster.ids if i != leader]
+    create_topic(cluster, name, [[leader, *others]] * partitions)
+    assert cluster.leader_of(name) == leader
+    return name
+
+
+def other_leader(cluster: FaultCluster, topic: str, old: int, asking: int) -> int:
+    def moved() -> int:
+        leader = cluster.partitions(topic, asking)[0]["leader_id"]
+        return leader if leader not in (old, -1) else 0
+    return wait_until(moved, 30, interval=0.1, message=f"leadership of {topic} to leave broker {old}")
+
+
+@contextlib.contextmanager
+def acked_workload(cluster: FaultCluster, scratch: Path, leader: int, partitions: int = 3) -> Iterator[AckedWorkload]:
+    """The workload on a new topic led by ``leader``, running while the scenario does its faults, then the
+    checks (when the scenario got through)."""
+    topic = topic_led_by(cluster, leader, partitions)
+    workload = AckedWorkload(cluster.bootstrap, topic, partitions).start()
+    try:
+        workload.wait_for_acks(150)
+        yield workload
+    finally:
+        workload.stop()
+    check_after(cluster, workload, scratch)
+
+
+def poll(condition: Callable[[], bool], timeout: float) -> bool:
+    """Whether ``condition`` comes true within ``timeout`` s (polled), for scenarios that go on either way
+    and report what they saw at the end."""
+    try:
+        wait_until(condition, timeout, interval=0.1)
+    except AssertionError:
+        return False
+    return True
+
+
+def test_the_leader_paused_past_the_failure_timeouts(cluster, tmp_path):
+    leader = cluster.controller()  # the Raft leader too: both roles move
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        asking = next(i for i in cluster.ids if i != leader)
+        with cluster.paused(leader):
+            paused_at = time.monotonic()
+            other_leader(cluster, workload.topic, leader, asking)
+            workload.wait_for_acks(150, after=paused_at)
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=time.monotonic())
+
+
+def test_the_leader_killed_three_times(cluster, tmp_path):
+    with acked_workload(cluster, tmp_path, cluster.ids[0]) as workload:
+        for _ in range(3):
+            leader = cluster.leader_of(workload.topic)
+            cluster.kill(leader)
+            workload.wait_for_acks(150, after=time.monotonic())
+            cluster.restart(leader)
+            cluster.wait_healthy(60)
+
+
+def test_two_of_three_killed_and_restarted(cluster, tmp_path):
+    with acked_workload(cluster, tmp_path, cluster.ids[1]) as workload:
+        leader = cluster.leader_of(workload.topic)
+        victims = [leader, next(i for i in cluster.ids if i != leader)]
+        for victim in victims:
+            cluster.kill(victim)
+        killed_at, sent = time.monotonic(), workload.sent
+        # one broker of three meets neither min.insync.replicas nor a Raft majority: nothing is acknowledged
+        # of the records produced meanwhile
+        wait_until(lambda: workload.sent > sent + 400, 10, message="the producer to try 400 more records")
+        assert workload.acks_after(killed_at + 0.5) == 0
+        for victim in victims:
+            cluster.restart(victim)
+        workload.wait_for_acks(150, after=time.monotonic(), timeout=60)
+        cluster.wait_healthy(60)
+
+
+def test_a_follower_paused(cluster, tmp_path):
+    leader = cluster.ids[2]
+    follower = next(i for i in cluster.ids if i != leader)
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        with cluster.paused(follower):
+            paused_at = time.monotonic()
+            wait_until(lambda: follower not in cluster.isr(workload.topic, node_id=leader), 30, interval=0.1,
+                       message=f"the paused broker {follower} to leave the ISR")
+            workload.wait_for_acks(150, after=paused_at)
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=time.monotonic())
+
+
+def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
+    """Broker ``faked``'s own fetches are cut off (it stays up, in Raft and gossip), and an ordinary client
+    sends the fetches it would: the leader must not take them as that broker's, so the broker leaves the
+    ISR and, when the leader dies, a replica that holds the acknowledged records takes over."""
+    leader, faked = cluster.ids[0], cluster.ids[1]
+    with acked_workload(cluster, tmp_path, leader, partitions=1) as workload:
+        cluster.kafka_relays[leader].refuse(FETCHER_CLIENT_ID.format(faked))
+        state = cluster.partitions(workload.topic, leader)[0]
+        fake = FakeFollower(cluster.brokers[leader].bootstrap, workload.topic, faked, state["leader_epoch"],
+                            start=workload.acks[-1].offset + 1).start()
+        try:
+            cut_at = time.monotonic()
+            left_isr = poll(lambda: faked not in cluster.isr(workload.topic, node_id=leader), 15)
+            if not left_isr:
+                workload.errors.append(f"broker {faked} stayed in the ISR for 15 s on a client's fetches")
+            workload.wait_for_acks(100, after=cut_at)
+        finally:
+            fake.stop()
+        cluster.kill(leader)
+        new_leader = other_leader(cluster, workload.topic, leader, faked)
+        cluster.kafka_relays[leader].allow_all()
+        cluster.restart(leader)
+        cluster.wait_healthy(60)
+    assert left_isr, (f"broker {faked} stayed in the ISR on a client's fetches (leader after the failover: "
+                      f"{new_leader}; the fetches' error codes: {sorted(set(fake.error_codes))})")
