@@ -17,10 +17,12 @@ import pytest
 from fault_harness import (
     FETCHER_CLIENT_ID,
     AckedWorkload,
+    DirectProducer,
     FakeFollower,
     FaultCluster,
     check_after,
     create_topic,
+    read_topic,
 )
 from harness import unique_name, wait_until
 
@@ -29,6 +31,9 @@ pytestmark = pytest.mark.timeout(180)
 pytest.importorskip("confluent_kafka")
 
 SETTINGS = {"min.insync.replicas": 2}
+# A produce request the leader received just before its connections were cut may still be acknowledged:
+# its followers could fetch it before the relays closed their connections (they do within 50 ms).
+CUT_GRACE = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +163,33 @@ def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
         cluster.wait_healthy(60)
     assert left_isr, (f"broker {faked} stayed in the ISR on a client's fetches (leader after the failover: "
                       f"{new_leader}; the fetches' error codes: {sorted(set(fake.error_codes))})")
+
+
+def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
+    """A partition of the network: the leader (the controller too) loses the other brokers (Raft, replication
+    and gossip, both ways) while its clients still reach it. Whatever it was sent from then on it must not
+    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower."""
+    leader = cluster.controller()
+    probed = topic_led_by(cluster, leader)  # written by requests to that broker only
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        probe = DirectProducer(cluster.brokers[leader].bootstrap, probed).start()
+        try:
+            wait_until(lambda: len(probe.acknowledged()) >= 5, 30, message="the probe's first acknowledgements")
+            cluster.isolate(leader)
+            cut_at = time.monotonic()
+            asking = next(i for i in cluster.ids if i != leader)
+            other_leader(cluster, workload.topic, leader, asking)
+            workload.wait_for_acks(150, after=cut_at)
+            wait_until(lambda: sum(1 for a in probe.attempts if a.sent_at > cut_at + CUT_GRACE) >= 10, 30,
+                       message="ten produce requests to the cut-off leader")
+        finally:
+            cluster.heal()
+            probe.stop()
+        healed_at = time.monotonic()
+        late = [a for a in probe.acknowledged() if a.sent_at > cut_at + CUT_GRACE]
+        assert not late, f"the cut-off leader acknowledged acks=all records sent after the cut: {late[:3]}"
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=healed_at)
+    stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
+    lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
+    assert not lost, f"records the leader acknowledged before the cut are gone: {lost[:3]}"
