@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 import uuid
@@ -637,3 +638,37 @@ class FakeFollower(LoopThread):
                 offsets = [record.offset for record in decode_records_any(records or b"")]
                 if offsets:
                     self.offset = max(offsets) + 1
+
+
+# --- a full disk -----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[bool]:
+    """A tmpfs of ``size`` mounted at ``path`` for the block (True), or nothing when this is not root (False)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        yield False
+        return
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield True
+    finally:
+        if subprocess.run(["umount", str(path)]).returncode:
+            # still busy (a process the test started holds a file there): detached now, gone when released
+            subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+@contextlib.contextmanager
+def disk_filled(directory: Path) -> Iterator[None]:
+    """The file system of ``directory`` filled to the last byte by a ballast file, removed after the block."""
+    ballast = directory / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for chunk in (b"\0" * (1 << 20), b"\0" * 512):
+            with contextlib.suppress(OSError):  # ENOSPC: full at this granularity
+                while True:
+                    os.write(fd, chunk)
+        yield
+    finally:
+        os.close(fd)
+        ballast.unlink()

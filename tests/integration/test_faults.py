@@ -9,6 +9,7 @@ healthy again (every broker up, every replica in sync).
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,9 +23,13 @@ from fault_harness import (
     FaultCluster,
     check_after,
     create_topic,
+    disk_filled,
     read_topic,
+    tmpfs,
 )
 from harness import unique_name, wait_until
+
+from broker.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,16 +39,20 @@ SETTINGS = {"min.insync.replicas": 2}
 # A produce request the leader received just before its connections were cut may still be acknowledged:
 # its followers could fetch it before the relays closed their connections (they do within 50 ms).
 CUT_GRACE = 0.5
+FULL_DISK = 3
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     brokers = FaultCluster(tmp_path_factory.mktemp("faults"), settings=SETTINGS)
-    try:
-        brokers.start()
-        yield brokers
-    finally:
-        brokers.stop()
+    # broker FULL_DISK's data dir is a small tmpfs of its own, to fill in test_a_full_disk
+    with tmpfs(brokers.brokers[FULL_DISK].data_dir, "64m") as mounted:
+        brokers.small_disk = mounted
+        try:
+            brokers.start()
+            yield brokers
+        finally:
+            brokers.stop()
 
 
 def topic_led_by(cluster: FaultCluster, leader: int, partitions: int = 1) -> str:
@@ -193,3 +202,41 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
     lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
     assert not lost, f"records the leader acknowledged before the cut are gone: {lost[:3]}"
+
+
+def test_a_full_disk(cluster, tmp_path):
+    """The leader's disk fills up: clients get KAFKA_STORAGE_ERROR, the broker logs an error naming its log
+    dir with a count, nothing acknowledged is lost, and it takes writes again once there is room."""
+    if not cluster.small_disk:
+        pytest.skip("mounting a tmpfs as a broker's data dir needs root")
+    broker = cluster.brokers[FULL_DISK]
+    probed = topic_led_by(cluster, FULL_DISK)
+    with acked_workload(cluster, tmp_path, FULL_DISK) as workload:
+        probe = DirectProducer(broker.bootstrap, probed).start()
+        try:
+            wait_until(lambda: len(probe.acknowledged()) >= 3, 30, message="the probe's first acknowledgements")
+            with disk_filled(broker.data_dir):
+                full_at = time.monotonic()
+                wait_until(lambda: any(a.error_code == ErrorCode.KAFKA_STORAGE_ERROR for a in probe.attempts
+                                       if a.sent_at > full_at), 30, message="a KAFKA_STORAGE_ERROR")
+                failures = wait_until(lambda: storage_errors_logged(broker.log_path), 10,
+                                      message="the broker to log the failed writes")
+                assert all(entry["log_dir"] == str(broker.data_dir / "logs") for entry in failures), failures[-1]
+                assert [entry["storage_errors"] for entry in failures] == list(range(1, len(failures) + 1))
+            freed_at = time.monotonic()
+            wait_until(lambda: any(a.sent_at > freed_at for a in probe.acknowledged()), 30,
+                       message="the broker to take writes again")
+            workload.wait_for_acks(150, after=freed_at)
+        finally:
+            probe.stop()
+    stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
+    lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
+    assert not lost, f"acknowledged records lost: {lost[:3]}"
+
+
+def storage_errors_logged(log_path: Path) -> list[dict]:
+    entries = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if '"log dir write failed"' in line:
+            entries.append(json.loads(line))
+    return entries
