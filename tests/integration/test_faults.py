@@ -31,7 +31,7 @@ from harness import unique_name, wait_until
 
 from broker.errors import ErrorCode
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 pytest.importorskip("confluent_kafka")
 

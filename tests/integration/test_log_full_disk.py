@@ -15,7 +15,8 @@ from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
 from broker.protocol.records import Record, build_batch, decode_records_any
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 
 
 def test_a_full_disk_refuses_writes_with_a_storage_error_and_loses_nothing(tmp_path):
