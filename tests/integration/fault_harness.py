@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_harness import BrokerCluster, free_udp_port
+from cluster_harness import FAST_CLUSTER, BrokerCluster, free_udp_port
 from harness import free_port, wait_until
 from tcp_proxy import TcpRelay
 
@@ -198,6 +198,12 @@ class UdpRelay:
 
 # --- the cluster ---------------------------------------------------------------------------------------------
 
+# Gossip through the relays (threads of the test process, on a busy machine) is slower than direct: with
+# cluster_harness's 40 ms ping timeout live brokers were declared dead and leadership flapped.
+RELAYED_TIMINGS = {**FAST_CLUSTER, "gossip": {**FAST_CLUSTER["gossip"], "protocol_period_ms": 200,
+                                               "ping_timeout_ms": 100, "suspicion_multiplier": 4}}
+
+
 def _five_digit_ports(count: int) -> list[int]:
     ports = sorted(free_port() for _ in range(count))
     # pysyncobj compares "host:port" strings; with five digits everywhere that is the ports' order
@@ -219,7 +225,7 @@ class FaultCluster(BrokerCluster):
 
         # the id a cluster derives when given none comes from the Raft addresses, which differ per broker here
         settings = {"cluster.id": f"faults-{uuid.uuid4().hex[:12]}", **(settings or {})}
-        super().__init__(root, settings=settings, node_settings=listeners)
+        super().__init__(root, settings=settings, node_settings=listeners, timings=RELAYED_TIMINGS)
         ports = _five_digit_ports(6)
         relay_ports, raft_ports = ports[:3], ports[3:]
         raft = {i: f"127.0.0.1:{raft_ports[i - 1]}" for i in self.ids}
@@ -506,7 +512,9 @@ def check_after(cluster: FaultCluster, workload: AckedWorkload, scratch: Path) -
 def create_topic(cluster: FaultCluster, name: str, replicas: list[list[int]], **configs: str) -> None:
     """A topic with one partition per entry of ``replicas`` (the first of each its preferred leader),
     created through the controller; waits until every broker knows it with a leader."""
-    controller = cluster.brokers[cluster.controller()].bootstrap
+    # right after a fault heals the brokers may still be electing one
+    controller = cluster.brokers[wait_until(lambda: max(cluster.controller(), 0), 30, interval=0.1,
+                                            message="a controller")].bootstrap
 
     async def ask() -> dict[str, Any]:
         connection = await KafkaConnection.connect(controller, timeout=30)
