@@ -14,7 +14,7 @@ import json
 import os
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -152,6 +152,8 @@ class Broker:
         self.metadata_topic_lists: dict[tuple, list[Any]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
+        # writes refused by a full or failing disk since start, per log dir (see storage_failed)
+        self.storage_errors: Counter[str] = Counter()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -338,8 +340,13 @@ class Broker:
         if leader_epoch is not None and leader_epoch != epoch:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
-        result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
-                             from_coordinator=from_coordinator)
+        try:
+            result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
+                                 from_coordinator=from_coordinator)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                self.storage_failed(topic, partition, exc)
+            raise
         if result.duplicate:
             return result
         self.notify_appended(topic, partition)
@@ -351,6 +358,14 @@ class Broker:
                     topic, partition, result.last_offset + 1, OFFSETS_COMMIT_TIMEOUT):
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: the ISR did not confirm")
         return result
+
+    def storage_failed(self, topic: str, partition: int, error: KafkaError) -> None:
+        """A write the disk refused (full, or failing): the client gets KAFKA_STORAGE_ERROR and retries, and
+        nothing was appended; the operator gets an error naming the log dir, with the count so far."""
+        log_dir = self.logs.data_dir if self.logs is not None else str(self.config.data_dir)
+        self.storage_errors[log_dir] += 1
+        log.error("log dir write failed", log_dir=log_dir, topic=topic, partition=partition, error=error.message,
+                  storage_errors=self.storage_errors[log_dir])
 
     async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                             committed: bool, coordinator_epoch: int = 0):

@@ -11,6 +11,8 @@
         reconnect_interval_ms: 1000
       gossip:
         listen: 127.0.0.1:19301          # UDP
+        advertise: 127.0.0.1:19401       # optional: where the others send to, when not the listen address
+                                         # (a relay or NAT in between)
         seeds: [127.0.0.1:19302, 127.0.0.1:19303]
         protocol_period_ms: 500          # optional timings
         ping_timeout_ms: 200
@@ -36,7 +38,7 @@ from burrowpy.config import Section
 CLUSTER_KEYS = ("secret", "raft", "gossip", "controller")
 RAFT_KEYS = ("listen", "peers", "election_timeout_min_ms", "election_timeout_max_ms", "heartbeat_interval_ms",
              "reconnect_interval_ms")
-GOSSIP_KEYS = ("listen", "seeds", "protocol_period_ms", "ping_timeout_ms", "indirect_probes",
+GOSSIP_KEYS = ("listen", "advertise", "seeds", "protocol_period_ms", "ping_timeout_ms", "indirect_probes",
                "suspicion_multiplier", "push_pull_interval_ms")
 CONTROLLER_KEYS = ("preferred_leader_election_interval_ms", "unknown_broker_grace_ms")
 
@@ -48,6 +50,7 @@ class ClusterConfig:
     raft_peers: dict[int, str]
     raft_timing: RaftTiming
     gossip_listen: tuple[str, int]
+    gossip_advertise: tuple[str, int] | None
     gossip_seeds: list[tuple[str, int]]
     swim: SwimConfig
     preferred_leader_election_interval: float
@@ -80,6 +83,8 @@ class ClusterConfig:
         except ValueError as exc:
             raise raft.error(None, str(exc)) from None
         gossip_listen = _split(_hostport(gossip, "listen", gossip.get_str("listen")))
+        advertise = gossip.get_str("advertise", None)
+        gossip_advertise = None if advertise is None else _split(_hostport(gossip, "advertise", advertise))
         seeds = [_split(_hostport(gossip, "seeds", seed)) for seed in gossip.get_list("seeds", [])]
         try:
             swim = SwimConfig(
@@ -92,7 +97,7 @@ class ClusterConfig:
             raise gossip.error(None, str(exc)) from None
         return cls(
             secret=secret, raft_listen=raft_listen, raft_peers=peers, raft_timing=timing,
-            gossip_listen=gossip_listen, gossip_seeds=seeds, swim=swim,
+            gossip_listen=gossip_listen, gossip_advertise=gossip_advertise, gossip_seeds=seeds, swim=swim,
             preferred_leader_election_interval=controller.get_int(
                 "preferred_leader_election_interval_ms", 30000, minimum=1) / 1000,
             unknown_broker_grace=controller.get_int("unknown_broker_grace_ms", 10000, minimum=0) / 1000)

@@ -115,7 +115,8 @@ class ClusterNode:
         host, port = self.inter_broker_address
         self.gossip = GossipNode(
             str(self.node_id), self.config.gossip_listen, self.config.secret,
-            seeds=self.config.gossip_seeds, config=self.config.swim, on_event=self._on_member_event,
+            advertise=self.config.gossip_advertise, seeds=self.config.gossip_seeds, config=self.config.swim,
+            on_event=self._on_member_event,
             meta={"node_id": self.node_id, "host": host, "port": port, "rack": broker.config["rack"] or None,
                   "endpoints": {name: list(address) for name, address in broker.endpoints.items()}})
         await self.gossip.start()

@@ -22,7 +22,7 @@ A broker acts as a partition's leader only where :func:`acts_as_leader` says so:
 caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
 What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
-leader's address) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
+leader's address), ``storage_failed`` (a replicated append the disk refused) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
 call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it must not move the high
 watermark itself), and expose the manager as ``broker.replica_manager`` for the Produce and Fetch handlers.
 """
@@ -381,8 +381,11 @@ class LeaderFetcher:
                 if append_leader_batches(plog, records, fetch_offset):
                     followed.fetch_offset = None
             except KafkaError as exc:
-                log.warning("cannot append replicated batches", topic=followed.topic,
-                            partition=followed.partition, error=exc.message)
+                if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
+                else:
+                    log.warning("cannot append replicated batches", topic=followed.topic,
+                                partition=followed.partition, error=exc.message)
                 self._back_off(followed)
                 return
         plog.high_watermark = max(min(part["high_watermark"], plog.log_end_offset), plog.log_start_offset)

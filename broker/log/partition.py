@@ -431,19 +431,31 @@ class PartitionLog:
 
     def _roll(self, now_ms: int, base_offset: int) -> None:
         """Start a new active segment at ``base_offset``; the finished one is fsynced in the background,
-        and the recovery point moves past it once it is."""
+        and the recovery point moves past it once it is.
+
+        A full or failing disk fails the batch that needed the roll with KAFKA_STORAGE_ERROR, as in Kafka
+        (clients retry it); a finished segment stays the active one until a roll succeeds."""
         old = self._segments[-1]
-        if old.size == 0:
-            old.delete()
-            self._segments.pop()
-            self._bases.pop()
-        else:
-            old.close_for_appends()
-            self._unsynced.append(old)
-        new = self._new_segment(base_offset, now_ms)
-        self._segments.append(new)
-        self._bases.append(base_offset)
-        write_snapshot(self.directory, base_offset, self._producers)
+        try:
+            if old.size == 0:
+                # nothing to keep: its files go first, as the new segment may have its very base offset
+                old.delete()
+                self._segments.pop()
+                self._bases.pop()
+                new = self._new_segment(base_offset, now_ms)
+            else:
+                new = self._new_segment(base_offset, now_ms)
+                try:
+                    old.close_for_appends()  # writes its last index entries
+                except OSError:
+                    new.delete()  # the next roll creates it again
+                    raise
+                self._unsynced.append(old)
+            self._segments.append(new)
+            self._bases.append(base_offset)
+            write_snapshot(self.directory, base_offset, self._producers)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {self.directory}: {exc}") from exc
         self._background(self._sync_rolled)
 
     def _sync_rolled(self) -> None:

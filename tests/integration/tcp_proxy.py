@@ -22,10 +22,10 @@ from harness import free_port
 
 
 class TcpRelay:
-    def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1", port: int | None = None) -> None:
         self.target = (target_host, target_port)
         self.host = host
-        self.port = free_port(host)
+        self.port = port or free_port(host)
         self._cut = threading.Event()
         self._stop = threading.Event()
         self._pairs: dict[socket.socket, socket.socket] = {}

@@ -110,6 +110,9 @@ def test_cluster_block_parses():
     config = parse(block(controller={"preferred_leader_election_interval_ms": 1500}))
     assert config.raft_peers == {2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}
     assert config.gossip_listen == ("127.0.0.1", 7101) and config.gossip_seeds == [("127.0.0.1", 7102)]
+    assert config.gossip_advertise is None
+    relayed = parse(block(gossip={"listen": "127.0.0.1:7101", "advertise": "127.0.0.1:7201"}))
+    assert relayed.gossip_listen == ("127.0.0.1", 7101) and relayed.gossip_advertise == ("127.0.0.1", 7201)
     assert config.swim.protocol_period == 0.2 and config.swim.ping_timeout == 0.05
     assert config.preferred_leader_election_interval == 1.5
     assert config.raft_timing.election_timeout_min == 0.4
@@ -127,6 +130,7 @@ def test_cluster_block_parses():
     (block(raft={"listen": "127.0.0.1:7001", "peers": {"x": "127.0.0.1:7002"}}), "cluster.raft.peers"),
     (block(raft={"listen": "127.0.0.1:7001", "peers": {}, "heartbeat_interval_ms": 500}), "cluster.raft"),
     (block(gossip={"listen": "127.0.0.1:7101", "seeds": ["bad"]}), "cluster.gossip.seeds"),
+    (block(gossip={"listen": "127.0.0.1:7101", "advertise": "relay"}), "cluster.gossip.advertise"),
     (block(gossip={"listen": "127.0.0.1:7101", "ping_timeout_ms": 900}), "cluster.gossip"),
     (block(controller={"preferred_leader_election_interval_ms": 0}), "cluster.controller"),
     (block(gossip="yes"), "cluster.gossip"),

@@ -1,0 +1,242 @@
+"""Faults injected into a three-broker cluster while an idempotent ``acks=all`` producer writes (RF 3,
+``min.insync.replicas: 2``): after each, every acknowledged record is in the log once, in order, and the
+replicas' segment files hold the same batches below the high watermark (:mod:`fault_harness`).
+
+One cluster serves the module, each scenario on a topic of its own; each scenario ends with the cluster
+healthy again (every broker up, every replica in sync).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fault_harness import (
+    FETCHER_CLIENT_ID,
+    AckedWorkload,
+    DirectProducer,
+    FakeFollower,
+    FaultCluster,
+    check_after,
+    create_topic,
+    disk_filled,
+    read_topic,
+    tmpfs,
+)
+from harness import unique_name, wait_until
+
+from broker.errors import ErrorCode
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+pytest.importorskip("confluent_kafka")
+
+SETTINGS = {"min.insync.replicas": 2}
+# A produce request the leader received just before its connections were cut may still be acknowledged:
+# its followers could fetch it before the relays closed their connections (they do within 50 ms).
+CUT_GRACE = 0.5
+FULL_DISK = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    brokers = FaultCluster(tmp_path_factory.mktemp("faults"), settings=SETTINGS)
+    # broker FULL_DISK's data dir is a small tmpfs of its own, to fill in test_a_full_disk
+    with tmpfs(brokers.brokers[FULL_DISK].data_dir, "64m") as mounted:
+        brokers.small_disk = mounted
+        try:
+            brokers.start()
+            yield brokers
+        finally:
+            brokers.stop()
+
+
+def topic_led_by(cluster: FaultCluster, leader: int, partitions: int = 1) -> str:
+    """A new topic whose partitions all have ``leader`` as preferred leader, the others following."""
+    name = unique_name("faults")
+    others = [i for i in cluster.ids if i != leader]
+    create_topic(cluster, name, [[leader, *others]] * partitions)
+    assert cluster.leader_of(name) == leader
+    return name
+
+
+def other_leader(cluster: FaultCluster, topic: str, old: int, asking: int) -> int:
+    def moved() -> int:
+        leader = cluster.partitions(topic, asking)[0]["leader_id"]
+        return leader if leader not in (old, -1) else 0
+    return wait_until(moved, 30, interval=0.1, message=f"leadership of {topic} to leave broker {old}")
+
+
+@contextlib.contextmanager
+def acked_workload(cluster: FaultCluster, scratch: Path, leader: int, partitions: int = 3) -> Iterator[AckedWorkload]:
+    """The workload on a new topic led by ``leader``, running while the scenario does its faults, then the
+    checks (when the scenario got through)."""
+    topic = topic_led_by(cluster, leader, partitions)
+    workload = AckedWorkload(cluster.bootstrap, topic, partitions).start()
+    try:
+        workload.wait_for_acks(150)
+        yield workload
+    finally:
+        workload.stop()
+    check_after(cluster, workload, scratch)
+
+
+def poll(condition: Callable[[], bool], timeout: float) -> bool:
+    """Whether ``condition`` comes true within ``timeout`` s (polled), for scenarios that go on either way
+    and report what they saw at the end."""
+    try:
+        wait_until(condition, timeout, interval=0.1)
+    except AssertionError:
+        return False
+    return True
+
+
+def test_the_leader_paused_past_the_failure_timeouts(cluster, tmp_path):
+    leader = cluster.controller()  # the Raft leader too: both roles move
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        asking = next(i for i in cluster.ids if i != leader)
+        with cluster.paused(leader):
+            paused_at = time.monotonic()
+            other_leader(cluster, workload.topic, leader, asking)
+            workload.wait_for_acks(150, after=paused_at)
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=time.monotonic())
+
+
+def test_the_leader_killed_three_times(cluster, tmp_path):
+    with acked_workload(cluster, tmp_path, cluster.ids[0]) as workload:
+        for _ in range(3):
+            leader = cluster.leader_of(workload.topic)
+            cluster.kill(leader)
+            workload.wait_for_acks(150, after=time.monotonic())
+            cluster.restart(leader)
+            cluster.wait_healthy(60)
+
+
+def test_two_of_three_killed_and_restarted(cluster, tmp_path):
+    with acked_workload(cluster, tmp_path, cluster.ids[1]) as workload:
+        leader = cluster.leader_of(workload.topic)
+        victims = [leader, next(i for i in cluster.ids if i != leader)]
+        for victim in victims:
+            cluster.kill(victim)
+        killed_at, sent = time.monotonic(), workload.sent
+        # one broker of three meets neither min.insync.replicas nor a Raft majority: nothing is acknowledged
+        # of the records produced meanwhile
+        wait_until(lambda: workload.sent > sent + 400, 10, message="the producer to try 400 more records")
+        assert workload.acks_after(killed_at + 0.5) == 0
+        for victim in victims:
+            cluster.restart(victim)
+        workload.wait_for_acks(150, after=time.monotonic(), timeout=60)
+        cluster.wait_healthy(60)
+
+
+def test_a_follower_paused(cluster, tmp_path):
+    leader = cluster.ids[2]
+    follower = next(i for i in cluster.ids if i != leader)
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        with cluster.paused(follower):
+            paused_at = time.monotonic()
+            wait_until(lambda: follower not in cluster.isr(workload.topic, node_id=leader), 30, interval=0.1,
+                       message=f"the paused broker {follower} to leave the ISR")
+            workload.wait_for_acks(150, after=paused_at)
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=time.monotonic())
+
+
+def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
+    """Broker ``faked``'s own fetches are cut off (it stays up, in Raft and gossip), and an ordinary client
+    sends the fetches it would: the leader must not take them as that broker's, so the broker leaves the
+    ISR and, when the leader dies, a replica that holds the acknowledged records takes over."""
+    leader, faked = cluster.ids[0], cluster.ids[1]
+    with acked_workload(cluster, tmp_path, leader, partitions=1) as workload:
+        cluster.kafka_relays[leader].refuse(FETCHER_CLIENT_ID.format(faked))
+        state = cluster.partitions(workload.topic, leader)[0]
+        fake = FakeFollower(cluster.brokers[leader].bootstrap, workload.topic, faked, state["leader_epoch"],
+                            start=workload.acks[-1].offset + 1).start()
+        try:
+            cut_at = time.monotonic()
+            left_isr = poll(lambda: faked not in cluster.isr(workload.topic, node_id=leader), 15)
+            if not left_isr:
+                workload.errors.append(f"broker {faked} stayed in the ISR for 15 s on a client's fetches")
+            workload.wait_for_acks(100, after=cut_at)
+        finally:
+            fake.stop()
+        cluster.kill(leader)
+        new_leader = other_leader(cluster, workload.topic, leader, faked)
+        cluster.kafka_relays[leader].allow_all()
+        cluster.restart(leader)
+        cluster.wait_healthy(60)
+    assert left_isr, (f"broker {faked} stayed in the ISR on a client's fetches (leader after the failover: "
+                      f"{new_leader}; the fetches' error codes: {sorted(set(fake.error_codes))})")
+
+
+def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
+    """A partition of the network: the leader (the controller too) loses the other brokers (Raft, replication
+    and gossip, both ways) while its clients still reach it. Whatever it was sent from then on it must not
+    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower."""
+    leader = cluster.controller()
+    probed = topic_led_by(cluster, leader)  # written by requests to that broker only
+    with acked_workload(cluster, tmp_path, leader) as workload:
+        probe = DirectProducer(cluster.brokers[leader].bootstrap, probed).start()
+        try:
+            wait_until(lambda: len(probe.acknowledged()) >= 5, 30, message="the probe's first acknowledgements")
+            cluster.isolate(leader)
+            cut_at = time.monotonic()
+            asking = next(i for i in cluster.ids if i != leader)
+            other_leader(cluster, workload.topic, leader, asking)
+            workload.wait_for_acks(150, after=cut_at)
+            wait_until(lambda: sum(1 for a in probe.attempts if a.sent_at > cut_at + CUT_GRACE) >= 10, 30,
+                       message="ten produce requests to the cut-off leader")
+        finally:
+            cluster.heal()
+            probe.stop()
+        healed_at = time.monotonic()
+        late = [a for a in probe.acknowledged() if a.sent_at > cut_at + CUT_GRACE]
+        assert not late, f"the cut-off leader acknowledged acks=all records sent after the cut: {late[:3]}"
+        cluster.wait_healthy(60)
+        workload.wait_for_acks(150, after=healed_at)
+    stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
+    lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
+    assert not lost, f"records the leader acknowledged before the cut are gone: {lost[:3]}"
+
+
+def test_a_full_disk(cluster, tmp_path):
+    """The leader's disk fills up: clients get KAFKA_STORAGE_ERROR, the broker logs an error naming its log
+    dir with a count, nothing acknowledged is lost, and it takes writes again once there is room."""
+    if not cluster.small_disk:
+        pytest.skip("mounting a tmpfs as a broker's data dir needs root")
+    broker = cluster.brokers[FULL_DISK]
+    probed = topic_led_by(cluster, FULL_DISK)
+    with acked_workload(cluster, tmp_path, FULL_DISK) as workload:
+        probe = DirectProducer(broker.bootstrap, probed).start()
+        try:
+            wait_until(lambda: len(probe.acknowledged()) >= 3, 30, message="the probe's first acknowledgements")
+            with disk_filled(broker.data_dir):
+                full_at = time.monotonic()
+                wait_until(lambda: any(a.error_code == ErrorCode.KAFKA_STORAGE_ERROR for a in probe.attempts
+                                       if a.sent_at > full_at), 30, message="a KAFKA_STORAGE_ERROR")
+                failures = wait_until(lambda: storage_errors_logged(broker.log_path), 10,
+                                      message="the broker to log the failed writes")
+                assert all(entry["log_dir"] == str(broker.data_dir / "logs") for entry in failures), failures[-1]
+                assert [entry["storage_errors"] for entry in failures] == list(range(1, len(failures) + 1))
+            freed_at = time.monotonic()
+            wait_until(lambda: any(a.sent_at > freed_at for a in probe.acknowledged()), 30,
+                       message="the broker to take writes again")
+            workload.wait_for_acks(150, after=freed_at)
+        finally:
+            probe.stop()
+    stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
+    lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
+    assert not lost, f"acknowledged records lost: {lost[:3]}"
+
+
+def storage_errors_logged(log_path: Path) -> list[dict]:
+    entries = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if '"log dir write failed"' in line:
+            entries.append(json.loads(line))
+    return entries
