@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.client import ClientSecurity
+from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
@@ -43,9 +44,21 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "auto.create.topics.enable": ("bool", True),
     "delete.topic.enable": ("bool", True),
     "num.partitions": ("int", 1),
+    # the most partitions the cluster may hold, internal topics' included: burrowpy's own (KIP-578 proposed
+    # it, Kafka has no such bound); CreateTopics and CreatePartitions past it get POLICY_VIOLATION
+    "max.partitions": ("int", 10000),
     "default.replication.factor": ("int", 1),
     "message.max.bytes": ("int", 1048588),
     "socket.request.max.bytes": ("int", 104857600),
+    # what frames being received may hold in all (0 or less: no bound); their buffers grow as their bytes arrive
+    "queued.max.request.bytes": ("int", -1),
+    "sasl.server.max.receive.size": ("int", 524288),  # the largest frame before a SASL login
+    "socket.listen.backlog.size": ("int", 50),
+    "max.connections": ("int", 2147483647),
+    "max.connections.per.ip": ("int", 2147483647),
+    "max.connections.per.ip.overrides": ("str", ""),
+    # also the deadline for a TLS handshake and a SASL login (broker/server.py)
+    "connections.max.idle.ms": ("int", 600000),
     # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection. -1, the
     # kernel's own sizing, by default: Kafka's 100 KiB was no faster here, and slower for four consumers in
     # three of four A/B rows (bench/README.md)
@@ -320,6 +333,19 @@ class BrokerConfig:
                 raise section.error(key, "must be a number of bytes, or -1 for the operating system's default")
         if (wanted := settings["socket.congestion.control"]) and (problem := congestion_control_problem(wanted)):
             raise section.error("socket.congestion.control", problem)
+        for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
+                    "max.connections", "max.connections.per.ip", "max.partitions"):
+            if settings[key] < (0 if key.startswith("max.") else 1):
+                raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
+        queued = settings["queued.max.request.bytes"]
+        if 0 < queued < settings["socket.request.max.bytes"]:
+            # Kafka's rule: a budget smaller than one request could never let the largest one in
+            raise section.error("queued.max.request.bytes", "must be at least socket.request.max.bytes (or 0 "
+                                                            "or less: no bound)")
+        try:
+            parse_ip_overrides(settings["max.connections.per.ip.overrides"])
+        except ValueError as exc:
+            raise section.error("max.connections.per.ip.overrides", str(exc)) from None
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

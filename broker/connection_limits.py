@@ -1,0 +1,110 @@
+"""Kafka's connection limits: ``max.connections`` (the broker's, across its listeners),
+``max.connections.per.ip`` and ``max.connections.per.ip.overrides``.
+
+As in Kafka's acceptor, a listener at the broker-wide limit accepts nothing until a connection closes (the new
+ones wait in the listen backlog), except the inter-broker listener, which Kafka lets through so that brokers
+keep replicating; a connection from an address at its own limit is accepted and closed at once. The limits are
+read at each accept, so a dynamic change (all three may change at run time, as on Kafka) applies to the next
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("broker.connections")
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` in Kafka's format, ``host:count,host:count``: address -> limit.
+    Host names are resolved now, as Kafka resolves them; an IPv6 address keeps its colons (the count follows
+    the last one). Raises ValueError naming the entry that is wrong."""
+    overrides: dict[str, int] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, colon, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not colon or not host:
+            raise ValueError(f"{entry!r} is not host:count")
+        try:
+            limit = int(count)
+        except ValueError:
+            raise ValueError(f"{entry!r}: {count!r} is not a number of connections") from None
+        if limit < 0:
+            raise ValueError(f"{entry!r}: the number of connections must be at least 0")
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            try:
+                address = socket.gethostbyname(host)
+            except OSError as exc:
+                raise ValueError(f"{entry!r}: cannot resolve {host!r} ({exc})") from None
+        overrides[address] = limit
+    return overrides
+
+
+class ConnectionQuotas:
+    """The broker's open connections, counted per address, against the limits in ``settings`` (the broker's
+    live config)."""
+
+    def __init__(self, settings: Callable[[str], Any]) -> None:
+        self._settings = settings
+        self.total = 0
+        self.per_host: dict[str, int] = {}
+        self._freed = asyncio.Event()
+        self._overrides_text: str | None = None
+        self._overrides: dict[str, int] = {}
+
+    def _ip_limit(self, host: str) -> int:
+        text = self._settings("max.connections.per.ip.overrides")
+        if text != self._overrides_text:
+            self._overrides, self._overrides_text = parse_ip_overrides(text), text
+        return self._overrides.get(host, self._settings("max.connections.per.ip"))
+
+    async def wait_for_slot(self) -> None:
+        while self.total >= self._settings("max.connections"):
+            self._freed.clear()
+            await self._freed.wait()
+
+    def admit(self, host: str) -> bool:
+        limit = self._ip_limit(host)
+        if self.per_host.get(host, 0) >= limit:
+            log.info("connection refused: its address has the most connections allowed", client=host, limit=limit,
+                     key="max.connections.per.ip")
+            return False
+        self.per_host[host] = self.per_host.get(host, 0) + 1
+        self.total += 1
+        return True
+
+    def release(self, host: str) -> None:
+        self.total -= 1
+        left = self.per_host[host] - 1
+        if left:
+            self.per_host[host] = left
+        else:
+            del self.per_host[host]
+        self._freed.set()
+
+
+class ListenerGate:
+    """One listener's view of the broker's quotas; the inter-broker listener of a cluster does not wait for
+    the broker-wide limit (Kafka's exemption, so that replication is never locked out by clients)."""
+
+    def __init__(self, quotas: ConnectionQuotas, *, exempt: bool) -> None:
+        self.quotas = quotas
+        self.exempt = exempt
+
+    async def wait_for_slot(self) -> None:
+        if not self.exempt:
+            await self.quotas.wait_for_slot()
+
+    def admit(self, host: str) -> bool:
+        return self.quotas.admit(host)
+
+    def release(self, host: str) -> None:
+        self.quotas.release(host)
