@@ -173,7 +173,22 @@ _HONOURED_KEYS = frozenset({
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
     "ssl.enabled.protocols", "ssl.cipher.suites", "inter.broker.listener.name", "ssl.endpoint.identification.algorithm",
 })
-_UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
+# Kafka configs that name Java classes (a policy, a quota callback, a TLS engine): refused when set, rather than
+# run without the policy or limit they would enforce
+_JAVA_CLASS_KEYS = ("ssl.engine.factory.class", "create.topic.policy.class.name", "alter.config.policy.class.name",
+                    "client.quota.callback.class")
+
+# Kafka's older or alternative names for a setting this broker reads: (name, factor to the broker key's unit),
+# the broker key winning when both are set, as on Kafka (log.retention.ms over .minutes over .hours)
+SYNONYMS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+    "log.roll.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
+    "node.id": (("broker.id", None),),
+    "rack": (("broker.rack", None),),
+    "data.dir": (("log.dirs", None), ("log.dir", None)),
+}
+_SYNONYM_KEYS = frozenset(name for names in SYNONYMS.values() for name, _ in names)
 
 
 def _honoured(key: str) -> bool:
@@ -316,6 +331,22 @@ class BrokerConfig:
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
+        for key, synonyms in SYNONYMS.items():
+            given = [(name, factor) for name, factor in synonyms if name in raw]
+            if key in raw or not given:
+                continue
+            name, factor = given[0]
+            if factor is not None:
+                settings[key] = max(section.get_int(name, 0) * factor, -1)  # negative: no limit, as on Kafka
+            elif BROKER_KEYS[key][0] == "int":
+                settings[key] = section.get_int(name, 0)
+            else:
+                settings[key] = section.get_str(name, "")
+        if not data_dir and "," in settings["data.dir"]:
+            raise section.error("log.dirs" if "log.dirs" in raw else "data.dir",
+                                "one data directory only: this broker keeps its logs in a single directory")
+        if "broker.id" in raw and "node.id" in raw and section.get_int("broker.id", -1) not in (-1, settings["node.id"]):
+            raise section.error("broker.id", "must be node.id (Kafka's rule), or left out")
         if listen:
             settings["listeners"] = listen
         if data_dir:
@@ -372,8 +403,15 @@ class BrokerConfig:
                 except TlsConfigError as exc:
                     raise section.error(exc.key, str(exc)) from None
         for key in raw:
-            if key.endswith(_UNUSABLE_TLS_KEYS):
+            if key.endswith(_JAVA_CLASS_KEYS) and raw[key]:
                 raise section.error(key, "names a Java class this broker cannot load")
+        if section.get_str("config.providers", ""):
+            raise section.error("config.providers", "config providers are Java classes this broker cannot load: "
+                                                    "give the values themselves")
+        if section.get_str("ssl.principal.mapping.rules", "DEFAULT").strip() != "DEFAULT":
+            raise section.error("ssl.principal.mapping.rules", "only DEFAULT (the certificate's subject as Java "
+                                                               "prints it) is available; refusing other rules "
+                                                               "rather than give principals other names")
         authorizer = section.get_str("authorizer.class.name", "") or ""
         if authorizer not in ("", STANDARD_AUTHORIZER):
             raise section.error("authorizer.class.name", f"{authorizer!r} is not an authorizer this broker has; it "
@@ -399,7 +437,7 @@ class BrokerConfig:
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
                    # TLS and SASL settings without a listener to use them are named in that warning too
-                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS and not (
+                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS and key not in _SYNONYM_KEYS and not (
                        _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
