@@ -111,6 +111,12 @@ def test_a_congestion_control_the_kernel_has_is_taken_and_one_it_lacks_is_a_conf
      "listener SSL is advertised but not in listeners"),
     ("listener.security.protocol.map: A:FOO\n", "is not NAME:PROTOCOL"),
     ("ssl.engine.factory.class: com.example.Engine\n", "names a Java class this broker cannot load"),
+    # settings that would enforce something this broker cannot: refused, not run without it
+    ("create.topic.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
+    ("alter.config.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
+    ("client.quota.callback.class: com.example.Quotas\n", "names a Java class this broker cannot load"),
+    ("config.providers: file\n", "config providers are Java classes"),
+    ("ssl.principal.mapping.rules: 'RULE:^CN=(.*?),.*$/$1/'\n", "only DEFAULT"),
 ])
 def test_unknown_and_security_keys_are_refused(tmp_path, text, reason):
     with pytest.raises(ConfigError, match=re.escape(reason)):
@@ -196,18 +202,6 @@ def test_kafkas_other_names_for_a_setting_are_honoured(tmp_path):
         BrokerConfig.load(_write(tmp_path, "log.dirs: /a,/b\n"))
     with pytest.raises(ConfigError, match="broker.id: must be node.id"):
         load(tmp_path, "broker.id: 2\nnode.id: 3\n")
-
-
-@pytest.mark.parametrize(("text", "reason"), [
-    ("create.topic.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
-    ("alter.config.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
-    ("client.quota.callback.class: com.example.Quotas\n", "names a Java class this broker cannot load"),
-    ("config.providers: file\n", "config providers are Java classes"),
-    ("ssl.principal.mapping.rules: 'RULE:^CN=(.*?),.*$/$1/'\n", "only DEFAULT"),
-])
-def test_settings_that_would_enforce_something_this_broker_cannot_are_refused(tmp_path, text, reason):
-    with pytest.raises(ConfigError, match=re.escape(reason)):
-        load(tmp_path, text)
 
 
 def test_connection_and_memory_limits_are_checked(tmp_path):
