@@ -59,6 +59,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "max.connections.per.ip.overrides": ("str", ""),
     # also the deadline for a TLS handshake and a SASL login (broker/server.py)
     "connections.max.idle.ms": ("int", 600000),
+    "connection.failed.authentication.delay.ms": ("int", 100),
     # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection. -1, the
     # kernel's own sizing, by default: Kafka's 100 KiB was no faster here, and slower for four consumers in
     # three of four A/B rows (bench/README.md)
@@ -368,6 +369,10 @@ class BrokerConfig:
                     "max.connections", "max.connections.per.ip", "max.partitions"):
             if settings[key] < (0 if key.startswith("max.") else 1):
                 raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
+        delay = settings["connection.failed.authentication.delay.ms"]
+        if delay < 0 or 0 <= settings["connections.max.idle.ms"] <= delay:
+            raise section.error("connection.failed.authentication.delay.ms", "must be at least 0 and less than "
+                                                                             "connections.max.idle.ms (Kafka's rule)")
         queued = settings["queued.max.request.bytes"]
         if 0 < queued < settings["socket.request.max.bytes"]:
             # Kafka's rule: a budget smaller than one request could never let the largest one in

@@ -106,7 +106,8 @@ class _Watchdog:
 
 
 class _LastAnswer:
-    """An answer after which the connection is closed (a failed or out-of-order login)."""
+    """An answer after which the connection is closed (a failed or out-of-order login: Kafka's authentication
+    errors, whose answer waits connection.failed.authentication.delay.ms)."""
 
     __slots__ = ("chunks",)
 
@@ -238,6 +239,7 @@ class KafkaServer:
                     # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
                     answer = self._log_in(session, bytes(frame), client_host)
                     if answer is None:
+                        await self._after_failed_login()
                         return
                     session.bare_token = session.user is None
                     writer.write(_SIZE.pack(len(answer)) + answer)
@@ -252,12 +254,18 @@ class KafkaServer:
             if response is False:
                 return
             if isinstance(response, _LastAnswer):
+                await self._after_failed_login()
                 await _send(writer, response.chunks)
                 return
             if response is not None:
                 await _send(writer, response)
             if watchdog is not None:
                 watchdog.answered()
+
+    async def _after_failed_login(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: the answer to a failed login, and the close, wait
+        that long, so that a client guessing passwords (or a loop of bad logins) gets few tries a second."""
+        await asyncio.sleep(self.broker.config["connection.failed.authentication.delay.ms"] / 1000)
 
     def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
         """One SASL round: the bytes to answer with (the user is set once logged in), None on failure."""

@@ -166,6 +166,7 @@ def test_max_connections_holds_the_excess_connection_until_one_closes(limited_br
 def sasl_broker(tmp_path_factory) -> Iterator[SaslBroker]:
     broker = start_sasl_broker(tmp_path_factory.mktemp("limits-sasl"), "PLAIN", {
         "sasl.enabled.mechanisms": "PLAIN", "connections.max.idle.ms": IDLE_MS,
+        "connection.failed.authentication.delay.ms": 700,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
     })
@@ -275,3 +276,19 @@ def test_many_partitions_do_not_mean_many_open_files(plain_broker):
     # loading may still be under way when the broker answers: its descriptors are given back as it goes
     wait_until(lambda: open_files(plain_broker.proc.pid) < before + 100, timeout=60,
                message="the restarted broker to hold few files")
+
+
+def test_a_failed_login_is_answered_after_the_delay(sasl_broker):
+    """connection.failed.authentication.delay.ms (700 here): a wrong password's answer, and the close, wait
+    that long; a right one is answered at once."""
+    with connect(sasl_broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        started = time.monotonic()
+        answer = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00guess"})
+        assert answer["error_code"] == 58 and time.monotonic() - started >= 0.7
+        assert closed(sock)
+    with connect(sasl_broker.sasl_port) as sock:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        started = time.monotonic()
+        answer = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})
+        assert answer["error_code"] == 0 and time.monotonic() - started < 0.7
