@@ -57,6 +57,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "max.connections": ("int", 2147483647),
     "max.connections.per.ip": ("int", 2147483647),
     "max.connections.per.ip.overrides": ("str", ""),
+    "max.connection.creation.rate": ("int", 2147483647),
+    "quota.window.num": ("int", 11),  # the creation rate's window: this many samples
+    "quota.window.size.seconds": ("int", 1),  # of this length
     # also the deadline for a TLS handshake and a SASL login (broker/server.py)
     "connections.max.idle.ms": ("int", 600000),
     "connection.failed.authentication.delay.ms": ("int", 100),
@@ -366,7 +369,8 @@ class BrokerConfig:
         if (wanted := settings["socket.congestion.control"]) and (problem := congestion_control_problem(wanted)):
             raise section.error("socket.congestion.control", problem)
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
-                    "max.connections", "max.connections.per.ip", "max.partitions"):
+                    "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
+                    "quota.window.num", "quota.window.size.seconds"):
             if settings[key] < (0 if key.startswith("max.") else 1):
                 raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
         delay = settings["connection.failed.authentication.delay.ms"]

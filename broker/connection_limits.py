@@ -1,11 +1,12 @@
 """Kafka's connection limits: ``max.connections`` (the broker's, across its listeners),
-``max.connections.per.ip`` and ``max.connections.per.ip.overrides``.
+``max.connections.per.ip``, ``max.connections.per.ip.overrides`` and ``max.connection.creation.rate``.
 
-As in Kafka's acceptor, a listener at the broker-wide limit accepts nothing until a connection closes (the new
-ones wait in the listen backlog), except the inter-broker listener, which Kafka lets through so that brokers
-keep replicating; a connection from an address at its own limit is accepted and closed at once. The limits are
-read at each accept, so a dynamic change (all three may change at run time, as on Kafka) applies to the next
-connection.
+As in Kafka's acceptor, a listener at the broker-wide limit, or past the creation rate, accepts nothing until a
+connection closes or the rate allows (the new ones wait in the listen backlog), except the inter-broker
+listener, which Kafka lets through so that brokers keep replicating; a connection from an address at its own
+limit is accepted and closed at once. The rate is measured over Kafka's quota window (``quota.window.num``
+samples of ``quota.window.size.seconds``). The limits are read at each accept, so a dynamic change (these four
+may change at run time, as on Kafka) applies to the next connection.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +62,7 @@ class ConnectionQuotas:
         self._freed = asyncio.Event()
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
+        self._accepted: deque[float] = deque()  # when connections were accepted, within the quota window
 
     def _ip_limit(self, host: str) -> int:
         text = self._settings("max.connections.per.ip.overrides")
@@ -67,9 +71,27 @@ class ConnectionQuotas:
         return self._overrides.get(host, self._settings("max.connections.per.ip"))
 
     async def wait_for_slot(self) -> None:
-        while self.total >= self._settings("max.connections"):
-            self._freed.clear()
-            await self._freed.wait()
+        while True:
+            if self.total >= self._settings("max.connections"):
+                self._freed.clear()
+                await self._freed.wait()
+            elif (wait := self._rate_wait()) > 0:
+                await asyncio.sleep(wait)
+            else:
+                return
+
+    def _window(self) -> float:
+        return self._settings("quota.window.num") * self._settings("quota.window.size.seconds")
+
+    def _rate_wait(self) -> float:
+        """Seconds until max.connection.creation.rate allows another connection (0: now)."""
+        window = self._window()
+        now = time.monotonic()
+        while self._accepted and self._accepted[0] <= now - window:
+            self._accepted.popleft()
+        if len(self._accepted) < self._settings("max.connection.creation.rate") * window:
+            return 0.0
+        return self._accepted[0] + window - now
 
     def admit(self, host: str) -> bool:
         limit = self._ip_limit(host)
@@ -79,6 +101,7 @@ class ConnectionQuotas:
             return False
         self.per_host[host] = self.per_host.get(host, 0) + 1
         self.total += 1
+        self._accepted.append(time.monotonic())
         return True
 
     def release(self, host: str) -> None:

@@ -292,3 +292,18 @@ def test_a_failed_login_is_answered_after_the_delay(sasl_broker):
         started = time.monotonic()
         answer = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})
         assert answer["error_code"] == 0 and time.monotonic() - started < 0.7
+
+
+def test_max_connection_creation_rate_paces_accepting(tmp_path):
+    """max.connection.creation.rate of 2 a second over a 2-second window: ten connections opened at once are
+    all served, but the broker accepts them over seconds, as Kafka's acceptor throttles, not at once."""
+    with BrokerProcess(tmp_path / "data", extra_config={
+            "max.connection.creation.rate": 2, "quota.window.num": 2, "quota.window.size.seconds": 1}) as broker:
+        started = time.monotonic()
+        socks = [connect(broker.port) for _ in range(10)]
+        try:
+            assert all(answered(sock, timeout=20) for sock in socks)
+            assert time.monotonic() - started >= 2.0
+        finally:
+            for sock in socks:
+                sock.close()
