@@ -108,6 +108,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "offsets.topic.replication.factor": ("int", 1),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("int", 600000),
+    "offset.metadata.max.bytes": ("int", 4096),  # a committed offset's metadata: longer is OFFSET_METADATA_TOO_LARGE
     "group.initial.rebalance.delay.ms": ("int", 3000),
     "group.min.session.timeout.ms": ("int", 6000),
     "group.max.session.timeout.ms": ("int", 1800000),

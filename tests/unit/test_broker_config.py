@@ -204,6 +204,13 @@ def test_kafkas_other_names_for_a_setting_are_honoured(tmp_path):
         load(tmp_path, "broker.id: 2\nnode.id: 3\n")
 
 
+def test_the_group_coordinator_takes_offset_metadata_max_bytes(tmp_path):
+    from broker.groups.machine import GroupConfig
+
+    config = load(tmp_path, "offset.metadata.max.bytes: 100\n")
+    assert not config.inert and GroupConfig.from_broker_config(config).offset_metadata_max_bytes == 100
+
+
 def test_connection_and_memory_limits_are_checked(tmp_path):
     config = load(tmp_path, "max.connections: 10\nmax.connections.per.ip.overrides: '127.0.0.1:3, ::1:4'\n"
                             "queued.max.request.bytes: 209715200\nconnections.max.idle.ms: 5000\n")
