@@ -113,6 +113,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.min.session.timeout.ms": ("int", 6000),
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.max.size": ("int", 2147483647),  # members of a classic group: more get GROUP_MAX_SIZE_REACHED
+    "group.consumer.max.size": ("int", 2147483647),  # members of a KIP-848 consumer group, the same
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),

@@ -93,6 +93,7 @@ class GroupConfig:
     group_metadata_value_version: int = records.DEFAULT_GROUP_METADATA_VALUE_VERSION
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     group_max_size: int = 2147483647  # group.max.size: members of a classic group
+    consumer_group_max_size: int = 2147483647  # group.consumer.max.size: members of a KIP-848 group
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
@@ -111,6 +112,7 @@ class GroupConfig:
                                                 d.retention_check_interval_ms)),
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes", d.offset_metadata_max_bytes)),
             group_max_size=int(get("group.max.size", d.group_max_size)),
+            consumer_group_max_size=int(get("group.consumer.max.size", d.consumer_group_max_size)),
             consumer_session_timeout_ms=int(get("group.consumer.session.timeout.ms", d.consumer_session_timeout_ms)),
             consumer_heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms",
                                                    d.consumer_heartbeat_interval_ms)),
