@@ -119,6 +119,13 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "replica.lag.time.max.ms": ("int", 30000),
+    # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
+    "replica.fetch.max.bytes": ("int", 1048576),
+    "replica.fetch.response.max.bytes": ("int", 10485760),
+    "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.fetch.min.bytes": ("int", 1),
+    "replica.fetch.backoff.ms": ("int", 1000),
+    "replica.socket.timeout.ms": ("int", 30000),
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),

@@ -211,6 +211,15 @@ def test_the_group_coordinator_takes_offset_metadata_max_bytes(tmp_path):
     assert not config.inert and GroupConfig.from_broker_config(config).offset_metadata_max_bytes == 100
 
 
+def test_the_replica_fetcher_takes_its_settings(tmp_path):
+    from broker.cluster.replication import FETCHER_DEFAULTS
+
+    config = load(tmp_path, "replica.fetch.max.bytes: 5000\nreplica.fetch.response.max.bytes: 20000\n")
+    assert not config.inert
+    fetcher = {key: config.get(key, default) for key, default in FETCHER_DEFAULTS.items()}
+    assert (fetcher["replica.fetch.max.bytes"], fetcher["replica.fetch.response.max.bytes"]) == (5000, 20000)
+
+
 def test_connection_and_memory_limits_are_checked(tmp_path):
     config = load(tmp_path, "max.connections: 10\nmax.connections.per.ip.overrides: '127.0.0.1:3, ::1:4'\n"
                             "queued.max.request.bytes: 209715200\nconnections.max.idle.ms: 5000\n")
