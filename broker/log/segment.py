@@ -333,10 +333,14 @@ class LogSegment:
         if not (unknown or self._reserved):
             return
         self._reserved = False
+        was_open = self._fd >= 0
         try:
             release_space_after(self.fd, self.size)
         except OSError as exc:  # the data is whole either way; only the reservation stays
             log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
+        if not was_open and self._fd >= 0:  # a segment recovered at start-up, say: it keeps no descriptor for this
+            os.close(self._fd)
+            self._fd = -1
 
     def close_for_appends(self) -> None:
         """The segment stops being active: record its final max timestamp so reopening need not scan, write
@@ -370,7 +374,9 @@ class LogSegment:
         """What time retention compares: the max record timestamp, else the file's modification time."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        # retention asks this of every segment: no descriptor opened just for it
+        stat = os.fstat(self._fd) if self._fd >= 0 else os.stat(self.log_path)
+        return int(stat.st_mtime * 1000)
 
     def read(self, position: int, length: int) -> bytes:
         return pread_exact(self.fd, length, position)

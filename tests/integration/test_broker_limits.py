@@ -250,32 +250,37 @@ def open_files(pid: int) -> int:
     return len(list(Path(f"/proc/{pid}/fd").iterdir()))
 
 
-def test_many_partitions_do_not_mean_many_open_files(plain_broker):
+def test_many_partitions_do_not_mean_many_open_files(tmp_path):
     """A topic of 1,000 partitions, two of them written and read: the broker opens files for those two, not
-    three per partition (3,000 before); restarted, it opens none for them."""
-    settings = {"bootstrap.servers": plain_broker.bootstrap}
-    before = open_files(plain_broker.proc.pid)
-    admin = AdminClient(settings)
-    admin.create_topics([NewTopic("wide", 1_000, 1)])["wide"].result(60)
-    producer = Producer(settings)
-    for partition in (0, 999):
-        producer.produce("wide", b"x" * 100, partition=partition)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**settings, "group.id": "wide-reader", "auto.offset.reset": "earliest"})
+    three per partition (3,000 before); killed and restarted (every segment recovered), it opens none for
+    them."""
+    broker = BrokerProcess(tmp_path / "data").start()
     try:
-        consumer.assign([TopicPartition("wide", 0, 0), TopicPartition("wide", 999, 0)])
-        got = []
-        wait_until(lambda: got.extend(m for m in consumer.consume(10, 0.5) if not m.error()) or len(got) == 2,
-                   timeout=30, message="both records read")
+        settings = {"bootstrap.servers": broker.bootstrap}
+        before = open_files(broker.proc.pid)
+        admin = AdminClient(settings)
+        admin.create_topics([NewTopic("wide", 1_000, 1)])["wide"].result(60)
+        producer = Producer(settings)
+        for partition in (0, 999):
+            producer.produce("wide", b"x" * 100, partition=partition)
+        assert producer.flush(30) == 0
+        consumer = Consumer({**settings, "group.id": "wide-reader", "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([TopicPartition("wide", 0, 0), TopicPartition("wide", 999, 0)])
+            got = []
+            wait_until(lambda: got.extend(m for m in consumer.consume(10, 0.5) if not m.error()) or len(got) == 2,
+                       timeout=30, message="both records read")
+        finally:
+            consumer.close()
+        grown = open_files(broker.proc.pid) - before
+        assert grown < 100, f"{grown} more files open for a topic of 1,000 partitions"
+        broker.kill()  # a shutdown closes 1,000 logs one by one; recovery opens and gives back each segment
+        broker.start(timeout=120)
+        # recovery may still be under way when the broker answers: its descriptors are given back as it goes
+        wait_until(lambda: open_files(broker.proc.pid) < before + 100, timeout=60,
+                   message="the restarted broker to hold few files")
     finally:
-        consumer.close()
-    grown = open_files(plain_broker.proc.pid) - before
-    assert grown < 100, f"{grown} more files open for a topic of 1,000 partitions"
-    plain_broker.stop(timeout=60)
-    plain_broker.start(timeout=120)
-    # loading may still be under way when the broker answers: its descriptors are given back as it goes
-    wait_until(lambda: open_files(plain_broker.proc.pid) < before + 100, timeout=60,
-               message="the restarted broker to hold few files")
+        broker.kill()
 
 
 def test_a_failed_login_is_answered_after_the_delay(sasl_broker):
@@ -307,3 +312,29 @@ def test_max_connection_creation_rate_paces_accepting(tmp_path):
         finally:
             for sock in socks:
                 sock.close()
+
+
+def test_connection_limits_change_at_run_time(limited_broker):
+    """max.connections.per.ip raised to 3 with IncrementalAlterConfigs (cluster default, as kafka-configs.sh
+    --entity-default does): the third connection from 127.0.0.1 is served now; set back, refused again."""
+    async def set_per_ip(value: str) -> int:
+        async with await KafkaConnection.connect(limited_broker.bootstrap) as connection:
+            answer = await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+                {"resource_type": 4, "resource_name": "", "configs": [
+                    {"name": "max.connections.per.ip", "config_operation": 0, "value": value}]}],
+                "validate_only": False}, version=1)
+        return answer["responses"][0]["error_code"]
+
+    # retried until the broker has seen the earlier connections closed (they count till then)
+    wait_until(lambda: asyncio.run(set_per_ip("3")) == 0, timeout=10, message="max.connections.per.ip set to 3")
+    socks = served(limited_broker.port, 3)
+    for sock in socks:
+        sock.close()
+    wait_until(lambda: asyncio.run(set_per_ip("2")) == 0, timeout=10, message="max.connections.per.ip set to 2")
+    first, second = served(limited_broker.port, 2)
+    try:
+        with connect(limited_broker.port) as third:
+            assert closed(third)
+    finally:
+        first.close()
+        second.close()
