@@ -67,7 +67,11 @@ class ConnectionQuotas:
     def _ip_limit(self, host: str) -> int:
         text = self._settings("max.connections.per.ip.overrides")
         if text != self._overrides_text:
-            self._overrides, self._overrides_text = parse_ip_overrides(text), text
+            self._overrides_text = text
+            try:
+                self._overrides = parse_ip_overrides(text)
+            except ValueError as exc:  # a value changed at run time: the last good one stays, accepting goes on
+                log.error("max.connections.per.ip.overrides not applied", error=str(exc), value=text)
         return self._overrides.get(host, self._settings("max.connections.per.ip"))
 
     async def wait_for_slot(self) -> None:

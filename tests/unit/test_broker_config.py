@@ -238,3 +238,15 @@ def _write(tmp_path, text: str):
     path = tmp_path / "server.yaml"
     path.write_text(text)
     return path
+
+
+def test_overrides_that_do_not_parse_at_run_time_leave_the_last_good_ones():
+    from broker.connection_limits import ConnectionQuotas
+
+    settings = {"max.connections.per.ip": 5, "max.connections.per.ip.overrides": "10.0.0.1:2"}
+    quotas = ConnectionQuotas(settings.__getitem__)
+    assert quotas.admit("10.0.0.1") and quotas.admit("10.0.0.1") and not quotas.admit("10.0.0.1")
+    settings["max.connections.per.ip.overrides"] = "10.0.0.1"  # no count: not applied
+    assert not quotas.admit("10.0.0.1") and quotas.admit("10.0.0.2")
+    quotas.release("10.0.0.1")
+    assert quotas.per_host == {"10.0.0.1": 1, "10.0.0.2": 1} and quotas.total == 2
