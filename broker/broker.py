@@ -22,8 +22,10 @@ import structlog
 
 from broker.cluster.replication import acts_as_leader
 from broker.config import BrokerConfig
+from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
+from broker.framing import MemoryBudget
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
@@ -138,6 +140,9 @@ class Broker:
         self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
+        # shared by all listeners: Kafka's broker-wide max.connections and queued.max.request.bytes
+        self.connection_quotas = ConnectionQuotas(lambda key: self.config[key])
+        self.request_memory = MemoryBudget(config["queued.max.request.bytes"])
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None
         self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster

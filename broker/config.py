@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.client import ClientSecurity
+from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
@@ -43,9 +44,25 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "auto.create.topics.enable": ("bool", True),
     "delete.topic.enable": ("bool", True),
     "num.partitions": ("int", 1),
+    # the most partitions the cluster may hold, internal topics' included: burrowpy's own (KIP-578 proposed
+    # it, Kafka has no such bound); CreateTopics and CreatePartitions past it get POLICY_VIOLATION
+    "max.partitions": ("int", 10000),
     "default.replication.factor": ("int", 1),
     "message.max.bytes": ("int", 1048588),
     "socket.request.max.bytes": ("int", 104857600),
+    # what frames being received may hold in all (0 or less: no bound); their buffers grow as their bytes arrive
+    "queued.max.request.bytes": ("int", -1),
+    "sasl.server.max.receive.size": ("int", 524288),  # the largest frame before a SASL login
+    "socket.listen.backlog.size": ("int", 50),
+    "max.connections": ("int", 2147483647),
+    "max.connections.per.ip": ("int", 2147483647),
+    "max.connections.per.ip.overrides": ("str", ""),
+    "max.connection.creation.rate": ("int", 2147483647),
+    "quota.window.num": ("int", 11),  # the creation rate's window: this many samples
+    "quota.window.size.seconds": ("int", 1),  # of this length
+    # also the deadline for a TLS handshake and a SASL login (broker/server.py)
+    "connections.max.idle.ms": ("int", 600000),
+    "connection.failed.authentication.delay.ms": ("int", 100),
     # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection. -1, the
     # kernel's own sizing, by default: Kafka's 100 KiB was no faster here, and slower for four consumers in
     # three of four A/B rows (bench/README.md)
@@ -91,15 +108,25 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "offsets.topic.replication.factor": ("int", 1),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("int", 600000),
+    "offset.metadata.max.bytes": ("int", 4096),  # a committed offset's metadata: longer is OFFSET_METADATA_TOO_LARGE
     "group.initial.rebalance.delay.ms": ("int", 3000),
     "group.min.session.timeout.ms": ("int", 6000),
     "group.max.session.timeout.ms": ("int", 1800000),
+    "group.max.size": ("int", 2147483647),  # members of a classic group: more get GROUP_MAX_SIZE_REACHED
+    "group.consumer.max.size": ("int", 2147483647),  # members of a KIP-848 consumer group, the same
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "replica.lag.time.max.ms": ("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
+    # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
+    "replica.fetch.max.bytes": ("int", 1048576),
+    "replica.fetch.response.max.bytes": ("int", 10485760),
+    "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.fetch.min.bytes": ("int", 1),
+    "replica.fetch.backoff.ms": ("int", 1000),
+    "replica.socket.timeout.ms": ("int", 30000),
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),
@@ -161,7 +188,22 @@ _HONOURED_KEYS = frozenset({
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
     "ssl.enabled.protocols", "ssl.cipher.suites", "inter.broker.listener.name", "ssl.endpoint.identification.algorithm",
 })
-_UNUSABLE_TLS_KEYS = ("ssl.engine.factory.class",)
+# Kafka configs that name Java classes (a policy, a quota callback, a TLS engine): refused when set, rather than
+# run without the policy or limit they would enforce
+_JAVA_CLASS_KEYS = ("ssl.engine.factory.class", "create.topic.policy.class.name", "alter.config.policy.class.name",
+                    "client.quota.callback.class")
+
+# Kafka's older or alternative names for a setting this broker reads: (name, factor to the broker key's unit),
+# the broker key winning when both are set, as on Kafka (log.retention.ms over .minutes over .hours)
+SYNONYMS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+    "log.roll.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
+    "node.id": (("broker.id", None),),
+    "rack": (("broker.rack", None),),
+    "data.dir": (("log.dirs", None), ("log.dir", None)),
+}
+_SYNONYM_KEYS = frozenset(name for names in SYNONYMS.values() for name, _ in names)
 
 
 def _honoured(key: str) -> bool:
@@ -304,6 +346,22 @@ class BrokerConfig:
         getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
+        for key, synonyms in SYNONYMS.items():
+            given = [(name, factor) for name, factor in synonyms if name in raw]
+            if key in raw or not given:
+                continue
+            name, factor = given[0]
+            if factor is not None:
+                settings[key] = max(section.get_int(name, 0) * factor, -1)  # negative: no limit, as on Kafka
+            elif BROKER_KEYS[key][0] == "int":
+                settings[key] = section.get_int(name, 0)
+            else:
+                settings[key] = section.get_str(name, "")
+        if not data_dir and "," in settings["data.dir"]:
+            raise section.error("log.dirs" if "log.dirs" in raw else "data.dir",
+                                "one data directory only: this broker keeps its logs in a single directory")
+        if "broker.id" in raw and "node.id" in raw and section.get_int("broker.id", -1) not in (-1, settings["node.id"]):
+            raise section.error("broker.id", "must be node.id (Kafka's rule), or left out")
         if listen:
             settings["listeners"] = listen
         if data_dir:
@@ -321,6 +379,24 @@ class BrokerConfig:
                 raise section.error(key, "must be a number of bytes, or -1 for the operating system's default")
         if (wanted := settings["socket.congestion.control"]) and (problem := congestion_control_problem(wanted)):
             raise section.error("socket.congestion.control", problem)
+        for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
+                    "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
+                    "quota.window.num", "quota.window.size.seconds"):
+            if settings[key] < (0 if key.startswith("max.") else 1):
+                raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
+        delay = settings["connection.failed.authentication.delay.ms"]
+        if delay < 0 or 0 <= settings["connections.max.idle.ms"] <= delay:
+            raise section.error("connection.failed.authentication.delay.ms", "must be at least 0 and less than "
+                                                                             "connections.max.idle.ms (Kafka's rule)")
+        queued = settings["queued.max.request.bytes"]
+        if 0 < queued < settings["socket.request.max.bytes"]:
+            # Kafka's rule: a budget smaller than one request could never let the largest one in
+            raise section.error("queued.max.request.bytes", "must be at least socket.request.max.bytes (or 0 "
+                                                            "or less: no bound)")
+        try:
+            parse_ip_overrides(settings["max.connections.per.ip.overrides"])
+        except ValueError as exc:
+            raise section.error("max.connections.per.ip.overrides", str(exc)) from None
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks
@@ -347,8 +423,15 @@ class BrokerConfig:
                 except TlsConfigError as exc:
                     raise section.error(exc.key, str(exc)) from None
         for key in raw:
-            if key.endswith(_UNUSABLE_TLS_KEYS):
+            if key.endswith(_JAVA_CLASS_KEYS) and raw[key]:
                 raise section.error(key, "names a Java class this broker cannot load")
+        if section.get_str("config.providers", ""):
+            raise section.error("config.providers", "config providers are Java classes this broker cannot load: "
+                                                    "give the values themselves")
+        if section.get_str("ssl.principal.mapping.rules", "DEFAULT").strip() != "DEFAULT":
+            raise section.error("ssl.principal.mapping.rules", "only DEFAULT (the certificate's subject as Java "
+                                                               "prints it) is available; refusing other rules "
+                                                               "rather than give principals other names")
         authorizer = section.get_str("authorizer.class.name", "") or ""
         if authorizer not in ("", STANDARD_AUTHORIZER):
             raise section.error("authorizer.class.name", f"{authorizer!r} is not an authorizer this broker has; it "
@@ -374,7 +457,7 @@ class BrokerConfig:
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
                    # TLS and SASL settings without a listener to use them are named in that warning too
-                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS and not (
+                   inert={key: raw[key] for key in raw if key not in BROKER_KEYS and key not in _SYNONYM_KEYS and not (
                        _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.connection_limits import ListenerGate
 from broker.errors import ErrorCode
-from broker.framing import FrameReader, start_frame_server
+from broker.framing import FrameReader, FrameServer, start_frame_server
 from broker.handlers import HANDLERS, RequestContext
 from broker.protocol.api import (
     ApiKey,
@@ -47,8 +48,6 @@ log = structlog.get_logger("broker.server")
 
 _SIZE = struct.Struct(">i")
 SASL_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
-# Kafka's sasl.server.max.receive.size: the largest frame a client may send before it has logged in.
-SASL_MAX_RECEIVE = 524288
 
 
 class _SaslSession:
@@ -65,8 +64,50 @@ class _SaslSession:
         self.reauth_from: str | None = None  # the user of a re-authentication under way (KIP-368)
 
 
+class _Watchdog:
+    """Closes a connection idle for ``connections.max.idle.ms`` (no bytes in or out, no request being
+    handled), as Kafka does, and one on a SASL listener whose client has not logged in that long after it
+    connected: Kafka's idle check alone would let a client that trickles bytes hold an unauthenticated
+    connection forever. The timer is set once per period, not per read: reads only note the time."""
+
+    def __init__(self, reader: FrameReader, writer: asyncio.StreamWriter, idle_seconds: float,
+                 session: _SaslSession | None, client: str) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.reader, self.writer, self.idle, self.session, self.client = reader, writer, idle_seconds, session, client
+        self.connected_at = self.loop.time()
+        self.last_sent = self.connected_at
+        self.busy = False  # a request is being handled (a long-polling Fetch is not idleness)
+        self.handle = self.loop.call_at(self.connected_at + idle_seconds, self._check)
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        login_by = self.connected_at + self.idle if self.session is not None and self.session.user is None else None
+        if login_by is not None and now >= login_by:
+            return self._close("closing connection: no SASL login within connections.max.idle.ms")
+        last = max(self.reader.last_active, self.last_sent)
+        if self.busy:
+            due = now + self.idle
+        elif now - last >= self.idle:
+            return self._close("closing idle connection (connections.max.idle.ms)")
+        else:
+            due = last + self.idle
+        self.handle = self.loop.call_at(due if login_by is None else min(due, login_by), self._check)
+
+    def _close(self, message: str) -> None:
+        log.info(message, client=self.client, idle_ms=int(self.idle * 1000))
+        self.writer.transport.abort()
+
+    def answered(self) -> None:
+        self.busy = False
+        self.last_sent = self.loop.time()
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+
 class _LastAnswer:
-    """An answer after which the connection is closed (a failed or out-of-order login)."""
+    """An answer after which the connection is closed (a failed or out-of-order login: Kafka's authentication
+    errors, whose answer waits connection.failed.authentication.delay.ms)."""
 
     __slots__ = ("chunks",)
 
@@ -89,14 +130,24 @@ class KafkaServer:
         self.sasl = sasl
         # A SASL listener also serves the two SASL APIs (and nothing else before a client has logged in).
         self.api_versions = broker.api_versions if sasl is None else {**broker.api_versions, **SASL_VERSIONS}
-        self._server: asyncio.Server | None = None
+        self._server: FrameServer | None = None
         self._connections: set[asyncio.Task] = set()
 
+    def _idle_seconds(self) -> float | None:
+        """connections.max.idle.ms in seconds; None when negative (Kafka then closes no idle connection)."""
+        idle_ms = self.broker.config["connections.max.idle.ms"]
+        return idle_ms / 1000 if idle_ms >= 0 else None
+
     async def start(self) -> None:
-        self._server = await start_frame_server(self._serve_connection, self.host, self.port,
-                                                reuse_address=True, limit=1 << 20, ssl=self.ssl_context,
-                                                ssl_handshake_timeout=10.0 if self.ssl_context else None,
-                                                start_serving=False)
+        config = self.broker.config
+        # Kafka's exemption: brokers of a cluster reach each other whatever the clients hold
+        exempt = config.cluster is not None and self.listener == config.inter_broker_listener
+        # a TLS handshake is part of the login: the same deadline (a connection idle in its handshake is idle)
+        self._server = await start_frame_server(self._serve_connection, self.host, self.port, limit=1 << 20,
+                                                ssl=self.ssl_context, ssl_handshake_timeout=self._idle_seconds(),
+                                                gate=ListenerGate(self.broker.connection_quotas, exempt=exempt),
+                                                budget=self.broker.request_memory,
+                                                backlog=config["socket.listen.backlog.size"], start_serving=False)
         self._size_socket_buffers()
         self._choose_congestion_control()
         await self._server.start_serving()
@@ -147,8 +198,11 @@ class KafkaServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         client_host = peer[0] if peer else ""
+        session = _SaslSession() if self.sasl is not None else None
+        idle = self._idle_seconds()
+        watchdog = _Watchdog(reader, writer, idle, session, client_host) if idle is not None else None
         try:
-            await self._request_loop(reader, writer, client_host)
+            await self._request_loop(reader, writer, client_host, session, watchdog)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -156,45 +210,62 @@ class KafkaServer:
         except Exception:
             log.exception("connection failed", client=client_host)
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _request_loop(self, reader: FrameReader, writer: asyncio.StreamWriter,
-                            client_host: str) -> None:
-        session = _SaslSession() if self.sasl is not None else None
+    async def _request_loop(self, reader: FrameReader, writer: asyncio.StreamWriter, client_host: str,
+                            session: _SaslSession | None, watchdog: _Watchdog | None) -> None:
         # Kafka's default principal: the SASL user once logged in, else the TLS client certificate's subject
         tls_principal = certificate_principal(writer.get_extra_info("peercert")) if self.ssl_context else ANONYMOUS
         while True:
             size_bytes = await reader.readexactly(4)
             (size,) = _SIZE.unpack(size_bytes)
-            limit = self.max_request_bytes if session is None or session.user else SASL_MAX_RECEIVE
+            # before a login, Kafka's sasl.server.max.receive.size bounds a frame
+            limit = (self.max_request_bytes if session is None or session.user
+                     else self.broker.config["sasl.server.max.receive.size"])
             if size < 0 or size > limit:
                 log.warning("closing connection: request size out of bounds", client=client_host, size=size,
                             limit=limit)
                 return
             frame = await reader.read_frame(size)
-            if session is not None and session.bare_token:
-                # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
-                answer = self._log_in(session, bytes(frame), client_host)
+            if watchdog is not None:
+                watchdog.busy = True
+            try:
+                if session is not None and session.bare_token:
+                    # After SaslHandshake v0 the tokens come as bare frames, and so do the answers.
+                    answer = self._log_in(session, bytes(frame), client_host)
+                    if answer is None:
+                        await self._after_failed_login()
+                        return
+                    session.bare_token = session.user is None
+                    writer.write(_SIZE.pack(len(answer)) + answer)
+                    await writer.drain()
+                    if watchdog is not None:
+                        watchdog.answered()
+                    continue
+                principal = f"User:{session.user}" if session is not None and session.user else tls_principal
+                response = await self._handle_frame(frame, client_host, session, principal)
+            finally:
                 reader.release_frame(frame)
-                if answer is None:
-                    return
-                session.bare_token = session.user is None
-                writer.write(_SIZE.pack(len(answer)) + answer)
-                await writer.drain()
-                continue
-            principal = f"User:{session.user}" if session is not None and session.user else tls_principal
-            response = await self._handle_frame(frame, client_host, session, principal)
-            reader.release_frame(frame)
             if response is False:
                 return
             if isinstance(response, _LastAnswer):
+                await self._after_failed_login()
                 await _send(writer, response.chunks)
                 return
             if response is not None:
                 await _send(writer, response)
+            if watchdog is not None:
+                watchdog.answered()
+
+    async def _after_failed_login(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: the answer to a failed login, and the close, wait
+        that long, so that a client guessing passwords (or a loop of bad logins) gets few tries a second."""
+        await asyncio.sleep(self.broker.config["connection.failed.authentication.delay.ms"] / 1000)
 
     def _log_in(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
         """One SASL round: the bytes to answer with (the user is set once logged in), None on failure."""

@@ -242,6 +242,10 @@ class ConsumerGroups:
             if previous is None and request.instance_id is not None:
                 # a static member coming back under a new member id takes its predecessor's place
                 previous = next((m for m in group.members.values() if m.instance_id == request.instance_id), None)
+            if previous is None and len(group.members) >= self.config.consumer_group_max_size:
+                reply(HeartbeatResult(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum "
+                                      f"capacity of {self.config.consumer_group_max_size} members."))  # Kafka's words
+                return
             if previous is not None:
                 self._remove(group, previous, written)  # rejoining (after being fenced): start over
             member = group.members[member_id] = ConsumerMember(member_id)

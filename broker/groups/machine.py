@@ -92,6 +92,8 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     group_metadata_value_version: int = records.DEFAULT_GROUP_METADATA_VALUE_VERSION
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    group_max_size: int = 2147483647  # group.max.size: members of a classic group
+    consumer_group_max_size: int = 2147483647  # group.consumer.max.size: members of a KIP-848 group
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
@@ -109,6 +111,8 @@ class GroupConfig:
             retention_check_interval_ms=int(get("offsets.retention.check.interval.ms",
                                                 d.retention_check_interval_ms)),
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes", d.offset_metadata_max_bytes)),
+            group_max_size=int(get("group.max.size", d.group_max_size)),
+            consumer_group_max_size=int(get("group.consumer.max.size", d.consumer_group_max_size)),
             consumer_session_timeout_ms=int(get("group.consumer.session.timeout.ms", d.consumer_session_timeout_ms)),
             consumer_heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms",
                                                    d.consumer_heartbeat_interval_ms)),
@@ -266,6 +270,9 @@ class GroupMachine:
             reply(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
             return
         new_member_id = f"{request.group_instance_id or request.client_id}-{self._new_member_suffix()}"
+        if not group.has_static_member(request.group_instance_id) and self._full(group):
+            reply(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
+            return
         if group.has_static_member(request.group_instance_id):
             self._rejoin_static_member(group, new_member_id, request, reply)
         elif request.require_known_member_id and request.group_instance_id is None:
@@ -284,6 +291,10 @@ class GroupMachine:
             return
         if member_id in group.pending_members:
             self._deadlines.cancel((_PENDING, group.group_id, member_id))
+            if self._full(group):
+                group.pending_members.discard(member_id)
+                reply(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id))
+                return
             self._add_member_and_rebalance(group, member_id, request, reply)
             return
         if group.is_static_member_fenced(member_id, request.group_instance_id):
@@ -312,6 +323,11 @@ class GroupMachine:
                 reply(self._join_result(group, member, include_members=False))
         else:
             reply(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+
+    def _full(self, group: ClassicGroup) -> bool:
+        """Kafka's group.max.size: a group that is not empty takes new members up to it (its members keep
+        their place)."""
+        return not group.is_state(GroupState.EMPTY) and len(group.members) >= self.config.group_max_size
 
     def _join_result(self, group: ClassicGroup, member: Member, include_members: bool = True,
                      leader_id: str | None = None) -> JoinResult:

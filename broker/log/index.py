@@ -21,6 +21,7 @@ truncation, :meth:`broker.log.segment.LogSegment.truncate_to`).
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import sys
@@ -44,17 +45,29 @@ PENDING_ENTRIES = 32
 
 
 class _IndexFile:
-    """The file under an index: entries written in groups, all of them on flush and close, closed once."""
+    """The file under an index: entries written in groups, all of them on flush and close, closed once. Its
+    descriptor is opened when entries are first written and given back by :meth:`release` (a segment no
+    longer appended to keeps none open), so that many partitions do not mean many open files."""
 
+    path: str
     _fd: int
+    _closed: bool
     _entry: struct.Struct
     _pending: bytearray  # packed entries not yet written
 
     def _open_file(self, path: str, *, fresh: bool) -> None:
-        """Open the file for appends; ``fresh``: empty it (a new segment's index), else keep what it holds."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0)
-        self._fd = os.open(path, flags, 0o644)
+        """Make sure the file exists; ``fresh``: empty it (a new segment's index), else keep what it holds."""
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else 0), 0o644))
+        self._fd = -1
+        self._closed = False
         self._pending = bytearray()
+
+    def _descriptor(self) -> int:
+        if self._fd < 0:
+            if self._closed:
+                raise OSError(errno.EBADF, f"index {self.path} is closed")
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        return self._fd
 
     def _add(self, *fields: int) -> None:
         self._pending += self._entry.pack(*fields)
@@ -66,20 +79,27 @@ class _IndexFile:
         pending = self._pending
         if not pending:
             return
-        written = os.write(self._fd, pending)
+        fd = self._descriptor()
+        written = os.write(fd, pending)
         while written < len(pending):  # a regular file writes short only when something is wrong
-            written += os.write(self._fd, pending[written:])
+            written += os.write(fd, pending[written:])
         pending.clear()
 
     def flush(self) -> None:
         self.write_pending()
-        os.fsync(self._fd)
+        os.fsync(self._descriptor())
 
-    def close(self) -> None:
-        if self._fd >= 0:
+    def release(self) -> None:
+        """Write what is pending and close the descriptor (the next write opens it again)."""
+        if not self._closed:
             self.write_pending()
+        if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def close(self) -> None:
+        self.release()
+        self._closed = True
 
 
 class OffsetIndex(_IndexFile):

@@ -7,6 +7,7 @@ Scans read batch headers in 64 KiB chunks and, during recovery, check every batc
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -126,7 +127,11 @@ class RecoveryResult:
 
 
 class LogSegment:
-    """A segment file and its indexes. Not thread-safe: the owning PartitionLog serialises access."""
+    """A segment file and its indexes. Not thread-safe: the owning PartitionLog serialises access.
+
+    Descriptors are opened when first used, not when the segment is created or loaded, and a segment that
+    stops being appended to gives its own back: a partition nobody writes or reads holds no file open, so a
+    topic of thousands of partitions does not hold thousands of files (nor a broker restarting with them)."""
 
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> None:
         self.directory = directory
@@ -135,7 +140,8 @@ class LogSegment:
         self.created_ms = now_ms
         self.log_path = segment_file(directory, base_offset, LOG_SUFFIX)
         self.txn_index_path = segment_file(directory, base_offset, TXN_INDEX_SUFFIX)
-        self.fd = -1
+        self._fd = -1
+        self._closed = False
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -162,25 +168,26 @@ class LogSegment:
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.log_path += suffix
         segment.txn_index_path += suffix
-        segment.fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         if preallocate > 0:
             # False where the file system cannot reserve: the segment is then written as without it.
             segment._reserved = reserve_space(segment.fd, 0, preallocate)
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
+        segment.release_descriptor()
         return segment
 
     @classmethod
     def open(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> LogSegment:
         """An existing segment whose data is trusted; its indexes are rebuilt if they look wrong."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
-        segment.fd = os.open(segment.log_path, os.O_RDWR)
         segment.size = os.fstat(segment.fd).st_size
         indexes_exist = all(os.path.exists(segment._path(s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset)
         if not indexes_exist or not segment.offset_index.is_sane(segment.size) or not segment._load_tail():
             segment.rebuild_indexes()
+        segment.release_descriptor()
         return segment
 
     @classmethod
@@ -189,16 +196,34 @@ class LogSegment:
     ) -> tuple[LogSegment, RecoveryResult]:
         """An existing segment after an unclean shutdown: verify every batch, cut a torn or corrupt tail."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
-        segment.fd = os.open(segment.log_path, os.O_RDWR)
         segment.size = os.fstat(segment.fd).st_size
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False)
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False)
         file_size = segment.size
         headers = segment._index_batches(verify_crc=True)
+        segment.release_descriptor()
         return segment, RecoveryResult(headers, file_size - segment.size)
 
     def _path(self, suffix: str) -> str:
         return segment_file(self.directory, self.base_offset, suffix)
+
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened on first use (after :meth:`close`, an OSError as on a closed
+        descriptor)."""
+        if self._fd < 0:
+            if self._closed:
+                raise OSError(errno.EBADF, f"segment {self.log_path} is closed")
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
+
+    def release_descriptor(self) -> None:
+        """Close the log file's descriptor and the indexes' until the segment is used again."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.release()
+        self.time_index.release()
 
     def _load_tail(self) -> bool:
         """Finish loading from trusted indexes: find the last batch and the max timestamp."""
@@ -308,10 +333,14 @@ class LogSegment:
         if not (unknown or self._reserved):
             return
         self._reserved = False
+        was_open = self._fd >= 0
         try:
             release_space_after(self.fd, self.size)
         except OSError as exc:  # the data is whole either way; only the reservation stays
             log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
+        if not was_open and self._fd >= 0:  # a segment recovered at start-up, say: it keeps no descriptor for this
+            os.close(self._fd)
+            self._fd = -1
 
     def close_for_appends(self) -> None:
         """The segment stops being active: record its final max timestamp so reopening need not scan, write
@@ -321,6 +350,7 @@ class LogSegment:
         self.offset_index.write_pending()
         self.time_index.write_pending()
         self.release_reserved_space()
+        self.release_descriptor()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding ``offset`` or later; the indexes are rebuilt."""
@@ -344,7 +374,9 @@ class LogSegment:
         """What time retention compares: the max record timestamp, else the file's modification time."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        # retention asks this of every segment: no descriptor opened just for it
+        stat = os.fstat(self._fd) if self._fd >= 0 else os.stat(self.log_path)
+        return int(stat.st_mtime * 1000)
 
     def read(self, position: int, length: int) -> bytes:
         return pread_exact(self.fd, length, position)
@@ -419,9 +451,10 @@ class LogSegment:
         self.time_index.flush()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._closed = True
         self.offset_index.close()
         self.time_index.close()
 

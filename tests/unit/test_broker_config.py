@@ -111,6 +111,12 @@ def test_a_congestion_control_the_kernel_has_is_taken_and_one_it_lacks_is_a_conf
      "listener SSL is advertised but not in listeners"),
     ("listener.security.protocol.map: A:FOO\n", "is not NAME:PROTOCOL"),
     ("ssl.engine.factory.class: com.example.Engine\n", "names a Java class this broker cannot load"),
+    # settings that would enforce something this broker cannot: refused, not run without it
+    ("create.topic.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
+    ("alter.config.policy.class.name: com.example.Policy\n", "names a Java class this broker cannot load"),
+    ("client.quota.callback.class: com.example.Quotas\n", "names a Java class this broker cannot load"),
+    ("config.providers: file\n", "config providers are Java classes"),
+    ("ssl.principal.mapping.rules: 'RULE:^CN=(.*?),.*$/$1/'\n", "only DEFAULT"),
 ])
 def test_unknown_and_security_keys_are_refused(tmp_path, text, reason):
     with pytest.raises(ConfigError, match=re.escape(reason)):
@@ -182,3 +188,70 @@ def test_brokers_check_each_others_host_names_unless_told_not_to(tmp_path, self_
         text += f"ssl.endpoint.identification.algorithm: '{algorithm}'\n"
     security = load(tmp_path, text).inter_broker_security
     assert security.sasl_mechanism is None and security.ssl_context.check_hostname is checked
+
+
+def test_kafkas_other_names_for_a_setting_are_honoured(tmp_path):
+    """log.retention.hours, broker.id, log.dirs... in a server.properties are not left without effect: they set
+    what this broker reads, the broker's own name winning when both are given (as on Kafka)."""
+    config = BrokerConfig.load(_write(tmp_path, "log.retention.hours: 24\nlog.roll.hours: 2\nbroker.id: 3\n"
+                                                "broker.rack: r1\nlog.dirs: /var/lib/kafka\n"))
+    assert (config["log.retention.ms"], config["log.roll.ms"], config.node_id, config["rack"], str(config.data_dir)) == (
+        24 * 3_600_000, 2 * 3_600_000, 3, "r1", "/var/lib/kafka")
+    assert config.topic_defaults()["retention.ms"] == 24 * 3_600_000
+    assert not config.inert
+    config = load(tmp_path, "log.retention.minutes: 5\nlog.retention.hours: 24\n")
+    assert config["log.retention.ms"] == 300_000
+    assert load(tmp_path, "log.retention.ms: 1000\nlog.retention.hours: 24\n")["log.retention.ms"] == 1000
+    assert load(tmp_path, "log.retention.hours: -1\n")["log.retention.ms"] == -1
+    with pytest.raises(ConfigError, match="log.dirs: one data directory only"):
+        BrokerConfig.load(_write(tmp_path, "log.dirs: /a,/b\n"))
+    with pytest.raises(ConfigError, match="broker.id: must be node.id"):
+        load(tmp_path, "broker.id: 2\nnode.id: 3\n")
+
+
+def test_the_group_coordinator_takes_offset_metadata_max_bytes(tmp_path):
+    from broker.groups.machine import GroupConfig
+
+    config = load(tmp_path, "offset.metadata.max.bytes: 100\n")
+    assert not config.inert and GroupConfig.from_broker_config(config).offset_metadata_max_bytes == 100
+
+
+def test_the_replica_fetcher_takes_its_settings(tmp_path):
+    from broker.cluster.replication import FETCHER_DEFAULTS
+
+    config = load(tmp_path, "replica.fetch.max.bytes: 5000\nreplica.fetch.response.max.bytes: 20000\n")
+    assert not config.inert
+    fetcher = {key: config.get(key, default) for key, default in FETCHER_DEFAULTS.items()}
+    assert (fetcher["replica.fetch.max.bytes"], fetcher["replica.fetch.response.max.bytes"]) == (5000, 20000)
+
+
+def test_connection_and_memory_limits_are_checked(tmp_path):
+    config = load(tmp_path, "max.connections: 10\nmax.connections.per.ip.overrides: '127.0.0.1:3, ::1:4'\n"
+                            "queued.max.request.bytes: 209715200\nconnections.max.idle.ms: 5000\n")
+    assert (config["max.connections"], config["queued.max.request.bytes"], config["connections.max.idle.ms"]) == (
+        10, 209715200, 5000)
+    assert not config.inert
+    with pytest.raises(ConfigError, match="max.connections.per.ip.overrides: '127.0.0.1' is not host:count"):
+        load(tmp_path, "max.connections.per.ip.overrides: 127.0.0.1\n")
+    with pytest.raises(ConfigError, match="queued.max.request.bytes: must be at least socket.request.max.bytes"):
+        load(tmp_path, "queued.max.request.bytes: 1000\n")
+    with pytest.raises(ConfigError, match="max.connections: must be at least 0"):
+        load(tmp_path, "max.connections: -1\n")
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "server.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_overrides_that_do_not_parse_at_run_time_leave_the_last_good_ones():
+    from broker.connection_limits import ConnectionQuotas
+
+    settings = {"max.connections.per.ip": 5, "max.connections.per.ip.overrides": "10.0.0.1:2"}
+    quotas = ConnectionQuotas(settings.__getitem__)
+    assert quotas.admit("10.0.0.1") and quotas.admit("10.0.0.1") and not quotas.admit("10.0.0.1")
+    settings["max.connections.per.ip.overrides"] = "10.0.0.1"  # no count: not applied
+    assert not quotas.admit("10.0.0.1") and quotas.admit("10.0.0.2")
+    quotas.release("10.0.0.1")
+    assert quotas.per_host == {"10.0.0.1": 1, "10.0.0.2": 1} and quotas.total == 2

@@ -204,3 +204,15 @@ def test_a_current_assignment_record_without_epochs_holds_everything_since_the_m
     assert rebuilt["g"].members["a"].assignment_epochs == {}
     assert g.groups.check_commit("g", "a", 5, [("orders", 0)]) is None
     assert g.groups.check_commit("g", "a", 4, [("orders", 0)]) == ErrorCode.STALE_MEMBER_EPOCH
+
+
+def test_group_consumer_max_size_refuses_a_new_member_and_keeps_the_others():
+    g = Groups()
+    g.groups.config = replace(g.groups.config, consumer_group_max_size=2)
+    g.join("a", ["orders"])
+    g.join("b", ["orders"])
+    refused = g.join("c", ["orders"])
+    assert (refused.error, refused.message) == (
+        ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of 2 members.")
+    assert set(g.groups.groups["g"].members) == {"a", "b"}
+    assert g.join("a", ["orders"]).error == ErrorCode.NONE  # a member rejoining keeps its place

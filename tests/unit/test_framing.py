@@ -15,10 +15,12 @@ import pytest
 
 from broker.framing import (
     DIRECT_FROM,
+    FIRST_BYTES,
     SCRATCH_BYTES,
     FramePool,
     FrameProtocol,
     FrameReader,
+    MemoryBudget,
     start_frame_server,
 )
 
@@ -248,3 +250,89 @@ def test_frames_over_tls(tmp_path):
     client_context = ssl.create_default_context(cafile=str(cert))
     for cut in (None, 5000):
         check(asyncio.run(serve_and_send(FRAMES, cut, (server_context, client_context))), FRAMES)
+
+
+def test_a_frame_buffer_grows_with_its_bytes_not_with_its_announced_size():
+    """A 100 MB frame of which 300 KB have arrived holds a buffer of FIRST_BYTES; as the rest arrives the buffer
+    doubles, and the frame comes out whole."""
+    body = random.Random(7).randbytes(5_000_000)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        reader = FrameReader(1 << 20, loop)
+        protocol = FrameProtocol(reader, None, loop)
+        reading = asyncio.create_task(reader.read_frame(100_000_000))
+        await asyncio.sleep(0)
+        protocol.data_received(body[:300_000])
+        assert len(reader.frame) == FIRST_BYTES and reader.filled == 300_000
+        reading.cancel()
+        reader = FrameReader(1 << 20, loop)
+        protocol = FrameProtocol(reader, None, loop)
+        reading = asyncio.create_task(reader.read_frame(len(body)))
+        await asyncio.sleep(0)
+        sizes = set()
+        for start in range(0, len(body), 100_000):
+            protocol.data_received(body[start:start + 100_000])
+            if reader.frame is not None:
+                sizes.add(len(reader.frame))
+                assert len(reader.frame) <= max(FIRST_BYTES, 2 * reader.filled)
+        assert sizes == {1 << 20, 2 << 20, 4 << 20, 8 << 20}
+        return bytes(await reading)
+
+    assert asyncio.run(run()) == body
+
+
+def test_frames_wait_for_the_budget_and_their_connection_is_read_no_further():
+    """queued.max.request.bytes of 3 MB: a frame held by its handler (2.5 MB) leaves room, so a second frame
+    on another connection gets its 2 MB (Kafka's pool lends past its end to a request that finds any room), a
+    third waits, unread, until one of the two is released."""
+    frames = [random.Random(seed).randbytes(size) for seed, size in enumerate([2_500_000, 2_000_000, 1_500_000])]
+
+    async def run():
+        budget = MemoryBudget(3_000_000)
+        received: list[tuple[int, object]] = []
+        readers: list = []
+
+        async def connected(reader, writer):
+            readers.append(reader)
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            frame = await reader.read_frame(size)
+            received.append((size, reader, frame))
+            await asyncio.Event().wait()  # held until the test releases it (and the server is closed)
+
+        server = await start_frame_server(connected, "127.0.0.1", 0, limit=1 << 20, budget=budget)
+        port = server.sockets[0].getsockname()[1]
+        writers = []
+        try:
+            for frame in frames[:2]:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writers.append(writer)
+                writer.write(struct.pack(">i", len(frame)) + frame)
+                await poll_until(lambda count=len(writers): len(received) == count)
+            assert budget.available == 3_000_000 - 4_500_000
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writers.append(writer)
+            writer.write(struct.pack(">i", len(frames[2])) + frames[2])
+            await poll_until(lambda: len(readers) == 3 and readers[2]._held)
+            assert len(received) == 2
+            size, reader, frame = received[0]
+            assert bytes(frame) == frames[0]
+            reader.release_frame(frame)
+            await poll_until(lambda: len(received) == 3)
+            assert bytes(received[2][2]) == frames[2] and not readers[2]._held
+            return budget.available
+        finally:
+            for writer in writers:
+                writer.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(run()) == 3_000_000 - 2_000_000 - 1_500_000
+
+
+async def poll_until(condition, timeout: float = 20.0):
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")

@@ -456,3 +456,21 @@ def test_group_states_follow_kafkas_diagram():
     group_states.append(h.state())
     assert group_states == ["PreparingRebalance", "CompletingRebalance", "Stable", "Empty"]
     assert h.machine.group("g").state is GroupState.EMPTY
+
+
+def test_group_max_size_refuses_new_members_and_keeps_the_others():
+    """group.max.size 2: once two are members, a third gets GROUP_MAX_SIZE_REACHED, before a member id as on
+    Kafka, and so does one that was handed an id while there was room; the members rejoin as before."""
+    from dataclasses import replace
+
+    h = Harness(replace(CONFIG, group_max_size=2))
+    a = h.join(client_id="a")
+    while not a:  # the initial delay
+        h.advance(DELAY)
+    required = h.join(client_id="d", require_known=True)[0]
+    assert required.error == E.MEMBER_ID_REQUIRED  # one member: room for another
+    h.join(client_id="b")
+    assert h.join(client_id="c")[0].error == E.GROUP_MAX_SIZE_REACHED
+    assert h.join(member_id=required.member_id, client_id="d")[0].error == E.GROUP_MAX_SIZE_REACHED
+    h.join(member_id=a[0].member_id, client_id="a")
+    assert h.state() == "CompletingRebalance" and len(h.machine._groups["g"].members) == 2
