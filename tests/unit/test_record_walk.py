@@ -27,6 +27,7 @@ from broker.protocol.records import (
     crc_of,
     validate_batch,
 )
+from burrowpy.coordinators.record_times import timestamp_at
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 NOW = 1_700_000_000_000
@@ -229,6 +230,21 @@ def test_timestamp_at_offset_stops_at_the_wanted_record():
     big = build_batch([Record(0, NOW, b"k", b"v" * 5000)], compression=COMPRESSION_GZIP)
     with pytest.raises(KafkaError):
         timestamp_at_offset(big, 0, 1000)
+
+
+def test_the_monitors_timestamp_reader_reads_a_bomb_up_to_the_wanted_record():
+    records = [Record(10 + i, NOW + i, b"k", b"v") for i in range(3)]
+    bomb = relabel(build_batch(records, base_offset=10, compression=COMPRESSION_ZSTD),
+                   body=zstd_bomb(build_batch(records, base_offset=10)[HEADER_SIZE:], 1 << 30))
+    tracemalloc.start()
+    try:
+        assert timestamp_at(bomb, 11) == (NOW + 1, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * CHUNK
+    huge_record = relabel(bomb, body=zstd_bomb(_varint(1 << 30), 1 << 30))
+    assert timestamp_at(huge_record, 10) == (None, None)  # beyond the reader's bound: not read
 
 
 def test_the_compressed_form_of_the_same_records_gives_the_same_answer():
