@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import tracemalloc
 
 import pytest
@@ -18,34 +17,17 @@ from broker.protocol.records import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
-    CRC_OFFSET,
-    HEADER,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     Record,
     build_batch,
-    crc_of,
     validate_batch,
 )
 from burrowpy.coordinators.record_times import timestamp_at
+from tests.forged_batches import relabel, varint, zstd_of
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 NOW = 1_700_000_000_000
 OPEN = RecordChecks(2**31 - 9, False, None, None, "topic-0")
-
-
-def relabel(batch: bytes, body: bytes | None = None, **fields: int) -> bytes:
-    """The batch with some header fields (and perhaps its record bytes) replaced and a CRC that fits."""
-    names = ["base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
-             "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-             "base_sequence", "records_count"]
-    values = dict(zip(names, HEADER.unpack_from(batch), strict=True))
-    values.update(fields)
-    body = batch[HEADER_SIZE:] if body is None else body
-    values["batch_length"] = HEADER_SIZE - LOG_OVERHEAD + len(body)
-    out = bytearray(HEADER.pack(*(values[name] for name in names)) + body)
-    struct.pack_into(">I", out, CRC_OFFSET, crc_of(out, 0, len(out)))
-    return bytes(out)
 
 
 def plain_records(records: list[Record]) -> bytes:
@@ -158,18 +140,10 @@ def test_compressed_data_that_does_not_decompress_is_refused(codec):
     assert refusal(relabel(batch, body=b"\x00" * 40)).code == ErrorCode.CORRUPT_MESSAGE
 
 
-def zstd_bomb(head: bytes, inflated: int) -> bytes:
-    """``head`` then ``inflated`` zero bytes, zstd-compressed (a few tens of KB for a GiB)."""
-    compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    zeros = bytes(1 << 20)
-    parts = [compressor.compress(head)] + [compressor.compress(zeros) for _ in range(inflated >> 20)]
-    return b"".join(parts) + compressor.flush()
-
-
 def test_a_decompression_bomb_behind_its_counted_records_costs_one_chunk():
     head = plain_records([Record(0, NOW, b"k", b"v")])
     bomb = relabel(build_batch([Record(0, NOW, b"k", b"v")], compression=COMPRESSION_ZSTD),
-                   body=zstd_bomb(head, 1 << 30))
+                   body=zstd_of(head, 1 << 30))
     assert len(bomb) < 64 * 1024
     tracemalloc.start()
     try:
@@ -184,11 +158,11 @@ def test_a_decompression_bomb_behind_its_counted_records_costs_one_chunk():
 def test_a_huge_record_within_the_limit_is_walked_without_being_held():
     # one record whose value is 64 MiB of zeros, compressed: legal, and read a chunk at a time
     value_size = 64 << 20
-    record_body = b"\x00" + b"\x00" + b"\x00" + b"\x01" + _varint(value_size)
+    record_body = b"\x00" + b"\x00" + b"\x00" + b"\x01" + varint(value_size)
     tail = b"\x00"  # no headers
     length = len(record_body) + value_size + len(tail)
     compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    body = compressor.compress(_varint(length) + record_body)
+    body = compressor.compress(varint(length) + record_body)
     zeros = bytes(1 << 20)
     body += b"".join(compressor.compress(zeros) for _ in range(value_size >> 20))
     body += compressor.compress(tail) + compressor.flush()
@@ -203,20 +177,10 @@ def test_a_huge_record_within_the_limit_is_walked_without_being_held():
     assert refusal(batch, OPEN._replace(max_record_bytes=1 << 20)).code == ErrorCode.INVALID_RECORD
 
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def test_timestamp_at_offset_stops_at_the_wanted_record():
     records = [Record(i, NOW + i, b"k", b"v") for i in range(3)]
     head = plain_records(records)
-    bomb = relabel(build_batch(records, compression=COMPRESSION_ZSTD), body=zstd_bomb(head, 1 << 30))
+    bomb = relabel(build_batch(records, compression=COMPRESSION_ZSTD), body=zstd_of(head, 1 << 30))
     tracemalloc.start()
     try:
         assert timestamp_at_offset(bomb, 1, 1 << 20) == NOW + 1
@@ -235,7 +199,7 @@ def test_timestamp_at_offset_stops_at_the_wanted_record():
 def test_the_monitors_timestamp_reader_reads_a_bomb_up_to_the_wanted_record():
     records = [Record(10 + i, NOW + i, b"k", b"v") for i in range(3)]
     bomb = relabel(build_batch(records, base_offset=10, compression=COMPRESSION_ZSTD),
-                   body=zstd_bomb(build_batch(records, base_offset=10)[HEADER_SIZE:], 1 << 30))
+                   body=zstd_of(build_batch(records, base_offset=10)[HEADER_SIZE:], 1 << 30))
     tracemalloc.start()
     try:
         assert timestamp_at(bomb, 11) == (NOW + 1, None)
@@ -243,7 +207,7 @@ def test_the_monitors_timestamp_reader_reads_a_bomb_up_to_the_wanted_record():
     finally:
         tracemalloc.stop()
     assert peak < 4 * CHUNK
-    huge_record = relabel(bomb, body=zstd_bomb(_varint(1 << 30), 1 << 30))
+    huge_record = relabel(bomb, body=zstd_of(varint(1 << 30), 1 << 30))
     assert timestamp_at(huge_record, 10) == (None, None)  # beyond the reader's bound: not read
 
 
