@@ -104,8 +104,11 @@ class _Walk:
         index = self.index
         count = self.count
         base_timestamp = self.base_timestamp
-        max_timestamp = self.max_timestamp
-        per_record = self.checks.compacted or self.checks.earliest_ms is not None
+        max_delta = self.max_timestamp - base_timestamp
+        compacted = self.checks.compacted
+        # Bounds on the timestamp delta, so that a record inside them costs two comparisons and no call.
+        earliest = -(2**63) if self.checks.earliest_ms is None else self.checks.earliest_ms - base_timestamp
+        latest = 2**63 if self.checks.latest_ms is None else self.checks.latest_ms - base_timestamp
         read = _read_varint
         try:
             while index < count and pos < end:
@@ -193,18 +196,17 @@ class _Walk:
                     p += 1
                 if p != record_end:
                     raise _malformed(f"record {index} is {length} bytes long but its fields take {p - start}")
-                timestamp = base_timestamp + timestamp_delta
-                if timestamp > max_timestamp:
-                    max_timestamp = timestamp
-                if per_record:
-                    self.check_record(index, key_length, timestamp)
+                if timestamp_delta > max_delta:
+                    max_delta = timestamp_delta
+                if not earliest <= timestamp_delta <= latest or (compacted and key_length < 0):
+                    self.check_record(index, key_length, base_timestamp + timestamp_delta)
                 index += 1
                 pos = record_end
         except IndexError:
             raise _malformed(f"record {index} extends past the end of the batch") from None
         finally:
             self.index = index
-            self.max_timestamp = max_timestamp
+            self.max_timestamp = base_timestamp + max_delta
         return pos
 
     def walk_streamed(self, stream: _Stream) -> None:
