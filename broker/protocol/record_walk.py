@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import cramjam
 import lz4.frame
+import numpy as np
 import zstandard
 
 from broker.errors import ErrorCode, KafkaError
@@ -48,6 +49,8 @@ from broker.protocol.records import (
 CHUNK = 256 * 1024
 # A record whose body is larger is walked field by field from the stream instead of being gathered whole.
 BIG_RECORD = 1024 * 1024
+# An uncompressed batch of at least this many records has its fields read with numpy, not one by one.
+VECTOR_MIN_RECORDS = 64
 _GZIP_ANY_HEADER = 32 + zlib.MAX_WBITS
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16
@@ -262,6 +265,10 @@ def validate_records(batch: Buffer, header: BatchHeader, checks: RecordChecks) -
     walk = _Walk(header, checks)
     end = header.size
     if header.compression == COMPRESSION_NONE:
+        if walk.count >= VECTOR_MIN_RECORDS:
+            checked = _checked_at_once(batch, end, walk)
+            if checked is not None:
+                return checked
         # Kafka bounds only decompressed records; an uncompressed one is already bounded by max.message.bytes.
         pos = walk.walk(batch, HEADER_SIZE, end, True, end)
         if walk.index < walk.count:
@@ -284,6 +291,102 @@ def validate_records(batch: Buffer, header: BatchHeader, checks: RecordChecks) -
     if stream.pos < len(stream.buf) or stream.pull():
         raise _malformed(f"decompressed bytes follow the batch's {walk.count} records")
     return walk.finish()
+
+
+def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
+    """The largest timestamp of an uncompressed batch whose records are all well formed and pass the
+    topic's checks, or None for any other batch, which the record-by-record walk then refuses in detail.
+
+    Only the chain of record lengths is followed in Python; every record's fields are then read at once,
+    one field after the other, with numpy: a fraction of the walk's cost for a batch of many records.
+    """
+    ends = []
+    append = ends.append
+    pos = HEADER_SIZE
+    try:
+        while pos < end:
+            byte = batch[pos]
+            if byte < 0x80:
+                if byte & 1:
+                    return None  # a negative length
+                pos += (byte >> 1) + 1
+            elif batch[pos + 1] < 0x80:
+                byte = (byte & 0x7F) | (batch[pos + 1] << 7)
+                if byte & 1:
+                    return None
+                pos += (byte >> 1) + 2
+            else:
+                length, pos = _read_varint(batch, pos)
+                if length < 0:
+                    return None
+                pos += length
+            append(pos)
+    except (IndexError, KafkaError):
+        return None
+    count = walk.count
+    if pos != end or len(ends) != count:
+        return None
+    data = np.zeros(end + _MAX_VARINT_BYTES, np.uint8)  # zeros after the end end any varint read past it
+    data[:end] = np.frombuffer(batch, np.uint8, end)
+    record_ends = np.array(ends, np.int64)
+    starts = np.empty_like(record_ends)
+    starts[0] = HEADER_SIZE
+    starts[1:] = record_ends[:-1]
+    lengths, at = _varints_at(data, starts)
+    if lengths is None or (lengths < 0).any():
+        return None
+    timestamp_deltas, at = _varints_at(data, at + 1)  # past the attributes byte
+    if timestamp_deltas is None:
+        return None
+    offset_deltas, at = _varints_at(data, at)
+    if offset_deltas is None or (offset_deltas != np.arange(count)).any():
+        return None
+    key_lengths, at = _varints_at(data, at)
+    if key_lengths is None or (key_lengths < -1).any() or (walk.checks.compacted and (key_lengths < 0).any()):
+        return None
+    at += np.maximum(key_lengths, 0)
+    if (at >= record_ends).any():
+        return None
+    value_lengths, at = _varints_at(data, at)
+    if value_lengths is None or (value_lengths < -1).any():
+        return None
+    at += np.maximum(value_lengths, 0)
+    if (at >= record_ends).any():
+        return None
+    header_counts, at = _varints_at(data, at)
+    # records with headers are left to the walk
+    if header_counts is None or header_counts.any() or (at != record_ends).any():
+        return None
+    largest, smallest = int(timestamp_deltas.max()), int(timestamp_deltas.min())
+    checks = walk.checks
+    base = walk.base_timestamp
+    if (checks.earliest_ms is not None and base + smallest < checks.earliest_ms) or (
+            checks.latest_ms is not None and base + largest > checks.latest_ms):
+        return None
+    return max(NO_TIMESTAMP, base + largest)
+
+
+def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """The zigzag varints starting at each of the positions ``at`` and the positions after them, or
+    (None, None) when one is longer than nine bytes (a value no record field honestly holds)."""
+    byte = data[at]
+    more = byte >= 0x80
+    if not more.any():
+        value = byte.astype(np.int64)
+        return (value >> 1) ^ -(value & 1), at + 1
+    value = (byte & 0x7F).astype(np.int64)
+    size = 1 + more
+    shift = 7
+    while True:
+        byte = data[at + 1] if shift == 7 else data[at + size - 1]
+        value |= np.where(more, (byte & 0x7F).astype(np.int64) << shift, 0)
+        more &= byte >= 0x80
+        if not more.any():
+            return (value >> 1) ^ -(value & 1), at + size
+        shift += 7
+        if shift > 56:
+            return None, None
+        size += more
 
 
 # --------------------------------------------------------------------------------------------------

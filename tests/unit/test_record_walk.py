@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import zstandard
@@ -10,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.errors import ErrorCode, KafkaError
+from broker.protocol import record_walk
 from broker.protocol.record_walk import CHUNK, RecordChecks, timestamp_at_offset, validate_records
 from broker.protocol.records import (
     COMPRESSION_GZIP,
@@ -51,13 +54,61 @@ records_strategy = st.lists(
     min_size=1, max_size=40)
 
 
+@contextmanager
+def vectors_from(records: int) -> Iterator[None]:
+    """Uncompressed batches of at least ``records`` records read with numpy rather than walked."""
+    kept = record_walk.VECTOR_MIN_RECORDS
+    record_walk.VECTOR_MIN_RECORDS = records
+    try:
+        yield
+    finally:
+        record_walk.VECTOR_MIN_RECORDS = kept
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=records_strategy, codec=st.sampled_from(CODECS))
 def test_valid_batches_pass_and_give_their_records_largest_timestamp(entries, codec):
     records = [Record(i, ts, key, value, headers) for i, (ts, key, value, headers) in enumerate(entries)]
     batch = build_batch(records, compression=codec)
-    assert walk(batch) == max(record.timestamp for record in records)
+    for threshold in (1, 2**31):
+        with vectors_from(threshold):
+            assert walk(batch) == max(record.timestamp for record in records)
     assert timestamp_at_offset(batch, len(records) - 1, 2**31) == records[-1].timestamp
+
+
+def lie(draw: st.DrawFn) -> bytes:
+    """A batch of 1-100 records with one thing wrong in its records (the header's own fields are right)."""
+    count = draw(st.integers(1, 100))
+    records = [Record(i, NOW + draw(st.integers(-5, 5)), draw(st.none() | st.binary(max_size=20)), b"v" * i)
+               for i in range(count)]
+    body = bytearray(build_batch(records)[HEADER_SIZE:])
+    kind = draw(st.sampled_from(["byte", "cut", "extend", "count"]))
+    if kind == "byte":
+        at = draw(st.integers(0, len(body) - 1))
+        body[at] = draw(st.integers(0, 255).filter(lambda b: b != body[at]))
+    elif kind == "cut":
+        del body[draw(st.integers(0, len(body) - 1)):]
+    elif kind == "extend":
+        body += draw(st.binary(min_size=1, max_size=20))
+    header_count = count + (draw(st.sampled_from([-1, 1])) if kind == "count" else 0)
+    if header_count < 1:
+        header_count = count + 1
+    return relabel(build_batch(records), body=bytes(body), records_count=header_count,
+                   last_offset_delta=header_count - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_numpy_and_the_walk_agree_on_every_lie(data):
+    batch = data.draw(st.composite(lambda draw: lie(draw))())
+    answers = []
+    for threshold in (1, 2**31):
+        with vectors_from(threshold):
+            try:
+                answers.append(("stored", walk(batch, OPEN._replace(compacted=True))))
+            except KafkaError as error:
+                answers.append((error.code, error.message, error.record_errors))
+    assert answers[0] == answers[1]
 
 
 @pytest.mark.parametrize("codec", CODECS)
