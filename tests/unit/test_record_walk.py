@@ -65,6 +65,17 @@ def vectors_from(records: int) -> Iterator[None]:
         record_walk.VECTOR_MIN_RECORDS = kept
 
 
+@contextmanager
+def small_chunks(chunk: int, big_record: int) -> Iterator[None]:
+    """Decompressed data pulled ``chunk`` bytes at a time, records over ``big_record`` read field by field."""
+    kept = record_walk.CHUNK, record_walk.BIG_RECORD
+    record_walk.CHUNK, record_walk.BIG_RECORD = chunk, big_record
+    try:
+        yield
+    finally:
+        record_walk.CHUNK, record_walk.BIG_RECORD = kept
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=records_strategy, codec=st.sampled_from(CODECS))
 def test_valid_batches_pass_and_give_their_records_largest_timestamp(entries, codec):
@@ -73,6 +84,9 @@ def test_valid_batches_pass_and_give_their_records_largest_timestamp(entries, co
     for threshold in (1, 2**31):
         with vectors_from(threshold):
             assert walk(batch) == max(record.timestamp for record in records)
+    with small_chunks(7, 40):  # records across chunk boundaries, and records read field by field
+        assert walk(batch) == max(record.timestamp for record in records)
+        assert timestamp_at_offset(batch, len(records) - 1, 2**31) == records[-1].timestamp
     assert timestamp_at_offset(batch, len(records) - 1, 2**31) == records[-1].timestamp
 
 
@@ -109,6 +123,16 @@ def test_numpy_and_the_walk_agree_on_every_lie(data):
             except KafkaError as error:
                 answers.append((error.code, error.message, error.record_errors))
     assert answers[0] == answers[1]
+    zstd = relabel(batch, body=zstandard.ZstdCompressor().compress(batch[HEADER_SIZE:]), attributes=COMPRESSION_ZSTD)
+    for chunks in ((256 * 1024, 1 << 20), (7, 40)):
+        with small_chunks(*chunks):
+            try:
+                answers.append(("stored", walk(zstd, OPEN._replace(compacted=True))))
+            except KafkaError as error:
+                answers.append((error.code, error.record_errors))
+    # the same verdict compressed, in big chunks and small (messages may name other places)
+    assert {answer[0] for answer in answers[2:]} == {answers[0][0]}
+    assert answers[2] == answers[3]
 
 
 @pytest.mark.parametrize("codec", CODECS)
