@@ -501,8 +501,10 @@ def inflate(codec: int, data: memoryview) -> Iterator[bytes]:
     data inflates to. Raises KafkaError CORRUPT_MESSAGE for data the codec cannot read."""
     try:
         if codec == COMPRESSION_ZSTD:
-            # Kafka's zstd frames need not declare their content size; read_to_iter bounds each piece.
-            yield from zstandard.ZstdDecompressor().read_to_iter(data, write_size=CHUNK)
+            # Kafka's zstd frames need not declare their content size; each read is bounded, across frames.
+            reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+            while chunk := reader.read(CHUNK):
+                yield chunk
         elif codec == COMPRESSION_GZIP:
             yield from _inflate_gzip(data)
         elif codec == COMPRESSION_LZ4:

@@ -290,3 +290,11 @@ def test_the_compressed_form_of_the_same_records_gives_the_same_answer():
     records = [Record(i, NOW + (i * 37) % 11, b"k%d" % i, b"v" * i) for i in range(50)]
     answers = {codec: walk(build_batch(records, compression=codec)) for codec in CODECS}
     assert set(answers.values()) == {NOW + 10}
+
+
+def test_zstd_data_of_several_frames_is_read_across_them():
+    records = [Record(0, NOW, b"a", b"1"), Record(1, NOW + 1, b"b", b"2")]
+    plain = build_batch(records)[HEADER_SIZE:]
+    middle = len(plain) // 2
+    frames = zstandard.ZstdCompressor().compress(plain[:middle]) + zstandard.ZstdCompressor().compress(plain[middle:])
+    assert walk(relabel(build_batch(records, compression=COMPRESSION_ZSTD), body=frames)) == NOW + 1
