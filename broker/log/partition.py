@@ -70,14 +70,13 @@ from broker.log.segment import (
     segment_file,
 )
 from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
-from broker.protocol.record_walk import RecordChecks, validate_records
+from broker.protocol.record_walk import RecordChecks, record_times, validate_records
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
     HEADER_SIZE,
     INT32_MAX,
     BatchHeader,
     crc_of,
-    decode_batch,
     iter_batches,
     marker_committed,
     patched_header,
@@ -573,10 +572,10 @@ class PartitionLog:
                 for pos, header in segment.batches(found[0]):
                     if header.max_timestamp < timestamp_ms or header.last_offset < self.log_start_offset:
                         continue
-                    _, records = decode_batch(segment.read(pos, header.size))
-                    for record in records:
-                        if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
-                            return record.offset, record.timestamp
+                    limit = self.config.max_decompressed_message_bytes
+                    for offset, timestamp in record_times(segment.read(pos, header.size), limit):
+                        if timestamp >= timestamp_ms and offset >= self.log_start_offset:
+                            return offset, timestamp
             return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -594,10 +593,10 @@ class PartitionLog:
             found = best.find_batch(best.offset_of_max_timestamp)
             if found is not None:
                 pos, header = found
-                _, records = decode_batch(best.read(pos, header.size))
-                for record in records:
-                    if record.timestamp == best.max_timestamp:
-                        return record.offset, record.timestamp
+                for offset, timestamp in record_times(best.read(pos, header.size),
+                                                      self.config.max_decompressed_message_bytes):
+                    if timestamp == best.max_timestamp:
+                        return offset, timestamp
             return best.offset_of_max_timestamp, best.max_timestamp
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

@@ -573,22 +573,31 @@ def _inflate_snappy(data: bytes) -> Iterator[bytes]:
 # Reading one record's timestamp
 
 
-def timestamp_at_offset(batch: Buffer, offset: int, max_record_bytes: int) -> int | None:
-    """The timestamp of the first record at or after ``offset`` in the whole v2 batch at the start of
-    ``batch``, or None when it has none (a control batch's records carry one, but callers skip those).
+def record_times(batch: Buffer, max_record_bytes: int) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of the whole v2 batch at the start of ``batch``, in order.
 
-    Records are read up to that one and no further, compressed ones a chunk at a time, each bounded by
-    ``max_record_bytes`` (KafkaError INVALID_RECORD beyond it). A compacted batch may have gaps in its
-    offset deltas.
+    Records are read as they are asked for, compressed ones a chunk at a time, keys and values skipped, each
+    bounded by ``max_record_bytes`` (KafkaError INVALID_RECORD beyond it). A compacted batch may have gaps
+    in its offset deltas. LogAppendTime batches give every record the batch's append time.
     """
     header = BatchHeader.parse(batch)
-    if header.attributes & ATTR_LOG_APPEND_TIME:
-        return header.max_timestamp
     data = memoryview(batch)[HEADER_SIZE : header.size]
     chunks = iter((bytes(data),)) if header.compression == COMPRESSION_NONE else inflate(header.compression, data)
     stream = _Stream(chunks)
+    append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None
     for _ in range(header.records_count):
         _, _, timestamp_delta, offset_delta = _stream_record(stream, max_record_bytes)
-        if header.base_offset + offset_delta >= offset:
-            return header.base_timestamp + timestamp_delta
+        timestamp = header.base_timestamp + timestamp_delta if append_time is None else append_time
+        yield header.base_offset + offset_delta, timestamp
+
+
+def timestamp_at_offset(batch: Buffer, offset: int, max_record_bytes: int) -> int | None:
+    """The timestamp of the first record at or after ``offset`` in the whole v2 batch at the start of
+    ``batch``, or None when it has none; records after that one are not read (see :func:`record_times`)."""
+    header = BatchHeader.parse(batch)
+    if header.attributes & ATTR_LOG_APPEND_TIME:
+        return header.max_timestamp
+    for record_offset, timestamp in record_times(batch, max_record_bytes):
+        if record_offset >= offset:
+            return timestamp
     return None
