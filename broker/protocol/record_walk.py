@@ -195,7 +195,7 @@ class _Walk:
                 byte = data[p]
                 if byte:
                     headers, p = read(data, p)
-                    p = _skip_headers(data, p, headers)
+                    p = _skip_headers(data, p, headers, record_end)
                 else:
                     p += 1
                 if p != record_end:
@@ -239,8 +239,10 @@ class _Walk:
         return self.max_timestamp
 
 
-def _skip_headers(data: Buffer, pos: int, count: int) -> int:
-    if count < 0:
+def _skip_headers(data: Buffer, pos: int, count: int, end: int) -> int:
+    """Step over a record's headers, which must end by ``end``, the record's end."""
+    # every header takes at least two bytes: a count beyond what the record holds is a lie, not a loop to run
+    if not 0 <= count <= (end - pos) // 2:
         raise _malformed(f"invalid number of record headers {count}")
     for _ in range(count):
         key_length, pos = _read_varint(data, pos)
@@ -459,6 +461,8 @@ def _stream_record(stream: _Stream, limit: int) -> tuple[int, int, int, int]:
         nonlocal read
         value, size = stream.varint()
         read += size
+        if read > length:
+            raise _malformed(f"a record's fields take more than its {length} bytes")
         return value
 
     def skip(size: int) -> None:
@@ -480,7 +484,7 @@ def _stream_record(stream: _Stream, limit: int) -> tuple[int, int, int, int]:
         raise _malformed(f"invalid value size {value_length}")
     skip(max(value_length, 0))
     headers = field()
-    if headers < 0:
+    if not 0 <= headers <= (length - read) // 2:
         raise _malformed(f"invalid number of record headers {headers}")
     for _ in range(headers):
         header_key = field()

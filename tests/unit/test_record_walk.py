@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,13 @@ from hypothesis import strategies as st
 
 from broker.errors import ErrorCode, KafkaError
 from broker.protocol import record_walk
-from broker.protocol.record_walk import CHUNK, RecordChecks, timestamp_at_offset, validate_records
+from broker.protocol.record_walk import (
+    CHUNK,
+    RecordChecks,
+    record_times,
+    timestamp_at_offset,
+    validate_records,
+)
 from broker.protocol.records import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
@@ -298,3 +305,19 @@ def test_zstd_data_of_several_frames_is_read_across_them():
     middle = len(plain) // 2
     frames = zstandard.ZstdCompressor().compress(plain[:middle]) + zstandard.ZstdCompressor().compress(plain[middle:])
     assert walk(relabel(build_batch(records, compression=COMPRESSION_ZSTD), body=frames)) == NOW + 1
+
+
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_ZSTD])
+def test_a_header_count_beyond_the_record_is_refused_at_once(codec):
+    """A record of a few bytes claiming 2**30 headers, with zeros after it that would read as empty headers."""
+    body = b"\x0e\x00\x00\x00\x01\x01" + varint(1 << 30) + bytes(1 << 20)
+    batch = relabel(build_batch([Record(0, NOW, None, None)]), body=body)
+    if codec == COMPRESSION_ZSTD:
+        batch = relabel(batch, body=zstd_of(body, 0), attributes=COMPRESSION_ZSTD)
+    started = time.process_time()
+    assert refusal(batch).code == ErrorCode.INVALID_RECORD
+    with small_chunks(7, 4):  # the record read field by field from the stream
+        assert refusal(batch).code == ErrorCode.INVALID_RECORD
+    with pytest.raises(KafkaError):
+        list(record_times(batch, 1 << 20))
+    assert time.process_time() - started < 0.5
