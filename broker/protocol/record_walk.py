@@ -399,13 +399,14 @@ def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarra
 class _Stream:
     """Decompressed bytes pulled a chunk at a time; ``buf[pos:]`` is what has been pulled and not read."""
 
-    __slots__ = ("_chunks", "buf", "exhausted", "pos")
+    __slots__ = ("_chunks", "buf", "exhausted", "pos", "pulled")
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
         self.buf = bytearray()
         self.pos = 0
         self.exhausted = False
+        self.pulled = 0  # bytes taken from the chunks so far
 
     def pull(self) -> bool:
         """Add the next chunk to the buffer; False once there is none."""
@@ -415,6 +416,7 @@ class _Stream:
                     del self.buf[: self.pos]
                     self.pos = 0
                 self.buf += chunk
+                self.pulled += len(chunk)
                 return True
         self.exhausted = True
         return False
@@ -577,12 +579,13 @@ def _inflate_snappy(data: bytes) -> Iterator[bytes]:
 # Reading one record's timestamp
 
 
-def record_times(batch: Buffer, max_record_bytes: int) -> Iterator[tuple[int, int]]:
+def record_times(batch: Buffer, max_record_bytes: int, max_bytes: int | None = None) -> Iterator[tuple[int, int]]:
     """(offset, timestamp) of each record of the whole v2 batch at the start of ``batch``, in order.
 
     Records are read as they are asked for, compressed ones a chunk at a time, keys and values skipped, each
-    bounded by ``max_record_bytes`` (KafkaError INVALID_RECORD beyond it). A compacted batch may have gaps
-    in its offset deltas. LogAppendTime batches give every record the batch's append time.
+    bounded by ``max_record_bytes`` (KafkaError INVALID_RECORD beyond it) and all of them, when given, by
+    ``max_bytes`` of record data (KafkaError RECORD_LIST_TOO_LARGE beyond it). A compacted batch may have
+    gaps in its offset deltas. LogAppendTime batches give every record the batch's append time.
     """
     header = BatchHeader.parse(batch)
     data = memoryview(batch)[HEADER_SIZE : header.size]
@@ -591,17 +594,19 @@ def record_times(batch: Buffer, max_record_bytes: int) -> Iterator[tuple[int, in
     append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None
     for _ in range(header.records_count):
         _, _, timestamp_delta, offset_delta = _stream_record(stream, max_record_bytes)
+        if max_bytes is not None and stream.pulled > max_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"the batch's records pass {max_bytes} bytes")
         timestamp = header.base_timestamp + timestamp_delta if append_time is None else append_time
         yield header.base_offset + offset_delta, timestamp
 
 
-def timestamp_at_offset(batch: Buffer, offset: int, max_record_bytes: int) -> int | None:
+def timestamp_at_offset(batch: Buffer, offset: int, max_record_bytes: int, max_bytes: int | None = None) -> int | None:
     """The timestamp of the first record at or after ``offset`` in the whole v2 batch at the start of
     ``batch``, or None when it has none; records after that one are not read (see :func:`record_times`)."""
     header = BatchHeader.parse(batch)
     if header.attributes & ATTR_LOG_APPEND_TIME:
         return header.max_timestamp
-    for record_offset, timestamp in record_times(batch, max_record_bytes):
+    for record_offset, timestamp in record_times(batch, max_record_bytes, max_bytes):
         if record_offset >= offset:
             return timestamp
     return None

@@ -35,6 +35,9 @@ PARTITION_BYTES = 8192
 # A batch bigger than this is not read again whole; lag in seconds interpolates for that offset instead. A
 # record is read only up to the wanted one, and one larger than this once decompressed is not read either.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
+# Decompressed record bytes read from one batch to reach the wanted record (a few hundred thousand records at
+# most); past them lag in seconds interpolates for that offset.
+MAX_READ_BYTES = 2 * 1024 * 1024
 
 # Errors meaning the record is not there any more (retention or deletion moved the log start past it).
 _GONE = {ErrorCode.OFFSET_OUT_OF_RANGE}
@@ -83,7 +86,7 @@ def _timestamp_in_batches(data: memoryview, offset: int) -> tuple[int | None, in
         if header.next_offset <= offset or header.is_control:
             continue
         try:
-            timestamp = timestamp_at_offset(data[position:end_of_whole], offset, MAX_BATCH_BYTES)
+            timestamp = timestamp_at_offset(data[position:end_of_whole], offset, MAX_BATCH_BYTES, MAX_READ_BYTES)
         except KafkaError:
             # A batch that does not decode within the bounds: no answer, and nothing after it is read.
             return None, None

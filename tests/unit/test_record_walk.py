@@ -321,3 +321,19 @@ def test_a_header_count_beyond_the_record_is_refused_at_once(codec):
     with pytest.raises(KafkaError):
         list(record_times(batch, 1 << 20))
     assert time.process_time() - started < 0.5
+
+
+def test_the_monitors_reader_reads_no_more_than_its_budget_of_a_batch():
+    """2**22 records of seven bytes that zstd packs into a few KB, none at the wanted offset: the reader gives
+    up past its budget (lag in seconds interpolates) instead of walking all of them."""
+    count = 1 << 22
+    one = build_batch([Record(0, NOW, None, b"")])[HEADER_SIZE:]
+    assert len(one) == 7
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    block = one * (1 << 16)
+    body = b"".join(compressor.compress(block) for _ in range(count >> 16)) + compressor.flush()
+    batch = relabel(build_batch([Record(0, NOW, None, b"")], compression=COMPRESSION_ZSTD),
+                    body=body, records_count=count, last_offset_delta=count - 1)
+    started = time.process_time()
+    assert timestamp_at(batch, 5) == (None, None)
+    assert time.process_time() - started < 10
