@@ -4,8 +4,9 @@
 
 Starts `burrowpy broker` on a free port with a fresh data dir, creates one single-partition topic per
 acks setting, and prints records/s, MB/s and produce latency p50/p99 (delivery-report latency, measured
-in the producer process) for the producer, and records/s and MB/s for a consumer reading the topic from
-the beginning in another process.
+in the producer process) for the producer, the broker's CPU time per produced record (user and system, from
+/proc: a figure that holds when other processes share the cores), and records/s and MB/s for a consumer
+reading the topic from the beginning in another process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +55,12 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, out:
              "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000 if latencies else None})
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def consume(bootstrap: str, topic: str, records: int, out: mp.Queue) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -88,9 +96,11 @@ def main() -> None:
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
             queue: mp.Queue = mp.Queue()
             p = mp.Process(target=produce, args=(broker.bootstrap, topic, args.records, args.size, acks, queue))
+            cpu_before = cpu_seconds(broker.proc.pid)
             p.start()
             produced = queue.get()
             p.join()
+            broker_cpu = cpu_seconds(broker.proc.pid) - cpu_before
             c = mp.Process(target=consume, args=(broker.bootstrap, topic, args.records, queue))
             c.start()
             consumed = queue.get()
@@ -101,6 +111,7 @@ def main() -> None:
                 "produce_MB_per_s": round(produced["records"] * mb / produced["seconds"], 1),
                 "produce_latency_p50_ms": round(produced["p50_ms"], 1),
                 "produce_latency_p99_ms": round(produced["p99_ms"], 1),
+                "produce_broker_cpu_us_per_record": round(broker_cpu * 1e6 / produced["records"], 2),
                 "consume_records_per_s": round(consumed["records"] / consumed["seconds"]),
                 "consume_MB_per_s": round(consumed["records"] * mb / consumed["seconds"], 1),
                 "records": produced["records"],

@@ -52,7 +52,7 @@ from functools import partial
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import FLUSHER, run_later
-from broker.log.config import CONFIG_DEFS, INT64_MAX, LogConfig
+from broker.log.config import INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, unlink_quietly, write_atomically
 from broker.log.producer_state import (
@@ -70,15 +70,14 @@ from broker.log.segment import (
     segment_file,
 )
 from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
+from broker.protocol.record_walk import RecordChecks, record_times, validate_records
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
     HEADER_SIZE,
     INT32_MAX,
     BatchHeader,
     crc_of,
-    decode_batch,
     iter_batches,
-    largest_record_body,
     marker_committed,
     patched_header,
     recompress,
@@ -303,26 +302,23 @@ class PartitionLog:
         commits): no sequence check, and it may be a control batch, which clients may not write.
         """
         header = validate_batch(batch, from_coordinator=from_coordinator)
-        if header.attributes & ATTR_COMPRESSION_MASK and self.config.max_decompressed_message_bytes < \
-                CONFIG_DEFS["max.decompressed.message.bytes"].default:
-            _check_decompressed_size(batch, self.config.max_decompressed_message_bytes)
-        codec = self.config.codec
+        self._check_size(header)
+        if now_ms is None:
+            now_ms = self._now_ms()
+        config = self.config
+        timed = not config.log_append_time
+        max_timestamp = validate_records(batch, header, RecordChecks(
+            config.max_decompressed_message_bytes, config.compact and not header.is_control,
+            now_ms - config.message_timestamp_before_max_ms if timed else None,
+            now_ms + config.message_timestamp_after_max_ms if timed else None,
+            os.path.basename(self.directory)))
+        codec = config.codec
         if codec is not None and header.attributes & ATTR_COMPRESSION_MASK != codec and not header.is_control:
             # The topic's compression.type differs from the producer's: the only case where the broker
             # rewrites a batch (with compression.type=producer, the default, batches stay opaque).
-            batch = recompress(batch, codec, self.config.codec_level)
+            batch = recompress(batch, codec, config.codec_level)
             header = validate_batch(batch)
-        if header.size > self.config.max_message_bytes:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
-            )
-        if self.config.compact and not header.is_control:
-            _require_keys(batch, os.path.basename(self.directory))
-        if now_ms is None:
-            now_ms = self._now_ms()
-        if not self.config.log_append_time:
-            _check_timestamps(batch, header, now_ms, self.config)
+            self._check_size(header)
         with self._lock:
             self._check_open()
             if header.producer_id >= 0 and not from_coordinator:
@@ -334,8 +330,11 @@ class PartitionLog:
             base_offset = self.log_end_offset
             last_offset = base_offset + header.last_offset_delta
             append_time = now_ms if self.config.log_append_time else None
-            patched = patched_header(batch, base_offset, leader_epoch, log_append_time_ms=append_time)
-            max_timestamp = header.max_timestamp if append_time is None else append_time
+            if append_time is not None:
+                max_timestamp = append_time
+            # The records' own largest timestamp is stored, whatever the header claimed, as Kafka stores it.
+            patched = patched_header(batch, base_offset, leader_epoch, log_append_time_ms=append_time,
+                                     max_timestamp=max_timestamp)
             self._maybe_roll(header.size, base_offset, last_offset, max_timestamp, now_ms)
             self._segments[-1].append(
                 (patched, memoryview(batch)[HEADER_SIZE:]), base_offset, last_offset + 1, max_timestamp
@@ -353,6 +352,13 @@ class PartitionLog:
             self._after_write(header.records_count, now_ms)
             return AppendResult(
                 base_offset, last_offset, -1 if append_time is None else append_time, self.log_start_offset
+            )
+
+    def _check_size(self, header: BatchHeader) -> None:
+        if header.size > self.config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
             )
 
     def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
@@ -578,10 +584,10 @@ class PartitionLog:
                 for pos, header in segment.batches(found[0]):
                     if header.max_timestamp < timestamp_ms or header.last_offset < self.log_start_offset:
                         continue
-                    _, records = decode_batch(segment.read(pos, header.size))
-                    for record in records:
-                        if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
-                            return record.offset, record.timestamp
+                    limit = self.config.max_decompressed_message_bytes
+                    for offset, timestamp in record_times(segment.read(pos, header.size), limit):
+                        if timestamp >= timestamp_ms and offset >= self.log_start_offset:
+                            return offset, timestamp
             return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -599,10 +605,10 @@ class PartitionLog:
             found = best.find_batch(best.offset_of_max_timestamp)
             if found is not None:
                 pos, header = found
-                _, records = decode_batch(best.read(pos, header.size))
-                for record in records:
-                    if record.timestamp == best.max_timestamp:
-                        return record.offset, record.timestamp
+                for offset, timestamp in record_times(best.read(pos, header.size),
+                                                      self.config.max_decompressed_message_bytes):
+                    if timestamp == best.max_timestamp:
+                        return offset, timestamp
             return best.offset_of_max_timestamp, best.max_timestamp
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -899,43 +905,3 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _refuse_records(code: ErrorCode, errors: list[tuple[int, str]]) -> None:
-    """Refuse a batch for some of its records, each named by its index in the batch, in Kafka's words
-    (KIP-467); nothing happens when ``errors`` is empty."""
-    if errors:
-        shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
-        raise KafkaError(code, f"One or more records have been rejected due to {len(errors)} record errors in "
-                               f"total, and only showing the first three errors at most: [{shown}]", errors)
-
-
-def _require_keys(batch: bytes | bytearray | memoryview, topic_partition: str) -> None:
-    """Compacted topics keep the latest record per key, so a batch with a record without one is refused."""
-    _, records = decode_batch(batch, verify_crc=False)
-    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
-    _refuse_records(ErrorCode.INVALID_RECORD, [(i, message) for i, record in enumerate(records) if record.key is None])
-
-
-def _check_decompressed_size(batch: bytes | bytearray | memoryview, limit: int) -> None:
-    """A compressed batch with a record larger than max.decompressed.message.bytes once decompressed is
-    refused whole, with INVALID_RECORD and no per-record errors, as Kafka refuses it."""
-    largest = largest_record_body(batch)
-    if largest > limit:
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         f"a record of {largest} bytes decompressed exceeds max.decompressed.message.bytes {limit}")
-
-
-def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader, now_ms: int,
-                      config: LogConfig) -> None:
-    """CreateTime records must lie within [now - message.timestamp.before.max.ms, now +
-    message.timestamp.after.max.ms]. The header's bounds settle the usual batch without decoding it."""
-    earliest = now_ms - config.message_timestamp_before_max_ms
-    latest = now_ms + config.message_timestamp_after_max_ms
-    if header.max_timestamp <= latest and config.message_timestamp_before_max_ms == INT64_MAX:
-        return  # no lower bound by default, and nothing past the upper one
-    _, records = decode_batch(batch, verify_crc=False)
-    _refuse_records(ErrorCode.INVALID_TIMESTAMP, [
-        (index, f"Timestamp {record.timestamp} of message with offset {index} is out of range. The timestamp "
-                f"should be within [{earliest}, {latest}]")
-        for index, record in enumerate(records) if not earliest <= record.timestamp <= latest])

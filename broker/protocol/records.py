@@ -264,12 +264,14 @@ def patched_header(
     leader_epoch: int,
     *,
     log_append_time_ms: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytearray:
     """A copy of the batch's 61-byte header with its offsets and leader epoch assigned.
 
     ``header + batch[61:]`` is the patched batch, so the records need not be copied. Bytes 0-20 are
     outside the CRC. With ``log_append_time_ms`` the batch becomes LogAppendTime: attribute bit 3 and
-    maxTimestamp are set, and the CRC is recomputed since both lie inside it.
+    maxTimestamp are set. ``max_timestamp`` replaces a maxTimestamp that is not the records' own. The
+    CRC is recomputed only when either changes a byte, since both lie inside it.
     """
     view = memoryview(batch)
     header = bytearray(view[:HEADER_SIZE])
@@ -278,7 +280,10 @@ def patched_header(
     if log_append_time_ms is not None:
         attributes = _INT16.unpack_from(header, ATTRIBUTES_OFFSET)[0]
         _INT16.pack_into(header, ATTRIBUTES_OFFSET, attributes | ATTR_LOG_APPEND_TIME)
-        _INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, log_append_time_ms)
+        max_timestamp = log_append_time_ms
+    if max_timestamp is not None and (
+            log_append_time_ms is not None or _INT64.unpack_from(header, MAX_TIMESTAMP_OFFSET)[0] != max_timestamp):
+        _INT64.pack_into(header, MAX_TIMESTAMP_OFFSET, max_timestamp)
         size = _INT32.unpack_from(header, 8)[0] + LOG_OVERHEAD
         crc = crc32c(view[HEADER_SIZE:size], crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
         _UINT32.pack_into(header, CRC_OFFSET, crc)
@@ -626,21 +631,6 @@ def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, 
     except (IndexError, UnicodeDecodeError) as exc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"malformed record: {exc}") from exc
     return header, records
-
-
-def largest_record_body(buf: Buffer) -> int:
-    """The body size of the largest record of the v2 batch at the start of ``buf``, decompressed: what
-    Kafka's max.decompressed.message.bytes bounds (a record's length prefix excluded)."""
-    header = BatchHeader.parse(buf)
-    payload = memoryview(buf)[HEADER_SIZE:header.size]
-    if header.compression != COMPRESSION_NONE:
-        payload = decompress(header.compression, payload)
-    largest = pos = 0
-    for _ in range(header.records_count):
-        length, pos = _read_varint(payload, pos)
-        largest = max(largest, length)
-        pos += length
-    return largest
 
 
 def decode_records_any(buf: Buffer, *, verify_crc: bool = True) -> list[Record]:

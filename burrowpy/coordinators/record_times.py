@@ -20,6 +20,7 @@ from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.protocol.api import ApiKey
+from broker.protocol.record_walk import timestamp_at_offset
 from broker.protocol.records import (
     ATTR_LOG_APPEND_TIME,
     HEADER_SIZE,
@@ -31,8 +32,12 @@ from burrowpy.coordinators.codec_request import CodecRequest
 
 # Bytes asked per partition in the first Fetch: room for a few small batches.
 PARTITION_BYTES = 8192
-# A batch bigger than this is not read again whole; lag in seconds interpolates for that offset instead.
+# A batch bigger than this is not read again whole; lag in seconds interpolates for that offset instead. A
+# record is read only up to the wanted one, and one larger than this once decompressed is not read either.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
+# Decompressed record bytes read from one batch to reach the wanted record (a few hundred thousand records at
+# most); past them lag in seconds interpolates for that offset.
+MAX_READ_BYTES = 2 * 1024 * 1024
 
 # Errors meaning the record is not there any more (retention or deletion moved the log start past it).
 _GONE = {ErrorCode.OFFSET_OUT_OF_RANGE}
@@ -78,14 +83,16 @@ def _timestamp_in_batches(data: memoryview, offset: int) -> tuple[int | None, in
     end_of_whole = 0
     for position, header in iter_batches(data):
         end_of_whole = position + header.size
-        if header.next_offset <= offset:
+        if header.next_offset <= offset or header.is_control:
             continue
-        if header.attributes & ATTR_LOG_APPEND_TIME:
-            return header.max_timestamp, None  # every record of the batch has the broker's append time
-        for record in decode_records_any(data[position:end_of_whole]):
-            if record.offset >= offset and record.timestamp >= 0:
-                return record.timestamp, None
-        # A control batch or records without timestamps (magic 0): look further on.
+        try:
+            timestamp = timestamp_at_offset(data[position:end_of_whole], offset, MAX_BATCH_BYTES, MAX_READ_BYTES)
+        except KafkaError:
+            # A batch that does not decode within the bounds: no answer, and nothing after it is read.
+            return None, None
+        if timestamp is not None and timestamp >= 0:
+            return timestamp, None
+        # Records without timestamps: look further on.
     if len(data) - end_of_whole >= HEADER_SIZE:
         header = BatchHeader.parse(data, end_of_whole)
         if header.magic == 2 and header.next_offset > offset:
