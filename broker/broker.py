@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.keys import derive_key
 from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
@@ -168,7 +169,9 @@ class Broker:
         # from the start, before the metadata is replayed and replaces them)
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults())
-        self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE)
+        # a cluster's brokers answer an unknown user with the same salt, as they would a known one
+        self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE, None if cluster_config is None
+                                else derive_key(cluster_config.secret, "scram-unknown-users"))
         if self.config.authorizer:
             self.authorizer = Authorizer(AclStore(self.config.data_dir / ACL_STORE_FILE), self.config.super_users,
                                          self.config.allow_everyone_if_no_acl_found)
