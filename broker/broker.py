@@ -24,6 +24,8 @@ from broker.cluster.keys import derive_key
 from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import wait_durable
+from broker.log.files import write_atomically
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
@@ -109,19 +111,18 @@ class ProducerIdAllocator:
         except (OSError, ValueError, KeyError):
             self._next = 0
         self._reserved_until = self._next
+        self._reserving = asyncio.Lock()
 
-    def allocate(self) -> int:
-        if self._next >= self._reserved_until:
-            self._reserved_until = self._next + self.BLOCK
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"next": self._reserved_until}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        pid = self._next
-        self._next += 1
-        return self.base + pid
+    async def allocate(self) -> int:
+        """The next id; reserving a new block writes and fsyncs the file on a thread, not the event loop."""
+        async with self._reserving:  # allocations that need the block wait for it, none reserves twice
+            if self._next >= self._reserved_until:
+                until = self._next + self.BLOCK
+                await asyncio.to_thread(write_atomically, self.path, json.dumps({"next": until}).encode())
+                self._reserved_until = until
+            pid = self._next
+            self._next += 1
+            return self.base + pid
 
 
 class Broker:
@@ -266,11 +267,12 @@ class Broker:
 
     async def _run_retention(self) -> None:
         assert self.logs is not None
-        self.logs.run_retention(int(self.clock() * 1000))
+        # segments renamed away, rolls and the disk-usage check: on a thread, the event loop serves meanwhile
+        await asyncio.to_thread(self.logs.run_retention, int(self.clock() * 1000))
 
     async def _run_flush(self) -> None:
         assert self.logs is not None
-        self.logs.run_flush(int(self.clock() * 1000))
+        self.logs.run_flush(int(self.clock() * 1000))  # only hands the fsyncs to the logs' background
 
     async def _run_compaction(self) -> None:
         assert self.logs is not None
@@ -330,6 +332,8 @@ class Broker:
         if result.duplicate:
             return result
         self.notify_appended(topic, partition)
+        # flush.messages/flush.ms promise the answer comes after the fsync, which runs off the event loop
+        await wait_durable(result.durable, f"{topic}-{partition}")
         if self.replica_manager is not None:
             self.replica_manager.on_leader_append(topic, partition)
             # the coordinators' writes (and transaction markers anywhere) are acknowledged by the ISR, as

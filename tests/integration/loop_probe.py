@@ -1,0 +1,144 @@
+"""How long a broker takes to answer another client while something else keeps it busy.
+
+Run as a process of its own (``python loop_probe.py PORT``), so that the clients making the load, and the
+test's own threads, do not delay its measurements: it connects, says ``ready`` once answered, then sends an
+ApiVersions v0 request every few milliseconds until its stdin closes, and prints the answer times (ms) as JSON.
+:func:`probing` runs it from a test.
+
+``python loop_probe.py scram-ghosts PORT SECONDS CONNECTIONS`` is a load: SCRAM-SHA-512 logins of users
+that do not exist, each to its refusal at the proof, over that many connections at once for that long; it
+prints how many logins were refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+INTERVAL_S = 0.005
+
+
+class Probe:
+    def __init__(self, port: int) -> None:
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__)), str(port)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline().strip()
+        if ready != "ready":
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the probe did not connect to port {port}: {ready!r}")
+        self.latencies_ms: list[float] = []
+
+    def stop(self) -> list[float]:
+        """End the probe and return its answer times (ms), in the order measured."""
+        try:
+            out, _ = self.process.communicate("", timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        self.latencies_ms = json.loads(out)
+        assert self.latencies_ms, "the probe measured nothing"
+        return self.latencies_ms
+
+
+@contextlib.contextmanager
+def probing(port: int) -> Iterator[Probe]:
+    probe = Probe(port)
+    try:
+        yield probe
+    finally:
+        if probe.process.poll() is None:
+            probe.process.kill()
+            probe.process.wait()
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def summary(latencies_ms: list[float]) -> str:
+    return (f"{len(latencies_ms)} answers: p50 {percentile(latencies_ms, 0.5):.1f} ms, "
+            f"p99 {percentile(latencies_ms, 0.99):.1f} ms, max {max(latencies_ms):.1f} ms")
+
+
+def _ask(sock: socket.socket, correlation: int) -> None:
+    request = struct.pack(">hhih", 18, 0, correlation, 5) + b"probe"
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    size = struct.unpack(">i", _exactly(sock, 4))[0]
+    _exactly(sock, size)
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        part = sock.recv(size - len(data))
+        if not part:
+            raise ConnectionError("the broker closed the connection")
+        data += part
+    return data
+
+
+def _main(port: int) -> None:
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _ask(sock, 0)
+        print("ready", flush=True)
+        latencies = []
+        correlation = 1
+        while not stop.is_set():
+            started = time.perf_counter()
+            _ask(sock, correlation)
+            latencies.append((time.perf_counter() - started) * 1000)
+            correlation += 1
+            stop.wait(INTERVAL_S)
+    print(json.dumps(latencies), flush=True)
+
+
+def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
+    from broker.protocol.api import ApiKey, decode_response, encode_request
+
+    deadline = time.monotonic() + seconds
+    refused = [0] * connections
+
+    def call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
+        sock.sendall(encode_request(api_key, version, 1, "ghost", body))
+        return decode_response(api_key, version, _exactly(sock, struct.unpack(">i", _exactly(sock, 4))[0]))[1]
+
+    def logins(number: int) -> None:
+        while time.monotonic() < deadline:
+            user = f"ghost-{number}-{refused[number]}"
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
+                first = call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": f"n,,n={user},r=ghostnonce".encode()})
+                nonce = bytes(first["auth_bytes"]).split(b",")[0][2:]
+                final = call(sock, ApiKey.SASL_AUTHENTICATE, 1,
+                             {"auth_bytes": b"c=biws,r=" + nonce + b",p=" + b"A" * 88})
+                assert final["error_code"] != 0, final
+                refused[number] += 1
+
+    threads = [threading.Thread(target=logins, args=(number,)) for number in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(sum(refused), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "scram-ghosts":
+        _scram_ghosts(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+    else:
+        _main(int(sys.argv[1]))
