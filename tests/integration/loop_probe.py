@@ -5,6 +5,8 @@ test's own threads, do not delay its measurements: it connects, says ``ready`` o
 ApiVersions v0 request every few milliseconds until its stdin closes, and prints the answer times (ms) as JSON.
 :func:`probing` runs it from a test.
 
+``python loop_probe.py http URL`` measures GET requests of the URL instead, over one kept-alive connection.
+
 ``python loop_probe.py scram-ghosts PORT SECONDS CONNECTIONS`` is a load: SCRAM-SHA-512 logins of users
 that do not exist, each to its refusal at the proof, over that many connections at once for that long; it
 prints how many logins were refused.
@@ -13,6 +15,7 @@ prints how many logins were refused.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import struct
@@ -20,22 +23,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 INTERVAL_S = 0.005
 
 
 class Probe:
-    def __init__(self, port: int) -> None:
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__)), str(port)], stdin=subprocess.PIPE,
+    def __init__(self, target: int | str) -> None:
+        """``target``: a broker's port, or a URL to GET."""
+        arguments = [str(target)] if isinstance(target, int) else ["http", target]
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__)), *arguments], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         ready = self.process.stdout.readline().strip()
         if ready != "ready":
             self.process.kill()
             self.process.wait()
-            raise AssertionError(f"the probe did not connect to port {port}: {ready!r}")
+            raise AssertionError(f"the probe did not reach {target}: {ready!r}")
         self.latencies_ms: list[float] = []
 
     def stop(self) -> list[float]:
@@ -52,8 +58,8 @@ class Probe:
 
 
 @contextlib.contextmanager
-def probing(port: int) -> Iterator[Probe]:
-    probe = Probe(port)
+def probing(target: int | str) -> Iterator[Probe]:
+    probe = Probe(target)
     try:
         yield probe
     finally:
@@ -89,22 +95,40 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _main(port: int) -> None:
+def _measure(ask: Callable[[int], None]) -> None:
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    ask(0)
+    print("ready", flush=True)
+    latencies = []
+    number = 1
+    while not stop.is_set():
+        started = time.perf_counter()
+        ask(number)
+        latencies.append((time.perf_counter() - started) * 1000)
+        number += 1
+        stop.wait(INTERVAL_S)
+    print(json.dumps(latencies), flush=True)
+
+
+def _main(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _ask(sock, 0)
-        print("ready", flush=True)
-        latencies = []
-        correlation = 1
-        while not stop.is_set():
-            started = time.perf_counter()
-            _ask(sock, correlation)
-            latencies.append((time.perf_counter() - started) * 1000)
-            correlation += 1
-            stop.wait(INTERVAL_S)
-    print(json.dumps(latencies), flush=True)
+        _measure(lambda number: _ask(sock, number))
+
+
+def _http(url: str) -> None:
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
+    def ask(_: int) -> None:
+        connection.request("GET", parts.path)
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 200, response.status
+
+    _measure(ask)
+    connection.close()
 
 
 def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
@@ -138,7 +162,9 @@ def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "scram-ghosts":
+    if sys.argv[1] == "http":
+        _http(sys.argv[2])
+    elif sys.argv[1] == "scram-ghosts":
         _scram_ghosts(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
     else:
         _main(int(sys.argv[1]))

@@ -1,6 +1,8 @@
 """The broker's event loop never waits on the disk or on key derivation: another client's ApiVersions is
 answered within milliseconds while DeleteRecords moves the log start of 50 partitions, while producers write
-with ``flush.messages=1``, while retention deletes segments, and while unknown users try SCRAM logins.
+with ``flush.messages=1``, while retention deletes segments, and while unknown users try SCRAM logins. The
+monitor's health check is answered as promptly during a storm of wrong HTTP passwords (scrypt), which are
+refused with 429 past a burst.
 
 Each load stalled every connection before (fsyncs of checkpoints and segments, PBKDF2 of 4096 rounds, all
 on the event loop): 0.1-1 s on this kind of disk. The bound, p99 under 50 ms, leaves room for a loaded
@@ -8,19 +10,27 @@ on the event loop): 0.1-1 s on this kind of disk. The bound, p99 under 50 ms, le
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from harness import ROOT, BrokerProcess, wait_until
+from harness import BURROWPY, ROOT, BrokerProcess, free_port, wait_until
 from loop_probe import percentile, probing, summary
 from sasl_support import start_sasl_broker
+
+from burrowpy.httpauth import hash_password
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +62,7 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, *, 
 def assert_prompt(latencies_ms: list[float], load: str) -> None:
     p99 = percentile(latencies_ms, 0.99)
     print(f"{load}: {summary(latencies_ms)}")  # shown with pytest -s: the figures of bench-like runs
-    assert p99 < P99_BOUND_MS, f"ApiVersions answers during {load}: {summary(latencies_ms)}"
+    assert p99 < P99_BOUND_MS, f"another client's answers during {load}: {summary(latencies_ms)}"
 
 
 def test_delete_records_over_50_partitions(broker):
@@ -122,3 +132,42 @@ def test_scram_logins_of_unknown_users(tmp_path):
     finally:
         sasl.process.stop()
     assert_prompt(latencies, f"{ghosts.stdout.strip()} SCRAM logins of unknown users")
+
+
+def test_monitor_health_during_a_storm_of_wrong_passwords(broker, tmp_path):
+    port = free_port()
+    config = {
+        "general": {"pidfile": ""},
+        "logging": {"filename": str(tmp_path / "burrowpy.log"), "level": "info"},
+        "http-auth": {"ops": {"admins": {"alice": hash_password("alice-pass")}}},
+        "httpserver": {"default": {"address": f"127.0.0.1:{port}", "auth": "ops"}},
+        "cluster": {"local": {"class-name": "kafka", "servers": [broker.bootstrap]}},
+    }
+    (tmp_path / "burrowpy.yaml").write_text(yaml.safe_dump(config))
+    base = f"http://127.0.0.1:{port}"
+    with subprocess.Popen([BURROWPY, "serve", "--config", str(tmp_path / "burrowpy.yaml")], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as monitor:
+        try:
+            wait_until(lambda: get(base + "/burrow/admin")[0] == 200, 30, message="the monitor to answer")
+            with probing(base + "/burrow/admin") as probe, ThreadPoolExecutor(16) as pool:
+                wrong = {"Authorization": "Basic " + base64.b64encode(b"alice:guess").decode()}
+                answers = list(pool.map(lambda _: get(base + "/v3/kafka", wrong), range(80)))
+                latencies = probe.stop()
+        finally:
+            monitor.terminate()
+            monitor.wait(30)
+    assert_prompt(latencies, "80 wrong HTTP passwords")
+    statuses = [status for status, _, _ in answers]
+    assert statuses.count(401) == 10 and statuses.count(429) == 70, statuses  # the burst, then refused
+    refused = next((headers, body) for status, headers, body in answers if status == 429)
+    assert int(refused[0]["Retry-After"]) > 0
+    assert json.loads(refused[1])["error"] is True and "too many failed logins" in json.loads(refused[1])["message"]
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
