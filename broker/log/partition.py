@@ -153,6 +153,7 @@ class PartitionLog:
         self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
         self._write_sequence = 0
         self._written: dict[str, int] = {}  # path -> sequence number of the content on disk
+        self._in_flight: dict[str, tuple[int, bytes]] = {}  # what the background job took to write
         self._write_lock = threading.Lock()  # taken after self._lock, never before it
         self._deleted = False
         # Bumped whenever existing segments change (truncation, deletion, compaction swap), so the
@@ -508,6 +509,11 @@ class PartitionLog:
         writes, self._pending_writes = self._pending_writes, {}
         return writes
 
+    def _write_now(self) -> None:
+        """Write every checkpoint asked for, the background job's too if it took them and has not written
+        them yet (what it writes later is then older, and skipped); the caller holds the lock."""
+        self._write_files({**self._in_flight, **self._take_writes()})
+
     def _write_files(self, writes: dict[str, tuple[int, bytes]]) -> None:
         """Write checkpoints taken with :meth:`_take_writes`, skipping any a newer content has replaced."""
         with self._write_lock:
@@ -524,7 +530,7 @@ class PartitionLog:
         fsynced: indexes are checked on open and rebuilt when they do not fit the log."""
         with self._lock:
             done, self._durable_future = self._durable_future, None
-            writes = self._take_writes()
+            writes = self._in_flight = self._take_writes()
             rolled = [] if self._closed else self._pending_sync()  # close() fsynced them
             flush = done is not None and self._flush_requested is done
             flushing = [self._segments[-1]] if flush and not self._closed else []
@@ -548,6 +554,8 @@ class PartitionLog:
                 with self._lock:
                     self._flush_requested = None if self._flush_requested is done else self._flush_requested
         with self._lock:
+            if self._in_flight is writes:
+                self._in_flight = {}
             if rolled and not self._closed:
                 self._unsynced = [segment for segment in self._pending_sync() if segment not in rolled]
                 self._checkpoint_recovery_point()
@@ -766,7 +774,7 @@ class PartitionLog:
         self.log_start_offset = offset
         self._write_later(self._path(LOG_START_FILE), str(offset).encode())
         # a follower's truncation is not acknowledged to anyone who could wait: it writes at once, as before
-        self._write_files(self._take_writes())
+        self._write_now()
         write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode(), durable=False)
         self._epochs.clear()
 
@@ -929,7 +937,7 @@ class PartitionLog:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        self._write_files(self._take_writes())
+        self._write_now()
         if self._unsynced:
             self._sync_rolled_now()
             self._checkpoint_recovery_point()
@@ -962,7 +970,7 @@ class PartitionLog:
             write_atomically(self._path(RECOVERY_POINT_FILE), str(active.base_offset).encode(), durable=False)
             for segment in self._segments:
                 segment.close()
-            self._write_files(self._take_writes())
+            self._write_now()
             # The marker says "trust every file": it must not reach the disk before they do.
             with open(self._path(CLEAN_SHUTDOWN_FILE), "wb"):
                 pass
