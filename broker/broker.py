@@ -433,7 +433,10 @@ class LocalTopicAdmin:
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:
         assert self.broker.logs is not None
-        self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)
+        # the topic file is rewritten and fsynced: on a thread (what changes in memory is attributes, which
+        # the event loop reads safely meanwhile)
+        await asyncio.to_thread(self.broker.logs.alter_topic_configs, name, updates, replace=replace,
+                                validate_only=validate_only)
 
     async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
         """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""

@@ -2,8 +2,8 @@
 
 Run as a process of its own (``python loop_probe.py PORT``), so that the clients making the load, and the
 test's own threads, do not delay its measurements: it connects, says ``ready`` once answered, then sends an
-ApiVersions v0 request every few milliseconds until its stdin closes, and prints the answer times (ms) as JSON.
-:func:`probing` runs it from a test.
+ApiVersions v0 request every few milliseconds until its stdin closes (or, with ``--count N``, N times), and
+prints the answer times (ms) as JSON. :func:`probing` runs it from a test, :func:`baseline` for a count.
 
 ``python loop_probe.py http URL`` measures GET requests of the URL instead, over one kept-alive connection.
 
@@ -31,9 +31,10 @@ INTERVAL_S = 0.005
 
 
 class Probe:
-    def __init__(self, target: int | str) -> None:
-        """``target``: a broker's port, or a URL to GET."""
+    def __init__(self, target: int | str, count: int = 0) -> None:
+        """``target``: a broker's port, or a URL to GET; ``count``: stop after that many answers."""
         arguments = [str(target)] if isinstance(target, int) else ["http", target]
+        arguments += ["--count", str(count)] if count else []
         self.process = subprocess.Popen([sys.executable, str(Path(__file__)), *arguments], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
@@ -58,14 +59,20 @@ class Probe:
 
 
 @contextlib.contextmanager
-def probing(target: int | str) -> Iterator[Probe]:
-    probe = Probe(target)
+def probing(target: int | str, count: int = 0) -> Iterator[Probe]:
+    probe = Probe(target, count)
     try:
         yield probe
     finally:
         if probe.process.poll() is None:
             probe.process.kill()
             probe.process.wait()
+
+
+def baseline(target: int | str, count: int = 200) -> list[float]:
+    """Answer times with nothing else going on (what the machine's own load costs), ``count`` of them."""
+    with probing(target, count) as probe:
+        return probe.stop()
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -95,14 +102,15 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _measure(ask: Callable[[int], None]) -> None:
+def _measure(ask: Callable[[int], None], count: int) -> None:
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    if not count:  # else the count ends it
+        threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     ask(0)
     print("ready", flush=True)
     latencies = []
     number = 1
-    while not stop.is_set():
+    while not stop.is_set() and not (count and len(latencies) >= count):
         started = time.perf_counter()
         ask(number)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -111,13 +119,13 @@ def _measure(ask: Callable[[int], None]) -> None:
     print(json.dumps(latencies), flush=True)
 
 
-def _main(port: int) -> None:
+def _main(port: int, count: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _measure(lambda number: _ask(sock, number))
+        _measure(lambda number: _ask(sock, number), count)
 
 
-def _http(url: str) -> None:
+def _http(url: str, count: int) -> None:
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
 
@@ -127,7 +135,7 @@ def _http(url: str) -> None:
         response.read()
         assert response.status == 200, response.status
 
-    _measure(ask)
+    _measure(ask, count)
     connection.close()
 
 
@@ -162,9 +170,13 @@ def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "http":
-        _http(sys.argv[2])
-    elif sys.argv[1] == "scram-ghosts":
-        _scram_ghosts(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+    arguments, count = sys.argv[1:], 0
+    if "--count" in arguments:
+        count = int(arguments.pop(arguments.index("--count") + 1))
+        arguments.remove("--count")
+    if arguments[0] == "http":
+        _http(arguments[1], count)
+    elif arguments[0] == "scram-ghosts":
+        _scram_ghosts(int(arguments[1]), float(arguments[2]), int(arguments[3]))
     else:
-        _main(int(sys.argv[1]))
+        _main(int(arguments[0]), count)
