@@ -20,12 +20,15 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.keys import derive_key
 from broker.cluster.replication import acts_as_leader
 from broker.config import BrokerConfig
 from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
+from broker.log.background import wait_durable
+from broker.log.files import write_atomically
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
@@ -111,19 +114,18 @@ class ProducerIdAllocator:
         except (OSError, ValueError, KeyError):
             self._next = 0
         self._reserved_until = self._next
+        self._reserving = asyncio.Lock()
 
-    def allocate(self) -> int:
-        if self._next >= self._reserved_until:
-            self._reserved_until = self._next + self.BLOCK
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"next": self._reserved_until}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        pid = self._next
-        self._next += 1
-        return self.base + pid
+    async def allocate(self) -> int:
+        """The next id; reserving a new block writes and fsyncs the file on a thread, not the event loop."""
+        async with self._reserving:  # allocations that need the block wait for it, none reserves twice
+            if self._next >= self._reserved_until:
+                until = self._next + self.BLOCK
+                await asyncio.to_thread(write_atomically, self.path, json.dumps({"next": until}).encode())
+                self._reserved_until = until
+            pid = self._next
+            self._next += 1
+            return self.base + pid
 
 
 class Broker:
@@ -178,7 +180,9 @@ class Broker:
         # in a cluster only the ISR moves a high watermark, also of a log replayed after a crash
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults(),
                                auto_high_watermark=cluster_config is None)
-        self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE)
+        # a cluster's brokers answer an unknown user with the same salt, as they would a known one
+        self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE, None if cluster_config is None
+                                else derive_key(cluster_config.secret, "scram-unknown-users"))
         if self.config.authorizer:
             self.authorizer = Authorizer(AclStore(self.config.data_dir / ACL_STORE_FILE), self.config.super_users,
                                          self.config.allow_everyone_if_no_acl_found)
@@ -276,11 +280,12 @@ class Broker:
 
     async def _run_retention(self) -> None:
         assert self.logs is not None
-        self.logs.run_retention(int(self.clock() * 1000))
+        # segments renamed away, rolls and the disk-usage check: on a thread, the event loop serves meanwhile
+        await asyncio.to_thread(self.logs.run_retention, int(self.clock() * 1000))
 
     async def _run_flush(self) -> None:
         assert self.logs is not None
-        self.logs.run_flush(int(self.clock() * 1000))
+        self.logs.run_flush(int(self.clock() * 1000))  # only hands the fsyncs to the logs' background
 
     async def _checkpoint_high_watermarks(self) -> None:
         assert self.logs is not None
@@ -355,6 +360,8 @@ class Broker:
         if result.duplicate:
             return result
         self.notify_appended(topic, partition)
+        # flush.messages/flush.ms promise the answer comes after the fsync, which runs off the event loop
+        await wait_durable(result.durable, f"{topic}-{partition}")
         if self.replica_manager is not None:
             self.replica_manager.on_leader_append(topic, partition)
             # the coordinators' writes (and transaction markers anywhere) are acknowledged by the ISR, as
@@ -483,7 +490,10 @@ class LocalTopicAdmin:
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:
         assert self.broker.logs is not None
-        self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)
+        # the topic file is rewritten and fsynced: on a thread (what changes in memory is attributes, which
+        # the event loop reads safely meanwhile)
+        await asyncio.to_thread(self.broker.logs.alter_topic_configs, name, updates, replace=replace,
+                                validate_only=validate_only)
 
     async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
         """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""

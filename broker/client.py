@@ -83,7 +83,9 @@ class KafkaConnection:
             else:
                 scram = ScramClient(mechanism, security.username, security.password)
                 server_first = await self._authenticate(scram.first())
-                scram.verify(await self._authenticate(scram.final(server_first)))
+                # the client side derives the key from the password (PBKDF2): off the event loop
+                final = await asyncio.to_thread(scram.final, server_first)
+                scram.verify(await self._authenticate(final))
         except ScramError as exc:
             await self.close()
             raise ClientError(f"SASL {mechanism} login to {self.host}:{self.port} failed: {exc}") from None

@@ -16,18 +16,30 @@ digest). Every comparison is constant-time. A wrong or missing credential gets 4
 ``WWW-Authenticate`` challenge (so a browser asks for a password), a reader asking for a change gets 403,
 both with Burrow's JSON error body. A successful password check is remembered for a minute (by a digest of
 the header), since scrypt is slow on purpose and the dashboard asks several times a second.
+
+scrypt runs on one thread of its own, never on the event loop, so a storm of password guesses costs at most
+one core and the API goes on answering. Failed password checks are limited per user and per client address
+(a burst of ``LOGIN_BURST``, then one per ``LOGIN_REFILL_S`` seconds); past that a request gets 429 with
+``Retry-After`` and Burrow's JSON error, without a password check. An unknown user's password is checked
+against a made-up hash, so the time taken does not tell which users exist.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import binascii
+import concurrent.futures
+import contextlib
 import getpass
 import hashlib
 import hmac
+import math
+import os
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +56,12 @@ REALM = "burrowpy"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 _REMEMBER_S = 60.0
 _REMEMBER_MAX = 1024
+# Failed logins per user and per address: a burst of 10, then 10 a minute. A person mistyping is not
+# stopped; a guesser gets 14,400 tries a day per address instead of the ~20 a second scrypt allows.
+CHECKER_NICENESS = 10
+LOGIN_BURST = 10
+LOGIN_REFILL_S = 6.0
+_THROTTLED_MAX = 4096
 
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 
@@ -90,6 +108,7 @@ class PasswordHash:
         return cls(n, r, p, salt, digest)
 
     def matches(self, password: str) -> bool:
+        """scrypt: ~50 ms of CPU on purpose. Blocking: run it off the event loop."""
         try:
             candidate = hashlib.scrypt(password.encode(), salt=self.salt, n=self.n, r=self.r, p=self.p,
                                        dklen=len(self.digest), maxmem=256 * 1024 * 1024)
@@ -121,6 +140,39 @@ def parse_token_digest(text: str) -> bytes:
 # --- the profile and the check --------------------------------------------------------------------------
 
 
+class TooManyAttempts(Exception):
+    """Failed logins for this user or from this address are over the limit; retry after ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed logins: retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class LoginThrottle:
+    """A token bucket per key (a user, an address): each failed login takes a token, ``burst`` at most,
+    one more every ``refill_s`` seconds. Sans-IO: the caller passes the time."""
+
+    def __init__(self, burst: int = LOGIN_BURST, refill_s: float = LOGIN_REFILL_S) -> None:
+        self.burst, self.refill_s = burst, refill_s
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, when counted)
+
+    def _tokens(self, key: str, now: float) -> float:
+        tokens, since = self._buckets.get(key, (self.burst, now))
+        return min(self.burst, tokens + (now - since) / self.refill_s)
+
+    def wait_s(self, keys: tuple[str, ...], now: float) -> float:
+        """How long until every key has a token (0: now)."""
+        return max(max(0.0, (1 - self._tokens(key, now)) * self.refill_s) for key in keys)
+
+    def take(self, keys: tuple[str, ...], now: float, count: int = 1) -> None:
+        """Take ``count`` tokens of each key (a negative count gives them back)."""
+        if len(self._buckets) >= _THROTTLED_MAX:  # buckets that are full again hold nothing worth keeping
+            self._buckets = {key: (tokens, since) for key, (tokens, since) in self._buckets.items()
+                             if self._tokens(key, now) < self.burst}
+        for key in keys:
+            self._buckets[key] = (self._tokens(key, now) - count, now)
+
+
 @dataclass(frozen=True)
 class HttpAuthProfile:
     """One ``http-auth.NAME`` section, parsed."""
@@ -130,6 +182,12 @@ class HttpAuthProfile:
     tokens: tuple[tuple[bytes, str], ...]  # (SHA-256 of the token, role)
     open_paths: tuple[str, ...] = ("/burrow/admin", "/burrow/admin/ready")
     _remembered: dict[bytes, tuple[float, str, str]] = field(default_factory=dict, compare=False, repr=False)
+    _throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False, repr=False)
+    # one thread for every scrypt of the profile: a storm of guesses takes one core, not the event loop
+    _checker: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="password-check",
+                                                                      initializer=_yield_the_cpu),
+        compare=False, repr=False)
 
     def to_json(self) -> dict[str, object]:
         return {"users": sorted(self.users), "tokens": len(self.tokens), "open-paths": list(self.open_paths)}
@@ -167,8 +225,9 @@ class HttpAuthProfile:
     def is_open(self, path: str) -> bool:
         return any(path.startswith(entry) if entry.endswith("/") else path == entry for entry in self.open_paths)
 
-    def identify(self, authorization: str | None) -> tuple[str, str] | None:
-        """(who, role) for an Authorization header, or None when it proves nothing."""
+    async def identify(self, authorization: str | None, address: str) -> tuple[str, str] | None:
+        """(who, role) for an Authorization header from ``address``, or None when it proves nothing; raises
+        TooManyAttempts when that user or address has failed too often lately."""
         if not authorization:
             return None
         scheme, _, credentials = authorization.strip().partition(" ")
@@ -177,7 +236,7 @@ class HttpAuthProfile:
         if scheme == "bearer":
             return self._token(credentials)
         if scheme == "basic":
-            return self._basic(credentials)
+            return await self._basic(credentials, address)
         return None
 
     def _token(self, token: str) -> tuple[str, str] | None:
@@ -188,7 +247,7 @@ class HttpAuthProfile:
                 found = ("token", role)
         return found
 
-    def _basic(self, credentials: str) -> tuple[str, str] | None:
+    async def _basic(self, credentials: str, address: str) -> tuple[str, str] | None:
         key = hashlib.sha256(credentials.encode()).digest()
         now = time.monotonic()
         remembered = self._remembered.get(key)
@@ -198,16 +257,34 @@ class HttpAuthProfile:
             user, separator, password = base64.b64decode(credentials, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return None
-        entry = self.users.get(user)
-        if not separator or entry is None:
+        if not separator:
             return None
-        role, stored = entry
-        if not stored.matches(password):
+        counted = (f"user:{user}", f"address:{address}")
+        wait = self._throttle.wait_s(counted, now)
+        if wait > 0:
+            raise TooManyAttempts(math.ceil(wait))
+        self._throttle.take(counted, now)  # before the check: guesses sent at once count at once
+        role, stored = self.users.get(user) or ("", _UNKNOWN_USER_HASH)
+        matched = await asyncio.get_running_loop().run_in_executor(self._checker, stored.matches, password)
+        if not matched or not role:
             return None
+        self._throttle.take(counted, time.monotonic(), -1)
         if len(self._remembered) >= _REMEMBER_MAX:
             self._remembered.clear()
         self._remembered[key] = (now + _REMEMBER_S, user, role)
         return user, role
+
+
+def _yield_the_cpu() -> None:
+    """Lower the password-check thread's scheduling priority (Linux schedules threads one by one): on a busy
+    machine the event loop gets the CPU first, and a storm of guesses waits instead of the API."""
+    with contextlib.suppress(AttributeError, OSError):  # no per-thread priorities on this platform
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CHECKER_NICENESS)
+
+
+# What an unknown user's password is checked against: the parameters of new hashes and a digest no password
+# is known for, so that the check takes as long as a known user's.
+_UNKNOWN_USER_HASH = PasswordHash(SCRYPT_N, SCRYPT_R, SCRYPT_P, secrets.token_bytes(16), secrets.token_bytes(32))
 
 
 def auth_middleware(profile: HttpAuthProfile, error: Callable[[web.Request, int, str], web.Response]) -> Any:
@@ -218,7 +295,12 @@ def auth_middleware(profile: HttpAuthProfile, error: Callable[[web.Request, int,
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method == "OPTIONS" or profile.is_open(request.path):
             return await handler(request)
-        identity = profile.identify(request.headers.get("Authorization"))
+        try:
+            identity = await profile.identify(request.headers.get("Authorization"), request.remote or "")
+        except TooManyAttempts as exc:
+            response = error(request, 429, str(exc))
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+            return response
         if identity is None:
             response = error(request, 401, "authentication required: basic auth or a bearer token")
             response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'

@@ -41,6 +41,7 @@ import structlog
 from broker.client import ClientError, KafkaConnection
 from broker.cluster.isr import IsrChange, PartitionLeaderState
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import wait_durable
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from broker.protocol.api import ApiKey
 from broker.protocol.records import iter_batches
@@ -351,6 +352,10 @@ class LeaderFetcher:
                 entry = sent.get((topic["topic"], part["partition_index"]))
                 if entry is not None and self._is_current(entry[0]):
                     self._apply_fetched(entry[0], entry[1], part)
+        # the next fetch tells the leader what this replica holds: with flush.messages/flush.ms, only once the
+        # fsyncs the appends asked for (run off the event loop) are done
+        for followed, _offset in sent.values():
+            await wait_durable(followed.plog.pending_flush(), f"{followed.topic}-{followed.partition}")
 
     def _apply_fetched(self, followed: FollowedPartition, fetch_offset: int, part: dict[str, Any]) -> None:
         error = part["error_code"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
+from broker.log.background import wait_durable
 from broker.protocol.api import ApiKey
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
@@ -216,14 +217,22 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) 
 
 @handler(ApiKey.DELETE_RECORDS)
 async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    moved: list[tuple[str, dict[str, Any], Any]] = []  # (partition, entry, its log's pending checkpoint)
+
     def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
         plog, _epoch = _leader_log(ctx, topic, part["partition_index"])
         offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
         if offset < 0 or offset > plog.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
         entry["low_watermark"] = plog.delete_records_before(offset)
+        moved.append((f"{topic}-{part['partition_index']}", entry, plog.pending_durability()))
 
     blank = {"low_watermark": -1}
-    return {"throttle_time_ms": 0,
-            "topics": _answer_partitions(ctx, Operation.DELETE, request["topics"], "name", "partition_index", blank,
-                                         fill)}
+    topics = _answer_partitions(ctx, Operation.DELETE, request["topics"], "name", "partition_index", blank, fill)
+    # the new log starts are on disk (written off the event loop) before the answer says so
+    for name, entry, pending in moved:
+        try:
+            await wait_durable(pending, name)
+        except KafkaError as exc:
+            entry["error_code"], entry["low_watermark"] = exc.code, -1
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -163,4 +163,5 @@ async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
         # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": allocator.allocate(), "producer_epoch": 0}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": await allocator.allocate(),
+            "producer_epoch": 0}

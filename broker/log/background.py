@@ -11,11 +11,18 @@ logged and the next one runs.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import heapq
+import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
+
+from broker.errors import ErrorCode, KafkaError
 
 log = structlog.get_logger("broker.log")
 
@@ -56,13 +63,58 @@ class BackgroundThread:
 FLUSHER = BackgroundThread("log-flusher")
 
 
-def run_later(job: Callable[[], None], delay_s: float,
-              submit: Callable[[Callable[[], None]], None] = FLUSHER.submit) -> None:
+Submit = Callable[[Callable[[], None]], None]
+
+
+class _Timers:
+    """One daemon thread that hands each job to its ``submit`` when its time comes. A thread per job (a
+    ``threading.Timer``) cost a thread start per deleted segment: a retention pass deleting hundreds of
+    segments kept the interpreter lock from the event loop for a third of a second."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Callable[[], None], Submit]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, delay_s: float, job: Callable[[], None], submit: Submit) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (time.monotonic() + delay_s, next(self._order), job, submit))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="log-timers", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, job, submit = heapq.heappop(self._due)
+            try:
+                submit(job)
+            except Exception:
+                log.exception("handing a delayed log job over failed", thread=self._thread.name)
+
+
+_TIMERS = _Timers()
+
+
+def run_later(job: Callable[[], None], delay_s: float, submit: Submit = FLUSHER.submit) -> None:
     """Hand ``job`` to ``submit`` (the background thread) after ``delay_s`` seconds, at once if 0 or less.
     The timer does not keep the process alive: what a stopping broker leaves is removed on its next start."""
     if delay_s <= 0:
         submit(job)
         return
-    timer = threading.Timer(delay_s, submit, args=(job,))
-    timer.daemon = True
-    timer.start()
+    _TIMERS.add(delay_s, job, submit)
+
+
+async def wait_durable(future: concurrent.futures.Future[None] | None, what: str) -> None:
+    """Wait for a log's background fsyncs (:meth:`PartitionLog.pending_durability`); a disk error is Kafka's
+    KAFKA_STORAGE_ERROR."""
+    if future is None:
+        return
+    try:
+        await asyncio.wrap_future(future)
+    except OSError as exc:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: cannot write to disk: {exc}") from None

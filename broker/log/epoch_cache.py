@@ -3,13 +3,15 @@
 OffsetForLeaderEpoch answers from it, and a follower uses it after a leader change to find where its log
 diverges. It is checkpointed in the partition directory as ``leader-epoch-checkpoint`` in Kafka's text
 format (a version line ``0``, a count line, then ``epoch start_offset`` lines), rewritten atomically
-whenever it changes (rarely: once per leader change, truncation or retention).
+whenever it changes (rarely: once per leader change, truncation or retention), by ``write`` (the partition
+log's, which writes it on its background thread) or at once.
 """
 
 from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 from broker.log.files import write_atomically
 
@@ -19,8 +21,9 @@ UNDEFINED_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, write: Callable[[str, bytes], None] = write_atomically) -> None:
         self.path = os.path.join(directory, CHECKPOINT_FILE)
+        self._write = write
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
         self._load()
@@ -44,7 +47,7 @@ class LeaderEpochCache:
     def _save(self) -> None:
         lines = ["0", str(len(self._epochs))]
         lines += [f"{epoch} {start}" for epoch, start in zip(self._epochs, self._start_offsets, strict=True)]
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+        self._write(self.path, ("\n".join(lines) + "\n").encode())
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._start_offsets, strict=True))

@@ -34,12 +34,23 @@ plausible and its CRC-32C must match. The first torn or corrupt batch and everyt
 later segments) is cut away; indexes of those segments are rebuilt. With the marker, segments are
 trusted and only indexes that are missing or inconsistent are rebuilt.
 
-Thread safety: every public method holds the log's lock, so the compaction thread can swap cleaned
-segments in (briefly) while the event loop appends and reads.
+Off the caller's thread
+-----------------------
+Nothing that waits for the disk runs on the caller's thread (the broker's event loop): checkpoints (the log
+start offset, the leader epochs) are noted under the lock and written, fsynced, by a job on the background,
+as are the fsyncs ``flush.messages``/``flush.ms`` ask for; the job fsyncs without the lock, on duplicates of
+the files' descriptors. Its order is the one recovery relies on: the checkpoints first, then the data, then the
+recovery point moves past what is durable. An append that asked for a flush carries a future
+(:attr:`AppendResult.durable`) that completes when the data is on disk, and the producer's answer waits for it;
+:meth:`pending_durability` is the same for everything asked so far (DeleteRecords waits for its log start).
+
+Thread safety: every public method holds the log's lock, so the compaction and retention threads can change
+segments (briefly) while the event loop appends and reads.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import random
@@ -99,6 +110,8 @@ class AppendResult:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     duplicate: bool = False
+    # set when the append asked for a flush (flush.messages, flush.ms): completes once the data is fsynced
+    durable: concurrent.futures.Future[None] | None = None
 
 
 class PartitionLog:
@@ -133,6 +146,15 @@ class PartitionLog:
         self._closed = False
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
+        # what the background job is to make durable (see "Off the caller's thread")
+        self._durable_future: concurrent.futures.Future[None] | None = None
+        self._flush_requested: concurrent.futures.Future[None] | None = None  # the future of the flush asked
+        self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
+        self._write_sequence = 0
+        self._written: dict[str, int] = {}  # path -> sequence number of the content on disk
+        self._in_flight: dict[str, tuple[int, bytes]] = {}  # what the background job took to write
+        self._write_lock = threading.Lock()  # taken after self._lock, never before it
+        self._deleted = False
         # Bumped whenever existing segments change (truncation, deletion, compaction swap), so the
         # cleaner can tell that the segments it read are no longer the ones in the log.
         self.structure_version = 0
@@ -140,7 +162,7 @@ class PartitionLog:
         self.cleaned_through_offset = 0
         self.next_tombstone_expiry_ms: int | None = None
         os.makedirs(self.directory, exist_ok=True)
-        self._epochs = LeaderEpochCache(self.directory)
+        self._epochs = LeaderEpochCache(self.directory, write=self._write_later)
         self._open()
 
     # --- opening and recovery ----------------------------------------------------------------------------
@@ -349,9 +371,10 @@ class PartitionLog:
             self._epochs.assign(leader_epoch, base_offset)
             if self.auto_high_watermark:
                 self.high_watermark = last_offset + 1
-            self._after_write(header.records_count, now_ms)
+            durable = self._after_write(header.records_count, now_ms)
             return AppendResult(
-                base_offset, last_offset, -1 if append_time is None else append_time, self.log_start_offset
+                base_offset, last_offset, -1 if append_time is None else append_time, self.log_start_offset,
+                durable=durable,
             )
 
     def _check_size(self, header: BatchHeader) -> None:
@@ -462,31 +485,100 @@ class PartitionLog:
             write_snapshot(self.directory, base_offset, self._producers)
         except OSError as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {self.directory}: {exc}") from exc
-        self._background(self._sync_rolled)
+        self._schedule_durability()
 
-    def _sync_rolled(self) -> None:
-        """The background job of a roll: fsync the finished segments (only their data: indexes are checked on
-        open and rebuilt when they do not fit the log), then move the recovery point past them. The fsyncs
-        run without the lock, on duplicates of the files' descriptors, so appends and reads go on."""
+    # --- durability, off the caller's thread -------------------------------------------------------------
+
+    def _schedule_durability(self) -> concurrent.futures.Future[None]:
+        """The future of the background job that will make what is asked so far durable; the caller holds
+        the lock."""
+        if self._durable_future is None:
+            self._durable_future = concurrent.futures.Future()
+            self._background(self._make_durable)
+        return self._durable_future
+
+    def _write_later(self, path: str, data: bytes) -> None:
+        """Replace the checkpoint ``path`` with ``data``, fsynced, on the background; the caller holds the lock.
+        Of several contents given, the newest stays, whichever thread writes it."""
+        self._write_sequence += 1
+        self._pending_writes[path] = (self._write_sequence, data)
+        self._schedule_durability()
+
+    def _request_flush(self) -> concurrent.futures.Future[None]:
+        """fsync the active segment (and rolled ones not yet synced) on the background; the caller holds the
+        lock."""
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+        self._flush_requested = self._schedule_durability()
+        return self._flush_requested
+
+    def pending_durability(self) -> concurrent.futures.Future[None] | None:
+        """A future that completes once every checkpoint and fsync asked for so far is done; None if none is
+        pending."""
         with self._lock:
-            if self._closed:
-                return  # close() fsynced them
-            segments = self._pending_sync()
-            descriptors = [os.dup(segment.fd) for segment in segments]
+            return self._durable_future
+
+    def pending_flush(self) -> concurrent.futures.Future[None] | None:
+        """The future of the fsync flush.messages/flush.ms asked for, until it is done."""
+        with self._lock:
+            return self._flush_requested
+
+    def _take_writes(self) -> dict[str, tuple[int, bytes]]:
+        writes, self._pending_writes = self._pending_writes, {}
+        return writes
+
+    def _write_now(self) -> None:
+        """Write every checkpoint asked for, the background job's too if it took them and has not written
+        them yet (what it writes later is then older, and skipped); the caller holds the lock."""
+        self._write_files({**self._in_flight, **self._take_writes()})
+
+    def _write_files(self, writes: dict[str, tuple[int, bytes]]) -> None:
+        """Write checkpoints taken with :meth:`_take_writes`, skipping any a newer content has replaced."""
+        with self._write_lock:
+            if self._deleted:
+                return
+            for path, (sequence, data) in writes.items():
+                if sequence > self._written.get(path, 0):
+                    write_atomically(path, data)
+                    self._written[path] = sequence
+
+    def _make_durable(self) -> None:
+        """The background job: checkpoints, then the data of rolled segments (and of the active one when a
+        flush was asked), then the recovery point moves past the rolled segments. Only the segments' data is
+        fsynced: indexes are checked on open and rebuilt when they do not fit the log."""
+        with self._lock:
+            done, self._durable_future = self._durable_future, None
+            writes = self._in_flight = self._take_writes()
+            rolled = [] if self._closed else self._pending_sync()  # close() fsynced them
+            flush = done is not None and self._flush_requested is done
+            flushing = [self._segments[-1]] if flush and not self._closed else []
+            descriptors = [os.dup(segment.fd) for segment in [*rolled, *flushing]]
         try:
+            self._write_files(writes)
             for fd in descriptors:
                 os.fsync(fd)
-            fsync_directory(self.directory)  # the new segments' names
+            if rolled:
+                fsync_directory(self.directory)  # the new segments' names
         except FileNotFoundError:
-            return  # the log was deleted meanwhile
+            pass  # the log was deleted meanwhile
+        except OSError as exc:
+            if done is not None:
+                done.set_exception(exc)
+            raise
         finally:
             for fd in descriptors:
                 os.close(fd)
+            if flush:
+                with self._lock:
+                    self._flush_requested = None if self._flush_requested is done else self._flush_requested
         with self._lock:
-            if self._closed:
-                return
-            self._unsynced = [segment for segment in self._pending_sync() if segment not in segments]
-            self._checkpoint_recovery_point()
+            if self._in_flight is writes:
+                self._in_flight = {}
+            if rolled and not self._closed:
+                self._unsynced = [segment for segment in self._pending_sync() if segment not in rolled]
+                self._checkpoint_recovery_point()
+        if done is not None:
+            done.set_result(None)
 
     def _pending_sync(self) -> list[LogSegment]:
         """The rolled segments still waiting for their fsync (retention and truncation may have deleted some
@@ -508,7 +600,8 @@ class PartitionLog:
         point = self._unsynced[0].base_offset if self._unsynced else self._segments[-1].base_offset
         write_atomically(self._path(RECOVERY_POINT_FILE), str(point).encode(), durable=False)
 
-    def _after_write(self, records: int, now_ms: int) -> None:
+    def _after_write(self, records: int, now_ms: int) -> concurrent.futures.Future[None] | None:
+        """Count the records written; when flush.messages or flush.ms says so, the future of their fsync."""
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now_ms
@@ -516,7 +609,8 @@ class PartitionLog:
             self._unflushed_messages >= self.config.flush_messages
             or now_ms - self._first_unflushed_ms >= self.config.flush_ms
         ):
-            self._flush_locked()
+            return self._request_flush()
+        return None
 
     # --- reads -------------------------------------------------------------------------------------------
 
@@ -637,7 +731,7 @@ class PartitionLog:
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        write_atomically(self._path(LOG_START_FILE), str(offset).encode())
+        self._write_later(self._path(LOG_START_FILE), str(offset).encode())
         self._epochs.truncate_from_start(offset)
         self._producers.remove_before(offset)
 
@@ -696,7 +790,9 @@ class PartitionLog:
         self._segments = [self._new_segment(offset, self._now_ms())]
         self._bases = [offset]
         self.log_start_offset = offset
-        write_atomically(self._path(LOG_START_FILE), str(offset).encode())
+        self._write_later(self._path(LOG_START_FILE), str(offset).encode())
+        # a follower's truncation is not acknowledged to anyone who could wait: it writes at once, as before
+        self._write_now()
         write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode(), durable=False)
         self._epochs.clear()
 
@@ -787,6 +883,10 @@ class PartitionLog:
         durable; the old files are then deleted and the cleaned ones renamed. On open, a ``.cleaning``
         file means the swap is finished; without one, ``*.cleaned`` files are discarded.
         """
+        # the cleaned files are the cleaner's alone until the swap: their fsync does not hold up appends and reads
+        cleaned.close_for_appends()
+        cleaned.flush()
+        cleaned.close()
         with self._lock:
             if self._closed or version != self.structure_version:
                 return None
@@ -797,9 +897,6 @@ class PartitionLog:
                 or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
             ):
                 return None
-            cleaned.close_for_appends()
-            cleaned.flush()
-            cleaned.close()
             base = old[0].base_offset
             end = self._segments[first + len(old)].base_offset
             write_entries(cleaned.txn_index_path, self._aborted.between(base, end))
@@ -858,6 +955,7 @@ class PartitionLog:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
+        self._write_now()
         if self._unsynced:
             self._sync_rolled_now()
             self._checkpoint_recovery_point()
@@ -866,13 +964,13 @@ class PartitionLog:
         self._first_unflushed_ms = None
 
     def flush_if_due(self, now_ms: int) -> bool:
-        """fsync if the oldest unflushed append is older than ``flush.ms``; True if it did."""
+        """Have the background fsync if the oldest unflushed append is older than ``flush.ms``; True if due."""
         with self._lock:
             if self._closed or self._first_unflushed_ms is None:
                 return False
             if now_ms - self._first_unflushed_ms < self.config.flush_ms:
                 return False
-            self._flush_locked()
+            self._request_flush()
             return True
 
     def close(self) -> None:
@@ -890,6 +988,7 @@ class PartitionLog:
             write_atomically(self._path(RECOVERY_POINT_FILE), str(active.base_offset).encode(), durable=False)
             for segment in self._segments:
                 segment.close()
+            self._write_now()
             # The marker says "trust every file": it must not reach the disk before they do.
             with open(self._path(CLEAN_SHUTDOWN_FILE), "wb"):
                 pass
@@ -899,8 +998,11 @@ class PartitionLog:
         """Release files without marking the shutdown clean (the log is about to be deleted)."""
         with self._lock:
             self._closed = True
+            self._pending_writes.clear()
             for segment in self._segments:
                 segment.close()
+            with self._write_lock:  # a checkpoint being written finishes; none is written after
+                self._deleted = True
 
     @property
     def closed(self) -> bool:

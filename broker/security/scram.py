@@ -16,6 +16,11 @@ A login is two SaslAuthenticate rounds: client-first (``n,,n=<user>,r=<nonce>``)
 (``r=<nonce+ours>,s=<salt>,i=<iterations>``); client-final (``c=biws,r=...,p=<proof>``) gets server-final
 (``v=<signature>``) once the proof checks out. An unknown user goes through the same steps with a made-up
 salt and fails at the proof, so the answers do not tell which users exist. Comparisons are constant-time.
+
+The server never derives a key from a password (credentials hold the derived keys), not even for an unknown
+user: that one's salt comes from an HMAC of the name under a key of the server's (kept in ``scram-server.key``
+beside the store, or given: a cluster's, so every broker answers alike), and its keys are random, so a made-up
+login costs what a real one costs and its salt stays the same across tries and restarts, as a real user's does.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from collections.abc import Mapping
@@ -42,6 +46,7 @@ MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 4096
 STORE_FILE = "scram-credentials.json"
+SERVER_KEY_FILE = "scram-server.key"
 _GS2_HEADER = "n,,"
 
 
@@ -83,10 +88,14 @@ def credential_from_password(mechanism: str, password: str, iterations: int = DE
 # --- the store ---------------------------------------------------------------------------------------------
 
 class ScramStore:
-    """user -> mechanism -> credential, kept in a JSON file (base64 fields)."""
+    """user -> mechanism -> credential, kept in a JSON file (base64 fields).
 
-    def __init__(self, path: Path | None) -> None:
+    ``server_key`` makes the salts of unknown users; without one it is read from (or first written to)
+    ``scram-server.key`` beside ``path``, and is the process's own for a store without a file."""
+
+    def __init__(self, path: Path | None, server_key: bytes | None = None) -> None:
         self.path = path
+        self.server_key = server_key if server_key is not None else _load_server_key(path)
         self._users: dict[str, dict[str, ScramCredential]] = {}
         if path is not None and path.exists():
             keep_private(str(path))
@@ -97,6 +106,13 @@ class ScramStore:
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
+
+    def stand_in(self, user: str, mechanism: str) -> ScramCredential:
+        """What an unknown user is answered with: a salt that is the same on every try, keys that match no
+        password, and no key derivation (a real user's login derives none either)."""
+        salt = hmac.new(self.server_key, f"{mechanism}:{user}".encode(), "sha256").digest()
+        size = hashlib.new(_HASHES[mechanism]).digest_size
+        return ScramCredential(salt, secrets.token_bytes(size), secrets.token_bytes(size), DEFAULT_ITERATIONS)
 
     def users(self) -> dict[str, dict[str, int]]:
         """user -> mechanism -> iterations."""
@@ -126,6 +142,25 @@ class ScramStore:
                    for m, c in mechanisms.items()}
             for user, mechanisms in self._users.items()}}
         write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
+
+
+_PROCESS_KEY = secrets.token_bytes(32)
+
+
+def _load_server_key(store_path: Path | None) -> bytes:
+    if store_path is None:
+        return _PROCESS_KEY
+    path = store_path.with_name(SERVER_KEY_FILE)
+    try:
+        key = path.read_bytes()
+        if len(key) == 32:
+            return key
+    except FileNotFoundError:
+        pass
+    key = secrets.token_bytes(32)
+    # a damaged or missing key is replaced: unknown users' salts change once, which tells nothing about real ones
+    write_atomically(str(path), key, private=True)
+    return key
 
 
 _ADD_SCRAM = re.compile(r"^(SCRAM-SHA-256|SCRAM-SHA-512)=\[(.*)\]$")
@@ -237,9 +272,8 @@ class ScramExchange:
             raise ScramError("acting as another user (authzid) is not allowed")
         credential = self.store.get(user, self.mechanism)
         self._known = credential is not None
-        # an unknown user gets a made-up salt and fails at the proof, like any wrong password
-        self._credential = credential or credential_from_password(self.mechanism, secrets.token_hex(16),
-                                                                  DEFAULT_ITERATIONS, salt=_fake_salt(user))
+        # an unknown user gets a stand-in and fails at the proof, like any wrong password
+        self._credential = credential or self.store.stand_in(user, self.mechanism)
         self.user = user
         self._client_first_bare = bare
         self._nonce = attributes["r"] + self.server_nonce
@@ -290,14 +324,6 @@ def _base36(number: int) -> str:
         number, remainder = divmod(number, 36)
         out = digits[remainder] + out
     return out or "0"
-
-
-def _fake_salt(user: str) -> bytes:
-    """The same made-up salt for the same unknown user on every try (a random one would tell)."""
-    return hashlib.sha256(b"burrowpy-unknown-user:" + user.encode() + _FAKE_SALT_KEY).digest()
-
-
-_FAKE_SALT_KEY = os.urandom(16)
 
 
 class ScramClient:

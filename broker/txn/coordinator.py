@@ -329,7 +329,7 @@ class TransactionCoordinator:
             now = self._now_ms()
             meta = self._txns.get(transactional_id)
             if meta is None:
-                meta = TxnMetadata(transactional_id, self.broker.producer_ids.allocate(), 0, timeout_ms,
+                meta = TxnMetadata(transactional_id, await self.broker.producer_ids.allocate(), 0, timeout_ms,
                                    last_update_ms=now)
                 error = await self._transition(meta)
                 return (error, meta.producer_id, meta.producer_epoch) if error == ErrorCode.NONE else (error, -1, -1)
@@ -345,7 +345,7 @@ class TransactionCoordinator:
                     return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1  # the client retries; so do we
                 meta = self._txns[transactional_id]
             if meta.producer_epoch + 1 >= MAX_PRODUCER_EPOCH:
-                bumped = meta.copy(producer_id=self.broker.producer_ids.allocate(), producer_epoch=0,
+                bumped = meta.copy(producer_id=await self.broker.producer_ids.allocate(), producer_epoch=0,
                                    previous_producer_id=meta.producer_id)
             else:
                 bumped = meta.copy(producer_epoch=meta.producer_epoch + 1)

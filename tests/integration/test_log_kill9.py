@@ -42,7 +42,7 @@ WRITER = textwrap.dedent(
         def clean_forever():
             while True:
                 if clean_partition(log, 0):
-                    report("cleaned")
+                    report(f"cleaned {log.cleaned_through_offset}")
         threading.Thread(target=clean_forever, daemon=True).start()
     i = 0
     while True:
@@ -58,9 +58,9 @@ WRITER = textwrap.dedent(
 
 def run_and_kill(
     directory: Path, policy: str, acks_before_kill: int, cleans_before_kill: int = 0
-) -> list[tuple[int, bytes, bytes]]:
+) -> tuple[list[tuple[int, bytes, bytes]], int]:
     """Start the writer, read its acknowledgements (and compaction passes), SIGKILL it once enough
-    have been seen; return what it acknowledged."""
+    have been seen; return what it acknowledged and the offset the last pass reported cleaned up to."""
     child = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(directory), policy],
         cwd=REPO,
@@ -69,11 +69,13 @@ def run_and_kill(
     )
     acked: list[tuple[int, bytes, bytes]] = []
     cleans = 0
+    cleaned_through = 0
 
     def take(line: str) -> None:
-        nonlocal cleans
-        if line == "cleaned\n":
+        nonlocal cleans, cleaned_through
+        if line.startswith("cleaned "):
             cleans += 1
+            cleaned_through = int(line.split()[1])
         elif line.endswith("\n"):
             offset, key, value = line.split()
             acked.append((int(offset), key.encode(), value.encode()))
@@ -92,13 +94,13 @@ def run_and_kill(
     for line in child.stdout:
         take(line)
     child.stdout.close()
-    return acked
+    return acked, cleaned_through
 
 
 @pytest.mark.parametrize("acks_before_kill", [150, 1200, 4000])
 def test_every_acknowledged_append_survives_kill_9(tmp_path, acks_before_kill):
     directory = tmp_path / "p"
-    acked = run_and_kill(directory, "delete", acks_before_kill)
+    acked, _ = run_and_kill(directory, "delete", acks_before_kill)
     log = PartitionLog(directory, LogConfig(segment_bytes=4096, index_interval_bytes=256))
     stored = {r.offset: (r.key, r.value) for r in decode_records_any(log.read(0, 1 << 30))}
     assert log.log_end_offset >= acked[-1][0] + 1
@@ -113,14 +115,17 @@ def test_every_acknowledged_append_survives_kill_9(tmp_path, acks_before_kill):
 @pytest.mark.parametrize("acks_before_kill", [500, 3000])
 def test_compaction_killed_midway_loses_no_acknowledged_latest_value(tmp_path, acks_before_kill):
     directory = tmp_path / "p"
-    acked = run_and_kill(directory, "compact", acks_before_kill, cleans_before_kill=2)
+    acked, cleaned_through = run_and_kill(directory, "compact", acks_before_kill, cleans_before_kill=2)
     log = PartitionLog(
         directory, LogConfig(segment_bytes=4096, index_interval_bytes=256, cleanup_policy=("compact",))
     )
     records = decode_records_any(log.read(0, 1 << 30))
     offsets = [r.offset for r in records]
     assert offsets == sorted(set(offsets))
-    assert len(records) < len(acked) / 2, "the cleaner never ran"
+    # what the passes cleaned holds at most one record per key (7 keys); the appends go on during a pass (its
+    # fsyncs hold no lock), so how much of the log that is depends on the machine
+    assert cleaned_through > 0, "the cleaner never ran"
+    assert len([r for r in records if r.offset < cleaned_through]) <= 7
     assert not [name for name in os.listdir(directory) if name.endswith((".cleaned", ".cleaning"))]
     stored = {r.offset: (r.key, r.value) for r in records}
     latest: dict[bytes, tuple[int, bytes]] = {}

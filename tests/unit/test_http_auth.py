@@ -18,7 +18,14 @@ from burrowpy.config import ConfigError, parse_config
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.base import Coordinator
 from burrowpy.daemon import module_classes
-from burrowpy.httpauth import PasswordHash, hash_password, token_digest
+from burrowpy.httpauth import (
+    LOGIN_BURST,
+    LOGIN_REFILL_S,
+    LoginThrottle,
+    PasswordHash,
+    hash_password,
+    token_digest,
+)
 from burrowpy.httpserver import HttpServerCoordinator
 from burrowpy.logging import LogControl
 
@@ -101,6 +108,35 @@ async def test_wrong_or_malformed_credentials_are_refused(server):
                     {"Authorization": "Basic !!!not-base64"}, {"Authorization": "Digest abc"},
                     {"Authorization": "Basic " + base64.b64encode(b"no-colon").decode()}):
         assert (await ask(url, headers=headers))[0] == 401, headers
+
+
+async def test_failed_logins_are_limited_per_user_and_per_address(server):
+    url = server.url("checked") + "/v3/kafka"
+    for number in range(LOGIN_BURST):  # a user mistyping, or a guesser's first tries: checked, refused
+        assert (await ask(url, headers=basic("grafana" if number % 2 else "nobody", f"guess-{number}")))[0] == 401
+    status, headers, body = await ask(url, headers=basic("grafana", "guess"))
+    assert status == 429 and 0 < int(headers["Retry-After"]) <= LOGIN_REFILL_S
+    assert headers["Content-Type"] == "application/json"
+    assert body.startswith('{"error":true,"message":"too many failed logins: retry after')
+    # the address is over its limit, whoever it names; tokens (not guessable) still work
+    assert (await ask(url, headers=basic("alice", "alice-pass")))[0] == 429
+    assert (await ask(url, headers=bearer(READER_TOKEN)))[0] == 200
+
+
+def test_the_login_throttle_refills_and_gives_back_what_succeeded():
+    throttle = LoginThrottle(burst=3, refill_s=10.0)
+    keys = ("user:grafana", "address:10.0.0.1")
+    for _ in range(3):
+        assert throttle.wait_s(keys, 0.0) == 0
+        throttle.take(keys, 0.0)
+    assert throttle.wait_s(keys, 0.0) == 10.0
+    assert throttle.wait_s(("user:grafana", "address:10.0.0.2"), 0.0) == 10.0  # the user is limited anywhere
+    assert throttle.wait_s(("user:alice", "address:10.0.0.2"), 0.0) == 0
+    assert throttle.wait_s(keys, 4.0) == 6.0
+    assert throttle.wait_s(keys, 10.0) == 0
+    throttle.take(keys, 10.0)
+    throttle.take(keys, 10.0, -1)  # that login succeeded
+    assert throttle.wait_s(keys, 10.0) == 0
 
 
 async def test_readers_read_everything_and_change_nothing(server):

@@ -12,7 +12,7 @@ from log_harness import Clock, all_records, batch, config
 
 from broker.log.background import BackgroundThread
 from broker.log.files import read_int
-from broker.log.partition import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, PartitionLog
+from broker.log.partition import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, PartitionLog
 
 SMALL = config(segment_bytes=300)
 
@@ -39,7 +39,7 @@ def recovery_point(directory) -> int | None:
 
 def test_the_recovery_point_moves_past_a_rolled_segment_only_once_the_background_has_synced_it(tmp_path):
     log, jobs = rolled_log(tmp_path / "p")
-    assert len(jobs) == 2  # one job per roll, none run on the appending thread
+    assert len(jobs) == 1  # the rolls share one job while it waits, none run on the appending thread
     assert recovery_point(tmp_path / "p") is None
     jobs.pop(0)()  # the first job syncs every segment waiting by then
     active = log._segments[-1].base_offset
@@ -113,6 +113,39 @@ def test_the_default_background_syncs_on_its_own_thread(tmp_path):
         os.fsync = real_fsync
     assert seen and set(seen) == {"test-flusher"}
     assert recovery_point(tmp_path / "p") == log._segments[-1].base_offset
+
+
+def test_flush_messages_and_delete_records_fsync_on_the_background_and_say_when_done(tmp_path, monkeypatch):
+    synced_on = []
+    real_fsync = os.fsync
+
+    def watched_fsync(fd):
+        synced_on.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", watched_fsync)
+    jobs = Jobs()
+    log = PartitionLog(tmp_path / "p", config(flush_messages=1), Clock(), background=jobs.append)
+    first = log.append(batch(2))
+    second = log.append(batch(2))
+    assert first.durable is second.durable is log.pending_flush()  # one fsync serves both
+    assert not first.durable.done() and synced_on == []  # nothing waited for the disk on this thread
+    jobs.run()
+    assert first.durable.done() and first.durable.exception() is None and log.pending_flush() is None
+    assert synced_on and set(synced_on) == {threading.current_thread().name}  # the job's (here: the test's)
+
+    log.delete_records_before(3)
+    start_file = tmp_path / "p" / LOG_START_FILE
+    assert not start_file.exists()  # written by the job
+    pending = log.pending_durability()
+    assert pending is not None and not pending.done()
+    jobs.run()
+    assert pending.done() and read_int(str(start_file)) == 3
+    log.delete_records_before(4)
+    log.close()  # what the job has not written yet, close writes
+    assert read_int(str(start_file)) == 4
+    jobs.run()  # the late job changes nothing
+    assert read_int(str(start_file)) == 4 and pending.done()
 
 
 def test_background_jobs_run_in_order_and_a_failing_one_is_logged(tmp_path):

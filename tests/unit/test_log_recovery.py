@@ -276,6 +276,9 @@ class LogModel(RuleBasedStateMachine):
         offset = data.draw(st.integers(0, self.end))
         assert self.log.delete_records_before(offset) == max(self.log_start, offset)
         self.log_start = max(self.log_start, offset)
+        pending = self.log.pending_durability()
+        if pending is not None:  # what DeleteRecords waits for before it answers
+            pending.result(10)
 
     @invariant()
     def matches_model(self):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 
 import pytest
@@ -66,6 +67,31 @@ def test_an_unknown_user_fails_only_at_the_proof_with_a_stable_salt():
     exchange.first(b"n,,n=nobody,r=abc")
     with pytest.raises(ScramError):
         exchange.final(b"c=biws,r=abcxyz,p=" + base64.b64encode(bytes(32)))
+
+
+def test_an_unknown_user_costs_no_key_derivation_and_keeps_its_salt_across_restarts(tmp_path, monkeypatch):
+    rfc_store(tmp_path)
+
+    def derive(*args):
+        raise AssertionError("a key was derived from a password for an unknown user")
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", derive)
+    answers = [ScramExchange("SCRAM-SHA-256", ScramStore(tmp_path / "scram.json")).first(b"n,,n=nobody,r=abc")
+               for _ in range(2)]  # each store a restart: it reads its key back
+    salt, iterations = answers[0].split(b",s=")[1].split(b",i=")
+    assert answers[1].split(b",s=")[1] == salt + b",i=" + iterations and iterations == b"4096"
+    assert len(base64.b64decode(salt)) == 32  # as long as a real user's
+    other = ScramExchange("SCRAM-SHA-256", ScramStore(tmp_path / "scram.json")).first(b"n,,n=someone,r=abc")
+    assert other.split(b",s=")[1].split(b",")[0] != salt
+    assert (tmp_path / "scram-server.key").stat().st_mode & 0o777 == 0o600
+    exchange = ScramExchange("SCRAM-SHA-256", ScramStore(tmp_path / "scram.json"), server_nonce="xyz")
+    exchange.first(b"n,,n=nobody,r=abc")
+    with pytest.raises(ScramError, match="^invalid credentials$"):  # what a wrong password gets
+        exchange.final(b"c=biws,r=abcxyz,p=" + base64.b64encode(bytes(32)))
+    # a server key given (a cluster's, the same on every broker) makes the salts
+    given = [ScramExchange("SCRAM-SHA-512", ScramStore(None, b"k" * 32)).first(b"n,,n=nobody,r=abc")
+             for _ in range(2)]
+    assert given[0].split(b",s=")[1] == given[1].split(b",s=")[1]
 
 
 def test_the_store_keeps_no_passwords_and_survives_a_reload(tmp_path):
