@@ -132,6 +132,15 @@ def test_unadvertised_version_closes_connection(broker, wire):
     assert still_serving(broker.port)
 
 
+@pytest.mark.parametrize(("version", "asked", "answered_name"), [
+    (10, {"name": None, "topic_id": bytes(16)}, ""),
+    (11, {"name": "by-name-and-id", "topic_id": b"\x01" * 16}, "by-name-and-id")])
+def test_metadata_before_v12_refuses_a_topic_asked_for_by_id(wire, version, asked, answered_name):
+    """Kafka: topic ids in a Metadata request only from v12; before, INVALID_REQUEST for each topic asked for."""
+    answer = wire.call(ApiKey.METADATA, version, {"topics": [asked, {"name": "by-name", "topic_id": bytes(16)}]})
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [(answered_name, 42), ("by-name", 42)]
+
+
 def test_oversized_frame_closes_connection(broker, wire):
     wire.sock.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16)
     assert wire.is_closed()
