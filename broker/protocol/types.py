@@ -103,6 +103,14 @@ class EncodeError(ValueError):
     """
 
 
+class StringTooLongError(EncodeError):
+    """A string longer than the 32767 bytes an int16 length can announce.
+
+    Not always a bug: a request's string of invalid UTF-8 decodes with U+FFFD in place of each bad byte
+    (as Java's does) and so can be up to three times as long when a response carries it back.
+    """
+
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -318,6 +326,8 @@ read_string, read_nullable_string, read_compact_string, read_compact_nullable_st
 
 def write_string(out: list, value: str) -> None:
     encoded = value.encode()
+    if len(encoded) > 0x7FFF:
+        raise StringTooLongError(f"a string of {len(encoded)} bytes is longer than a string can be (32767)")
     out.append(INT16.pack(len(encoded)))
     out.append(encoded)
 

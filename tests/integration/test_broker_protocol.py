@@ -141,6 +141,18 @@ def test_metadata_before_v12_refuses_a_topic_asked_for_by_id(wire, version, aske
     assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [(answered_name, 42), ("by-name", 42)]
 
 
+def test_an_answer_that_cannot_carry_a_string_closes_the_connection_without_a_traceback(broker, wire):
+    """A group id of 32767 bytes of invalid UTF-8 decodes as 32767 U+FFFD, three bytes each: no int16-length
+    string can carry it back. Kafka cannot serialize that answer either; the connection is closed, and that is
+    no crash of the broker's."""
+    wire.send_raw(struct.pack(">hhih", ApiKey.DESCRIBE_GROUPS, 0, 1, 1) + b"t"
+                  + struct.pack(">ih", 1, 0x7FFF) + b"\xff" * 0x7FFF)
+    assert wire.is_closed()
+    assert still_serving(broker.port)
+    assert "cannot carry a string" in broker.log_text()
+    assert "Traceback" not in broker.log_text()
+
+
 def test_oversized_frame_closes_connection(broker, wire):
     wire.sock.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16)
     assert wire.is_closed()
