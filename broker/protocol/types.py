@@ -309,6 +309,7 @@ def _sized_readers(size: struct.Struct, what: str, take: Callable[[Buffer, int, 
 
 
 # ----- strings ----------------------------------------------------------------------------------
+MAX_STRING_BYTES = 0x7FFF
 # Invalid UTF-8 is replaced (U+FFFD), not rejected: Kafka decodes strings with Java's String
 # constructor, which does the same, so a client Kafka accepts is accepted here too.
 
@@ -324,10 +325,16 @@ read_string, read_nullable_string, read_compact_string, read_compact_nullable_st
     INT16, "string", _slice_text)
 
 
+def fits_a_string(value: str) -> bool:
+    """True if ``value`` can be written as a string (a request's string may not: see StringTooLongError)."""
+    return len(value) <= MAX_STRING_BYTES // 3 or len(value.encode()) <= MAX_STRING_BYTES
+
+
 def write_string(out: list, value: str) -> None:
     encoded = value.encode()
-    if len(encoded) > 0x7FFF:
-        raise StringTooLongError(f"a string of {len(encoded)} bytes is longer than a string can be (32767)")
+    if len(encoded) > MAX_STRING_BYTES:
+        raise StringTooLongError(f"a string of {len(encoded)} bytes is longer than a string can be "
+                                 f"({MAX_STRING_BYTES})")
     out.append(INT16.pack(len(encoded)))
     out.append(encoded)
 

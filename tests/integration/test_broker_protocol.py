@@ -153,6 +153,18 @@ def test_an_answer_that_cannot_carry_a_string_closes_the_connection_without_a_tr
     assert "Traceback" not in broker.log_text()
 
 
+def test_a_transactional_id_too_long_for_the_transaction_log_is_answered(broker, wire):
+    """32767 bytes of invalid UTF-8 decode as three times as many: more than the transaction log's key can hold.
+    Kafka fails writing that key and answers UNKNOWN_SERVER_ERROR; the connection stays up."""
+    wire.correlation += 1
+    wire.send_raw(struct.pack(">hhih", ApiKey.INIT_PRODUCER_ID, 1, wire.correlation, 1) + b"t"
+                  + struct.pack(">h", 0x7FFF) + b"\xff" * 0x7FFF + struct.pack(">i", 60000))
+    correlation, answer = wire.recv(ApiKey.INIT_PRODUCER_ID, 1)
+    assert (correlation, answer["error_code"], answer["producer_id"]) == (wire.correlation, -1, -1)
+    assert wire.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+    assert "Traceback" not in broker.log_text()
+
+
 def test_oversized_frame_closes_connection(broker, wire):
     wire.sock.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16)
     assert wire.is_closed()
