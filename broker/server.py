@@ -36,7 +36,7 @@ from broker.protocol.api import (
     encode_response,
     encode_response_chunks,
 )
-from broker.protocol.types import FileRegion
+from broker.protocol.types import FileRegion, StringTooLongError
 from broker.security.acl import ANONYMOUS, certificate_principal
 from broker.security.sasl import PLAIN, SaslSettings
 from broker.security.scram import ScramError, ScramExchange
@@ -390,7 +390,13 @@ class KafkaServer:
             return False
         if result is None:
             return None
-        return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
+        try:
+            return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
+        except StringTooLongError as exc:
+            # Kafka cannot serialize such an answer either; the client learns from the closed connection
+            log.warning("closing connection: the answer cannot carry a string the request made too long",
+                        api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
+            return False
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         """KIP-511: an ApiVersions request of a version we do not know is answered as v0 with error 35."""

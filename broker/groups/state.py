@@ -104,6 +104,12 @@ class InitialJoinDelay:
     remaining_ms: int
 
 
+def _names(protocols: Protocols) -> set[str]:
+    """The protocol names a member offers, each once: a member that lists one twice still counts once toward
+    "supported by every member"."""
+    return {name for name, _ in protocols}
+
+
 @dataclass(eq=False)
 class ClassicGroup:
     group_id: str
@@ -159,7 +165,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.supported_protocols.update(name for name, _ in member.protocols)
+        self.supported_protocols.update(_names(member.protocols))
         member.join_reply = join_reply
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
@@ -170,7 +176,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self.supported_protocols.subtract(_names(member.protocols))
         self.supported_protocols += Counter()  # drop protocols nobody supports any more
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
@@ -182,9 +188,9 @@ class ClassicGroup:
 
     def update_member(self, member: Member, protocols: Protocols, rebalance_timeout_ms: int,
                       session_timeout_ms: int, join_reply: Reply | None) -> None:
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self.supported_protocols.subtract(_names(member.protocols))
         member.protocols = protocols
-        self.supported_protocols.update(name for name, _ in protocols)
+        self.supported_protocols.update(_names(protocols))
         self.supported_protocols += Counter()
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms

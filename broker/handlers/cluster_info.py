@@ -116,6 +116,10 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     if requested is None or (ctx.api_version == 0 and not requested):
         # every topic the principal may describe; the others are left out
         topics = _every_topic(ctx, live, operations, described)
+    elif ctx.api_version < 12 and any(t["name"] is None or t["topic_id"] != ZERO_UUID for t in requested):
+        # v10 and v11 carry topic ids but a topic cannot be asked for by id before v12: Kafka refuses the
+        # request, each topic INVALID_REQUEST, a null name answered as "" (the response's name is not nullable)
+        topics = [_error_topic(t["name"] or "", ErrorCode.INVALID_REQUEST, t["topic_id"]) for t in requested]
     else:
         auto_create = broker.config["auto.create.topics.enable"] and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])

@@ -21,6 +21,7 @@ from broker.handlers.registry import RequestContext, handler
 from broker.handlers.transactions import fenced_error
 from broker.protocol.api import ApiKey
 from broker.protocol.records import BatchHeader
+from broker.protocol.types import fits_a_string
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
@@ -154,6 +155,11 @@ async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": refused, "producer_id": -1, "producer_epoch": -1}
     if request["transactional_id"] is not None:
+        if not fits_a_string(request["transactional_id"]):
+            # invalid UTF-8 made it longer than the transaction log's key can hold: Kafka fails writing that
+            # key and answers UNKNOWN_SERVER_ERROR
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "producer_id": -1,
+                    "producer_epoch": -1}
         error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], request["producer_id"],
             request["producer_epoch"], fenced_error(ctx))

@@ -103,6 +103,14 @@ class EncodeError(ValueError):
     """
 
 
+class StringTooLongError(EncodeError):
+    """A string longer than the 32767 bytes an int16 length can announce.
+
+    Not always a bug: a request's string of invalid UTF-8 decodes with U+FFFD in place of each bad byte
+    (as Java's does) and so can be up to three times as long when a response carries it back.
+    """
+
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -301,6 +309,7 @@ def _sized_readers(size: struct.Struct, what: str, take: Callable[[Buffer, int, 
 
 
 # ----- strings ----------------------------------------------------------------------------------
+MAX_STRING_BYTES = 0x7FFF
 # Invalid UTF-8 is replaced (U+FFFD), not rejected: Kafka decodes strings with Java's String
 # constructor, which does the same, so a client Kafka accepts is accepted here too.
 
@@ -316,8 +325,16 @@ read_string, read_nullable_string, read_compact_string, read_compact_nullable_st
     INT16, "string", _slice_text)
 
 
+def fits_a_string(value: str) -> bool:
+    """True if ``value`` can be written as a string (a request's string may not: see StringTooLongError)."""
+    return len(value) <= MAX_STRING_BYTES // 3 or len(value.encode()) <= MAX_STRING_BYTES
+
+
 def write_string(out: list, value: str) -> None:
     encoded = value.encode()
+    if len(encoded) > MAX_STRING_BYTES:
+        raise StringTooLongError(f"a string of {len(encoded)} bytes is longer than a string can be "
+                                 f"({MAX_STRING_BYTES})")
     out.append(INT16.pack(len(encoded)))
     out.append(encoded)
 

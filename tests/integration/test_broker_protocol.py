@@ -132,6 +132,39 @@ def test_unadvertised_version_closes_connection(broker, wire):
     assert still_serving(broker.port)
 
 
+@pytest.mark.parametrize(("version", "asked", "answered_name"), [
+    (10, {"name": None, "topic_id": bytes(16)}, ""),
+    (11, {"name": "by-name-and-id", "topic_id": b"\x01" * 16}, "by-name-and-id")])
+def test_metadata_before_v12_refuses_a_topic_asked_for_by_id(wire, version, asked, answered_name):
+    """Kafka: topic ids in a Metadata request only from v12; before, INVALID_REQUEST for each topic asked for."""
+    answer = wire.call(ApiKey.METADATA, version, {"topics": [asked, {"name": "by-name", "topic_id": bytes(16)}]})
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [(answered_name, 42), ("by-name", 42)]
+
+
+def test_an_answer_that_cannot_carry_a_string_closes_the_connection_without_a_traceback(broker, wire):
+    """A group id of 32767 bytes of invalid UTF-8 decodes as 32767 U+FFFD, three bytes each: no int16-length
+    string can carry it back. Kafka cannot serialize that answer either; the connection is closed, and that is
+    no crash of the broker's."""
+    wire.send_raw(struct.pack(">hhih", ApiKey.DESCRIBE_GROUPS, 0, 1, 1) + b"t"
+                  + struct.pack(">ih", 1, 0x7FFF) + b"\xff" * 0x7FFF)
+    assert wire.is_closed()
+    assert still_serving(broker.port)
+    assert "cannot carry a string" in broker.log_text()
+    assert "Traceback" not in broker.log_text()
+
+
+def test_a_transactional_id_too_long_for_the_transaction_log_is_answered(broker, wire):
+    """32767 bytes of invalid UTF-8 decode as three times as many: more than the transaction log's key can hold.
+    Kafka fails writing that key and answers UNKNOWN_SERVER_ERROR; the connection stays up."""
+    wire.correlation += 1
+    wire.send_raw(struct.pack(">hhih", ApiKey.INIT_PRODUCER_ID, 1, wire.correlation, 1) + b"t"
+                  + struct.pack(">h", 0x7FFF) + b"\xff" * 0x7FFF + struct.pack(">i", 60000))
+    correlation, answer = wire.recv(ApiKey.INIT_PRODUCER_ID, 1)
+    assert (correlation, answer["error_code"], answer["producer_id"]) == (wire.correlation, -1, -1)
+    assert wire.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+    assert "Traceback" not in broker.log_text()
+
+
 def test_oversized_frame_closes_connection(broker, wire):
     wire.sock.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16)
     assert wire.is_closed()

@@ -103,6 +103,18 @@ def test_inconsistent_protocols_are_refused():
     assert Harness().join(protocol_type="")[0].error == E.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_a_protocol_listed_twice_by_one_member_is_not_supported_by_every_member():
+    """Counted once per member: else a second member without "roundrobin" would be let in, and the rebalance
+    would find no protocol at all every member supports."""
+    h = Harness()
+    a = h.join(protocols=(("roundrobin", None), ("roundrobin", None)))
+    assert h.join(protocols=(("range", None),))[0].error == E.INCONSISTENT_GROUP_PROTOCOL
+    b = h.join(protocols=(("range", None), ("roundrobin", None)))
+    h.finish_initial_delay(a)
+    assert a[0].error == b[0].error == E.NONE
+    assert a[0].protocol_name == b[0].protocol_name == "roundrobin"
+
+
 def test_join_errors():
     h = Harness()
     assert h.join(group="")[0].error == E.INVALID_GROUP_ID
