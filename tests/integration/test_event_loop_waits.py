@@ -27,7 +27,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from harness import BURROWPY, ROOT, BrokerProcess, free_port, wait_until
+from harness import BURROWPY, ROOT, BrokerProcess, free_port, secret_file, wait_until
 from loop_probe import baseline, percentile, probing, summary
 from sasl_support import start_sasl_broker
 
@@ -125,7 +125,8 @@ def test_scram_logins_of_unknown_users(tmp_path):
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    }, args=("--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret]"))
+    }, args=("--add-scram",
+             f"SCRAM-SHA-512=[name=alice,password-file={secret_file(tmp_path, 'alice.password', 'alice-secret')}]"))
     try:
         idle = baseline(sasl.process.port)
         with probing(sasl.process.port) as probe:
