@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
+from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_login import BrokerCredential, BrokerLoginClient, BrokerLoginError
 from broker.security.scram import ScramClient, ScramError
 
 _SIZE = struct.Struct(">i")
@@ -36,12 +38,14 @@ class ClientSecurity:
 
 class KafkaConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "burrowpy", timeout: float = 30.0,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, broker_credential: BrokerCredential | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
         self.security = security
+        # a broker's connection to another: after the listener's login, it proves it is a broker of the cluster
+        self.broker_credential = broker_credential
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(1)
@@ -68,6 +72,8 @@ class KafkaConnection:
         self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
         if self.security is not None and self.security.sasl_mechanism:
             await self._log_in(self.security)
+        if self.broker_credential is not None:
+            await self._log_in_as_broker(self.broker_credential)
 
     async def _log_in(self, security: ClientSecurity) -> None:
         """SaslHandshake v1, then SaslAuthenticate: one round for PLAIN, two for SCRAM."""
@@ -87,6 +93,21 @@ class KafkaConnection:
         except ScramError as exc:
             await self.close()
             raise ClientError(f"SASL {mechanism} login to {self.host}:{self.port} failed: {exc}") from None
+
+    async def _log_in_as_broker(self, credential: BrokerCredential) -> None:
+        """The inter-broker login (broker.security.broker_login): SaslHandshake v1, then two SaslAuthenticate
+        rounds."""
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": BROKER_MECHANISM}, version=1)
+        if handshake["error_code"]:
+            await self.close()
+            raise ClientError(f"{self.host}:{self.port} does not take the inter-broker login (error "
+                              f"{handshake['error_code']}): not a broker of this cluster")
+        login = BrokerLoginClient(credential)
+        try:
+            login.verify(await self._authenticate(login.final(await self._authenticate(login.first()))))
+        except BrokerLoginError as exc:
+            await self.close()
+            raise ClientError(f"inter-broker login to {self.host}:{self.port} failed: {exc}") from None
 
     async def _authenticate(self, token: bytes) -> bytes:
         answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)

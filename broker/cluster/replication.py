@@ -1,6 +1,7 @@
 """Partition replication: leaders track their followers, followers copy their leaders' logs.
 
-Leader side: every follower Fetch (``replica_id >= 0``) reports the follower's log end to
+Leader side: every follower Fetch (``replica_id >= 0``, from a broker of this cluster: the Fetch handler takes
+no other, see :meth:`broker.handlers.registry.RequestContext.from_cluster_broker`) reports the follower's log end to
 :meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
 into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through the
 ``propose_isr`` callback (default: ``broker.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
@@ -18,7 +19,9 @@ single node); a partition taken over here (leader or follower) gets ``auto_high_
 high watermark is set only from here.
 
 What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
-leader's address) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
+leader's address), ``inter_broker_key`` and ``broker_epoch`` (to log in to the leader as a broker of the
+cluster, :mod:`broker.security.broker_login`) and ``notify_appended`` (to wake long polls when the high
+watermark moves). What it must
 call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it must not move the high
 watermark itself), and expose the manager as ``broker.replica_manager`` for the Produce and Fetch handlers.
 """
@@ -40,6 +43,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from broker.protocol.api import ApiKey
 from broker.protocol.records import iter_batches
+from broker.security.broker_login import BrokerCredential
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -233,15 +237,18 @@ class LeaderFetcher:
         followed.retry_at = asyncio.get_running_loop().time() + backoff
 
     async def _connect(self) -> KafkaConnection:
-        if self._connection is not None:
+        credential = self.manager.broker_credential()
+        if self._connection is not None and self._connection.broker_credential == credential:
             return self._connection
+        await self._disconnect()  # none yet, or logged in at a broker epoch this broker no longer has
         address = self.manager.broker_address(self.leader_id)
         if address is None:
             raise ClientError(f"leader {self.leader_id} is not among the live brokers")
         host, port = address
         timeout = self.manager.fetcher_settings["replica.socket.timeout.ms"] / 1000
         connection = KafkaConnection(host, port, client_id=f"replica-fetcher-{self.manager.node_id}",
-                                     timeout=timeout, security=self.manager.broker.config.inter_broker_security)
+                                     timeout=timeout, security=self.manager.broker.config.inter_broker_security,
+                                     broker_credential=credential)
         await connection.open()
         self._connection = connection
         return connection
@@ -323,13 +330,16 @@ class LeaderFetcher:
             "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
         })
-        if response["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
-            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                             "the leader's ACLs refuse this broker's fetches: the principal brokers log in with on "
-                             "the inter-broker listener needs CLUSTER_ACTION on the cluster (list it in super.users, "
-                             "as Kafka's docs advise)")
         if response["error_code"]:
             raise KafkaError(ErrorCode(response["error_code"]), "replica fetch refused")
+        if any(part["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+               for topic in response["responses"] for part in topic["partitions"]):
+            # Kafka's answer to a follower fetch it does not take from a broker; a new connection logs in again
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             "the leader refuses this broker's fetches: either it no longer counts this broker as "
+                             "registered at the broker epoch it logged in with (it logs in again), or its ACLs "
+                             "refuse the principal brokers log in with on the inter-broker listener, which needs "
+                             "CLUSTER_ACTION on the cluster (list it in super.users, as Kafka's docs advise)")
         for topic in response["responses"]:
             for part in topic["partitions"]:
                 entry = sent.get((topic["topic"], part["partition_index"]))
@@ -618,6 +628,16 @@ class ReplicaManager:
                  isr=list(led.state.isr))
 
     # --- helpers ----------------------------------------------------------------------------------------
+
+    def broker_credential(self) -> BrokerCredential:
+        """What this broker logs in to other brokers with: its node id and current broker epoch, and the key
+        from the cluster secret. ClientError while it is not a registered, unfenced broker (then no other
+        broker takes its fetches or markers)."""
+        key, epoch = self.broker.inter_broker_key, self.broker.broker_epoch(self.node_id)
+        if key is None or epoch is None:
+            raise ClientError(f"broker {self.node_id} is not a registered, unfenced broker of the cluster (yet): "
+                              "other brokers do not take its requests")
+        return BrokerCredential(self.node_id, epoch, key)
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         for live_id, host, port, _rack in self.broker.live_brokers():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -110,9 +110,12 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     follower = request["replica_id"] >= 0
     read_committed = request["isolation_level"] == READ_COMMITTED and not follower
     if follower:
-        if not ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "session_id": 0,
-                    "responses": []}
+        if not ctx.from_cluster_broker(request["replica_id"]):
+            # Kafka's answer to a follower fetch it may not take: every partition refused, nothing read or counted
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": [
+                {"topic": topic["topic"], "partitions": [
+                    _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for part in topic["partitions"]]} for topic in request["topics"]]}
         _record_follower_progress(broker, request)
     readable = {topic["topic"]: follower or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic["topic"])
                 for topic in request["topics"]}

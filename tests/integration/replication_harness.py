@@ -30,9 +30,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from broker.broker import Broker  # noqa: E402
+from broker.cluster.keys import derive_key  # noqa: E402
 from broker.cluster.replication import ReplicaManager  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.protocol.records import decode_records_any  # noqa: E402
+
+SECRET = "replication test secret"  # the static cluster's: its brokers prove themselves to each other with it
+BROKER_EPOCH = 0
 
 
 @dataclass
@@ -49,6 +53,7 @@ class StaticClusterBroker(Broker):
         self.peers = peers  # node id -> port on 127.0.0.1
         self.assignments: dict[tuple[str, int], Assignment] = {}
         self.replica_manager = ReplicaManager(self)
+        self.inter_broker_key = derive_key(SECRET, "inter-broker")
 
     async def start(self) -> None:
         await super().start()
@@ -60,6 +65,10 @@ class StaticClusterBroker(Broker):
 
     def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [(node_id, "127.0.0.1", port, None) for node_id, port in sorted(self.peers.items())]
+
+    def broker_epoch(self, node_id: int) -> int | None:
+        """Every peer is registered, at one epoch that never changes."""
+        return BROKER_EPOCH if node_id in self.peers else None
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         assignment = self.assignments.get((topic, partition))
