@@ -20,6 +20,7 @@ from broker.client import ClientError, KafkaConnection
 from broker.cluster.keys import derive_key
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
+from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_login import BrokerCredential
 
 pytestmark = pytest.mark.integration
@@ -42,13 +43,17 @@ def cluster(tmp_path_factory) -> Iterator[BrokerCluster]:
         cluster.stop()
 
 
-def ask(cluster: BrokerCluster, node_id: int, api_key: int, body: dict[str, Any],
-        version: int | None = None) -> dict[str, Any]:
+def ask_at(bootstrap: str, api_key: int, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
     async def request() -> dict[str, Any]:
-        async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=10) as connection:
+        async with await KafkaConnection.connect(bootstrap, timeout=10) as connection:
             return await connection.request(api_key, body, version=version)
 
     return asyncio.run(request())
+
+
+def ask(cluster: BrokerCluster, node_id: int, api_key: int, body: dict[str, Any],
+        version: int | None = None) -> dict[str, Any]:
+    return ask_at(cluster.brokers[node_id].bootstrap, api_key, body, version)
 
 
 def follower_fetch(replica_id: int, topic: str, offsets: dict[int, int]) -> dict[str, Any]:
@@ -197,3 +202,31 @@ def test_only_the_clusters_secret_and_a_current_broker_epoch_log_in(cluster):
     # broker 2's own credential, asking as broker 3: refused, as from a client
     answer = asyncio.run(log_in(BrokerCredential(2, current, key), follower_fetch(3, "__consumer_offsets", {0: 0})))
     assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_broken_or_misplaced_broker_login_closes_only_its_connection(cluster, broker):
+    """Garbage in the login gets SASL_AUTHENTICATION_FAILED and the connection closed; a single node, which has
+    no other brokers, does not take the mechanism at all; both brokers go on serving."""
+
+    async def attempt(bootstrap: str, token: bytes) -> tuple[int, int | None, bool]:
+        async with await KafkaConnection.connect(bootstrap, timeout=10) as connection:
+            handshake = await connection.request(ApiKey.SASL_HANDSHAKE, {"mechanism": BROKER_MECHANISM}, version=1)
+            if handshake["error_code"]:
+                closed = await _closed(connection)
+                return handshake["error_code"], None, closed
+            answer = await connection.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)
+            return handshake["error_code"], answer["error_code"], await _closed(connection)
+
+    assert asyncio.run(attempt(cluster.brokers[1].bootstrap, b"not a client-first message")) == \
+        (ErrorCode.NONE, ErrorCode.SASL_AUTHENTICATION_FAILED, True)
+    assert asyncio.run(attempt(broker.bootstrap, b"")) == (ErrorCode.UNSUPPORTED_SASL_MECHANISM, None, True)
+    assert cluster.metadata(1)["brokers"] and ask_at(broker.bootstrap, ApiKey.METADATA, {"topics": []})["brokers"]
+
+
+async def _closed(connection: KafkaConnection) -> bool:
+    try:
+        await connection.request(ApiKey.METADATA, {"topics": []})
+    except ClientError:
+        return True
+    return False
+
