@@ -342,9 +342,14 @@ class LeaderFetcher:
                              "CLUSTER_ACTION on the cluster (list it in super.users, as Kafka's docs advise)")
         for topic in response["responses"]:
             for part in topic["partitions"]:
-                entry = sent.get((topic["topic"], part["partition_index"]))
+                tp = (topic["topic"], part["partition_index"])
+                entry = sent.get(tp)
                 if entry is not None and self._is_current(entry[0]):
                     self._apply_fetched(entry[0], entry[1], part)
+                    if part["records"]:
+                        # To the back of the next request: a response holds only what fits in its max_bytes, so
+                        # the partitions in front would keep the others waiting (Kafka's fetcher does the same).
+                        self.partitions[tp] = self.partitions.pop(tp)
 
     def _apply_fetched(self, followed: FollowedPartition, fetch_offset: int, part: dict[str, Any]) -> None:
         error = part["error_code"]

@@ -1,6 +1,7 @@
 """Fetch's response limit (KIP-74): a response never carries more than the request's ``max_bytes``, except that
 the first partition with data may return one whole batch larger than the limits. A real client (kafka-python,
-which reports the largest response it received) and a request on the wire, against a real broker."""
+which reports the largest response it received) and a request on the wire, against a real broker; and a
+follower held to its limit, which must not leave the partitions at the back of its requests waiting."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import socket
 import struct
 
 import pytest
-from harness import recv_exactly, unique_name, wait_until
+from harness import free_port, poll_until, recv_exactly, unique_name, wait_until
 from kafka import KafkaConsumer, TopicPartition
+from replication_harness import StaticClusterBroker
 
 from broker.client import KafkaConnection
+from broker.config import BrokerConfig
 from broker.protocol.api import ApiKey, decode_response, encode_request
 from broker.protocol.records import Record, build_batch
 
@@ -101,3 +104,47 @@ def test_a_real_consumer_never_gets_a_response_over_fetch_max_bytes(broker, topi
         assert VALUE_BYTES < largest <= RESPONSE_MAX_BYTES
     finally:
         consumer.close()
+
+
+async def test_a_follower_held_to_its_response_limit_replicates_every_partition_in_turn(tmp_path):
+    """Each response to a follower carries only what fits (two ~400 KB batches of 1 MB here), so the follower
+    puts the partitions that got records at the back of its next request: every partition moves, not the first
+    until it has caught up (Kafka's fetcher does the same)."""
+    ports = {1: free_port(), 2: free_port()}
+    brokers: list[StaticClusterBroker] = []
+    try:
+        for node_id, port in ports.items():
+            config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / f"n{node_id}"),
+                                       node_id=node_id, overrides={"offsets.topic.num.partitions": 1})
+            broker = StaticClusterBroker(config, ports)
+            # the fetcher's own setting (the replica.fetch.* broker configs are not read from the config file)
+            broker.replica_manager.fetcher_settings["replica.fetch.response.max.bytes"] = RESPONSE_MAX_BYTES
+            brokers.append(broker)
+            await broker.start()
+            broker.create_topic("turns", PARTITIONS, {})
+        leader, follower = brokers
+        batches = 4
+        async with await KafkaConnection.connect(f"127.0.0.1:{leader.port}") as connection:
+            for partition in range(PARTITIONS):
+                leader.lead("turns", partition, 0, [1, 2], [1])
+                for _ in range(batches):
+                    batch = build_batch([Record(0, 0, None, bytes(VALUE_BYTES))])
+                    answer = await connection.request(ApiKey.PRODUCE, {
+                        "transactional_id": None, "acks": 1, "timeout_ms": 10000, "topic_data": [{
+                            "name": "turns", "partition_data": [{"index": partition, "records": batch}]}]})
+                    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0, answer
+        for partition in range(PARTITIONS):
+            follower.follow("turns", partition, 0, 1, [1, 2])
+        ends = [follower.partition_log("turns", p).log_end_offset for p in range(PARTITIONS)]
+
+        def last_partition_started() -> bool:
+            ends[:] = [follower.partition_log("turns", p).log_end_offset for p in range(PARTITIONS)]
+            return ends[-1] > 0
+
+        await poll_until(last_partition_started, message="the last partition's first records on the follower")
+        assert ends[0] < batches, f"the first partition was copied whole before the last began: {ends}"
+        await poll_until(lambda: all(follower.partition_log("turns", p).log_end_offset == batches
+                                     for p in range(PARTITIONS)), message="every partition replicated")
+    finally:
+        for broker in brokers:
+            await broker.stop()
