@@ -17,12 +17,12 @@ import os
 import socket
 import ssl
 import struct
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.client import set_buffer_size
 from broker.errors import ErrorCode
 from broker.framing import FrameReader, start_frame_server
 from broker.handlers import HANDLERS, RequestContext
@@ -125,10 +125,7 @@ class KafkaServer:
             if wanted == -1:
                 continue
             for sock in self._server.sockets:
-                sock.setsockopt(socket.SOL_SOCKET, option, wanted)
-                granted = sock.getsockopt(socket.SOL_SOCKET, option)
-                if sys.platform == "linux":
-                    granted //= 2  # Linux reports twice what it grants (the rest is its bookkeeping)
+                granted = set_buffer_size(sock, option, wanted)
                 if granted < wanted:
                     log.warning("socket buffer smaller than configured: the kernel caps it", key=key,
                                 configured=wanted, granted=granted, limit=limit, listener=self.listener)

@@ -52,17 +52,27 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.replication")
 
 TopicPartition = tuple[str, int]
+FetcherKey = tuple[int, int]  # (leader id, fetcher id): one fetcher and connection per pair
 ProposeIsr = Callable[[str, int, list[int], int], "bool | Awaitable[bool]"]
 
-# Kafka's replica fetcher settings and their defaults; read from the broker config when it has them.
-FETCHER_DEFAULTS: dict[str, int] = {
-    "replica.fetch.wait.max.ms": 500,
-    "replica.fetch.min.bytes": 1,
-    "replica.fetch.max.bytes": 1048576,
-    "replica.fetch.response.max.bytes": 10485760,
-    "replica.fetch.backoff.ms": 1000,
-    "replica.socket.timeout.ms": 30000,
-}
+# Kafka's replica fetcher settings (broker configs; Kafka lets none of them change at run time).
+FETCHER_KEYS = ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+                "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
+                "replica.socket.receive.buffer.bytes")
+
+
+def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Which of a leader's ``fetchers`` (num.replica.fetchers) copies the partition: Kafka's spread
+    (abs(31 * topic.hashCode() + partition) % fetchers, in Java's 32-bit arithmetic)."""
+    def int32(value: int) -> int:
+        return (value + 2**31) % 2**32 - 2**31
+
+    java_hash = 0
+    units = topic.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
+    for at in range(0, len(units), 2):
+        java_hash = int32(31 * java_hash + int.from_bytes(units[at:at + 2], "big"))
+    spread = int32(31 * java_hash + partition)
+    return 0 if spread == -(2**31) else abs(spread) % fetchers
 
 
 def truncation_for_epoch_answer(
@@ -158,9 +168,10 @@ _TRANSIENT_FETCH_ERRORS = frozenset({
 class LeaderFetcher:
     """Replicates every partition this broker follows from one leader broker, over one connection."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int) -> None:
+    def __init__(self, manager: ReplicaManager, leader_id: int, fetcher_id: int = 0) -> None:
         self.manager = manager
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._changed = asyncio.Event()
         self._connection: KafkaConnection | None = None
@@ -170,7 +181,7 @@ class LeaderFetcher:
         self._stopped = False
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}")
 
     def cancel(self) -> asyncio.Task | None:
         """Stop fetching; the returned task ends once the connection is closed."""
@@ -245,11 +256,17 @@ class LeaderFetcher:
         if address is None:
             raise ClientError(f"leader {self.leader_id} is not among the live brokers")
         host, port = address
-        timeout = self.manager.fetcher_settings["replica.socket.timeout.ms"] / 1000
+        settings = self.manager.fetcher_settings
         connection = KafkaConnection(host, port, client_id=f"replica-fetcher-{self.manager.node_id}",
-                                     timeout=timeout, security=self.manager.broker.config.inter_broker_security,
-                                     broker_credential=credential)
+                                     timeout=settings["replica.socket.timeout.ms"] / 1000,
+                                     security=self.manager.broker.config.inter_broker_security,
+                                     broker_credential=credential,
+                                     receive_buffer_bytes=settings["replica.socket.receive.buffer.bytes"])
         await connection.open()
+        if connection.receive_buffer_granted < connection.receive_buffer_bytes:
+            log.warning("socket buffer smaller than configured: the kernel caps it",
+                        key="replica.socket.receive.buffer.bytes", configured=connection.receive_buffer_bytes,
+                        granted=connection.receive_buffer_granted, limit="net.core.rmem_max", leader=self.leader_id)
         self._connection = connection
         return connection
 
@@ -417,10 +434,10 @@ class ReplicaManager:
         self.broker = broker
         self._propose_isr = propose_isr
         self.lag_time_max_s = broker.config["replica.lag.time.max.ms"] / 1000
-        self.fetcher_settings = {key: broker.config.get(key, default) for key, default in FETCHER_DEFAULTS.items()}
+        self.fetcher_settings = {key: broker.config[key] for key in FETCHER_KEYS}
         self._leading: dict[TopicPartition, LedPartition] = {}
-        self._following: dict[TopicPartition, int] = {}  # -> leader id
-        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[TopicPartition, FetcherKey] = {}
+        self._fetchers: dict[FetcherKey, LeaderFetcher] = {}
         self._waiters: dict[TopicPartition, list[_IsrWaiter]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._isr_check: asyncio.Task | None = None
@@ -432,9 +449,13 @@ class ReplicaManager:
     # --- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # num.replica.fetchers is one Kafka lets change at run time
+        self.broker.dynamic_configs.on_change.append(self._spread_over_fetchers)
         self._isr_check = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
 
     async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.broker.dynamic_configs.on_change.remove(self._spread_over_fetchers)
         tasks = [t for t in (self._isr_check, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -483,21 +504,16 @@ class ReplicaManager:
         plog = self.broker.partition_log(topic, partition)
         self._drop_leadership(tp)
         current = self._following.get(tp)
-        if current == leader_id:
-            if self._fetchers[leader_id].partitions[tp].leader_epoch == leader_epoch:
+        if current is not None and current[0] == leader_id:
+            if self._fetchers[current].partitions[tp].leader_epoch == leader_epoch:
                 return
         elif current is not None:
             self._stop_following(tp)
         plog.auto_high_watermark = False
         plog.high_watermark = min(plog.high_watermark, plog.log_end_offset)
-        fetcher = self._fetchers.get(leader_id)
-        if fetcher is None:
-            fetcher = self._fetchers[leader_id] = LeaderFetcher(self, leader_id)
-            fetcher.start()
         # A new entry (also for a new epoch of the same leader): answers to requests made for the old
         # one are ignored, and divergence is settled again.
-        fetcher.add(FollowedPartition(topic, partition, leader_epoch, plog))
-        self._following[tp] = leader_id
+        self._hand_to_fetcher(FollowedPartition(topic, partition, leader_epoch, plog), leader_id)
         log.info("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
                  log_end_offset=plog.log_end_offset)
 
@@ -507,14 +523,34 @@ class ReplicaManager:
         self._drop_leadership(tp)
         self._stop_following(tp)
 
+    def _hand_to_fetcher(self, followed: FollowedPartition, leader_id: int) -> None:
+        tp = (followed.topic, followed.partition)
+        key = (leader_id, fetcher_id(followed.topic, followed.partition, self.broker.config["num.replica.fetchers"]))
+        current = self._following.get(tp)
+        if current is not None and current != key:
+            self._stop_following(tp)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = self._fetchers[key] = LeaderFetcher(self, *key)
+            fetcher.start()
+        fetcher.add(followed)
+        self._following[tp] = key
+
+    def _spread_over_fetchers(self) -> None:
+        """After a change of num.replica.fetchers: move each followed partition to the fetcher it now falls to,
+        with its progress (a request the old fetcher has in flight for it is ignored)."""
+        for tp, (leader_id, _) in list(self._following.items()):
+            followed = self._fetchers[self._following[tp]].partitions[tp]
+            self._hand_to_fetcher(followed, leader_id)
+
     def _stop_following(self, tp: TopicPartition) -> None:
-        leader_id = self._following.pop(tp, None)
-        if leader_id is None:
+        key = self._following.pop(tp, None)
+        if key is None:
             return
-        fetcher = self._fetchers[leader_id]
+        fetcher = self._fetchers[key]
         fetcher.remove(tp)
         if not fetcher.partitions:
-            del self._fetchers[leader_id]
+            del self._fetchers[key]
             fetcher.cancel()
 
     def _drop_leadership(self, tp: TopicPartition) -> None:
@@ -533,7 +569,8 @@ class ReplicaManager:
 
     def following(self, topic: str, partition: int) -> int | None:
         """The leader this broker replicates the partition from, else None."""
-        return self._following.get((topic, partition))
+        key = self._following.get((topic, partition))
+        return None if key is None else key[0]
 
     def on_leader_append(self, topic: str, partition: int) -> None:
         """The leader's log grew (a produce or group-coordinator append); ``Broker.append`` calls this."""

@@ -115,10 +115,10 @@ async def test_a_follower_held_to_its_response_limit_replicates_every_partition_
     try:
         for node_id, port in ports.items():
             config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / f"n{node_id}"),
-                                       node_id=node_id, overrides={"offsets.topic.num.partitions": 1})
+                                       node_id=node_id, overrides={
+                                           "offsets.topic.num.partitions": 1,
+                                           "replica.fetch.response.max.bytes": RESPONSE_MAX_BYTES})
             broker = StaticClusterBroker(config, ports)
-            # the fetcher's own setting (the replica.fetch.* broker configs are not read from the config file)
-            broker.replica_manager.fetcher_settings["replica.fetch.response.max.bytes"] = RESPONSE_MAX_BYTES
             brokers.append(broker)
             await broker.start()
             broker.create_topic("turns", PARTITIONS, {})
@@ -141,7 +141,12 @@ async def test_a_follower_held_to_its_response_limit_replicates_every_partition_
             ends[:] = [follower.partition_log("turns", p).log_end_offset for p in range(PARTITIONS)]
             return ends[-1] > 0
 
-        await poll_until(last_partition_started, message="the last partition's first records on the follower")
+        # looked at on every turn of the event loop the brokers share: a fetch round takes several turns (network
+        # reads and writes), so none is missed, as poll_until's pauses could miss the few milliseconds of one
+        deadline = asyncio.get_running_loop().time() + 20
+        while not last_partition_started():
+            assert asyncio.get_running_loop().time() < deadline, f"the last partition never started: {ends}"
+            await asyncio.sleep(0)
         assert ends[0] < batches, f"the first partition was copied whole before the last began: {ends}"
         await poll_until(lambda: all(follower.partition_log("turns", p).log_end_offset == batches
                                      for p in range(PARTITIONS)), message="every partition replicated")
