@@ -13,6 +13,7 @@ one JSON line on stdout (logs go to stderr). ``ReplicationNode`` runs and drives
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,27 @@ class StaticClusterBroker(Broker):
             "digest": hashlib.sha256(data).hexdigest(),
             "values": [record.value.decode() for record in decode_records_any(data) if record.value],
         }
+
+
+@contextlib.asynccontextmanager
+async def static_pair(root: Path, overrides: dict[str, Any]) -> AsyncIterator[list[StaticClusterBroker]]:
+    """Brokers 1 and 2 in this event loop, each knowing the other, with the broker configs ``overrides``;
+    stopped on the way out, also when one fails to start."""
+    from harness import free_port
+
+    ports = {1: free_port(), 2: free_port()}
+    brokers: list[StaticClusterBroker] = []
+    try:
+        for node_id, port in ports.items():
+            config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(root / f"n{node_id}"),
+                                       node_id=node_id, overrides=overrides)
+            broker = StaticClusterBroker(config, ports)
+            brokers.append(broker)
+            await broker.start()
+        yield brokers
+    finally:
+        for broker in brokers:
+            await broker.stop()
 
 
 async def _serve_commands(broker: StaticClusterBroker) -> None:

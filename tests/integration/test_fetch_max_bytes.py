@@ -10,12 +10,11 @@ import socket
 import struct
 
 import pytest
-from harness import free_port, poll_until, recv_exactly, unique_name, wait_until
+from harness import poll_until, recv_exactly, unique_name, wait_until
 from kafka import KafkaConsumer, TopicPartition
-from replication_harness import StaticClusterBroker
+from replication_harness import static_pair
 
 from broker.client import KafkaConnection
-from broker.config import BrokerConfig
 from broker.protocol.api import ApiKey, decode_response, encode_request
 from broker.protocol.records import Record, build_batch
 
@@ -110,17 +109,9 @@ async def test_a_follower_held_to_its_response_limit_replicates_every_partition_
     """Each response to a follower carries only what fits (two ~400 KB batches of 1 MB here), so the follower
     puts the partitions that got records at the back of its next request: every partition moves, not the first
     until it has caught up (Kafka's fetcher does the same)."""
-    ports = {1: free_port(), 2: free_port()}
-    brokers: list[StaticClusterBroker] = []
-    try:
-        for node_id, port in ports.items():
-            config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / f"n{node_id}"),
-                                       node_id=node_id, overrides={
-                                           "offsets.topic.num.partitions": 1,
-                                           "replica.fetch.response.max.bytes": RESPONSE_MAX_BYTES})
-            broker = StaticClusterBroker(config, ports)
-            brokers.append(broker)
-            await broker.start()
+    async with static_pair(tmp_path, {"offsets.topic.num.partitions": 1,
+                                     "replica.fetch.response.max.bytes": RESPONSE_MAX_BYTES}) as brokers:
+        for broker in brokers:
             broker.create_topic("turns", PARTITIONS, {})
         leader, follower = brokers
         batches = 4
@@ -150,6 +141,3 @@ async def test_a_follower_held_to_its_response_limit_replicates_every_partition_
         assert ends[0] < batches, f"the first partition was copied whole before the last began: {ends}"
         await poll_until(lambda: all(follower.partition_log("turns", p).log_end_offset == batches
                                      for p in range(PARTITIONS)), message="every partition replicated")
-    finally:
-        for broker in brokers:
-            await broker.stop()

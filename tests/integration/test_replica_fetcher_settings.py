@@ -10,11 +10,10 @@ import time
 
 import pytest
 from cluster_harness import BrokerCluster
-from harness import free_port, poll_until
-from replication_harness import StaticClusterBroker
+from harness import poll_until
+from replication_harness import static_pair
 
 from broker.client import KafkaConnection
-from broker.config import BrokerConfig
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 
@@ -75,17 +74,9 @@ async def test_num_replica_fetchers_spreads_partitions_over_connections_and_chan
     """num.replica.fetchers 2: the follower copies the leader's partitions over two connections, each with the
     configured replica.socket.receive.buffer.bytes; set to 1 while it runs (IncrementalAlterConfigs, as Kafka
     allows), the partitions move to one fetcher and keep replicating."""
-    ports = {1: free_port(), 2: free_port()}
-    brokers: list[StaticClusterBroker] = []
-    try:
-        for node_id, port in ports.items():
-            config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / f"n{node_id}"),
-                                       node_id=node_id, overrides={
-                                           "offsets.topic.num.partitions": 1, "num.replica.fetchers": 2,
-                                           "replica.socket.receive.buffer.bytes": 24576})
-            broker = StaticClusterBroker(config, ports)
-            brokers.append(broker)
-            await broker.start()
+    async with static_pair(tmp_path, {"offsets.topic.num.partitions": 1, "num.replica.fetchers": 2,
+                                     "replica.socket.receive.buffer.bytes": 24576}) as brokers:
+        for broker in brokers:
             broker.create_topic("spread", 2, {})
         leader, follower = brokers
         for partition in range(2):  # Kafka's spread puts partition 0 of "spread" on fetcher 1, partition 1 on 0
@@ -120,6 +111,3 @@ async def test_num_replica_fetchers_spreads_partitions_over_connections_and_chan
         await produce_to_both("after")
         await poll_until(lambda: replicated(2), message="both partitions replicated by the one fetcher")
         assert len(follower_connections(leader.port)) == 1
-    finally:
-        for broker in brokers:
-            await broker.stop()
