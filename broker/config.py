@@ -110,7 +110,6 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # 64 KiB made a follower copy a partition about a quarter slower here)
     "replica.socket.receive.buffer.bytes": ("int", -1),
     "num.replica.fetchers": ("int", 1),
-    "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),

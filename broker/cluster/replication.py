@@ -41,7 +41,6 @@ from broker.client import ClientError, KafkaConnection
 from broker.cluster.isr import IsrChange, PartitionLeaderState
 from broker.errors import ErrorCode, KafkaError
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from broker.log.files import read_checkpoint, write_checkpoint
 from broker.protocol.api import ApiKey
 from broker.protocol.records import iter_batches
 from broker.security.broker_login import BrokerCredential
@@ -60,10 +59,6 @@ ProposeIsr = Callable[[str, int, list[int], int], "bool | Awaitable[bool]"]
 FETCHER_KEYS = ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
                 "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
                 "replica.socket.receive.buffer.bytes")
-
-
-# Kafka's name: the high watermarks of the partitions this broker leads or follows, in its data directory
-HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
 
 def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
@@ -446,17 +441,6 @@ class ReplicaManager:
         self._waiters: dict[TopicPartition, list[_IsrWaiter]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._isr_check: asyncio.Task | None = None
-        self._checkpoint_path = str(broker.config.data_dir / HIGH_WATERMARK_CHECKPOINT)
-        # the high watermarks of the last checkpoint, for partitions taken over since (a log opens with every
-        # record counted as committed, which a restarted replica must not believe)
-        self._checkpointed: dict[TopicPartition, int] = {}
-        try:
-            self._checkpointed = {(topic, int(partition)): int(offset)
-                                  for topic, partition, offset in read_checkpoint(self._checkpoint_path) or []}
-        except ValueError:
-            log.warning("damaged high watermark checkpoint: partitions start from their log start",
-                        path=self._checkpoint_path)
-        self._checkpoint_task: asyncio.Task | None = None
 
     @property
     def node_id(self) -> int:
@@ -468,18 +452,15 @@ class ReplicaManager:
         # num.replica.fetchers is one Kafka lets change at run time
         self.broker.dynamic_configs.on_change.append(self._spread_over_fetchers)
         self._isr_check = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
-        self._checkpoint_task = asyncio.create_task(self._checkpoint_periodically(), name="hw-checkpoint")
 
     async def stop(self) -> None:
         with contextlib.suppress(ValueError):
             self.broker.dynamic_configs.on_change.remove(self._spread_over_fetchers)
-        tasks = [t for t in (self._isr_check, self._checkpoint_task, *self._tasks) if t is not None]
+        tasks = [t for t in (self._isr_check, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._checkpoint_task is not None:
-            self._checkpoint_high_watermarks()
-        self._isr_check = self._checkpoint_task = None
+        self._isr_check = None
         self._tasks.clear()
         stopping = [fetcher.cancel() for fetcher in self._fetchers.values()]
         self._fetchers.clear()
@@ -504,7 +485,7 @@ class ReplicaManager:
         else:
             plog = self.broker.partition_log(topic, partition)
             self._stop_following(tp)
-            self._take_over(tp, plog)
+            plog.auto_high_watermark = False
             state = PartitionLeaderState(
                 leader_id=self.node_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
                 leader_end_offset=plog.log_end_offset, high_watermark=plog.high_watermark,
@@ -528,42 +509,17 @@ class ReplicaManager:
                 return
         elif current is not None:
             self._stop_following(tp)
-        self._take_over(tp, plog)
+        plog.auto_high_watermark = False
+        plog.high_watermark = min(plog.high_watermark, plog.log_end_offset)
         # A new entry (also for a new epoch of the same leader): answers to requests made for the old
         # one are ignored, and divergence is settled again.
         self._hand_to_fetcher(FollowedPartition(topic, partition, leader_epoch, plog), leader_id)
         log.info("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
                  log_end_offset=plog.log_end_offset)
 
-    def _take_over(self, tp: TopicPartition, plog: PartitionLog) -> None:
-        """The high watermark is this manager's from now on. Taken over for the first time since the log opened,
-        it starts from the checkpoint, else from the log start (as Kafka's), and rises as the leader learns."""
-        if plog.auto_high_watermark:
-            plog.auto_high_watermark = False
-            plog.high_watermark = self._checkpointed.get(tp, plog.log_start_offset)
-        plog.high_watermark = max(plog.log_start_offset, min(plog.high_watermark, plog.log_end_offset))
-
-    async def _checkpoint_periodically(self) -> None:
-        interval = self.broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
-        while interval > 0:  # Kafka's scheduler does not repeat a task with no period: it checkpoints at shutdown
-            await asyncio.sleep(interval)
-            self._checkpoint_high_watermarks()
-
-    def _checkpoint_high_watermarks(self) -> None:
-        self._checkpointed.update({tp: led.plog.high_watermark for tp, led in self._leading.items()})
-        for fetcher in self._fetchers.values():
-            self._checkpointed.update({tp: followed.plog.high_watermark for tp, followed in fetcher.partitions.items()})
-        for tp in [tp for tp in self._checkpointed if self.broker.logs.get_log(*tp) is None]:
-            del self._checkpointed[tp]  # deleted while this broker was away
-        try:
-            write_checkpoint(self._checkpoint_path, [(*tp, offset) for tp, offset in sorted(self._checkpointed.items())])
-        except OSError as exc:  # the next one may succeed; until then a restart starts from older high watermarks
-            log.warning("cannot write the high watermark checkpoint", path=self._checkpoint_path, error=str(exc))
-
     def stop_replica(self, topic: str, partition: int) -> None:
         """Neither lead nor follow the partition any more (it moved away, or is being deleted)."""
         tp = (topic, partition)
-        self._checkpointed.pop(tp, None)
         self._drop_leadership(tp)
         self._stop_following(tp)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right
 
-from broker.log.files import read_checkpoint, write_checkpoint
+from broker.log.files import write_atomically
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -27,8 +27,14 @@ class LeaderEpochCache:
 
     def _load(self) -> None:
         try:
-            entries = [(int(epoch), int(start)) for epoch, start in read_checkpoint(self.path) or []]
-        except ValueError:
+            with open(self.path) as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            return
+        try:
+            count = int(lines[1]) if lines[0].strip() == "0" else 0
+            entries = [tuple(int(part) for part in line.split()) for line in lines[2 : 2 + count]]
+        except (IndexError, ValueError):
             entries = []  # a damaged checkpoint is rebuilt from the batches' leader epochs
         for epoch, start in entries:
             if not self._epochs or (epoch > self._epochs[-1] and start >= self._start_offsets[-1]):
@@ -36,7 +42,9 @@ class LeaderEpochCache:
                 self._start_offsets.append(start)
 
     def _save(self) -> None:
-        write_checkpoint(self.path, self.entries())
+        lines = ["0", str(len(self._epochs))]
+        lines += [f"{epoch} {start}" for epoch, start in zip(self._epochs, self._start_offsets, strict=True)]
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._start_offsets, strict=True))

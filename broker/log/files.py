@@ -45,28 +45,6 @@ def read_int(path: str) -> int | None:
         return None
 
 
-def read_checkpoint(path: str) -> list[list[str]] | None:
-    """The entries of a checkpoint in Kafka's text format (version 0, the number of entries, one entry a line of
-    fields apart by spaces), each split into its fields; None if the file is missing, [] if it is damaged."""
-    try:
-        with open(path) as f:
-            lines = f.read().split("\n")
-    except FileNotFoundError:
-        return None
-    try:
-        count = int(lines[1]) if lines[0].strip() == "0" else 0
-    except (IndexError, ValueError):
-        return []
-    entries = [line.split() for line in lines[2:2 + count]]
-    return entries if len(entries) == count else []
-
-
-def write_checkpoint(path: str, entries: list[tuple[object, ...]]) -> None:
-    """Replace the checkpoint at ``path`` with ``entries``, in the format :func:`read_checkpoint` reads."""
-    lines = ["0", str(len(entries)), *(" ".join(str(field) for field in entry) for entry in entries)]
-    write_atomically(path, ("\n".join(lines) + "\n").encode())
-
-
 def unlink_quietly(*paths: str) -> None:
     """Remove files that may already be gone."""
     for path in paths:

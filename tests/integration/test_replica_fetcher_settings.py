@@ -11,11 +11,9 @@ import time
 import pytest
 from cluster_harness import BrokerCluster
 from harness import poll_until
-from replication_harness import StaticClusterBroker, static_pair
+from replication_harness import static_pair
 
 from broker.client import KafkaConnection
-from broker.cluster.replication import HIGH_WATERMARK_CHECKPOINT
-from broker.log.files import read_checkpoint
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 
@@ -64,14 +62,6 @@ def test_acks_all_waits_for_the_follower_fetch_the_leader_holds(held_fetches):
     assert sorted(cluster.partitions("held")[0]["isr_nodes"]) == [1, 2, 3]
 
 
-async def produce_one(broker: StaticClusterBroker, topic: str, partition: int, text: str, *, acks: int = 1) -> None:
-    async with await KafkaConnection.connect(f"127.0.0.1:{broker.port}") as connection:
-        answer = await connection.request(ApiKey.PRODUCE, {
-            "acks": acks, "timeout_ms": 10000, "topic_data": [{"name": topic, "partition_data": [
-                {"index": partition, "records": build_batch([Record(0, 0, None, text.encode())])}]}]})
-    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0, answer
-
-
 def follower_connections(leader_port: int) -> list[str]:
     """What ``ss -tmn`` shows of each connection to ``leader_port`` (its memory: ``rb`` is the receive buffer,
     twice what was asked for on Linux)."""
@@ -93,8 +83,12 @@ async def test_num_replica_fetchers_spreads_partitions_over_connections_and_chan
             leader.lead("spread", partition, 0, [1, 2], [1])
 
         async def produce_to_both(text: str) -> None:
-            for partition in range(2):
-                await produce_one(leader, "spread", partition, text)
+            async with await KafkaConnection.connect(f"127.0.0.1:{leader.port}") as connection:
+                for partition in range(2):
+                    answer = await connection.request(ApiKey.PRODUCE, {
+                        "acks": 1, "timeout_ms": 10000, "topic_data": [{"name": "spread", "partition_data": [
+                            {"index": partition, "records": build_batch([Record(0, 0, None, text.encode())])}]}]})
+                    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0, answer
 
         def replicated(count: int) -> bool:
             return all(follower.partition_log("spread", p).log_end_offset == count for p in range(2))
@@ -117,26 +111,3 @@ async def test_num_replica_fetchers_spreads_partitions_over_connections_and_chan
         await produce_to_both("after")
         await poll_until(lambda: replicated(2), message="both partitions replicated by the one fetcher")
         assert len(follower_connections(leader.port)) == 1
-
-
-async def test_a_restarted_leader_starts_from_its_checkpointed_high_watermark(tmp_path):
-    """replica.high.watermark.checkpoint.interval.ms: the high watermarks of the partitions a broker leads or
-    follows are written to replication-offset-checkpoint (Kafka's file and format) that often, and once more as it
-    stops. A restarted leader starts from it: a record its followers never fetched stays uncommitted, where a
-    reopened log would count every record it holds as committed."""
-    overrides = {"offsets.topic.num.partitions": 1, "replica.high.watermark.checkpoint.interval.ms": 100}
-    checkpoint = str(tmp_path / "n1" / HIGH_WATERMARK_CHECKPOINT)
-    async with static_pair(tmp_path, overrides) as (leader, follower):
-        for broker in (leader, follower):
-            broker.create_topic("hw", 1, {})
-        leader.lead("hw", 0, 0, [1, 2], [1, 2])
-        follower.follow("hw", 0, 0, 1, [1, 2])
-        await produce_one(leader, "hw", 0, "committed", acks=-1)
-        follower.replica_manager.stop_replica("hw", 0)  # stays in the ISR (30 s of lag allowed) but fetches no more
-        await produce_one(leader, "hw", 0, "never fetched")
-        assert leader.partition_log("hw", 0).log_end_offset == 2
-        await poll_until(lambda: read_checkpoint(checkpoint) == [["hw", "0", "1"]], message="the checkpoint")
-    async with static_pair(tmp_path, overrides) as (leader, _):
-        leader.lead("hw", 0, 1, [1, 2], [1, 2])
-        plog = leader.partition_log("hw", 0)
-        assert (plog.log_end_offset, plog.high_watermark) == (2, 1)

@@ -29,11 +29,10 @@ def load(tmp_path, text: str) -> BrokerConfig:
 
 
 def test_the_fetcher_takes_the_settings_of_the_config_file(tmp_path):
-    config = load(tmp_path, "".join(f"{key}: {value}\n" for key, value in SET.items())
-                  + "num.replica.fetchers: 3\nreplica.high.watermark.checkpoint.interval.ms: 750\n")
+    config = load(tmp_path, "".join(f"{key}: {value}\n" for key, value in SET.items()) + "num.replica.fetchers: 3\n")
     assert config.inert == {}  # none is named among the configs without effect
     assert ReplicaManager(Broker(config)).fetcher_settings == SET
-    assert (config["num.replica.fetchers"], config["replica.high.watermark.checkpoint.interval.ms"]) == (3, 750)
+    assert config["num.replica.fetchers"] == 3
 
 
 def test_kafkas_defaults_without_a_setting(tmp_path):
