@@ -39,6 +39,7 @@ import structlog
 
 from broker.client import ClientError, KafkaConnection
 from broker.cluster.isr import IsrChange, PartitionLeaderState
+from broker.config import BROKER_KEYS
 from broker.errors import ErrorCode, KafkaError
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from broker.protocol.api import ApiKey
@@ -55,10 +56,14 @@ TopicPartition = tuple[str, int]
 FetcherKey = tuple[int, int]  # (leader id, fetcher id): one fetcher and connection per pair
 ProposeIsr = Callable[[str, int, list[int], int], "bool | Awaitable[bool]"]
 
-# Kafka's replica fetcher settings (broker configs; Kafka lets none of them change at run time).
-FETCHER_KEYS = ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+# Kafka's replica fetcher settings (broker configs; Kafka lets none of them change at run time), with the defaults
+# the broker config has for them.
+FETCHER_DEFAULTS: dict[str, int] = {
+    key: BROKER_KEYS[key][1]
+    for key in ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
                 "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
                 "replica.socket.receive.buffer.bytes")
+}
 
 
 def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
@@ -434,7 +439,7 @@ class ReplicaManager:
         self.broker = broker
         self._propose_isr = propose_isr
         self.lag_time_max_s = broker.config["replica.lag.time.max.ms"] / 1000
-        self.fetcher_settings = {key: broker.config[key] for key in FETCHER_KEYS}
+        self.fetcher_settings = {key: broker.config[key] for key in FETCHER_DEFAULTS}
         self._leading: dict[TopicPartition, LedPartition] = {}
         self._following: dict[TopicPartition, FetcherKey] = {}
         self._fetchers: dict[FetcherKey, LeaderFetcher] = {}
