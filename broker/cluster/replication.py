@@ -66,20 +66,6 @@ FETCHER_DEFAULTS: dict[str, int] = {
 }
 
 
-def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
-    """Which of a leader's ``fetchers`` (num.replica.fetchers) copies the partition: Kafka's spread
-    (abs(31 * topic.hashCode() + partition) % fetchers, in Java's 32-bit arithmetic)."""
-    def int32(value: int) -> int:
-        return (value + 2**31) % 2**32 - 2**31
-
-    java_hash = 0
-    units = topic.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
-    for at in range(0, len(units), 2):
-        java_hash = int32(31 * java_hash + int.from_bytes(units[at:at + 2], "big"))
-    spread = int32(31 * java_hash + partition)
-    return 0 if spread == -(2**31) else abs(spread) % fetchers
-
-
 def truncation_for_epoch_answer(
     latest_epoch: int,
     latest_epoch_start: int,
@@ -158,6 +144,20 @@ class FollowedPartition:
     @property
     def next_offset(self) -> int:
         return self.plog.log_end_offset if self.fetch_offset is None else self.fetch_offset
+
+
+def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Which of a leader's ``fetchers`` (num.replica.fetchers) copies the partition: Kafka's spread
+    (abs(31 * topic.hashCode() + partition) % fetchers, in Java's 32-bit arithmetic)."""
+    def int32(value: int) -> int:
+        return (value + 2**31) % 2**32 - 2**31
+
+    java_hash = 0
+    units = topic.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
+    for at in range(0, len(units), 2):
+        java_hash = int32(31 * java_hash + int.from_bytes(units[at:at + 2], "big"))
+    spread = int32(31 * java_hash + partition)
+    return 0 if spread == -(2**31) else abs(spread) % fetchers
 
 
 # Errors a fetcher waits out: the leader has not caught up with the metadata (or we have not).
