@@ -10,7 +10,7 @@ import time
 
 import pytest
 from cluster_harness import BrokerCluster
-from harness import poll_until
+from harness import poll_until, wait_until
 from replication_harness import static_pair
 
 from broker.client import KafkaConnection
@@ -40,7 +40,15 @@ def test_acks_all_waits_for_the_follower_fetch_the_leader_holds(held_fetches):
     cluster = held_fetches
     assert cluster.create_topic(1, "held", 1, 3)["error_code"] == 0
     cluster.wait_healthy()
-    leader = cluster.partitions("held")[0]["leader_id"]
+
+    def led_by_its_leader() -> int | None:
+        """The leader, once its own metadata names it with every replica in sync (another broker's view may be
+        ahead of it)."""
+        leader = cluster.partitions("held")[0]["leader_id"]
+        own = cluster.partitions("held", leader)[0]
+        return leader if own["leader_id"] == leader and sorted(own["isr_nodes"]) == [1, 2, 3] else None
+
+    leader = wait_until(led_by_its_leader, 30, message="the leader to know it leads the partition")
 
     async def produce_in_turn(count: int) -> list[float]:
         took = []
