@@ -153,6 +153,8 @@ class Broker:
         self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
+        # what the brokers of a cluster prove themselves to each other with (broker.security.broker_login)
+        self.inter_broker_key: bytes | None = None
         # Metadata's encoded topic entries: (topic, version) -> (what they say, bytes) (handlers.cluster_info)
         self.metadata_entries: dict[tuple[str, int], tuple[Any, Any]] = {}
         # Metadata's every-topic answers: (version, who asks, the state they were made from) -> topic entries
@@ -203,6 +205,7 @@ class Broker:
             from broker.cluster.node import ClusterNode, ClusterTopicAdmin
 
             self.cluster = ClusterNode(self, cluster_config)
+            self.inter_broker_key = derive_key(cluster_config.secret, "inter-broker")
             self.replica_manager = self.cluster.replicas
             self.topic_admin = ClusterTopicAdmin(self.cluster)
         for listener in self.config.listeners or [None]:
@@ -431,6 +434,11 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.controller_id()
         return self.node_id
+
+    def broker_epoch(self, node_id: int) -> int | None:
+        """The broker epoch of a registered, unfenced broker of the cluster; None for any other broker (and on
+        a single node, which has no other brokers to speak to)."""
+        return self.cluster.metadata.broker_epoch(node_id) if self.cluster is not None else None
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         """(leader id, leader epoch, replicas, isr) of a partition."""

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import ssl
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
+from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_login import BrokerCredential, BrokerLoginClient, BrokerLoginError
 from broker.security.scram import ScramClient, ScramError
 
 _SIZE = struct.Struct(">i")
@@ -34,14 +38,27 @@ class ClientSecurity:
     password: str = ""
 
 
+def set_buffer_size(sock: socket.socket, option: int, size: int) -> int:
+    """Ask for a socket buffer (SO_RCVBUF or SO_SNDBUF) of ``size`` bytes; the size the kernel granted, which
+    its limits (net.core.rmem_max, net.core.wmem_max) may make smaller."""
+    sock.setsockopt(socket.SOL_SOCKET, option, size)
+    granted = sock.getsockopt(socket.SOL_SOCKET, option)
+    return granted // 2 if sys.platform == "linux" else granted  # Linux reports twice: the rest is bookkeeping
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "burrowpy", timeout: float = 30.0,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, broker_credential: BrokerCredential | None = None,
+                 receive_buffer_bytes: int = -1) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
         self.security = security
+        # a broker's connection to another: after the listener's login, it proves it is a broker of the cluster
+        self.broker_credential = broker_credential
+        self.receive_buffer_bytes = receive_buffer_bytes  # SO_RCVBUF; -1: the kernel's own sizing
+        self.receive_buffer_granted = -1  # what the kernel gave of receive_buffer_bytes (it caps it at rmem_max)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(1)
@@ -58,8 +75,7 @@ class KafkaConnection:
     async def open(self) -> None:
         context = self.security.ssl_context if self.security else None
         try:
-            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(
-                self.host, self.port, ssl=context, server_hostname=self.host if context else None), self.timeout)
+            self._reader, self._writer = await asyncio.wait_for(self._open_streams(context), self.timeout)
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise ClientError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         answer = await self.request(ApiKey.API_VERSIONS, {}, version=0)
@@ -68,6 +84,25 @@ class KafkaConnection:
         self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
         if self.security is not None and self.security.sasl_mechanism:
             await self._log_in(self.security)
+        if self.broker_credential is not None:
+            await self._log_in_as_broker(self.broker_credential)
+
+    async def _open_streams(self, context: ssl.SSLContext | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        hostname = self.host if context else None
+        if self.receive_buffer_bytes == -1:
+            return await asyncio.open_connection(self.host, self.port, ssl=context, server_hostname=hostname)
+        # SO_RCVBUF before the connect, as Kafka's clients set it: the window scale is agreed in the handshake
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, address = (await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            self.receive_buffer_granted = set_buffer_size(sock, socket.SO_RCVBUF, self.receive_buffer_bytes)
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+            return await asyncio.open_connection(sock=sock, ssl=context, server_hostname=hostname)
+        except BaseException:
+            sock.close()
+            raise
 
     async def _log_in(self, security: ClientSecurity) -> None:
         """SaslHandshake v1, then SaslAuthenticate: one round for PLAIN, two for SCRAM."""
@@ -89,6 +124,21 @@ class KafkaConnection:
         except ScramError as exc:
             await self.close()
             raise ClientError(f"SASL {mechanism} login to {self.host}:{self.port} failed: {exc}") from None
+
+    async def _log_in_as_broker(self, credential: BrokerCredential) -> None:
+        """The inter-broker login (broker.security.broker_login): SaslHandshake v1, then two SaslAuthenticate
+        rounds."""
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": BROKER_MECHANISM}, version=1)
+        if handshake["error_code"]:
+            await self.close()
+            raise ClientError(f"{self.host}:{self.port} does not take the inter-broker login (error "
+                              f"{handshake['error_code']}): not a broker of this cluster")
+        login = BrokerLoginClient(credential)
+        try:
+            login.verify(await self._authenticate(login.final(await self._authenticate(login.first()))))
+        except BrokerLoginError as exc:
+            await self.close()
+            raise ClientError(f"inter-broker login to {self.host}:{self.port} failed: {exc}") from None
 
     async def _authenticate(self, token: bytes) -> bytes:
         answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)

@@ -65,6 +65,9 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     if topic_key not in ("segment.ms", "flush.ms")
 } | {"remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",), "remote.copy.lag.ms": ("log.remote.copy.lag.ms",)}
 
+# Kafka's thread pools that may be resized at run time, within bounds (DynamicBrokerConfigs._check_thread_count)
+THREAD_POOLS = ("num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads")
+
 # Kafka's own requirements on these, which it words apart from its validators' refusals: the least value.
 _REQUIREMENTS = {"log.roll.ms": 1, "log.roll.jitter.ms": 0}
 
@@ -194,7 +197,25 @@ class DynamicBrokerConfigs:
                 layer.pop(name, None)
             else:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
+                if name in THREAD_POOLS:
+                    self._check_thread_count(name, int(layer[name]))
         return layer
+
+    def _check_thread_count(self, name: str, wanted: int) -> None:
+        """Kafka's bounds on resizing a thread pool (num.replica.fetchers: the fetchers per leader) at run time:
+        at most double, at least half of what the broker runs with."""
+        current = int(self.value(name))
+        problem = None
+        if wanted < current // 2:
+            problem = f"value should be at least half the current value {current}"
+        elif wanted > current * 2:
+            problem = f"value should not be greater than double the current value {current}"
+        if problem is not None:
+            # in the words Kafka wraps its reconfiguration's refusal in
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count update "
+                             f"validation failed for {name}={wanted}, {problem} for configuration Invalid dynamic "
+                             "configuration")
 
     def _cleaner_threads(self, updates: Mapping[str, str | None]) -> int:
         """log.cleaner.threads as it would be after ``updates`` (what the dedupe buffer is split between)."""

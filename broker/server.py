@@ -17,12 +17,12 @@ import os
 import socket
 import ssl
 import struct
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.client import set_buffer_size
 from broker.connection_limits import ListenerGate
 from broker.errors import ErrorCode
 from broker.framing import FrameReader, FrameServer, start_frame_server
@@ -38,6 +38,8 @@ from broker.protocol.api import (
 )
 from broker.protocol.types import FileRegion, StringTooLongError
 from broker.security.acl import ANONYMOUS, certificate_principal
+from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_login import BrokerIdentity, BrokerLoginError, BrokerLoginServer
 from broker.security.sasl import PLAIN, SaslSettings
 from broker.security.scram import ScramError, ScramExchange
 
@@ -105,6 +107,16 @@ class _Watchdog:
         self.handle.cancel()
 
 
+class _BrokerPeer:
+    """One connection's inter-broker login (:mod:`broker.security.broker_login`): under way, then proven."""
+
+    __slots__ = ("login", "identity")
+
+    def __init__(self) -> None:
+        self.login: BrokerLoginServer | None = None
+        self.identity: BrokerIdentity | None = None
+
+
 class _LastAnswer:
     """An answer after which the connection is closed (a failed or out-of-order login: Kafka's authentication
     errors, whose answer waits connection.failed.authentication.delay.ms)."""
@@ -164,10 +176,7 @@ class KafkaServer:
             if wanted == -1:
                 continue
             for sock in self._server.sockets:
-                sock.setsockopt(socket.SOL_SOCKET, option, wanted)
-                granted = sock.getsockopt(socket.SOL_SOCKET, option)
-                if sys.platform == "linux":
-                    granted //= 2  # Linux reports twice what it grants (the rest is its bookkeeping)
+                granted = set_buffer_size(sock, option, wanted)
                 if granted < wanted:
                     log.warning("socket buffer smaller than configured: the kernel caps it", key=key,
                                 configured=wanted, granted=granted, limit=limit, listener=self.listener)
@@ -219,6 +228,7 @@ class KafkaServer:
 
     async def _request_loop(self, reader: FrameReader, writer: asyncio.StreamWriter, client_host: str,
                             session: _SaslSession | None, watchdog: _Watchdog | None) -> None:
+        peer = _BrokerPeer()
         # Kafka's default principal: the SASL user once logged in, else the TLS client certificate's subject
         tls_principal = certificate_principal(writer.get_extra_info("peercert")) if self.ssl_context else ANONYMOUS
         while True:
@@ -248,7 +258,7 @@ class KafkaServer:
                         watchdog.answered()
                     continue
                 principal = f"User:{session.user}" if session is not None and session.user else tls_principal
-                response = await self._handle_frame(frame, client_host, session, principal)
+                response = await self._handle_frame(frame, client_host, peer, session, principal)
             finally:
                 reader.release_frame(frame)
             if response is False:
@@ -346,7 +356,8 @@ class KafkaServer:
             answer["session_lifetime_ms"] = max(int((session.expires_at - time.monotonic()) * 1000), 1)
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
-    async def _handle_frame(self, frame: bytes | memoryview, client_host: str, session: _SaslSession | None = None,
+    async def _handle_frame(self, frame: bytes | memoryview, client_host: str, peer: _BrokerPeer,
+                            session: _SaslSession | None = None,
                             principal: str = ANONYMOUS) -> list | _LastAnswer | None | bool:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
@@ -362,6 +373,9 @@ class KafkaServer:
         except DecodeError as exc:
             log.info("closing connection: request does not decode", client=client_host, error=str(exc))
             return False
+        if _is_broker_login(header, body, peer) and (session is None or session.user):
+            # on any listener, after the listener's own login, and not advertised: no Kafka client asks for it
+            return self._broker_login(header, body, peer, client_host)
         supported = self.api_versions.get(header.api_key)
         if supported is None or not supported[0] <= header.api_version <= supported[1]:
             if header.api_key == ApiKey.API_VERSIONS:
@@ -381,7 +395,8 @@ class KafkaServer:
             return False
         handle = HANDLERS[header.api_key]
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, client_host, self.listener, self.api_versions, principal)
+                             header.client_id, client_host, self.listener, self.api_versions, principal,
+                             peer.identity)
         try:
             result = await handle(ctx, body)
         except Exception:
@@ -398,12 +413,51 @@ class KafkaServer:
                         api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
 
+    def _broker_login(self, header: Any, body: dict[str, Any], peer: _BrokerPeer,
+                      client_host: str) -> list | _LastAnswer:
+        """The inter-broker login's SaslHandshake and two SaslAuthenticate rounds; a failure closes the
+        connection after its answer, as a failed SASL login does."""
+        version, correlation = header.api_version, header.correlation_id
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            answer = {"error_code": ErrorCode.NONE, "mechanisms": [BROKER_MECHANISM]}
+            if peer.login is not None or peer.identity is not None:
+                answer["error_code"] = ErrorCode.ILLEGAL_SASL_STATE  # a broker logs in once per connection
+            elif self.broker.inter_broker_key is None:
+                answer.update(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=[])  # a single node
+            if answer["error_code"]:
+                return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer))
+            peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.broker_epoch)
+            return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer)
+        login = peer.login
+        assert login is not None  # _is_broker_login routes SaslAuthenticate here only during a login
+        answer = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+        try:
+            if not login.started:
+                answer["auth_bytes"] = login.first(body["auth_bytes"])
+            else:
+                peer.identity, answer["auth_bytes"] = login.final(body["auth_bytes"])
+                peer.login = None
+                log.info("broker logged in", client=client_host, listener=self.listener,
+                         node_id=peer.identity.node_id, broker_epoch=peer.identity.epoch)
+        except BrokerLoginError as exc:
+            log.warning("inter-broker login refused", client=client_host, listener=self.listener, reason=str(exc))
+            answer.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"")
+            return _LastAnswer(encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer))
+        return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
+
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         """KIP-511: an ApiVersions request of a version we do not know is answered as v0 with error 35."""
         low, high = self.broker.api_versions[ApiKey.API_VERSIONS]
         body = {"error_code": 35, "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": low,
                                                  "max_version": high}]}
         return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+def _is_broker_login(header: Any, body: dict[str, Any], peer: _BrokerPeer) -> bool:
+    """A SaslHandshake v1+ for the inter-broker mechanism, or a SaslAuthenticate of that login under way."""
+    if header.api_key == ApiKey.SASL_HANDSHAKE:
+        return header.api_version >= 1 and body["mechanism"] == BROKER_MECHANISM
+    return header.api_key == ApiKey.SASL_AUTHENTICATE and peer.login is not None
 
 
 async def _send(writer: asyncio.StreamWriter, chunks: list) -> None:

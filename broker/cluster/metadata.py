@@ -18,6 +18,9 @@ The rules follow Kafka's KRaft controller:
   partition has no leader until that broker returns: no unclean election), and moves each leadership
   it held to the first live ISR member in replica order.
 * A broker that registers again becomes leader of the partitions that were offline waiting for it.
+* Every registration gives the broker a new broker epoch, higher than any before (KRaft's broker epoch):
+  what a broker proves it is when it logs in to another (:mod:`broker.security.broker_login`), so that a
+  broker fenced or registered again since cannot go on speaking as a broker with what it proved before.
 * Unclean election (``elect_unclean``, proposed by the controller for topics with
   unclean.leader.election.enable): an offline partition is led by its first live replica, ISR or not.
 * The preferred replica takes leadership back only on request (``elect_preferred``), once it is in the ISR.
@@ -61,6 +64,7 @@ class BrokerRegistration:
     alive: bool = True
     # listener name -> [host, port] as its clients are told (empty: brokers of older versions, one listener)
     endpoints: dict[str, list] = field(default_factory=dict)
+    epoch: int = -1  # the broker epoch of this registration (-1: registered before brokers had epochs)
 
 
 @dataclass
@@ -114,6 +118,7 @@ class ClusterMetadata:
         self.topics: dict[str, TopicMetadata] = {}
         # Where the next topic's round-robin assignment starts; bumped per topic so leaders spread.
         self.assignment_cursor = 0
+        self.next_broker_epoch = 0
         # dynamic broker configs by scope: "" (the cluster default) or a node id
         self.broker_configs: dict[str, dict[str, str]] = {}
         # ACLs, each [resource type, name, pattern type, principal, host, operation, permission], in creation order
@@ -164,6 +169,11 @@ class ClusterMetadata:
         broker = self.brokers.get(node_id)
         return broker is not None and broker.alive
 
+    def broker_epoch(self, node_id: int) -> int | None:
+        """The broker epoch of a registered, unfenced broker; None for any other."""
+        broker = self.brokers.get(node_id)
+        return broker.epoch if broker is not None and broker.alive else None
+
     # --- commands ----------------------------------------------------------------------------------------
 
     def apply(self, command: Command) -> Result:
@@ -187,7 +197,9 @@ class ClusterMetadata:
         node_id = int(command["node_id"])
         endpoints = {str(name): [str(host), int(port)] for name, (host, port) in (command.get("endpoints") or {}).items()}
         self.brokers[node_id] = BrokerRegistration(node_id, str(command["host"]), int(command["port"]),
-                                                   command.get("rack") or None, alive=True, endpoints=endpoints)
+                                                   command.get("rack") or None, alive=True, endpoints=endpoints,
+                                                   epoch=self.next_broker_epoch)
+        self.next_broker_epoch += 1
         for _name, _index, state in self.partitions():
             if state.leader == NO_LEADER and node_id in state.isr:
                 self._change_leader(state, node_id)
@@ -422,8 +434,9 @@ class ClusterMetadata:
         """A JSON-able copy of the whole state (Raft log compaction, a new replica catching up)."""
         return {
             "assignment_cursor": self.assignment_cursor,
+            "next_broker_epoch": self.next_broker_epoch,
             "broker_configs": copy.deepcopy(self.broker_configs),
-            "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive, copy.deepcopy(b.endpoints)]
+            "brokers": [[b.node_id, b.host, b.port, b.rack, b.alive, copy.deepcopy(b.endpoints), b.epoch]
                         for b in self.brokers.values()],
             "acls": copy.deepcopy(self.acls),
             "scram": copy.deepcopy(self.scram),
@@ -439,9 +452,11 @@ class ClusterMetadata:
         metadata = cls()
         metadata.assignment_cursor = snapshot["assignment_cursor"]
         metadata.broker_configs = snapshot.get("broker_configs", {})  # absent from snapshots of older versions
-        for node_id, host, port, rack, alive, *endpoints in snapshot["brokers"]:  # older snapshots have no endpoints
-            metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive,
-                                                           endpoints[0] if endpoints else {})
+        metadata.next_broker_epoch = snapshot.get("next_broker_epoch", 0)  # absent from older snapshots
+        for node_id, host, port, rack, alive, *later in snapshot["brokers"]:  # older snapshots: no endpoints, epoch
+            endpoints = later[0] if later else {}
+            epoch = later[1] if len(later) > 1 else -1
+            metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive, endpoints, epoch)
         metadata.acls = snapshot.get("acls", [])  # absent from snapshots of older versions
         metadata.scram = snapshot.get("scram", {})
         for topic in snapshot["topics"]:

@@ -1,6 +1,7 @@
 """Partition replication: leaders track their followers, followers copy their leaders' logs.
 
-Leader side: every follower Fetch (``replica_id >= 0``) reports the follower's log end to
+Leader side: every follower Fetch (``replica_id >= 0``, from a broker of this cluster: the Fetch handler takes
+no other, see :meth:`broker.handlers.registry.RequestContext.from_cluster_broker`) reports the follower's log end to
 :meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
 into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through the
 ``propose_isr`` callback (default: ``broker.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
@@ -22,7 +23,9 @@ A broker acts as a partition's leader only where :func:`acts_as_leader` says so:
 caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
 What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
-leader's address), ``storage_failed`` (a replicated append the disk refused) and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
+leader's address), ``storage_failed`` (a replicated append the disk refused), ``inter_broker_key`` and
+``broker_epoch`` (to log in to the leader as a broker of the cluster, :mod:`broker.security.broker_login`)
+and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
 call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it must not move the high
 watermark itself), and expose the manager as ``broker.replica_manager`` for the Produce and Fetch handlers.
 """
@@ -40,11 +43,13 @@ import structlog
 
 from broker.client import ClientError, KafkaConnection
 from broker.cluster.isr import IsrChange, PartitionLeaderState
+from broker.config import BROKER_KEYS
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import wait_durable
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from broker.protocol.api import ApiKey
 from broker.protocol.records import iter_batches
+from broker.security.broker_login import BrokerCredential
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -53,16 +58,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.replication")
 
 TopicPartition = tuple[str, int]
+FetcherKey = tuple[int, int]  # (leader id, fetcher id): one fetcher and connection per pair
 ProposeIsr = Callable[[str, int, list[int], int], "bool | Awaitable[bool]"]
 
-# Kafka's replica fetcher settings and their defaults; read from the broker config when it has them.
+# Kafka's replica fetcher settings (broker configs; Kafka lets none of them change at run time), with the defaults
+# the broker config has for them.
 FETCHER_DEFAULTS: dict[str, int] = {
-    "replica.fetch.wait.max.ms": 500,
-    "replica.fetch.min.bytes": 1,
-    "replica.fetch.max.bytes": 1048576,
-    "replica.fetch.response.max.bytes": 10485760,
-    "replica.fetch.backoff.ms": 1000,
-    "replica.socket.timeout.ms": 30000,
+    key: BROKER_KEYS[key][1]
+    for key in ("replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+                "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
+                "replica.socket.receive.buffer.bytes")
 }
 
 
@@ -158,6 +163,20 @@ class FollowedPartition:
         return self.plog.log_end_offset if self.fetch_offset is None else self.fetch_offset
 
 
+def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Which of a leader's ``fetchers`` (num.replica.fetchers) copies the partition: Kafka's spread
+    (abs(31 * topic.hashCode() + partition) % fetchers, in Java's 32-bit arithmetic)."""
+    def int32(value: int) -> int:
+        return (value + 2**31) % 2**32 - 2**31
+
+    java_hash = 0
+    units = topic.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
+    for at in range(0, len(units), 2):
+        java_hash = int32(31 * java_hash + int.from_bytes(units[at:at + 2], "big"))
+    spread = int32(31 * java_hash + partition)
+    return 0 if spread == -(2**31) else abs(spread) % fetchers
+
+
 # Errors a fetcher waits out: the leader has not caught up with the metadata (or we have not).
 _TRANSIENT_FETCH_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -171,9 +190,10 @@ _TRANSIENT_FETCH_ERRORS = frozenset({
 class LeaderFetcher:
     """Replicates every partition this broker follows from one leader broker, over one connection."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int) -> None:
+    def __init__(self, manager: ReplicaManager, leader_id: int, fetcher_id: int = 0) -> None:
         self.manager = manager
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._changed = asyncio.Event()
         self._connection: KafkaConnection | None = None
@@ -183,7 +203,7 @@ class LeaderFetcher:
         self._stopped = False
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}")
 
     def cancel(self) -> asyncio.Task | None:
         """Stop fetching; the returned task ends once the connection is closed."""
@@ -250,16 +270,25 @@ class LeaderFetcher:
         followed.retry_at = asyncio.get_running_loop().time() + backoff
 
     async def _connect(self) -> KafkaConnection:
-        if self._connection is not None:
+        credential = self.manager.broker_credential()
+        if self._connection is not None and self._connection.broker_credential == credential:
             return self._connection
+        await self._disconnect()  # none yet, or logged in at a broker epoch this broker no longer has
         address = self.manager.broker_address(self.leader_id)
         if address is None:
             raise ClientError(f"leader {self.leader_id} is not among the live brokers")
         host, port = address
-        timeout = self.manager.fetcher_settings["replica.socket.timeout.ms"] / 1000
+        settings = self.manager.fetcher_settings
         connection = KafkaConnection(host, port, client_id=f"replica-fetcher-{self.manager.node_id}",
-                                     timeout=timeout, security=self.manager.broker.config.inter_broker_security)
+                                     timeout=settings["replica.socket.timeout.ms"] / 1000,
+                                     security=self.manager.broker.config.inter_broker_security,
+                                     broker_credential=credential,
+                                     receive_buffer_bytes=settings["replica.socket.receive.buffer.bytes"])
         await connection.open()
+        if connection.receive_buffer_granted < connection.receive_buffer_bytes:
+            log.warning("socket buffer smaller than configured: the kernel caps it",
+                        key="replica.socket.receive.buffer.bytes", configured=connection.receive_buffer_bytes,
+                        granted=connection.receive_buffer_granted, limit="net.core.rmem_max", leader=self.leader_id)
         self._connection = connection
         return connection
 
@@ -340,18 +369,26 @@ class LeaderFetcher:
             "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
         })
-        if response["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
-            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                             "the leader's ACLs refuse this broker's fetches: the principal brokers log in with on "
-                             "the inter-broker listener needs CLUSTER_ACTION on the cluster (list it in super.users, "
-                             "as Kafka's docs advise)")
         if response["error_code"]:
             raise KafkaError(ErrorCode(response["error_code"]), "replica fetch refused")
+        if any(part["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+               for topic in response["responses"] for part in topic["partitions"]):
+            # Kafka's answer to a follower fetch it does not take from a broker; a new connection logs in again
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             "the leader refuses this broker's fetches: either it no longer counts this broker as "
+                             "registered at the broker epoch it logged in with (it logs in again), or its ACLs "
+                             "refuse the principal brokers log in with on the inter-broker listener, which needs "
+                             "CLUSTER_ACTION on the cluster (list it in super.users, as Kafka's docs advise)")
         for topic in response["responses"]:
             for part in topic["partitions"]:
-                entry = sent.get((topic["topic"], part["partition_index"]))
+                tp = (topic["topic"], part["partition_index"])
+                entry = sent.get(tp)
                 if entry is not None and self._is_current(entry[0]):
                     self._apply_fetched(entry[0], entry[1], part)
+                    if part["records"]:
+                        # To the back of the next request: a response holds only what fits in its max_bytes, so
+                        # the partitions in front would keep the others waiting (Kafka's fetcher does the same).
+                        self.partitions[tp] = self.partitions.pop(tp)
         # the next fetch tells the leader what this replica holds: with flush.messages/flush.ms, only once the
         # fsyncs the appends asked for (run off the event loop) are done
         for followed, _offset in sent.values():
@@ -426,10 +463,10 @@ class ReplicaManager:
         self.broker = broker
         self._propose_isr = propose_isr
         self.lag_time_max_s = broker.config["replica.lag.time.max.ms"] / 1000
-        self.fetcher_settings = {key: broker.config.get(key, default) for key, default in FETCHER_DEFAULTS.items()}
+        self.fetcher_settings = {key: broker.config[key] for key in FETCHER_DEFAULTS}
         self._leading: dict[TopicPartition, LedPartition] = {}
-        self._following: dict[TopicPartition, int] = {}  # -> leader id
-        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[TopicPartition, FetcherKey] = {}
+        self._fetchers: dict[FetcherKey, LeaderFetcher] = {}
         self._waiters: dict[TopicPartition, list[_IsrWaiter]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._isr_check: asyncio.Task | None = None
@@ -441,9 +478,13 @@ class ReplicaManager:
     # --- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # num.replica.fetchers is one Kafka lets change at run time
+        self.broker.dynamic_configs.on_change.append(self._spread_over_fetchers)
         self._isr_check = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
 
     async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.broker.dynamic_configs.on_change.remove(self._spread_over_fetchers)
         tasks = [t for t in (self._isr_check, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -492,21 +533,16 @@ class ReplicaManager:
         plog = self.broker.partition_log(topic, partition)
         self._drop_leadership(tp)
         current = self._following.get(tp)
-        if current == leader_id:
-            if self._fetchers[leader_id].partitions[tp].leader_epoch == leader_epoch:
+        if current is not None and current[0] == leader_id:
+            if self._fetchers[current].partitions[tp].leader_epoch == leader_epoch:
                 return
         elif current is not None:
             self._stop_following(tp)
         plog.auto_high_watermark = False
         plog.high_watermark = min(plog.high_watermark, plog.log_end_offset)
-        fetcher = self._fetchers.get(leader_id)
-        if fetcher is None:
-            fetcher = self._fetchers[leader_id] = LeaderFetcher(self, leader_id)
-            fetcher.start()
         # A new entry (also for a new epoch of the same leader): answers to requests made for the old
         # one are ignored, and divergence is settled again.
-        fetcher.add(FollowedPartition(topic, partition, leader_epoch, plog))
-        self._following[tp] = leader_id
+        self._hand_to_fetcher(FollowedPartition(topic, partition, leader_epoch, plog), leader_id)
         log.info("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
                  log_end_offset=plog.log_end_offset)
 
@@ -516,14 +552,34 @@ class ReplicaManager:
         self._drop_leadership(tp)
         self._stop_following(tp)
 
+    def _hand_to_fetcher(self, followed: FollowedPartition, leader_id: int) -> None:
+        tp = (followed.topic, followed.partition)
+        key = (leader_id, fetcher_id(followed.topic, followed.partition, self.broker.config["num.replica.fetchers"]))
+        current = self._following.get(tp)
+        if current is not None and current != key:
+            self._stop_following(tp)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = self._fetchers[key] = LeaderFetcher(self, *key)
+            fetcher.start()
+        fetcher.add(followed)
+        self._following[tp] = key
+
+    def _spread_over_fetchers(self) -> None:
+        """After a change of num.replica.fetchers: move each followed partition to the fetcher it now falls to,
+        with its progress (a request the old fetcher has in flight for it is ignored)."""
+        for tp, (leader_id, _) in list(self._following.items()):
+            followed = self._fetchers[self._following[tp]].partitions[tp]
+            self._hand_to_fetcher(followed, leader_id)
+
     def _stop_following(self, tp: TopicPartition) -> None:
-        leader_id = self._following.pop(tp, None)
-        if leader_id is None:
+        key = self._following.pop(tp, None)
+        if key is None:
             return
-        fetcher = self._fetchers[leader_id]
+        fetcher = self._fetchers[key]
         fetcher.remove(tp)
         if not fetcher.partitions:
-            del self._fetchers[leader_id]
+            del self._fetchers[key]
             fetcher.cancel()
 
     def _drop_leadership(self, tp: TopicPartition) -> None:
@@ -542,7 +598,8 @@ class ReplicaManager:
 
     def following(self, topic: str, partition: int) -> int | None:
         """The leader this broker replicates the partition from, else None."""
-        return self._following.get((topic, partition))
+        key = self._following.get((topic, partition))
+        return None if key is None else key[0]
 
     def on_leader_append(self, topic: str, partition: int) -> None:
         """The leader's log grew (a produce or group-coordinator append); ``Broker.append`` calls this."""
@@ -642,6 +699,16 @@ class ReplicaManager:
                  isr=list(led.state.isr))
 
     # --- helpers ----------------------------------------------------------------------------------------
+
+    def broker_credential(self) -> BrokerCredential:
+        """What this broker logs in to other brokers with: its node id and current broker epoch, and the key
+        from the cluster secret. ClientError while it is not a registered, unfenced broker (then no other
+        broker takes its fetches or markers)."""
+        key, epoch = self.broker.inter_broker_key, self.broker.broker_epoch(self.node_id)
+        if key is None or epoch is None:
+            raise ClientError(f"broker {self.node_id} is not a registered, unfenced broker of the cluster (yet): "
+                              "other brokers do not take its requests")
+        return BrokerCredential(self.node_id, epoch, key)
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         for live_id, host, port, _rack in self.broker.live_brokers():

@@ -18,7 +18,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.log.background import wait_durable
 from broker.protocol.api import ApiKey
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -48,8 +48,9 @@ READ_COMMITTED = 1
 
 
 def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_bytes: int,
-                     follower: bool, read_committed: bool) -> tuple[dict[str, Any], int]:
-    """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0)."""
+                     follower: bool, read_committed: bool, min_one: bool) -> tuple[dict[str, Any], int]:
+    """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0); with
+    ``min_one`` its first batch comes whole even when larger than ``max_bytes``."""
     index = part["partition"]
     response = _partition_answer(index)
     try:
@@ -64,7 +65,7 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         if offset >= limit or max_bytes <= 0:
             return response, 0
         # Left in the log files: the server sends them from there (sendfile), never through Python.
-        region = plog.read_region(offset, max_bytes, max_offset=limit)
+        region = plog.read_region(offset, max_bytes, max_offset=limit, min_one=min_one)
         if not len(region):
             region.close()
             return response, 0
@@ -108,9 +109,12 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     follower = request["replica_id"] >= 0
     read_committed = request["isolation_level"] == READ_COMMITTED and not follower
     if follower:
-        if not ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "session_id": 0,
-                    "responses": []}
+        if not ctx.from_cluster_broker(request["replica_id"]):
+            # Kafka's answer to a follower fetch it may not take: every partition refused, nothing read or counted
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": [
+                {"topic": topic["topic"], "partitions": [
+                    _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for part in topic["partitions"]]} for topic in request["topics"]]}
         _record_follower_progress(broker, request)
     readable = {topic["topic"]: follower or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic["topic"])
                 for topic in request["topics"]}
@@ -118,7 +122,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
-        # (KIP-74), so a batch bigger than the limits can never stall a consumer.
+        # (KIP-74), so a batch bigger than the limits can never stall a consumer. The partitions after it
+        # get only whole batches that fit in what is left: the one oversized batch is the response's, not
+        # each partition's. Before v3 there is no response cap, and each partition gets its first batch.
         budget = request["max_bytes"] if ctx.api_version >= 3 else None
         total = 0
         responses = []
@@ -132,7 +138,8 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
                 if not readable[topic["topic"]]:
                     entry, size = _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
                 else:
-                    entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed)
+                    entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed,
+                                                   min_one=budget is None or not total)
                 total += size
                 partitions.append(entry)
             responses.append({"topic": topic["topic"], "partitions": partitions})

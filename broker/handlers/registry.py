@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.security.acl import ANONYMOUS, Operation, ResourceType
+from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Operation, ResourceType
+from broker.security.broker_login import BrokerIdentity
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -28,6 +29,17 @@ class RequestContext:
     listener: str = "PLAINTEXT"  # the listener the request came in on: Metadata answers with its addresses
     api_versions: dict[int, tuple[int, int]] | None = None  # what this listener serves, if not the broker's
     principal: str = ANONYMOUS  # who is asking (broker.security.acl): User:<SASL user or certificate subject>
+    peer_broker: BrokerIdentity | None = None  # the broker the connection proved it is (broker_login)
+
+    def from_cluster_broker(self, replica_id: int | None = None) -> bool:
+        """Whether the request may do what only brokers do to each other (follower fetches, transaction markers):
+        it came over the inter-broker listener, on a connection that proved itself a broker's, whose broker is
+        still registered and unfenced at the broker epoch it proved (KIP-903's idea), and that speaks for itself
+        (``replica_id``). With an authorizer the principal also needs CLUSTER_ACTION, as in Kafka."""
+        peer = self.peer_broker
+        return (peer is not None and self.listener == self.broker.config.inter_broker_listener
+                and replica_id in (None, peer.node_id) and self.broker.broker_epoch(peer.node_id) == peer.epoch
+                and self.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may do ``operation`` on the resource (always, without an authorizer)."""

@@ -10,7 +10,7 @@ The coordinator (:mod:`broker.txn.coordinator`) does the work; these handlers tr
   possibly ``verify_only``. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and then the
   others OPERATION_NOT_ATTEMPTED, as in Kafka.
 * TxnOffsetCommit writes the offsets in the producer's transaction; they count once it commits.
-* WriteTxnMarkers (between brokers) writes markers to partitions this broker leads.
+* WriteTxnMarkers (between brokers only) writes markers to partitions this broker leads.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def transactional_id_allowed(ctx: RequestContext, operation: Operation, transact
 
 
 def _cluster_action(ctx: RequestContext) -> bool:
-    """Broker-to-broker requests (markers, partition verification) need CLUSTER_ACTION on the cluster."""
+    """AddPartitionsToTxn v4+ (Kafka's brokers verify partitions with it) needs CLUSTER_ACTION on the cluster."""
     return ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
@@ -171,8 +171,9 @@ async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dic
 
 @handler(ApiKey.WRITE_TXN_MARKERS)
 async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    """Markers a transaction coordinator asks this broker to write to partitions it leads (in a cluster)."""
-    permitted = _cluster_action(ctx)
+    """Markers a transaction coordinator asks this broker to write to partitions it leads (in a cluster): only
+    from a broker of this cluster, for any client could end other producers' transactions with them."""
+    permitted = ctx.from_cluster_broker()
     results = []
     for marker in request["markers"]:
         topics = []

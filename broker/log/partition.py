@@ -628,13 +628,17 @@ class PartitionLog:
                      self._read_ranges(offset, max_bytes, max_offset)]
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def read_region(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileRegion:
-        """What :meth:`read` returns, left in the segment files for the server to send without copying."""
+    def read_region(self, offset: int, max_bytes: int, max_offset: int | None = None, *,
+                    min_one: bool = True) -> FileRegion:
+        """What :meth:`read` returns, left in the segment files for the server to send without copying.
+        Without ``min_one`` only the whole batches within ``max_bytes`` are read, possibly none: a Fetch
+        allows one oversized batch per response, not per partition (KIP-74)."""
         with self._lock:
-            ranges = self._read_ranges(offset, max_bytes, max_offset)
+            ranges = self._read_ranges(offset, max_bytes, max_offset, min_one)
             return FileRegion([(os.dup(segment.fd), start, stop - start) for segment, start, stop in ranges])
 
-    def _read_ranges(self, offset: int, max_bytes: int, max_offset: int | None) -> list[tuple[LogSegment, int, int]]:
+    def _read_ranges(self, offset: int, max_bytes: int, max_offset: int | None,
+                     min_one: bool = True) -> list[tuple[LogSegment, int, int]]:
         """(segment, start, end) file ranges of a read; the caller holds the lock."""
         self._check_open()
         end = self.log_end_offset
@@ -651,7 +655,7 @@ class PartitionLog:
             segment = self._segments[i]
             found = segment.find_batch(offset)
             if found is not None:
-                stop, more = segment.batches_end(found[0], max_bytes - total, limit, not ranges)
+                stop, more = segment.batches_end(found[0], max_bytes - total, limit, min_one and not ranges)
                 if stop > found[0]:
                     ranges.append((segment, found[0], stop))
                     total += stop - found[0]

@@ -277,8 +277,9 @@ class TransactionCoordinator:
                              "transaction_result": committed, "coordinator_epoch": 0,
                              "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
         try:
-            async with await KafkaConnection.connect(f"{address[0]}:{address[1]}", timeout=10,
-                                                     security=self.broker.config.inter_broker_security) as connection:
+            async with await KafkaConnection.connect(
+                    f"{address[0]}:{address[1]}", timeout=10, security=self.broker.config.inter_broker_security,
+                    broker_credential=self.broker.replica_manager.broker_credential()) as connection:
                 answer = await connection.request(ApiKey.WRITE_TXN_MARKERS, body, version=1)
         except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
             log.warning("sending transaction markers failed", transactional_id=meta.transactional_id,

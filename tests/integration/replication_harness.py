@@ -13,6 +13,7 @@ one JSON line on stdout (logs go to stderr). ``ReplicationNode`` runs and drives
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from broker.broker import Broker  # noqa: E402
+from broker.cluster.keys import derive_key  # noqa: E402
 from broker.cluster.replication import ReplicaManager  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.protocol.records import decode_records_any  # noqa: E402
+
+SECRET = "replication test secret"  # the static cluster's: its brokers prove themselves to each other with it
+BROKER_EPOCH = 0
 
 
 @dataclass
@@ -49,6 +55,7 @@ class StaticClusterBroker(Broker):
         self.peers = peers  # node id -> port on 127.0.0.1
         self.assignments: dict[tuple[str, int], Assignment] = {}
         self.replica_manager = ReplicaManager(self)
+        self.inter_broker_key = derive_key(SECRET, "inter-broker")
 
     async def start(self) -> None:
         await super().start()
@@ -60,6 +67,10 @@ class StaticClusterBroker(Broker):
 
     def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [(node_id, "127.0.0.1", port, None) for node_id, port in sorted(self.peers.items())]
+
+    def broker_epoch(self, node_id: int) -> int | None:
+        """Every peer is registered, at one epoch that never changes."""
+        return BROKER_EPOCH if node_id in self.peers else None
 
     def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         assignment = self.assignments.get((topic, partition))
@@ -104,6 +115,27 @@ class StaticClusterBroker(Broker):
             "digest": hashlib.sha256(data).hexdigest(),
             "values": [record.value.decode() for record in decode_records_any(data) if record.value],
         }
+
+
+@contextlib.asynccontextmanager
+async def static_pair(root: Path, overrides: dict[str, Any]) -> AsyncIterator[list[StaticClusterBroker]]:
+    """Brokers 1 and 2 in this event loop, each knowing the other, with the broker configs ``overrides``;
+    stopped on the way out, also when one fails to start."""
+    from harness import free_port
+
+    ports = {1: free_port(), 2: free_port()}
+    brokers: list[StaticClusterBroker] = []
+    try:
+        for node_id, port in ports.items():
+            config = BrokerConfig.load(None, listen=f"127.0.0.1:{port}", data_dir=str(root / f"n{node_id}"),
+                                       node_id=node_id, overrides=overrides)
+            broker = StaticClusterBroker(config, ports)
+            brokers.append(broker)
+            await broker.start()
+        yield brokers
+    finally:
+        for broker in brokers:
+            await broker.stop()
 
 
 async def _serve_commands(broker: StaticClusterBroker) -> None:

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 from harness import create_topics, free_port, secret_file, unique_name, wait_until
 from tls_certs import CertificateAuthority
 
-from broker.client import KafkaConnection
+from broker.client import ClientSecurity, KafkaConnection
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 
@@ -77,16 +77,22 @@ def secured(tmp_path_factory) -> Iterator[SecuredCluster]:
     cluster.cluster.stop()
 
 
-def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_addresses(secured):
-    topic = unique_name("replicated")
+def replicated_topic(secured: SecuredCluster, prefix: str, records: int) -> str:
+    """A new topic on all three brokers with ``records`` records, once every replica is in sync."""
+    topic = unique_name(prefix)
     create_topics(secured.client(1), topic, replication=3)
     producer = Producer({**secured.client(2), "acks": "all"})
-    for number in range(50):
+    for number in range(records):
         producer.produce(topic, b"record %d" % number)
     assert producer.flush(30) == 0
-    # every replica fetched the records over SASL_SSL (SCRAM-SHA-512) and is in sync
     wait_until(lambda: sorted(secured.cluster.partitions(topic)[0]["isr_nodes"]) == [1, 2, 3], 30,
                message="all three replicas in sync")
+    return topic
+
+
+def test_brokers_replicate_over_sasl_ssl_and_clients_see_their_listeners_addresses(secured):
+    # every replica fetched the records over SASL_SSL (SCRAM-SHA-512) and is in sync
+    topic = replicated_topic(secured, "replicated", 50)
     metadata = AdminClient(secured.client(3)).list_topics(timeout=30)
     assert sorted((b.id, b.port) for b in metadata.brokers.values()) == sorted(secured.secure_ports.items())
     plain = secured.cluster.metadata(1)
@@ -164,3 +170,39 @@ def test_raft_traffic_goes_inside_tls(secured):
             assert answer == b"" or answer[0] == 0x15, answer  # closed, or a TLS alert
     # and the quorum is healthy through the tunnels: every broker agrees on the controller
     assert len({secured.cluster.controller(i) for i in secured.cluster.ids}) == 1
+
+
+def test_a_super_user_that_is_no_broker_of_the_cluster_replicates_nothing_and_writes_no_marker(secured):
+    """With an authorizer too, follower fetches and WriteTxnMarkers need the cluster's broker login: the brokers'
+    own SASL user (a super user: CLUSTER_ACTION allowed) on the inter-broker listener, without it, gets Kafka's
+    refusals and changes nothing."""
+    topic = replicated_topic(secured, "guarded-replication", 5)
+    partition = secured.cluster.partitions(topic)[0]
+    leader = partition["leader_id"]
+    follower = next(r for r in partition["replica_nodes"] if r != leader)
+    security = ClientSecurity(ssl_context=ssl.create_default_context(cafile=str(secured.ca.path)),
+                              sasl_mechanism="SCRAM-SHA-512", username="broker", password="broker-secret")
+
+    async def pose_as_broker() -> tuple[dict, dict, int]:
+        async with await KafkaConnection.connect(f"127.0.0.1:{secured.secure_ports[leader]}", timeout=10,
+                                                 security=security) as connection:
+            fetched = await connection.request(ApiKey.FETCH, {
+                "replica_id": follower, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                     "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+            marked = await connection.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+                "producer_id": 4242, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+                "topics": [{"name": topic, "partition_indexes": [0]}]}]}, version=1)
+            listed = await connection.request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+        return fetched, marked, listed["topics"][0]["partitions"][0]["offset"]
+
+    fetched, marked, high_watermark = asyncio.run(pose_as_broker())
+    part = fetched["responses"][0]["partitions"][0]
+    assert (fetched["error_code"], part["error_code"], bytes(part["records"] or b"")) == \
+        (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED, b"")
+    assert [p["error_code"] for m in marked["markers"] for t in m["topics"] for p in t["partitions"]] == \
+        [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert high_watermark == 5  # no marker took an offset

@@ -243,6 +243,9 @@ DIFFERENCES: dict[tuple[int, range, str], str] = {
     (ApiKey.CONSUMER_GROUP_DESCRIBE, range(0, 1), "groups.group_epoch"): "as above, for the described group",
     (ApiKey.CONSUMER_GROUP_DESCRIBE, range(0, 1), "groups.assignment_epoch"): "as above",
     (ApiKey.CONSUMER_GROUP_DESCRIBE, range(0, 1), "groups.members.member_epoch"): "as above",
+    (ApiKey.WRITE_TXN_MARKERS, range(1, 2), "markers.topics.partitions.error_code"):
+        "only a broker of our cluster may write markers (CLUSTER_AUTHORIZATION_FAILED here, as Kafka answers without "
+        "CLUSTER_ACTION); Kafka without an authorizer takes them from any client (test_cluster_broker_only.py)",
     (ApiKey.CREATE_TOPICS, range(5, 8), "topics.configs"):
         "a new topic's configs: every one of Kafka 4.4's 37, plus our retention.disk.percent; min.insync.replicas "
         "comes from a dynamic cluster default on Kafka 4 (see test_broker_configs.py)",

@@ -199,6 +199,26 @@ def test_delete_partitions_and_configs():
                            "replace": True})["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_every_registration_gives_a_new_broker_epoch_and_fencing_takes_it_away():
+    metadata = cluster(1, 2)
+    first = metadata.broker_epoch(1)
+    assert first is not None and metadata.broker_epoch(2) not in (None, first)
+    assert metadata.broker_epoch(3) is None  # never registered
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    assert metadata.broker_epoch(1) is None
+    metadata.apply(register(1))
+    again = metadata.broker_epoch(1)
+    assert again is not None and again > max(first, metadata.broker_epoch(2))
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert (restored.broker_epoch(1), restored.broker_epoch(2)) == (again, metadata.broker_epoch(2))
+    restored.apply(register(2))
+    assert restored.broker_epoch(2) > again  # the counter survived the snapshot: no epoch is given twice
+    older = metadata.to_snapshot()
+    del older["next_broker_epoch"]
+    older["brokers"] = [entry[:6] for entry in older["brokers"]]
+    assert ClusterMetadata.from_snapshot(older).broker_epoch(1) == -1
+
+
 def test_dynamic_broker_configs_by_scope_survive_a_snapshot():
     metadata = cluster(1, 2)
     assert metadata.apply({"op": "alter_broker_configs", "scope": "", "configs": {"log.retention.ms": 5}}) == \
