@@ -60,6 +60,7 @@ from broker.groups.state import (
     plain_protocol_names,
 )
 from broker.groups.timers import Deadlines
+from broker.protocol.types import fits_a_string
 
 log = structlog.get_logger("broker.groups")
 
@@ -225,8 +226,11 @@ class GroupMachine:
         self._deadlines.set((_SESSION, group.group_id, member.member_id), self._clock() + timeout)
 
     def _status_error(self, group_id: str, membership: bool) -> ErrorCode | None:
-        """Kafka's validateGroupStatus: the membership APIs need a non-empty group id."""
-        if membership and not group_id:
+        """Kafka's validateGroupStatus: the membership APIs need a non-empty group id. And any group id must
+        fit the string of a `__consumer_offsets` key: a request's id of invalid UTF-8 decodes to three bytes per
+        bad byte and can outgrow it. Kafka fails such a group's first write; refusing it here, before any
+        state changes, keeps the machine from holding a group it could never store."""
+        if (membership and not group_id) or not fits_a_string(group_id):
             return ErrorCode.INVALID_GROUP_ID
         partition = self.partition_for(group_id)
         if partition in self._replays:

@@ -115,6 +115,19 @@ def test_a_protocol_listed_twice_by_one_member_is_not_supported_by_every_member(
     assert a[0].protocol_name == b[0].protocol_name == "roundrobin"
 
 
+def test_a_group_id_too_long_for_the_offsets_topic_is_refused_before_anything_changes():
+    """32767 bytes of invalid UTF-8 decode to three times as many: no `__consumer_offsets` key can hold the id."""
+    too_long = "\ufffd" * 0x7FFF
+    h = Harness()
+    assert h.join(group=too_long)[0].error == E.INVALID_GROUP_ID
+    assert h.sync(too_long, "m", 1)[0].error == E.INVALID_GROUP_ID
+    assert h.commit(too_long, {("t", 0): 5})[0] == {("t", 0): E.INVALID_GROUP_ID}
+    assert h.machine.group(too_long) is None
+    longest = "\ufffd" * (0x7FFF // 3)  # the longest id that fits is a group like any other
+    assert [a.error for a in h.join(group=longest)] in ([], [E.NONE], [E.MEMBER_ID_REQUIRED])
+    assert h.machine.group(longest) is not None
+
+
 def test_join_errors():
     h = Harness()
     assert h.join(group="")[0].error == E.INVALID_GROUP_ID
