@@ -31,6 +31,8 @@ DEMO_STATUSES = {"demo-healthy": "OK", "demo-lagging": "WARN", "demo-stopped": "
 # A figure of fmtSeconds in app.js ("4.2 s", "33 s", "2 m 5 s", "1 h 3 m", "2 d 1 h").
 SECONDS_FIGURE = r"(\d+(\.\d)? s|\d+ [mhd] \d+ [smh])"
 DASH = "\u2014"
+# fmtCatchUp in app.js for a group that falls behind ("falling behind by 25 records/s", "... by 8.3 records/s").
+FALLING_BEHIND = r"falling behind by \d+(\.\d+)? records/s"
 
 
 def get(url: str, accept: str = "application/json") -> tuple[int, str]:
@@ -197,13 +199,17 @@ def test_group_page_draws_its_charts_and_partitions(demo, browser):
     assert len(rows) == 3
     for row in rows:
         cells = [cell.text for cell in row.find_elements("css selector", "td")]
-        topic, partition, status, owner, client_id, committed, log_end, lag, seconds, _ = cells
+        topic, partition, status, owner, client_id, committed, log_end, lag, seconds, catch_up, _ = cells
         assert (topic, status) == ("demo-events", "WARN")
         assert owner != DASH and client_id != DASH
         assert int(log_end.replace(",", "")) - int(committed.replace(",", "")) >= 0
         assert int(lag.replace(",", "")) > 0
         # The figure, then how it was found.
         assert re.fullmatch(SECONDS_FIGURE + r"\s*(fetch|interpolated|caught_up)", seconds), seconds
+        # It reads 5 records of each partition every 3 s while 10/s arrive on each.
+        assert re.fullmatch(FALLING_BEHIND, catch_up), catch_up
+    cards = dict(card.text.split("\n") for card in browser.find_elements("css selector", ".cards .card"))
+    assert re.fullmatch(FALLING_BEHIND, cards["Catch-up"]), cards
     screenshot(browser, "group")
 
 
@@ -212,7 +218,7 @@ def test_an_unknown_group_shows_notfound_and_dashes_for_missing_figures(demo, br
     wait_until(lambda: browser.find_elements("css selector", "h1 .badge[data-status='NOTFOUND']"), 30,
                message="the NOTFOUND badge")
     cards = dict(card.text.split("\n") for card in browser.find_elements("css selector", ".cards .card"))
-    assert (cards["Max time lag"], cards["Most lagging"]) == (DASH, DASH)
+    assert (cards["Max time lag"], cards["Catch-up"], cards["Most lagging"]) == (DASH, DASH, DASH)
     assert browser.find_element("css selector", "#view table tbody").text == "The monitor does not know this group."
 
 
