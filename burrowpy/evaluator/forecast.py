@@ -13,8 +13,11 @@ knows, and its rate falls as time goes on.
 The lag shrinks at the difference of the two rates (the net rate):
 
 - ``caught_up``: nothing to consume (current lag 0): 0 seconds, whatever the rates.
-- ``keeping_pace``: the rates are within ``PACE_TOLERANCE`` of each other (of the larger): the lag is
-  steady, neither a catch-up time nor a growth; the lag stays about where it is.
+- ``keeping_pace``: the rates differ by no more than the noise: the lag is steady, neither a catch-up time
+  nor a growth; the lag stays about where it is. The noise is ``PACE_TOLERANCE`` of the larger rate plus
+  what random arrivals alone make of the produce rate: at a steady average, the count of records written
+  in a span varies by about its square root, so the produce rate over ``t`` seconds by about
+  sqrt(rate / t) records/s (10 % for 100 records, 1 % for 10,000).
 - ``catching_up``: the group consumes faster: current lag / net rate seconds.
 - ``falling_behind``: the producers are faster: no catch-up time, the lag's growth in records/s.
 
@@ -26,6 +29,8 @@ Pure functions, no clock and no IO: ``now_ms`` is given.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -59,12 +64,22 @@ def partition_forecast(current_lag: int, commit_offsets: Sequence[int], commit_t
     if commits < 2 or samples < 2:
         return None
     start = max(commit_times[0], broker_times[0])
-    consume_rate = _rate_since(start, commit_offsets, commit_times, commits, now_ms)
-    produce_rate = _rate_since(start, broker_offsets, broker_times, samples, now_ms)
-    if consume_rate is None or produce_rate is None:
+    return forecast_from_rates(current_lag, _rate_since(start, commit_offsets, commit_times, commits, now_ms),
+                               _rate_since(start, broker_offsets, broker_times, samples, now_ms))
+
+
+def forecast_from_rates(current_lag: int, consume: tuple[float, float] | None,
+                        produce: tuple[float, float] | None) -> Forecast | None:
+    """The forecast of a partition with this lag and these (records/s, over seconds) rates, None when
+    unknown."""
+    if current_lag <= 0:
+        return Forecast(CAUGHT_UP, 0.0)
+    if consume is None or produce is None:
         return None
+    consume_rate, produce_rate = consume[0], produce[0]
     net_rate = consume_rate - produce_rate
-    if abs(net_rate) <= PACE_TOLERANCE * max(abs(consume_rate), abs(produce_rate)):
+    noise = PACE_TOLERANCE * max(abs(consume_rate), abs(produce_rate)) + math.sqrt(abs(produce_rate) / produce[1])
+    if abs(net_rate) <= noise:
         return Forecast(KEEPING_PACE)
     if net_rate > 0:
         return Forecast(CATCHING_UP, round(current_lag / net_rate, 3))
@@ -96,26 +111,27 @@ def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
 
 
 def _rate_since(start: float, values: Sequence[int], times: Sequence[int], count: int,
-                now_ms: float) -> float | None:
-    """Per second, how much the series grew from ``start`` to its end: its newest point, or ``now`` when it
-    has missed its beat. None when the series has no length in time or ends at or before ``start``."""
+                now_ms: float) -> tuple[float, float] | None:
+    """(per second, over seconds): how much the series grew from ``start`` to its end, its newest point or
+    ``now`` when it has missed its beat. None when the series has no length in time or ends at or before
+    ``start``."""
     first, newest = times[0], times[count - 1]
     if newest <= first:
         return None
     end = now_ms if now_ms - newest > 2 * (newest - first) / (count - 1) else newest
     if end <= start:
         return None
-    return (values[count - 1] - _value_at(start, values, times, count)) * 1000.0 / (end - start)
+    return (values[count - 1] - _value_at(start, values, times, count)) * 1000.0 / (end - start), (end - start) / 1000.0
 
 
 def _value_at(when: float, values: Sequence[int], times: Sequence[int], count: int) -> float:
     """The series' value at ``when`` (not before its first time): linear between the samples around it,
     the newest value after the newest sample."""
-    for index in range(1, count):
-        if times[index] >= when:
-            before_time, after_time = times[index - 1], times[index]
-            if after_time == before_time:
-                return values[index]
-            share = (when - before_time) / (after_time - before_time)
-            return values[index - 1] + share * (values[index] - values[index - 1])
-    return values[count - 1]
+    index = bisect_left(times, when, 1, count)  # the first point at or after ``when``, from the second on
+    if index == count:
+        return values[count - 1]
+    before_time, after_time = times[index - 1], times[index]
+    if after_time == before_time:
+        return values[index]
+    share = (when - before_time) / (after_time - before_time)
+    return values[index - 1] + share * (values[index] - values[index - 1])

@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from burrowpy.evaluator.forecast import Forecast, group_forecast, partition_forecast
+from burrowpy.evaluator.forecast import Forecast, forecast_from_rates, group_forecast, partition_forecast
 from burrowpy.evaluator.rules import evaluate_partition, evaluate_window
 from burrowpy.evaluator.timelag import CAUGHT_UP, FETCH, INTERPOLATED, partition_lag_seconds
 from burrowpy.protocol import (
@@ -416,15 +416,43 @@ def _lag_seconds_each(parts: Sequence[ConsumerPartition], committed: Sequence[in
 
 def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any, timestamps: Any,
                        now_ms: float) -> list[Forecast | None]:
-    """:func:`forecast.partition_forecast` of every partition of a topic whose windows are all full."""
+    """:func:`forecast.partition_forecast` of every partition of a topic whose windows are all full: the rates
+    on arrays (the same operations in the same order, so the same floats), the verdict partition by
+    partition."""
     total = len(snapshot.stored)
     samples = snapshot.samples[0]
-    if samples and snapshot.samples.count(samples) == total:
-        pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
-        broker_offsets, broker_times = pairs[:, :, 0].tolist(), pairs[:, :, 1].tolist()
-    else:
+    if samples < 2 or snapshot.samples.count(samples) != total or timestamps.shape[1] < 2:
+        # Some partition with fewer or more broker samples than the others, or too few for a rate.
         parts = list(snapshot)
-        broker_offsets = [part.broker_offsets for part in parts]
-        broker_times = [part.broker_times for part in parts]
-    return list(map(partition_forecast, snapshot.current_lags, offsets.tolist(), timestamps.tolist(), broker_offsets,
-                    broker_times, [now_ms] * total))
+        return list(map(partition_forecast, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
+                        [part.broker_offsets for part in parts], [part.broker_times for part in parts],
+                        [now_ms] * total))
+    pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
+    broker_offsets, broker_times = pairs[:, :, 0], pairs[:, :, 1]
+    start = np.maximum(timestamps[:, 0], broker_times[:, 0])
+    consume = _rates_columns(np, offsets, timestamps, start, now_ms)
+    produce = _rates_columns(np, broker_offsets, broker_times, start, now_ms)
+    return list(map(forecast_from_rates, snapshot.current_lags, consume, produce))
+
+
+def _rates_columns(np: Any, values: Any, times: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
+    """``forecast._rate_since`` of each row of a series (rows of at least two points, oldest first)."""
+    count = times.shape[1]
+    rows = np.arange(len(times))
+    first, newest = times[:, 0], times[:, -1]
+    end = np.where(now_ms - newest > 2 * (newest - first) / (count - 1), now_ms, newest)
+    known = (newest > first) & (end > start)
+    # The first point at or after start (from the second on), or the newest when none is.
+    later = times[:, 1:] >= start[:, None]
+    index = np.where(later.any(axis=1), later.argmax(axis=1) + 1, count - 1)
+    before_time, after_time = times[rows, index - 1], times[rows, index]
+    before_value, after_value = values[rows, index - 1], values[rows, index]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (start - before_time) / (after_time - before_time)
+        between = before_value + share * (after_value - before_value)
+        at_start = np.where(later.any(axis=1) & (after_time != before_time), between,
+                            np.where(later.any(axis=1), after_value, values[:, -1]))
+        rates = (values[:, -1] - at_start) * 1000.0 / (end - start)
+    spans = (end - start) / 1000.0
+    return [(rate, span) if ok else None
+            for rate, span, ok in zip(rates.tolist(), spans.tolist(), known.tolist(), strict=True)]

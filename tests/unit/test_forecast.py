@@ -1,6 +1,7 @@
 """Catch-up forecast (burrowpy.evaluator.forecast): the partition's rates and state, the group's fold, and
 the figures reaching the evaluation of a group."""
 
+import math
 import random
 
 from hypothesis import given
@@ -40,7 +41,9 @@ def test_steady_rates_give_the_state_and_the_time_the_rates_say(consume, produce
     commit_offsets, commit_times = steady(consume, 1_000, commit_gap, commits, NOW_MS)
     broker_offsets, broker_times = steady(produce, 5_000, sample_gap, samples, NOW_MS)
     forecast = partition_forecast(lag, commit_offsets, commit_times, broker_offsets, broker_times, NOW_MS)
-    net, tolerance = consume - produce, PACE_TOLERANCE * max(consume, produce)
+    produce_seconds = (NOW_MS - max(commit_times[0], broker_times[0])) / 1000
+    net = consume - produce
+    tolerance = PACE_TOLERANCE * max(consume, produce) + math.sqrt(produce / produce_seconds)
     if abs(net) < tolerance - 0.01 or consume == produce:
         assert forecast == Forecast(KEEPING_PACE)
     elif net > tolerance + 0.01:
@@ -74,6 +77,18 @@ def test_the_span_starts_where_both_series_are_known():
                                                    for n in range(6)]
     forecast = partition_forecast(500, *commits, *broker, NOW_MS)
     assert forecast == Forecast(CATCHING_UP, 100.0)
+
+
+def test_a_difference_random_arrivals_could_make_is_keeping_pace():
+    # Consuming 8 % slower than records arrive, over 10 s: at 100/s that is within 5 % plus sqrt(100/10)
+    # records/s of noise, at 10,000/s it is a trend.
+    def forecast(produce: int) -> Forecast | None:
+        commit_offsets, commit_times = steady(produce * 92 // 100, 0, 1_000, 11, NOW_MS)
+        broker_offsets, broker_times = steady(produce, 50, 1_000, 11, NOW_MS)
+        return partition_forecast(500, commit_offsets, commit_times, broker_offsets, broker_times, NOW_MS)
+
+    assert forecast(100) == Forecast(KEEPING_PACE)
+    assert forecast(10_000) == Forecast(FALLING_BEHIND, None, 800.0)
 
 
 @given(stopped_for_s=st.integers(min_value=20, max_value=3_600))
