@@ -325,6 +325,8 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
                 {"series": f"burrow_kafka_consumer_status{{{group}}}", "values": "3x10"},
                 {"series": 'burrow_kafka_consumer_status{cluster="local",consumer_group="fine"}', "values": "1x10"},
                 {"series": f"burrow_kafka_consumer_max_lag_seconds{{{group}}}", "values": "700x10"},
+                {"series": f"burrow_kafka_consumer_group_falling_behind_records_per_second{{{group}}}",
+                 "values": "340x20"},
                 {"series": f'burrow_kafka_topic_partition_status{{{group},topic="t",partition="0"}}',
                  "values": "5x10"},
             ],
@@ -342,6 +344,13 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
                         "summary": "stuck on local is 11m 40s behind",
                         "description": "The oldest record the group has not consumed is older than 10 minutes."}}]},
                 {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
+                {"eval_time": "14m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": []},
+                {"eval_time": "16m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": [{
+                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck"},
+                    "exp_annotations": {
+                        "summary": "stuck on local falls behind by 340 records/s",
+                        "description": "For 15 minutes producers have written faster than the group consumes: "
+                                       "at these rates it never catches up."}}]},
                 {"eval_time": "6m", "alertname": "KafkaConsumerPartitionStalled", "exp_alerts": [{
                     "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck",
                                    "topic": "t", "partition": "0"},
@@ -361,7 +370,8 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
     referenced = set().union(*(promql_metrics(query) for query in dashboard_queries() + alert_queries()))
     assert {"burrow_kafka_consumer_status", "burrow_kafka_consumer_max_lag_seconds",
-            "burrow_kafka_consumer_partition_lag_seconds"} <= referenced
+            "burrow_kafka_consumer_partition_lag_seconds",
+            "burrow_kafka_consumer_group_falling_behind_records_per_second"} <= referenced
     served: set[str] = set()
 
     def all_served() -> bool:
