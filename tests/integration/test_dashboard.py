@@ -309,6 +309,13 @@ def test_grafana_dashboard_is_well_formed():
     assert used <= variables
 
 
+def fires(eval_time: str, alertname: str, severity: str, summary: str, description: str, **labels: str) -> dict:
+    """A promtool alert_rule_test: ``alertname`` firing at ``eval_time`` for group stuck of cluster local."""
+    return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": [{
+        "exp_labels": {"severity": severity, "cluster": "local", "consumer_group": "stuck", **labels},
+        "exp_annotations": {"summary": summary, "description": description}}]}
+
+
 def test_alert_rules_pass_promtool_and_fire(tmp_path):
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: make install puts in Debian's prometheus package (apt, as root)"
@@ -332,32 +339,19 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
             ],
             "alert_rule_test": [
                 {"eval_time": "4m", "alertname": "KafkaConsumerGroupError", "exp_alerts": []},
-                {"eval_time": "6m", "alertname": "KafkaConsumerGroupError", "exp_alerts": [{
-                    "exp_labels": {"severity": "critical", "cluster": "local", "consumer_group": "stuck"},
-                    "exp_annotations": {
-                        "summary": "Consumer group stuck on local is ERR",
-                        "description": "A partition of stuck is STOP (no commit while lag is left) or STALL "
-                                       "(commits without progress). Dashboard: /ui/#/group/local/stuck"}}]},
-                {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagHigh", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck"},
-                    "exp_annotations": {
-                        "summary": "stuck on local is 11m 40s behind",
-                        "description": "The oldest record the group has not consumed is older than 10 minutes."}}]},
+                fires("6m", "KafkaConsumerGroupError", "critical", "Consumer group stuck on local is ERR",
+                      "A partition of stuck is STOP (no commit while lag is left) or STALL (commits without "
+                      "progress). Dashboard: /ui/#/group/local/stuck"),
+                fires("6m", "KafkaConsumerTimeLagHigh", "warning", "stuck on local is 11m 40s behind",
+                      "The oldest record the group has not consumed is older than 10 minutes."),
                 {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
                 {"eval_time": "14m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": []},
-                {"eval_time": "16m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck"},
-                    "exp_annotations": {
-                        "summary": "stuck on local falls behind by 340 records/s",
-                        "description": "For 15 minutes producers have written faster than the group consumes: "
-                                       "at these rates it never catches up."}}]},
-                {"eval_time": "6m", "alertname": "KafkaConsumerPartitionStalled", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck",
-                                   "topic": "t", "partition": "0"},
-                    "exp_annotations": {
-                        "summary": "stuck is stalled on t/0",
-                        "description": "The group keeps committing the same offset while the partition has lag "
-                                       "(a poison record or a stuck handler, usually)."}}]},
+                fires("16m", "KafkaConsumerGroupFallingBehind", "warning", "stuck on local falls behind by 340 records/s",
+                      "For 15 minutes producers have written faster than the group consumes: at these rates it "
+                      "never catches up."),
+                fires("6m", "KafkaConsumerPartitionStalled", "warning", "stuck is stalled on t/0",
+                      "The group keeps committing the same offset while the partition has lag (a poison record "
+                      "or a stuck handler, usually).", topic="t", partition="0"),
             ],
         }],
     }
