@@ -1,7 +1,7 @@
-"""The catch-up forecast end to end: a producer writes at a steady rate to our broker, three real consumer
-groups commit on the same partition at their own rates (one catching up, one keeping pace, one falling
-behind), and ``burrowpy serve`` says so through the v3 JSON and ``/metrics``. Nothing is faked: commit
-times are the broker's, broker offset samples the monitor's wall clock.
+"""The catch-up forecast end to end, on our broker and on Apache Kafka 4.4: a producer writes at a steady
+rate, three real consumer groups commit on the same partition at their own rates (one catching up, one
+keeping pace, one falling behind), and ``burrowpy serve`` says so through the v3 JSON and ``/metrics``.
+Nothing is faked: commit times are the broker's, broker offset samples the monitor's wall clock.
 """
 
 from __future__ import annotations
@@ -68,12 +68,13 @@ class SteadyProducer:
         assert not self._thread.is_alive(), "the producer thread did not stop"
 
 
-@pytest.fixture(scope="module")
-def monitor(broker, tmp_path_factory) -> Iterator[BurrowpyProcess]:
+@pytest.fixture(scope="module", params=["burrowpy-broker", "kafka-4.4"])
+def cluster(request, tmp_path_factory) -> Iterator[tuple[str, BurrowpyProcess]]:
+    server = request.getfixturevalue("broker" if request.param == "burrowpy-broker" else "kafka")
     # 12 commits 0.4 s apart and 12 broker samples 1 s apart: rates over about 5 s.
-    settings = MonitorSettings(broker.bootstrap, intervals=12, offset_refresh=1, topic_refresh=1, expire_cache=0)
+    settings = MonitorSettings(server.bootstrap, intervals=12, offset_refresh=1, topic_refresh=1, expire_cache=0)
     with BurrowpyProcess(tmp_path_factory.mktemp("burrowpy"), settings) as process:
-        yield process
+        yield server.bootstrap, process
 
 
 def forecast_metrics(monitor: BurrowpyProcess) -> dict[tuple[str, str], float]:
@@ -104,13 +105,14 @@ def commit_schedule(producer: SteadyProducer,
     return offsets
 
 
-def test_groups_catching_up_keeping_pace_and_falling_behind(broker, monitor):
-    create_topic(broker.bootstrap, TOPIC, 1)
-    backlog = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+def test_groups_catching_up_keeping_pace_and_falling_behind(cluster):
+    bootstrap, monitor = cluster
+    create_topic(bootstrap, TOPIC, 1)
+    backlog = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     produce(backlog, TOPIC, 0, BACKLOG)
     del backlog
-    with SteadyProducer(broker.bootstrap, BACKLOG) as producer, contextlib.ExitStack() as stack:
-        loops = [stack.enter_context(committing("confluent", broker.bootstrap, group, TOPIC,
+    with SteadyProducer(bootstrap, BACKLOG) as producer, contextlib.ExitStack() as stack:
+        loops = [stack.enter_context(committing("confluent", bootstrap, group, TOPIC,
                                                 commit_schedule(producer, offset_for), partitions=1))
                  for group, offset_for in GROUPS.items()]
         for loop in loops:
