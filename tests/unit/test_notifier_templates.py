@@ -327,6 +327,7 @@ def test_slack_templates_are_attachments():
         "Status": "ERR",
         "Total Lag": "91",
         "Time Lag": "1h 02m 03s",
+        "Catch-up": "falling behind by 349 records/s",
         "Start": datetime.fromtimestamp(START, UTC).isoformat(),
     }
 
