@@ -51,6 +51,11 @@ class Forecast(NamedTuple):
     falling_behind_per_second: float | None = None  # set when falling behind
 
 
+# The answers without a figure of their own, made once: most partitions of a healthy group give one of them.
+_CAUGHT_UP = Forecast(CAUGHT_UP, 0.0)
+_KEEPING_PACE = Forecast(KEEPING_PACE)
+
+
 def partition_forecast(current_lag: int, commit_offsets: Sequence[int], commit_times: Sequence[int],
                        broker_offsets: Sequence[int], broker_times: Sequence[int], now_ms: float) -> Forecast | None:
     """The forecast of one partition; None when its window does not give both rates yet.
@@ -58,7 +63,7 @@ def partition_forecast(current_lag: int, commit_offsets: Sequence[int], commit_t
     Commits and broker samples are oldest first; times in ms.
     """
     if current_lag <= 0:
-        return Forecast(CAUGHT_UP, 0.0)
+        return _CAUGHT_UP
     commits = min(len(commit_offsets), len(commit_times))
     samples = min(len(broker_offsets), len(broker_times))
     if commits < 2 or samples < 2:
@@ -73,14 +78,14 @@ def forecast_from_rates(current_lag: int, consume: tuple[float, float] | None,
     """The forecast of a partition with this lag and these (records/s, over seconds) rates, None when
     unknown."""
     if current_lag <= 0:
-        return Forecast(CAUGHT_UP, 0.0)
+        return _CAUGHT_UP
     if consume is None or produce is None:
         return None
     consume_rate, produce_rate = consume[0], produce[0]
     net_rate = consume_rate - produce_rate
     noise = PACE_TOLERANCE * max(abs(consume_rate), abs(produce_rate)) + math.sqrt(abs(produce_rate) / produce[1])
     if abs(net_rate) <= noise:
-        return Forecast(KEEPING_PACE)
+        return _KEEPING_PACE
     if net_rate > 0:
         return Forecast(CATCHING_UP, round(current_lag / net_rate, 3))
     return Forecast(FALLING_BEHIND, None, round(-net_rate, 3))
