@@ -140,6 +140,10 @@ class PartitionStatus:
     # Age of the oldest unconsumed record and how it was found (burrowpy.evaluator.timelag); not Burrow's.
     lag_seconds: float | None = None
     lag_seconds_method: str | None = None
+    # Catch-up forecast from the window's rates (burrowpy.evaluator.forecast); not Burrow's.
+    catch_up_forecast: str | None = None
+    catch_up_seconds: float | None = None
+    falling_behind_per_second: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,6 +158,9 @@ class PartitionStatus:
             "complete": self.complete,
             "lag_seconds": self.lag_seconds,
             "lag_seconds_method": self.lag_seconds_method,
+            "catch_up_forecast": self.catch_up_forecast,
+            "catch_up_seconds": self.catch_up_seconds,
+            "falling_behind_per_second": self.falling_behind_per_second,
         }
 
 
@@ -168,6 +175,10 @@ class ConsumerGroupStatus:
     maxlag: PartitionStatus | None = None
     totallag: int = 0
     max_lag_seconds: float | None = None  # the largest partition lag_seconds; not Burrow's
+    # The slowest partition's catch-up forecast (burrowpy.evaluator.forecast.group_forecast); not Burrow's.
+    catch_up_forecast: str | None = None
+    catch_up_seconds: float | None = None
+    falling_behind_per_second: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +191,9 @@ class ConsumerGroupStatus:
             "maxlag": self.maxlag.to_json() if self.maxlag else None,
             "totallag": self.totallag,
             "max_lag_seconds": self.max_lag_seconds,
+            "catch_up_forecast": self.catch_up_forecast,
+            "catch_up_seconds": self.catch_up_seconds,
+            "falling_behind_per_second": self.falling_behind_per_second,
         }
 
 

@@ -18,6 +18,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from burrowpy.evaluator.forecast import Forecast, forecast_from_rates, group_forecast, partition_forecast
 from burrowpy.evaluator.rules import evaluate_partition, evaluate_window
 from burrowpy.evaluator.timelag import CAUGHT_UP, FETCH, INTERPOLATED, partition_lag_seconds
 from burrowpy.protocol import (
@@ -42,22 +43,24 @@ _BY_CODE = tuple(Status)  # Status(code) without the Enum call
 COLUMNS_FROM = 48
 
 _METHODS = (None, CAUGHT_UP, FETCH, INTERPOLATED)  # the lag-in-seconds method by code (0: no figure)
+_NO_FORECAST = (None, None, None)  # (catch_up_forecast, catch_up_seconds, falling_behind_per_second)
 
 
 class TopicEvaluation:
     """One topic's partitions, evaluated: codes and figures per partition, objects made on demand."""
 
-    __slots__ = ("topic", "codes", "lags", "seconds", "methods", "complete_count", "_built", "_make")
+    __slots__ = ("topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built", "_make")
 
     def __init__(self, topic: str, codes: list[int], lags: list[int],
-                 seconds: list[float | None], methods: list[str | None], complete_count: int,
-                 make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
+                 seconds: list[float | None], methods: list[str | None], forecasts: list[Forecast | None],
+                 complete_count: int, make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
                  built: list[PartitionStatus] | None = None) -> None:
         self.topic = topic
         self.codes = codes
         self.lags = lags
         self.seconds = seconds
         self.methods = methods
+        self.forecasts = forecasts
         self.complete_count = complete_count
         self._make = make
         self._built: list[PartitionStatus | None] = built if built is not None else [None] * len(codes)
@@ -75,12 +78,12 @@ class GroupEvaluation:
     """The outcome of one evaluation of a group, from which each kind of answer is built once."""
 
     __slots__ = ("cluster", "group", "status", "complete", "partition_count", "totallag", "max_lag_seconds",
-                 "topics", "_maxlag", "_results")
+                 "forecast", "topics", "_maxlag", "_results")
 
     def __init__(self, cluster: str, group: str, status: Status, complete: float,
                  topics: list[TopicEvaluation] | None = None, partition_count: int = 0,
                  maxlag: tuple[TopicEvaluation, int] | None = None, totallag: int = 0,
-                 max_lag_seconds: float | None = None) -> None:
+                 max_lag_seconds: float | None = None, forecast: Forecast | None = None) -> None:
         self.cluster = cluster
         self.group = group
         self.status = status
@@ -90,6 +93,7 @@ class GroupEvaluation:
         self._maxlag = maxlag
         self.totallag = totallag
         self.max_lag_seconds = max_lag_seconds
+        self.forecast = forecast
         self._results: dict[bool, ConsumerGroupStatus] = {}
 
     def result(self, showall: bool = True) -> ConsumerGroupStatus:
@@ -104,9 +108,10 @@ class GroupEvaluation:
                 partitions += topic.partitions(range(len(topic.codes)) if showall else
                                                [index for index, code in enumerate(topic.codes) if code > _OK])
             maxlag = self._maxlag[0].partitions((self._maxlag[1],))[0] if self._maxlag is not None else None
+            forecast = self.forecast or _NO_FORECAST
             result = self._results[showall] = ConsumerGroupStatus(
                 self.cluster, self.group, self.status, self.complete, partitions, self.partition_count, maxlag,
-                self.totallag, self.max_lag_seconds)
+                self.totallag, self.max_lag_seconds, *forecast)
         return result
 
 
@@ -125,7 +130,9 @@ def assess_group(cluster: str, group: str, topics: ConsumerTopics, now: float, a
 
     Each partition also gets its lag in seconds (:mod:`burrowpy.evaluator.timelag`, from ``now`` with its
     fraction) and the group the largest of them. ``max_lag_seconds`` > 0 is the optional time threshold,
-    not Burrow's: an OK partition whose oldest unconsumed record is older than that becomes WARN.
+    not Burrow's: an OK partition whose oldest unconsumed record is older than that becomes WARN. Each
+    partition gets its catch-up forecast (:mod:`burrowpy.evaluator.forecast`, at ``now``) and the group
+    its slowest partition's.
     """
     evaluated = []
     worst = 1
@@ -159,9 +166,10 @@ def assess_group(cluster: str, group: str, topics: ConsumerTopics, now: float, a
             largest_seconds = max(known)
             if group_seconds is None or largest_seconds > group_seconds:
                 group_seconds = largest_seconds
+    forecast = group_forecast(forecast for topic_evaluation in evaluated for forecast in topic_evaluation.forecasts)
     return GroupEvaluation(cluster, group, _ERR if worst > _ERR else _BY_CODE[worst],
                            complete_count / count if count else 0.0, evaluated, count, maxlag, totallag,
-                           group_seconds)
+                           group_seconds, forecast)
 
 
 def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
@@ -197,12 +205,24 @@ def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, all
                                                 partition.broker_since)
         status.lag_seconds = seconds
         status.lag_seconds_method = method
+        if end is not None:
+            if offsets.__class__ is CommitWindow:
+                commit_offsets, commit_times = offsets.column(0), offsets.column(1)
+            else:
+                stored = [commit for commit in offsets if commit is not None]
+                commit_offsets, commit_times = [c.offset for c in stored], [c.timestamp for c in stored]
+            forecast = partition_forecast(partition.current_lag, commit_offsets, commit_times, broker_offsets,
+                                          partition.broker_times, now_ms)
+            if forecast is not None:
+                status.catch_up_forecast, status.catch_up_seconds, status.falling_behind_per_second = forecast
         if seconds is not None and 0 < max_lag_seconds < seconds and status.status == _OK and end is not None:
             status.status = _WARN
         built.append(status)
     return TopicEvaluation(topic, [status.status.value for status in built],
                            [status.current_lag for status in built], [status.lag_seconds for status in built],
                            [status.lag_seconds_method for status in built],
+                           [Forecast(status.catch_up_forecast, status.catch_up_seconds, status.falling_behind_per_second)
+                            if status.catch_up_forecast is not None else None for status in built],
                            sum(1 for status in built if status.complete == 1.0), built=built)
 
 
@@ -286,6 +306,7 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
             if value is not None and max_lag_seconds < value and code_list[index] == 1:
                 code_list[index] = 2  # WARN: the oldest unconsumed record is too old
 
+    forecasts = _forecasts_columns(np, snapshot, offsets, timestamps, now * 1000.0)
     owners, client_ids = snapshot.owners, snapshot.client_ids
 
     def make(indexes: list[int], built: list[PartitionStatus | None]) -> None:
@@ -300,9 +321,10 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
                 first, last = values[:COMMIT_STRIDE], values[width - COMMIT_STRIDE:]
             built[index] = PartitionStatus(topic, index, _BY_CODE[code_list[index]], current_lags[index], 1.0,
                                            commit_from_values(first), commit_from_values(last), owners[index],
-                                           client_ids[index], seconds[index], methods[index])
+                                           client_ids[index], seconds[index], methods[index],
+                                           *(forecasts[index] or _NO_FORECAST))
 
-    return TopicEvaluation(topic, code_list, current_lags, seconds, methods, total, make=make)
+    return TopicEvaluation(topic, code_list, current_lags, seconds, methods, forecasts, total, make=make)
 
 
 def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
@@ -390,3 +412,47 @@ def _lag_seconds_each(parts: Sequence[ConsumerPartition], committed: Sequence[in
     figures = [partition_lag_seconds(offset, part.broker_offsets, part.broker_times, part.record_time, now_ms,
                                      part.broker_since) for offset, part in zip(committed, parts, strict=True)]
     return [seconds for seconds, _ in figures], [method for _, method in figures]
+
+
+def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any, timestamps: Any,
+                       now_ms: float) -> list[Forecast | None]:
+    """:func:`forecast.partition_forecast` of every partition of a topic whose windows are all full: the rates
+    on arrays (the same operations in the same order, so the same floats), the verdict partition by
+    partition."""
+    total = len(snapshot.stored)
+    samples = snapshot.samples[0]
+    if samples < 2 or snapshot.samples.count(samples) != total or timestamps.shape[1] < 2:
+        # Some partition with fewer or more broker samples than the others, or too few for a rate.
+        parts = list(snapshot)
+        return list(map(partition_forecast, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
+                        [part.broker_offsets for part in parts], [part.broker_times for part in parts],
+                        [now_ms] * total))
+    pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
+    broker_offsets, broker_times = pairs[:, :, 0], pairs[:, :, 1]
+    start = np.maximum(timestamps[:, 0], broker_times[:, 0])
+    consume = _rates_columns(np, offsets, timestamps, start, now_ms)
+    produce = _rates_columns(np, broker_offsets, broker_times, start, now_ms)
+    return list(map(forecast_from_rates, snapshot.current_lags, consume, produce))
+
+
+def _rates_columns(np: Any, values: Any, times: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
+    """``forecast._rate_since`` of each row of a series (rows of at least two points, oldest first)."""
+    count = times.shape[1]
+    rows = np.arange(len(times))
+    first, newest = times[:, 0], times[:, -1]
+    end = np.where(now_ms - newest > 2 * (newest - first) / (count - 1), now_ms, newest)
+    known = (newest > first) & (end > start)
+    # The first point at or after start (from the second on), or the newest when none is.
+    later = times[:, 1:] >= start[:, None]
+    index = np.where(later.any(axis=1), later.argmax(axis=1) + 1, count - 1)
+    before_time, after_time = times[rows, index - 1], times[rows, index]
+    before_value, after_value = values[rows, index - 1], values[rows, index]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (start - before_time) / (after_time - before_time)
+        between = before_value + share * (after_value - before_value)
+        at_start = np.where(later.any(axis=1) & (after_time != before_time), between,
+                            np.where(later.any(axis=1), after_value, values[:, -1]))
+        rates = (values[:, -1] - at_start) * 1000.0 / (end - start)
+    spans = (end - start) / 1000.0
+    return [(rate, span) if ok else None
+            for rate, span, ok in zip(rates.tolist(), spans.tolist(), known.tolist(), strict=True)]

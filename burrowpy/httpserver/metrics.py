@@ -66,11 +66,22 @@ class _BurrowGauges:
         self.max_lag_seconds = GaugeMetricFamily(
             "burrow_kafka_consumer_max_lag_seconds",
             "The largest partition lag in seconds of the group", labels=GROUP_LABELS)
+        # Not Burrow's: the catch-up forecast (burrowpy.evaluator.forecast), each only while it applies.
+        self.catch_up_seconds = GaugeMetricFamily(
+            "burrow_kafka_consumer_group_catch_up_seconds",
+            "Seconds until the group has consumed its lag at its window's consume and produce rates "
+            "(its slowest partition's; 0 when caught up; absent while falling behind, keeping pace or unknown)",
+            labels=GROUP_LABELS)
+        self.falling_behind = GaugeMetricFamily(
+            "burrow_kafka_consumer_group_falling_behind_records_per_second",
+            "Records per second the group's lag grows by on the partitions it falls behind on "
+            "(absent unless falling behind)", labels=GROUP_LABELS)
 
     def families(self) -> list[Metric]:
         """Families with at least one series, by name (as Go's client gathers them)."""
         every = [self.lag_total, self.status, self.partition_status, self.current_offset, self.partition_lag,
-                 self.topic_offset, self.partition_lag_seconds, self.max_lag_seconds]
+                 self.topic_offset, self.partition_lag_seconds, self.max_lag_seconds, self.catch_up_seconds,
+                 self.falling_behind]
         return sorted((family for family in every if family.samples), key=lambda family: family.name)
 
 
@@ -90,6 +101,10 @@ async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
             gauges.status.add_metric([cluster, group], int(status.status))
             if status.max_lag_seconds is not None:
                 gauges.max_lag_seconds.add_metric([cluster, group], status.max_lag_seconds)
+            if status.catch_up_seconds is not None:
+                gauges.catch_up_seconds.add_metric([cluster, group], status.catch_up_seconds)
+            if status.falling_behind_per_second is not None:
+                gauges.falling_behind.add_metric([cluster, group], status.falling_behind_per_second)
             for partition in sorted(status.partitions, key=lambda p: (p.topic, p.partition)):
                 labels = [cluster, group, partition.topic, str(partition.partition)]
                 gauges.partition_lag.add_metric(labels, partition.current_lag)

@@ -16,13 +16,17 @@ A template sees the same data as Burrow's Go templates, under lower-case names:
     "WARN", compares equal to 2), ``result.complete``, ``result.partitions`` (each with ``topic``,
     ``partition``, ``owner``, ``client_id``, ``status``, ``start``/``end`` offsets with ``offset``,
     ``timestamp``, ``observed_at``, ``lag``, ``current_lag``, ``complete``, and burrowpy's
-    ``lag_seconds`` and ``lag_seconds_method``), ``result.partition_count``, ``result.maxlag``,
-    ``result.totallag`` and burrowpy's ``result.max_lag_seconds`` (None when unknown).
+    ``lag_seconds`` and ``lag_seconds_method`` and the catch-up forecast ``catch_up_forecast``,
+    ``catch_up_seconds`` and ``falling_behind_per_second``), ``result.partition_count``, ``result.maxlag``,
+    ``result.totallag`` and burrowpy's ``result.max_lag_seconds`` (None when unknown) and the group's
+    catch-up forecast (the same three names as a partition's).
 
 Burrow's helper functions exist both as filters and as globals: ``{{ result.partitions | jsonencoder }}``
 and ``{{ jsonencoder(result.partitions) }}`` are the same. ``formattimestamp`` takes a strftime format
 (Go layouts like "2006-01-02" mean nothing to Python). burrowpy adds ``formatduration``, which writes a
-number of seconds as "1h 02m 03s" ("-" for None), for the lag in seconds.
+number of seconds as "1h 02m 03s" ("-" for None), for the lag in seconds, and ``formatcatchup``, which
+writes a group's or partition's catch-up forecast as "caught up in ~12 min" or "falling behind by 340
+records/s" ("keeping pace", "caught up", "-" without a forecast).
 
 Undefined names and attributes are errors rather than empty strings: Burrow's own default close
 template referenced a field that does not exist (``.Id``) and sent an empty id for years; here such a
@@ -140,6 +144,29 @@ def formatduration(seconds: float | None) -> str:
     return f"{minutes}m {secs:02d}s"
 
 
+def formatcatchup(status: ConsumerGroupStatus | PartitionStatus) -> str:
+    """A group's or partition's catch-up forecast for people: "caught up in ~12 min", "falling behind by
+    340 records/s", "keeping pace", "caught up"; "-" while there is no forecast."""
+    state = status.catch_up_forecast
+    if state == "catching_up":
+        return f"caught up in ~{_about(status.catch_up_seconds)}"
+    if state == "falling_behind":
+        rate = status.falling_behind_per_second
+        # Whole records from 10/s up; below, two significant digits so a slow drift does not read as 0.
+        return f"falling behind by {rate:.0f} records/s" if rate >= 10 else f"falling behind by {rate:.2g} records/s"
+    if state == "keeping_pace":
+        return "keeping pace"
+    return "caught up" if state == "caught_up" else "-"
+
+
+def _about(seconds: float) -> str:
+    """A duration rounded to the unit a person would say it in."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 1.5 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 HELPERS = {
     "jsonencoder": jsonencoder,
     "topicsbystatus": topicsbystatus,
@@ -151,6 +178,7 @@ HELPERS = {
     "maxlag": maxlag,
     "formattimestamp": formattimestamp,
     "formatduration": formatduration,
+    "formatcatchup": formatcatchup,
 }
 
 

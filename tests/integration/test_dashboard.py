@@ -31,6 +31,8 @@ DEMO_STATUSES = {"demo-healthy": "OK", "demo-lagging": "WARN", "demo-stopped": "
 # A figure of fmtSeconds in app.js ("4.2 s", "33 s", "2 m 5 s", "1 h 3 m", "2 d 1 h").
 SECONDS_FIGURE = r"(\d+(\.\d)? s|\d+ [mhd] \d+ [smh])"
 DASH = "\u2014"
+# fmtCatchUp in app.js for a group that falls behind ("falling behind by 25 records/s", "... by 8.3 records/s").
+FALLING_BEHIND = r"falling behind by \d+(\.\d+)? records/s"
 
 
 def get(url: str, accept: str = "application/json") -> tuple[int, str]:
@@ -197,13 +199,17 @@ def test_group_page_draws_its_charts_and_partitions(demo, browser):
     assert len(rows) == 3
     for row in rows:
         cells = [cell.text for cell in row.find_elements("css selector", "td")]
-        topic, partition, status, owner, client_id, committed, log_end, lag, seconds, _ = cells
+        topic, partition, status, owner, client_id, committed, log_end, lag, seconds, catch_up, _ = cells
         assert (topic, status) == ("demo-events", "WARN")
         assert owner != DASH and client_id != DASH
         assert int(log_end.replace(",", "")) - int(committed.replace(",", "")) >= 0
         assert int(lag.replace(",", "")) > 0
         # The figure, then how it was found.
         assert re.fullmatch(SECONDS_FIGURE + r"\s*(fetch|interpolated|caught_up)", seconds), seconds
+        # It reads 5 records of each partition every 3 s while 10/s arrive on each.
+        assert re.fullmatch(FALLING_BEHIND, catch_up), catch_up
+    cards = dict(card.text.split("\n") for card in browser.find_elements("css selector", ".cards .card"))
+    assert re.fullmatch(FALLING_BEHIND, cards["Catch-up"]), cards
     screenshot(browser, "group")
 
 
@@ -212,7 +218,7 @@ def test_an_unknown_group_shows_notfound_and_dashes_for_missing_figures(demo, br
     wait_until(lambda: browser.find_elements("css selector", "h1 .badge[data-status='NOTFOUND']"), 30,
                message="the NOTFOUND badge")
     cards = dict(card.text.split("\n") for card in browser.find_elements("css selector", ".cards .card"))
-    assert (cards["Max time lag"], cards["Most lagging"]) == (DASH, DASH)
+    assert (cards["Max time lag"], cards["Catch-up"], cards["Most lagging"]) == (DASH, DASH, DASH)
     assert browser.find_element("css selector", "#view table tbody").text == "The monitor does not know this group."
 
 
@@ -303,6 +309,13 @@ def test_grafana_dashboard_is_well_formed():
     assert used <= variables
 
 
+def fires(eval_time: str, alertname: str, severity: str, summary: str, description: str, **labels: str) -> dict:
+    """A promtool alert_rule_test: ``alertname`` firing at ``eval_time`` for group stuck of cluster local."""
+    return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": [{
+        "exp_labels": {"severity": severity, "cluster": "local", "consumer_group": "stuck", **labels},
+        "exp_annotations": {"summary": summary, "description": description}}]}
+
+
 def test_alert_rules_pass_promtool_and_fire(tmp_path):
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: make install puts in Debian's prometheus package (apt, as root)"
@@ -319,30 +332,26 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
                 {"series": f"burrow_kafka_consumer_status{{{group}}}", "values": "3x10"},
                 {"series": 'burrow_kafka_consumer_status{cluster="local",consumer_group="fine"}', "values": "1x10"},
                 {"series": f"burrow_kafka_consumer_max_lag_seconds{{{group}}}", "values": "700x10"},
+                {"series": f"burrow_kafka_consumer_group_falling_behind_records_per_second{{{group}}}",
+                 "values": "340x20"},
                 {"series": f'burrow_kafka_topic_partition_status{{{group},topic="t",partition="0"}}',
                  "values": "5x10"},
             ],
             "alert_rule_test": [
                 {"eval_time": "4m", "alertname": "KafkaConsumerGroupError", "exp_alerts": []},
-                {"eval_time": "6m", "alertname": "KafkaConsumerGroupError", "exp_alerts": [{
-                    "exp_labels": {"severity": "critical", "cluster": "local", "consumer_group": "stuck"},
-                    "exp_annotations": {
-                        "summary": "Consumer group stuck on local is ERR",
-                        "description": "A partition of stuck is STOP (no commit while lag is left) or STALL "
-                                       "(commits without progress). Dashboard: /ui/#/group/local/stuck"}}]},
-                {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagHigh", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck"},
-                    "exp_annotations": {
-                        "summary": "stuck on local is 11m 40s behind",
-                        "description": "The oldest record the group has not consumed is older than 10 minutes."}}]},
+                fires("6m", "KafkaConsumerGroupError", "critical", "Consumer group stuck on local is ERR",
+                      "A partition of stuck is STOP (no commit while lag is left) or STALL (commits without "
+                      "progress). Dashboard: /ui/#/group/local/stuck"),
+                fires("6m", "KafkaConsumerTimeLagHigh", "warning", "stuck on local is 11m 40s behind",
+                      "The oldest record the group has not consumed is older than 10 minutes."),
                 {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
-                {"eval_time": "6m", "alertname": "KafkaConsumerPartitionStalled", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "cluster": "local", "consumer_group": "stuck",
-                                   "topic": "t", "partition": "0"},
-                    "exp_annotations": {
-                        "summary": "stuck is stalled on t/0",
-                        "description": "The group keeps committing the same offset while the partition has lag "
-                                       "(a poison record or a stuck handler, usually)."}}]},
+                {"eval_time": "14m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": []},
+                fires("16m", "KafkaConsumerGroupFallingBehind", "warning", "stuck on local falls behind by 340 records/s",
+                      "For 15 minutes producers have written faster than the group consumes: at these rates it "
+                      "never catches up."),
+                fires("6m", "KafkaConsumerPartitionStalled", "warning", "stuck is stalled on t/0",
+                      "The group keeps committing the same offset while the partition has lag (a poison record "
+                      "or a stuck handler, usually).", topic="t", partition="0"),
             ],
         }],
     }
@@ -355,7 +364,8 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
     referenced = set().union(*(promql_metrics(query) for query in dashboard_queries() + alert_queries()))
     assert {"burrow_kafka_consumer_status", "burrow_kafka_consumer_max_lag_seconds",
-            "burrow_kafka_consumer_partition_lag_seconds"} <= referenced
+            "burrow_kafka_consumer_partition_lag_seconds",
+            "burrow_kafka_consumer_group_falling_behind_records_per_second"} <= referenced
     served: set[str] = set()
 
     def all_served() -> bool:

@@ -102,7 +102,10 @@ async def test_unknown_group_is_notfound_with_burrows_shape(evaluator):
         "partition_count": 0,
         "maxlag": None,
         "totallag": 0,
-        "max_lag_seconds": None,  # burrowpy's addition after Burrow's fields
+        "max_lag_seconds": None,  # burrowpy's additions after Burrow's fields
+        "catch_up_forecast": None,
+        "catch_up_seconds": None,
+        "falling_behind_per_second": None,
     }
     assert (await evaluator.evaluate("nowhere", "g", True)).status is Status.NOTFOUND
 

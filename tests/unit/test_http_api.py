@@ -229,9 +229,12 @@ async def test_status_and_lag(client):
     # between the two broker samples, so about 30 s old.
     stalled = status["partitions"][0]
     assert (stalled["lag_seconds"], stalled["lag_seconds_method"]) == (29.94, "interpolated")
-    assert status["max_lag_seconds"] == 29.94 and text.endswith('"totallag":500,"max_lag_seconds":29.94},'
-                                                                 '"request":{"url":"/v3/kafka/local/consumer/'
-                                                                 'stuck/status","host":"vm"}}')
+    # Then its catch-up forecast: it committed nothing while the log grew by 1000 in the minute sampled.
+    assert (stalled["catch_up_forecast"], stalled["catch_up_seconds"], stalled["falling_behind_per_second"]) == (
+        "falling_behind", None, 16.667)
+    assert status["max_lag_seconds"] == 29.94 and text.endswith(
+        '"totallag":500,"max_lag_seconds":29.94,"catch_up_forecast":"falling_behind","catch_up_seconds":null,'
+        '"falling_behind_per_second":16.667},"request":{"url":"/v3/kafka/local/consumer/stuck/status","host":"vm"}}')
 
     lag = (await get_json(client, "/v3/kafka/local/consumer/stuck/lag"))["status"]
     assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [
@@ -262,6 +265,9 @@ async def test_unknown_group_status_is_404_with_error_false(client):
             "maxlag": None,
             "totallag": 0,
             "max_lag_seconds": None,
+            "catch_up_forecast": None,
+            "catch_up_seconds": None,
+            "falling_behind_per_second": None,
         },
         "request": request_info("/v3/kafka/local/consumer/ghost/status"),
     }
@@ -508,6 +514,9 @@ async def test_metrics_are_burrows_gauges_computed_at_scrape_time(client, ctx):
             ("local", "stuck", "0", "orders"): 29.94,
         },
         "burrow_kafka_consumer_max_lag_seconds": {("local", "healthy"): 0.0, ("local", "stuck"): 29.94},
+        # burrowpy's catch-up forecast: healthy has caught up, stuck falls behind.
+        "burrow_kafka_consumer_group_catch_up_seconds": {("local", "healthy"): 0.0},
+        "burrow_kafka_consumer_group_falling_behind_records_per_second": {("local", "stuck"): 16.667},
     }
     assert samples[("burrowpy_test_events_total", ())] == 3
     assert any(name == "process_cpu_seconds_total" for name, _ in samples)

@@ -16,6 +16,7 @@ from burrowpy.notifier.templates import (
     TemplateRenderError,
     compile_inline,
     divide,
+    formatcatchup,
     formatduration,
     formattimestamp,
     jsonencoder,
@@ -47,6 +48,9 @@ def partition(topic: str, number: int, status: Status, lag: int, lag_seconds: fl
         client_id="consumer-1",
         lag_seconds=lag_seconds,
         lag_seconds_method=method,
+        catch_up_forecast="falling_behind" if status == Status.STOP else "catching_up",
+        catch_up_seconds=None if status == Status.STOP else 720.0,
+        falling_behind_per_second=340.0 if status == Status.STOP else None,
     )
 
 
@@ -66,6 +70,8 @@ def group_status(status: Status = Status.ERR, group: str = "payments") -> Consum
         maxlag=partitions[0],
         totallag=91,
         max_lag_seconds=3723.5,
+        catch_up_forecast="falling_behind",
+        falling_behind_per_second=349.0,
     )
 
 
@@ -93,6 +99,25 @@ def test_formatduration_writes_seconds_for_people():
     assert [formatduration(value) for value in (None, 0, 42.25, 59.99, 60, 185, 3723.5, 86400 * 2 + 4 * 3600 + 59)] \
         == ["-", "0.0s", "42.2s", "1m 00s", "1m 00s", "3m 05s", "1h 02m 03s", "2d 04h 00m"]
     assert render(inline("{{ result.max_lag_seconds | formatduration }}"), data()) == "1h 02m 03s"
+
+
+def test_formatcatchup_says_when_or_how_fast_it_falls_behind():
+    def forecast(state: str | None, seconds: float | None = None, rate: float | None = None) -> str:
+        return formatcatchup(PartitionStatus("t", 0, Status.OK, 5, 1.0, catch_up_forecast=state,
+                                             catch_up_seconds=seconds, falling_behind_per_second=rate))
+
+    assert [forecast("catching_up", seconds) for seconds in (4.2, 89, 720.4, 5400, 7 * 86400)] == [
+        "caught up in ~4 s", "caught up in ~89 s", "caught up in ~12 min", "caught up in ~2 h", "caught up in ~7 d"]
+    assert [forecast("falling_behind", None, rate) for rate in (340.4, 10, 2.25, 0.004)] == [
+        "falling behind by 340 records/s", "falling behind by 10 records/s", "falling behind by 2.2 records/s",
+        "falling behind by 0.004 records/s"]
+    assert [forecast(state) for state in ("keeping_pace", None)] == ["keeping pace", "-"]
+    assert forecast("caught_up", 0.0) == "caught up"
+    # The group's and each partition's, in a template.
+    text = render(inline("{{ result | formatcatchup }}; {% for p in result.partitions %}{{ formatcatchup(p) }}; "
+                         "{% endfor %}{{ result.falling_behind_per_second }}"), data())
+    assert text == ("falling behind by 349 records/s; falling behind by 340 records/s; caught up in ~12 min; "
+                    "falling behind by 340 records/s; 349.0")
 
 
 def test_helpers_exist_as_filters_and_as_globals():
@@ -133,6 +158,9 @@ def test_jsonencoder_uses_burrow_field_names_and_status_strings():
             "complete": 1.0,
             "lag_seconds": 3723.5,
             "lag_seconds_method": "fetch",
+            "catch_up_forecast": "falling_behind",
+            "catch_up_seconds": None,
+            "falling_behind_per_second": 340.0,
         }
     ]
     assert jsonencoder({"s": Status.WARN, "q": 'a "quoted" name'}) == '{"s":"WARN","q":"a \\"quoted\\" name"}'
@@ -299,6 +327,7 @@ def test_slack_templates_are_attachments():
         "Status": "ERR",
         "Total Lag": "91",
         "Time Lag": "1h 02m 03s",
+        "Catch-up": "falling behind by 349 records/s",
         "Start": datetime.fromtimestamp(START, UTC).isoformat(),
     }
 
@@ -310,6 +339,7 @@ def test_default_email_open_lists_the_partitions():
     body = message.get_content()
     assert "Errors:   3 partitions have problems" in body
     assert "Oldest unconsumed record: 1h 02m 03s old" in body.splitlines()
+    assert "Catch-up forecast: falling behind by 349 records/s" in body.splitlines()
     assert (
         "          STOP orders:0 lag 70 (1h 02m 03s) (1699999000000, 100, 5) -> (1699999600000, 140, 70)"
         in body.splitlines()

@@ -406,7 +406,10 @@ def test_group_status_json_shape():
         "partition_count",
         "maxlag",
         "totallag",
-        "max_lag_seconds",  # burrowpy's addition: Burrow's fields first, unchanged
+        "max_lag_seconds",  # burrowpy's additions: Burrow's fields first, unchanged
+        "catch_up_forecast",
+        "catch_up_seconds",
+        "falling_behind_per_second",
     ]
     assert document["status"] == "ERR" and document["complete"] == 0.0
     partition = document["partitions"][0]
@@ -422,6 +425,9 @@ def test_group_status_json_shape():
         "complete",
         "lag_seconds",
         "lag_seconds_method",
+        "catch_up_forecast",
+        "catch_up_seconds",
+        "falling_behind_per_second",
     ]
     assert partition["status"] == "STOP" and partition["owner"] == "" and partition["current_lag"] == 2921
     assert partition["start"] == {

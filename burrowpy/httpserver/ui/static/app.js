@@ -66,6 +66,27 @@
     return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
   }
 
+  // The catch-up forecast as the notifier templates' formatcatchup writes it (burrowpy/notifier/templates.py).
+  function fmtCatchUp(x) {
+    switch (x.catch_up_forecast) {
+      case "catching_up": return `caught up in ~${fmtAbout(x.catch_up_seconds)}`;
+      case "falling_behind": {
+        const rate = x.falling_behind_per_second;
+        return `falling behind by ${rate >= 10 ? Math.round(rate) : Number(rate.toPrecision(2))} records/s`;
+      }
+      case "keeping_pace": return "keeping pace";
+      case "caught_up": return "caught up";
+      default: return DASH;
+    }
+  }
+
+  function fmtAbout(s) {
+    for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
+      if (s >= 1.5 * size) return `${Math.round(s / size)} ${unit}`;
+    }
+    return `${Math.round(s)} s`;
+  }
+
   function fmtPercent(x) {
     return x === null || x === undefined ? DASH : `${Math.round(x * 100)} %`;
   }
@@ -347,6 +368,7 @@
       this.cards.replaceChildren(
         card("Total lag", fmtInt(status.totallag)),
         card("Max time lag", fmtSeconds(status.max_lag_seconds)),
+        card("Catch-up", fmtCatchUp(status), "catch-up"),
         card("Partitions", fmtInt(status.partition_count)),
         card("Window complete", fmtPercent(status.complete)),
         card("Most lagging", maxlag ? `${maxlag.topic}/${maxlag.partition}` : DASH));
@@ -375,13 +397,14 @@
             h("td", { class: "num lag-seconds", title: p.lag_seconds_method ? `method: ${p.lag_seconds_method}` : null },
               fmtSeconds(p.lag_seconds),
               p.lag_seconds_method ? h("span", { class: "method" }, p.lag_seconds_method) : null),
+            h("td", { class: "catch-up phone-hide" }, fmtCatchUp(p)),
             h("td", { class: "num phone-hide" }, fmtPercent(p.complete)));
         });
       this.partitions.replaceChildren(table([
         { label: "Topic" }, { label: "Partition", num: true }, { label: "Status" }, { label: "Owner" },
         { label: "Client id", cls: "phone-hide" }, { label: "Committed offset", num: true },
         { label: "Log end offset", num: true }, { label: "Lag", num: true }, { label: "Time lag", num: true },
-        { label: "Window", num: true, cls: "phone-hide" },
+        { label: "Catch-up", cls: "phone-hide" }, { label: "Window", num: true, cls: "phone-hide" },
       ], rows, status.status === "NOTFOUND" ? "The monitor does not know this group." : "No partitions."));
     }
 
