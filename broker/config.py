@@ -121,6 +121,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "replica.lag.time.max.ms": ("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
+    # the largest Fetch response to a consumer (Kafka's default, 55 MiB); KIP-74's first batch may exceed it
+    "fetch.max.bytes": ("int", 57671680),
     "replica.fetch.max.bytes": ("int", 1048576),
     "replica.fetch.response.max.bytes": ("int", 10485760),
     "replica.fetch.wait.max.ms": ("int", 500),
@@ -279,7 +281,7 @@ def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listene
 def _check_replica_fetcher(section: Section, settings: dict[str, Any]) -> None:
     """Kafka's checks of the replica fetcher's settings: its validators' least values, and the two requirements
     KafkaConfig puts on replica.fetch.wait.max.ms (a follower's fetch may wait at the leader that long)."""
-    for key, least in (("replica.fetch.max.bytes", 0), ("replica.fetch.response.max.bytes", 0),
+    for key, least in (("fetch.max.bytes", 1024), ("replica.fetch.max.bytes", 0), ("replica.fetch.response.max.bytes", 0),
                        ("replica.fetch.backoff.ms", 0), ("num.replica.fetchers", 1)):
         if settings[key] < least:
             raise section.error(key, f"must be at least {least}, got {settings[key]}")

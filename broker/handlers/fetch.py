@@ -119,13 +119,16 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     readable = {topic["topic"]: follower or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic["topic"])
                 for topic in request["topics"]}
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
+    # the broker's own cap on a response, as Kafka's: fetch.max.bytes for consumers, replica.fetch.response.max.bytes
+    # for followers
+    cap = broker.config["replica.fetch.response.max.bytes" if follower else "fetch.max.bytes"]
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
         # (KIP-74), so a batch bigger than the limits can never stall a consumer. The partitions after it
         # get only whole batches that fit in what is left: the one oversized batch is the response's, not
         # each partition's. Before v3 there is no response cap, and each partition gets its first batch.
-        budget = request["max_bytes"] if ctx.api_version >= 3 else None
+        budget = min(request["max_bytes"], cap) if ctx.api_version >= 3 else None
         total = 0
         responses = []
         for topic in request["topics"]:

@@ -25,6 +25,8 @@ VALUE_BYTES = 400_000  # one record per batch: three batches of ~400 KB, two of 
 RESPONSE_MAX_BYTES = 1_000_000
 PARTITION_MAX_BYTES = 1 << 20
 FRAME_OVERHEAD = 1_000  # headers, topic name, partition fields: everything in a response but the records
+# the broker's own cap, above RESPONSE_MAX_BYTES's two batches and below three
+BROKER_CONFIG = {"fetch.max.bytes": 900_000}
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +82,13 @@ def test_only_the_first_partition_may_exceed_the_limit_by_one_batch(broker, topi
     size, records = fetch_on_the_wire(broker.port, topic, VALUE_BYTES // 2)
     assert records[0] > VALUE_BYTES and records[1:] == [0] * (PARTITIONS - 1)
     assert size <= records[0] + FRAME_OVERHEAD
+
+
+def test_the_brokers_fetch_max_bytes_caps_a_request_asking_for_more(broker, topic):
+    size, records = fetch_on_the_wire(broker.port, topic, 50 * RESPONSE_MAX_BYTES)
+    batch = records[0]
+    assert records == [batch, batch, 0]  # the third batch would pass fetch.max.bytes
+    assert size <= BROKER_CONFIG["fetch.max.bytes"] + FRAME_OVERHEAD
 
 
 def test_a_real_consumer_never_gets_a_response_over_fetch_max_bytes(broker, topic):
