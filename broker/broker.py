@@ -233,6 +233,7 @@ class Broker:
                     self.transactions.expire_transactional_ids)
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
         self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        self._every(lambda: self.config["producer.id.expiration.check.interval.ms"] / 1000, self._expire_producers)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         if self.cluster is not None:
             self._every(lambda: self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000,
@@ -285,6 +286,11 @@ class Broker:
         assert self.logs is not None
         # segments renamed away, rolls and the disk-usage check: on a thread, the event loop serves meanwhile
         await asyncio.to_thread(self.logs.run_retention, int(self.clock() * 1000))
+
+    async def _expire_producers(self) -> None:
+        assert self.logs is not None
+        await asyncio.to_thread(self.logs.expire_producers, int(self.clock() * 1000),
+                                self.config["producer.id.expiration.ms"])
 
     async def _run_flush(self) -> None:
         assert self.logs is not None

@@ -121,6 +121,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "replica.lag.time.max.ms": ("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
+    # how long a partition keeps an idle producer's state (its sequences, for duplicates), and how often it looks
+    "producer.id.expiration.ms": ("int", 86400000),
+    "producer.id.expiration.check.interval.ms": ("int", 600000),
     # the largest Fetch response to a consumer (Kafka's default, 55 MiB); KIP-74's first batch may exceed it
     "fetch.max.bytes": ("int", 57671680),
     "replica.fetch.max.bytes": ("int", 1048576),
@@ -408,7 +411,8 @@ class BrokerConfig:
             raise section.error("socket.congestion.control", problem)
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
                     "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
-                    "quota.window.num", "quota.window.size.seconds"):
+                    "quota.window.num", "quota.window.size.seconds", "producer.id.expiration.ms",
+                    "producer.id.expiration.check.interval.ms"):
             if settings[key] < (0 if key.startswith("max.") else 1):
                 raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
         delay = settings["connection.failed.authentication.delay.ms"]

@@ -323,6 +323,14 @@ class LogManager:
                 continue  # closed by a concurrent topic deletion
         return deleted + self._apply_disk_retention()
 
+    def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
+        """Every log forgets its producers idle ``max_idle_ms`` (producer.id.expiration.ms)."""
+        for partition_log in self._all_logs():
+            try:
+                partition_log.expire_producers(now_ms, max_idle_ms)
+            except KafkaError:
+                continue  # closed by a concurrent topic deletion
+
     def _apply_disk_retention(self) -> int:
         """While the data disk is fuller than a topic's ``retention.disk.percent``, delete the oldest
         non-active segment among such topics' partitions, oldest first across all of them."""

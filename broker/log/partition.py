@@ -800,17 +800,23 @@ class PartitionLog:
         write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode(), durable=False)
         self._epochs.clear()
 
+    def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
+        """Forget the producers idle ``max_idle_ms`` (producer.id.expiration.ms), but for those with an open
+        transaction: a later batch of one is then a new producer's, and a retried one no longer a duplicate."""
+        with self._lock:
+            self._check_open()
+            self._producers.expire(now_ms, max_idle_ms)
+
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments past ``retention.ms`` or beyond ``retention.bytes``; return how many.
 
         As in Kafka, the active segment goes too when it qualifies and holds data: the log rolls first,
-        so the log start moves to the log end. Also forgets idle producers.
+        so the log start moves to the log end.
         """
         if now_ms is None:
             now_ms = self._now_ms()
         with self._lock:
             self._check_open()
-            self._producers.expire(now_ms)
             if not self.config.delete:
                 return 0
             deleted = 0

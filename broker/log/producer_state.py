@@ -33,8 +33,6 @@ from broker.log.files import write_atomically
 from broker.protocol.records import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 MAX_CACHED_BATCHES = 5
-# Kafka's producer.id.expiration.ms default: state of a producer idle this long is dropped.
-PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_KEPT = 2
 
@@ -171,7 +169,7 @@ class ProducerStateManager:
         for pid in gone:
             del self._producers[pid]
 
-    def expire(self, now_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
+    def expire(self, now_ms: int, max_idle_ms: int) -> None:
         # A producer with an open transaction stays: the transaction coordinator ends it (timeout).
         gone = [pid for pid, entry in self._producers.items()
                 if now_ms - entry.last_timestamp >= max_idle_ms and pid not in self._open_txns]

@@ -101,9 +101,12 @@ def test_producer_whose_batches_were_deleted_starts_afresh(log):
     assert err.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
-def test_idle_producers_expire_with_retention(log):
+def test_producers_idle_for_producer_id_expiration_ms_are_forgotten(log):
     send(log, 1, 0)
-    log.apply_retention(now_ms=log.producer_state().get(PID).last_timestamp + 24 * 3600 * 1000)
+    last = log.producer_state().get(PID).last_timestamp
+    log.expire_producers(last + 59_999, max_idle_ms=60_000)
+    assert send(log, 1, 0).duplicate  # not idle long enough: a retry is still known
+    log.expire_producers(last + 60_000, max_idle_ms=60_000)
     assert log.producer_state().get(PID) is None
     assert not send(log, 1, 0).duplicate
 
