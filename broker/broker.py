@@ -28,6 +28,7 @@ from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
 from broker.log.background import wait_durable
+from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
 from broker.log.manager import LogManager
 from broker.protocol.api import ApiKey
@@ -180,6 +181,8 @@ class Broker:
         # from the start, before the metadata is replayed and replaces them)
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)
         # in a cluster only the ISR moves a high watermark, also of a log replayed after a crash
+        # one for every pass, as Kafka's: log.cleaner.io.max.bytes.per.second bounds the cleaner's I/O as a whole
+        self._cleaner_throttler = Throttler(self.config["log.cleaner.io.max.bytes.per.second"])
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults(),
                                auto_high_watermark=cluster_config is None)
         # a cluster's brokers answer an unknown user with the same salt, as they would a known one
@@ -232,7 +235,8 @@ class Broker:
         self._every(lambda: self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000,
                     self.transactions.expire_transactional_ids)
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
-        self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        if self.config["log.cleaner.enable"]:  # off, compacted topics (__consumer_offsets too) grow, as on Kafka
+            self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
         self._every(lambda: self.config["producer.id.expiration.check.interval.ms"] / 1000, self._expire_producers)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         if self.cluster is not None:
@@ -302,7 +306,12 @@ class Broker:
 
     async def _run_compaction(self) -> None:
         assert self.logs is not None
-        await asyncio.to_thread(self.logs.run_compaction)
+        self._cleaner_throttler.bytes_per_second = self.config["log.cleaner.io.max.bytes.per.second"]
+        settings = CleanerSettings(dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
+                                   load_factor=self.config["log.cleaner.io.buffer.load.factor"],
+                                   io_buffer_size=self.config["log.cleaner.io.buffer.size"],
+                                   throttler=self._cleaner_throttler)
+        await asyncio.to_thread(self.logs.run_compaction, None, settings)
 
     # --- topics ---------------------------------------------------------------------------------------
 

@@ -103,6 +103,12 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "log.flush.interval.ms": ("int", 2**63 - 1),
     "log.retention.check.interval.ms": ("int", 300000),
     "log.cleaner.backoff.ms": ("int", 15000),
+    # the log cleaner's resources (broker/log/cleaner.py): off, nothing is compacted (Kafka's read-only switch)
+    "log.cleaner.enable": ("bool", True),
+    "log.cleaner.dedupe.buffer.size": ("int", 134217728),
+    "log.cleaner.io.buffer.load.factor": ("float", 0.9),
+    "log.cleaner.io.buffer.size": ("int", 524288),
+    "log.cleaner.io.max.bytes.per.second": ("float", 1.7976931348623157e308),
     "min.insync.replicas": ("int", 1),
     "offsets.topic.num.partitions": ("int", 50),
     "offsets.topic.replication.factor": ("int", 1),
@@ -281,6 +287,29 @@ def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listene
     return found, ClientSecurity(context, mechanism, username, password)
 
 
+def cleaner_value_problem(key: str, value: float) -> str | None:
+    """What is wrong with a value of the log cleaner's load factor or throttle, or None. Kafka has no
+    validator for either, but a load factor over 1 overfills its offset map (the cleaner thread dies), one of 0
+    maps no key (no pass gets anywhere), and a rate of 0 or less is no rate: refused here instead."""
+    if key == "log.cleaner.io.buffer.load.factor" and not 0 < value <= 1:
+        return "must be more than 0 and at most 1 (the share of the dedupe buffer a pass fills)"
+    if key == "log.cleaner.io.max.bytes.per.second" and not value > 0:
+        return "must be more than 0 bytes per second"
+    return None
+
+
+def _check_cleaner(section: Section, settings: dict[str, Any]) -> None:
+    """Kafka's requirements on the log cleaner's buffers, and cleaner_value_problem's."""
+    threads = section.get_int("log.cleaner.threads", 1)
+    if settings["log.cleaner.dedupe.buffer.size"] < threads << 20:
+        raise section.error("log.cleaner.dedupe.buffer.size", "must be at least 1MB per cleaner thread (Kafka's rule)")
+    if settings["log.cleaner.io.buffer.size"] < 0:
+        raise section.error("log.cleaner.io.buffer.size", "must be at least 0")
+    for key in ("log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"):
+        if (problem := cleaner_value_problem(key, settings[key])) is not None:
+            raise section.error(key, problem)
+
+
 def _check_replica_fetcher(section: Section, settings: dict[str, Any]) -> None:
     """Kafka's checks of the replica fetcher's settings: its validators' least values, and the two requirements
     KafkaConfig puts on replica.fetch.wait.max.ms (a follower's fetch may wait at the leader that long)."""
@@ -429,6 +458,7 @@ class BrokerConfig:
         except ValueError as exc:
             raise section.error("max.connections.per.ip.overrides", str(exc)) from None
         _check_replica_fetcher(section, settings)
+        _check_cleaner(section, settings)
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

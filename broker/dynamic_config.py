@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig
+from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig, cleaner_value_problem
 from broker.errors import ErrorCode, KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, KAFKA_BROKER_MINIMUMS
 from broker.log.config import InvalidConfigValue, parse_configs
@@ -148,8 +148,8 @@ class DynamicBrokerConfigs:
         (socket buffers sized by the kernel, internal topics with one replica). Where Kafka has none (it
         derives log.retention.ms from log.retention.hours), there is none here either."""
         kafkas = KAFKA_BROKER_CONFIGS.get(name, (None,))[0]
-        if kafkas is None or name not in BROKER_KEYS:
-            return kafkas
+        if kafkas is None or name not in BROKER_KEYS or _as_kind(BROKER_KEYS[name][0], kafkas) == BROKER_KEYS[name][1]:
+            return kafkas  # in Kafka's spelling where it is the same value (1.7976931348623157E308)
         return _text(BROKER_KEYS[name][1])
 
     def _static_value(self, name: str) -> Any:
@@ -292,6 +292,8 @@ def check_value(name: str, value: str, cleaner_threads: int = 1) -> str:
     if problem is None and name == "log.cleaner.dedupe.buffer.size" and int(text) < cleaner_threads << 20:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
+    if problem is None and config_type == TYPE_DOUBLE:
+        problem = cleaner_value_problem(name, float(text))
     if problem is None and name in TOPIC_DEFAULTS:
         try:
             parse_configs({TOPIC_DEFAULTS[name]: text})

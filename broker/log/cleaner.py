@@ -2,8 +2,12 @@
 
 One pass over a partition (:func:`clean_partition`):
 
-1. Map every key in the non-active segments to the offset of its latest record (records are decoded
-   here; this is the one place besides timestamp lookups that does).
+1. Map every key of the dirty section (the non-active segments past what the last pass cleaned) to the
+   offset of its latest record (records are decoded here; this is the one place besides timestamp lookups
+   that does). The map holds what ``log.cleaner.dedupe.buffer.size`` holds in Kafka's SkimpyOffsetMap (24
+   bytes a key: its 16-byte MD5 and an offset, filled to ``log.cleaner.io.buffer.load.factor``): when the
+   dirty section has more keys, the pass ends at the last offset mapped and the next one goes on from there.
+   Records of the cleaned section whose key is not in the map are the latest of their key already.
 2. Group consecutive segments so that each group's cleaned output fits ``segment.bytes``, and rebuild
    each group aside into ``*.cleaned`` files: a batch keeps its base offset, offset range, producer
    fields and codec, and holds only the records that are still the latest for their key. Batches that
@@ -21,13 +25,21 @@ a transaction still open are not cleaned until it ends; markers are kept. A batc
 idempotent producer that loses all its records is kept as an empty batch if it is that producer's last,
 so its sequence numbers survive a restart.
 
+Segments are read in spans of at most half of ``log.cleaner.io.buffer.size`` (Kafka's read buffer; its
+write buffer is the other half), a batch larger than that alone; every byte read and written passes the
+:class:`Throttler` of ``log.cleaner.io.max.bytes.per.second``.
+
 The active segment is never touched. Runs in the caller's thread (the broker uses ``asyncio.to_thread``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from broker.log.partition import PartitionLog
 from broker.log.segment import BatchScan, LogSegment, pread_exact
@@ -41,17 +53,97 @@ from broker.protocol.records import (
     decode_batch,
 )
 
+# Kafka's SkimpyOffsetMap: an MD5 of the key and an 8-byte offset per entry
+_BYTES_PER_ENTRY = 16 + 8
 
-def _read_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a segment, read through a file descriptor of our own: retention may close or
-    delete the segment meanwhile, and an open descriptor keeps the file readable."""
+
+class Throttler:
+    """Kafka's Throttler: every ``check_interval_s`` it compares the bytes observed with the time taken and
+    sleeps off what ran faster than ``bytes_per_second``. Shared by all passes; the rate may change between
+    calls (the config is dynamic)."""
+
+    def __init__(
+        self,
+        bytes_per_second: float,
+        *,
+        check_interval_s: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.bytes_per_second = bytes_per_second
+        self._check_interval_s = check_interval_s
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._period_start = clock()
+        self._observed = 0
+
+    def __call__(self, observed: int) -> None:
+        with self._lock:
+            self._observed += observed
+            elapsed = self._clock() - self._period_start
+            if elapsed < self._check_interval_s:
+                return
+            wanted = self._observed / self.bytes_per_second
+            if wanted > elapsed:
+                self._sleep(wanted - elapsed)
+            self._period_start = self._clock()
+            self._observed = 0
+
+
+@dataclass(frozen=True)
+class CleanerSettings:
+    """The broker's log.cleaner.* resource settings, as a pass uses them (Kafka's defaults)."""
+
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    load_factor: float = 0.9
+    io_buffer_size: int = 512 * 1024
+    throttler: Throttler | None = None
+
+    @property
+    def max_keys(self) -> int:
+        """How many keys one pass maps (Kafka caps the buffer of a map at 2 GiB)."""
+        return int(min(self.dedupe_buffer_size, INT32_MAX) // _BYTES_PER_ENTRY * self.load_factor)
+
+    def observe(self, nbytes: int) -> None:
+        if self.throttler is not None:
+            self.throttler(nbytes)
+
+
+def _read_batches(segment: LogSegment, settings: CleanerSettings) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch of a segment, read through a file descriptor of our own (retention may close or
+    delete the segment meanwhile, and an open descriptor keeps the file readable), in spans of at most
+    the read buffer, a larger batch on its own."""
+    read_buffer = settings.io_buffer_size // 2
     fd = os.open(segment.log_path, os.O_RDONLY)
     try:
         end = os.fstat(fd).st_size
+        span: list[tuple[int, BatchHeader]] = []
         for pos, header in BatchScan(fd, 0, end, segment.base_offset, min_offset=-1):
-            yield header, pread_exact(fd, header.size, pos)
+            if span and pos + header.size - span[0][0] > read_buffer:
+                yield from _read_span(fd, span, settings)
+                span = []
+            span.append((pos, header))
+        if span:
+            yield from _read_span(fd, span, settings)
     finally:
         os.close(fd)
+
+
+def _read_span(
+    fd: int, span: list[tuple[int, BatchHeader]], settings: CleanerSettings
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    start = span[0][0]
+    last_pos, last = span[-1]
+    data = pread_exact(fd, last_pos + last.size - start, start)
+    settings.observe(len(data))
+    view = memoryview(data)
+    for pos, header in span:
+        yield header, bytes(view[pos - start:pos - start + header.size])
+
+
+def _key_hash(key: bytes) -> bytes:
+    return hashlib.md5(key, usedforsecurity=False).digest()
 
 
 class _Aborted:
@@ -69,16 +161,30 @@ class _Aborted:
         return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
 
 
-def _latest_offsets(segments: list[LogSegment], aborted: _Aborted) -> dict[bytes, int]:
+def _latest_offsets(
+    dirty: list[LogSegment], start: int, aborted: _Aborted, settings: CleanerSettings
+) -> tuple[dict[bytes, int], int]:
+    """The offset map of the dirty section from ``start`` (key hash -> offset of its latest record), and
+    the offset this pass cleans up to: the dirty section's end, or, when more keys than the map holds come
+    first, the offset after the last one mapped."""
     latest: dict[bytes, int] = {}
-    for segment in segments:
-        for header, data in _read_batches(segment):
-            if header.is_control or aborted(header):
+    max_keys = settings.max_keys
+    mapped_through = start - 1
+    for segment in dirty:
+        for header, data in _read_batches(segment, settings):
+            if header.last_offset < start:
                 continue
-            for record in decode_batch(data)[1]:
-                if record.key is not None:
-                    latest[record.key] = record.offset
-    return latest
+            if not header.is_control and not aborted(header):
+                for record in decode_batch(data)[1]:
+                    if record.key is None or record.offset < start:
+                        continue
+                    digest = _key_hash(record.key)
+                    if digest not in latest and len(latest) >= max_keys:
+                        return latest, mapped_through + 1
+                    latest[digest] = record.offset
+                    mapped_through = record.offset
+            mapped_through = header.last_offset
+    return latest, dirty[-1].next_offset if dirty else start
 
 
 def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
@@ -101,6 +207,7 @@ class _BatchFilter:
     def __init__(
         self,
         latest: dict[bytes, int],
+        end_offset: int,
         producer_last_offsets: dict[int, int],
         now_ms: int,
         delete_retention_ms: int,
@@ -108,6 +215,7 @@ class _BatchFilter:
     ) -> None:
         self.aborted = aborted
         self.latest = latest
+        self.end_offset = end_offset
         self.producer_last_offsets = producer_last_offsets
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
@@ -123,7 +231,10 @@ class _BatchFilter:
         kept: list[Record] = []
         keeps_tombstone = False
         for record in records:
-            if record.key is None or self.latest.get(record.key) != record.offset:
+            # past the map's end nothing is known to supersede a record (Kafka keeps it, keyless or not)
+            if record.offset < self.end_offset and (
+                record.key is None or record.offset < self.latest.get(_key_hash(record.key), -1)
+            ):
                 continue
             if record.value is None:
                 if horizon is not None and self.now_ms >= horizon:
@@ -162,7 +273,7 @@ class _BatchFilter:
 
 
 def _clean_group(
-    partition_log: PartitionLog, group: list[LogSegment], batch_filter: _BatchFilter
+    partition_log: PartitionLog, group: list[LogSegment], batch_filter: _BatchFilter, settings: CleanerSettings
 ) -> LogSegment | None:
     """Build the cleaned replacement of ``group`` aside; None (and nothing left behind) if it would
     be identical to what is there."""
@@ -170,11 +281,12 @@ def _clean_group(
     changed = len(group) > 1  # merging small segments is worth a rewrite by itself
     try:
         for segment in group:
-            for header, data in _read_batches(segment):
+            for header, data in _read_batches(segment, settings):
                 kept = batch_filter.cleaned(header, data)
                 if kept is not data:
                     changed = True
                 if kept is not None:
+                    settings.observe(len(kept))
                     kept_header = BatchHeader.parse(kept)
                     cleaned.append(
                         (kept,), kept_header.base_offset, kept_header.next_offset, kept_header.max_timestamp
@@ -188,7 +300,7 @@ def _clean_group(
     return cleaned
 
 
-def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
+def clean_partition(partition_log: PartitionLog, now_ms: int, settings: CleanerSettings | None = None) -> bool:
     """Compact one partition if it has uncleaned segments or tombstones past their horizon.
 
     Returns True if any segment was rewritten. If retention, truncation or deletion changes the log
@@ -220,13 +332,18 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
         overdue = now_ms - first_written > config.max_compaction_lag_ms
         if ratio < config.min_cleanable_dirty_ratio and not overdue:
             return False
+    settings = settings or CleanerSettings()
     rewritten = False
     try:
         aborted = _Aborted(partition_log.aborted_entries())
-        latest = _latest_offsets(segments, aborted)
-        batch_filter = _BatchFilter(latest, producer_last_offsets, now_ms, config.delete_retention_ms, aborted)
+        latest, end_offset = _latest_offsets(dirty, cleaned_through, aborted, settings)
+        batch_filter = _BatchFilter(
+            latest, end_offset, producer_last_offsets, now_ms, config.delete_retention_ms, aborted
+        )
+        # what lies wholly past the pass's end is left for the next pass
+        segments = [segment for segment in segments if segment.base_offset < end_offset]
         for group in _group_segments(segments, config.segment_bytes):
-            cleaned = _clean_group(partition_log, group, batch_filter)
+            cleaned = _clean_group(partition_log, group, batch_filter, settings)
             if cleaned is None:
                 continue
             new_version = partition_log.replace_segments(version, group, cleaned)
@@ -237,6 +354,6 @@ def clean_partition(partition_log: PartitionLog, now_ms: int) -> bool:
             rewritten = True
     except FileNotFoundError:
         return rewritten  # a segment or the whole partition was deleted meanwhile
-    partition_log.cleaned_through_offset = segments[-1].next_offset
+    partition_log.cleaned_through_offset = max(cleaned_through, end_offset)
     partition_log.next_tombstone_expiry_ms = batch_filter.next_horizon_ms
     return rewritten

@@ -39,7 +39,7 @@ import structlog
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import run_later
-from broker.log.cleaner import clean_partition
+from broker.log.cleaner import CleanerSettings, clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
 from broker.log.files import TEMP_SUFFIX, write_atomically
 from broker.log.partition import PartitionLog
@@ -361,7 +361,7 @@ class LogManager:
             )
         return deleted
 
-    def run_compaction(self, now_ms: int | None = None) -> int:
+    def run_compaction(self, now_ms: int | None = None, settings: CleanerSettings | None = None) -> int:
         """Compact every partition of topics whose cleanup.policy includes compact; returns how many
         partitions were rewritten. Blocking: run it in a thread (``asyncio.to_thread``)."""
         if now_ms is None:
@@ -369,7 +369,7 @@ class LogManager:
         cleaned = 0
         for partition_log in self._all_logs(lambda topic: topic.config.compact):
             try:
-                if clean_partition(partition_log, now_ms):
+                if clean_partition(partition_log, now_ms, settings):
                     cleaned += 1
             except KafkaError:
                 continue  # closed by a concurrent topic deletion or shutdown

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 from log_harness import BASE_TS, Clock, all_records, config, keyed_batch
 
-from broker.log.cleaner import clean_partition
+from broker.log.cleaner import CleanerSettings, Throttler, clean_partition
 from broker.log.manager import LogManager
 from broker.log.partition import PartitionLog
 from broker.protocol.records import BatchHeader, Record, build_batch, iter_batches
@@ -239,3 +240,79 @@ def test_batches_that_lose_nothing_are_copied_unchanged(tmp_path):
     # Small segments were merged, but every batch is byte for byte what the producer wrote.
     assert log.segment_count < segments_before
     assert log.read(0, 1 << 20) == before
+
+
+def test_a_small_dedupe_buffer_splits_a_pass_with_the_same_result(tmp_path):
+    """Kafka's offset map: 24 bytes a key at the load factor; a dirty section with more keys is cleaned up to
+    the last offset mapped, and the next pass goes on from there."""
+    settings = {"min_cleanable_dirty_ratio": 0}
+    whole = compacted_log(tmp_path / "whole", **settings)
+    split = compacted_log(tmp_path / "split", **settings)
+    for log in (whole, split):
+        write_history(log, rounds=8, keys=6)
+    assert clean_partition(whole, BASE_TS)
+    assert not clean_partition(whole, BASE_TS)
+    four_keys = CleanerSettings(dedupe_buffer_size=4 * 24, load_factor=1.0)
+    assert four_keys.max_keys == 4
+    boundary = active_start(split)
+    ends = [0]
+    while True:
+        clean_partition(split, BASE_TS, four_keys)
+        if split.cleaned_through_offset == ends[-1]:
+            break
+        ends.append(split.cleaned_through_offset)
+        assert len(ends) < 100
+    # the first pass maps the first four keys and ends after them; every pass moves on
+    assert ends[1] == 4
+    assert len(ends) > 5 and ends == sorted(set(ends))
+    assert split.cleaned_through_offset == boundary
+    assert all_records(split) == all_records(whole)
+
+
+def test_throttle_makes_a_pass_take_its_bytes_over_the_rate(tmp_path):
+    """Kafka's Throttler at N bytes/s: a pass that reads and writes M bytes takes M/N seconds."""
+    log = compacted_log(tmp_path, segment_bytes=4000)
+    write_history(log, rounds=40, keys=4)
+    stored = sum(segment.size for segment in log._segments[:-1])
+    now = [0.0]
+    observed = []
+    throttler = Throttler(1000.0, check_interval_s=0.0, clock=lambda: now[0],
+                          sleep=lambda seconds: now.__setitem__(0, now[0] + seconds))
+
+    def counting(nbytes: int) -> None:
+        observed.append(nbytes)
+        throttler(nbytes)
+
+    assert clean_partition(log, BASE_TS, CleanerSettings(throttler=counting))  # type: ignore[arg-type]
+    # the dirty segments are read twice (the key map, the rewrite) and what is kept is written
+    assert sum(observed) > 2 * stored
+    assert now[0] == pytest.approx(sum(observed) / 1000.0)
+
+
+def test_throttle_on_a_real_clock(tmp_path):
+    log = compacted_log(tmp_path, segment_bytes=4000)
+    write_history(log, rounds=40, keys=4)
+    stored = sum(segment.size for segment in log._segments[:-1])
+    rate = 2 * stored / 0.5  # reading the dirty section twice alone takes half a second
+    started = time.monotonic()
+    assert clean_partition(log, BASE_TS, CleanerSettings(throttler=Throttler(rate, check_interval_s=0.001)))
+    took = time.monotonic() - started
+    assert 0.45 <= took < 5
+
+
+def test_reads_are_bounded_by_the_io_buffer(tmp_path):
+    """log.cleaner.io.buffer.size: half of it is the read buffer (Kafka's split), a batch larger than
+    that is read on its own."""
+    log = compacted_log(tmp_path, segment_bytes=4000)
+    write_history(log, rounds=40, keys=4)
+    batch = max(header.size for _, header in iter_batches(log.read(0, 1 << 20)))
+    for io_buffer, largest_read in ((4 * batch, 2 * batch), (0, batch), (1 << 20, 3000)):
+        reads: list[int] = []
+        clean_log = compacted_log(tmp_path / str(io_buffer), segment_bytes=4000)
+        write_history(clean_log, rounds=40, keys=4)
+        assert clean_partition(clean_log, BASE_TS,
+                               CleanerSettings(io_buffer_size=io_buffer, throttler=reads.append))  # type: ignore[arg-type]
+        if io_buffer == 1 << 20:
+            assert max(reads) >= largest_read  # whole segments at once
+        else:
+            assert max(reads) <= largest_read
