@@ -255,3 +255,27 @@ def test_overrides_that_do_not_parse_at_run_time_leave_the_last_good_ones():
     assert not quotas.admit("10.0.0.1") and quotas.admit("10.0.0.2")
     quotas.release("10.0.0.1")
     assert quotas.per_host == {"10.0.0.1": 1, "10.0.0.2": 1} and quotas.total == 2
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("log.cleaner.dedupe.buffer.size: 1000000\n", "log.cleaner.dedupe.buffer.size"),
+    ("log.cleaner.threads: 2\nlog.cleaner.dedupe.buffer.size: 1500000\n", "log.cleaner.dedupe.buffer.size"),
+    ("log.cleaner.io.buffer.size: -1\n", "log.cleaner.io.buffer.size"),
+    ("log.cleaner.io.buffer.load.factor: 1.5\n", "log.cleaner.io.buffer.load.factor"),
+    ("log.cleaner.io.buffer.load.factor: 0\n", "log.cleaner.io.buffer.load.factor"),
+    ("log.cleaner.io.max.bytes.per.second: 0\n", "log.cleaner.io.max.bytes.per.second"),
+    ("log.cleaner.enable: maybe\n", "log.cleaner.enable"),
+])
+def test_a_bad_cleaner_setting_is_a_config_error_naming_file_and_key(tmp_path, text, key):
+    with pytest.raises(ConfigError, match=rf"broker\.yaml.*{key}"):
+        load(tmp_path, text)
+
+
+def test_the_cleaners_resource_settings_are_live(tmp_path):
+    config = load(tmp_path, "log.cleaner.enable: false\nlog.cleaner.dedupe.buffer.size: 2097152\n"
+                            "log.cleaner.io.buffer.size: 4096\nlog.cleaner.io.buffer.load.factor: 0.5\n"
+                            "log.cleaner.io.max.bytes.per.second: 1000000\n")
+    assert config.inert == {}
+    assert (config["log.cleaner.enable"], config["log.cleaner.dedupe.buffer.size"], config["log.cleaner.io.buffer.size"],
+            config["log.cleaner.io.buffer.load.factor"], config["log.cleaner.io.max.bytes.per.second"]) == (
+        False, 2097152, 4096, 0.5, 1e6)

@@ -118,3 +118,17 @@ def test_the_default_synonym_is_the_default_this_broker_runs_with(tmp_path):
     dynamic = DynamicBrokerConfigs(config(tmp_path, "socket.send.buffer.bytes: 65536\n"), persist=False)
     assert dynamic.sources("socket.send.buffer.bytes") == [
         ("socket.send.buffer.bytes", "65536", SOURCE_STATIC), ("socket.send.buffer.bytes", "-1", SOURCE_DEFAULT)]
+
+
+def test_the_cleaners_dynamic_settings_are_checked_and_reach_the_broker(tmp_path):
+    dynamic = DynamicBrokerConfigs(config(tmp_path), persist=False)
+    assert not is_dynamic("log.cleaner.enable")  # read-only on Kafka too
+    for name, value in (("log.cleaner.io.buffer.load.factor", "1.5"), ("log.cleaner.io.max.bytes.per.second", "0"),
+                        ("log.cleaner.io.buffer.size", "-1")):
+        with pytest.raises(KafkaError, match=f"Invalid value .* for configuration {name}"):
+            dynamic.prepare("", {name: value}, replace=False)
+    dynamic.update("", dynamic.prepare("", {"log.cleaner.dedupe.buffer.size": "2097152",
+                                            "log.cleaner.io.max.bytes.per.second": "5000.5"}, replace=False))
+    assert dynamic.config["log.cleaner.dedupe.buffer.size"] == 2097152
+    assert dynamic.config["log.cleaner.io.max.bytes.per.second"] == 5000.5
+    assert DynamicBrokerConfigs.default("log.cleaner.io.max.bytes.per.second") == "1.7976931348623157E308"  # Kafka's spelling
