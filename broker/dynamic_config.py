@@ -7,7 +7,8 @@ DYNAMIC_BROKER_CONFIG), the latter winning. The configs that may be changed are 
 as not read-only (broker/kafka_broker_configs.py, read from a live Kafka); names Kafka does not know are
 kept and described as Kafka keeps them (custom configs: no value shown, sensitive). A changed topic
 default (log.retention.ms, message.max.bytes, the log cleaner's ratios and lags, ...) reaches every topic
-that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass. Those that
+that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass and the
+cleaner's dedupe buffer, io buffer and throttle shape it. Those that
 tune Kafka's own machinery (threads, buffers, quotas) are kept and described like the YAML's, and named in
 a warning: nothing here uses them.
 
