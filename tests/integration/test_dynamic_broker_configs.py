@@ -140,14 +140,19 @@ def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
 def test_numbers_below_kafkas_bounds_are_refused_in_kafkas_words(broker, kafka):
     """Every numeric broker config that changes at run time, set far too low: the same refusals (Kafka's
     validators' least values are generated from a live Kafka into broker/kafka_broker_configs.py), except
-    the topic defaults Kafka takes unchecked at the broker level, which ours checks as the topic config."""
+    the topic defaults Kafka takes unchecked at the broker level, which ours checks as the topic config, and the
+    cleaner's load factor and throttle, which Kafka takes unchecked and its cleaner then fails on or stalls."""
     low = {name: "-1000" for name, (_, config_type, read_only, _) in KAFKA_BROKER_CONFIGS.items()
            if not read_only and config_type in (3, 4, 5, 6) and not name.startswith(("ssl.", "sasl."))}
     ours, kafkas = settable(broker.bootstrap, low), settable(kafka.bootstrap, low)
     assert len(kafkas) > 100
     assert sum(code == 42 for code, _ in kafkas.values()) > 80
     differing = {name for (scope, name) in kafkas if ours[(scope, name)] != kafkas[(scope, name)]}
-    assert differing == {"log.retention.ms", "log.flush.interval.ms"}
+    assert differing == {"log.retention.ms", "log.flush.interval.ms", "log.cleaner.io.buffer.load.factor",
+                         "log.cleaner.io.max.bytes.per.second"}
+    assert ours[("", "log.cleaner.io.max.bytes.per.second")] == (
+        42, "Invalid value -1000 for configuration log.cleaner.io.max.bytes.per.second: must be more than 0 bytes "
+            "per second")
     assert ours[("", "log.retention.ms")] == (
         42, "Invalid value -1000 for configuration log.retention.ms: Value must be at least -1")
 
