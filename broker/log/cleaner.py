@@ -98,7 +98,7 @@ class CleanerSettings:
     dedupe_buffer_size: int = 128 * 1024 * 1024
     load_factor: float = 0.9
     io_buffer_size: int = 512 * 1024
-    throttler: Throttler | None = None
+    throttler: Callable[[int], None] | None = None
 
     @property
     def max_keys(self) -> int:

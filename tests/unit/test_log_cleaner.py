@@ -283,7 +283,7 @@ def test_throttle_makes_a_pass_take_its_bytes_over_the_rate(tmp_path):
         observed.append(nbytes)
         throttler(nbytes)
 
-    assert clean_partition(log, BASE_TS, CleanerSettings(throttler=counting))  # type: ignore[arg-type]
+    assert clean_partition(log, BASE_TS, CleanerSettings(throttler=counting))
     # the dirty segments are read twice (the key map, the rewrite) and what is kept is written
     assert sum(observed) > 2 * stored
     assert now[0] == pytest.approx(sum(observed) / 1000.0)
@@ -311,7 +311,7 @@ def test_reads_are_bounded_by_the_io_buffer(tmp_path):
         clean_log = compacted_log(tmp_path / str(io_buffer), segment_bytes=4000)
         write_history(clean_log, rounds=40, keys=4)
         assert clean_partition(clean_log, BASE_TS,
-                               CleanerSettings(io_buffer_size=io_buffer, throttler=reads.append))  # type: ignore[arg-type]
+                               CleanerSettings(io_buffer_size=io_buffer, throttler=reads.append))
         if io_buffer == 1 << 20:
             assert max(reads) >= largest_read  # whole segments at once
         else:
