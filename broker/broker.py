@@ -235,8 +235,11 @@ class Broker:
         self._every(lambda: self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000,
                     self.transactions.expire_transactional_ids)
         self._every(self.config["log.retention.check.interval.ms"] / 1000, self._run_retention)
-        if self.config["log.cleaner.enable"]:  # off, compacted topics (__consumer_offsets too) grow, as on Kafka
+        if self.config["log.cleaner.enable"]:
             self._every(lambda: self.config["log.cleaner.backoff.ms"] / 1000, self._run_compaction)
+        else:  # as Kafka 4.1+ warns (KIP-1148: from Kafka 5.0 the cleaner always runs)
+            log.warning("log.cleaner.enable is false: compacted topics, __consumer_offsets among them, are not "
+                        "compacted and grow; Kafka deprecates this setting and from 5.0 always runs its cleaner")
         self._every(lambda: self.config["producer.id.expiration.check.interval.ms"] / 1000, self._expire_producers)
         self._every(1.0, self._run_flush)  # flush.ms applies even when no appends arrive
         if self.cluster is not None:

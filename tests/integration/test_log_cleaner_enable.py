@@ -66,3 +66,4 @@ def test_cleaner_disabled_keeps_duplicates_enabled_removes_them(tmp_path: Path) 
         wait_until(lambda: stored_records(on.bootstrap, topic) < written, timeout=30,
                    message="the enabled cleaner to compact the second round")
         assert stored_records(off.bootstrap, topic) == 2 * written
+        assert "log.cleaner.enable is false" in off.log_text() and "log.cleaner.enable" not in on.log_text()
