@@ -117,7 +117,9 @@ def test_retention_deleting_segments(broker):
 
         wait_until(all_deleted, 60, message="retention to delete the old segments")
         latencies = probe.stop()
-    assert_prompt(latencies, idle, f"retention deleting {segments - partitions} segments")
+    # retention runs on a thread that holds the GIL while it walks 180 segments in Python: the probe's few dozen
+    # answers (p99 is their max) have met one wait of 60-75 ms in about one run of ten, against 9 s on the loop
+    assert_prompt(latencies, idle, f"retention deleting {segments - partitions} segments", bound_ms=2 * P99_BOUND_MS)
 
 
 def test_scram_logins_of_unknown_users(tmp_path):
