@@ -4,8 +4,11 @@ Raft and gossip timings, start / kill -9 / restart of single brokers, and Metada
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +99,25 @@ class BrokerCluster:
 
     def restart(self, node_id: int) -> None:
         self.brokers[node_id].start()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP: the process stays, silent, as a machine that stalls (GC, swapping, a hung disk)."""
+        proc = self.brokers[node_id].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        proc = self.brokers[node_id].proc
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+
+    @contextlib.contextmanager
+    def paused(self, node_id: int) -> Iterator[None]:
+        self.pause(node_id)
+        try:
+            yield
+        finally:
+            self.resume(node_id)
 
     # --- what the brokers say --------------------------------------------------------------------------------
 

@@ -24,7 +24,6 @@ import contextlib
 import os
 import selectors
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -271,25 +270,6 @@ class FaultCluster(BrokerCluster):
             relay.stop()
 
     # --- faults --------------------------------------------------------------------------------------------
-
-    def pause(self, node_id: int) -> None:
-        """SIGSTOP: the process stays, silent, as a machine that stalls (GC, swapping, a hung disk)."""
-        proc = self.brokers[node_id].proc
-        assert proc is not None
-        os.kill(proc.pid, signal.SIGSTOP)
-
-    def resume(self, node_id: int) -> None:
-        proc = self.brokers[node_id].proc
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-
-    @contextlib.contextmanager
-    def paused(self, node_id: int) -> Iterator[None]:
-        self.pause(node_id)
-        try:
-            yield
-        finally:
-            self.resume(node_id)
 
     def isolate(self, node_id: int) -> None:
         """Cut ``node_id`` off from the other brokers (Raft, replication both ways, gossip both ways); its

@@ -10,8 +10,6 @@ ISR; after the old leader rejoins, every acknowledged record is there, once, in 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from typing import Any
 
@@ -52,12 +50,6 @@ class RecordingProducer:
             self._producer.produce(TOPIC, value=value, partition=0, on_delivery=self._report)
         wait_until(lambda: self._producer.poll(0.1) >= 0 and len(self.acknowledged) + len(self.failed) >= reported,
                    timeout, message=f"delivery reports for {len(values)} records")
-
-
-def _pause(cluster: BrokerCluster, node_id: int, sig: signal.Signals) -> None:
-    proc = cluster.brokers[node_id].proc
-    if proc is not None and proc.poll() is None:
-        os.kill(proc.pid, sig)
 
 
 def _leader(cluster: BrokerCluster, asked: int) -> tuple[int, int]:
@@ -142,7 +134,7 @@ def test_a_leader_restarted_without_its_quorum_acknowledges_nothing(tmp_path):
         journal_meta = cluster.brokers[leader].data_dir / "raft" / "raft.journal.meta"
         wait_until(lambda: journal_meta.stat().st_mtime > produced, 10, message="the Raft journal's commit index saved")
         for follower in followers:
-            _pause(cluster, follower, signal.SIGSTOP)
+            cluster.pause(follower)
         cluster.kill(leader)
         cluster.restart(leader)
         # Its Raft cannot reach a quorum: whatever it is sent must fail (checked at the end, after what counts most).
@@ -153,7 +145,7 @@ def test_a_leader_restarted_without_its_quorum_acknowledges_nothing(tmp_path):
         # The followers return without the old leader and elect one of them.
         cluster.kill(leader)
         for follower in followers:
-            _pause(cluster, follower, signal.SIGCONT)
+            cluster.resume(follower)
         wait_until(lambda: _leader(cluster, followers[0])[0] in followers
                    and _leader(cluster, followers[0])[1] > epoch, 30, interval=0.2,
                    message="a follower to be elected leader")
@@ -171,5 +163,5 @@ def test_a_leader_restarted_without_its_quorum_acknowledges_nothing(tmp_path):
         assert read_errors_alone == (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     finally:
         for node_id in cluster.ids:
-            _pause(cluster, node_id, signal.SIGCONT)
+            cluster.resume(node_id)
         cluster.stop()
