@@ -20,8 +20,8 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.isr import acts_as_leader
 from broker.cluster.keys import derive_key
-from broker.cluster.replication import acts_as_leader
 from broker.config import BrokerConfig
 from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
@@ -470,7 +470,7 @@ class Broker:
         refresh their metadata and go elsewhere).
 
         A single node leads every partition. Where partitions are replicated, the metadata naming this broker
-        is not enough (:func:`broker.cluster.replication.acts_as_leader`): a restarted broker's view is the
+        is not enough (:func:`broker.cluster.isr.acts_as_leader`): a restarted broker's view is the
         journal it replayed until it has caught up with the quorum, and a leadership counts once the replica
         manager has taken it up for that epoch, with the ISR to wait for.
         """

@@ -1,4 +1,5 @@
-"""The leader's view of one replicated partition: follower progress, the ISR and the high watermark.
+"""The leader's view of one replicated partition: follower progress, the ISR and the high watermark; and
+whether a broker may act as a partition's leader at all (:func:`acts_as_leader`).
 
 Pure logic (no IO, no clock of its own: every call that needs the time is given ``now`` in seconds), so the
 rules below are unit-tested directly. ``broker.cluster.replication`` wires it to fetch requests, the log and
@@ -225,3 +226,15 @@ class PartitionLeaderState:
         else:
             self.no_proposal_before = now + self.proposal_retry_s
         return self._advance_high_watermark()
+
+
+def acts_as_leader(node_id: int, leader: int, leader_epoch: int, led_epoch: int | None, caught_up: bool) -> bool:
+    """Whether broker ``node_id`` may act as a partition's leader (append, answer reads and offsets, acknowledge).
+
+    ``leader``/``leader_epoch``: the partition's leader and epoch in this broker's view of the metadata;
+    ``led_epoch``: the epoch in which its replica manager leads the partition (None: it does not); ``caught_up``:
+    whether that view is the quorum's committed metadata as of some moment after this broker started. A view
+    replayed from a journal before catching up may be long out of date (another broker may lead in a later
+    epoch, with records this one lacks), and a leadership not yet taken up has no ISR to wait for.
+    """
+    return caught_up and leader == node_id and led_epoch == leader_epoch

@@ -19,7 +19,7 @@ In a cluster every partition log opens without an automatic high watermark (the 
 commits nothing of its own. A log with one (a single node's, or the hand-built brokers of tests) loses it
 when it is taken over here (leader or follower).
 
-A broker acts as a partition's leader only where :func:`acts_as_leader` says so: the metadata names it, it has
+A broker acts as a partition's leader only where :func:`broker.cluster.isr.acts_as_leader` says so: the metadata names it, it has
 caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
 What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
@@ -69,18 +69,6 @@ FETCHER_DEFAULTS: dict[str, int] = {
                 "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
                 "replica.socket.receive.buffer.bytes")
 }
-
-
-def acts_as_leader(node_id: int, leader: int, leader_epoch: int, led_epoch: int | None, caught_up: bool) -> bool:
-    """Whether broker ``node_id`` may act as a partition's leader (append, answer reads and offsets, acknowledge).
-
-    ``leader``/``leader_epoch``: the partition's leader and epoch in this broker's view of the metadata;
-    ``led_epoch``: the epoch in which its replica manager leads the partition (None: it does not); ``caught_up``:
-    whether that view is the quorum's committed metadata as of some moment after this broker started. A view
-    replayed from a journal before catching up may be long out of date (another broker may lead in a later
-    epoch, with records this one lacks), and a leadership not yet taken up has no ISR to wait for.
-    """
-    return caught_up and leader == node_id and led_epoch == leader_epoch
 
 
 def truncation_for_epoch_answer(

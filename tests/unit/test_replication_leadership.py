@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.cluster.replication import acts_as_leader
+from broker.cluster.isr import acts_as_leader
 
 ME, OTHER = 1, 2
 
