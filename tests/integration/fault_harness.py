@@ -46,6 +46,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch, decode_records_any
 
 FETCHER_CLIENT_ID = "replica-fetcher-{}"  # what a broker's replica fetcher calls itself (broker/cluster/replication.py)
+TXN_MARKER_CLIENT_ID = "broker-{}-txn-marker-sender"  # its transaction markers' connections (broker/txn/coordinator.py)
 
 
 # --- relays ----------------------------------------------------------------------------------------------------
@@ -272,8 +273,8 @@ class FaultCluster(BrokerCluster):
     # --- faults --------------------------------------------------------------------------------------------
 
     def isolate(self, node_id: int) -> None:
-        """Cut ``node_id`` off from the other brokers (Raft, replication both ways, gossip both ways); its
-        clients' listener stays reachable."""
+        """Cut ``node_id`` off from the other brokers (Raft, replication and transaction markers both ways,
+        gossip both ways); its clients' listener stays reachable."""
         for pair, relay in self.raft_relays.items():
             if node_id in pair:
                 relay.cut()
@@ -282,6 +283,7 @@ class FaultCluster(BrokerCluster):
         for other in self.ids:
             if other != node_id:
                 self.kafka_relays[other].refuse(FETCHER_CLIENT_ID.format(node_id))
+                self.kafka_relays[other].refuse(TXN_MARKER_CLIENT_ID.format(node_id))
                 self.gossip_relays[other].drop_from(self.gossip_binds[node_id])
 
     def heal(self) -> None:
