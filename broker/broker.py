@@ -442,11 +442,24 @@ class Broker:
         host, port = self.endpoints.get(listener, (self.host, self.port)) if listener else (self.host, self.port)
         return [(self.node_id, host, port, self.config["rack"] or None)]
 
-    def metadata_generation(self) -> tuple[int, int]:
+    def metadata_generation(self) -> tuple[int, int, bool]:
         """Changes whenever a topic is created, deleted or grown here or the cluster's metadata changes (its
-        leaders, epochs, replicas, ISRs); taken before reading them, it tells whether a Metadata answer
-        made from them earlier still holds."""
-        return self.logs.generation, (self.cluster.metadata.version if self.cluster is not None else 0)
+        leaders, epochs, replicas, ISRs), or becomes the quorum's; taken before reading them, it tells whether
+        a Metadata answer made from them earlier still holds."""
+        return (self.logs.generation, self.cluster.metadata.version if self.cluster is not None else 0,
+                self.metadata_caught_up)
+
+    @property
+    def metadata_caught_up(self) -> bool:
+        """Whether the cluster's metadata here is the quorum's, as of some moment since this broker started
+        (always on a single node). Until then a restarted broker knows only the journal it replayed, maybe far
+        behind: as a Kafka broker that has not caught up, it neither leads nor names a leader to anyone."""
+        return self.cluster is None or self.cluster.caught_up
+
+    def committed_leader(self, topic: str, partition: int) -> int:
+        """The partition's leader to name to clients (Metadata, FindCoordinator): -1 until this broker's
+        metadata is the quorum's."""
+        return self.partition_leader(topic, partition)[0] if self.metadata_caught_up else -1
 
     def controller_id(self) -> int:
         if self.cluster is not None:
@@ -480,7 +493,7 @@ class Broker:
         else:
             state = self.replica_manager.leader_state(topic, partition)
             serving = acts_as_leader(self.node_id, leader, epoch, None if state is None else state.leader_epoch,
-                                     caught_up=self.cluster is None or self.cluster.caught_up)
+                                     caught_up=self.metadata_caught_up)
         if not serving:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"broker {self.node_id} does not lead {topic}-{partition} (epoch {epoch})")

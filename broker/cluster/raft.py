@@ -21,8 +21,13 @@ the brokers reach each other over TLS, Raft's connections go inside TLS as well 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
+import os
 import pickle
 import ssl
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +57,7 @@ class ProposalFailed(Exception):
     be safe to apply twice (ours are, by their ids and epochs)."""
 
 
+JOURNAL_RESERVE_MIN = 1 << 20  # bytes: what the journal of a young cluster has reserved ahead, at least
 _FAILURES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 
@@ -83,6 +89,36 @@ class RaftListener(Protocol):
     def on_leader_changed(self, leader_id: int | None) -> None: ...
 
 
+# Errors of a disk that cannot keep the journal (Kafka's metadata log dir failing), rather than of a file system
+# that cannot reserve space ahead (then the journal just grows as pysyncobj grows it).
+_STORAGE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
+_FALLOC_FL_KEEP_SIZE = 1
+_libc_fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
+if _libc_fallocate is not None:
+    _libc_fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+
+
+def reserve_beyond_end(path: Path, length: int) -> bool:
+    """Allocate the first ``length`` bytes of the file's blocks without changing its size (Linux fallocate,
+    KEEP_SIZE); False where the file system or platform cannot. OSError when the disk refuses (full, failing).
+
+    pysyncobj keeps its journal in a memory-mapped file that it grows by truncating it longer: on a full disk
+    the first write to a page never allocated kills the process with SIGBUS, saying nothing. Pages reserved
+    ahead take those writes; a reservation the disk refuses is the failure, reported while there is time."""
+    if _libc_fallocate is None:
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if _libc_fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length) == 0:
+            return True
+        code = ctypes.get_errno()
+    finally:
+        os.close(fd)
+    if code in _STORAGE_FAILURES:
+        raise OSError(code, os.strerror(code), str(path))
+    return False
+
+
 class _SyncObjRunner(SyncObj):
     """pysyncobj's object: its one replicated method applies a command on the Raft thread."""
 
@@ -97,6 +133,16 @@ class _SyncObjRunner(SyncObj):
     @replicated
     def apply_command(self, command: Command) -> Any:
         return self._node._apply_on_raft_thread(command)
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802, N803 (pysyncobj's names)
+        # pysyncobj logs an exception of its tick (a journal or snapshot write the disk refused) and ticks
+        # again, the half-done tick's Raft state left as it was: a broker must not go on from that.
+        try:
+            super()._onTick(timeToWait)
+        except OSError as exc:
+            if exc.errno in _STORAGE_FAILURES:
+                self._node._storage_failed(exc)
+            raise
 
 
 class RaftNode:
@@ -129,6 +175,7 @@ class RaftNode:
         # True once this node has applied everything the leader had committed when it (re)joined: before
         # that, :attr:`state` may be an old one (replaying the journal, or behind the cluster).
         self.ready = False
+        self._next_reservation = 0.0  # monotonic time of the journal's next reservation check
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -166,6 +213,7 @@ class RaftNode:
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
         self._sync.addOnTickCallback(self._watch_leader)
+        self._sync.addOnTickCallback(self._reserve_journal)
         log.info("raft started", node_id=self.node_id, listen=self.listen, peers=self.peers)
 
     async def stop(self) -> None:
@@ -244,6 +292,29 @@ class RaftNode:
         self._leader_seen = leader
         leader_id = None if leader is None else self._ids_by_address.get(leader.id)
         self._to_loop(self._leader_changed, leader_id)
+
+    def _reserve_journal(self) -> None:
+        """Keep twice the journal's size allocated on disk (checked once a second), so that pysyncobj's next
+        growth lands on reserved pages; halt once the disk refuses."""
+        now = time.monotonic()
+        if now < self._next_reservation:
+            return
+        self._next_reservation = now + 1.0
+        journal = self.data_dir / "raft.journal"
+        try:
+            if not reserve_beyond_end(journal, 2 * max(journal.stat().st_size, JOURNAL_RESERVE_MIN)):
+                self._next_reservation = float("inf")
+        except OSError as exc:
+            self._storage_failed(exc)
+
+    def _storage_failed(self, error: OSError) -> None:
+        """The Raft directory refused a write: halt, as Kafka halts a broker whose metadata log dir failed.
+        Going on, this node could vote or acknowledge entries it has not kept, and die later at a worse moment
+        (SIGBUS); stopped, it leaves the quorum to the others and restarts from its journal once there is room."""
+        log.critical("raft log dir failed, halting the broker", raft_dir=str(self.data_dir), error=str(error))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
     def _became_ready(self) -> None:
         self.ready = True

@@ -51,6 +51,8 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     topic = broker.logs.topics[name]
     topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
     leaders = tuple(broker.partition_leader(name, index) for index in range(topic.partition_count))
+    if not broker.metadata_caught_up:
+        leaders = tuple((-1, epoch, replicas, isr) for _leader, epoch, replicas, isr in leaders)
     operations_value = operations_field(ctx, operations, ResourceType.TOPIC, name)
     signature = (topic_id, live, operations_value,
                  tuple((leader, epoch, tuple(replicas), tuple(isr)) for leader, epoch, replicas, isr in leaders))
@@ -60,7 +62,8 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
         return cached[1]
     partitions = []
     for index, (leader, epoch, replicas, isr) in enumerate(leaders):
-        # A partition whose ISR is all down has no leader until one of them returns (clients retry).
+        # A partition whose ISR is all down has no leader until one of them returns, nor any while this broker
+        # has not caught up with the quorum (clients retry).
         error = ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else ErrorCode.NONE
         partitions.append({"error_code": error, "partition_index": index, "leader_id": leader,
                            "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,

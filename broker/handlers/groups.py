@@ -95,8 +95,8 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
                error: Callable[[ErrorCode, str], dict[str, Any]]) -> dict[str, Any]:
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
-    found = _node_answer(ctx, key, ctx.broker.partition_leader(topic, partition)[0])
-    return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")
+    found = _node_answer(ctx, key, ctx.broker.committed_leader(topic, partition))
+    return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader known here")
 
 
 def _this_broker(ctx: RequestContext, key: str) -> dict[str, Any]:

@@ -279,7 +279,8 @@ class TransactionCoordinator:
         try:
             async with await KafkaConnection.connect(
                     f"{address[0]}:{address[1]}", timeout=10, security=self.broker.config.inter_broker_security,
-                    broker_credential=self.broker.replica_manager.broker_credential()) as connection:
+                    broker_credential=self.broker.replica_manager.broker_credential(),
+                    client_id=f"broker-{self.broker.node_id}-txn-marker-sender") as connection:
                 answer = await connection.request(ApiKey.WRITE_TXN_MARKERS, body, version=1)
         except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
             log.warning("sending transaction markers failed", transactional_id=meta.transactional_id,

@@ -46,6 +46,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch, decode_records_any
 
 FETCHER_CLIENT_ID = "replica-fetcher-{}"  # what a broker's replica fetcher calls itself (broker/cluster/replication.py)
+TXN_MARKER_CLIENT_ID = "broker-{}-txn-marker-sender"  # its transaction markers' connections (broker/txn/coordinator.py)
 
 
 # --- relays ----------------------------------------------------------------------------------------------------
@@ -272,8 +273,8 @@ class FaultCluster(BrokerCluster):
     # --- faults --------------------------------------------------------------------------------------------
 
     def isolate(self, node_id: int) -> None:
-        """Cut ``node_id`` off from the other brokers (Raft, replication both ways, gossip both ways); its
-        clients' listener stays reachable."""
+        """Cut ``node_id`` off from the other brokers (Raft, replication and transaction markers both ways,
+        gossip both ways); its clients' listener stays reachable."""
         for pair, relay in self.raft_relays.items():
             if node_id in pair:
                 relay.cut()
@@ -282,6 +283,7 @@ class FaultCluster(BrokerCluster):
         for other in self.ids:
             if other != node_id:
                 self.kafka_relays[other].refuse(FETCHER_CLIENT_ID.format(node_id))
+                self.kafka_relays[other].refuse(TXN_MARKER_CLIENT_ID.format(node_id))
                 self.gossip_relays[other].drop_from(self.gossip_binds[node_id])
 
     def heal(self) -> None:
@@ -326,6 +328,7 @@ class AckedWorkload:
     rate: float = 200.0
     acks: list[Ack] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    error_codes: list[int] = field(default_factory=list)  # of failed deliveries and errors reported, in order
     sent: int = 0
     fatal: bool = False
 
@@ -357,8 +360,10 @@ class AckedWorkload:
             self.acks.append(Ack(message.partition(), message.offset(), message.value(), time.monotonic()))
         else:
             self.errors.append(str(error))
+            self.error_codes.append(error.code())
 
     def _on_error(self, error: Any) -> None:
+        self.error_codes.append(error.code())
         if error.fatal():  # the idempotent producer gave up: it acknowledges nothing more
             self.fatal = True
             self.errors.append(f"fatal: {error}")
@@ -478,9 +483,21 @@ def check_replicas_identical(cluster: FaultCluster, topic: str, records: dict[in
         assert on_disk == [value for _offset, value in found], f"{topic}-{partition}: segment files and fetch differ"
 
 
+def check_sequence_kept(workload: AckedWorkload) -> None:
+    """The idempotent producer never lost its place: no OUT_OF_ORDER_SEQUENCE_NUMBER and no fatal error, which
+    would mean a leader's producer state disagreed with what it had been sent and acknowledged (in Kafka a
+    producer meets neither under these faults: retries of a batch are found as duplicates, and a batch that
+    follows one not yet appended is refused only until that one is retried, which librdkafka does itself)."""
+    from confluent_kafka import KafkaError
+
+    assert KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER not in workload.error_codes, workload.errors[-5:]
+    assert not workload.fatal, workload.errors[-5:]
+
+
 def check_after(cluster: FaultCluster, workload: AckedWorkload, scratch: Path) -> dict[int, list[tuple[int, bytes]]]:
     """The checks after a scenario, once every replica is back in every ISR (so each holds everything below
     the high watermark)."""
+    check_sequence_kept(workload)
     cluster.wait_healthy(60)
     records = read_topic(cluster.bootstrap, workload.topic, workload.partitions)
     check_acknowledged(workload, records)

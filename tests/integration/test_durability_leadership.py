@@ -1,4 +1,5 @@
-"""A broker leads a partition only from metadata the Raft quorum committed, once it has caught up with it.
+"""A broker leads a partition, or names its leader to clients, only from metadata the Raft quorum committed,
+once it has caught up with it.
 
 The operator's scenario of issue 30: three brokers, RF 3, ``min.insync.replicas`` 2, an idempotent
 ``acks=all`` producer recording every acknowledgement. Both followers are paused (SIGSTOP) and the leader is
@@ -141,6 +142,7 @@ def test_a_leader_restarted_without_its_quorum_acknowledges_nothing(tmp_path):
         producer.produce([f"restarted-{i}".encode() for i in range(20)], timeout=20)
         acknowledged_alone = [value for value in producer.acknowledged if value.startswith(b"restarted-")]
         read_errors_alone = asyncio.run(_read_errors(cluster.brokers[leader].bootstrap))
+        named_alone = cluster.partitions(TOPIC, leader)[0]
 
         # The followers return without the old leader and elect one of them.
         cluster.kill(leader)
@@ -161,6 +163,8 @@ def test_a_leader_restarted_without_its_quorum_acknowledges_nothing(tmp_path):
         assert acknowledged_alone == [], f"{len(acknowledged_alone)} records acknowledged by a leader without its quorum"
         # Nor did it answer reads or offsets as the leader, from a view that may have been out of date.
         assert read_errors_alone == (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        # Nor did it point clients at the leader its replayed journal names, which may be out of date.
+        assert (named_alone["leader_id"], named_alone["error_code"]) == (-1, ErrorCode.LEADER_NOT_AVAILABLE), named_alone
     finally:
         for node_id in cluster.ids:
             cluster.resume(node_id)

@@ -40,13 +40,16 @@ SETTINGS = {"min.insync.replicas": 2}
 # its followers could fetch it before the relays closed their connections (they do within 50 ms).
 CUT_GRACE = 0.5
 FULL_DISK = 3
+FULL_RAFT = 2
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     brokers = FaultCluster(tmp_path_factory.mktemp("faults"), settings=SETTINGS)
-    # broker FULL_DISK's data dir is a small tmpfs of its own, to fill in test_a_full_disk
-    with tmpfs(brokers.brokers[FULL_DISK].data_dir, "64m") as mounted:
+    # broker FULL_DISK's log dir and broker FULL_RAFT's Raft dir are small tmpfs of their own, to fill in
+    # test_a_full_disk and test_a_full_raft_dir
+    with (tmpfs(brokers.brokers[FULL_DISK].data_dir / "logs", "64m") as mounted,
+          tmpfs(brokers.brokers[FULL_RAFT].data_dir / "raft", "16m")):
         brokers.small_disk = mounted
         try:
             brokers.start()
@@ -215,7 +218,7 @@ def test_a_full_disk(cluster, tmp_path):
         probe = DirectProducer(broker.bootstrap, probed).start()
         try:
             wait_until(lambda: len(probe.acknowledged()) >= 3, 30, message="the probe's first acknowledgements")
-            with disk_filled(broker.data_dir):
+            with disk_filled(broker.data_dir / "logs"):
                 full_at = time.monotonic()
                 wait_until(lambda: any(a.error_code == ErrorCode.KAFKA_STORAGE_ERROR for a in probe.attempts
                                        if a.sent_at > full_at), 30, message="a KAFKA_STORAGE_ERROR")
@@ -234,9 +237,31 @@ def test_a_full_disk(cluster, tmp_path):
     assert not lost, f"acknowledged records lost: {lost[:3]}"
 
 
+def test_a_full_raft_dir(cluster):
+    """The disk of a broker's Raft journal fills up: as Kafka halts a broker whose metadata log dir failed, it
+    exits with an error naming the dir at its next Raft write (here: saving the commit index of a new topic),
+    rather than voting and acknowledging entries it did not keep; restarted once there is room, it rejoins."""
+    if not cluster.small_disk:
+        pytest.skip("mounting a tmpfs as a broker's Raft dir needs root")
+    broker = cluster.brokers[FULL_RAFT]
+    raft_dir = broker.data_dir / "raft"
+    asking = next(i for i in cluster.ids if i != FULL_RAFT)
+    with disk_filled(raft_dir):
+        assert cluster.create_topic(asking, unique_name("faults"), 1, 1)["error_code"] == 0
+        code = wait_until(lambda: broker.proc.poll(), 20, interval=0.1, message="the broker to halt")
+        cluster.kill(FULL_RAFT)  # reaped
+    assert code == 1
+    halts = logged(broker.log_path, "raft log dir failed, halting the broker")
+    assert [entry["raft_dir"] for entry in halts] == [str(raft_dir)], halts
+    cluster.restart(FULL_RAFT)
+    cluster.wait_healthy(60)
+
+
+def logged(log_path: Path, event: str) -> list[dict]:
+    """The broker's log entries of ``event``."""
+    quoted = json.dumps(event)
+    return [json.loads(line) for line in log_path.read_text(errors="replace").splitlines() if quoted in line]
+
+
 def storage_errors_logged(log_path: Path) -> list[dict]:
-    entries = []
-    for line in log_path.read_text(errors="replace").splitlines():
-        if '"log dir write failed"' in line:
-            entries.append(json.loads(line))
-    return entries
+    return logged(log_path, "log dir write failed")
