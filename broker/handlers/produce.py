@@ -31,7 +31,6 @@ _BATCH_LENGTH = struct.Struct(">i")
 _ATTRIBUTES_AT = 21
 _ZSTD = 4
 _TRANSACTIONAL = 0x10
-_MAX_EPOCH = 32767
 
 
 def _partition_error(index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1,
@@ -164,10 +163,8 @@ async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict
             request["transactional_id"], request["transaction_timeout_ms"], request["producer_id"],
             request["producer_epoch"], fenced_error(ctx))
         return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": epoch}
-    allocator = ctx.broker.producer_ids
-    producer_id, epoch = request["producer_id"], request["producer_epoch"]
-    if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
-        # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": await allocator.allocate(),
+    # An idempotent producer gets a new producer id every time, as Kafka's coordinator answers it: one that
+    # names an existing id and epoch (KIP-360, to reset its sequences after an error) is not given that id's
+    # next epoch, which would let any client fence another's producer by naming its id.
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": await ctx.broker.producer_ids.allocate(),
             "producer_epoch": 0}

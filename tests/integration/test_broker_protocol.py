@@ -262,6 +262,24 @@ def test_idempotent_duplicates_and_sequence_gaps(wire):
     assert nxt["error_code"] == 0 and nxt["base_offset"] == 2
 
 
+def test_an_idempotent_producer_id_is_new_each_time_and_naming_another_fences_nothing(wire):
+    """Kafka's coordinator gives an idempotent InitProducerId a new producer id and epoch 0 whatever id and epoch
+    it names (TransactionCoordinator.handleInitProducerId); handing out the named id's next epoch would let any
+    client fence another client's producer."""
+    create_topic(wire, "idem-fence")
+    first = wire.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                   "producer_id": -1, "producer_epoch": -1})
+    victim = {"producer_id": first["producer_id"], "producer_epoch": first["producer_epoch"]}
+    assert produce(wire, "idem-fence", batch([b"a"], base_sequence=0, **victim))["error_code"] == 0
+    named = wire.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                   **victim})
+    assert named["error_code"] == 0
+    assert named["producer_id"] != victim["producer_id"] and named["producer_epoch"] == 0
+    # the producer whose id was named carries on with its own epoch and next sequence
+    assert produce(wire, "idem-fence", batch([b"b"], base_sequence=1, **victim))["error_code"] == 0
+    assert log_end(wire, "idem-fence") == 2
+
+
 def test_fetch_long_poll_returns_when_data_arrives(broker, wire):
     create_topic(wire, "longpoll")
     fetch_body = {"replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
