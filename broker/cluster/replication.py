@@ -681,8 +681,11 @@ class ReplicaManager:
             committed = False
         if self._leading.get(tp) is not led:
             return
+        before = led.state.isr
         if led.state.finish_isr_change(change, committed, self.broker.clock()):
             self._publish_high_watermark(tp, led)
+        if led.state.isr is not before:
+            self.broker.metrics.isr_changed(before, led.state.isr)
         log.info("ISR change committed" if committed else "ISR change refused", topic=tp[0], partition=tp[1],
                  isr=list(led.state.isr))
 

@@ -279,3 +279,15 @@ def test_the_cleaners_resource_settings_are_live(tmp_path):
     assert (config["log.cleaner.enable"], config["log.cleaner.dedupe.buffer.size"], config["log.cleaner.io.buffer.size"],
             config["log.cleaner.io.buffer.load.factor"], config["log.cleaner.io.max.bytes.per.second"]) == (
         False, 2097152, 4096, 0.5, 1e6)
+
+
+def test_metrics_listen_is_off_unless_set_and_names_its_host(tmp_path):
+    assert load(tmp_path, "{}\n").metrics_address is None
+    assert load(tmp_path, "metrics.listen: 127.0.0.1:9308\n").metrics_address == ("127.0.0.1", 9308)
+    assert load(tmp_path, "metrics.listen: '[::1]:9308'\n").metrics_address == ("::1", 9308)
+
+
+@pytest.mark.parametrize("address", [":9308", "127.0.0.1", "localhost:http", "127.0.0.1:70000"])
+def test_a_bad_metrics_listen_is_a_config_error(tmp_path, address):
+    with pytest.raises(ConfigError, match=r"broker\.yaml.*metrics\.listen.*is not host:port"):
+        load(tmp_path, f"metrics.listen: '{address}'\n")
