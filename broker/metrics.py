@@ -105,7 +105,11 @@ class BrokerMetrics:
         times.sum_ms += milliseconds
 
     def isr_changed(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
-        """A committed ISR change of a partition this broker leads (Kafka's IsrShrinks and IsrExpands)."""
+        """The ISR of a partition this broker leads, before and after a committed change (the same when nothing
+        changed): Kafka's IsrShrinks and IsrExpands. Counted whoever proposed the change, this leader or the
+        controller fencing a broker, since either way a replica left or joined the ISR."""
+        if before == after:
+            return
         if set(before) - set(after):
             self.isr_shrinks += 1
         if set(after) - set(before):

@@ -498,7 +498,10 @@ class ReplicaManager:
                         epoch=leader_epoch, current_epoch=led.state.leader_epoch)
             return
         if led is not None and leader_epoch == led.state.leader_epoch:
+            # the committed ISR: this broker's proposal coming back, or the controller's (a broker fenced)
+            before = led.state.isr
             led.state.update_assignment(replicas, isr, now)
+            self.broker.metrics.isr_changed(before, led.state.isr)
         else:
             plog = self.broker.partition_log(topic, partition)
             self._stop_following(tp)
@@ -684,8 +687,7 @@ class ReplicaManager:
         before = led.state.isr
         if led.state.finish_isr_change(change, committed, self.broker.clock()):
             self._publish_high_watermark(tp, led)
-        if led.state.isr is not before:
-            self.broker.metrics.isr_changed(before, led.state.isr)
+        self.broker.metrics.isr_changed(before, led.state.isr)
         log.info("ISR change committed" if committed else "ISR change refused", topic=tp[0], partition=tp[1],
                  isr=list(led.state.isr))
 
