@@ -244,7 +244,10 @@ class BrokerMetrics:
                                 value=len(broker.failed_log_dirs))
         errors = CounterMetricFamily("burrowpy_broker_storage_errors",
                                      "Writes a log dir refused (answered KAFKA_STORAGE_ERROR)", labels=["logdir"])
-        for log_dir, count in sorted(broker.storage_errors.items()):
+        # the log dir's series exists from the start, at 0, so that increase() sees the first error
+        counts = {broker.logs.data_dir: 0} if broker.logs is not None else {}
+        counts.update(broker.storage_errors)
+        for log_dir, count in sorted(counts.items()):
             errors.add_metric([log_dir], count)
         yield errors
 

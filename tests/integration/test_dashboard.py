@@ -19,10 +19,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import BURROWPY, ROOT, free_port, wait_until
+from harness import BURROWPY, ROOT, Scrape, free_port, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
+
+BROKER_METRICS_PORT = free_port()
+BROKER_CONFIG = {"metrics.listen": f"127.0.0.1:{BROKER_METRICS_PORT}"}
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
@@ -277,8 +280,8 @@ def test_promql_metrics_reads_names_not_functions_or_labels():
         == {"burrow_a", "b_c"}
 
 
-def dashboard_queries() -> list[str]:
-    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+def dashboard_queries(name: str = "grafana-dashboard.json") -> list[str]:
+    dashboard = json.loads((ROOT / "config" / name).read_text())
     queries = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     for variable in dashboard["templating"]["list"]:
         if variable["type"] == "query":
@@ -286,13 +289,15 @@ def dashboard_queries() -> list[str]:
     return queries
 
 
-def alert_queries() -> list[str]:
-    rules = yaml.safe_load((ROOT / "config" / "prometheus-alerts.yml").read_text())
+def alert_queries(name: str = "prometheus-alerts.yml") -> list[str]:
+    rules = yaml.safe_load((ROOT / "config" / name).read_text())
     return [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
 
 
-def test_grafana_dashboard_is_well_formed():
-    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+@pytest.mark.parametrize(("name", "variables"), [("grafana-dashboard.json", {"datasource", "cluster", "group"}),
+                                                  ("broker-grafana-dashboard.json", {"datasource", "instance", "topic"})])
+def test_grafana_dashboard_is_well_formed(name, variables):
+    dashboard = json.loads((ROOT / "config" / name).read_text())
     panels = dashboard["panels"]
     assert len({panel["id"] for panel in panels}) == len(panels)
     cells = set()
@@ -303,9 +308,8 @@ def test_grafana_dashboard_is_well_formed():
         covered = {(x, y) for x in range(box["x"], box["x"] + box["w"]) for y in range(box["y"], box["y"] + box["h"])}
         assert not covered & cells, f"panel {panel['title']!r} overlaps another"
         cells |= covered
-    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
-    assert variables == {"datasource", "cluster", "group"}
-    used = {name for query in dashboard_queries() for name in re.findall(r"\$(\w+)", query)}
+    assert {variable["name"] for variable in dashboard["templating"]["list"]} == variables
+    used = {word for query in dashboard_queries(name) for word in re.findall(r"\$(\w+)", query)}
     assert used <= variables
 
 
@@ -374,6 +378,84 @@ def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
         return status == 200 and referenced <= served
 
     wait_until(all_served, 90, interval=1, message=f"/metrics serving {sorted(referenced - served)}")
+
+
+def test_broker_alert_rules_pass_promtool_and_fire(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: make install puts in Debian's prometheus package (apt, as root)"
+    rules = ROOT / "config" / "broker-prometheus-alerts.yml"
+    checked = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    one, two = 'job="kafka",instance="b1"', 'job="kafka",instance="b2"'
+    logdir = "/data/logs"
+    descriptions = {rule["alert"]: rule["annotations"]["description"]
+                    for group in yaml.safe_load(rules.read_text())["groups"] for rule in group["rules"]}
+
+    def fired(eval_time: str, alertname: str, severity: str, summary: str, **labels: str) -> dict:
+        return {"eval_time": eval_time, "alertname": alertname,
+                "exp_alerts": [{"exp_labels": {"severity": severity, **labels},
+                                "exp_annotations": {"summary": summary, "description": descriptions[alertname]}}]}
+
+    unit_test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                # the controller fails at minute 3: nobody takes over
+                {"series": f"kafka_controller_kafkacontroller_activecontrollercount{{{one}}}", "values": "1 1 1 0x10"},
+                {"series": f"kafka_controller_kafkacontroller_activecontrollercount{{{two}}}", "values": "0x13"},
+                {"series": f"kafka_server_replicamanager_underreplicatedpartitions{{{one}}}", "values": "0 0 4x12"},
+                {"series": f"kafka_server_replicamanager_underminisrpartitioncount{{{one}}}", "values": "0x13"},
+                {"series": f"kafka_log_logmanager_offlinelogdirectorycount{{{two}}}", "values": "0 0 1x3 0x8"},
+                {"series": f'burrowpy_broker_storage_errors_total{{{two},logdir="{logdir}"}}',
+                 "values": "0 0 3 9 9x10"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "3m", "alertname": "KafkaNoActiveController", "exp_alerts": []},
+                fired("5m", "KafkaNoActiveController", "critical", "0 active controllers in kafka", job="kafka"),
+                {"eval_time": "6m", "alertname": "KafkaUnderReplicatedPartitions", "exp_alerts": []},
+                fired("7m", "KafkaUnderReplicatedPartitions", "warning", "b1 leads 4 under-replicated partitions",
+                      job="kafka", instance="b1"),
+                {"eval_time": "7m", "alertname": "KafkaUnderMinIsrPartitions", "exp_alerts": []},
+                fired("3m", "KafkaLogDirOffline", "critical", "A log dir of b2 refuses writes", job="kafka",
+                      instance="b2"),
+                {"eval_time": "6m", "alertname": "KafkaLogDirOffline", "exp_alerts": []},
+                {"eval_time": "1m", "alertname": "KafkaStorageErrors", "exp_alerts": []},
+                fired("3m", "KafkaStorageErrors", "warning", f"b2 failed writes to {logdir}", job="kafka",
+                      instance="b2", logdir=logdir),
+            ],
+        }],
+    }
+    path = tmp_path / "broker-alerts-test.yml"
+    path.write_text(yaml.safe_dump(unit_test))
+    tested = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_broker_dashboard_and_alerts_use_only_metrics_the_broker_serves(broker):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from monitor_support import create_topic
+
+    referenced = set().union(*(promql_metrics(query) for query in dashboard_queries("broker-grafana-dashboard.json")
+                               + alert_queries("broker-prometheus-alerts.yml")))
+    assert {"kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_brokertopicmetrics_messagesin_total",
+            "kafka_network_requestmetrics_totaltimems_bucket", "burrowpy_broker_storage_errors_total"} <= referenced
+    topic = "broker-dashboard"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, b"a record")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        wait_until(lambda: consumer.poll(0.5) is not None, 30, interval=0, message="the record back")
+    finally:
+        consumer.close()
+    # the metadata quorum's are a cluster's only (test_faults reads them from a cluster's brokers)
+    raft = {"kafka_server_raft_metrics_current_epoch", "kafka_server_raft_metrics_current_leader",
+            "burrowpy_broker_raft_commit_lag"}
+    assert referenced - Scrape(BROKER_METRICS_PORT).names() == raft
 
 
 def test_the_dashboard_behind_http_authentication(browser, broker, tmp_path):
