@@ -159,7 +159,7 @@ class BrokerMetrics:
             requests.add_metric([REQUEST_NAMES.get(api_key, str(api_key)), str(version)], count)
         yield requests
         times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                      "Milliseconds from a request read to its answer made", labels=["request"])
+                                      "Milliseconds handling a request took (decoded to answered, before encoding)", labels=["request"])
         for api_key, recorded in sorted(self._times.items()):
             cumulative, buckets = 0, []
             for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), recorded.buckets, strict=True):
