@@ -29,7 +29,7 @@ from prometheus_client.samples import Sample
 
 from broker.cluster.metadata import NO_LEADER
 from broker.protocol.api import ApiKey
-from burrowpy.httpserver.metrics import register_process_metrics
+from burrowpy.process_metrics import register_process_metrics
 
 if TYPE_CHECKING:
     from broker.broker import Broker
