@@ -176,6 +176,10 @@ class Broker:
         from broker.groups.coordinator import GroupCoordinator
 
         cluster_config = self._cluster_config()
+        if self.config.metrics_address is not None:
+            # first: an address it cannot have stops the broker before anything else started
+            self.metrics_server = MetricsServer(self.metrics, *self.config.metrics_address)
+            await self.metrics_server.start()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if cluster_config is not None and not self.config.cluster_id:
             # Every node of the cluster must report the same id: one derived from the voters' addresses.
@@ -231,9 +235,6 @@ class Broker:
         self.server = self.servers[0]
         if self.config.port == 0:
             self.port = self.server.port
-        if self.config.metrics_address is not None:
-            self.metrics_server = MetricsServer(self.metrics, *self.config.metrics_address)
-            await self.metrics_server.start()
         if self.cluster is not None:
             await self.cluster.start()
         else:

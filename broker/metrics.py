@@ -269,6 +269,10 @@ class BrokerMetrics:
                                 value=progress.commit_lag)
 
 
+class MetricsListenError(Exception):
+    """metrics.listen names an address this process cannot listen on."""
+
+
 class MetricsServer:
     """``GET /metrics`` on ``metrics.listen``: Prometheus' text format of :class:`BrokerMetrics` and the
     process's own figures (CPU, memory, descriptors, garbage collection), as the monitor serves them."""
@@ -287,7 +291,12 @@ class MetricsServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.stop()
+            raise MetricsListenError(f"metrics.listen: cannot listen on {self.host}:{self.port}: "
+                                     f"{exc.strerror or exc}") from exc
         self.port = site._server.sockets[0].getsockname()[1]
         log.info("metrics served", address=f"{self.host}:{self.port}", path="/metrics")
 
