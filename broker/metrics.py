@@ -72,6 +72,7 @@ class BrokerMetrics:
         self._requests: dict[tuple[int, int], int] = {}  # (api key, version) -> requests handled
         self._times: dict[int, _RequestTimes] = {}
         self.replication_bytes_out = 0
+        self.replication_bytes_in = 0
         self.requests_in_flight = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -151,6 +152,8 @@ class BrokerMetrics:
             yield family
         yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
                                   "Record bytes sent to followers", value=self.replication_bytes_out)
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                                  "Record bytes fetched from leaders", value=self.replication_bytes_in)
 
     def _request_families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled",
@@ -211,6 +214,12 @@ class BrokerMetrics:
                 ("partitioncount", "Partitions with a replica here", len(local)),
                 ("leadercount", "Partitions led here", leaders)):
             yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", help_text, value=value)
+        replicas = broker.replica_manager
+        max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                    "The largest replica lag (the leader's high watermark past this follower's next "
+                                    "offset) of the partitions followed here", labels=["clientid"])
+        max_lag.add_metric(["Replica"], max(replicas.follower_lags(), default=0) if replicas is not None else 0)
+        yield max_lag
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
                                   value=self.isr_shrinks)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",

@@ -153,6 +153,8 @@ def test_a_follower_paused(cluster, tmp_path):
     with acked_workload(cluster, tmp_path, leader) as workload:
         before = cluster.scrape(leader)
         assert before.value("kafka_server_replicamanager_underreplicatedpartitions") == 0
+        other = next(i for i in cluster.ids if i not in (leader, follower))
+        copied = cluster.scrape(other).value("kafka_server_brokertopicmetrics_replicationbytesin_total")
         with cluster.paused(follower):
             paused_at = time.monotonic()
             wait_until(lambda: follower not in cluster.isr(workload.topic, node_id=leader), 30, interval=0.1,
@@ -164,6 +166,10 @@ def test_a_follower_paused(cluster, tmp_path):
             assert (during.value("kafka_server_replicamanager_isrshrinks_total")
                     - before.value("kafka_server_replicamanager_isrshrinks_total")) >= 3
             workload.wait_for_acks(150, after=paused_at)
+            # the other follower copies on, and says how far behind it is
+            still_copying = cluster.scrape(other)
+            assert still_copying.value("kafka_server_brokertopicmetrics_replicationbytesin_total") > copied
+            assert still_copying.value("kafka_server_replicafetchermanager_maxlag", clientid="Replica") >= 0
         cluster.wait_healthy(60)
         workload.wait_for_acks(150, after=time.monotonic())
         after = wait_until(lambda: (s := cluster.scrape(leader)).value(
