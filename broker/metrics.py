@@ -170,8 +170,11 @@ class BrokerMetrics:
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
             times.add_metric([REQUEST_NAMES.get(api_key, str(api_key))], buckets, recorded.sum_ms)
         yield times
-        yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
-                                "Requests read and not answered yet", value=self.requests_in_flight)
+        # not Kafka's RequestQueueSize: requests are handled as they are read, with no handler pool to queue for;
+        # this counts those being handled, long polls and waits for the ISR or a group's join included
+        yield GaugeMetricFamily("burrowpy_broker_requests_in_flight",
+                                "Requests read and not answered yet (waiting ones included)",
+                                value=self.requests_in_flight)
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client and broker connections",
                                         labels=["listener", "networkprocessor"])
