@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -39,6 +39,7 @@ log = structlog.get_logger("broker.metrics")
 
 # Kafka's request names (RequestMetrics' request= tag): the API's name in camel case
 REQUEST_NAMES = {int(key): "".join(word.capitalize() for word in key.name.split("_")) for key in ApiKey}
+_FETCH = int(ApiKey.FETCH)
 # upper bounds of the request-time histogram's buckets, in milliseconds (Kafka's TotalTimeMs is in ms)
 LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
                       30000.0)
@@ -69,8 +70,8 @@ class BrokerMetrics:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._topics: dict[str, _TopicCounts] = {}
-        self._requests: dict[tuple[int, int], int] = {}  # (api key, version) -> requests handled
-        self._times: dict[int, _RequestTimes] = {}
+        self._requests: dict[tuple[str, int], int] = {}  # (request name, version) -> requests handled
+        self._times: dict[str, _RequestTimes] = {}
         self.replication_bytes_out = 0
         self.replication_bytes_in = 0
         self.requests_in_flight = 0
@@ -95,12 +96,17 @@ class BrokerMetrics:
         """Record bytes a consumer's Fetch answer carries (Kafka's BytesOut; followers' are counted apart)."""
         self._topic(topic).bytes_out += size
 
-    def request_handled(self, api_key: int, api_version: int, seconds: float) -> None:
-        key = (api_key, api_version)
+    def request_handled(self, api_key: int, api_version: int, body: dict[str, Any], seconds: float) -> None:
+        # Kafka tells a consumer's Fetch from a follower's (FetchConsumer, FetchFollower), and has no Fetch
+        if api_key == _FETCH:
+            name = "FetchFollower" if body["replica_id"] >= 0 else "FetchConsumer"
+        else:
+            name = REQUEST_NAMES.get(api_key) or str(api_key)
+        key = (name, api_version)
         self._requests[key] = self._requests.get(key, 0) + 1
-        times = self._times.get(api_key)
+        times = self._times.get(name)
         if times is None:
-            times = self._times[api_key] = _RequestTimes()
+            times = self._times[name] = _RequestTimes()
         milliseconds = seconds * 1000
         times.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, milliseconds)] += 1
         times.sum_ms += milliseconds
@@ -158,17 +164,17 @@ class BrokerMetrics:
     def _request_families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled",
                                        labels=["request", "version"])
-        for (api_key, version), count in sorted(self._requests.items()):
-            requests.add_metric([REQUEST_NAMES.get(api_key, str(api_key)), str(version)], count)
+        for (name, version), count in sorted(self._requests.items()):
+            requests.add_metric([name, str(version)], count)
         yield requests
         times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                       "Milliseconds handling a request took (decoded to answered, before encoding)", labels=["request"])
-        for api_key, recorded in sorted(self._times.items()):
+        for name, recorded in sorted(self._times.items()):
             cumulative, buckets = 0, []
             for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), recorded.buckets, strict=True):
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-            times.add_metric([REQUEST_NAMES.get(api_key, str(api_key))], buckets, recorded.sum_ms)
+            times.add_metric([name], buckets, recorded.sum_ms)
         yield times
         # not Kafka's RequestQueueSize: requests are handled as they are read, with no handler pool to queue for;
         # this counts those being handled, long polls and waits for the ISR or a group's join included

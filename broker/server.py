@@ -412,7 +412,7 @@ class KafkaServer:
             return False
         finally:
             metrics.requests_in_flight -= 1
-            metrics.request_handled(header.api_key, header.api_version, time.perf_counter() - started)
+            metrics.request_handled(header.api_key, header.api_version, body, time.perf_counter() - started)
         if result is None:
             return None
         try:

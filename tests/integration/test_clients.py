@@ -121,7 +121,7 @@ def test_the_brokers_metrics_count_what_clients_do(broker):
     assert bytes_in == sum(after.value("kafka_log_log_size", topic=topic, partition=str(p)) for p in range(PARTITIONS))
     assert after.value("kafka_server_brokertopicmetrics_bytesout_total", topic=topic) >= bytes_in > 0
     assert after.value("kafka_log_log_logendoffset", topic=topic) == COUNT
-    for request in ("Produce", "Fetch", "Metadata"):
+    for request in ("Produce", "FetchConsumer", "Metadata"):
         handled = after.value("kafka_network_requestmetrics_requests_total", request=request)
         assert handled > before.value("kafka_network_requestmetrics_requests_total", request=request)
         assert after.value("kafka_network_requestmetrics_totaltimems_count", request=request) == handled

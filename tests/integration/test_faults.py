@@ -163,6 +163,7 @@ def test_a_follower_paused(cluster, tmp_path):
             during = cluster.scrape(leader)
             assert during.value("kafka_server_replicamanager_underreplicatedpartitions") >= 3
             assert during.value("kafka_server_replicamanager_underminisrpartitioncount") == 0
+            assert during.value("kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
             assert (during.value("kafka_server_replicamanager_isrshrinks_total")
                     - before.value("kafka_server_replicamanager_isrshrinks_total")) >= 3
             workload.wait_for_acks(150, after=paused_at)

@@ -26,7 +26,7 @@ def idle_broker(tmp_path) -> Broker:
 def test_request_times_fall_in_cumulative_buckets_whose_bound_is_inclusive(tmp_path):
     metrics = idle_broker(tmp_path).metrics
     for seconds in (0.0005, 0.001, 0.003, 40.0):
-        metrics.request_handled(ApiKey.LIST_OFFSETS, 7, seconds)
+        metrics.request_handled(ApiKey.LIST_OFFSETS, 7, {}, seconds)
     samples = scrape(metrics)
 
     def bucket(le: str) -> float:
@@ -37,6 +37,20 @@ def test_request_times_fall_in_cumulative_buckets_whose_bound_is_inclusive(tmp_p
     assert abs(samples[("kafka_network_requestmetrics_totaltimems_sum", (("request", "ListOffsets"),))]
                - 40004.5) < 1e-6
     assert samples[("kafka_network_requestmetrics_requests_total", (("request", "ListOffsets"), ("version", "7")))] == 4
+
+
+def test_fetches_are_a_consumers_or_a_followers_as_in_kafka(tmp_path):
+    metrics = idle_broker(tmp_path).metrics
+    metrics.request_handled(ApiKey.FETCH, 12, {"replica_id": -1}, 0.5)
+    metrics.request_handled(ApiKey.FETCH, 12, {"replica_id": 2}, 0.5)
+    metrics.request_handled(ApiKey.FETCH, 11, {"replica_id": 3}, 0.5)
+    samples = scrape(metrics)
+    requests = {labels: value for (name, labels), value in samples.items()
+                if name == "kafka_network_requestmetrics_requests_total"}
+    assert requests == {(("request", "FetchConsumer"), ("version", "12")): 1,
+                        (("request", "FetchFollower"), ("version", "11")): 1,
+                        (("request", "FetchFollower"), ("version", "12")): 1}
+    assert samples[("kafka_network_requestmetrics_totaltimems_count", (("request", "FetchFollower"),))] == 2
 
 
 def test_an_isr_change_counts_as_a_shrink_an_expansion_or_both(tmp_path):
