@@ -392,8 +392,7 @@ class Broker:
             raise
         if result.duplicate:
             return result
-        if self.failed_log_dirs:
-            self.failed_log_dirs.clear()
+        self.storage_written()
         self.metrics.appended(topic, len(batch), result.last_offset - result.base_offset + 1)
         self.notify_appended(topic, partition)
         # flush.messages/flush.ms promise the answer comes after the fsync, which runs off the event loop
@@ -415,6 +414,11 @@ class Broker:
         self.failed_log_dirs.add(log_dir)
         log.error("log dir write failed", log_dir=log_dir, topic=topic, partition=partition, error=error.message,
                   storage_errors=self.storage_errors[log_dir])
+
+    def storage_written(self) -> None:
+        """A write to the log dir succeeded (a leader's append or a follower's): it takes writes again."""
+        if self.failed_log_dirs:
+            self.failed_log_dirs.clear()
 
     async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                             committed: bool, coordinator_epoch: int = 0):

@@ -411,6 +411,7 @@ class LeaderFetcher:
             try:
                 if append_leader_batches(plog, records, fetch_offset):
                     followed.fetch_offset = None
+                self.manager.broker.storage_written()
                 self.manager.broker.metrics.replication_bytes_in += len(records)
             except KafkaError as exc:
                 if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
