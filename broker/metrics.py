@@ -70,6 +70,8 @@ class BrokerMetrics:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._topics: dict[str, _TopicCounts] = {}
+        # what deleted topics had counted: the all-topics series keeps it, a counter never goes down
+        self._forgotten = _TopicCounts()
         self._requests: dict[tuple[str, int], int] = {}  # (request name, version) -> requests handled
         self._times: dict[str, _RequestTimes] = {}
         self.replication_bytes_out = 0
@@ -123,7 +125,10 @@ class BrokerMetrics:
             self.isr_expands += 1
 
     def forget_topic(self, topic: str) -> None:
-        self._topics.pop(topic, None)
+        counts = self._topics.pop(topic, None)
+        if counts is not None:
+            for attribute in _TopicCounts.__slots__:
+                setattr(self._forgotten, attribute, getattr(self._forgotten, attribute) + getattr(counts, attribute))
 
     # --- a scrape ------------------------------------------------------------------------------------------
 
@@ -149,7 +154,7 @@ class BrokerMetrics:
                 ("bytesin", "bytes_in", "Record batch bytes appended as leader"),
                 ("bytesout", "bytes_out", "Record bytes sent to consumers")):
             family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", help_text, labels=["topic"])
-            total = 0
+            total = getattr(self._forgotten, attribute)
             for topic in sorted(self._topics):
                 value = getattr(self._topics[topic], attribute)
                 total += value
@@ -168,7 +173,8 @@ class BrokerMetrics:
             requests.add_metric([name, str(version)], count)
         yield requests
         times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                      "Milliseconds handling a request took (decoded to answered, before encoding)", labels=["request"])
+                                      "Milliseconds handling a request took (decoded to answered, before encoding)",
+                                      labels=["request"])
         for name, recorded in sorted(self._times.items()):
             cumulative, buckets = 0, []
             for bound, count in zip((*LATENCY_BUCKETS_MS, float("inf")), recorded.buckets, strict=True):
@@ -315,7 +321,7 @@ class MetricsServer:
             await self.stop()
             raise MetricsListenError(f"metrics.listen: cannot listen on {self.host}:{self.port}: "
                                      f"{exc.strerror or exc}") from exc
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         log.info("metrics served", address=f"{self.host}:{self.port}", path="/metrics")
 
     async def stop(self) -> None:

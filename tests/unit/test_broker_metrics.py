@@ -53,6 +53,20 @@ def test_fetches_are_a_consumers_or_a_followers_as_in_kafka(tmp_path):
     assert samples[("kafka_network_requestmetrics_totaltimems_count", (("request", "FetchFollower"),))] == 2
 
 
+def test_the_all_topics_series_keeps_what_a_deleted_topic_counted(tmp_path):
+    metrics = idle_broker(tmp_path).metrics
+    metrics.appended("kept", 100, 3)
+    metrics.appended("deleted", 50, 2)
+    metrics.fetched("deleted", 40)
+    metrics.forget_topic("deleted")
+    samples = scrape(metrics)
+    assert samples[("kafka_server_brokertopicmetrics_messagesin_total", ())] == 5
+    assert samples[("kafka_server_brokertopicmetrics_bytesin_total", ())] == 150
+    assert samples[("kafka_server_brokertopicmetrics_bytesout_total", ())] == 40
+    assert ("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "deleted"),)) not in samples
+    assert samples[("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "kept"),))] == 3
+
+
 def test_an_isr_change_counts_as_a_shrink_an_expansion_or_both(tmp_path):
     metrics = idle_broker(tmp_path).metrics
     metrics.isr_changed((1, 2, 3), (1, 2))
