@@ -31,6 +31,7 @@ from broker.log.background import wait_durable
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
 from broker.log.manager import LogManager
+from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
@@ -164,6 +165,10 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         # writes refused by a full or failing disk since start, per log dir (see storage_failed)
         self.storage_errors: Counter[str] = Counter()
+        # log dirs whose last write failed, until a write succeeds again (Kafka's offline log dirs)
+        self.failed_log_dirs: set[str] = set()
+        self.metrics = BrokerMetrics(self)
+        self.metrics_server: MetricsServer | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -171,6 +176,10 @@ class Broker:
         from broker.groups.coordinator import GroupCoordinator
 
         cluster_config = self._cluster_config()
+        if self.config.metrics_address is not None:
+            # first: an address it cannot have stops the broker before anything else started
+            self.metrics_server = MetricsServer(self.metrics, *self.config.metrics_address)
+            await self.metrics_server.start()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if cluster_config is not None and not self.config.cluster_id:
             # Every node of the cluster must report the same id: one derived from the voters' addresses.
@@ -267,6 +276,8 @@ class Broker:
         self._tasks.clear()
         for server in self.servers:
             await server.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.logs is not None:
@@ -338,6 +349,7 @@ class Broker:
         assert self.logs is not None
         partitions = self.logs.topics[name].partition_count
         self.logs.delete_topic(name)
+        self.metrics.forget_topic(name)
         for index in range(partitions):
             self.notify_appended(name, index)
         log.info("topic deleted", topic=name)
@@ -380,6 +392,8 @@ class Broker:
             raise
         if result.duplicate:
             return result
+        self.storage_written()
+        self.metrics.appended(topic, len(batch), result.last_offset - result.base_offset + 1)
         self.notify_appended(topic, partition)
         # flush.messages/flush.ms promise the answer comes after the fsync, which runs off the event loop
         await wait_durable(result.durable, f"{topic}-{partition}")
@@ -397,8 +411,14 @@ class Broker:
         nothing was appended; the operator gets an error naming the log dir, with the count so far."""
         log_dir = self.logs.data_dir if self.logs is not None else str(self.config.data_dir)
         self.storage_errors[log_dir] += 1
+        self.failed_log_dirs.add(log_dir)
         log.error("log dir write failed", log_dir=log_dir, topic=topic, partition=partition, error=error.message,
                   storage_errors=self.storage_errors[log_dir])
+
+    def storage_written(self) -> None:
+        """A write to the log dir succeeded (a leader's append or a follower's): it takes writes again."""
+        if self.failed_log_dirs:
+            self.failed_log_dirs.clear()
 
     async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                             committed: bool, coordinator_epoch: int = 0):

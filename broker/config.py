@@ -30,7 +30,7 @@ from broker.security.listeners import (
 )
 from broker.security.sasl import SaslConfigError, SaslSettings, inter_broker_login, listener_sasl
 from broker.security.tls import TlsConfigError, client_context, listener_lookup, server_context
-from burrowpy.config import ConfigError, Section, load_document
+from burrowpy.config import ConfigError, Section, load_document, valid_listen_address
 
 # name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
 # config name they set (see TOPIC_DEFAULTS).
@@ -149,6 +149,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "transactional.id.expiration.ms": ("int", 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
+    # host:port of the Prometheus endpoint (GET /metrics; broker/metrics.py): burrowpy's own, off when empty, as
+    # Kafka's JMX is until JMX_PORT is set
+    "metrics.listen": ("str", ""),
 }
 
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
@@ -298,6 +301,18 @@ def cleaner_value_problem(key: str, value: float) -> str | None:
     return None
 
 
+def _metrics_address(section: Section, text: str) -> tuple[str, int] | None:
+    """metrics.listen as (host, port); None when empty. The host is required: the metrics name every topic, so
+    where they are served (127.0.0.1 for this machine only) is the operator's explicit choice."""
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    if not valid_listen_address(text) or not host:
+        raise section.error("metrics.listen", f"{text!r} is not host:port (127.0.0.1:9308 serves this machine "
+                                              "only, 0.0.0.0:9308 every interface)")
+    return host.strip("[]"), int(port)
+
+
 def _check_cleaner(section: Section, settings: dict[str, Any]) -> None:
     """Kafka's requirements on the log cleaner's buffers, and cleaner_value_problem's."""
     threads = section.get_int("log.cleaner.threads", 1)
@@ -374,6 +389,7 @@ class BrokerConfig:
     # the listener brokers of a cluster reach each other on, and how (TLS, SASL login); None: plain TCP
     inter_broker_listener: str = "PLAINTEXT"
     inter_broker_security: ClientSecurity | None = None
+    metrics_address: tuple[str, int] | None = None  # metrics.listen, parsed; None: no metrics endpoint
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -458,6 +474,7 @@ class BrokerConfig:
         except ValueError as exc:
             raise section.error("max.connections.per.ip.overrides", str(exc)) from None
         _check_replica_fetcher(section, settings)
+        metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
@@ -525,7 +542,7 @@ class BrokerConfig:
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
                    authorizer=bool(authorizer), super_users=super_users,
                    allow_everyone_if_no_acl_found=allow_everyone, inter_broker_listener=inter_broker.name,
-                   inter_broker_security=inter_broker_security)
+                   inter_broker_security=inter_broker_security, metrics_address=metrics_address)
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

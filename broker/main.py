@@ -75,5 +75,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"burrowpy broker: config error: {exc}", file=sys.stderr)
         return 1
-    asyncio.run(serve(config))
+    from broker.metrics import MetricsListenError
+
+    try:
+        asyncio.run(serve(config))
+    except MetricsListenError as exc:
+        print(f"burrowpy broker: {exc}", file=sys.stderr)
+        return 1
     return 0

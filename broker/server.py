@@ -145,6 +145,10 @@ class KafkaServer:
         self._server: FrameServer | None = None
         self._connections: set[asyncio.Task] = set()
 
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
     def _idle_seconds(self) -> float | None:
         """connections.max.idle.ms in seconds; None when negative (Kafka then closes no idle connection)."""
         idle_ms = self.broker.config["connections.max.idle.ms"]
@@ -397,12 +401,18 @@ class KafkaServer:
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, client_host, self.listener, self.api_versions, principal,
                              peer.identity)
+        metrics = self.broker.metrics
+        metrics.requests_in_flight += 1
+        started = time.perf_counter()
         try:
             result = await handle(ctx, body)
         except Exception:
             log.exception("handler failed; closing connection", api_key=header.api_key,
                           api_version=header.api_version, client=client_host)
             return False
+        finally:
+            metrics.requests_in_flight -= 1
+            metrics.request_handled(header.api_key, header.api_version, body, time.perf_counter() - started)
         if result is None:
             return None
         try:

@@ -145,6 +145,13 @@ class _SyncObjRunner(SyncObj):
             raise
 
 
+@dataclass(frozen=True, slots=True)
+class RaftProgress:
+    term: int
+    commit_index: int  # the last entry the quorum committed, as far as this node knows
+    commit_lag: int  # entries the leader committed that this node has not applied yet
+
+
 class RaftNode:
     def __init__(self, node_id: int, listen: str, peers: dict[int, str], secret: str, data_dir: Path,
                  state_factory: Callable[[], StateMachine], restore: Callable[[Any], StateMachine], *,
@@ -224,6 +231,19 @@ class RaftNode:
         tunnels, self._tunnels = self._tunnels, None
         if tunnels is not None:
             await tunnels.stop()
+
+    def progress(self) -> RaftProgress | None:
+        """Where this node's Raft stands (for the broker's metrics); None while it is not running."""
+        sync = self._sync
+        if sync is None:
+            return None
+        status = sync.getStatus()  # plain attribute reads: safe from the event loop's thread
+        # the leader's commit index as last heard from it (None before any word from a leader)
+        leader_commit = status["leader_commit_idx"]
+        if leader_commit is None:
+            leader_commit = status["commit_idx"]
+        return RaftProgress(term=status["raft_term"], commit_index=status["commit_idx"],
+                            commit_lag=max(leader_commit - status["last_applied"], 0))
 
     # --- proposing ---------------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +145,7 @@ class FollowedPartition:
     diverged: bool = True  # not yet compared with the leader in this epoch
     fetch_offset: int | None = None  # None: the log end; set when the leader's log starts past our end
     retry_at: float = 0.0  # monotonic time before which the partition is not fetched (after an error)
+    lag: int = 0  # the leader's high watermark past our next offset at the last fetch (Kafka's replica lag)
 
     @property
     def next_offset(self) -> int:
@@ -410,6 +411,8 @@ class LeaderFetcher:
             try:
                 if append_leader_batches(plog, records, fetch_offset):
                     followed.fetch_offset = None
+                self.manager.broker.storage_written()
+                self.manager.broker.metrics.replication_bytes_in += len(records)
             except KafkaError as exc:
                 if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
                     self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
@@ -419,6 +422,7 @@ class LeaderFetcher:
                 self._back_off(followed)
                 return
         plog.high_watermark = max(min(part["high_watermark"], plog.log_end_offset), plog.log_start_offset)
+        followed.lag = max(part["high_watermark"] - followed.next_offset, 0)
         leader_start = part["log_start_offset"]
         new_start = min(leader_start, plog.high_watermark)
         if new_start > plog.log_start_offset:
@@ -498,7 +502,10 @@ class ReplicaManager:
                         epoch=leader_epoch, current_epoch=led.state.leader_epoch)
             return
         if led is not None and leader_epoch == led.state.leader_epoch:
+            # the committed ISR: this broker's proposal coming back, or the controller's (a broker fenced)
+            before = led.state.isr
             led.state.update_assignment(replicas, isr, now)
+            self.broker.metrics.isr_changed(before, led.state.isr)
         else:
             plog = self.broker.partition_log(topic, partition)
             self._stop_following(tp)
@@ -588,6 +595,12 @@ class ReplicaManager:
         """The leader this broker replicates the partition from, else None."""
         key = self._following.get((topic, partition))
         return None if key is None else key[0]
+
+    def follower_lags(self) -> Iterator[int]:
+        """The replica lag of every partition this broker follows (the metrics' max lag)."""
+        for fetcher in self._fetchers.values():
+            for followed in fetcher.partitions.values():
+                yield followed.lag
 
     def on_leader_append(self, topic: str, partition: int) -> None:
         """The leader's log grew (a produce or group-coordinator append); ``Broker.append`` calls this."""
@@ -681,8 +694,10 @@ class ReplicaManager:
             committed = False
         if self._leading.get(tp) is not led:
             return
+        before = led.state.isr
         if led.state.finish_isr_change(change, committed, self.broker.clock()):
             self._publish_high_watermark(tp, led)
+        self.broker.metrics.isr_changed(before, led.state.isr)
         log.info("ISR change committed" if committed else "ISR change refused", topic=tp[0], partition=tp[1],
                  isr=list(led.state.isr))
 

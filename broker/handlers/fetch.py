@@ -148,8 +148,22 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
             responses.append({"topic": topic["topic"], "partitions": partitions})
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
+            _count_bytes_out(broker, responses, follower, total)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.wait_for_appends(wanted, remaining)
+
+
+def _count_bytes_out(broker: Broker, responses: list[dict[str, Any]], follower: bool, total: int) -> None:
+    """Kafka's BytesOut per topic for consumers; followers' bytes are ReplicationBytesOut, for all topics."""
+    if not total:
+        return
+    if follower:
+        broker.metrics.replication_bytes_out += total
+        return
+    for topic in responses:
+        size = sum(len(part["records"]) for part in topic["partitions"])
+        if size:
+            broker.metrics.fetched(topic["topic"], size)
 
 
 def _answer_partitions(ctx: RequestContext, operation: Operation, topics: list[dict[str, Any]], topic_key: str,

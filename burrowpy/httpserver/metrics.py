@@ -11,13 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import (
-    CollectorRegistry,
-    GCCollector,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
@@ -26,13 +20,6 @@ from burrowpy.protocol import FetchClusters, FetchConsumers, FetchTopic, FetchTo
 
 GROUP_LABELS = ("cluster", "consumer_group")
 PARTITION_LABELS = ("cluster", "consumer_group", "topic", "partition")
-
-
-def register_process_metrics(registry: CollectorRegistry) -> None:
-    """The standard process, platform and garbage-collector metrics (Burrow exports Go's equivalents)."""
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
 
 
 class _BurrowGauges:

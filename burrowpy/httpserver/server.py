@@ -13,8 +13,8 @@ from aiohttp import web
 from burrowpy.config import ConfigError, HttpListenerConfig
 from burrowpy.context import ApplicationContext
 from burrowpy.httpserver.api import build_app
-from burrowpy.httpserver.metrics import register_process_metrics
 from burrowpy.httpserver.ui.trends import GroupTrends
+from burrowpy.process_metrics import register_process_metrics
 
 
 class HttpServerCoordinator:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_harness import FAST_CLUSTER, BrokerCluster, free_udp_port
-from harness import free_port, wait_until
+from harness import Scrape, free_port, wait_until
 from tcp_proxy import TcpRelay
 
 from broker.client import ClientError, KafkaConnection
@@ -215,13 +215,15 @@ class FaultCluster(BrokerCluster):
     def __init__(self, root: Path, settings: dict[str, Any] | None = None) -> None:
         broker_ports = {i: free_port() for i in (1, 2, 3)}
         self.kafka_relays = {i: KafkaRelay("127.0.0.1", port) for i, port in broker_ports.items()}
+        self.metrics_ports = {i: free_port() for i in (1, 2, 3)}
 
         def listeners(node_id: int, port: int) -> dict[str, Any]:
             relay = self.kafka_relays[node_id]
             return {"listeners": f"PLAINTEXT://127.0.0.1:{port},BROKER://127.0.0.1:{broker_ports[node_id]}",
                     "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},BROKER://127.0.0.1:{relay.port}",
                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT",
-                    "inter.broker.listener.name": "BROKER"}
+                    "inter.broker.listener.name": "BROKER",
+                    "metrics.listen": f"127.0.0.1:{self.metrics_ports[node_id]}"}
 
         # the id a cluster derives when given none comes from the Raft addresses, which differ per broker here
         settings = {"cluster.id": f"faults-{uuid.uuid4().hex[:12]}", **(settings or {})}
@@ -305,6 +307,10 @@ class FaultCluster(BrokerCluster):
 
     def isr(self, topic: str, partition: int = 0, node_id: int | None = None) -> list[int]:
         return sorted(self.partitions(topic, node_id)[partition]["isr_nodes"])
+
+    def scrape(self, node_id: int) -> Scrape:
+        """The broker's metrics (its metrics.listen)."""
+        return Scrape(self.metrics_ports[node_id])
 
 
 # --- the workload ----------------------------------------------------------------------------------------------

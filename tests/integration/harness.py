@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -114,6 +115,27 @@ async def poll_until(condition: Callable[[], T], timeout: float = 20.0, message:
             return result
         await asyncio.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+class Scrape:
+    """One scrape of a Prometheus endpoint (a broker's ``metrics.listen``), parsed."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as reply:
+            self.content_type = reply.headers["Content-Type"]
+            text = reply.read().decode()
+        self.samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sum of the samples named ``name`` that have ``labels`` among theirs (0 when there are none); a
+        label given as "" is one the sample must not have (Kafka's all-topics series has no topic)."""
+        return sum(sample.value for sample in self.samples if sample.name == name
+                   and all(sample.labels.get(key, "") == wanted for key, wanted in labels.items()))
+
+    def names(self) -> set[str]:
+        return {sample.name for sample in self.samples}
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -15,13 +15,15 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import ROOT, wait_until
+from harness import ROOT, Scrape, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
 COUNT = 30
 BASE_TS = 1_700_000_000_000
+METRICS_PORT = free_port()
+BROKER_CONFIG = {"metrics.listen": f"127.0.0.1:{METRICS_PORT}"}
 
 
 def make_messages(seed: int, *, printable: bool = False) -> list[dict]:
@@ -88,6 +90,47 @@ def test_confluent_kafka_roundtrip(broker, codec):
     wait_until(drain, 60, interval=0, message="confluent-kafka to consume everything")
     consumer.close()
     assert per_partition(got) == per_partition(sent)
+
+
+def test_the_brokers_metrics_count_what_clients_do(broker):
+    """The broker's /metrics (metrics.listen) under the JMX exporter's names: records and bytes in and out of a
+    topic, requests and their times per API, the log's size, connections; a single node leads everything."""
+    topic = create_topic(broker.bootstrap, "metrics")
+    before = Scrape(METRICS_PORT)
+    assert before.content_type.startswith("text/plain; version=0.0.4")
+    assert before.value("kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 0
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    for m in make_messages(2):
+        producer.produce(topic, value=m["value"], key=m["key"], partition=m["partition"], headers=m["headers"])
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got = []
+    wait_until(lambda: (got.append(consumer.poll(0.5)) or sum(1 for m in got if m is not None) == COUNT), 60,
+               interval=0, message="the consumer to read everything")
+    try:
+        after = Scrape(METRICS_PORT)
+        assert after.value("kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 2
+    finally:
+        consumer.close()
+    messages_in = "kafka_server_brokertopicmetrics_messagesin_total"
+    assert after.value(messages_in, topic=topic) == COUNT
+    assert after.value(messages_in, topic="") - before.value(messages_in, topic="") >= COUNT
+    bytes_in = after.value("kafka_server_brokertopicmetrics_bytesin_total", topic=topic)
+    # the batches are kept as they came: the log holds exactly the bytes counted in, and consumers read them all
+    assert bytes_in == sum(after.value("kafka_log_log_size", topic=topic, partition=str(p)) for p in range(PARTITIONS))
+    assert after.value("kafka_server_brokertopicmetrics_bytesout_total", topic=topic) >= bytes_in > 0
+    assert after.value("kafka_log_log_logendoffset", topic=topic) == COUNT
+    for request in ("Produce", "FetchConsumer", "Metadata"):
+        handled = after.value("kafka_network_requestmetrics_requests_total", request=request)
+        assert handled > before.value("kafka_network_requestmetrics_requests_total", request=request)
+        assert after.value("kafka_network_requestmetrics_totaltimems_count", request=request) == handled
+        assert after.value("kafka_network_requestmetrics_totaltimems_bucket", request=request, le="+Inf") == handled
+    assert after.value("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert after.value("kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert after.value("kafka_server_replicamanager_leadercount") >= PARTITIONS
+    assert after.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert {"process_cpu_seconds_total", "burrowpy_broker_requests_in_flight"} <= after.names()
 
 
 # --- kafka-python 3 (idempotent producer by default) ------------------------------------------------------

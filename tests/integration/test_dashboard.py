@@ -19,10 +19,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import BURROWPY, ROOT, free_port, wait_until
+from harness import BURROWPY, ROOT, Scrape, free_port, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
+
+BROKER_METRICS_PORT = free_port()
+BROKER_CONFIG = {"metrics.listen": f"127.0.0.1:{BROKER_METRICS_PORT}"}
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
@@ -277,8 +280,8 @@ def test_promql_metrics_reads_names_not_functions_or_labels():
         == {"burrow_a", "b_c"}
 
 
-def dashboard_queries() -> list[str]:
-    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+def dashboard_queries(name: str = "grafana-dashboard.json") -> list[str]:
+    dashboard = json.loads((ROOT / "config" / name).read_text())
     queries = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     for variable in dashboard["templating"]["list"]:
         if variable["type"] == "query":
@@ -286,13 +289,15 @@ def dashboard_queries() -> list[str]:
     return queries
 
 
-def alert_queries() -> list[str]:
-    rules = yaml.safe_load((ROOT / "config" / "prometheus-alerts.yml").read_text())
+def alert_queries(name: str = "prometheus-alerts.yml") -> list[str]:
+    rules = yaml.safe_load((ROOT / "config" / name).read_text())
     return [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
 
 
-def test_grafana_dashboard_is_well_formed():
-    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+@pytest.mark.parametrize(("name", "variables"), [("grafana-dashboard.json", {"datasource", "cluster", "group"}),
+                                                  ("broker-grafana-dashboard.json", {"datasource", "instance", "topic"})])
+def test_grafana_dashboard_is_well_formed(name, variables):
+    dashboard = json.loads((ROOT / "config" / name).read_text())
     panels = dashboard["panels"]
     assert len({panel["id"] for panel in panels}) == len(panels)
     cells = set()
@@ -303,9 +308,8 @@ def test_grafana_dashboard_is_well_formed():
         covered = {(x, y) for x in range(box["x"], box["x"] + box["w"]) for y in range(box["y"], box["y"] + box["h"])}
         assert not covered & cells, f"panel {panel['title']!r} overlaps another"
         cells |= covered
-    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
-    assert variables == {"datasource", "cluster", "group"}
-    used = {name for query in dashboard_queries() for name in re.findall(r"\$(\w+)", query)}
+    assert {variable["name"] for variable in dashboard["templating"]["list"]} == variables
+    used = {word for query in dashboard_queries(name) for word in re.findall(r"\$(\w+)", query)}
     assert used <= variables
 
 
@@ -316,49 +320,52 @@ def fires(eval_time: str, alertname: str, severity: str, summary: str, descripti
         "exp_annotations": {"summary": summary, "description": description}}]}
 
 
-def test_alert_rules_pass_promtool_and_fire(tmp_path):
+def check_alert_rules(name: str, input_series: list[dict], alert_rule_test: list[dict], scratch: Path) -> None:
+    """config/``name`` passes ``promtool check rules``, and its alerts fire as ``alert_rule_test`` says (promtool's
+    unit test, at one-minute steps) on ``input_series``."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: make install puts in Debian's prometheus package (apt, as root)"
-    rules = ROOT / "config" / "prometheus-alerts.yml"
+    rules = ROOT / "config" / name
     checked = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    group = 'cluster="local",consumer_group="stuck"'
-    unit_test = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [
-                {"series": f"burrow_kafka_consumer_status{{{group}}}", "values": "3x10"},
-                {"series": 'burrow_kafka_consumer_status{cluster="local",consumer_group="fine"}', "values": "1x10"},
-                {"series": f"burrow_kafka_consumer_max_lag_seconds{{{group}}}", "values": "700x10"},
-                {"series": f"burrow_kafka_consumer_group_falling_behind_records_per_second{{{group}}}",
-                 "values": "340x20"},
-                {"series": f'burrow_kafka_topic_partition_status{{{group},topic="t",partition="0"}}',
-                 "values": "5x10"},
-            ],
-            "alert_rule_test": [
-                {"eval_time": "4m", "alertname": "KafkaConsumerGroupError", "exp_alerts": []},
-                fires("6m", "KafkaConsumerGroupError", "critical", "Consumer group stuck on local is ERR",
-                      "A partition of stuck is STOP (no commit while lag is left) or STALL (commits without "
-                      "progress). Dashboard: /ui/#/group/local/stuck"),
-                fires("6m", "KafkaConsumerTimeLagHigh", "warning", "stuck on local is 11m 40s behind",
-                      "The oldest record the group has not consumed is older than 10 minutes."),
-                {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
-                {"eval_time": "14m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": []},
-                fires("16m", "KafkaConsumerGroupFallingBehind", "warning", "stuck on local falls behind by 340 records/s",
-                      "For 15 minutes producers have written faster than the group consumes: at these rates it "
-                      "never catches up."),
-                fires("6m", "KafkaConsumerPartitionStalled", "warning", "stuck is stalled on t/0",
-                      "The group keeps committing the same offset while the partition has lag (a poison record "
-                      "or a stuck handler, usually).", topic="t", partition="0"),
-            ],
-        }],
-    }
-    path = tmp_path / "alerts-test.yml"
+    unit_test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
+                 "tests": [{"interval": "1m", "input_series": input_series, "alert_rule_test": alert_rule_test}]}
+    path = scratch / f"{name}-test.yml"
     path.write_text(yaml.safe_dump(unit_test))
     tested = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_alert_rules_pass_promtool_and_fire(tmp_path):
+    group = 'cluster="local",consumer_group="stuck"'
+    check_alert_rules(
+        "prometheus-alerts.yml",
+        [
+            {"series": f"burrow_kafka_consumer_status{{{group}}}", "values": "3x10"},
+            {"series": 'burrow_kafka_consumer_status{cluster="local",consumer_group="fine"}', "values": "1x10"},
+            {"series": f"burrow_kafka_consumer_max_lag_seconds{{{group}}}", "values": "700x10"},
+            {"series": f"burrow_kafka_consumer_group_falling_behind_records_per_second{{{group}}}",
+             "values": "340x20"},
+            {"series": f'burrow_kafka_topic_partition_status{{{group},topic="t",partition="0"}}',
+             "values": "5x10"},
+        ],
+        [
+            {"eval_time": "4m", "alertname": "KafkaConsumerGroupError", "exp_alerts": []},
+            fires("6m", "KafkaConsumerGroupError", "critical", "Consumer group stuck on local is ERR",
+                  "A partition of stuck is STOP (no commit while lag is left) or STALL (commits without "
+                  "progress). Dashboard: /ui/#/group/local/stuck"),
+            fires("6m", "KafkaConsumerTimeLagHigh", "warning", "stuck on local is 11m 40s behind",
+                  "The oldest record the group has not consumed is older than 10 minutes."),
+            {"eval_time": "6m", "alertname": "KafkaConsumerTimeLagCritical", "exp_alerts": []},
+            {"eval_time": "14m", "alertname": "KafkaConsumerGroupFallingBehind", "exp_alerts": []},
+            fires("16m", "KafkaConsumerGroupFallingBehind", "warning", "stuck on local falls behind by 340 records/s",
+                  "For 15 minutes producers have written faster than the group consumes: at these rates it "
+                  "never catches up."),
+            fires("6m", "KafkaConsumerPartitionStalled", "warning", "stuck is stalled on t/0",
+                  "The group keeps committing the same offset while the partition has lag (a poison record "
+                  "or a stuck handler, usually).", topic="t", partition="0"),
+        ],
+        tmp_path)
 
 
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
@@ -374,6 +381,72 @@ def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
         return status == 200 and referenced <= served
 
     wait_until(all_served, 90, interval=1, message=f"/metrics serving {sorted(referenced - served)}")
+
+
+def test_broker_alert_rules_pass_promtool_and_fire(tmp_path):
+    rules = ROOT / "config" / "broker-prometheus-alerts.yml"
+    one, two = 'job="kafka",instance="b1"', 'job="kafka",instance="b2"'
+    logdir = "/data/logs"
+    descriptions = {rule["alert"]: rule["annotations"]["description"]
+                    for group in yaml.safe_load(rules.read_text())["groups"] for rule in group["rules"]}
+
+    def fired(eval_time: str, alertname: str, severity: str, summary: str, **labels: str) -> dict:
+        return {"eval_time": eval_time, "alertname": alertname,
+                "exp_alerts": [{"exp_labels": {"severity": severity, **labels},
+                                "exp_annotations": {"summary": summary, "description": descriptions[alertname]}}]}
+
+    check_alert_rules(
+        rules.name,
+        [
+            # the controller fails at minute 3: nobody takes over
+            {"series": f"kafka_controller_kafkacontroller_activecontrollercount{{{one}}}", "values": "1 1 1 0x10"},
+            {"series": f"kafka_controller_kafkacontroller_activecontrollercount{{{two}}}", "values": "0x13"},
+            {"series": f"kafka_server_replicamanager_underreplicatedpartitions{{{one}}}", "values": "0 0 4x12"},
+            {"series": f"kafka_server_replicamanager_underminisrpartitioncount{{{one}}}", "values": "0x13"},
+            {"series": f"kafka_log_logmanager_offlinelogdirectorycount{{{two}}}", "values": "0 0 1x3 0x8"},
+            {"series": f'burrowpy_broker_storage_errors_total{{{two},logdir="{logdir}"}}',
+             "values": "0 0 3 9 9x10"},
+        ],
+        [
+            {"eval_time": "3m", "alertname": "KafkaNoActiveController", "exp_alerts": []},
+            fired("5m", "KafkaNoActiveController", "critical", "0 active controllers in kafka", job="kafka"),
+            {"eval_time": "6m", "alertname": "KafkaUnderReplicatedPartitions", "exp_alerts": []},
+            fired("7m", "KafkaUnderReplicatedPartitions", "warning", "b1 leads 4 under-replicated partitions",
+                  job="kafka", instance="b1"),
+            {"eval_time": "7m", "alertname": "KafkaUnderMinIsrPartitions", "exp_alerts": []},
+            fired("3m", "KafkaLogDirOffline", "critical", "A log dir of b2 refuses writes", job="kafka",
+                  instance="b2"),
+            {"eval_time": "6m", "alertname": "KafkaLogDirOffline", "exp_alerts": []},
+            {"eval_time": "1m", "alertname": "KafkaStorageErrors", "exp_alerts": []},
+            fired("3m", "KafkaStorageErrors", "warning", f"b2 failed writes to {logdir}", job="kafka",
+                  instance="b2", logdir=logdir),
+        ],
+        tmp_path)
+
+
+def test_the_broker_dashboard_and_alerts_use_only_metrics_the_broker_serves(broker):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from monitor_support import create_topic
+
+    referenced = set().union(*(promql_metrics(query) for query in dashboard_queries("broker-grafana-dashboard.json")
+                               + alert_queries("broker-prometheus-alerts.yml")))
+    assert {"kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_brokertopicmetrics_messagesin_total",
+            "kafka_network_requestmetrics_totaltimems_bucket", "burrowpy_broker_storage_errors_total"} <= referenced
+    topic = "broker-dashboard"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, b"a record")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        wait_until(lambda: consumer.poll(0.5) is not None, 30, interval=0, message="the record back")
+    finally:
+        consumer.close()
+    # the metadata quorum's are a cluster's only (test_faults reads them from a cluster's brokers)
+    raft = {"kafka_server_raft_metrics_current_epoch", "kafka_server_raft_metrics_current_leader",
+            "burrowpy_broker_raft_commit_lag"}
+    assert referenced - Scrape(BROKER_METRICS_PORT).names() == raft
 
 
 def test_the_dashboard_behind_http_authentication(browser, broker, tmp_path):

@@ -137,17 +137,50 @@ def test_two_of_three_killed_and_restarted(cluster, tmp_path):
         cluster.wait_healthy(60)
 
 
+def test_the_brokers_metrics_agree_on_the_controller(cluster):
+    controller = cluster.controller()
+    scrapes = {i: cluster.scrape(i) for i in cluster.ids}
+    assert {i: s.value("kafka_controller_kafkacontroller_activecontrollercount") for i, s in scrapes.items()} == {
+        i: int(i == controller) for i in cluster.ids}
+    for scrape in scrapes.values():
+        assert scrape.value("kafka_server_raft_metrics_current_leader") == controller
+        assert scrape.value("kafka_server_raft_metrics_current_epoch") >= 1
+        assert scrape.value("kafka_server_raft_metrics_high_watermark") >= 1
+        assert scrape.value("burrowpy_broker_raft_commit_lag") >= 0
+    assert scrapes[controller].value("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+
+
 def test_a_follower_paused(cluster, tmp_path):
     leader = cluster.ids[2]
     follower = next(i for i in cluster.ids if i != leader)
     with acked_workload(cluster, tmp_path, leader) as workload:
+        before = cluster.scrape(leader)
+        assert before.value("kafka_server_replicamanager_underreplicatedpartitions") == 0
+        other = next(i for i in cluster.ids if i not in (leader, follower))
+        copied = cluster.scrape(other).value("kafka_server_brokertopicmetrics_replicationbytesin_total")
         with cluster.paused(follower):
             paused_at = time.monotonic()
             wait_until(lambda: follower not in cluster.isr(workload.topic, node_id=leader), 30, interval=0.1,
                        message=f"the paused broker {follower} to leave the ISR")
+            # the leader's metrics say so: its three partitions under-replicated, each ISR shrunk once
+            during = cluster.scrape(leader)
+            assert during.value("kafka_server_replicamanager_underreplicatedpartitions") >= 3
+            assert during.value("kafka_server_replicamanager_underminisrpartitioncount") == 0
+            assert during.value("kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
+            assert (during.value("kafka_server_replicamanager_isrshrinks_total")
+                    - before.value("kafka_server_replicamanager_isrshrinks_total")) >= 3
             workload.wait_for_acks(150, after=paused_at)
+            # the other follower copies on, and says how far behind it is
+            still_copying = cluster.scrape(other)
+            assert still_copying.value("kafka_server_brokertopicmetrics_replicationbytesin_total") > copied
+            assert still_copying.value("kafka_server_replicafetchermanager_maxlag", clientid="Replica") >= 0
         cluster.wait_healthy(60)
         workload.wait_for_acks(150, after=time.monotonic())
+        after = wait_until(lambda: (s := cluster.scrape(leader)).value(
+            "kafka_server_replicamanager_underreplicatedpartitions") == 0 and s, 30, interval=0.2,
+            message="the leader's under-replicated partitions back to 0")
+        assert (after.value("kafka_server_replicamanager_isrexpands_total")
+                - before.value("kafka_server_replicamanager_isrexpands_total")) >= 3
 
 
 def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
@@ -226,10 +259,21 @@ def test_a_full_disk(cluster, tmp_path):
                                       message="the broker to log the failed writes")
                 assert all(entry["log_dir"] == str(broker.data_dir / "logs") for entry in failures), failures[-1]
                 assert [entry["storage_errors"] for entry in failures] == list(range(1, len(failures) + 1))
+                # a write that fits in a page a segment file already has may still succeed now and then, and
+                # bring the log dir back: the dir is offline at some moment, not at every one
+                wait_until(lambda: (full := cluster.scrape(FULL_DISK)).value(
+                    "kafka_log_logmanager_offlinelogdirectorycount") == 1 and full.value(
+                    "kafka_server_replicamanager_offlinereplicacount") > 0, 10, interval=0.1,
+                    message="the metrics to count the log dir offline")
             freed_at = time.monotonic()
             wait_until(lambda: any(a.sent_at > freed_at for a in probe.acknowledged()), 30,
                        message="the broker to take writes again")
             workload.wait_for_acks(150, after=freed_at)
+            # every failed write counted in the metrics as in the log; the log dir back once writes succeed
+            recovered = cluster.scrape(FULL_DISK)
+            assert recovered.value("burrowpy_broker_storage_errors_total", logdir=str(broker.data_dir / "logs")) \
+                == len(storage_errors_logged(broker.log_path)) > 0
+            assert recovered.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
         finally:
             probe.stop()
     stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])

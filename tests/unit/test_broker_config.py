@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -279,3 +283,30 @@ def test_the_cleaners_resource_settings_are_live(tmp_path):
     assert (config["log.cleaner.enable"], config["log.cleaner.dedupe.buffer.size"], config["log.cleaner.io.buffer.size"],
             config["log.cleaner.io.buffer.load.factor"], config["log.cleaner.io.max.bytes.per.second"]) == (
         False, 2097152, 4096, 0.5, 1e6)
+
+
+def test_metrics_listen_is_off_unless_set_and_names_its_host(tmp_path):
+    assert load(tmp_path, "{}\n").metrics_address is None
+    assert load(tmp_path, "metrics.listen: 127.0.0.1:9308\n").metrics_address == ("127.0.0.1", 9308)
+    assert load(tmp_path, "metrics.listen: '[::1]:9308'\n").metrics_address == ("::1", 9308)
+
+
+@pytest.mark.parametrize("address", [":9308", "127.0.0.1", "localhost:http", "127.0.0.1:70000"])
+def test_a_bad_metrics_listen_is_a_config_error(tmp_path, address):
+    with pytest.raises(ConfigError, match=r"broker\.yaml.*metrics\.listen.*is not host:port"):
+        load(tmp_path, f"metrics.listen: '{address}'\n")
+
+
+def test_a_metrics_address_in_use_stops_the_broker_before_it_starts(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "broker.yaml"
+        config.write_text(f"metrics.listen: 127.0.0.1:{port}\n")
+        result = subprocess.run([str(Path(sys.executable).with_name("burrowpy")), "broker", "--listen", "127.0.0.1:0",
+                                 "--data-dir", str(tmp_path / "data"), "--config", str(config)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"burrowpy broker: metrics.listen: cannot listen on 127.0.0.1:{port}: " in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "data").exists()
