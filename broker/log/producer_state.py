@@ -90,6 +90,10 @@ class ProducerStateManager:
         """The first offset of the oldest open transaction, or None when no transaction is open."""
         return min(self._open_txns.values()) if self._open_txns else None
 
+    def active(self) -> list[tuple[ProducerEntry, int]]:
+        """Each producer this partition remembers, with the first offset of its open transaction (-1: none)."""
+        return [(entry, self._open_txns.get(pid, -1)) for pid, entry in self._producers.items()]
+
     def last_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last batch (compaction keeps that batch's header)."""
         return {pid: entry.last_offset for pid, entry in self._producers.items()}
