@@ -95,10 +95,11 @@ async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> di
         except KafkaError as exc:
             error, message = exc.code, exc.message
         else:
+            # Kafka names these errors with its default messages
             if not ctx.allowed(Operation.READ, ResourceType.TOPIC, name):
-                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
             elif name not in ctx.broker.logs.topics:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         if error != ErrorCode.NONE:
             partitions = [{"partition_index": index, "error_code": error, "error_message": message,
                            "active_producers": []} for index in wanted["partition_indexes"]]
