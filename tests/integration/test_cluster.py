@@ -397,6 +397,23 @@ def test_kafka_tools_show_the_quorum_and_each_brokers_log_dirs(cluster):
     assert all(d["logDir"] == str(cluster.brokers[node_id].data_dir / "logs")
                for node_id, dirs in described.items() for d in dirs)
 
+    # Kafka's answer to a request for anything but the metadata log's one partition
+    import asyncio
+
+    from broker.client import KafkaConnection
+    from broker.protocol.api import ApiKey
+
+    async def ask_for_other_partitions() -> dict:
+        async with await KafkaConnection.connect(cluster.brokers[follower].bootstrap, timeout=10) as connection:
+            return await connection.request(ApiKey.DESCRIBE_QUORUM, {"topics": [
+                {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
+                {"topic_name": "dirs", "partitions": [{"partition_index": 0}]}]}, version=2)
+
+    answer = asyncio.run(ask_for_other_partitions())
+    assert answer["error_code"] == 0
+    assert [(t["topic_name"], p["partition_index"], p["error_code"]) for t in answer["topics"]
+            for p in t["partitions"]] == [("__cluster_metadata", 0, 3), ("__cluster_metadata", 1, 3), ("dirs", 0, 3)]
+
 
 def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):
     before = {t["name"]: t["topic_id"] for t in cluster.metadata(1)["topics"]}
