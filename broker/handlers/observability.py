@@ -79,7 +79,8 @@ def _producers_of(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
     else:
         answer["active_producers"] = [
             {"producer_id": entry.producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_sequence,
-             "last_timestamp": entry.last_timestamp, "coordinator_epoch": -1, "current_txn_start_offset": start}
+             "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+             "current_txn_start_offset": start}
             for entry, start in topic.partitions[index].producer_state().active()]
     return answer
 
