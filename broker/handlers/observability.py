@@ -204,20 +204,20 @@ def _asks_for_metadata_log(request: dict[str, Any]) -> bool:
 
 @handler(ApiKey.DESCRIBE_QUORUM)
 async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    cluster = ctx.broker.cluster
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
-    if cluster is None:
-        # a single node runs no quorum; it does not advertise this API (Broker.api_versions)
-        return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "error_message": "this broker runs no Raft quorum",
-                "topics": []}
     if not _asks_for_metadata_log(request):
         return _quorum_error(request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    raft = cluster.raft
+    # only a cluster's brokers advertise this API (broker.CLUSTER_VERSIONS), so a request gets here only there
+    raft = ctx.broker.cluster.raft
     state = raft.quorum_state()
     if state is None or state.leader_id is None:
         return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if state.leader_id != raft.node_id:
+        if ctx.peer_broker is not None:
+            # forwarded once only, as Kafka's controller answers a forwarded request itself: brokers whose views
+            # of the leader differ during an election must not pass it back and forth
+            return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # as Kafka's brokers forward it to the active controller: only the leader knows its voters' progress
         return await _forward_to_leader(ctx, request, state.leader_id)
     now_ms = int(time.time() * 1000)
