@@ -12,7 +12,7 @@ import re
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness import wait_until
+from harness import create_topics, wait_until
 from kafka_harness import java_peer
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,7 @@ def test_performance_tools(broker):
 
 
 def test_log_dirs_and_producers(broker):
-    tool(TOPICS, broker, "--create", "--topic", "tools-dirs", "--partitions", "2", "--replication-factor", "1")
+    create_topics({"bootstrap.servers": broker.bootstrap}, "tools-dirs", partitions=2)  # no JVM for this
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
     for n in range(5):
         producer.produce("tools-dirs", b"value-%d" % n, partition=0)
