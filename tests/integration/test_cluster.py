@@ -8,6 +8,7 @@ is healthy again (every partition led and fully in sync) before it ends.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -396,6 +397,18 @@ def test_kafka_tools_show_the_quorum_and_each_brokers_log_dirs(cluster):
         == {i: {f"dirs-{p}" for p, nodes in replicas.items() if i in nodes} for i in cluster.ids}
     assert all(d["logDir"] == str(cluster.brokers[node_id].data_dir / "logs")
                for node_id, dirs in described.items() for d in dirs)
+
+    # kafka-topics --describe (DescribeTopicPartitions): each partition's leader, replicas and ISR as Metadata's
+    # (asked again should a broker of the loaded machine have been fenced meanwhile and leaders moved)
+    def described_as_metadata() -> bool:
+        described_topic = java_peer("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                                    "--describe", "--topic", "dirs").stdout
+        shown = {int(m[0]): (int(m[1]), m[2], m[3]) for m in re.findall(
+            r"Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)\s+Elr: ", described_topic)}
+        return shown == {p: (part["leader_id"], ",".join(map(str, part["replica_nodes"])),
+                             ",".join(map(str, part["isr_nodes"]))) for p, part in cluster.partitions("dirs").items()}
+
+    wait_until(described_as_metadata, 60, message="kafka-topics to describe the partitions as Metadata does")
 
     # Kafka's answer to a request for anything but the metadata log's one partition
     import asyncio
