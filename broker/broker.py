@@ -94,6 +94,14 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),  # Kafka 4 removed v0 (KIP-896)
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+}
+# What only a cluster's brokers serve: a single node runs no Raft quorum to describe, and, like a Kafka broker
+# without one (ZooKeeper mode), does not advertise DescribeQuorum.
+CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.DESCRIBE_QUORUM: (0, 2),
 }
 
 
@@ -138,7 +146,8 @@ class Broker:
         self.host = config.advertised_host
         self.port = config.advertised_port
         self.cluster_id = ""
-        self.api_versions = dict(ADVERTISED_VERSIONS)
+        self.api_versions = dict(ADVERTISED_VERSIONS) if config.cluster is None else {**ADVERTISED_VERSIONS,
+                                                                                       **CLUSTER_VERSIONS}
         self.logs: LogManager | None = None
         self.groups: Any = None
         self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator

@@ -47,6 +47,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # the most partitions the cluster may hold, internal topics' included: burrowpy's own (KIP-578 proposed
     # it, Kafka has no such bound); CreateTopics and CreatePartitions past it get POLICY_VIOLATION
     "max.partitions": ("int", 10000),
+    # the most partitions one DescribeTopicPartitions answer holds (KIP-966)
+    "max.request.partition.size.limit": ("int", 2000),
     "default.replication.factor": ("int", 1),
     "message.max.bytes": ("int", 1048588),
     "socket.request.max.bytes": ("int", 104857600),
@@ -457,9 +459,10 @@ class BrokerConfig:
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
                     "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
                     "quota.window.num", "quota.window.size.seconds", "producer.id.expiration.ms",
-                    "producer.id.expiration.check.interval.ms"):
-            if settings[key] < (0 if key.startswith("max.") else 1):
-                raise section.error(key, f"must be at least {0 if key.startswith('max.') else 1}")
+                    "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit"):
+            least = 0 if key.startswith("max.") and key != "max.request.partition.size.limit" else 1
+            if settings[key] < least:
+                raise section.error(key, f"must be at least {least}")
         delay = settings["connection.failed.authentication.delay.ms"]
         if delay < 0 or 0 <= settings["connections.max.idle.ms"] <= delay:
             raise section.error("connection.failed.authentication.delay.ms", "must be at least 0 and less than "

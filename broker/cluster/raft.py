@@ -152,6 +152,19 @@ class RaftProgress:
     commit_lag: int  # entries the leader committed that this node has not applied yet
 
 
+@dataclass(frozen=True, slots=True)
+class QuorumState:
+    """What this node's Raft knows of the quorum, in Kafka's terms: Raft's indexes count entries from 1, so the
+    last index is the log end offset and the commit index the high watermark of a log whose offsets count
+    from 0. ``log_ends``: each voter's log end as this node knows it: its own always, the others' only while
+    it leads (its match index of theirs), -1 otherwise."""
+
+    leader_id: int | None
+    term: int
+    high_watermark: int
+    log_ends: dict[int, int]
+
+
 class RaftNode:
     def __init__(self, node_id: int, listen: str, peers: dict[int, str], secret: str, data_dir: Path,
                  state_factory: Callable[[], StateMachine], restore: Callable[[Any], StateMachine], *,
@@ -273,6 +286,23 @@ class RaftNode:
             return await asyncio.wait_for(answer, timeout)
         except TimeoutError:
             raise ProposalFailed(f"not committed within {timeout} s") from None
+
+    def quorum_state(self) -> QuorumState | None:
+        """A consistent-enough reading of pysyncobj's own state (None before start): each value is read at once
+        under the GIL while the Raft thread may move on, so a follower's offset can lag the leader's by what
+        was appended between two reads, as any snapshot of a live quorum does."""
+        sync = self._sync
+        if sync is None:
+            return None
+        term = sync.raftCurrentTerm
+        high_watermark = sync.raftCommitIndex
+        own = sync._SyncObj__getCurrentLogIndex()
+        leading = self.is_leader
+        matched = dict(sync._SyncObj__raftMatchIndex) if leading else {}
+        by_id = {self._ids_by_address.get(node.id): index for node, index in matched.items()}
+        log_ends = {node_id: by_id.get(node_id, -1) for node_id in self.peers}
+        log_ends[self.node_id] = own
+        return QuorumState(self.leader_id, term, high_watermark, log_ends)
 
     # --- the Raft thread ---------------------------------------------------------------------------------
 

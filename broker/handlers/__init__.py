@@ -1,6 +1,15 @@
 """API handlers, one module per API family; importing this package registers them all."""
 
-from broker.handlers import acls, admin, cluster_info, fetch, groups, produce, transactions  # noqa: F401  (registration)
+from broker.handlers import (  # noqa: F401  (registration)
+    acls,
+    admin,
+    cluster_info,
+    fetch,
+    groups,
+    observability,
+    produce,
+    transactions,
+)
 from broker.handlers.registry import HANDLERS, RequestContext, handler
 
 __all__ = ["HANDLERS", "RequestContext", "handler"]

@@ -89,8 +89,8 @@ from broker.protocol.records import (
     BatchHeader,
     crc_of,
     iter_batches,
-    marker_committed,
     patched_header,
+    read_marker,
     recompress,
     validate_batch,
 )
@@ -243,8 +243,8 @@ class PartitionLog:
                 continue
             for position, header in segment.batches():
                 if header.base_offset >= replay_from:
-                    committed = marker_committed(segment.read(position, header.size)) if header.is_control else None
-                    self._note_completed(self._producers.update(header, committed), persist=False)
+                    marker = read_marker(segment.read(position, header.size)) if header.is_control else None
+                    self._note_completed(self._producers.update(header, marker), persist=False)
         self._producers.remove_before(self.log_start_offset)
         # the files of the replayed segments now say what the replay found (a crash may have lost entries)
         for i, segment in enumerate(self._segments):
@@ -365,7 +365,7 @@ class PartitionLog:
                 header._replace(
                     base_offset=base_offset, partition_leader_epoch=leader_epoch, max_timestamp=max_timestamp
                 ),
-                marker_committed(batch) if header.is_control else None,
+                read_marker(batch) if header.is_control else None,
             )
             self._note_completed(completed)
             self._epochs.assign(leader_epoch, base_offset)
@@ -417,8 +417,8 @@ class PartitionLog:
                     header.next_offset,
                     header.max_timestamp,
                 )
-                committed = marker_committed(view[pos : pos + header.size]) if header.is_control else None
-                self._note_completed(self._producers.update(header, committed))
+                marker = read_marker(view[pos : pos + header.size]) if header.is_control else None
+                self._note_completed(self._producers.update(header, marker))
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
                 records += header.records_count
             if self.auto_high_watermark:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.files import write_atomically
-from broker.protocol.records import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from broker.protocol.records import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, Marker
 
 MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -52,6 +52,7 @@ class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    coordinator_epoch: int = -1  # of the transaction coordinator whose marker ended its last transaction
 
     @property
     def last_sequence(self) -> int:
@@ -89,6 +90,10 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, or None when no transaction is open."""
         return min(self._open_txns.values()) if self._open_txns else None
+
+    def active(self) -> list[tuple[ProducerEntry, int]]:
+        """Each producer this partition remembers, with the first offset of its open transaction (-1: none)."""
+        return [(entry, self._open_txns.get(pid, -1)) for pid, entry in self._producers.items()]
 
     def last_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last batch (compaction keeps that batch's header)."""
@@ -128,11 +133,11 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, header: BatchHeader, marker_committed: bool | None = None) -> CompletedTxn | None:
+    def update(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
         """Record an appended batch (offsets assigned). Replicated and recovered batches come here unchecked.
 
-        For a control batch ``marker_committed`` tells COMMIT (True) from ABORT (False); the transaction
-        it ends is returned (None when the producer had no open transaction).
+        For a control batch ``marker`` is its COMMIT or ABORT marker; the transaction it ends is returned
+        (None when the producer had no open transaction).
         """
         producer_id = header.producer_id
         if producer_id < 0:
@@ -145,10 +150,12 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
+            if marker is not None:
+                entry.coordinator_epoch = marker.coordinator_epoch
             first = self._open_txns.pop(producer_id, None)
-            if first is None or marker_committed is None:
+            if first is None or marker is None:
                 return None
-            return CompletedTxn(producer_id, first, header.base_offset, marker_committed)
+            return CompletedTxn(producer_id, first, header.base_offset, marker.committed)
         if header.is_transactional:
             self._open_txns.setdefault(producer_id, header.base_offset)
         entry.batches.append(
@@ -193,16 +200,18 @@ class ProducerStateManager:
                     for b in entry.batches
                 ],
                 self._open_txns.get(entry.producer_id, -1),  # first offset of its open transaction
+                entry.coordinator_epoch,
             ]
             for entry in self._producers.values()
         ]
-        return json.dumps({"version": 2, "producers": producers}).encode()
+        return json.dumps({"version": 3, "producers": producers}).encode()
 
     def load_json(self, data: bytes) -> None:
         self.clear()
         for producer_id, epoch, last_timestamp, batches, *rest in json.loads(data)["producers"]:
-            # version 1 snapshots (before transactions) have no open-transaction offset
-            entry = ProducerEntry(producer_id, epoch, last_timestamp)
+            # version 1 snapshots (before transactions) have no open-transaction offset, version 2 ones no
+            # coordinator epoch
+            entry = ProducerEntry(producer_id, epoch, last_timestamp, coordinator_epoch=rest[1] if len(rest) > 1 else -1)
             entry.batches.extend(BatchMetadata(*batch) for batch in batches)
             self._producers[producer_id] = entry
             if rest and rest[0] >= 0:

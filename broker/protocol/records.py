@@ -595,15 +595,28 @@ def build_marker_batch(producer_id: int, producer_epoch: int, committed: bool, c
                        is_transactional=True, is_control=True)
 
 
-def marker_committed(batch: Buffer) -> bool | None:
-    """True for a COMMIT marker batch, False for ABORT, None for any other control record."""
+class Marker(NamedTuple):
+    committed: bool
+    coordinator_epoch: int  # of the transaction coordinator that wrote it; -1 when the value does not say
+
+
+def read_marker(batch: Buffer) -> Marker | None:
+    """A COMMIT or ABORT marker batch's outcome and writer; None for any other control record."""
     _, records = decode_batch(batch, verify_crc=False)
     if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
         return None
     version, kind = _CONTROL_KEY.unpack_from(records[0].key)
     if version != 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
         return None
-    return kind == CONTROL_COMMIT
+    value = records[0].value
+    epoch = _CONTROL_VALUE.unpack_from(value)[1] if value is not None and len(value) >= _CONTROL_VALUE.size else -1
+    return Marker(kind == CONTROL_COMMIT, epoch)
+
+
+def marker_committed(batch: Buffer) -> bool | None:
+    """True for a COMMIT marker batch, False for ABORT, None for any other control record."""
+    marker = read_marker(batch)
+    return None if marker is None else marker.committed
 
 
 def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:

@@ -244,6 +244,18 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
             {"resource_type": 4, "resource_name": "1", "configuration_keys": None}], "include_synonyms": False,
             "include_documentation": False}, version=4)
         assert configs["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # what operators' tools ask: log dirs need DESCRIBE on the cluster, producers READ on the topic, and a
+        # topic's partitions DESCRIBE on it (asked for by name: refused; asked for all: left out)
+        dirs = await conn.request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, version=4)
+        assert (dirs["error_code"], dirs["results"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+        producers = await conn.request(ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+            {"name": topic, "partition_indexes": [0]}]}, version=0)
+        assert producers["topics"][0]["partitions"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        partitions = await conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": [{"name": topic}]}, version=0)
+        assert [(t["name"], t["error_code"], t["partitions"]) for t in partitions["topics"]] == [
+            (topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])]
+        every = await conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": []}, version=0)
+        assert every["topics"] == []
     finally:
         await conn.close()
     # nothing was written: the topic is empty, no topic was created, no ACL exists for the anonymous user

@@ -367,3 +367,69 @@ def test_metadata_follows_every_change_of_a_topic(wire):
     with_operations = {**everything, "include_topic_authorized_operations": True}
     asked = next(t for t in wire.call(ApiKey.METADATA, 12, with_operations)["topics"] if t["name"] == name)
     assert asked["topic_authorized_operations"] > 0 and again["topic_authorized_operations"] == -(2**31)
+
+
+def test_describe_topic_partitions_pages_with_a_cursor_as_kafka_does(wire):
+    """KIP-966: topics in name order from the cursor's, at most the limit of partitions an answer, the next
+    cursor where the answer stopped (a topic's next partition, or the next topic's first when the limit ended
+    with a topic); a cursor naming an unlisted topic or a negative partition makes the request invalid."""
+    create_topic(wire, "pages-a", 3)
+    create_topic(wire, "pages-b", 2)
+
+    def page(names: list[str], limit: int, cursor: tuple[str, int] | None) -> dict:
+        return wire.call(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": limit,
+            "cursor": None if cursor is None else {"topic_name": cursor[0], "partition_index": cursor[1]}})
+
+    def shown(answer: dict) -> list[tuple[str, int, int]]:
+        return [(t["name"], t["error_code"], p["partition_index"]) for t in answer["topics"] for p in t["partitions"]]
+
+    wanted = ["pages-b", "pages-a", "pages-none"]
+    first = page(wanted, 2, None)
+    assert shown(first) == [("pages-a", 0, 0), ("pages-a", 0, 1)]
+    assert first["next_cursor"] == {"topic_name": "pages-a", "partition_index": 2}
+    second = page(wanted, 1, ("pages-a", 2))
+    assert shown(second) == [("pages-a", 0, 2)] and second["next_cursor"] == {"topic_name": "pages-b",
+                                                                               "partition_index": 0}
+    last = page(wanted, 10, ("pages-b", 0))
+    assert shown(last) == [("pages-b", 0, 0), ("pages-b", 0, 1)] and last["next_cursor"] is None
+    assert [(t["name"], t["error_code"]) for t in last["topics"]] == [("pages-b", 0), ("pages-none", 3)]
+    a = page(["pages-a"], 10, None)["topics"][0]
+    assert a["topic_id"] != bytes(16) and a["is_internal"] is False and a["topic_authorized_operations"] > 0
+    assert all(p["leader_id"] == 1 and p["replica_nodes"] == [1] and p["isr_nodes"] == [1]
+               and p["eligible_leader_replicas"] == [] for p in a["partitions"])
+
+    for names, cursor in ((["pages-a"], ("pages-b", 0)), (["pages-a"], ("pages-a", -1))):
+        refused = page(names, 10, cursor)
+        assert [(t["name"], t["error_code"]) for t in refused["topics"]] == [("pages-a", 42)]  # INVALID_REQUEST
+    # every topic: the unknown and the invalid are not asked for, so not answered
+    everything = page([], 1000, ("pages-a", 1))
+    names = [t["name"] for t in everything["topics"]]
+    assert names[:2] == ["pages-a", "pages-b"] and names == sorted(names) and "__consumer_offsets" not in names
+    assert [p["partition_index"] for p in everything["topics"][0]["partitions"]] == [1, 2]
+
+
+def test_describe_producers_and_log_dirs_answer_every_partition_asked_for(wire):
+    create_topic(wire, "producers-seen", 2)
+    idempotent = batch([b"one", b"two"], producer_id=7, producer_epoch=3, base_sequence=0)
+    assert produce(wire, "producers-seen", idempotent)["error_code"] == 0
+    answer = wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+        {"name": "producers-seen", "partition_indexes": [0, 1, 9]},
+        {"name": "producers-none", "partition_indexes": [0]}, {"name": "bad name!", "partition_indexes": [0]}]})
+    seen, none, bad = answer["topics"]
+    assert [(p["partition_index"], p["error_code"]) for p in seen["partitions"]] == [(0, 0), (1, 0), (9, 3)]
+    [producer] = seen["partitions"][0]["active_producers"]
+    assert (producer["producer_id"], producer["producer_epoch"], producer["last_sequence"],
+            producer["current_txn_start_offset"]) == (7, 3, 1, -1)
+    assert seen["partitions"][1]["active_producers"] == []
+    assert none["partitions"][0]["error_code"] == 3 and bad["partitions"][0]["error_code"] == 17
+
+    dirs = wire.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": "producers-seen", "partitions": [0, 1, 9]},
+                                                             {"topic": "producers-none", "partitions": [0]}]})
+    [log_dir] = dirs["results"]
+    assert log_dir["error_code"] == 0 and log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0
+    [topic] = log_dir["topics"]
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    assert topic["name"] == "producers-seen" and sizes[1] == 0 and sizes[0] == len(idempotent)
+    every = wire.call(ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None})["results"][0]["topics"]
+    assert {"producers-seen", "__consumer_offsets"} <= {t["name"] for t in every}

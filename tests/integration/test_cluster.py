@@ -7,6 +7,8 @@ is healthy again (every partition led and fully in sync) before it ends.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 import uuid
@@ -342,6 +344,88 @@ def test_a_topic_just_created_is_known_to_admin_requests_on_every_broker(cluster
     assert [a for a in answers if a[2:] != (0, 0)] == [], answers
     wait_until(lambda: all(len(cluster.metadata(i, ["fresh-3"])["topics"][0]["partitions"]) == 2
                            for i in cluster.ids), 10, message="every broker to see the added partition")
+
+
+def test_kafka_tools_show_the_quorum_and_each_brokers_log_dirs(cluster):
+    """kafka-metadata-quorum shows our Raft: leader, term, committed index, every voter's log end, asked of a
+    broker that does not lead it (it forwards the request to the leader, as Kafka's brokers forward it to the
+    active controller); kafka-log-dirs shows each broker the replicas it holds, and only those."""
+    from kafka_harness import java_peer
+
+    create_topic(cluster.bootstrap, "dirs", 3, 2)
+    cluster.wait_healthy()
+    controller = cluster.controller()
+    follower = next(i for i in cluster.ids if i != controller)
+    quorum = "org.apache.kafka.tools.MetadataQuorumCommand"
+    at_follower = ("--bootstrap-server", cluster.brokers[follower].bootstrap, "describe")
+    seen: list[dict[str, str]] = []
+
+    def stable_status() -> bool:
+        """The tool's answer, taken while the controller (the Raft leader) stayed the same: short election
+        timeouts on a loaded machine can move it."""
+        before = cluster.controller(follower)
+        status = dict(line.split(":", 1) for line in java_peer(quorum, *at_follower, "--status").stdout.splitlines()
+                      if ":" in line)
+        seen.append(status)
+        return int(status["LeaderId"]) == before == cluster.controller(follower)
+
+    wait_until(stable_status, 90, message="a quorum status under one leader")
+    status = seen[-1]
+    controller = int(status["LeaderId"])
+    assert int(status["LeaderEpoch"]) >= 1
+    high_watermark = int(status["HighWatermark"])
+    assert high_watermark > 0
+    voters = {voter["id"]: voter["endpoints"] for voter in json.loads(status["CurrentVoters"])}
+    assert voters == {i: [f"RAFT://{cluster.raft_addresses[i]}"] for i in cluster.ids}
+    assert json.loads(status["CurrentObservers"]) == []
+
+    # NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp Status
+    rows = {int(row[0]): row for row in (line.split() for line in
+                                         java_peer(quorum, *at_follower, "--replication").stdout.splitlines()[1:])
+            if row}
+    assert {i: rows[i][-1] for i in rows} == {i: "Leader" if i == controller else "Follower" for i in cluster.ids}
+    leader_end = int(rows[controller][2])
+    assert leader_end >= high_watermark
+    assert all(0 <= int(row[2]) <= leader_end and int(row[3]) == leader_end - int(row[2]) for row in rows.values())
+
+    printed = java_peer("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", cluster.bootstrap,
+                        "--describe", "--topic-list", "dirs",
+                        "--broker-list", ",".join(map(str, cluster.ids))).stdout
+    described = {b["broker"]: b["logDirs"] for b in json.loads(printed.splitlines()[-1])["brokers"]}
+    replicas = {p: part["replica_nodes"] for p, part in cluster.partitions("dirs").items()}
+    assert {node_id: {p["partition"] for d in dirs for p in d["partitions"]} for node_id, dirs in described.items()} \
+        == {i: {f"dirs-{p}" for p, nodes in replicas.items() if i in nodes} for i in cluster.ids}
+    assert all(d["logDir"] == str(cluster.brokers[node_id].data_dir / "logs")
+               for node_id, dirs in described.items() for d in dirs)
+
+    # kafka-topics --describe (DescribeTopicPartitions): each partition's leader, replicas and ISR as Metadata's
+    # (asked again should a broker of the loaded machine have been fenced meanwhile and leaders moved)
+    def described_as_metadata() -> bool:
+        described_topic = java_peer("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                                    "--describe", "--topic", "dirs").stdout
+        shown = {int(m[0]): (int(m[1]), m[2], m[3]) for m in re.findall(
+            r"Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]+)\s+Elr: ", described_topic)}
+        return shown == {p: (part["leader_id"], ",".join(map(str, part["replica_nodes"])),
+                             ",".join(map(str, part["isr_nodes"]))) for p, part in cluster.partitions("dirs").items()}
+
+    wait_until(described_as_metadata, 60, message="kafka-topics to describe the partitions as Metadata does")
+
+    # Kafka's answer to a request for anything but the metadata log's one partition
+    import asyncio
+
+    from broker.client import KafkaConnection
+    from broker.protocol.api import ApiKey
+
+    async def ask_for_other_partitions() -> dict:
+        async with await KafkaConnection.connect(cluster.brokers[follower].bootstrap, timeout=10) as connection:
+            return await connection.request(ApiKey.DESCRIBE_QUORUM, {"topics": [
+                {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
+                {"topic_name": "dirs", "partitions": [{"partition_index": 0}]}]}, version=2)
+
+    answer = asyncio.run(ask_for_other_partitions())
+    assert answer["error_code"] == 0
+    assert [(t["topic_name"], p["partition_index"], p["error_code"]) for t in answer["topics"]
+            for p in t["partitions"]] == [("__cluster_metadata", 0, 3), ("__cluster_metadata", 1, 3), ("dirs", 0, 3)]
 
 
 def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):

@@ -1,22 +1,26 @@
 """Apache Kafka 4.4's own command-line tools against our broker, unchanged (run through their main classes,
-as kafka-topics.sh and friends do): topics, consumer groups, the console producer and consumer, and the
-producer and consumer performance tools. What each tool did is checked with librdkafka, not with the tool.
+as kafka-topics.sh and friends do): topics, consumer groups, the console producer and consumer, the
+producer and consumer performance tools, log dirs and producers (the metadata quorum: test_cluster.py). What
+each tool did is checked with librdkafka, not with the tool.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness import wait_until
+from harness import create_topics, wait_until
 from kafka_harness import java_peer
 
 pytestmark = pytest.mark.integration
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def tool(main_class: str, broker, *args: str, input: str | None = None) -> str:
@@ -52,7 +56,13 @@ def test_kafka_topics(broker):
     description = tool(TOPICS, broker, "--describe", "--topic", "tools-topics")
     assert re.search(r"Topic: tools-topics\s+TopicId: \S+\s+PartitionCount: 3\s+ReplicationFactor: 1\s+"
                      r"Configs: retention.ms=100000", description)
-    assert len(re.findall(r"Partition: \d\s+Leader: 1\s+Replicas: 1\s+Isr: 1", description)) == 3
+    # Kafka 3.8+'s tool describes through DescribeTopicPartitions when the broker serves it (then it shows ELRs)
+    assert len(re.findall(r"Partition: \d\s+Leader: 1\s+Replicas: 1\s+Isr: 1\s+Elr: \s+LastKnownElr: ",
+                          description)) == 3
+    # pages of two partitions: the tool follows the answers' cursors through every topic
+    paged = tool(TOPICS, broker, "--describe", "--partition-size-limit-per-response", "2")
+    assert re.findall(r"Topic: tools-topics\s+Partition: (\d)", paged) == ["0", "1", "2"]
+    assert len(re.findall(r"Topic: __consumer_offsets\s+Partition: \d+", paged)) == 50
 
     tool(TOPICS, broker, "--alter", "--topic", "tools-topics", "--partitions", "5")
     assert partitions_of(broker, "tools-topics") == 5
@@ -111,3 +121,27 @@ def test_performance_tools(broker):
     finally:
         consumer.close()
     assert sum(high for _, high in ends) == 20000
+
+
+def test_log_dirs_and_producers(broker):
+    create_topics({"bootstrap.servers": broker.bootstrap}, "tools-dirs", partitions=2)  # no JVM for this
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for n in range(5):
+        producer.produce("tools-dirs", b"value-%d" % n, partition=0)
+        producer.flush(30)  # a batch each: the last sequence is the fifth record's
+    assert producer.flush(30) == 0
+
+    printed = tool(LOG_DIRS, broker, "--describe", "--topic-list", "tools-dirs")
+    described = json.loads(printed.splitlines()[-1])
+    [only] = described["brokers"]
+    [log_dir] = only["logDirs"]
+    assert only["broker"] == 1 and log_dir["error"] is None and log_dir["logDir"].endswith("/logs")
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert set(sizes) == {"tools-dirs-0", "tools-dirs-1"} and sizes["tools-dirs-1"] == 0
+    assert sizes["tools-dirs-0"] > 5 * len(b"value-0")
+    assert all(p["offsetLag"] == 0 and not p["isFuture"] for p in log_dir["partitions"])
+
+    rows = [line.split() for line in tool(TRANSACTIONS, broker, "describe-producers", "--topic", "tools-dirs",
+                                          "--partition", "0").splitlines()[1:]]
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    assert [(row[1], row[3], row[5]) for row in rows] == [("0", "4", "None")]

@@ -28,9 +28,11 @@ GROUP = "diff-simple"
 BATCH = build_batch([Record(n, 1_700_000_000_000 + n, b"key-%d" % n, b"value-%d" % n) for n in range(3)])
 ZERO_UUID = bytes(16)
 
-# Fields that differ between any two clusters: ids of the cluster, its members and producers, ports, throttle.
+# Fields that differ between any two clusters: ids of the cluster, its members and producers, ports, throttle,
+# where their logs are and the room left on that disk.
 # Member lists (JoinGroup, LeaveGroup, DescribeGroups) and Fetch's session_id are compared, ids aside.
-VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "leader", "producer_id"}
+VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "leader", "producer_id", "log_dir",
+            "total_bytes", "usable_bytes"}
 
 
 def topic_partitions(*partitions: int) -> list[dict]:
@@ -216,6 +218,14 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
                                                   "principal": "User:diff", "host": "*", "operation": 3,
                                                   "permission_type": 3}]},
     ApiKey.DELETE_ACLS: lambda v: {"filters": [ACL_FILTER]},
+    # what operators' tools ask: the log dir's partitions and their sizes, partitions' producers (the prepared
+    # batches have none), and a page of partitions from a cursor (it ends at the next topic's first partition)
+    ApiKey.DESCRIBE_LOG_DIRS: lambda v: {"topics": [{"topic": TOPIC, "partitions": [0, 1, 5]}]},
+    ApiKey.DESCRIBE_PRODUCERS: lambda v: {"topics": [{"name": TOPIC, "partition_indexes": [0, 1, 5]},
+                                                     {"name": "diff-none", "partition_indexes": [0]}]},
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda v: {"topics": [{"name": TOPIC}, {"name": "diff-none"}],
+                                                 "response_partition_limit": 1,
+                                                 "cursor": {"topic_name": TOPIC, "partition_index": 1}},
 }
 
 # Requests sent to both clusters before the API's own request at each version: (api, body builder).

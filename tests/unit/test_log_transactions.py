@@ -39,6 +39,21 @@ def test_markers_are_control_batches_clients_cannot_write(tmp_path):
     assert log.log_end_offset == 1 and values(log) == []
 
 
+def test_a_producer_remembers_the_coordinator_epoch_of_its_last_marker_through_a_restart(tmp_path):
+    """What DescribeProducers reports: -1 before any marker, then the epoch of the coordinator that wrote the
+    last one, and the first offset of an open transaction."""
+    log = PartitionLog(tmp_path / "p", config(), Clock())
+    log.append(txn_batch(3, 0, [b"a"]))
+    assert [(e.coordinator_epoch, start) for e, start in log.producer_state().active()] == [(-1, 0)]
+    log.append(build_marker_batch(3, 0, True, coordinator_epoch=5, timestamp_ms=BASE_TS), from_coordinator=True)
+    log.append(txn_batch(3, 1, [b"b"]))
+    assert [(e.coordinator_epoch, start) for e, start in log.producer_state().active()] == [(5, 2)]
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", config(), Clock())
+    assert [(e.coordinator_epoch, start) for e, start in reopened.producer_state().active()] == [(5, 2)]
+    reopened.close()
+
+
 def test_the_last_stable_offset_is_the_first_offset_of_the_oldest_open_transaction(tmp_path):
     log = PartitionLog(tmp_path / "p", config(), Clock())
     log.append(plain(b"before"))

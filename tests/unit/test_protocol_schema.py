@@ -135,6 +135,10 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.DESCRIBE_ACLS: (0, 3),
         ApiKey.CREATE_ACLS: (0, 3),
         ApiKey.DELETE_ACLS: (0, 3),
+        ApiKey.DESCRIBE_LOG_DIRS: (0, 5),
+        ApiKey.DESCRIBE_QUORUM: (0, 2),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     }
     assert required == SCHEMA_VERSIONS
     assert {name: m.version_range() for name, m in messages.DATA_STRUCTS.items()} == {

@@ -12,6 +12,7 @@ from broker.protocol.messages import (
     consumer_protocol,
     fetch,
     groups,
+    observability,
     offsets,
     produce,
     sasl,
@@ -29,6 +30,7 @@ _API_MESSAGES: tuple[Message, ...] = (
     *offsets.MESSAGES,
     *sasl.MESSAGES,
     *transactions.MESSAGES,
+    *observability.MESSAGES,
 )
 
 REQUESTS: dict[int, Message] = {m.api_key: m for m in _API_MESSAGES if m.kind == "request"}

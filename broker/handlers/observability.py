@@ -1,0 +1,257 @@
+"""What operators' tools ask about the cluster: DescribeLogDirs (kafka-log-dirs), DescribeQuorum
+(kafka-metadata-quorum), DescribeProducers (kafka-transactions describe-producers) and DescribeTopicPartitions
+(kafka-topics --describe of Kafka 3.8+, KIP-966), answered as Kafka's broker answers them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Any
+
+import structlog
+
+from broker.client import ClientError, KafkaConnection
+from broker.errors import ErrorCode, KafkaError
+from broker.handlers.cluster_info import ZERO_UUID, operations_field
+from broker.handlers.registry import RequestContext, handler
+from broker.log.manager import validate_topic_name
+from broker.protocol.api import ApiKey, ProtocolError
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.topics import INTERNAL_TOPICS
+
+log = structlog.get_logger("broker.observability")
+
+# Kafka's name for the metadata log's partition, the one DescribeQuorum describes
+METADATA_TOPIC = "__cluster_metadata"
+# how our Raft's voters are reached, named as a listener in DescribeQuorum v2's node list
+RAFT_LISTENER = "RAFT"
+FORWARD_TIMEOUT = 10.0
+
+
+def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
+    """Whether this broker holds a replica of the partition (a cluster's brokers keep a log of every partition,
+    but only the replicas' are written)."""
+    return ctx.broker.node_id in ctx.broker.partition_leader(topic, partition)[2]
+
+
+# --- DescribeLogDirs ---------------------------------------------------------------------------------------
+
+
+@handler(ApiKey.DESCRIBE_LOG_DIRS)
+async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    logs = ctx.broker.logs
+    wanted: set[tuple[str, int]] | None = None
+    if request["topics"] is not None:
+        wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
+    topics = []
+    for name, topic in sorted(logs.topics.items()):
+        partitions = []
+        for index, plog in enumerate(topic.partitions):
+            if (wanted is not None and (name, index) not in wanted) or not _hosted(ctx, name, index):
+                continue
+            # Kafka's lag of a current (not future) log: how far its end is behind its own high watermark
+            lag = max(plog.high_watermark - plog.log_end_offset, 0)
+            partitions.append({"partition_index": index, "partition_size": plog.size_bytes, "offset_lag": lag,
+                               "is_future_key": False})
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    log_dir = os.path.abspath(logs.data_dir)
+    usage = shutil.disk_usage(log_dir)
+    return {"throttle_time_ms": 0, "error_code": 0, "results": [
+        {"error_code": 0, "log_dir": log_dir, "topics": topics, "total_bytes": usage.total,
+         "usable_bytes": usage.free, "is_cordoned": False}]}
+
+
+# --- DescribeProducers -------------------------------------------------------------------------------------
+
+
+def _producers_of(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
+                              "active_producers": []}
+    topic = ctx.broker.logs.topics[name]
+    if not 0 <= index < topic.partition_count:
+        answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    elif not _hosted(ctx, name, index):
+        answer["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    else:
+        answer["active_producers"] = [
+            {"producer_id": entry.producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_sequence,
+             "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+             "current_txn_start_offset": start}
+            for entry, start in topic.partitions[index].producer_state().active()]
+    return answer
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS)
+async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for wanted in request["topics"]:
+        name = wanted["name"]
+        error, message = ErrorCode.NONE, None
+        try:
+            validate_topic_name(name)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        else:
+            # Kafka names these errors with its default messages
+            if not ctx.allowed(Operation.READ, ResourceType.TOPIC, name):
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+            elif name not in ctx.broker.logs.topics:
+                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        if error != ErrorCode.NONE:
+            partitions = [{"partition_index": index, "error_code": error, "error_message": message,
+                           "active_producers": []} for index in wanted["partition_indexes"]]
+        else:
+            partitions = [_producers_of(ctx, name, index) for index in wanted["partition_indexes"]]
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# --- DescribeTopicPartitions -------------------------------------------------------------------------------
+
+
+def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
+                       live: frozenset[int]) -> tuple[list[dict[str, Any]], int]:
+    """The partitions of a topic from ``start``, at most ``most`` of them, and the index of the first left out
+    (-1 when none was)."""
+    count = ctx.broker.logs.topics[name].partition_count
+    upper = min(count, start + most)
+    entries = []
+    for index in range(start, upper):
+        leader, epoch, replicas, isr = ctx.broker.partition_leader(name, index)
+        entries.append({"error_code": 0, "partition_index": index, "leader_id": leader if leader in live else -1,
+                        "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                        "eligible_leader_replicas": [], "last_known_elr": [],
+                        "offline_replicas": [r for r in replicas if r not in live]})
+    return entries, upper if upper < count else -1
+
+
+def _unknown_topic(name: str) -> dict[str, Any]:
+    try:
+        validate_topic_name(name)
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaError:
+        error = ErrorCode.INVALID_TOPIC_EXCEPTION
+    return {"error_code": error, "name": name, "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
+            "partitions": []}
+
+
+@handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    every = not request["topics"]
+    cursor = request["cursor"]
+    after = cursor["topic_name"] if cursor is not None else ""
+    names = set(broker.logs.topics) if every else {t["name"] for t in request["topics"]}
+    names = {name for name in names if name >= after}
+    if (cursor is not None and not every and cursor["topic_name"] not in names) or (
+            cursor is not None and cursor["partition_index"] < 0):
+        # Kafka refuses the request: the cursor must name a listed topic and a partition index
+        return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
+            {"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"], "is_internal": False, "partitions": []}
+            for t in request["topics"]]}
+    live = frozenset(node_id for node_id, *_ in broker.live_brokers())
+    remaining = max(min(broker.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)
+    topics: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    next_cursor = None
+    for name in sorted(names):
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            # asked for by name: refused, without saying whether it exists; asked for all: left out
+            if not every:
+                refused.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                "topic_id": ZERO_UUID, "is_internal": False, "partitions": []})
+            continue
+        if remaining == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        topic = broker.logs.topics.get(name)
+        if topic is None:
+            if not every:
+                topics.append(_unknown_topic(name))
+            continue
+        start = cursor["partition_index"] if cursor is not None and name == after else 0
+        partitions, left_out = _partition_entries(ctx, name, start, remaining, live)
+        topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id or ZERO_UUID,
+                       "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+                       "topic_authorized_operations": operations_field(ctx, True, ResourceType.TOPIC, name)})
+        if left_out >= 0:
+            next_cursor = {"topic_name": name, "partition_index": left_out}
+            break
+        remaining -= len(partitions)
+    return {"throttle_time_ms": 0, "topics": topics + refused, "next_cursor": next_cursor}
+
+
+# --- DescribeQuorum ----------------------------------------------------------------------------------------
+
+
+def _quorum_error(request: dict[str, Any], error: ErrorCode) -> dict[str, Any]:
+    """Kafka's answer naming the error at each partition asked for."""
+    return {"error_code": 0, "error_message": None, "topics": [
+        {"topic_name": t["topic_name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": error, "error_message": None}
+            for p in t["partitions"]]} for t in request["topics"]]}
+
+
+def _asks_for_metadata_log(request: dict[str, Any]) -> bool:
+    topics = request["topics"]
+    return (len(topics) == 1 and topics[0]["topic_name"] == METADATA_TOPIC and len(topics[0]["partitions"]) == 1
+            and topics[0]["partitions"][0]["partition_index"] == 0)
+
+
+@handler(ApiKey.DESCRIBE_QUORUM)
+async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
+    if not _asks_for_metadata_log(request):
+        return _quorum_error(request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    # only a cluster's brokers advertise this API (broker.CLUSTER_VERSIONS), so a request gets here only there
+    raft = ctx.broker.cluster.raft
+    state = raft.quorum_state()
+    if state is None or state.leader_id is None:
+        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if state.leader_id != raft.node_id:
+        if ctx.peer_broker is not None:
+            # forwarded once only, as Kafka's controller answers a forwarded request itself: brokers whose views
+            # of the leader differ during an election must not pass it back and forth
+            return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        # as Kafka's brokers forward it to the active controller: only the leader knows its voters' progress
+        return await _forward_to_leader(ctx, request, state.leader_id)
+    now_ms = int(time.time() * 1000)
+    voters = []
+    for node_id, log_end in sorted(state.log_ends.items()):
+        leader = node_id == raft.node_id
+        voters.append({"replica_id": node_id, "replica_directory_id": ZERO_UUID, "log_end_offset": log_end,
+                       # pysyncobj keeps no fetch times of its followers: unknown (-1), as Kafka says of a voter
+                       "last_fetch_timestamp": now_ms if leader else -1,
+                       "last_caught_up_timestamp": now_ms if leader else -1})
+    addresses = {raft.node_id: raft.listen, **raft.peers}
+    nodes = []
+    for node_id, address in sorted(addresses.items()):
+        host, _, port = address.rpartition(":")
+        nodes.append({"node_id": node_id, "listeners": [{"name": RAFT_LISTENER, "host": host, "port": int(port)}]})
+    return {"error_code": 0, "error_message": None, "nodes": nodes, "topics": [
+        {"topic_name": METADATA_TOPIC, "partitions": [
+            {"partition_index": 0, "error_code": 0, "error_message": None, "leader_id": state.leader_id,
+             "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
+             "observers": []}]}]}
+
+
+async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int) -> dict[str, Any]:
+    broker = ctx.broker
+    addresses = {node_id: (host, port)
+                 for node_id, host, port, _ in broker.live_brokers(broker.config.inter_broker_listener)}
+    address = addresses.get(leader_id)
+    if address is None:
+        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    try:
+        async with await KafkaConnection.connect(
+                f"{address[0]}:{address[1]}", timeout=FORWARD_TIMEOUT, security=broker.config.inter_broker_security,
+                broker_credential=broker.replica_manager.broker_credential()) as connection:
+            return await connection.request(ApiKey.DESCRIBE_QUORUM, request, version=ctx.api_version)
+    except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
+        log.warning("forwarding DescribeQuorum to the Raft leader failed", leader=leader_id, error=str(exc))
+        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
