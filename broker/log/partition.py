@@ -341,6 +341,11 @@ class PartitionLog:
             batch = recompress(batch, codec, config.codec_level)
             header = validate_batch(batch)
             self._check_size(header)
+        if header.size > config.segment_bytes:
+            # Kafka's UnifiedLog.append refuses what no segment could hold (RecordBatchTooLargeException)
+            # rather than store a segment bigger than segment.bytes.
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"batch of {header.size} bytes exceeds segment.bytes {config.segment_bytes}")
         with self._lock:
             self._check_open()
             if header.producer_id >= 0 and not from_coordinator:
