@@ -149,6 +149,7 @@ class PartitionLog:
         # what the background job is to make durable (see "Off the caller's thread")
         self._durable_future: concurrent.futures.Future[None] | None = None
         self._flush_requested: concurrent.futures.Future[None] | None = None  # the future of the flush asked
+        self._truncated = False  # a truncation's new length and removed files wait for the background's fsyncs
         self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
         self._write_sequence = 0
         self._written: dict[str, int] = {}  # path -> sequence number of the content on disk
@@ -558,12 +559,13 @@ class PartitionLog:
             flush = done is not None and self._flush_requested is done
             flushing = [self._segments[-1]] if flush and not self._closed else []
             descriptors = [os.dup(segment.fd) for segment in [*rolled, *flushing]]
+            truncated, self._truncated = self._truncated, False
         try:
             self._write_files(writes)
             for fd in descriptors:
                 os.fsync(fd)
-            if rolled:
-                fsync_directory(self.directory)  # the new segments' names
+            if rolled or truncated:
+                fsync_directory(self.directory)  # the new segments' names, the truncated ones' removal
         except FileNotFoundError:
             pass  # the log was deleted meanwhile
         except OSError as exc:
@@ -784,9 +786,11 @@ class PartitionLog:
                 if self.log_end_offset < self.log_start_offset:
                     self._restart_at(self.log_start_offset)
                 else:
-                    active.flush()  # the shorter length must not come back after a power loss
+                    # the shorter length and the removed segments must not come back after a power loss: fsynced
+                    # on the background, as a flush is, so that the follower's event loop does not wait for it
+                    self._truncated = True
+                    self._request_flush()
                     self._epochs.truncate_from_end(self.log_end_offset)
-                    fsync_directory(self.directory)
             self._producers.clear()
             self._rebuild_producer_state()
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
