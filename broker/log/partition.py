@@ -902,42 +902,62 @@ class PartitionLog:
         durable; the old files are then deleted and the cleaned ones renamed. On open, a ``.cleaning``
         file means the swap is finished; without one, ``*.cleaned`` files are discarded.
         """
-        # the cleaned files are the cleaner's alone until the swap: their fsync does not hold up appends and reads
+        # The cleaned files are the cleaner's alone until the swap, and the fsyncs (the cleaned files, the marker,
+        # the renames) happen outside the log's lock: under it they held up every append and read of the
+        # partition, the event loop's among them. The lock is held for the check and the renames only.
         cleaned.close_for_appends()
         cleaned.flush()
         cleaned.close()
         with self._lock:
-            if self._closed or version != self.structure_version:
+            span = self._swap_span(version, old)
+            if span is None:
                 return None
-            first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
-            if (
-                first is None
-                or first + len(old) >= len(self._segments)
-                or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
-            ):
+            aborted = self._aborted.between(old[0].base_offset, span[1])
+        base = old[0].base_offset
+        write_entries(cleaned.txn_index_path, aborted)
+        marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
+        write_atomically(marker, json.dumps({"end": span[1]}).encode())
+        with self._lock:
+            # the log may have changed while the marker was written (retention, truncation): checked again
+            span = self._swap_span(version, old)
+            if span is None:
+                os.unlink(marker)
+                fsync_directory(self.directory)
                 return None
-            base = old[0].base_offset
-            end = self._segments[first + len(old)].base_offset
-            write_entries(cleaned.txn_index_path, self._aborted.between(base, end))
-            marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
-            write_atomically(marker, json.dumps({"end": end}).encode())
             for segment in old:
-                segment.delete()
+                self._discard(segment)  # renamed now, removed on the background as retention's are
             self._complete_swap(base)
-            os.unlink(marker)
-            fsync_directory(self.directory)
             new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms())
+            first = span[0]
             self._segments[first : first + len(old)] = [new]
             self._bases = [segment.base_offset for segment in self._segments]
             self.structure_version += 1
-            return self.structure_version
+            swapped = self.structure_version
+        fsync_directory(self.directory)  # the renames are durable before the marker goes
+        os.unlink(marker)
+        fsync_directory(self.directory)
+        return swapped
+
+    def _swap_span(self, version: int, old: list[LogSegment]) -> tuple[int, int] | None:
+        """Where ``old`` sits in the log (its index) and the base offset after it, if the log is still at
+        ``version`` and holds them, consecutive and not active; the caller holds the lock."""
+        if self._closed or version != self.structure_version:
+            return None
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if (
+            first is None
+            or first + len(old) >= len(self._segments)
+            or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
+        ):
+            return None
+        return first, self._segments[first + len(old)].base_offset
 
     def _complete_swap(self, base: int) -> None:
+        """Rename the cleaned files over the segment's; the caller makes the renames durable."""
         for suffix in SEGMENT_SUFFIXES:
             cleaned = segment_file(self.directory, base, suffix) + CLEANED_SUFFIX
             if os.path.exists(cleaned):
                 os.replace(cleaned, segment_file(self.directory, base, suffix))
-        fsync_directory(self.directory)
 
     def _finish_interrupted_cleaning(self) -> None:
         for name in sorted(os.listdir(self.directory)):
@@ -963,6 +983,7 @@ class PartitionLog:
                     unlink_quietly(segment_file(self.directory, base, suffix) + CLEANED_SUFFIX)
                     unlink_quietly(segment_file(self.directory, base, suffix))
             self._complete_swap(base)
+            fsync_directory(self.directory)
             os.unlink(self._path(name))
 
     # --- durability and lifetime -------------------------------------------------------------------------
