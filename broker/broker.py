@@ -547,26 +547,32 @@ class LocalTopicAdmin:
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
                            assignments: list[list[int]] | None = None) -> bytes:
-        return self.broker.create_topic(name, partitions, configs, replication_factor=replication_factor).topic_id
+        # on a thread: creating the partitions' directories and files waits on the file system's journal, which
+        # the metadata writer's fsyncs keep busy; the topic file is durable before the answer
+        topic = await asyncio.to_thread(self.broker.create_topic, name, partitions, configs,
+                                        replication_factor=replication_factor)
+        await wait_durable(topic.saved, f"topic {name}")
+        return topic.topic_id
 
     async def delete_topic(self, name: str) -> None:
         self.broker.delete_topic(name)
 
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
-        self.broker.add_partitions(name, total)
+        await asyncio.to_thread(self.broker.add_partitions, name, total)
+        assert self.broker.logs is not None
+        await wait_durable(self.broker.logs.topics[name].saved, f"topic {name}")
 
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:
         assert self.broker.logs is not None
-        # the topic file is rewritten and fsynced: on a thread (what changes in memory is attributes, which
-        # the event loop reads safely meanwhile)
-        await asyncio.to_thread(self.broker.logs.alter_topic_configs, name, updates, replace=replace,
-                                validate_only=validate_only)
+        self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)
+        await wait_durable(self.broker.logs.topics[name].saved, f"topic {name}")
 
     async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
         """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""
         assert self.broker.dynamic_configs is not None
         self.broker.dynamic_configs.update(scope, layer)
+        await wait_durable(self.broker.dynamic_configs.saved, "dynamic broker configs")
 
     async def change_acls(self, created: list[Acl], deleted: list[Acl]) -> None:
         store = self.broker.authorizer.store
@@ -574,7 +580,9 @@ class LocalTopicAdmin:
             store.remove(deleted)
         if created:
             store.add(created)
+        await wait_durable(store.saved, "ACLs")
 
     async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
                           deletions: list[tuple[str, str]]) -> None:
         self.broker.scram.apply(upserts, deletions)
+        await wait_durable(self.broker.scram.saved, "SCRAM credentials")

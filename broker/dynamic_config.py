@@ -31,8 +31,9 @@ import structlog
 from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig, cleaner_value_problem
 from broker.errors import ErrorCode, KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, KAFKA_BROKER_MINIMUMS
+from broker.log.background import write_later, written
 from broker.log.config import InvalidConfigValue, parse_configs
-from broker.log.files import keep_private, write_atomically
+from broker.log.files import keep_private
 
 log = structlog.get_logger("broker.config")
 
@@ -97,6 +98,7 @@ class DynamicBrokerConfigs:
         self.layers: dict[str, dict[str, str]] = {CLUSTER_DEFAULT: {}, str(config.node_id): {}}
         self.on_change: list[Callable[[], None]] = []
         self._path = config.data_dir / FILE_NAME if persist else None
+        self.saved = written()  # the last write of the file, which runs off the event loop
         if self._path is not None and self._path.exists():
             keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
@@ -239,8 +241,8 @@ class DynamicBrokerConfigs:
         self.layers[scope] = dict(layer)
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(os.fspath(self._path), json.dumps(self.layers, indent=1, sort_keys=True).encode(),
-                             private=True)
+            self.saved = write_later(os.fspath(self._path),
+                                     json.dumps(self.layers, indent=1, sort_keys=True).encode(), private=True)
         self._apply()
 
     def current(self, scope: str, name: str) -> str | None:

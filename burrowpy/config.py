@@ -13,6 +13,7 @@ Environment variables override keys as in Burrow: ``BURROW_STORAGE_DEFAULT_INTER
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import ssl
@@ -25,7 +26,7 @@ from typing import Any
 import yaml
 
 from broker.security import PLACEHOLDER, is_placeholder
-from burrowpy.httpauth import HttpAuthProfile
+from burrowpy.httpauth import LOGIN_BURST, LOGIN_REFILL_S, HttpAuthProfile
 
 _REQUIRED: Any = object()
 
@@ -50,7 +51,7 @@ CLIENT_PROFILE_KEYS = ("client-id", "kafka-version", "tls", "sasl", "iam", "dial
 TLS_KEYS = ("certfile", "keyfile", "cafile", "noverify")
 SASL_KEYS = ("username", "password", "handshake-first", "mechanism")
 IAM_KEYS = ("region", "role-arn", "profile")
-HTTPSERVER_KEYS = ("address", "timeout", "tls", "auth")
+HTTPSERVER_KEYS = ("address", "timeout", "tls", "auth", "login-burst", "login-refill")
 DEFAULT_HTTP_ADDRESS = "127.0.0.1:0"
 HTTP_AUTH_KEYS = ("readers", "admins", "reader-tokens", "admin-tokens", "open-paths")
 
@@ -349,6 +350,8 @@ class HttpListenerConfig:
     timeout: int = 300
     tls: TLSProfile | None = None
     auth: HttpAuthProfile | None = None  # None: the API is open, as Burrow's is
+    login_burst: int = LOGIN_BURST  # failed logins a user or an address may make at once
+    login_refill: float = LOGIN_REFILL_S  # seconds for one more
 
     @property
     def host(self) -> str:
@@ -727,9 +730,13 @@ def _listener(section: Section, config: Config) -> HttpListenerConfig:
     tls = _reference(section, "tls", config.tls, "TLS profile")
     if tls is not None and not (tls.certfile and tls.keyfile):
         raise section.error("tls", f"TLS profile {tls.name!r} needs certfile and keyfile to serve HTTPS")
+    refill = section.get_float("login-refill", LOGIN_REFILL_S)
+    if not 0 < refill < math.inf:
+        raise section.error("login-refill", f"must be a number of seconds above 0, got {refill}")
     return HttpListenerConfig(name=section.path.split(".", 1)[1], address=address,
                               timeout=section.get_int("timeout", 300, minimum=1), tls=tls,
-                              auth=_reference(section, "auth", config.http_auth, "http-auth profile"))
+                              auth=_reference(section, "auth", config.http_auth, "http-auth profile"),
+                              login_burst=section.get_int("login-burst", LOGIN_BURST, minimum=1), login_refill=refill)
 
 
 def _http_auth(section: Section) -> HttpAuthProfile:

@@ -19,7 +19,8 @@ the header), since scrypt is slow on purpose and the dashboard asks several time
 
 scrypt runs on one thread of its own, never on the event loop, so a storm of password guesses costs at most
 one core and the API goes on answering. Failed password checks are limited per user and per client address
-(a burst of ``LOGIN_BURST``, then one per ``LOGIN_REFILL_S`` seconds); past that a request gets 429 with
+(by default a burst of ``LOGIN_BURST``, then one per ``LOGIN_REFILL_S`` seconds; a listener's
+``login-burst`` and ``login-refill`` change them); past that a request gets 429 with
 ``Retry-After`` and Burrow's JSON error, without a password check. An unknown user's password is checked
 against a made-up hash, so the time taken does not tell which users exist.
 """
@@ -182,7 +183,6 @@ class HttpAuthProfile:
     tokens: tuple[tuple[bytes, str], ...]  # (SHA-256 of the token, role)
     open_paths: tuple[str, ...] = ("/burrow/admin", "/burrow/admin/ready")
     _remembered: dict[bytes, tuple[float, str, str]] = field(default_factory=dict, compare=False, repr=False)
-    _throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False, repr=False)
     # one thread for every scrypt of the profile: a storm of guesses takes one core, not the event loop
     _checker: concurrent.futures.ThreadPoolExecutor = field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="password-check",
@@ -225,9 +225,10 @@ class HttpAuthProfile:
     def is_open(self, path: str) -> bool:
         return any(path.startswith(entry) if entry.endswith("/") else path == entry for entry in self.open_paths)
 
-    async def identify(self, authorization: str | None, address: str) -> tuple[str, str] | None:
+    async def identify(self, authorization: str | None, address: str,
+                       throttle: LoginThrottle) -> tuple[str, str] | None:
         """(who, role) for an Authorization header from ``address``, or None when it proves nothing; raises
-        TooManyAttempts when that user or address has failed too often lately."""
+        TooManyAttempts when that user or address has failed too often lately (counted in ``throttle``)."""
         if not authorization:
             return None
         scheme, _, credentials = authorization.strip().partition(" ")
@@ -236,7 +237,7 @@ class HttpAuthProfile:
         if scheme == "bearer":
             return self._token(credentials)
         if scheme == "basic":
-            return await self._basic(credentials, address)
+            return await self._basic(credentials, address, throttle)
         return None
 
     def _token(self, token: str) -> tuple[str, str] | None:
@@ -247,7 +248,7 @@ class HttpAuthProfile:
                 found = ("token", role)
         return found
 
-    async def _basic(self, credentials: str, address: str) -> tuple[str, str] | None:
+    async def _basic(self, credentials: str, address: str, throttle: LoginThrottle) -> tuple[str, str] | None:
         key = hashlib.sha256(credentials.encode()).digest()
         now = time.monotonic()
         remembered = self._remembered.get(key)
@@ -260,15 +261,15 @@ class HttpAuthProfile:
         if not separator:
             return None
         counted = (f"user:{user}", f"address:{address}")
-        wait = self._throttle.wait_s(counted, now)
+        wait = throttle.wait_s(counted, now)
         if wait > 0:
             raise TooManyAttempts(math.ceil(wait))
-        self._throttle.take(counted, now)  # before the check: guesses sent at once count at once
+        throttle.take(counted, now)  # before the check: guesses sent at once count at once
         role, stored = self.users.get(user) or ("", _UNKNOWN_USER_HASH)
         matched = await asyncio.get_running_loop().run_in_executor(self._checker, stored.matches, password)
         if not matched or not role:
             return None
-        self._throttle.take(counted, time.monotonic(), -1)
+        throttle.take(counted, time.monotonic(), -1)
         if len(self._remembered) >= _REMEMBER_MAX:
             self._remembered.clear()
         self._remembered[key] = (now + _REMEMBER_S, user, role)
@@ -287,8 +288,10 @@ def _yield_the_cpu() -> None:
 _UNKNOWN_USER_HASH = PasswordHash(SCRYPT_N, SCRYPT_R, SCRYPT_P, secrets.token_bytes(16), secrets.token_bytes(32))
 
 
-def auth_middleware(profile: HttpAuthProfile, error: Callable[[web.Request, int, str], web.Response]) -> Any:
-    """aiohttp middleware enforcing ``profile``; ``error`` builds Burrow's JSON error response."""
+def auth_middleware(profile: HttpAuthProfile, error: Callable[[web.Request, int, str], web.Response],
+                    throttle: LoginThrottle) -> Any:
+    """aiohttp middleware enforcing ``profile``, failed logins limited by ``throttle``; ``error`` builds
+    Burrow's JSON error response."""
     from aiohttp import web
 
     @web.middleware
@@ -296,7 +299,7 @@ def auth_middleware(profile: HttpAuthProfile, error: Callable[[web.Request, int,
         if request.method == "OPTIONS" or profile.is_open(request.path):
             return await handler(request)
         try:
-            identity = await profile.identify(request.headers.get("Authorization"), request.remote or "")
+            identity = await profile.identify(request.headers.get("Authorization"), request.remote or "", throttle)
         except TooManyAttempts as exc:
             response = error(request, 429, str(exc))
             response.headers["Retry-After"] = str(exc.retry_after_s)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import ErrorCode
+from broker.topics import partitions_past_limit
 
 NO_LEADER = -1
 
@@ -242,12 +243,25 @@ class ClusterMetadata:
             if partitions <= 0:
                 raise CommandRefused(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
             replica_lists = self._round_robin(partitions, replication_factor, 0)
+        self._check_partition_room(command, len(replica_lists))
+        if not assignments:
             self.assignment_cursor += 1
         configs = {str(k): str(v) for k, v in (command.get("configs") or {}).items()}
         self.topics[name] = TopicMetadata(name, topic_id, [
             PartitionState(replicas=replicas, leader=replicas[0], leader_epoch=0, isr=list(replicas))
             for replicas in replica_lists], configs)
         return ok(topic_id=topic_id.hex())
+
+    def _check_partition_room(self, command: Command, adding: int) -> None:
+        """The proposer's max.partitions, checked here, in commit order: two brokers each checking their own
+        view before proposing could together pass it. Commands from before the bound carry none."""
+        limit = command.get("max_partitions")
+        if limit is None:
+            return
+        held = sum(len(topic.partitions) for topic in self.topics.values())
+        refusal = partitions_past_limit(held, adding, int(limit))
+        if refusal is not None:
+            raise CommandRefused(ErrorCode.POLICY_VIOLATION, refusal)
 
     def _round_robin(self, partitions: int, replication_factor: int, first_partition: int) -> list[list[int]]:
         live = self.live_broker_ids()
@@ -292,6 +306,7 @@ class ClusterMetadata:
             self._check_assignments(replica_lists)
         else:
             replica_lists = self._round_robin(total - current, len(topic.partitions[0].replicas), current)
+        self._check_partition_room(command, len(replica_lists))
         topic.partitions.extend(
             PartitionState(replicas=replicas, leader=replicas[0], leader_epoch=0, isr=list(replicas))
             for replicas in replica_lists)

@@ -420,7 +420,8 @@ class ClusterTopicAdmin:
         result = await self.node.propose({
             "op": "create_topic", "name": name, "topic_id": uuid.uuid4().hex, "partitions": partitions,
             "replication_factor": replication_factor, "configs": _normalized(configs),
-            "assignments": assignments or None}, retry=True)
+            "assignments": assignments or None, "max_partitions": self.node.broker.config["max.partitions"]},
+            retry=True)
         return bytes.fromhex(result["topic_id"])
 
     async def delete_topic(self, name: str) -> None:
@@ -428,7 +429,8 @@ class ClusterTopicAdmin:
 
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
         await self.node.propose({"op": "create_partitions", "name": name, "count": total,
-                                 "assignments": assignments or None}, retry=False)
+                                 "assignments": assignments or None,
+                                 "max_partitions": self.node.broker.config["max.partitions"]}, retry=False)
 
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:

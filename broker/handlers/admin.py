@@ -32,7 +32,7 @@ from broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
-from broker.topics import INTERNAL_TOPICS
+from broker.topics import INTERNAL_TOPICS, partitions_past_limit
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -181,11 +181,10 @@ async def _topic_named_by_id(broker: Any, topic_id: bytes) -> str | None:
 def _check_partition_room(broker: Any, adding: int) -> None:
     """POLICY_VIOLATION when ``adding`` more partitions would take the cluster past ``max.partitions``
     (burrowpy's own bound: each partition costs memory, and files once it is used)."""
-    limit = broker.config["max.partitions"]
     held = sum(topic.partition_count for topic in broker.logs.topics.values())
-    if held + adding > limit:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION,
-                         f"The cluster has {held} partitions; {adding} more would pass max.partitions ({limit}).")
+    refusal = partitions_past_limit(held, adding, broker.config["max.partitions"])
+    if refusal is not None:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, refusal)
 
 
 def _requested_partitions(topics: list[dict[str, Any]], default: int) -> int:

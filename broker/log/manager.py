@@ -21,6 +21,7 @@ missing partition directory is created empty.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import json
 import os
@@ -38,7 +39,7 @@ from typing import Any
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.background import run_later
+from broker.log.background import METADATA_WRITER, remove_later, run_later, write_later, written
 from broker.log.cleaner import CleanerSettings, clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
 from broker.log.files import TEMP_SUFFIX, write_atomically
@@ -86,6 +87,7 @@ class Topic:
     overrides: dict[str, str]
     config: LogConfig
     partitions: list[PartitionLog] = field(default_factory=list)
+    saved: concurrent.futures.Future[None] = field(default_factory=written)  # its file's last write, off the loop
 
     @property
     def partition_count(self) -> int:
@@ -180,7 +182,7 @@ class LogManager:
             "partitions": partitions,
             "configs": topic.overrides,
         }
-        write_atomically(self._topic_file(topic), json.dumps(meta, indent=1).encode())
+        topic.saved = write_later(self._topic_file(topic), json.dumps(meta, indent=1).encode())
 
     def _topic_file(self, topic: Topic) -> str:
         return os.path.join(self.data_dir, TOPICS_DIR, f"{topic.topic_id.hex()}.json")
@@ -230,7 +232,7 @@ class LogManager:
                 target = os.path.join(self.data_dir, f"{uuid.uuid4().hex}{DELETED_SUFFIX}")
                 os.replace(self._partition_dir(name, index), target)
                 doomed.append(target)
-            os.unlink(self._topic_file(topic))
+            remove_later(self._topic_file(topic))
             self.generation += 1
         # removed on the logs' background thread: removing a gigabyte takes the kernel a good part of a second
         for path in doomed:
@@ -246,8 +248,9 @@ class LogManager:
                     f"topic {name!r} has {topic.partition_count} partitions; {total} is not more",
                 )
             self._save_topic(topic, total)
+            # opened first, then added at once: the event loop reads the partitions meanwhile
             topic.partitions.extend(
-                self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)
+                [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
             )
             self.generation += 1
 
@@ -425,6 +428,7 @@ class LogManager:
             self._closed = True
             for partition_log in self._all_logs():
                 partition_log.close()
+            METADATA_WRITER.wait_idle()  # the topic files asked for are on disk before another opens the directory
             os.close(self._lock_file)
 
 

@@ -149,6 +149,7 @@ class PartitionLog:
         # what the background job is to make durable (see "Off the caller's thread")
         self._durable_future: concurrent.futures.Future[None] | None = None
         self._flush_requested: concurrent.futures.Future[None] | None = None  # the future of the flush asked
+        self._truncated = False  # a truncation's new length and removed files wait for the background's fsyncs
         self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
         self._write_sequence = 0
         self._written: dict[str, int] = {}  # path -> sequence number of the content on disk
@@ -341,6 +342,11 @@ class PartitionLog:
             batch = recompress(batch, codec, config.codec_level)
             header = validate_batch(batch)
             self._check_size(header)
+        if header.size > config.segment_bytes:
+            # Kafka's UnifiedLog.append refuses what no segment could hold (RecordBatchTooLargeException)
+            # rather than store a segment bigger than segment.bytes.
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"batch of {header.size} bytes exceeds segment.bytes {config.segment_bytes}")
         with self._lock:
             self._check_open()
             if header.producer_id >= 0 and not from_coordinator:
@@ -553,12 +559,13 @@ class PartitionLog:
             flush = done is not None and self._flush_requested is done
             flushing = [self._segments[-1]] if flush and not self._closed else []
             descriptors = [os.dup(segment.fd) for segment in [*rolled, *flushing]]
+            truncated, self._truncated = self._truncated, False
         try:
             self._write_files(writes)
             for fd in descriptors:
                 os.fsync(fd)
-            if rolled:
-                fsync_directory(self.directory)  # the new segments' names
+            if rolled or truncated:
+                fsync_directory(self.directory)  # the new segments' names, the truncated ones' removal
         except FileNotFoundError:
             pass  # the log was deleted meanwhile
         except OSError as exc:
@@ -779,9 +786,11 @@ class PartitionLog:
                 if self.log_end_offset < self.log_start_offset:
                     self._restart_at(self.log_start_offset)
                 else:
-                    active.flush()  # the shorter length must not come back after a power loss
+                    # the shorter length and the removed segments must not come back after a power loss: fsynced
+                    # on the background, as a flush is, so that the follower's event loop does not wait for it
+                    self._truncated = True
+                    self._request_flush()
                     self._epochs.truncate_from_end(self.log_end_offset)
-                    fsync_directory(self.directory)
             self._producers.clear()
             self._rebuild_producer_state()
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
@@ -893,42 +902,62 @@ class PartitionLog:
         durable; the old files are then deleted and the cleaned ones renamed. On open, a ``.cleaning``
         file means the swap is finished; without one, ``*.cleaned`` files are discarded.
         """
-        # the cleaned files are the cleaner's alone until the swap: their fsync does not hold up appends and reads
+        # The cleaned files are the cleaner's alone until the swap, and the fsyncs (the cleaned files, the marker,
+        # the renames) happen outside the log's lock: under it they held up every append and read of the
+        # partition, the event loop's among them. The lock is held for the check and the renames only.
         cleaned.close_for_appends()
         cleaned.flush()
         cleaned.close()
         with self._lock:
-            if self._closed or version != self.structure_version:
+            span = self._swap_span(version, old)
+            if span is None:
                 return None
-            first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
-            if (
-                first is None
-                or first + len(old) >= len(self._segments)
-                or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
-            ):
+            aborted = self._aborted.between(old[0].base_offset, span[1])
+        base = old[0].base_offset
+        write_entries(cleaned.txn_index_path, aborted)
+        marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
+        write_atomically(marker, json.dumps({"end": span[1]}).encode())
+        with self._lock:
+            # the log may have changed while the marker was written (retention, truncation): checked again
+            span = self._swap_span(version, old)
+            if span is None:
+                os.unlink(marker)
+                fsync_directory(self.directory)
                 return None
-            base = old[0].base_offset
-            end = self._segments[first + len(old)].base_offset
-            write_entries(cleaned.txn_index_path, self._aborted.between(base, end))
-            marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
-            write_atomically(marker, json.dumps({"end": end}).encode())
             for segment in old:
-                segment.delete()
+                self._discard(segment)  # renamed now, removed on the background as retention's are
             self._complete_swap(base)
-            os.unlink(marker)
-            fsync_directory(self.directory)
             new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms())
+            first = span[0]
             self._segments[first : first + len(old)] = [new]
             self._bases = [segment.base_offset for segment in self._segments]
             self.structure_version += 1
-            return self.structure_version
+            swapped = self.structure_version
+        fsync_directory(self.directory)  # the renames are durable before the marker goes
+        os.unlink(marker)
+        fsync_directory(self.directory)
+        return swapped
+
+    def _swap_span(self, version: int, old: list[LogSegment]) -> tuple[int, int] | None:
+        """Where ``old`` sits in the log (its index) and the base offset after it, if the log is still at
+        ``version`` and holds them, consecutive and not active; the caller holds the lock."""
+        if self._closed or version != self.structure_version:
+            return None
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if (
+            first is None
+            or first + len(old) >= len(self._segments)
+            or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
+        ):
+            return None
+        return first, self._segments[first + len(old)].base_offset
 
     def _complete_swap(self, base: int) -> None:
+        """Rename the cleaned files over the segment's; the caller makes the renames durable."""
         for suffix in SEGMENT_SUFFIXES:
             cleaned = segment_file(self.directory, base, suffix) + CLEANED_SUFFIX
             if os.path.exists(cleaned):
                 os.replace(cleaned, segment_file(self.directory, base, suffix))
-        fsync_directory(self.directory)
 
     def _finish_interrupted_cleaning(self) -> None:
         for name in sorted(os.listdir(self.directory)):
@@ -954,6 +983,7 @@ class PartitionLog:
                     unlink_quietly(segment_file(self.directory, base, suffix) + CLEANED_SUFFIX)
                     unlink_quietly(segment_file(self.directory, base, suffix))
             self._complete_swap(base)
+            fsync_directory(self.directory)
             os.unlink(self._path(name))
 
     # --- durability and lifetime -------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.files import keep_private, write_atomically
+from broker.log.background import write_later, written
+from broker.log.files import keep_private
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 STORE_FILE = "acls.json"
@@ -200,6 +201,7 @@ class AclStore:
         self.path = path
         self._acls: dict[Acl, None] = {}
         self.generation = 0  # counts changes, so that what was decided from the ACLs can be kept until one
+        self.saved = written()  # the last write of the file, which runs off the event loop
         # resource type -> (LITERAL name -> ACLs, PREFIXED prefix -> ACLs, the prefixes' lengths)
         self._index: dict[int, tuple[dict[str, list[Acl]], dict[str, list[Acl]], list[int]]] = {}
         if path is not None and path.exists():
@@ -263,7 +265,7 @@ class AclStore:
         if self.path is None:
             return
         document = {"version": 1, "acls": [acl._asdict() for acl in self._acls]}
-        write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
+        self.saved = write_later(str(self.path), json.dumps(document, indent=1).encode(), private=True)
 
 
 class Authorizer:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from broker.log.background import write_later, written
 from broker.log.files import keep_private, write_atomically
 
 # Kafka's ScramMechanism type ids, as AlterUserScramCredentials and DescribeUserScramCredentials carry them.
@@ -97,6 +98,7 @@ class ScramStore:
         self.path = path
         self.server_key = server_key if server_key is not None else _load_server_key(path)
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        self.saved = written()  # the last write of the file, which runs off the event loop
         if path is not None and path.exists():
             keep_private(str(path))
             for user, mechanisms in json.loads(path.read_text())["users"].items():
@@ -141,7 +143,7 @@ class ScramStore:
                        "server_key": base64.b64encode(c.server_key).decode(), "iterations": c.iterations}
                    for m, c in mechanisms.items()}
             for user, mechanisms in self._users.items()}}
-        write_atomically(str(self.path), json.dumps(document, indent=1).encode(), private=True)
+        self.saved = write_later(str(self.path), json.dumps(document, indent=1).encode(), private=True)
 
 
 _PROCESS_KEY = secrets.token_bytes(32)

@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from burrowpy.context import ApplicationContext
-from burrowpy.httpauth import HttpAuthProfile, auth_middleware
+from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
 from burrowpy.httpserver.ui import browser_entry, mount_dashboard
@@ -346,11 +346,12 @@ async def json_posts_only(request: web.Request, handler: Handler) -> web.StreamR
 
 
 def build_app(ctx: ApplicationContext, trends: GroupTrends | None = None,
-              auth: HttpAuthProfile | None = None) -> web.Application:
-    """The API of one listener; with ``auth`` every request is checked first (:mod:`burrowpy.httpauth`)."""
+              auth: HttpAuthProfile | None = None, throttle: LoginThrottle | None = None) -> web.Application:
+    """The API of one listener; with ``auth`` every request is checked first (:mod:`burrowpy.httpauth`), failed
+    logins limited by ``throttle`` (the default limits unless given)."""
     api = BurrowApi(ctx)
     routes = api.routes()
-    checks = [auth_middleware(auth, error)] if auth is not None else []
+    checks = [auth_middleware(auth, error, throttle or LoginThrottle())] if auth is not None else []
     app = web.Application(middlewares=[*checks, browser_entry, _router_behaviour(routes), json_posts_only])
     app[CONTEXT] = ctx
     for method, path, handler in routes:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from burrowpy.config import ConfigError, HttpListenerConfig
 from burrowpy.context import ApplicationContext
+from burrowpy.httpauth import LoginThrottle
 from burrowpy.httpserver.api import build_app
 from burrowpy.httpserver.ui.trends import GroupTrends
 from burrowpy.process_metrics import register_process_metrics
@@ -48,8 +49,9 @@ class HttpServerCoordinator:
             raise
 
     async def _start_listener(self, name: str, listener: HttpListenerConfig) -> None:
-        runner = web.AppRunner(build_app(self.ctx, self.trends, listener.auth), access_log=None, handle_signals=False,
-                               keepalive_timeout=listener.timeout)
+        throttle = LoginThrottle(listener.login_burst, listener.login_refill)
+        runner = web.AppRunner(build_app(self.ctx, self.trends, listener.auth, throttle), access_log=None,
+                               handle_signals=False, keepalive_timeout=listener.timeout)
         await runner.setup()
         self._runners.append(runner)
         site = web.TCPSite(runner, listener.host or None, listener.port, ssl_context=self._ssl.get(name),

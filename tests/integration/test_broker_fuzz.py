@@ -49,7 +49,9 @@ FUZZ_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
-BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0}
+# max.partitions: the fuzzer's topics stay few (each costs files and memory), and every count past it is refused
+# before anything is created, however large
+BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "max.partitions": 400}
 KNOWN_TOPIC = "fuzz-known"
 KNOWN_GROUP = "fuzz-group"
 ANSWER_WITHIN = 15.0  # seconds: every wait a request can ask for is drawn well below this
@@ -70,10 +72,11 @@ _INT_BOUNDS = {name: _integer_bounds(name) for name in FIXED_FORMATS if name not
 # still unanswered after ANSWER_WITHIN is a hang and not a wait the client asked for.
 _WAIT_FIELDS = {"max_wait_ms", "timeout_ms", "rebalance_timeout_ms"}
 _SESSION_FIELDS = {"session_timeout_ms"}
-# Partitions a CreateTopics or CreatePartitions request asks for: few. The broker creates every partition asked
-# for (a billion would stall it for good while it opens files); a broker-wide limit answered with
-# POLICY_VIOLATION belongs to the connection and resource limits (issue 31, item 3), tested there.
+# Partitions a CreateTopics or CreatePartitions request asks for: any int32, its edges and Kafka's per-request
+# limit weighted in; what passes the broker's max.partitions (BROKER_CONFIG) is refused with POLICY_VIOLATION.
 _PARTITION_COUNT_FIELDS = {"num_partitions", "count"}
+_PARTITION_COUNT_EDGES = [-(1 << 31), -(1 << 31) + 1, -(1 << 15), -2, -1, 0, 1, 10_000, 10_001, 1 << 20,
+                          (1 << 31) - 2, (1 << 31) - 1]
 
 
 def _integers(type_name: str, field_name: str) -> st.SearchStrategy[int]:
@@ -81,7 +84,7 @@ def _integers(type_name: str, field_name: str) -> st.SearchStrategy[int]:
     if field_name in _WAIT_FIELDS:
         return st.integers(max(low, -1000), min(high, 300))
     if field_name in _PARTITION_COUNT_FIELDS:
-        return st.integers(-3, 20) | st.sampled_from([low, -(1 << 15)])
+        return st.integers(-3, 20) | st.sampled_from(_PARTITION_COUNT_EDGES) | st.integers(low, high)
     if field_name in _SESSION_FIELDS:
         return st.integers(-1000, 300) | st.just(6000)  # Kafka's least by default
     edges = sorted(n for n in {low, low + 1, -2, -1, 0, 1, 2, high - 1, high} if low <= n <= high)

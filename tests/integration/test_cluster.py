@@ -12,6 +12,7 @@ import re
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from cluster_harness import BrokerCluster
@@ -505,3 +506,27 @@ def transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> in
                                               version=2)
             return answer["node_id"] if answer["error_code"] == 0 else -1
     return wait_until(lambda: (node := asyncio.run(ask())) > 0 and node, 30, message="a transaction coordinator")
+
+
+def test_create_topics_at_once_on_two_brokers_stay_within_max_partitions(tmp_path):
+    """Beside __consumer_offsets' 6 partitions each broker sees room for 6 more of the 16; proposed at once, the
+    metadata's commit order decides, and the second is refused with POLICY_VIOLATION (both were created before)."""
+    brokers = BrokerCluster(tmp_path / "limited", settings={"max.partitions": 16})
+    try:
+        brokers.start()
+        held = [(t["name"], len(t["partitions"])) for t in brokers.metadata(1)["topics"]]
+        assert held == [("__consumer_offsets", 6)]
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda node: brokers.create_topic(node, f"at-once-{node}", 6, 1), (1, 2)))
+        assert sorted(answer["error_code"] for answer in answers) == [0, 44], answers
+        refused = next(answer for answer in answers if answer["error_code"])
+        assert refused["error_message"] == "The cluster has 12 partitions; 6 more would pass max.partitions (16)."
+        created = [f"at-once-{node}" for node, answer in zip((1, 2), answers, strict=True) if not answer["error_code"]]
+
+        def topics(node: int) -> list[tuple[str, int]]:
+            return sorted((t["name"], len(t["partitions"])) for t in brokers.metadata(node)["topics"])
+
+        wait_until(lambda: all(topics(node) == [("__consumer_offsets", 6), (created[0], 6)] for node in (1, 2, 3)), 30,
+                   message="every broker to know the one topic created, and no other")
+    finally:
+        brokers.stop()

@@ -240,16 +240,32 @@ async def earliest_offset(bootstrap: str, topic: str) -> int:
     return answer["topics"][0]["partitions"][0]["offset"]
 
 
+def test_a_batch_bigger_than_a_segment_is_refused_as_kafka_refuses_it(broker, kafka):
+    """Kafka's log refuses a batch no segment can hold (RECORD_LIST_TOO_LARGE) once it is within
+    max.message.bytes; 1 MiB segments, as Kafka 4 allows no smaller."""
+    big = [Record(0, int(time.time() * 1000), b"k", b"y" * 1_200_000)]
+    fits = [Record(0, int(time.time() * 1000), b"k", b"y" * 1_000_000)]
+    answers = {}
+    for name, bootstrap in (("ours", broker.bootstrap), ("kafka", kafka.bootstrap)):
+        create_topic(bootstrap, "segment-sized", segment_bytes="1048576", max_message_bytes="2000000")
+        # a Kafka broker may learn that it leads the new partition a moment after the topic is described
+        wait_until(lambda b=bootstrap: asyncio.run(produce(b, "segment-sized", fits))["error_code"] == 0, 30,
+                   message="the partition to take a batch that fits")
+        answers[name] = asyncio.run(produce(bootstrap, "segment-sized", big))["error_code"]
+    assert answers == {"ours": 18, "kafka": 18}
+
+
 def test_defaults_change_behaviour_and_survive_a_restart(tmp_path):
     server = BrokerProcess(tmp_path / "data", extra_config={"log.retention.check.interval.ms": 200})
     server.start()
     try:
-        create_topic(server.bootstrap, "follows-defaults", segment_bytes="1000")
+        # segments that hold the big batch below (Kafka refuses a batch bigger than segment.bytes)
+        create_topic(server.bootstrap, "follows-defaults", segment_bytes="6000")
         create_topic(server.bootstrap, "own-limit", max_message_bytes="100000")
         day_ago = int(time.time() * 1000) - 24 * 3600 * 1000
         for n in range(10):
             assert asyncio.run(produce(server.bootstrap, "follows-defaults",
-                                       [Record(0, day_ago, b"k", b"x" * 400 + b"%d" % n)]))["error_code"] == 0
+                                       [Record(0, day_ago, b"k", b"x" * 3000 + b"%d" % n)]))["error_code"] == 0
         big = [Record(0, int(time.time() * 1000), b"k", b"y" * 5000)]
         assert asyncio.run(produce(server.bootstrap, "follows-defaults", big))["error_code"] == 0
 

@@ -26,7 +26,21 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from harness import BURROWPY, ROOT, BrokerProcess, free_port, secret_file, wait_until
 from loop_probe import baseline, percentile, probing, summary
 from sasl_support import start_sasl_broker
@@ -120,6 +134,36 @@ def test_retention_deleting_segments(broker):
     # retention runs on a thread that holds the GIL while it walks 180 segments in Python: the probe's few dozen
     # answers (p99 is their max) have met one wait of 60-75 ms in about one run of ten, against 9 s on the loop
     assert_prompt(latencies, idle, f"retention deleting {segments - partitions} segments", bound_ms=2 * P99_BOUND_MS)
+
+
+def test_metadata_changes_from_four_admins(tmp_path):
+    """CreateTopics, CreateAcls, AlterConfigs and AlterUserScramCredentials each rewrite a file of the broker's
+    (topic, ACLs, dynamic configs, credentials), fsynced: ~20 ms each, which the loop waited for."""
+    config = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "super.users": "User:ANONYMOUS"}
+    rounds = 5
+
+    def admin_rounds(admin_number: int) -> None:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for round_ in range(rounds):
+            name = f"admin-{admin_number}-{round_}"
+            admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+            acl = AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, f"User:{name}", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+            admin.create_acls([acl])[acl].result(30)
+            resource = ConfigResource("broker", "1", incremental_configs=[ConfigEntry(
+                "log.retention.ms", str(3_600_000 + round_), incremental_operation=AlterConfigOpType.SET)])
+            admin.incremental_alter_configs([resource])[resource].result(30)
+            upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                                  b"secret")
+            admin.alter_user_scram_credentials([upsert])[name].result(30)
+
+    with BrokerProcess(tmp_path / "data", extra_config=config) as broker:
+        idle = baseline(broker.port)
+        with probing(broker.port) as probe, ThreadPoolExecutor(4) as pool:
+            list(pool.map(admin_rounds, range(4)))
+            latencies = probe.stop()
+    assert_prompt(latencies, idle, f"{4 * rounds} rounds of four metadata changes from four admins")
 
 
 def test_scram_logins_of_unknown_users(tmp_path):

@@ -49,6 +49,21 @@ def test_a_barrier_is_accepted_and_changes_nothing():
     assert json.dumps(metadata.to_snapshot(), sort_keys=True) == before
 
 
+def test_max_partitions_is_checked_in_commit_order():
+    """Two brokers each saw room for 6 of the 10 partitions and proposed at once: the second commit is refused,
+    topic and partitions alike, and a refused command moves no assignment cursor."""
+    metadata = cluster(1, 2, 3)
+    assert metadata.apply(create("a", 6, 1, max_partitions=10))["error_code"] == 0
+    refused = metadata.apply(create("b", 6, 1, topic_id=OTHER_ID, max_partitions=10))
+    assert refused == {"error_code": ErrorCode.POLICY_VIOLATION,
+                       "error_message": "The cluster has 6 partitions; 6 more would pass max.partitions (10)."}
+    assert "b" not in metadata.topics and metadata.assignment_cursor == 1
+    grow = {"op": "create_partitions", "name": "a", "count": 11, "max_partitions": 10}
+    assert metadata.apply(grow)["error_code"] == ErrorCode.POLICY_VIOLATION
+    assert metadata.apply({**grow, "count": 10})["error_code"] == 0
+    assert metadata.apply(create("c", 1, 1, topic_id="33" * 16))["error_code"] == 0  # a command without a bound
+
+
 def test_round_robin_assignment_spreads_leaders_and_followers():
     assert assign_replicas([1, 2, 3], 4, 2, start=0) == [[1, 2], [2, 3], [3, 1], [1, 2]]
     assert assign_replicas([1, 2, 3], 2, 3, start=1) == [[2, 3, 1], [3, 1, 2]]

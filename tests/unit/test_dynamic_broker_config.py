@@ -54,6 +54,7 @@ def test_layers_win_in_kafkas_order_and_reach_the_settings(tmp_path):
 def test_a_single_node_keeps_its_layers_in_the_data_dir(tmp_path):
     first = DynamicBrokerConfigs(config(tmp_path), persist=True)
     first.update("", first.prepare("", {"message.max.bytes": "2000", "my.own.setting": "x"}, replace=False))
+    first.saved.result(10)  # written off the caller's thread
     again = DynamicBrokerConfigs(config(tmp_path), persist=True)
     assert again.layers == {"": {"message.max.bytes": "2000", "my.own.setting": "x"}, "7": {}}
     assert again.config["message.max.bytes"] == 2000

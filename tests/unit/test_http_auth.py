@@ -123,6 +123,17 @@ async def test_failed_logins_are_limited_per_user_and_per_address(server):
     assert (await ask(url, headers=bearer(READER_TOKEN)))[0] == 200
 
 
+async def test_a_listener_sets_its_own_login_limits():
+    doc = {"http-auth": {"ops": auth_profile()},
+           "httpserver": {"strict": {"address": "127.0.0.1:0", "auth": "ops", "login-burst": 2, "login-refill": 120}}}
+    async with serving(doc) as running:
+        url = running.url("strict") + "/v3/kafka"
+        for number in range(2):
+            assert (await ask(url, headers=basic("grafana", f"guess-{number}")))[0] == 401
+        status, headers, _ = await ask(url, headers=basic("grafana", "guess"))
+        assert status == 429 and LOGIN_REFILL_S < int(headers["Retry-After"]) <= 120
+
+
 def test_the_login_throttle_refills_and_gives_back_what_succeeded():
     throttle = LoginThrottle(burst=3, refill_s=10.0)
     keys = ("user:grafana", "address:10.0.0.1")

@@ -316,3 +316,38 @@ def test_reads_are_bounded_by_the_io_buffer(tmp_path):
             assert max(reads) >= largest_read  # whole segments at once
         else:
             assert max(reads) <= largest_read
+
+
+def test_the_swap_makes_its_files_durable_outside_the_logs_lock(tmp_path, monkeypatch):
+    """The directory fsyncs of a swap (~20 ms each on a loaded disk) leave the log's lock free: appends and
+    reads of the partition, the event loop's among them, do not wait for them."""
+    from broker.log import partition as partition_module
+
+    log = compacted_log(tmp_path)
+    write_history(log, rounds=30, keys=3)
+    lock_free_during_fsync: list[bool] = []
+    real_fsync_directory = partition_module.fsync_directory
+    cleaning_thread = threading.current_thread()
+
+    def watched(directory: str) -> None:
+        if threading.current_thread() is not cleaning_thread:  # the background's fsyncs of rolled segments
+            real_fsync_directory(directory)
+            return
+
+        def try_lock() -> None:
+            # held by the cleaning thread (waiting on this one) it never comes; the background's holds are short
+            taken = log._lock.acquire(timeout=1.0)
+            if taken:
+                log._lock.release()
+            lock_free_during_fsync.append(taken)
+
+        other = threading.Thread(target=try_lock)
+        other.start()
+        other.join()
+        real_fsync_directory(directory)
+
+    monkeypatch.setattr(partition_module, "fsync_directory", watched)
+    assert clean_partition(log, BASE_TS)
+    monkeypatch.undo()
+    assert lock_free_during_fsync and all(lock_free_during_fsync)
+    log.close()

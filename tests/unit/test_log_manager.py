@@ -83,6 +83,8 @@ def test_high_watermark_checkpoints(tmp_path):
     logs.get_log("shrunk", 0).truncate_to(3)  # its tail went after the save
     logs.delete_topic("renewed")
     logs.create_topic("renewed", 1, {}).partitions[0].append(batch(5))
+    for topic in logs.topics.values():
+        topic.saved.result(10)  # as CreateTopics waits for it before answering
     os.close(logs._lock_file)  # a crash: nothing closed, no final checkpoint
 
     again = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)

@@ -68,6 +68,24 @@ def test_delete_records_and_truncation_leave_the_segments_to_the_background_too(
     assert files(tmp_path / "p", DELETED_SUFFIX) == []
 
 
+def test_a_followers_truncation_leaves_its_fsyncs_to_the_background(tmp_path):
+    """The shorter file and the removed segments are made durable by the background, not by the caller (a
+    follower's fetcher, on the event loop); what the log holds changes at once."""
+    jobs = Jobs()
+    log = PartitionLog(tmp_path / "p", config(segment_bytes=300, file_delete_delay_ms=60_000), Clock(),
+                       background=jobs.append)
+    for i in range(10):
+        log.append(batch(2, ts=BASE_TS + i * 1000))
+    jobs.run()  # the rolled segments' fsyncs
+    assert log.pending_durability() is None
+    log.truncate_to(17)  # inside a batch of two: the log ends at its base offset
+    assert log.log_end_offset == 16
+    durable = log.pending_durability()
+    assert durable is not None and not durable.done()
+    jobs.run()
+    assert durable.done() and durable.exception() is None and log.pending_durability() is None
+
+
 def test_the_files_stay_for_file_delete_delay_ms_then_go(tmp_path):
     background = BackgroundThread("test-deleter")
     log = PartitionLog(tmp_path / "p", config(segment_bytes=300, retention_ms=10_000, file_delete_delay_ms=300),

@@ -28,6 +28,7 @@ CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
 def rfc_store(tmp_path=None) -> ScramStore:
     store = ScramStore(None if tmp_path is None else tmp_path / "scram.json")
     store.apply([("user", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "pencil", 4096, SALT))], [])
+    store.saved.result(10)  # written off the caller's thread
     return store
 
 
@@ -104,6 +105,7 @@ def test_the_store_keeps_no_passwords_and_survives_a_reload(tmp_path):
     exchange.first(CLIENT_FIRST)
     assert exchange.final(CLIENT_FINAL)[0] == "user"
     again.apply([], [("user", "SCRAM-SHA-256")])
+    again.saved.result(10)
     assert ScramStore(tmp_path / "scram.json").users() == {}
 
 

@@ -33,18 +33,23 @@ def mode(path: Path) -> int:
 def save_scram(path: Path) -> None:
     store = ScramStore(path)
     store.apply([("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "alice-secret"))], [])
+    store.saved.result(10)  # written off the caller's thread
 
 
 def save_acls(path: Path) -> None:
-    AclStore(path).add([Acl(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*", Operation.READ,
-                            Permission.ALLOW)])
+    store = AclStore(path)
+    store.add([Acl(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*", Operation.READ,
+                   Permission.ALLOW)])
+    store.saved.result(10)
 
 
 def save_dynamic_configs(path: Path) -> None:
     config_file = path.parent / "broker.yaml"
     config_file.write_text("{}\n")
     config = BrokerConfig.load(config_file, data_dir=str(path.parent), node_id=1)
-    DynamicBrokerConfigs(config, persist=True).update("", {"ssl.keystore.password": "keystore-secret"})
+    dynamic = DynamicBrokerConfigs(config, persist=True)
+    dynamic.update("", {"ssl.keystore.password": "keystore-secret"})
+    dynamic.saved.result(10)
 
 
 STORES: dict[str, tuple[str, Callable[[Path], None]]] = {
