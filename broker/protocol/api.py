@@ -7,7 +7,9 @@ supported specs has an acronym written in capitals, so the rule has no exception
 
 Decoded bodies hold every field of the schema; a field absent from the decoded version has its default
 (recursively), so handlers need not branch on versions to read a body. Encoding takes the default for a
-missing key and ignores keys of fields that do not exist in the encoded version. Defaults: the spec's
+missing key and ignores keys of fields that exist in other versions but not the encoded one; a key that is
+a field of no version raises :class:`UnknownFieldError` (a misspelled field must not go out as its
+default). Defaults: the spec's
 default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
 UUID / [] / a dict of defaults. ``bytes`` and ``records`` decode to ``bytes`` (or None); encoding takes
 any bytes-like object and copies it only into the frame. UUIDs are 16-byte ``bytes``.
@@ -24,7 +26,7 @@ from typing import Any
 
 from broker.protocol import headers, messages, types
 from broker.protocol.headers import RequestHeader
-from broker.protocol.schema import Message
+from broker.protocol.schema import Message, UnknownFieldError
 from broker.protocol.types import (
     DecodeError,
     EncodeError,
@@ -41,6 +43,7 @@ __all__ = [
     "ProtocolError",
     "RequestHeader",
     "UnknownApiKeyError",
+    "UnknownFieldError",
     "UnsupportedVersionError",
     "decode_request",
     "decode_response",
@@ -288,6 +291,8 @@ def encode_element(api_key: int, api_version: int, path: str, element: dict[str,
     out: list = []
     try:
         encoder(out, element)
+    except EncodeError:
+        raise
     except _ENCODE_FAILURES as exc:
         raise EncodeError(f"cannot encode {schema.name} v{api_version} {path}: {type(exc).__name__}: {exc}") from exc
     return types.Encoded(b"".join(out))
