@@ -21,6 +21,7 @@ schema ends and the request path never checks what is left).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -149,7 +150,7 @@ def _byte_view(data: types.Buffer) -> memoryview:
     return view if view.itemsize == 1 and view.ndim == 1 else view.cast("B")
 
 
-def _encode_body(schema: Message, version: int, out: list, body: dict[str, Any]) -> None:
+def _encode_body(schema: Message, version: int, out: list, body: Mapping[str, Any]) -> None:
     try:
         schema.compiled(version).encode(out, body)
     except EncodeError:
@@ -232,18 +233,18 @@ def encode_request(
     return _framed(out)
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """A whole response frame, size prefix included, ready to write to the socket."""
     return _framed(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
+def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     """The frame of :func:`encode_response` as chunks: bytes-likes and :class:`~types.FileRegion` records,
     which the server sends from their files."""
     return _sized(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
+def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     schema = _schema(messages.RESPONSES, api_key, api_version)
     out: list = [b""]
     try:
