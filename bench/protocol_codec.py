@@ -3,7 +3,7 @@
     .venv/bin/python bench/protocol_codec.py [--seconds 1.0]
 
 Cases: decode of a Produce v9 request carrying one 1 MiB records blob; encode of a Fetch v11 response
-with 100 partitions of 1 KiB records; encode + decode of a Metadata v12 response (3 brokers, 10 topics of
+with 100 partitions of 1 KiB records (each partition with the fields the Fetch handler sets); encode + decode of a Metadata v12 response (3 brokers, 10 topics of
 10 partitions). kafka-python (pure Python, also generated from Kafka's JSON specs) is the comparison.
 """
 
@@ -59,6 +59,7 @@ def fetch_case() -> tuple[Callable[[], object], Callable[[], object]]:
     partitions = [
         {
             "partition_index": index,
+            "error_code": 0,
             "high_watermark": 1_000_000 + index,
             "last_stable_offset": 1_000_000 + index,
             "log_start_offset": 0,

@@ -31,6 +31,7 @@ from broker.protocol.api import (
     ApiKey,
     DecodeError,
     UnknownApiKeyError,
+    UnknownFieldError,
     UnsupportedVersionError,
     decode_request,
     encode_response,
@@ -421,6 +422,11 @@ class KafkaServer:
             # Kafka cannot serialize such an answer either; the client learns from the closed connection
             log.warning("closing connection: the answer cannot carry a string the request made too long",
                         api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
+            return False
+        except UnknownFieldError as exc:
+            # a bug in the handler (a misspelled or misplaced field): no answer rather than a wrong one
+            log.error("closing connection: the handler's answer has a field its message does not have",
+                      api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
 
     def _broker_login(self, header: Any, body: dict[str, Any], peer: _BrokerPeer,

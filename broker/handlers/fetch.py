@@ -18,6 +18,11 @@ from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.log.background import wait_durable
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    FetchResponse,
+    FetchResponseFetchableTopicResponse,
+    FetchResponsePartitionData,
+)
 from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -48,7 +53,7 @@ READ_COMMITTED = 1
 
 
 def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_bytes: int,
-                     follower: bool, read_committed: bool, min_one: bool) -> tuple[dict[str, Any], int]:
+                     follower: bool, read_committed: bool, min_one: bool) -> tuple[FetchResponsePartitionData, int]:
     """One partition's response and the number of record bytes it carries (0 when ``max_bytes`` is 0); with
     ``min_one`` its first batch comes whole even when larger than ``max_bytes``."""
     index = part["partition"]
@@ -57,7 +62,7 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         plog, _epoch = _leader_log(ctx, topic, index, part["current_leader_epoch"])
         hw = plog.high_watermark
         lso = plog.last_stable_offset
-        response.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
+        response.update({"high_watermark": hw, "last_stable_offset": lso, "log_start_offset": plog.log_start_offset})
         offset = part["fetch_offset"]
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
@@ -80,7 +85,7 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
         return response, 0
 
 
-def _partition_answer(index: int, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+def _partition_answer(index: int, error: ErrorCode = ErrorCode.NONE) -> FetchResponsePartitionData:
     """A Fetch partition's answer with nothing read yet."""
     return {"partition_index": index, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
@@ -100,7 +105,7 @@ def _record_follower_progress(broker: Broker, request: dict[str, Any]) -> None:
 
 
 @handler(ApiKey.FETCH)
-async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
     broker = ctx.broker
     if request["session_id"] != 0 or request["session_epoch"] > 0:
         # We never create fetch sessions, so an incremental fetch names a session we do not have.
@@ -130,9 +135,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
         # each partition's. Before v3 there is no response cap, and each partition gets its first batch.
         budget = min(request["max_bytes"], cap) if ctx.api_version >= 3 else None
         total = 0
-        responses = []
+        responses: list[FetchResponseFetchableTopicResponse] = []
         for topic in request["topics"]:
-            partitions = []
+            partitions: list[FetchResponsePartitionData] = []
             for part in topic["partitions"]:
                 max_bytes = part["partition_max_bytes"]
                 if budget is not None:

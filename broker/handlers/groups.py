@@ -32,6 +32,16 @@ from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, 
 from broker.handlers.cluster_info import operations_field
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    DeleteGroupsResponse,
+    FindCoordinatorResponse,
+    FindCoordinatorResponseCoordinator,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    SyncGroupResponse,
+)
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import TRANSACTIONS_TOPIC
 
@@ -71,8 +81,8 @@ def by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[d
 
 # --- FindCoordinator ----------------------------------------------------------------------------------------
 
-def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    def error(code: ErrorCode, message: str) -> dict[str, Any]:
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorResponseCoordinator:
+    def error(code: ErrorCode, message: str) -> FindCoordinatorResponseCoordinator:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
 
     if key_type == COORDINATOR_KEY_TRANSACTION:
@@ -93,19 +103,19 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 
 
 def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
-               error: Callable[[ErrorCode, str], dict[str, Any]]) -> dict[str, Any]:
+               error: Callable[[ErrorCode, str], FindCoordinatorResponseCoordinator]) -> FindCoordinatorResponseCoordinator:
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
     found = _node_answer(ctx, key, ctx.broker.committed_leader(topic, partition))
     return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader known here")
 
 
-def _this_broker(ctx: RequestContext, key: str) -> dict[str, Any]:
+def _this_broker(ctx: RequestContext, key: str) -> FindCoordinatorResponseCoordinator:
     found = _node_answer(ctx, key, ctx.broker.node_id)
     assert found is not None, "a single node is always live"
     return found
 
 
-def _node_answer(ctx: RequestContext, key: str, node: int) -> dict[str, Any] | None:
+def _node_answer(ctx: RequestContext, key: str, node: int) -> FindCoordinatorResponseCoordinator | None:
     """A FindCoordinator answer naming ``node`` at the client's listener, or None if it is not live."""
     for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
         if node_id == node:
@@ -115,7 +125,7 @@ def _node_answer(ctx: RequestContext, key: str, node: int) -> dict[str, Any] | N
 
 
 @handler(ApiKey.FIND_COORDINATOR)
-async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> FindCoordinatorResponse:
     key_type = request["key_type"] if ctx.api_version >= 1 else COORDINATOR_KEY_GROUP
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
@@ -130,7 +140,7 @@ async def find_coordinator(ctx: RequestContext, request: dict[str, Any]) -> dict
 # --- membership -------------------------------------------------------------------------------------------
 
 @handler(ApiKey.JOIN_GROUP)
-async def join_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def join_group(ctx: RequestContext, request: dict[str, Any]) -> JoinGroupResponse:
     version = ctx.api_version
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
@@ -164,7 +174,7 @@ async def join_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, 
 
 
 @handler(ApiKey.SYNC_GROUP)
-async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> SyncGroupResponse:
     version = ctx.api_version
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
@@ -183,7 +193,7 @@ async def sync_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, 
 
 
 @handler(ApiKey.HEARTBEAT)
-async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> HeartbeatResponse:
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     error = _coordinator(ctx).heartbeat(request["group_id"], request["member_id"],
@@ -193,7 +203,7 @@ async def heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, A
 
 
 @handler(ApiKey.LEAVE_GROUP)
-async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def leave_group(ctx: RequestContext, request: dict[str, Any]) -> LeaveGroupResponse:
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if ctx.api_version >= 3:
@@ -333,7 +343,7 @@ async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 # --- admin -----------------------------------------------------------------------------------------------
 
 @handler(ApiKey.LIST_GROUPS)
-async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> ListGroupsResponse:
     """v5+ (KIP-848) tells classic groups from consumer-protocol ones ("classic", "consumer") and filters by it."""
     states = request["states_filter"] if ctx.api_version >= 4 else []
     types = {kind.lower() for kind in request["types_filter"]} if ctx.api_version >= 5 else set()
@@ -372,7 +382,7 @@ async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[
 
 
 @handler(ApiKey.DELETE_GROUPS)
-async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request["groups_names"]))
     allowed = [name for name in names if group_allowed(ctx, Operation.DELETE, name)]
     results = await _coordinator(ctx).delete_groups(allowed) if allowed else {}

@@ -21,6 +21,12 @@ from broker.handlers.registry import RequestContext, handler
 from broker.handlers.transactions import fenced_error
 from broker.protocol.api import ApiKey
 from broker.protocol.records import BatchHeader
+from broker.protocol.responses import (
+    InitProducerIdResponse,
+    ProduceResponse,
+    ProduceResponsePartitionProduceResponse,
+    ProduceResponseTopicProduceResponse,
+)
 from broker.protocol.types import fits_a_string
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
@@ -34,14 +40,14 @@ _TRANSACTIONAL = 0x10
 
 
 def _partition_error(index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1,
-                     record_errors: list[tuple[int, str]] | None = None) -> dict[str, Any]:
+                     record_errors: list[tuple[int, str]] | None = None) -> ProduceResponsePartitionProduceResponse:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": log_start_offset, "error_message": message,
             "record_errors": [{"batch_index": i, "batch_index_error_message": text} for i, text in record_errors or []]}
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None,
-                             acks: int) -> tuple[dict[str, Any], int | None]:
+                             acks: int) -> tuple[ProduceResponsePartitionProduceResponse, int | None]:
     """The partition's answer and, after a successful append, the offset following its batch."""
     broker = ctx.broker
     if topic in INTERNAL_TOPICS:
@@ -81,7 +87,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             "record_errors": [], "error_message": None}, result.last_offset + 1
 
 
-async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str, dict[str, Any], int]],
+async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str, ProduceResponsePartitionProduceResponse, int]],
                                   timeout_s: float) -> None:
     """acks=all: answer each appended partition once the ISR holds its batch (the high watermark passed it),
     as Kafka's delayed produce does; all partitions of the request wait together."""
@@ -108,10 +114,10 @@ async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str,
 
 
 @handler(ApiKey.PRODUCE)
-async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
+async def produce(ctx: RequestContext, request: dict[str, Any]) -> ProduceResponse | None:
     acks = request["acks"]
-    responses = []
-    appended: list[tuple[str, dict[str, Any], int]] = []
+    responses: list[ProduceResponseTopicProduceResponse] = []
+    appended: list[tuple[str, ProduceResponsePartitionProduceResponse, int]] = []
     transactional_id = request["transactional_id"]
     # a transactional producer needs WRITE on its transactional id, every producer WRITE on each topic
     refused_all = transactional_id is not None and not ctx.allowed(
@@ -121,7 +127,7 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
         refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if refused_all
                    else None if ctx.allowed(Operation.WRITE, ResourceType.TOPIC, name)
                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        partitions = []
+        partitions: list[ProduceResponsePartitionProduceResponse] = []
         for part in topic["partition_data"]:
             if acks not in (0, 1, -1):
                 partitions.append(_partition_error(part["index"], ErrorCode.INVALID_REQUIRED_ACKS))
@@ -142,7 +148,7 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
 
 
 @handler(ApiKey.INIT_PRODUCER_ID)
-async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> InitProducerIdResponse:
     refused = None
     if request["transactional_id"] is not None:
         if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]):

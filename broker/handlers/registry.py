@@ -7,7 +7,7 @@ acks=0). Handler modules register with ``@handler(ApiKey.X)`` and are imported b
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,8 @@ class RequestContext:
         return authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
 
 
-Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# a handler's answer: a plain dict or a TypedDict of broker.protocol.responses
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
 
 HANDLERS: dict[int, Handler] = {}
 

@@ -7,7 +7,9 @@ supported specs has an acronym written in capitals, so the rule has no exception
 
 Decoded bodies hold every field of the schema; a field absent from the decoded version has its default
 (recursively), so handlers need not branch on versions to read a body. Encoding takes the default for a
-missing key and ignores keys of fields that do not exist in the encoded version. Defaults: the spec's
+missing key and ignores keys of fields that exist in other versions but not the encoded one; a key that is
+a field of no version raises :class:`UnknownFieldError` (a misspelled field must not go out as its
+default). Defaults: the spec's
 default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
 UUID / [] / a dict of defaults. ``bytes`` and ``records`` decode to ``bytes`` (or None); encoding takes
 any bytes-like object and copies it only into the frame. UUIDs are 16-byte ``bytes``.
@@ -19,12 +21,13 @@ schema ends and the request path never checks what is left).
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
 from broker.protocol import headers, messages, types
 from broker.protocol.headers import RequestHeader
-from broker.protocol.schema import Message
+from broker.protocol.schema import Message, UnknownFieldError
 from broker.protocol.types import (
     DecodeError,
     EncodeError,
@@ -41,6 +44,7 @@ __all__ = [
     "ProtocolError",
     "RequestHeader",
     "UnknownApiKeyError",
+    "UnknownFieldError",
     "UnsupportedVersionError",
     "decode_request",
     "decode_response",
@@ -150,7 +154,7 @@ def _byte_view(data: types.Buffer) -> memoryview:
     return view if view.itemsize == 1 and view.ndim == 1 else view.cast("B")
 
 
-def _encode_body(schema: Message, version: int, out: list, body: dict[str, Any]) -> None:
+def _encode_body(schema: Message, version: int, out: list, body: Mapping[str, Any]) -> None:
     try:
         schema.compiled(version).encode(out, body)
     except EncodeError:
@@ -233,18 +237,18 @@ def encode_request(
     return _framed(out)
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """A whole response frame, size prefix included, ready to write to the socket."""
     return _framed(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
+def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     """The frame of :func:`encode_response` as chunks: bytes-likes and :class:`~types.FileRegion` records,
     which the server sends from their files."""
     return _sized(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list:
+def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     schema = _schema(messages.RESPONSES, api_key, api_version)
     out: list = [b""]
     try:
@@ -292,6 +296,8 @@ def encode_element(api_key: int, api_version: int, path: str, element: dict[str,
     out: list = []
     try:
         encoder(out, element)
+    except EncodeError:
+        raise
     except _ENCODE_FAILURES as exc:
         raise EncodeError(f"cannot encode {schema.name} v{api_version} {path}: {type(exc).__name__}: {exc}") from exc
     return types.Encoded(b"".join(out))

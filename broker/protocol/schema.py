@@ -13,7 +13,9 @@ fixed-width fields become one ``struct`` call; nested structs get their own func
 Values are dicts keyed by snake_case field names (see ``broker.protocol.api`` for the naming rule).
 Decoding yields every field of the schema: fields that do not exist at the decoded version get their
 default, recursively, so code reading a body need not know which version it came from. Encoding takes
-the default for a missing key and ignores keys of fields that do not exist at the encoded version.
+the default for a missing key and ignores keys of fields that exist in other versions of the message but
+not the encoded one (so one body can serve every version); a key that is a field of no version of that
+struct is a bug in the code building the body, and encoding raises :class:`UnknownFieldError` for it.
 """
 
 from __future__ import annotations
@@ -298,6 +300,29 @@ def _validate_default(f: Field, where: str) -> None:
 # ----- compiler ---------------------------------------------------------------------------------
 
 
+class UnknownFieldError(types.EncodeError):
+    """A body with a key that is a field of no version of its struct: a misspelled or misplaced field,
+    which encoding would otherwise leave out and send the field's default in its place."""
+
+    def __init__(self, message: str, version: int, path: str, unknown: list[str], known: frozenset[str]) -> None:
+        super().__init__(
+            f"{message} v{version}: unknown field{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} in {path} (its fields: {', '.join(sorted(known)) or 'none'})"
+        )
+        self.message = message
+        self.version = version
+        self.path = path
+        self.unknown = unknown
+
+
+def _unknown_fields(value: Mapping[str, Any], known: frozenset[str], message: str, version: int,
+                    path: str) -> UnknownFieldError:
+    """The error for a struct value with keys outside ``known`` (called by generated encoders only once
+    their fast subset check has failed)."""
+    unknown = sorted(str(key) for key in value if key not in known)
+    return UnknownFieldError(message, version, path, unknown, known)
+
+
 Encoder = Callable[[list, Mapping[str, Any]], None]
 Decoder = Callable[[types.Buffer, int], tuple[dict[str, Any], int]]
 
@@ -334,6 +359,7 @@ _RUNTIME: dict[str, Any] = {
     "read_uuid": types.read_uuid,
     "write_uuid": types.write_uuid,
     "Encoded": types.Encoded,
+    "unknown_fields": _unknown_fields,
 }
 for _compact in ("", "compact_"):
     for _nullable in ("", "nullable_"):
@@ -414,7 +440,7 @@ class _Generator:
         encode_name = self._unique(f"encode_{ident}")
         decode_name = self._unique(f"decode_{ident}")
         self.encoders[path] = encode_name
-        self.sources.append(self._encoder_source(encode_name, struct_, regular, tagged, nested))
+        self.sources.append(self._encoder_source(encode_name, struct_, path, regular, tagged, nested))
         self.sources.append(self._decoder_source(decode_name, struct_, path, regular, tagged, nested))
         return encode_name, decode_name
 
@@ -433,24 +459,49 @@ class _Generator:
     # -- encoding --
 
     def _encoder_source(
-        self, name: str, struct_: Struct, regular: list[Field], tagged: list[Field], nested: _Nested
+        self, name: str, struct_: Struct, path: str, regular: list[Field], tagged: list[Field], nested: _Nested
     ) -> str:
-        lines = [f"def {name}(out, value):", "    get = value.get", "    append = out.append"]
+        lines = [f"def {name}(out, value):", "    append = out.append"]
+        local = {f.name: f"v{index}" for index, f in enumerate(regular)}
+        lines += self._read_body_lines(struct_, path, regular, local)
         for run in self._fixed_runs(regular):
             if _is_fixed_run(run):
                 packer = self._constant("pack", struct.Struct(">" + _run_format(run)).pack)
-                args = ", ".join(f"get({f.name!r}, {self._default_constant(f)})" for f in run)
-                lines.append(f"    append({packer}({args}))")
+                lines.append(f"    append({packer}({', '.join(local[f.name] for f in run)}))")
             else:
                 f = run[0]
-                lines.append(f"    v = get({f.name!r}, {self._default_constant(f)})")
-                lines.extend(self._write_lines(f, "v", "out", nested, indent=1))
+                lines.extend(self._write_lines(f, local[f.name], "out", nested, indent=1))
         if self.flexible:
             if tagged:
                 lines.extend(self._tagged_encoder_lines(tagged, nested))
             else:
                 lines.append("    append(EMPTY_TAGGED_FIELDS)")
         return "\n".join(lines) + "\n"
+
+    def _read_body_lines(self, struct_: Struct, path: str, regular: list[Field], local: dict[str, str]) -> list[str]:
+        """Source that reads the regular fields' values out of ``value`` into their locals, and refuses a key
+        that is a field of no version of the struct.
+
+        Fast path: a body with exactly this version's regular fields (the usual answer) is read by
+        subscripts, and its key count proves it holds nothing else. Any other body (a missing field, another
+        version's fields, tagged fields, a typo) gets a subset test against every version's field names,
+        then defaults for its missing keys. Every field name of any version is allowed, not only this
+        version's: handlers build one body for all versions.
+        """
+        known = self._constant("known", frozenset(f.name for f in struct_.fields))
+        check = [
+            f"if not {known}.issuperset(value):",
+            f"    raise unknown_fields(value, {known}, {self.message.name!r}, {self.version}, {path!r})",
+        ]
+        if not regular:
+            return ["    " + line for line in check]
+        lines = ["    exact = False", f"    if len(value) == {len(regular)}:", "        try:"]
+        lines += [f"            {local[f.name]} = value[{f.name!r}]" for f in regular]
+        lines += ["            exact = True", "        except KeyError:", "            pass", "    if not exact:"]
+        lines += ["        " + line for line in check]
+        lines.append("        get = value.get")
+        lines += [f"        {local[f.name]} = get({f.name!r}, {self._default_constant(f)})" for f in regular]
+        return lines
 
     def _default_constant(self, f: Field) -> str:
         """Name of a shared, never-mutated default for a missing key (encoding only reads it)."""
@@ -516,7 +567,7 @@ class _Generator:
         return lines
 
     def _tagged_encoder_lines(self, tagged: list[Field], nested: _Nested) -> list[str]:
-        lines = ["    tagged = []"]
+        lines = ["    get = value.get", "    tagged = []"]
         for f in tagged:
             default = self._default_constant(f)
             value_encoder = self._tag_value_encoder(f, nested)

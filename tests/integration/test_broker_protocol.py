@@ -196,7 +196,8 @@ def test_truncated_frame_then_disconnect(broker):
 
 
 def test_responses_come_back_in_request_order(wire):
-    sent = [wire.send(ApiKey.METADATA if i % 2 else ApiKey.API_VERSIONS, 1, {"topics": []}) for i in range(20)]
+    sent = [wire.send(ApiKey.METADATA, 1, {"topics": []}) if i % 2 else wire.send(ApiKey.API_VERSIONS, 1, {})
+            for i in range(20)]
     got = [wire.recv(ApiKey.METADATA if i % 2 else ApiKey.API_VERSIONS, 1)[0] for i in range(20)]
     assert got == sent
 

@@ -35,10 +35,9 @@ VOLATILE = {"throttle_time_ms", "cluster_id", "port", "topic_id", "member_id", "
             "total_bytes", "usable_bytes"}
 
 
-def topic_partitions(*partitions: int) -> list[dict]:
-    return [{"partition": p, "partition_index": p, "current_leader_epoch": -1, "leader_epoch": 0, "timestamp": -1,
-             "fetch_offset": 0, "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20,
-             "max_num_offsets": 1} for p in partitions]
+def fetch_partitions(*partitions: int) -> list[dict]:
+    return [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in partitions]
 
 
 # --- requests: API -> (version -> body); a version's body may depend on the version ------------------------
@@ -54,7 +53,7 @@ def metadata(v: int) -> dict:
 def fetch(v: int) -> dict:
     return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-            "topics": [{"topic": TOPIC, "topic_id": ZERO_UUID, "partitions": topic_partitions(0, 1)}]}
+            "topics": [{"topic": TOPIC, "partitions": fetch_partitions(0, 1)}]}
 
 
 def list_offsets(v: int) -> dict:
@@ -85,16 +84,23 @@ def offset_fetch(v: int) -> dict:
             "groups": [{"group_id": GROUP, "topics": topics}]}
 
 
-def unknown_member(v: int) -> dict:
-    return {"group_id": f"diff-nobody-{v}", "generation_id": 1, "member_id": "nobody", "group_instance_id": None,
-            "protocol_type": "consumer", "protocol_name": "range", "assignments": [],
+def unknown_member_heartbeat(v: int) -> dict:
+    return {"group_id": f"diff-nobody-{v}", "generation_id": 1, "member_id": "nobody", "group_instance_id": None}
+
+
+def unknown_member_sync(v: int) -> dict:
+    return {**unknown_member_heartbeat(v), "protocol_type": "consumer", "protocol_name": "range", "assignments": []}
+
+
+def unknown_member_leave(v: int) -> dict:
+    return {"group_id": f"diff-nobody-{v}", "member_id": "nobody",
             "members": [{"member_id": "nobody", "group_instance_id": None, "reason": None}]}
 
 
 def join(v: int) -> dict:
     # a session long enough for DescribeGroups to find the member of diff-join-0 on a busy machine
     return {"group_id": f"diff-join-{v}", "session_timeout_ms": 60_000, "rebalance_timeout_ms": 10_000,
-            "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "reason": None,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"}]}
 
 
@@ -116,10 +122,10 @@ def configs_resource(v: int) -> dict:
     return {"resources": resources, "include_synonyms": True, "include_documentation": True}
 
 
-def alter(*resources: tuple[int, str, str, str]) -> dict:
-    """Checked only (validate_only)."""
+def alter(*resources: tuple[int, str, str, str], operation: dict[str, int] | None = None) -> dict:
+    """Checked only (validate_only); ``operation``: IncrementalAlterConfigs' config_operation (SET)."""
     return {"resources": [{"resource_type": kind, "resource_name": name, "configs": [
-        {"name": config, "value": value, "config_operation": 0}]} for kind, name, config, value in resources],
+        {"name": config, "value": value, **(operation or {})}]} for kind, name, config, value in resources],
         "validate_only": True}
 
 
@@ -133,7 +139,7 @@ def incremental_alter_configs(v: int) -> dict:
     """Also the cluster default's, a read-only config, and a resource named twice (both copies refused)."""
     return alter((2, TOPIC, "retention.ms", "100000"), (4, "", "log.retention.ms", "100000"),
                  (4, "1", "num.partitions", "3"), (2, "diff-twice", "retention.ms", "1"),
-                 (2, "diff-twice", "retention.ms", "2"))
+                 (2, "diff-twice", "retention.ms", "2"), operation={"config_operation": 0})
 
 
 UNKNOWN_TXN = {"transactional_id": "diff-txn-unknown", "producer_id": 4242, "producer_epoch": 0}
@@ -157,9 +163,9 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.OFFSET_FETCH: offset_fetch,
     ApiKey.FIND_COORDINATOR: lambda v: {"key": GROUP, "key_type": 0, "coordinator_keys": [GROUP]},
     ApiKey.JOIN_GROUP: join,
-    ApiKey.HEARTBEAT: unknown_member,
-    ApiKey.LEAVE_GROUP: unknown_member,
-    ApiKey.SYNC_GROUP: unknown_member,
+    ApiKey.HEARTBEAT: unknown_member_heartbeat,
+    ApiKey.LEAVE_GROUP: unknown_member_leave,
+    ApiKey.SYNC_GROUP: unknown_member_sync,
     ApiKey.DESCRIBE_GROUPS: lambda v: {"groups": [GROUP, "diff-join-0"],  # committed only; one joined member
                                        "include_authorized_operations": True},
     ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Empty"], "types_filter": []},

@@ -21,10 +21,12 @@ from broker.protocol.api import (
     EncodeError,
     RequestHeader,
     UnknownApiKeyError,
+    UnknownFieldError,
     UnsupportedVersionError,
     decode_request,
     decode_response,
     decode_struct,
+    encode_element,
     encode_request,
     encode_response,
     encode_struct,
@@ -279,6 +281,51 @@ def test_fetch_v12_response_leaves_default_tagged_fields_out():
 def test_bodies_that_do_not_fit_the_schema_raise_encode_error(api_key, version, body):
     with pytest.raises(EncodeError):
         encode_request(api_key, version, 1, "c", body)
+
+
+def test_a_misspelled_field_is_refused_not_sent_as_its_default():
+    # without the check this frame went out with error_code 0: the error became a success
+    with pytest.raises(UnknownFieldError, match=r"HeartbeatResponse v1: unknown field 'errorcode'") as caught:
+        encode_response(ApiKey.HEARTBEAT, 1, 7, {"errorcode": 25})
+    assert (caught.value.message, caught.value.version, caught.value.unknown) == ("HeartbeatResponse", 1, ["errorcode"])
+    assert isinstance(caught.value, EncodeError)
+    # as many keys as the version has fields, one of them misspelled
+    with pytest.raises(UnknownFieldError, match="'errorcode'"):
+        encode_response(ApiKey.HEARTBEAT, 1, 7, {"errorcode": 25, "throttle_time_ms": 0})
+
+
+def test_a_misplaced_field_is_refused_at_any_depth_with_its_path():
+    partition = {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+                 "isr_nodes": [1], "offline_replicas": [], "throttle_time_ms": 0}
+    body = {"brokers": [], "topics": [{"name": "t", "partitions": [partition]}]}
+    with pytest.raises(UnknownFieldError, match=r"MetadataResponse v12: .*'throttle_time_ms' in "
+                                                r"MetadataResponse\.topics\.partitions"):
+        encode_response(ApiKey.METADATA, 12, 1, body)
+    with pytest.raises(UnknownFieldError, match=r"MetadataResponse v12: .*'throttle_time_ms'"):
+        encode_element(ApiKey.METADATA, 12, "topics", {"name": "t", "partitions": [partition]})
+    # a misspelled tagged field of a flexible version
+    with pytest.raises(UnknownFieldError, match="'current_leaders' in FetchResponse.responses.partitions"):
+        encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [
+            {"partition_index": 0, "current_leaders": {"leader_id": 3, "leader_epoch": 7}}]}]})
+
+
+def test_requests_and_data_structs_refuse_unknown_fields_too():
+    with pytest.raises(UnknownFieldError, match="HeartbeatRequest v0: unknown fields 'generation', 'groupid'"):
+        encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"groupid": "g", "generation": 1, "member_id": "m"})
+    with pytest.raises(UnknownFieldError, match="OffsetCommitValue v3: unknown field 'offest'"):
+        encode_struct("OffsetCommitValue", 3, {"offest": 100})
+
+
+def test_fields_of_other_versions_are_left_out_of_versions_without_them():
+    # one body serves every version: throttle_time_ms exists from v1, leader_epoch of a partition from v7
+    body = {"throttle_time_ms": 5, "error_code": 25}
+    assert encode_response(ApiKey.HEARTBEAT, 0, 7, body) == framed(i32(7) + i16(25))
+    assert encode_response(ApiKey.HEARTBEAT, 1, 7, body) == framed(i32(7) + i32(5) + i16(25))
+    partition = {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 4, "replica_nodes": [1],
+                 "isr_nodes": [1], "offline_replicas": []}
+    body = {"brokers": [], "topics": [{"error_code": 0, "name": "t", "topic_id": bytes(16), "partitions": [partition]}]}
+    decoded = decode_response(ApiKey.METADATA, 1, encode_response(ApiKey.METADATA, 1, 1, body)[4:])[1]
+    assert decoded["topics"][0]["partitions"][0]["leader_epoch"] == -1
 
 
 # ----- data structs -----------------------------------------------------------------------------
