@@ -88,7 +88,7 @@ class BrokerCluster:
         for i in self.ids:
             self.brokers[i].launch()
         for i in self.ids:
-            self.brokers[i].wait_serving()
+            self.brokers[i].wait_ready()
         self.wait_healthy()
         return self
 

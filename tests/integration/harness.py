@@ -192,7 +192,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.launch()
-        return self.wait_serving(timeout)
+        return self.wait_ready(timeout)
 
     def launch(self) -> None:
         """Start the process without waiting for it: a cluster's brokers boot side by side."""
@@ -214,7 +214,7 @@ class BrokerProcess:
                                      start_new_session=self.new_session)
         log.close()
 
-    def wait_serving(self, timeout: float = 30.0) -> BrokerProcess:
+    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
         wait_until(lambda: self._check_alive() and _answers_api_versions(self.port), timeout,
                    message=f"broker on port {self.port} to answer")
         return self
