@@ -60,7 +60,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    with _pure():
+    # The session's last test also tears down the session's fixtures, which may be integration ones.
+    with _pure() if nextitem is not None else contextlib.nullcontext():
         return (yield)
 
 
