@@ -99,7 +99,7 @@ run: $(STAMP) $(SPARK_STAMP)
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15
 
 unit: install
 	$(BIN)/pytest -q tests/unit

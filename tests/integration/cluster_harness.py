@@ -86,11 +86,15 @@ class BrokerCluster:
 
     def start(self) -> BrokerCluster:
         for i in self.ids:
-            self.brokers[i].start()
+            self.brokers[i].launch()
+        for i in self.ids:
+            self.brokers[i].wait_ready()
         self.wait_healthy()
         return self
 
     def stop(self) -> None:
+        for i in self.ids:
+            self.brokers[i].terminate()
         for i in self.ids:
             self.brokers[i].stop()
 

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest_zk import zookeeper, zookeeper_module  # noqa: F401  (real ZooKeeper fixtures)
 from harness import BrokerProcess
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test collected in this folder is an integration test, so ``-m "not integration"`` selects the pure
+    ones, and a new module cannot forget its marker. (This hook sees the whole session's items.)"""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="module")

@@ -213,6 +213,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: a cluster's brokers boot side by side."""
         config = self.config
         if self.extra_config:
             import yaml
@@ -230,6 +235,8 @@ class BrokerProcess:
                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                                      start_new_session=self.new_session)
         log.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
         wait_until(lambda: self._check_alive() and _answers_api_versions(self.port), timeout,
                    message=f"broker on port {self.port} to answer")
         return self
@@ -245,11 +252,16 @@ class BrokerProcess:
             return self.log_path.read_text(errors="replace")[-5000:]
         return ""
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting, so that ``stop`` of several brokers waits for their shutdowns side by side."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 20.0) -> int | None:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -64,8 +64,13 @@ def java_command(main_class: str, *args: str, jvm_opts: Sequence[str] = ("-Xmx51
     return ["java", *jvm_opts, "-cp", classpath(), main_class, *args]
 
 
+# A peer run to completion is a short-lived JVM doing little work: the C1 compiler alone and the serial collector
+# start it with about 40% less CPU (two Kafka topic tools: 5.4-6.4 -> 3.0-4.0 s); long-lived nodes keep the defaults.
+PEER_JVM_OPTS = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
 def java_peer(main_class: str, *args: str, timeout: float = 120.0, check: bool = True,
-              log_dir: Path | None = None, jvm_opts: Sequence[str] = ("-Xmx512m",),
+              log_dir: Path | None = None, jvm_opts: Sequence[str] = PEER_JVM_OPTS,
               input: str | None = None) -> subprocess.CompletedProcess:
     """Run a main class of the peers' classpath to completion and return what it printed.
 
@@ -217,11 +222,16 @@ class KafkaServer:
                 text += f"--- {path.name}\n" + path.read_text(errors="replace")[-tail:]
         return text
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting, so that ``stop`` of several nodes waits for their shutdowns side by side."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 30.0) -> int | None:
         if self.process is None:
             return None
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -285,6 +295,8 @@ class KafkaCluster:
         return self
 
     def stop(self) -> None:
+        for server in self.servers:
+            server.terminate()
         for server in self.servers:
             server.stop()
 

@@ -211,6 +211,11 @@ class ReplicationNode:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> ReplicationNode:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: several nodes boot side by side."""
         import yaml
 
         config_path = self.data_dir.parent / f"node-{self.node_id}.yaml"
@@ -225,6 +230,8 @@ class ReplicationNode:
         log.close()
         self._answers = queue.Queue()
         threading.Thread(target=self._read_answers, args=(self.proc, self._answers), daemon=True).start()
+
+    def wait_ready(self, timeout: float = 60.0) -> ReplicationNode:
         ready = self._next_answer(timeout)
         if not ready.get("ready"):
             raise AssertionError(f"node {self.node_id} did not start: {ready}\n{self.log_text()}")
@@ -280,12 +287,17 @@ class ReplicationNode:
             self.proc.wait()
             self.proc = None
 
+    def end_commands(self) -> None:
+        """The end of commands: the node stops its broker and exits (``stop`` waits for it)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGCONT)
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()  # end of commands: the node stops its broker and exits
+        self.end_commands()
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

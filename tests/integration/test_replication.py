@@ -37,9 +37,13 @@ def nodes(tmp_path):
                for node_id, port in ports.items()}
     try:
         for node in started.values():
-            node.start()
+            node.launch()
+        for node in started.values():
+            node.wait_ready()
         yield started
     finally:
+        for node in started.values():
+            node.end_commands()
         for node in started.values():
             node.stop()
 

@@ -1,13 +1,68 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the unit tests, and the guard that keeps them pure."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
+
+# What a unit test may not do: reach the network (a socket's connect, bind or sendto; a socketpair needs
+# none of them, so an event loop's self-pipe still works) or start a process. Such a test belongs in
+# tests/integration.
+_IMPURE: list[tuple[Any, str]] = [
+    (socket.socket, "connect"),
+    (socket.socket, "connect_ex"),
+    (socket.socket, "bind"),
+    (socket.socket, "sendto"),
+    (subprocess.Popen, "_execute_child"),
+    (os, "fork"),
+    (os, "posix_spawn"),
+    (os, "posix_spawnp"),
+]
+
+
+def _refuse(name: str) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"a unit test called {name}: unit tests are pure (no sockets, no processes); "
+                           f"move this test to tests/integration")
+    return refused
+
+
+@contextlib.contextmanager
+def _pure() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        for owner, name in _IMPURE:
+            patch.setattr(owner, name, _refuse(f"{owner.__name__}.{name}"))
+        yield
+
+
+# Around setup and teardown as well as the call, so a module- or session-scoped fixture that starts a server
+# is refused too. (A conftest's run-test hooks apply only to the tests of its own folder.)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _pure():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _pure():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # The session's last test also tears down the session's fixtures, which may be integration ones.
+    with _pure() if nextitem is not None else contextlib.nullcontext():
+        return (yield)
 
 
 class SelfSigned(NamedTuple):

@@ -23,6 +23,7 @@ from burrowpy.protocol import (
     TopicSnapshot,
 )
 from burrowpy.storage.state import StorageState
+from tests.examples import examples
 
 NOW = 1_700_000_000
 
@@ -81,7 +82,7 @@ def topics(draw):
             for name in draw(st.lists(st.sampled_from(["a", "b", "orders"]), min_size=1, max_size=2, unique=True))}
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300, 60))
 @given(topics(), st.integers(0, 4_000), st.sampled_from([0, 1, 5, 300]), st.sampled_from([0.0, 30.0, 600.0]))
 def test_all_partitions_at_once_agree_with_one_at_a_time(topics, later, allowed, max_lag_seconds):
     now = NOW + later + 0.625
@@ -220,7 +221,7 @@ def storage_histories(draw):
     return state
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150, 40))
 @given(storage_histories(), st.integers(0, 3_000), st.sampled_from([0, 5]))
 def test_a_fetch_snapshot_reads_as_the_partitions_it_packs(state, later, allowed):
     topics = state.consumer("c", "g", NOW)

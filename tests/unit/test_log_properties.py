@@ -15,6 +15,7 @@ from log_harness import BASE_TS, Clock, batch, config
 
 from broker.log.partition import PartitionLog
 from broker.protocol.records import BatchHeader
+from tests.examples import examples
 
 # segments of about 80 batches, an index entry for every batch: each segment's index has groups of entries
 # written to its file and entries held in memory
@@ -60,7 +61,7 @@ def on_disk(log: PartitionLog) -> list[tuple[list, list]]:
     return result
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 20), deadline=None)
 @given(OPS)
 def test_reads_and_index_files_hold_whatever_the_operations(ops):
     directory = Path(tempfile.mkdtemp(prefix="log-properties-"))

@@ -30,6 +30,7 @@ from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
 from burrowpy.protocol import SetConsumerOffset, SetConsumerOffsets, SetDeletePartitionOffsets, one_by_one
+from tests.examples import examples
 
 CLUSTER = "c"
 ALL = GroupFilter()
@@ -170,13 +171,13 @@ FILTERS = [ALL, GroupFilter(allow=re.compile("^app-")), GroupFilter(deny=re.comp
            GroupFilter(allow=re.compile("^app-"), deny=re.compile("-test$"))]
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300, 60))
 @given(data=record_sets(), groups=st.sampled_from(FILTERS))
 def test_fast_path_gives_what_the_schema_codec_gives(data, groups):
     assert fast(data, groups) == reference(data, groups)
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None, max_examples=examples(100, 25))
 @given(data=record_sets(), cut=st.integers(0, 10**6), start_at=st.integers(0, 40), length=st.integers(0, 40))
 def test_partial_fetches_and_offset_ranges(data, cut, start_at, length):
     """A fetch may start inside a batch and end inside another; a backfill stops at its end offset."""
@@ -229,7 +230,7 @@ def test_every_truncation_and_damaged_byte_of_a_key(version):
     assert fast(data, ALL) == reference(data, ALL)
 
 
-@settings(deadline=None, max_examples=50)
+@settings(deadline=None, max_examples=examples(50, 15))
 @given(data=record_sets(), part_size=st.integers(1, 8))
 def test_parts_add_up_to_the_whole(data, part_size):
     """Handed over part by part, the requests are the same and in the same order; positions only grow; a

@@ -33,6 +33,7 @@ from broker.protocol.records import (
     validate_batch,
 )
 from burrowpy.coordinators.record_times import timestamp_at
+from tests.examples import examples
 from tests.forged_batches import relabel, varint, zstd_of
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
@@ -83,7 +84,7 @@ def small_chunks(chunk: int, big_record: int) -> Iterator[None]:
         record_walk.CHUNK, record_walk.BIG_RECORD = kept
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150, 40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=records_strategy, codec=st.sampled_from(CODECS))
 def test_valid_batches_pass_and_give_their_records_largest_timestamp(entries, codec):
     records = [Record(i, ts, key, value, headers) for i, (ts, key, value, headers) in enumerate(entries)]
@@ -118,7 +119,7 @@ def lie(draw: st.DrawFn) -> bytes:
                    last_offset_delta=header_count - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 60), deadline=None)
 @given(data=st.data())
 def test_numpy_and_the_walk_agree_on_every_lie(data):
     batch = data.draw(st.composite(lambda draw: lie(draw))())

@@ -15,6 +15,7 @@ from log_harness import BASE_TS, Clock, batch, config
 
 from broker.cluster.replication import append_leader_batches, cut_divergent_tail, truncation_for_epoch_answer
 from broker.log.partition import PartitionLog
+from tests.examples import examples
 
 UNDEFINED = -1
 
@@ -201,7 +202,7 @@ def test_a_batch_cut_differently_on_the_leader_replaces_ours(replicas):
     assert follower.log.read(2, 1 << 30) == leader.log.read(2, 1 << 30)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 20), deadline=None)
 @given(st.lists(
     st.one_of(
         st.tuples(st.just("write"), st.integers(1, 4)),

@@ -12,6 +12,7 @@ from burrowpy.evaluator import rules
 from burrowpy.evaluator.group import assess_group, evaluate_group
 from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.protocol import NO_LAG, CommitWindow, ConsumerOffset, ConsumerPartition, Status
+from tests.examples import examples
 
 
 def commits(*rows):
@@ -370,7 +371,7 @@ def test_group_passes_allowed_lag_and_minimum_complete_through():
     assert evaluate_group("c", "g", {"t": [half]}, 600, minimum_complete=0.5).status is Status.ERR
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60, 20))
 @given(st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=12))
 def test_maxlag_is_the_first_partition_with_the_largest_lag(lags):
     topics = {"t": [ConsumerPartition([], [], lag) for lag in lags]}
@@ -460,7 +461,7 @@ def packed_windows(draw):
     return CommitWindow(slots, intervals), listed
 
 
-@settings(deadline=None, max_examples=400)
+@settings(deadline=None, max_examples=examples(400, 100))
 @given(packed_windows(), st.lists(st.integers(0, 20_000), max_size=4), st.integers(0, 3_000),
        st.integers(1_000, 3_000), st.sampled_from([0, 1, 5]), st.sampled_from([0.0, 0.5, 1.0]))
 def test_a_packed_window_evaluates_as_its_commits_do(windows, brokers, current_lag, now, allowed, minimum):

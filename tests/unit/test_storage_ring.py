@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
+from tests.examples import examples
 
 NOW_MS = 1_700_000_000_000
 
@@ -211,7 +212,7 @@ commit_streams = st.lists(
 )
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300, 80))
 @given(st.integers(1, 6), st.sampled_from([0, 1000, 5000]), commit_streams)
 def test_ring_matches_burrows_circular_algorithm(intervals, min_distance_ms, stream):
     ring, model = CommitRing(intervals), GoRingModel(intervals)
@@ -223,7 +224,7 @@ def test_ring_matches_burrows_circular_algorithm(intervals, min_distance_ms, str
         ] == model.entries()
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=examples(300, 80))
 @given(
     st.integers(1, 8),
     st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10_000), st.integers(0, 12_000)), max_size=50),
@@ -253,7 +254,7 @@ def test_ring_keeps_the_newest_orders_with_lag_only_for_appends(intervals, strea
     assert entries[: intervals - len(expected)] == [None] * (intervals - len(expected)) if entries else True
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200, 60))
 @given(st.integers(1, 8), st.lists(st.integers(0, 1 << 40), max_size=30))
 def test_broker_ring_keeps_the_last_values(intervals, values):
     ring = BrokerRing(intervals)

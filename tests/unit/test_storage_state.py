@@ -20,6 +20,7 @@ from burrowpy.protocol import (
     in_runs,
 )
 from burrowpy.storage.state import StorageState
+from tests.examples import examples
 
 NOW = 1_700_000_000
 BASE_MS = NOW * 1000 - 100000
@@ -350,7 +351,7 @@ def everything(state):
             for name, group in cluster.groups.items()}
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150, 40))
 @given(stream=commit_streams(), min_distance=st.sampled_from([0, 3]), intervals=st.sampled_from([3, 10]))
 def test_runs_store_what_their_commits_store_one_by_one(stream, min_distance, intervals):
     """A run drops the same commits for the same reasons and leaves every window and group as the same commits

@@ -1,13 +1,17 @@
-"""The `burrowpy` command line: a subcommand imports its own module only."""
+"""The `burrowpy` command line: a subcommand imports its own module only; a broker refuses a sample config."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from broker.cluster.keys import HOW_TO_MAKE_ONE
 from burrowpy.cli import SUBCOMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def modules_loaded_by(*argv: str) -> tuple[set[str], str]:
@@ -43,3 +47,12 @@ def test_main_parses_a_subcommands_own_options():
     done = subprocess.run([sys.executable, "-m", "burrowpy.cli", "serve", "--config", "/nonexistent/burrow.yaml"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "/nonexistent/burrow.yaml" in done.stderr
+
+
+def test_the_broker_refuses_to_start_on_a_sample_unchanged(tmp_path):
+    sample = ROOT / "config" / "cluster-3" / "broker-1.yaml"
+    result = subprocess.run([str(Path(sys.executable).with_name("burrowpy")), "broker", "--config", str(sample)],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{sample}: cluster.secret: is the sample's placeholder" in result.stderr
+    assert HOW_TO_MAKE_ONE in result.stderr and list(tmp_path.iterdir()) == []
