@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,18 @@ def test_the_broker_refuses_to_start_on_a_sample_unchanged(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{sample}: cluster.secret: is the sample's placeholder" in result.stderr
     assert HOW_TO_MAKE_ONE in result.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_a_metrics_address_in_use_stops_the_broker_before_it_starts(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "broker.yaml"
+        config.write_text(f"metrics.listen: 127.0.0.1:{port}\n")
+        result = subprocess.run([str(Path(sys.executable).with_name("burrowpy")), "broker", "--listen", "127.0.0.1:0",
+                                 "--data-dir", str(tmp_path / "data"), "--config", str(config)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"burrowpy broker: metrics.listen: cannot listen on 127.0.0.1:{port}: " in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "data").exists()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -163,7 +160,6 @@ def test_tls_settings_without_an_ssl_listener_are_named_among_those_without_effe
 
 def test_the_sasl_ssl_example_config_loads(tmp_path, self_signed):
     """config/broker-sasl-ssl.yaml, with its keystore path pointing at a certificate made here."""
-    from pathlib import Path
 
     store = self_signed.store
     example = Path(__file__).resolve().parents[2] / "config" / "broker-sasl-ssl.yaml"
@@ -295,18 +291,3 @@ def test_metrics_listen_is_off_unless_set_and_names_its_host(tmp_path):
 def test_a_bad_metrics_listen_is_a_config_error(tmp_path, address):
     with pytest.raises(ConfigError, match=r"broker\.yaml.*metrics\.listen.*is not host:port"):
         load(tmp_path, f"metrics.listen: '{address}'\n")
-
-
-def test_a_metrics_address_in_use_stops_the_broker_before_it_starts(tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        config = tmp_path / "broker.yaml"
-        config.write_text(f"metrics.listen: 127.0.0.1:{port}\n")
-        result = subprocess.run([str(Path(sys.executable).with_name("burrowpy")), "broker", "--listen", "127.0.0.1:0",
-                                 "--data-dir", str(tmp_path / "data"), "--config", str(config)],
-                                capture_output=True, text=True, timeout=60)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert f"burrowpy broker: metrics.listen: cannot listen on 127.0.0.1:{port}: " in result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "data").exists()
