@@ -37,15 +37,6 @@ BROKER_RANK = 0
 COMMIT_RANK = 1
 RECORD_RANK = 2  # a record's timestamp, read for lag in seconds: a fact about the log, in any order
 
-# Partition status -> group status, as Burrow folds them: STOP, STALL and REWIND make a group ERR.
-GROUP_STATUS_OF_PARTITION = {
-    Status.OK: Status.OK,
-    Status.WARN: Status.WARN,
-    Status.STOP: Status.ERR,
-    Status.STALL: Status.ERR,
-    Status.REWIND: Status.ERR,
-}
-
 
 @dataclass(frozen=True, slots=True)
 class ReplaySettings:
@@ -283,8 +274,3 @@ def replay_history(
     for (cluster, topic, partition), events in by_partition.items():
         for evaluation in replay_partition(events, points_s, settings):
             yield HistoryEvaluation(cluster, evaluation.group, topic, partition, evaluation)
-
-
-def group_status(partition_statuses: Iterable[Status]) -> Status:
-    """A group's status from its partitions' statuses: the worst of OK, WARN and ERR."""
-    return max((GROUP_STATUS_OF_PARTITION[s] for s in partition_statuses), default=Status.OK)
