@@ -99,6 +99,7 @@ run: $(STAMP) $(SPARK_STAMP)
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --cache-dir build/import-linter
 	$(BIN)/pytest -q -p no:cacheprovider
 
 unit: install
@@ -109,6 +110,7 @@ integration: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --cache-dir build/import-linter
 
 clean:
 	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin
