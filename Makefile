@@ -100,6 +100,7 @@ run: $(STAMP) $(SPARK_STAMP)
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --cache-dir build/import-linter
+	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
 unit: install
@@ -111,6 +112,7 @@ integration: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --cache-dir build/import-linter
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin

@@ -35,7 +35,7 @@ from broker.groups.consumer import (
 )
 from broker.groups.hashing import offsets_partition_for
 from broker.groups.loading import PartitionReplay
-from broker.groups.offsets import OffsetAndMetadata, TopicPartition
+from broker.groups.offsets import TopicPartition
 from broker.groups.requests import (
     DEAD_GROUP_STATE,
     UNKNOWN_MEMBER_ID,
@@ -59,7 +59,7 @@ from broker.groups.state import (
 )
 from broker.groups.timers import Deadlines
 from broker.protocol import consumer_offsets
-from broker.protocol.consumer_offsets import GroupMetadataRecord, MemberRecord
+from broker.protocol.consumer_offsets import GroupMetadataRecord, MemberRecord, OffsetAndMetadata
 from broker.protocol.types import fits_a_string
 
 log = structlog.get_logger("broker.groups")
@@ -169,7 +169,7 @@ class GroupMachine:
         self._groups: dict[str, ClassicGroup] = {}
         self._owned: set[int] = set()
         self._replays: dict[int, PartitionReplay] = {}
-        self._deadlines = Deadlines()
+        self._deadlines: Deadlines[tuple[Any, ...]] = Deadlines()
         # groups on the consumer protocol (KIP-848); their offsets are kept in ``_groups`` like any group's
         self.consumer = ConsumerGroups(
             config, clock, self._deadlines,
@@ -199,7 +199,7 @@ class GroupMachine:
         """Fire every timer that is due now."""
         self._deadlines.expire(self._clock(), self._on_timer)
 
-    def _on_timer(self, key: tuple) -> None:
+    def _on_timer(self, key: tuple[Any, ...]) -> None:
         kind = key[0]
         if kind in (SESSION_TIMER, REVOCATION_TIMER):
             self.consumer.on_timer(kind, key[1], key[2])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from broker.protocol.api import decode_struct, encode_struct
 from broker.protocol.types import ProtocolError
@@ -168,11 +169,11 @@ def consumer_group_key(record_type: int, group: str, member: str | None = None) 
     return encode_struct(_MEMBER_KEYS[record_type], record_type, {"group_id": group, "member_id": member})
 
 
-def consumer_group_value(record_type: int, body: dict) -> bytes:
+def consumer_group_value(record_type: int, body: dict[str, Any]) -> bytes:
     return encode_struct(_VALUES[record_type], 0, body)
 
 
-def decode_consumer_group_value(record_type: int, data: bytes) -> dict:
+def decode_consumer_group_value(record_type: int, data: bytes) -> dict[str, Any]:
     try:
         return decode_struct(_VALUES[record_type], data)[1]
     except ProtocolError as exc:

@@ -126,6 +126,7 @@ def interpret(cluster: str, key: bytes, value: bytes | None, order: int, groups:
 
 def _member_record(key: ConsumerGroupKey, value: bytes | None) -> list[Any]:
     group, member_id = key.group, key.member
+    assert member_id is not None  # decode_key gives every member record type its member
     if not value:
         return [RemoveMember(group, member_id)]
     v = decode_consumer_group_value(key.record_type, value)

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import Status
-from burrowpy.storage.ring import BrokerRing, CommitRing
+from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 from .history import KIND_BROKER, KIND_COMMIT, KIND_RECORD
 
@@ -181,11 +181,11 @@ class PartitionState:
         self.broker.add(offset)
         self.timeline.add(offset, timestamp_ms)
 
-    def add_commit(self, group: str, offset: int, order: int, timestamp_ms: int) -> bool:
-        """Store a commit as storage would; False if storage drops it (no broker offset yet, stale order)."""
+    def add_commit(self, group: str, offset: int, order: int, timestamp_ms: int) -> CommitOutcome:
+        """Store a commit as storage would; falsy if storage drops it (no broker offset yet, stale order)."""
         current_broker_offset = self.broker.newest()
         if current_broker_offset is None:
-            return False
+            return CommitOutcome.DROPPED
         ring = self.commits.get(group)
         if ring is None:
             ring = self.commits[group] = CommitRing(self.settings.intervals)
