@@ -37,7 +37,9 @@ class OffsetView(ConsumerOffset):
 
     __slots__ = ()
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: Any) -> Any:
+        if not isinstance(key, str):  # an index or a slice: it is still the ConsumerOffset tuple
+            return tuple.__getitem__(self, key)
         if key == "observedAt":
             return self.observed_at
         if key in ("offset", "timestamp", "observed_at", "lag", "order"):
