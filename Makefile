@@ -99,6 +99,8 @@ run: $(STAMP) $(SPARK_STAMP)
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --cache-dir build/import-linter
+	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider --durations=15
 
 unit: install
@@ -109,6 +111,8 @@ integration: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --cache-dir build/import-linter
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin

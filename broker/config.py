@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.client import ClientSecurity
+from broker.config_loading import ConfigError, Section, load_document, valid_listen_address
 from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
@@ -30,7 +31,6 @@ from broker.security.listeners import (
 )
 from broker.security.sasl import SaslConfigError, SaslSettings, inter_broker_login, listener_sasl
 from broker.security.tls import TlsConfigError, client_context, listener_lookup, server_context
-from burrowpy.config import ConfigError, Section, load_document, valid_listen_address
 
 # name -> (kind, default). Topic-level defaults (log.*) are handed to the log manager under the topic
 # config name they set (see TOPIC_DEFAULTS).

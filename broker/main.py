@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from burrowpy.config import ConfigError
+from broker.config_loading import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 
 from broker.cluster.metadata import NO_LEADER
+from broker.process_metrics import register_process_metrics
 from broker.protocol.api import ApiKey
-from burrowpy.process_metrics import register_process_metrics
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from broker.cluster.keys import secret_problem
 from broker.cluster.membership import SwimConfig
 from broker.cluster.raft import RaftTiming
-from burrowpy.config import Section
+from broker.config_loading import Section
 
 CLUSTER_KEYS = ("secret", "raft", "gossip", "controller")
 RAFT_KEYS = ("listen", "peers", "election_timeout_min_ms", "election_timeout_max_ms", "heartbeat_interval_ms",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from broker.security import is_placeholder
+from broker.config_loading import is_placeholder
 
 _SALT = b"burrowpy cluster secret v1"
 # 32 characters: 128 bits even as hex, the least random-looking form a generated secret takes.

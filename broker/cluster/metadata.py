@@ -64,7 +64,7 @@ class BrokerRegistration:
     rack: str | None
     alive: bool = True
     # listener name -> [host, port] as its clients are told (empty: brokers of older versions, one listener)
-    endpoints: dict[str, list] = field(default_factory=dict)
+    endpoints: dict[str, list[Any]] = field(default_factory=dict)
     epoch: int = -1  # the broker epoch of this registration (-1: registered before brokers had epochs)
 
 
@@ -123,9 +123,9 @@ class ClusterMetadata:
         # dynamic broker configs by scope: "" (the cluster default) or a node id
         self.broker_configs: dict[str, dict[str, str]] = {}
         # ACLs, each [resource type, name, pattern type, principal, host, operation, permission], in creation order
-        self.acls: list[list] = []
+        self.acls: list[list[Any]] = []
         # SCRAM credentials: user -> mechanism -> [salt hex, stored key hex, server key hex, iterations]
-        self.scram: dict[str, dict[str, list]] = {}
+        self.scram: dict[str, dict[str, list[Any]]] = {}
 
     # --- queries -----------------------------------------------------------------------------------------
 

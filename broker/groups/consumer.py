@@ -41,9 +41,9 @@ from typing import Any
 import structlog
 
 from broker.errors import ErrorCode
-from broker.groups import records
 from broker.groups.assignors import ASSIGNORS, UNIFORM, Assignment, assign
 from broker.groups.requests import GroupDescription, MemberDescription
+from broker.protocol import consumer_offsets
 from broker.protocol.api import encode_struct
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -347,15 +347,15 @@ class ConsumerGroups:
         written = []
         for member_id, assignment in target.items():
             if group.target.get(member_id) != assignment:
-                written.append((records.consumer_group_key(records.TARGET_ASSIGNMENT_MEMBER_RECORD, group.group_id,
+                written.append((consumer_offsets.consumer_group_key(consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD, group.group_id,
                                                            member_id),
-                                records.consumer_group_value(records.TARGET_ASSIGNMENT_MEMBER_RECORD,
+                                consumer_offsets.consumer_group_value(consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD,
                                                              {"topic_partitions": _wire(assignment)})))
         group.target = target
         group.assignment_epoch = group.epoch
         group.topic_signature = self._signature(group)
-        written.append((records.consumer_group_key(records.TARGET_ASSIGNMENT_METADATA_RECORD, group.group_id),
-                        records.consumer_group_value(records.TARGET_ASSIGNMENT_METADATA_RECORD,
+        written.append((consumer_offsets.consumer_group_key(consumer_offsets.TARGET_ASSIGNMENT_METADATA_RECORD, group.group_id),
+                        consumer_offsets.consumer_group_value(consumer_offsets.TARGET_ASSIGNMENT_METADATA_RECORD,
                                                      {"assignment_epoch": group.assignment_epoch})))
         return written
 
@@ -420,9 +420,9 @@ class ConsumerGroups:
         group.target.pop(member.member_id, None)
         self._deadlines.cancel((SESSION_TIMER, group.group_id, member.member_id))
         self._deadlines.cancel((REVOCATION_TIMER, group.group_id, member.member_id))
-        for record_type in (records.CURRENT_ASSIGNMENT_RECORD, records.TARGET_ASSIGNMENT_MEMBER_RECORD,
-                            records.MEMBER_METADATA_RECORD):
-            written.append((records.consumer_group_key(record_type, group.group_id, member.member_id), None))
+        for record_type in (consumer_offsets.CURRENT_ASSIGNMENT_RECORD, consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD,
+                            consumer_offsets.MEMBER_METADATA_RECORD):
+            written.append((consumer_offsets.consumer_group_key(record_type, group.group_id, member.member_id), None))
         group.epoch += 1
         written.append(self._group_epoch_record(group))
 
@@ -440,20 +440,20 @@ class ConsumerGroups:
     # --- records --------------------------------------------------------------------------------------------
 
     def _group_epoch_record(self, group: ConsumerGroup) -> OffsetsRecord:
-        return (records.consumer_group_key(records.GROUP_EPOCH_RECORD, group.group_id),
-                records.consumer_group_value(records.GROUP_EPOCH_RECORD, {"epoch": group.epoch}))
+        return (consumer_offsets.consumer_group_key(consumer_offsets.GROUP_EPOCH_RECORD, group.group_id),
+                consumer_offsets.consumer_group_value(consumer_offsets.GROUP_EPOCH_RECORD, {"epoch": group.epoch}))
 
     def _member_metadata_record(self, group: ConsumerGroup, member: ConsumerMember) -> OffsetsRecord:
-        return (records.consumer_group_key(records.MEMBER_METADATA_RECORD, group.group_id, member.member_id),
-                records.consumer_group_value(records.MEMBER_METADATA_RECORD, {
+        return (consumer_offsets.consumer_group_key(consumer_offsets.MEMBER_METADATA_RECORD, group.group_id, member.member_id),
+                consumer_offsets.consumer_group_value(consumer_offsets.MEMBER_METADATA_RECORD, {
                     "instance_id": member.instance_id, "rack_id": member.rack_id, "client_id": member.client_id,
                     "client_host": member.client_host, "subscribed_topic_names": list(member.subscribed),
                     "subscribed_topic_regex": member.regex, "rebalance_timeout_ms": member.rebalance_timeout_ms,
                     "server_assignor": member.server_assignor}))
 
     def _current_assignment_record(self, group: ConsumerGroup, member: ConsumerMember) -> OffsetsRecord:
-        return (records.consumer_group_key(records.CURRENT_ASSIGNMENT_RECORD, group.group_id, member.member_id),
-                records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
+        return (consumer_offsets.consumer_group_key(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, group.group_id, member.member_id),
+                consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, {
                     "member_epoch": member.member_epoch, "previous_member_epoch": member.previous_member_epoch,
                     "state": member.state,
                     "assigned_partitions": _wire_with_epochs(member.assigned, member.assignment_epochs,
@@ -470,7 +470,7 @@ class ConsumerGroups:
     # --- loading -------------------------------------------------------------------------------------------
 
     @staticmethod
-    def replay(groups: dict[str, ConsumerGroup], key: records.ConsumerGroupKey, value: bytes | None) -> None:
+    def replay(groups: dict[str, ConsumerGroup], key: consumer_offsets.ConsumerGroupKey, value: bytes | None) -> None:
         """One record of a partition being loaded (tombstones included), into ``groups``."""
         group = groups.get(key.group)
         if group is None:
@@ -479,27 +479,27 @@ class ConsumerGroups:
             group = groups[key.group] = ConsumerGroup(key.group)
         if key.member is None:
             if value is None:
-                if key.record_type == records.GROUP_EPOCH_RECORD:
+                if key.record_type == consumer_offsets.GROUP_EPOCH_RECORD:
                     del groups[key.group]
                 return
-            body = records.decode_consumer_group_value(key.record_type, value)
-            if key.record_type == records.GROUP_EPOCH_RECORD:
+            body = consumer_offsets.decode_consumer_group_value(key.record_type, value)
+            if key.record_type == consumer_offsets.GROUP_EPOCH_RECORD:
                 group.epoch = body["epoch"]
             else:
                 group.assignment_epoch = body["assignment_epoch"]
             return
         if value is None:
-            if key.record_type == records.MEMBER_METADATA_RECORD:
+            if key.record_type == consumer_offsets.MEMBER_METADATA_RECORD:
                 group.members.pop(key.member, None)
-            elif key.record_type == records.TARGET_ASSIGNMENT_MEMBER_RECORD:
+            elif key.record_type == consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD:
                 group.target.pop(key.member, None)
             return
-        body = records.decode_consumer_group_value(key.record_type, value)
-        if key.record_type == records.TARGET_ASSIGNMENT_MEMBER_RECORD:
+        body = consumer_offsets.decode_consumer_group_value(key.record_type, value)
+        if key.record_type == consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD:
             group.target[key.member] = _from_wire(body["topic_partitions"])
             return
         member = group.members.setdefault(key.member, ConsumerMember(key.member))
-        if key.record_type == records.MEMBER_METADATA_RECORD:
+        if key.record_type == consumer_offsets.MEMBER_METADATA_RECORD:
             member.instance_id, member.rack_id = body["instance_id"], body["rack_id"]
             member.client_id, member.client_host = body["client_id"], body["client_host"]
             member.subscribed = tuple(body["subscribed_topic_names"])
@@ -537,8 +537,8 @@ class ConsumerGroups:
     def delete(self, group_id: str) -> None:
         """DeleteGroups of a group without members: tombstones for its group-wide records."""
         del self.groups[group_id]
-        self._append(group_id, [(records.consumer_group_key(record_type, group_id), None) for record_type in
-                                (records.TARGET_ASSIGNMENT_METADATA_RECORD, records.GROUP_EPOCH_RECORD)],
+        self._append(group_id, [(consumer_offsets.consumer_group_key(record_type, group_id), None) for record_type in
+                                (consumer_offsets.TARGET_ASSIGNMENT_METADATA_RECORD, consumer_offsets.GROUP_EPOCH_RECORD)],
                      lambda error: None)
 
     def classic_description(self, group_id: str) -> GroupDescription:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import structlog
 
-from broker.groups import records
 from broker.groups.consumer import ConsumerGroup, ConsumerGroups
 from broker.groups.offsets import OffsetAndMetadata
-from broker.groups.records import (
+from broker.groups.state import ClassicGroup, GroupState, Member
+from broker.protocol import consumer_offsets
+from broker.protocol.consumer_offsets import (
     ConsumerGroupKey,
     GroupMetadataKey,
     GroupMetadataRecord,
     OffsetCommitKey,
     OffsetsRecordError,
 )
-from broker.groups.state import ClassicGroup, GroupState, Member
 
 log = structlog.get_logger("broker.groups")
 
@@ -40,16 +40,16 @@ class PartitionReplay:
         if key is None:
             return
         try:
-            decoded = records.decode_key(key)
+            decoded = consumer_offsets.decode_key(key)
             if isinstance(decoded, OffsetCommitKey):
                 target = self._offsets if producer_id < 0 else self._transactional.setdefault(producer_id, {})
                 target[(decoded.group, decoded.topic, decoded.partition)] = (
-                    records.decode_offset_commit_value(value) if value is not None else None)
+                    consumer_offsets.decode_offset_commit_value(value) if value is not None else None)
             elif isinstance(decoded, ConsumerGroupKey):
                 ConsumerGroups.replay(self.consumer_groups, decoded, value)
             elif isinstance(decoded, GroupMetadataKey):
                 self._groups[decoded.group] = (
-                    records.decode_group_metadata_value(value) if value is not None else None)
+                    consumer_offsets.decode_group_metadata_value(value) if value is not None else None)
         except OffsetsRecordError as exc:
             log.warning("skipping undecodable __consumer_offsets record", partition=self.partition,
                         error=str(exc))
@@ -101,5 +101,5 @@ def group_from_record(group_id: str, value: GroupMetadataRecord) -> ClassicGroup
         group.add(member, None)
     if value.leader in group.members:
         group.leader_id = value.leader
-    group.subscribed_topics = group.compute_subscribed_topics(records.subscription_topics)
+    group.subscribed_topics = group.compute_subscribed_topics(consumer_offsets.subscription_topics)
     return group

@@ -26,7 +26,6 @@ from typing import Any, Protocol
 import structlog
 
 from broker.errors import ErrorCode
-from broker.groups import records
 from broker.groups.consumer import (
     REVOCATION_TIMER,
     SESSION_TIMER,
@@ -36,8 +35,7 @@ from broker.groups.consumer import (
 )
 from broker.groups.hashing import offsets_partition_for
 from broker.groups.loading import PartitionReplay
-from broker.groups.offsets import OffsetAndMetadata, TopicPartition
-from broker.groups.records import GroupMetadataRecord, MemberRecord
+from broker.groups.offsets import TopicPartition
 from broker.groups.requests import (
     DEAD_GROUP_STATE,
     UNKNOWN_MEMBER_ID,
@@ -60,6 +58,8 @@ from broker.groups.state import (
     plain_protocol_names,
 )
 from broker.groups.timers import Deadlines
+from broker.protocol import consumer_offsets
+from broker.protocol.consumer_offsets import GroupMetadataRecord, MemberRecord, OffsetAndMetadata
 from broker.protocol.types import fits_a_string
 
 log = structlog.get_logger("broker.groups")
@@ -91,7 +91,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
-    group_metadata_value_version: int = records.DEFAULT_GROUP_METADATA_VALUE_VERSION
+    group_metadata_value_version: int = consumer_offsets.DEFAULT_GROUP_METADATA_VALUE_VERSION
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     group_max_size: int = 2147483647  # group.max.size: members of a classic group
     consumer_group_max_size: int = 2147483647  # group.consumer.max.size: members of a KIP-848 group
@@ -169,7 +169,7 @@ class GroupMachine:
         self._groups: dict[str, ClassicGroup] = {}
         self._owned: set[int] = set()
         self._replays: dict[int, PartitionReplay] = {}
-        self._deadlines = Deadlines()
+        self._deadlines: Deadlines[tuple[Any, ...]] = Deadlines()
         # groups on the consumer protocol (KIP-848); their offsets are kept in ``_groups`` like any group's
         self.consumer = ConsumerGroups(
             config, clock, self._deadlines,
@@ -199,7 +199,7 @@ class GroupMachine:
         """Fire every timer that is due now."""
         self._deadlines.expire(self._clock(), self._on_timer)
 
-    def _on_timer(self, key: tuple) -> None:
+    def _on_timer(self, key: tuple[Any, ...]) -> None:
         kind = key[0]
         if kind in (SESSION_TIMER, REVOCATION_TIMER):
             self.consumer.on_timer(kind, key[1], key[2])
@@ -488,7 +488,7 @@ class GroupMachine:
             # Only static members that have not rejoined are left: wait another rebalance timeout.
             self._deadlines.set((_JOIN, group.group_id), self._clock() + group.rebalance_timeout_ms)
             return
-        group.init_next_generation(self._clock(), records.subscription_topics)
+        group.init_next_generation(self._clock(), consumer_offsets.subscription_topics)
         if group.is_state(GroupState.EMPTY):
             self._store_group(group, {}, self._log_store_failure(group))
             return
@@ -847,7 +847,7 @@ class GroupMachine:
                         appended: Callable[[ErrorCode], None], producer: tuple[int, int] | None = None) -> None:
         """One batch of offset commit records for the group (in a producer's transaction if ``producer``)."""
         self._log.append(self.partition_for(group.group_id), [
-            (records.offset_commit_key(group.group_id, topic, partition), records.offset_commit_value(committed))
+            (consumer_offsets.offset_commit_key(group.group_id, topic, partition), consumer_offsets.offset_commit_value(committed))
             for (topic, partition), committed in offsets.items()
         ], appended, producer=producer)
 
@@ -943,14 +943,14 @@ class GroupMachine:
         for group in groups:
             partition = self.partition_for(group.group_id)
             for topic, index in remove_offsets(group):
-                by_partition[partition].append((records.offset_commit_key(group.group_id, topic, index), None))
+                by_partition[partition].append((consumer_offsets.offset_commit_key(group.group_id, topic, index), None))
             if drop_emptied and group.is_state(GroupState.EMPTY, GroupState.DEAD) and not group.offsets:
                 if not group.is_state(GroupState.DEAD):
                     group.transition_to(GroupState.DEAD, now)
                 self._forget_group(group)
                 # A group that never had a generation only ever existed through its offsets.
                 if group.generation_id > 0:
-                    by_partition[partition].append((records.group_metadata_key(group.group_id), None))
+                    by_partition[partition].append((consumer_offsets.group_metadata_key(group.group_id), None))
         if not by_partition:
             on_complete(ErrorCode.NONE)
             return
@@ -1056,8 +1056,8 @@ class GroupMachine:
             ) for m in group.members.values()),
         )
         self._log.append(self.partition_for(group.group_id), [(
-            records.group_metadata_key(group.group_id),
-            records.group_metadata_value(value, self.config.group_metadata_value_version),
+            consumer_offsets.group_metadata_key(group.group_id),
+            consumer_offsets.group_metadata_value(value, self.config.group_metadata_value_version),
         )], on_complete)
 
     @staticmethod

@@ -14,21 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+from broker.protocol.consumer_offsets import OffsetAndMetadata
 
 TopicPartition = tuple[str, int]
-
-NO_LEADER_EPOCH = -1
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    # Only set by OffsetCommit v2-4 with an explicit retention time (pre-KIP-211 semantics).
-    expire_timestamp: int | None = None
 
 
 class GroupOffsets:

@@ -10,37 +10,40 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class Deadlines:
+class Deadlines(Generic[K]):
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, int]] = {}  # key -> (deadline, sequence) of its live entry
+        self._heap: list[tuple[int, int, K]] = []
+        self._live: dict[K, tuple[int, int]] = {}  # key -> (deadline, sequence) of its live entry
         self._sequence = itertools.count()
 
     def __len__(self) -> int:
         return len(self._live)
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._live
 
-    def get(self, key: Hashable) -> int | None:
+    def get(self, key: K) -> int | None:
         entry = self._live.get(key)
         return entry[0] if entry else None
 
-    def set(self, key: Hashable, deadline: int) -> None:
+    def set(self, key: K, deadline: int) -> None:
         entry = (deadline, next(self._sequence))
         self._live[key] = entry
         heapq.heappush(self._heap, (*entry, key))
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         self._live.pop(key, None)
 
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def expire(self, now: int, handle: Callable[[Hashable], None]) -> None:
+    def expire(self, now: int, handle: Callable[[K], None]) -> None:
         """Call ``handle(key)`` for every key due at ``now``, earliest first (set order breaks ties).
 
         A key is no longer pending when handled. Keys that a handler cancels or re-sets before their turn

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode, KafkaError
@@ -158,7 +158,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
         await broker.wait_for_appends(wanted, remaining)
 
 
-def _count_bytes_out(broker: Broker, responses: list[dict[str, Any]], follower: bool, total: int) -> None:
+def _count_bytes_out(broker: Broker, responses: Sequence[Mapping[str, Any]], follower: bool, total: int) -> None:
     """Kafka's BytesOut per topic for consumers; followers' bytes are ReplicationBytesOut, for all topics."""
     if not total:
         return

@@ -135,7 +135,7 @@ class _Timers:
             try:
                 submit(job)
             except Exception:
-                log.exception("handing a delayed log job over failed", thread=self._thread.name)
+                log.exception("handing a delayed log job over failed", thread=threading.current_thread().name)
 
 
 _TIMERS = _Timers()

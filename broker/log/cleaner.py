@@ -158,7 +158,7 @@ class _Aborted:
         if not header.is_transactional or header.is_control:
             return False
         ranges = self._ranges.get(header.producer_id)
-        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
+        return ranges is not None and any(first <= header.base_offset <= last for first, last in ranges)
 
 
 def _latest_offsets(

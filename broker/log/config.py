@@ -39,7 +39,7 @@ class ConfigDef(NamedTuple):
     check: Check
 
 
-def _at_least(minimum: int) -> Check:
+def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"Value must be at least {minimum}"
 
 
@@ -139,6 +139,7 @@ def _parse(definition: ConfigDef, raw: Any) -> Any:
     """Turn a wire string or a Python value into the config's type, or raise INVALID_CONFIG (in Kafka's
     words where Kafka has them)."""
     name, kind = definition.name, definition.kind
+    value: Any  # of the config's kind
     try:
         if kind in ("int", "long"):
             if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():

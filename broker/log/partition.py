@@ -67,6 +67,7 @@ from broker.log.config import INT64_MAX, LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import TEMP_SUFFIX, fsync_directory, read_int, unlink_quietly, write_atomically
 from broker.log.producer_state import (
+    CompletedTxn,
     ProducerStateManager,
     load_latest_snapshot,
     write_snapshot,
@@ -255,7 +256,7 @@ class PartitionLog:
                 if entries != on_disk[segment.base_offset]:
                     write_entries(segment.txn_index_path, entries)
 
-    def _note_completed(self, completed, *, persist: bool = True) -> None:
+    def _note_completed(self, completed: CompletedTxn | None, *, persist: bool = True) -> None:
         """Index a transaction the last appended marker ended, if it was aborted."""
         if completed is None or completed.committed:
             return

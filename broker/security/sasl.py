@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.security import PLACEHOLDER, is_placeholder
+from broker.config_loading import PLACEHOLDER, is_placeholder
 from broker.security import SecurityConfigError as SaslConfigError
 
 PLAIN = "PLAIN"

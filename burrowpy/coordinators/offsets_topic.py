@@ -1,6 +1,6 @@
 """What one `__consumer_offsets` record means to the monitor, as storage requests (pure, no IO).
 
-The record layouts are decoded by the broker's schema codec (one codec for the project). Differences from
+The record layouts are decoded by :mod:`broker.protocol.consumer_offsets`, the broker's own codec of them. Differences from
 Burrow 1.2.1, deliberate: offset value v2 (same layout as v0) and v4 are read; group metadata values v2-v4
 are read, so owners show with modern Kafka; an offset tombstone removes that partition's commits
 (Burrow ignores it, issue #818), a group tombstone deletes the group as in Burrow.
@@ -18,7 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.protocol.api import decode_struct
+from broker.protocol.consumer_offsets import (
+    GROUP_EPOCH_RECORD,
+    MEMBER_METADATA_RECORD,
+    ConsumerGroupKey,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetsRecordError,
+    assigned_partitions,
+    decode_consumer_group_value,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
 from burrowpy.coordinators.group_members import (
     RemoveGroupMembers,
     RemoveMember,
@@ -33,11 +45,6 @@ from burrowpy.protocol import (
     SetDeletePartitionOffsets,
 )
 
-OFFSET_KEY_VERSIONS = (0, 1)
-GROUP_KEY_VERSION = 2
-CONSUMER_GROUP_METADATA_TYPE = 3
-CONSUMER_GROUP_MEMBER_METADATA_TYPE = 5
-CONSUMER_GROUP_CURRENT_ASSIGNMENT_TYPE = 8
 # The rest of the new group coordinator's record types, up to Kafka 4.4 (9 and 18 were written by earlier
 # releases only): group epochs, subscription metadata, target assignments, regular expressions, and the
 # state of share and streams groups.
@@ -71,73 +78,59 @@ def interpret(cluster: str, key: bytes, value: bytes | None, order: int, groups:
     Raises RecordSkipped for records of unknown versions or that do not decode.
     """
     version = _key_version(key)
+    if version in SKIPPED_RECORD_TYPES:
+        return []
     try:
-        if version in OFFSET_KEY_VERSIONS:
-            _, k = decode_struct("OffsetCommitKey", key)
-            if not groups.accepts(k["group"]):
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            if not groups.accepts(decoded.group):
                 return []
             if not value:
-                return [SetDeletePartitionOffsets(cluster=cluster, group=k["group"], topic=k["topic"],
-                                                  partition=k["partition"])]
-            _, v = decode_struct("OffsetCommitValue", value)
-            return [SetConsumerOffset(cluster=cluster, group=k["group"], topic=k["topic"], partition=k["partition"],
-                                      offset=v["offset"], order=order, timestamp=v["commit_timestamp"])]
-        if version == GROUP_KEY_VERSION:
-            _, k = decode_struct("GroupMetadataKey", key)
-            group = k["group"]
+                return [SetDeletePartitionOffsets(cluster=cluster, group=decoded.group, topic=decoded.topic,
+                                                  partition=decoded.partition)]
+            committed = decode_offset_commit_value(value)
+            return [SetConsumerOffset(cluster=cluster, group=decoded.group, topic=decoded.topic,
+                                      partition=decoded.partition, offset=committed.offset, order=order,
+                                      timestamp=committed.commit_timestamp)]
+        if isinstance(decoded, GroupMetadataKey):
+            group = decoded.group
             if not value:
                 return [SetDeleteGroup(cluster=cluster, group=group)]
             if not groups.accepts(group):
                 return []
-            _, v = decode_struct("GroupMetadataValue", value)
-            if v["protocol_type"] != "consumer":
+            metadata = decode_group_metadata_value(value)
+            if metadata.protocol_type != "consumer":
                 return []
-            if not v["members"]:
+            if not metadata.members:
                 return [ClearConsumerOwners(cluster=cluster, group=group)]
             requests: list[Any] = []
-            for member in v["members"]:
-                if not member["assignment"]:
+            for member in metadata.members:
+                if not member.assignment:
                     continue
-                _, assignment = decode_struct("ConsumerProtocolAssignment", member["assignment"])
-                for assigned in assignment["assigned_partitions"]:
-                    requests.extend(SetConsumerOwner(cluster=cluster, group=group, topic=assigned["topic"],
-                                                     partition=partition, owner=member["client_host"],
-                                                     client_id=member["client_id"])
-                                    for partition in assigned["partitions"])
+                for topic, partitions in assigned_partitions(member.assignment):
+                    requests.extend(SetConsumerOwner(cluster=cluster, group=group, topic=topic,
+                                                     partition=partition, owner=member.client_host,
+                                                     client_id=member.client_id)
+                                    for partition in partitions)
             return requests
-        if version in (CONSUMER_GROUP_MEMBER_METADATA_TYPE, CONSUMER_GROUP_CURRENT_ASSIGNMENT_TYPE):
-            return _member_record(version, key, value, groups)
-        if version == CONSUMER_GROUP_METADATA_TYPE:
-            group = _group_of_new_record(key)
-            return [RemoveGroupMembers(group)] if not value and groups.accepts(group) else []
-        if version in SKIPPED_RECORD_TYPES:
-            return []
-    except RecordSkipped:
-        raise
-    except Exception as exc:  # the codec's DecodeError, or a version it does not know
+        if isinstance(decoded, ConsumerGroupKey):
+            if not groups.accepts(decoded.group):
+                return []
+            if decoded.record_type == GROUP_EPOCH_RECORD:
+                return [] if value else [RemoveGroupMembers(decoded.group)]
+            return _member_record(decoded, value)
+    except OffsetsRecordError as exc:
         raise RecordSkipped(f"key version {version}: {exc}") from None
     raise RecordSkipped(f"unknown key version {version}")
 
 
-def _group_of_new_record(key: bytes) -> str:
-    """The group id that every new group-coordinator key starts with (after the type)."""
-    length = int.from_bytes(key[2:4], "big", signed=True)
-    if length < 0 or len(key) < 4 + length:
-        raise RecordSkipped("key shorter than its group id")
-    return key[4:4 + length].decode()
-
-
-def _member_record(record_type: int, key: bytes, value: bytes | None, groups: GroupFilter) -> list[Any]:
-    name = ("ConsumerGroupMemberMetadata" if record_type == CONSUMER_GROUP_MEMBER_METADATA_TYPE
-            else "ConsumerGroupCurrentMemberAssignment")
-    _, k = decode_struct(name + "Key", key)
-    group, member_id = k["group_id"], k["member_id"]
-    if not groups.accepts(group):
-        return []
+def _member_record(key: ConsumerGroupKey, value: bytes | None) -> list[Any]:
+    group, member_id = key.group, key.member
+    assert member_id is not None  # decode_key gives every member record type its member
     if not value:
         return [RemoveMember(group, member_id)]
-    _, v = decode_struct(name + "Value", value)
-    if record_type == CONSUMER_GROUP_MEMBER_METADATA_TYPE:
+    v = decode_consumer_group_value(key.record_type, value)
+    if key.record_type == MEMBER_METADATA_RECORD:
         return [SetMember(group, member_id, v["client_id"], v["client_host"])]
     assigned = tuple((bytes(t["topic_id"]), tuple(t["partitions"])) for t in v["assigned_partitions"])
     return [SetMemberAssignment(group, member_id, assigned)]

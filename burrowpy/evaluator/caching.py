@@ -17,7 +17,7 @@ import asyncio
 import re
 from typing import Any
 
-from burrowpy.config import Section
+from broker.config_loading import Section
 from burrowpy.evaluator.group import GroupEvaluation, assess_group, not_found
 from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer
 
@@ -59,8 +59,8 @@ class CachingEvaluator:
             self.group_max_lag_seconds.append((regex, seconds))
         # (cluster, group) -> (expiry time in clock seconds, the group's evaluation)
         self._cache: dict[tuple[str, str], tuple[float, GroupEvaluation]] = {}
-        self._evaluating: dict[tuple[str, str], asyncio.Task] = {}
-        self._answering: set[asyncio.Task] = set()
+        self._evaluating: dict[tuple[str, str], asyncio.Task[GroupEvaluation]] = {}
+        self._answering: set[asyncio.Task[Any]] = set()
         self._next_sweep = 0.0
 
     def describe(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from burrowpy.evaluator.forecast import Forecast, forecast_from_rates, group_forecast, partition_forecast
-from burrowpy.evaluator.rules import evaluate_partition, evaluate_window
+from burrowpy.evaluator.rules import evaluate_partition, evaluate_window, group_status_of
 from burrowpy.evaluator.timelag import CAUGHT_UP, FETCH, INTERPOLATED, partition_lag_seconds
 from burrowpy.protocol import (
     COMMIT_STRIDE,
@@ -34,7 +34,7 @@ from burrowpy.protocol import (
     commit_from_values,
 )
 
-_OK, _WARN, _ERR = Status.OK, Status.WARN, Status.ERR
+_OK, _WARN = Status.OK, Status.WARN
 _BY_CODE = tuple(Status)  # Status(code) without the Enum call
 
 # Topics with fewer partitions than this go partition by partition: below it the fixed cost of the array
@@ -167,7 +167,7 @@ def assess_group(cluster: str, group: str, topics: ConsumerTopics, now: float, a
             if group_seconds is None or largest_seconds > group_seconds:
                 group_seconds = largest_seconds
     forecast = group_forecast(forecast for topic_evaluation in evaluated for forecast in topic_evaluation.forecasts)
-    return GroupEvaluation(cluster, group, _ERR if worst > _ERR else _BY_CODE[worst],
+    return GroupEvaluation(cluster, group, group_status_of(_BY_CODE[worst]),
                            complete_count / count if count else 0.0, evaluated, count, maxlag, totallag,
                            group_seconds, forecast)
 

@@ -12,7 +12,7 @@ mappings are turned into :class:`OffsetView` objects, which answer both ``view.o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from burrowpy.protocol import (
@@ -37,7 +37,9 @@ class OffsetView(ConsumerOffset):
 
     __slots__ = ()
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: Any) -> Any:
+        if not isinstance(key, str):  # an index or a slice: it is still the ConsumerOffset tuple
+            return tuple.__getitem__(self, key)
         if key == "observedAt":
             return self.observed_at
         if key in ("offset", "timestamp", "observed_at", "lag", "order"):
@@ -224,3 +226,23 @@ def evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current
     return PartitionStatus(topic, partition, status, current_lag, complete,
                            commit_from_values(values[:COMMIT_STRIDE]),
                            commit_from_values(values[size - COMMIT_STRIDE:]), owner, client_id)
+
+
+# --- a group from its partitions ---------------------------------------------------------------------
+
+PARTITION_STATUSES = (_OK, _WARN, _STOP, _STALL, _REWIND)
+
+
+def group_status_of(partition_status: Status) -> Status:
+    """The group status a partition status makes: groups only know OK, WARN and ERR, and Burrow folds
+    STOP, STALL and REWIND into ERR."""
+    return Status.ERR if partition_status > Status.ERR else partition_status
+
+
+def group_status(partition_statuses: Iterable[Status]) -> Status:
+    """A group's status from its partitions' statuses: the worst, folded (OK for a group of none)."""
+    return group_status_of(max(partition_statuses, default=_OK))
+
+
+# What the pipeline's Spark aggregate ranks partition rows by (the fold as data a column expression takes).
+GROUP_STATUS_OF_PARTITION = {status: group_status_of(status) for status in PARTITION_STATUSES}

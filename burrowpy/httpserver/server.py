@@ -10,12 +10,12 @@ import ssl
 
 from aiohttp import web
 
+from broker.process_metrics import register_process_metrics
 from burrowpy.config import ConfigError, HttpListenerConfig
 from burrowpy.context import ApplicationContext
 from burrowpy.httpauth import LoginThrottle
 from burrowpy.httpserver.api import build_app
 from burrowpy.httpserver.ui.trends import GroupTrends
-from burrowpy.process_metrics import register_process_metrics
 
 
 class HttpServerCoordinator:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burrowpy.evaluator.rules import GROUP_STATUS_OF_PARTITION
 from burrowpy.protocol import Status
 
 from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT, KIND_RECORD
 from .replay import (
-    GROUP_STATUS_OF_PARTITION,
     ReplaySettings,
     column_events,
     evaluation_points,

@@ -29,22 +29,13 @@ from typing import Any, NamedTuple
 from burrowpy.evaluator.rules import evaluate_partition
 from burrowpy.evaluator.timelag import partition_lag_seconds
 from burrowpy.protocol import Status
-from burrowpy.storage.ring import BrokerRing, CommitRing
+from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 from .history import KIND_BROKER, KIND_COMMIT, KIND_RECORD
 
 BROKER_RANK = 0
 COMMIT_RANK = 1
 RECORD_RANK = 2  # a record's timestamp, read for lag in seconds: a fact about the log, in any order
-
-# Partition status -> group status, as Burrow folds them: STOP, STALL and REWIND make a group ERR.
-GROUP_STATUS_OF_PARTITION = {
-    Status.OK: Status.OK,
-    Status.WARN: Status.WARN,
-    Status.STOP: Status.ERR,
-    Status.STALL: Status.ERR,
-    Status.REWIND: Status.ERR,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +181,11 @@ class PartitionState:
         self.broker.add(offset)
         self.timeline.add(offset, timestamp_ms)
 
-    def add_commit(self, group: str, offset: int, order: int, timestamp_ms: int) -> bool:
-        """Store a commit as storage would; False if storage drops it (no broker offset yet, stale order)."""
+    def add_commit(self, group: str, offset: int, order: int, timestamp_ms: int) -> CommitOutcome:
+        """Store a commit as storage would; falsy if storage drops it (no broker offset yet, stale order)."""
         current_broker_offset = self.broker.newest()
         if current_broker_offset is None:
-            return False
+            return CommitOutcome.DROPPED
         ring = self.commits.get(group)
         if ring is None:
             ring = self.commits[group] = CommitRing(self.settings.intervals)
@@ -283,8 +274,3 @@ def replay_history(
     for (cluster, topic, partition), events in by_partition.items():
         for evaluation in replay_partition(events, points_s, settings):
             yield HistoryEvaluation(cluster, evaluation.group, topic, partition, evaluation)
-
-
-def group_status(partition_statuses: Iterable[Status]) -> Status:
-    """A group's status from its partitions' statuses: the worst of OK, WARN and ERR."""
-    return max((GROUP_STATUS_OF_PARTITION[s] for s in partition_statuses), default=Status.OK)

@@ -28,7 +28,7 @@ STATUS_COLOURS = {"OK": "#4caf50", "WARN": "#ffb300", "ERR": "#e53935"}
 def format_duration(seconds: float) -> str:
     """Seconds as the two largest units, e.g. ``2d 03h``, ``1h 05m``, ``4m 10s``, ``0s``."""
     remaining = int(round(seconds))
-    parts = []
+    parts: list[str] = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, remaining = divmod(remaining, size)
         if count or parts:

@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import xxhash
@@ -114,7 +114,7 @@ class InMemoryStorage:
         self._workers: list[_Worker] = []
         self._round_robin = itertools.count()
         self._running = False
-        self._handlers = {
+        self._handlers: dict[type, Callable[[Any], object]] = {
             SetBrokerOffset: self._set_broker_offset,
             SetConsumerOwner: self._set_consumer_owner,
             SetDeleteTopic: self._set_delete_topic,

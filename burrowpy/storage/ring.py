@@ -63,7 +63,7 @@ class CommitRing:
         return CommitWindow(array("q", self._slots), self.intervals)
 
     @property
-    def packed(self) -> array:
+    def packed(self) -> array[int]:
         """The stored commits as they are kept (``COMMIT_STRIDE`` values each, oldest first): the live
         array, for copying at once (a fetch joins many); not to be kept or changed."""
         return self._slots
@@ -181,7 +181,7 @@ class BrokerRing:
         return self._samples[0::2].tolist()
 
     @property
-    def packed(self) -> array:
+    def packed(self) -> array[int]:
         """The (offset, time ms) pairs as they are kept, oldest first: the live array, for copying at once;
         not to be kept or changed."""
         return self._samples

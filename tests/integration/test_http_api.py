@@ -473,7 +473,7 @@ def burrow_series(samples: dict) -> dict[str, dict[tuple, float]]:
 async def test_metrics_are_burrows_gauges_computed_at_scrape_time(client, ctx):
     from prometheus_client import Counter
 
-    from burrowpy.process_metrics import register_process_metrics
+    from broker.process_metrics import register_process_metrics
 
     register_process_metrics(ctx.registry)
     Counter("burrowpy_test_events", "registered by another part of the daemon", registry=ctx.registry).inc(3)

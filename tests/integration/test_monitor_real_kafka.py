@@ -22,7 +22,7 @@ from harness import wait_until
 from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
 
-from broker.groups import records
+from broker.protocol import consumer_offsets
 
 pytestmark = pytest.mark.integration
 OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions default
@@ -216,9 +216,9 @@ def test_kafkas_current_assignment_records_are_ours_byte_for_byte(kafka, monitor
                 if message.error() is not None:
                     ended.add(message.partition())
                     continue
-                key = records.decode_key(message.key())
-                if (isinstance(key, records.ConsumerGroupKey) and key.group == group and message.value()
-                        and key.record_type == records.CURRENT_ASSIGNMENT_RECORD):
+                key = consumer_offsets.decode_key(message.key())
+                if (isinstance(key, consumer_offsets.ConsumerGroupKey) and key.group == group and message.value()
+                        and key.record_type == consumer_offsets.CURRENT_ASSIGNMENT_RECORD):
                     values.append(message.value())
             return len(ended) == OFFSETS_PARTITIONS
         wait_until(read_to_the_end, 60, message="__consumer_offsets read to its end")
@@ -226,12 +226,12 @@ def test_kafkas_current_assignment_records_are_ours_byte_for_byte(kafka, monitor
         reader.close()
     assert values, f"no current-assignment record of {group}"
     held = [record for value in values
-            for record in records.decode_consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, value)[
+            for record in consumer_offsets.decode_consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, value)[
                 "assigned_partitions"] if record["partitions"]]
     assert held and all(len(entry["assignment_epochs"]) == len(entry["partitions"]) for entry in held)
     for value in values:
-        decoded = records.decode_consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, value)
-        assert records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, decoded) == value
+        decoded = consumer_offsets.decode_consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, value)
+        assert consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, decoded) == value
 
 
 def test_every_record_kafka_wrote_was_understood(monitor):

@@ -6,7 +6,6 @@ import itertools
 from collections.abc import Callable
 
 from broker.errors import ErrorCode
-from broker.groups import records
 from broker.groups.machine import GroupConfig, GroupMachine
 from broker.groups.requests import (
     CommitRequest,
@@ -16,6 +15,7 @@ from broker.groups.requests import (
     SyncRequest,
     SyncResult,
 )
+from broker.protocol import consumer_offsets
 from broker.protocol.api import encode_struct
 
 START_MS = 1_700_000_000_000
@@ -80,18 +80,18 @@ class MemoryOffsetsLog:
         out = []
         for partition, batch in self.appends:
             for key, value in batch:
-                decoded_key = records.decode_key(key)
+                decoded_key = consumer_offsets.decode_key(key)
                 if value is None:
                     decoded_value = None
-                elif isinstance(decoded_key, records.OffsetCommitKey):
-                    decoded_value = records.decode_offset_commit_value(value)
+                elif isinstance(decoded_key, consumer_offsets.OffsetCommitKey):
+                    decoded_value = consumer_offsets.decode_offset_commit_value(value)
                 else:
-                    decoded_value = records.decode_group_metadata_value(value)
+                    decoded_value = consumer_offsets.decode_group_metadata_value(value)
                 out.append((partition, decoded_key, decoded_value))
         return out
 
     def group_values(self, group: str) -> list:
-        return [v for _, k, v in self.decoded() if k == records.GroupMetadataKey(group)]
+        return [v for _, k, v in self.decoded() if k == consumer_offsets.GroupMetadataKey(group)]
 
 
 class Harness:

@@ -8,7 +8,6 @@ from dataclasses import replace
 from group_harness import CONFIG, FakeClock
 
 from broker.errors import ErrorCode
-from broker.groups import records
 from broker.groups.assignors import RANGE, UNIFORM, assign
 from broker.groups.consumer import (
     STABLE,
@@ -19,6 +18,7 @@ from broker.groups.consumer import (
     HeartbeatResult,
 )
 from broker.groups.timers import Deadlines
+from broker.protocol import consumer_offsets
 
 T1, T2 = b"\x01" * 16, b"\x02" * 16
 TOPICS = {"orders": (T1, 4), "payments": (T2, 2)}
@@ -120,7 +120,7 @@ def test_groups_are_rebuilt_from_their_records():
     g.heartbeat("c", -1)
     rebuilt: dict = {}
     for key, value in g.written:
-        ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+        ConsumerGroups.replay(rebuilt, consumer_offsets.decode_key(key), value)
     original, copy = g.groups.groups["g"], rebuilt["g"]
     assert (copy.epoch, copy.assignment_epoch) == (original.epoch, original.assignment_epoch)
     assert set(copy.members) == {"a", "b"} and copy.target == {m: original.target[m] for m in "ab"}
@@ -170,7 +170,7 @@ def test_an_older_member_epoch_commits_only_partitions_held_since_then():
     # The epochs are in the current-assignment records (a tagged field), so a group rebuilt from them keeps them.
     rebuilt: dict = {}
     for key, value in g.written:
-        ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+        ConsumerGroups.replay(rebuilt, consumer_offsets.decode_key(key), value)
     assert rebuilt["g"].members["a"].assignment_epochs == g.groups.groups["g"].members["a"].assignment_epochs
     g.groups.adopt(rebuilt)
     assert check(2, kept) is None and check(2, given) == ErrorCode.STALE_MEMBER_EPOCH
@@ -181,7 +181,7 @@ def test_assignment_epochs_are_written_as_kafka_writes_them():
     array of its partitions' epochs (Kafka 4.3+); without epochs it ends with an empty tag section."""
     def value(epochs: list[int] | None) -> bytes:
         entry = {"topic_id": T1, "partitions": [0, 1]} | ({} if epochs is None else {"assignment_epochs": epochs})
-        return records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
+        return consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, {
             "member_epoch": 5, "previous_member_epoch": 4, "state": STABLE, "assigned_partitions": [entry],
             "partitions_pending_revocation": []})
 
@@ -193,12 +193,12 @@ def test_assignment_epochs_are_written_as_kafka_writes_them():
 
 def test_a_current_assignment_record_without_epochs_holds_everything_since_the_member_epoch():
     """What a broker before Kafka 4.3 wrote: no assignment epochs, so only the member's own epoch commits."""
-    key = records.consumer_group_key(records.CURRENT_ASSIGNMENT_RECORD, "g", "a")
-    value = records.consumer_group_value(records.CURRENT_ASSIGNMENT_RECORD, {
+    key = consumer_offsets.consumer_group_key(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, "g", "a")
+    value = consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, {
         "member_epoch": 5, "previous_member_epoch": 4, "state": STABLE,
         "assigned_partitions": [{"topic_id": T1, "partitions": [0, 1]}], "partitions_pending_revocation": []})
     rebuilt: dict = {}
-    ConsumerGroups.replay(rebuilt, records.decode_key(key), value)
+    ConsumerGroups.replay(rebuilt, consumer_offsets.decode_key(key), value)
     g = Groups()
     g.groups.adopt(rebuilt)
     assert rebuilt["g"].members["a"].assignment_epochs == {}

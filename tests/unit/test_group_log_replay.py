@@ -8,12 +8,12 @@ from dataclasses import replace
 from group_harness import CONFIG, FakeClock, subscription
 
 from broker.errors import ErrorCode, KafkaError
-from broker.groups import records
 from broker.groups.coordinator import OFFSETS_TOPIC, read_partition_records
 from broker.groups.machine import GroupMachine
 from broker.groups.offsets import OffsetAndMetadata
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
 from broker.log.manager import LogManager
+from broker.protocol import consumer_offsets
 from broker.protocol.records import Record, build_batch
 
 PARTITIONS = 5
@@ -86,8 +86,8 @@ def test_replay_from_the_log_in_small_chunks_with_a_control_batch(tmp_path):
     partition_log = logs.get_log(OFFSETS_TOPIC, first.partition_for("cg"))
     end = partition_log.log_end_offset
     partition_log.append_replicated(build_batch(
-        [Record(offset=end, timestamp=0, key=records.offset_commit_key("cg", "t", 0),
-                value=records.offset_commit_value(OffsetAndMetadata(12345, -1, "", 0)))],
+        [Record(offset=end, timestamp=0, key=consumer_offsets.offset_commit_key("cg", "t", 0),
+                value=consumer_offsets.offset_commit_value(OffsetAndMetadata(12345, -1, "", 0)))],
         base_offset=end, producer_id=7, producer_epoch=0, is_transactional=True, is_control=True))
     first.commit_offsets(CommitRequest("cg", -1, "", None, {("t", 1): PartitionCommit(99)}), lambda r: None)
 

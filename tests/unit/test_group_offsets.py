@@ -7,8 +7,8 @@ from dataclasses import replace
 from group_harness import CONFIG, Harness, subscription
 
 from broker.errors import ErrorCode
-from broker.groups.records import GroupMetadataKey, OffsetCommitKey
 from broker.groups.requests import CommitRequest, PartitionCommit
+from broker.protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 
 E = ErrorCode
 DAY = 24 * 3600 * 1000

@@ -9,10 +9,10 @@ from group_harness import subscription
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups import records
 from broker.groups.hashing import java_string_hash, kafka_abs, offsets_partition_for
 from broker.groups.offsets import OffsetAndMetadata
-from broker.groups.records import (
+from broker.protocol import consumer_offsets
+from broker.protocol.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataRecord,
     MemberRecord,
@@ -106,18 +106,18 @@ def test_hash_of_a_surrogate_pair_uses_utf16_code_units():
 
 
 def test_offset_commit_key_v1():
-    assert records.offset_commit_key("grp", "orders", 7) == i16(1) + string("grp") + string("orders") + i32(7)
+    assert consumer_offsets.offset_commit_key("grp", "orders", 7) == i16(1) + string("grp") + string("orders") + i32(7)
 
 
 def test_offset_commit_value_v3():
-    value = records.offset_commit_value(
+    value = consumer_offsets.offset_commit_value(
         OffsetAndMetadata(offset=1234, leader_epoch=5, metadata="meta", commit_timestamp=1_700_000_000_999)
     )
     assert value == i16(3) + i64(1234) + i32(5) + string("meta") + i64(1_700_000_000_999)
 
 
 def test_offset_commit_value_v1_when_the_commit_sets_an_expire_time():
-    value = records.offset_commit_value(
+    value = consumer_offsets.offset_commit_value(
         OffsetAndMetadata(
             offset=42, leader_epoch=5, metadata="", commit_timestamp=1000, expire_timestamp=61000
         )
@@ -127,22 +127,22 @@ def test_offset_commit_value_v1_when_the_commit_sets_an_expire_time():
 
 def test_offset_commit_round_trip_and_old_versions():
     committed = OffsetAndMetadata(offset=9, leader_epoch=3, metadata="x", commit_timestamp=77)
-    assert records.decode_offset_commit_value(records.offset_commit_value(committed)) == committed
-    assert records.decode_key(records.offset_commit_key("g", "t", 1)) == OffsetCommitKey("g", "t", 1)
+    assert consumer_offsets.decode_offset_commit_value(consumer_offsets.offset_commit_value(committed)) == committed
+    assert consumer_offsets.decode_key(consumer_offsets.offset_commit_key("g", "t", 1)) == OffsetCommitKey("g", "t", 1)
     key_v0 = i16(0) + string("g") + string("t") + i32(1)
-    assert records.decode_key(key_v0) == OffsetCommitKey("g", "t", 1)
+    assert consumer_offsets.decode_key(key_v0) == OffsetCommitKey("g", "t", 1)
     value_v0 = i16(0) + i64(9) + string("x") + i64(77)
-    assert records.decode_offset_commit_value(value_v0) == OffsetAndMetadata(9, -1, "x", 77)
+    assert consumer_offsets.decode_offset_commit_value(value_v0) == OffsetAndMetadata(9, -1, "x", 77)
     value_v1 = i16(1) + i64(9) + string("x") + i64(77) + i64(177)
-    assert records.decode_offset_commit_value(value_v1) == OffsetAndMetadata(9, -1, "x", 77, 177)
+    assert consumer_offsets.decode_offset_commit_value(value_v1) == OffsetAndMetadata(9, -1, "x", 77, 177)
 
 
 # --- group metadata -----------------------------------------------------------------------------------------
 
 
 def test_group_metadata_key_v2():
-    assert records.group_metadata_key("grp") == i16(2) + string("grp")
-    assert records.decode_key(i16(2) + string("grp")) == GroupMetadataKey("grp")
+    assert consumer_offsets.group_metadata_key("grp") == i16(2) + string("grp")
+    assert consumer_offsets.decode_key(i16(2) + string("grp")) == GroupMetadataKey("grp")
 
 
 def member_v3() -> bytes:
@@ -169,8 +169,8 @@ def test_group_metadata_value_v3_with_a_member():
         + i32(1)
         + member_v3()
     )
-    assert records.group_metadata_value(GROUP, 3) == expected
-    assert records.decode_group_metadata_value(expected) == GROUP
+    assert consumer_offsets.group_metadata_value(GROUP, 3) == expected
+    assert consumer_offsets.decode_group_metadata_value(expected) == GROUP
 
 
 def test_group_metadata_value_v1_for_burrow_1_2_1():
@@ -189,14 +189,14 @@ def test_group_metadata_value_v1_for_burrow_1_2_1():
         + blob(b"\x00\x00sub")
         + blob(b"\x00\x00asg")
     )
-    assert records.group_metadata_value(GROUP, 1) == expected
-    decoded = records.decode_group_metadata_value(expected)
+    assert consumer_offsets.group_metadata_value(GROUP, 1) == expected
+    decoded = consumer_offsets.decode_group_metadata_value(expected)
     assert decoded.current_state_timestamp == -1 and decoded.members[0].group_instance_id is None
     assert decoded.members[0].rebalance_timeout_ms == 300000
 
 
 def test_group_metadata_value_v0_and_v2():
-    v0 = records.group_metadata_value(GROUP, 0)
+    v0 = consumer_offsets.group_metadata_value(GROUP, 0)
     assert v0 == (
         i16(0)
         + string("consumer")
@@ -211,37 +211,37 @@ def test_group_metadata_value_v0_and_v2():
         + blob(b"\x00\x00sub")
         + blob(b"\x00\x00asg")
     )
-    assert records.decode_group_metadata_value(v0).members[0].rebalance_timeout_ms == 45000
-    v2 = records.group_metadata_value(GROUP, 2)
+    assert consumer_offsets.decode_group_metadata_value(v0).members[0].rebalance_timeout_ms == 45000
+    v2 = consumer_offsets.group_metadata_value(GROUP, 2)
     assert v2[:2] == i16(2) and i64(1_700_000_000_123) in v2
 
 
 def test_empty_group_value_has_null_protocol_and_leader():
     empty = GroupMetadataRecord("consumer", 8, None, None, 5000)
-    assert records.group_metadata_value(empty, 3) == (
+    assert consumer_offsets.group_metadata_value(empty, 3) == (
         i16(3) + string("consumer") + i32(8) + string(None) + string(None) + i64(5000) + i32(0)
     )
 
 
 def test_group_value_version_must_be_known():
     with pytest.raises(ValueError):
-        records.group_metadata_value(GROUP, 4)
+        consumer_offsets.group_metadata_value(GROUP, 4)
 
 
 def test_unknown_and_bad_records():
-    assert records.decode_key(i16(4) + b"whatever") is None  # partition metadata of KIP-848 groups: not kept
-    assert records.decode_key(i16(9) + b"whatever") is None  # a record type of the future
+    assert consumer_offsets.decode_key(i16(4) + b"whatever") is None  # partition metadata of KIP-848 groups: not kept
+    assert consumer_offsets.decode_key(i16(9) + b"whatever") is None  # a record type of the future
     with pytest.raises(OffsetsRecordError):
-        records.decode_key(i16(5) + b"whatever")  # a consumer group member's key, but not its layout
+        consumer_offsets.decode_key(i16(5) + b"whatever")  # a consumer group member's key, but not its layout
     with pytest.raises(OffsetsRecordError):
-        records.decode_key(b"\x00")
+        consumer_offsets.decode_key(b"\x00")
     with pytest.raises(OffsetsRecordError):
-        records.decode_key(i16(1) + string("g"))  # truncated
+        consumer_offsets.decode_key(i16(1) + string("g"))  # truncated
     with pytest.raises(OffsetsRecordError):
-        records.decode_group_metadata_value(i16(3) + string("consumer"))
+        consumer_offsets.decode_group_metadata_value(i16(3) + string("consumer"))
 
 
 def test_subscription_topics():
-    assert records.subscription_topics(subscription("a", "b")) == frozenset({"a", "b"})
+    assert consumer_offsets.subscription_topics(subscription("a", "b")) == frozenset({"a", "b"})
     with pytest.raises(OffsetsRecordError):
-        records.subscription_topics(b"\x00\x00\x00")
+        consumer_offsets.subscription_topics(b"\x00\x00\x00")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from burrowpy.evaluator.rules import group_status
 from burrowpy.pipeline.inprocess import statuses_through_storage
 from burrowpy.pipeline.replay import (
     OffsetTimeline,
@@ -17,7 +18,6 @@ from burrowpy.pipeline.replay import (
     broker_event,
     commit_event,
     evaluation_points,
-    group_status,
     history_event,
     replay_history,
     replay_partition,

@@ -440,6 +440,14 @@ def test_group_status_json_shape():
     assert document["maxlag"] == partition
 
 
+def test_a_commit_given_as_a_mapping_is_still_a_consumer_offset_by_position():
+    """Mappings become OffsetViews, read by key like the mapping and by position like any ConsumerOffset."""
+    view = rules.OffsetView.from_mapping({"offset": 40, "timestamp": 1000, "observedAt": 2000, "lag": 3, "order": 7})
+    assert view["offset"] == 40 and view["observedAt"] == 2000
+    assert (view[0], view[3], view[-1]) == (40, 3, 7)
+    assert view[:2] == (40, 1000)
+
+
 @st.composite
 def packed_windows(draw):
     """A window as storage packs it (CommitWindow) and the same commits as a list with leading Nones."""

@@ -11,15 +11,17 @@ Every key and value starts with an int16 version (kafka-protocol.md section 5). 
 * a tombstone: the same key with a null value.
 
 The byte layouts come from the project's one schema codec (:mod:`broker.protocol.api`); this module
-only chooses versions and converts between its dicts and the coordinator's types.
+only chooses versions and converts between its dicts and typed records. It is the one place these records
+are read and written: the broker's group coordinator writes and replays them, the monitor's consumer module
+(and through it the pipeline) reads them, so it sits in the codec layer both may import.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
-from broker.groups.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
 from broker.protocol.api import decode_struct, encode_struct
 from broker.protocol.types import ProtocolError
 
@@ -31,6 +33,18 @@ DEFAULT_GROUP_METADATA_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSIONS = range(0, 4)
 
 _VERSION = struct.Struct(">h")
+
+NO_LEADER_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    # Only set by OffsetCommit v2-4 with an explicit retention time (pre-KIP-211 semantics).
+    expire_timestamp: int | None = None
 
 
 class OffsetsRecordError(ValueError):
@@ -155,11 +169,11 @@ def consumer_group_key(record_type: int, group: str, member: str | None = None) 
     return encode_struct(_MEMBER_KEYS[record_type], record_type, {"group_id": group, "member_id": member})
 
 
-def consumer_group_value(record_type: int, body: dict) -> bytes:
+def consumer_group_value(record_type: int, body: dict[str, Any]) -> bytes:
     return encode_struct(_VALUES[record_type], 0, body)
 
 
-def decode_consumer_group_value(record_type: int, data: bytes) -> dict:
+def decode_consumer_group_value(record_type: int, data: bytes) -> dict[str, Any]:
     try:
         return decode_struct(_VALUES[record_type], data)[1]
     except ProtocolError as exc:
@@ -242,3 +256,13 @@ def subscription_topics(data: bytes) -> frozenset[str]:
     except ProtocolError as exc:
         raise OffsetsRecordError(f"bad consumer subscription: {exc}") from exc
     return frozenset(body["topics"])
+
+
+def assigned_partitions(data: bytes) -> list[tuple[str, list[int]]]:
+    """(topic, partitions) of a member's assignment in group metadata (ConsumerProtocolAssignment, any
+    version)."""
+    try:
+        _, body = decode_struct("ConsumerProtocolAssignment", data)
+    except ProtocolError as exc:
+        raise OffsetsRecordError(f"bad consumer assignment: {exc}") from exc
+    return [(assigned["topic"], assigned["partitions"]) for assigned in body["assigned_partitions"]]
