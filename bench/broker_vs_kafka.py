@@ -35,7 +35,7 @@ runs, which had counted against whichever row came first.
 the same run on the other, so that whatever else the machine does in a stretch of time weighs on both brokers
 alike (without it, all of our rows run first, then all of Kafka's). Which broker goes first changes from one
 pair of runs to the next (ours first in the first pair): with our broker against itself, the second of each
-pair was measured faster in most rows (bench/README.md), so a fixed order favoured Kafka. An even
+pair was measured faster in most rows (bench/HISTORY.md), so a fixed order favoured Kafka. An even
 ``--repeat`` gives each broker the first place equally often in every row. The broker not being measured sits idle;
 each run prints its CPU use too. Each run then starts with the machine's dirty pages written out (``sync``,
 outside the timed part) and its topic is deleted after it, the next run waiting until its files are gone
@@ -530,7 +530,7 @@ def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: 
 def warm_up(brokers: Sequence[Broker], row: Row, clients: list, records: dict[int, int], runs: int) -> None:
     """``runs`` unmeasured runs of ``row`` with each client on each broker, before anything is measured:
     Kafka's JVM compiles its produce and fetch paths in its first runs (its first run of a session was its
-    slowest, bench/README.md), and a broker's page cache and buffers fill."""
+    slowest, bench/HISTORY.md), and a broker's page cache and buffers fill."""
     for number in range(runs):
         for client in clients:
             for index, broker in enumerate(brokers):

@@ -67,13 +67,13 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "connection.failed.authentication.delay.ms": ("int", 100),
     # SO_RCVBUF of the listeners (accepted connections inherit it) and SO_SNDBUF of each connection. -1, the
     # kernel's own sizing, by default: Kafka's 100 KiB was no faster here, and slower for four consumers in
-    # three of four A/B rows (bench/README.md)
+    # three of four A/B rows (bench/HISTORY.md)
     "socket.receive.buffer.bytes": ("int", -1),
     "socket.send.buffer.bytes": ("int", -1),
     # TCP congestion control of the listeners' connections (Linux's TCP_CONGESTION; accepted connections take
     # the listener's): empty for the system's (net.ipv4.tcp_congestion_control). burrowpy's own, Kafka has
     # none: with bbr the kernel paces every send with timers, loopback included, which cost consumers on the
-    # same machine about a quarter of their rate here (bench/README.md, "What four consumers cost")
+    # same machine about a quarter of their rate here (bench/HISTORY.md, "What four consumers cost")
     "socket.congestion.control": ("str", ""),
     "log.segment.bytes": ("int", 1073741824),
     "log.roll.ms": ("int", 7 * 24 * 3600 * 1000),

@@ -3,19 +3,19 @@
 asyncio's streams read 256 KiB at a time into a new ``bytes``, append it to the connection's buffer (which grows
 as it goes), and slice each frame out of that buffer again: a 1 MB Produce request is copied three or four
 times before the decoder sees it (measured: a quarter of the broker's CPU under four kcat producers of 1 KiB
-records, bench/README.md). Here a frame of ``DIRECT_FROM`` bytes or more is received straight into a buffer of
+records, bench/HISTORY.md). Here a frame of ``DIRECT_FROM`` bytes or more is received straight into a buffer of
 its own size (the transport's ``recv_into``, or the TLS layer's read into it), so its bytes are copied once,
 by the kernel. Smaller reads (size prefixes, small requests) go through the stream's buffer as before, in
 reads of ``SCRATCH_BYTES``: small, because the read that brings a frame's size prefix comes before the frame
 has a buffer of its own, and whatever else it brings is copied into the stream's buffer and out again (with
 asyncio's 256 KiB reads that was a quarter of each 1 MB Produce request from a producer with several in
 flight, and the stream's buffer grew and shrank the heap on every request; with 16 KiB reads four kcat
-producers of 1 KiB records went 1.06-1.25x as fast, bench/README.md).
+producers of 1 KiB records went 1.06-1.25x as fast, bench/HISTORY.md).
 
 Those buffers come from a :class:`FramePool` shared by the server's connections and go back to it when the
 request is done with (:meth:`FrameReader.release_frame`) and nothing refers to them any more: a new
 ``bytearray`` of 1 MB is zero-filled and faulted in page by page, which cost the broker about a tenth of its CPU
-under four producers of 1 MB requests (bench/README.md).
+under four producers of 1 MB requests (bench/HISTORY.md).
 
 :func:`start_frame_server` is ``asyncio.start_server`` with this reader and protocol, and a gate on accepting
 (Kafka's connection limits); the connection callback gets a :class:`FrameReader` (a ``StreamReader`` with

@@ -2,7 +2,7 @@
 
 A segment that rolls is fsynced here, as Kafka's scheduler flushes it after the roll: an fsync of a full
 segment (1 GiB by default) takes from tens of milliseconds to seconds, and on the event loop it stopped every
-connection of the broker for that long (measured in bench/README.md). Files deleted (segments left behind by
+connection of the broker for that long (measured in bench/HISTORY.md). Files deleted (segments left behind by
 retention, DeleteRecords or truncation, a deleted topic's partitions) are removed here too, after the topic's
 ``file.delete.delay.ms``: unlinking a gigabyte takes the kernel a good part of a second. Jobs run one after
 another in the order they were given, on one daemon thread started with the first job; a job that raises is
