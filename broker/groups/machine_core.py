@@ -16,9 +16,7 @@ from typing import Any, Protocol
 import structlog
 
 from broker.errors import ErrorCode
-from broker.groups.consumer import (
-    ConsumerGroups,
-)
+from broker.groups.consumer import ConsumerGroups
 from broker.groups.hashing import offsets_partition_for
 from broker.groups.loading import PartitionReplay
 from broker.groups.state import (
