@@ -11,7 +11,13 @@ from collections.abc import Callable, Iterable, Mapping
 import structlog
 
 from broker.errors import ErrorCode
-from broker.groups.machine_core import _JOIN, _PENDING, _SESSION, _SYNC, MachineCore
+from broker.groups.machine_core import (
+    JOIN_TIMER,
+    MEMBER_SESSION_TIMER,
+    PENDING_MEMBER_TIMER,
+    SYNC_TIMER,
+    MachineCore,
+)
 from broker.groups.requests import (
     UNKNOWN_MEMBER_ID,
     JoinedMember,
@@ -91,7 +97,7 @@ class ClassicProtocol(MachineCore):
             self._rejoin_static_member(group, new_member_id, request, reply)
         elif request.require_known_member_id and request.group_instance_id is None:
             group.pending_members.add(new_member_id)
-            self._deadlines.set((_PENDING, group.group_id, new_member_id),
+            self._deadlines.set((PENDING_MEMBER_TIMER, group.group_id, new_member_id),
                                 self._clock() + request.session_timeout_ms)
             reply(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id))
         else:
@@ -104,7 +110,7 @@ class ClassicProtocol(MachineCore):
             reply(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         if member_id in group.pending_members:
-            self._deadlines.cancel((_PENDING, group.group_id, member_id))
+            self._deadlines.cancel((PENDING_MEMBER_TIMER, group.group_id, member_id))
             if self._full(group):
                 group.pending_members.discard(member_id)
                 reply(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id))
@@ -184,7 +190,7 @@ class ClassicProtocol(MachineCore):
         old_member = group.members[old_member_id]
         self._fence(old_member)
         leader_before = group.leader_id or ""
-        self._deadlines.cancel((_SESSION, group.group_id, old_member_id))
+        self._deadlines.cancel((MEMBER_SESSION_TIMER, group.group_id, old_member_id))
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         old_protocols = member.protocols
         old_rebalance_timeout, old_session_timeout = member.rebalance_timeout_ms, member.session_timeout_ms
@@ -210,7 +216,7 @@ class ClassicProtocol(MachineCore):
                     group.replace_static_member(instance_id, new_member_id, old_member_id)
                     group.update_member(member, old_protocols, old_rebalance_timeout, old_session_timeout,
                                         None)
-                    self._deadlines.cancel((_SESSION, group.group_id, new_member_id))
+                    self._deadlines.cancel((MEMBER_SESSION_TIMER, group.group_id, new_member_id))
                     self._schedule_session(group, member)
                     assert answer is not None
                     answer(JoinResult(_group_store_error(error), UNKNOWN_MEMBER_ID, generation,
@@ -256,16 +262,16 @@ class ClassicProtocol(MachineCore):
     def _prepare_rebalance(self, group: ClassicGroup) -> None:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._deadlines.cancel((_SYNC, group.group_id))
+        self._deadlines.cancel((SYNC_TIMER, group.group_id))
         now = self._clock()
         if group.is_state(GroupState.EMPTY):
             # Wait a little for more members, so a group starting up does not rebalance once per member.
             delay = self.config.initial_rebalance_delay_ms
             group.initial_join = InitialJoinDelay(delay, max(group.rebalance_timeout_ms - delay, 0))
-            self._deadlines.set((_JOIN, group.group_id), now + delay)
+            self._deadlines.set((JOIN_TIMER, group.group_id), now + delay)
         else:
             group.initial_join = None
-            self._deadlines.set((_JOIN, group.group_id), now + group.rebalance_timeout_ms)
+            self._deadlines.set((JOIN_TIMER, group.group_id), now + group.rebalance_timeout_ms)
         group.transition_to(GroupState.PREPARING_REBALANCE, now)
         self._maybe_complete_join(group)
 
@@ -274,7 +280,7 @@ class ClassicProtocol(MachineCore):
         an initial delay, which always runs its course."""
         if (group.is_state(GroupState.PREPARING_REBALANCE) and group.initial_join is None
                 and group.has_all_members_joined()):
-            self._deadlines.cancel((_JOIN, group.group_id))
+            self._deadlines.cancel((JOIN_TIMER, group.group_id))
             self._complete_join(group)
 
     def _on_join_deadline(self, group: ClassicGroup) -> None:
@@ -285,7 +291,7 @@ class ClassicProtocol(MachineCore):
             group.new_member_added = False
             delay = min(self.config.initial_rebalance_delay_ms, initial.remaining_ms)
             group.initial_join = InitialJoinDelay(delay, max(initial.remaining_ms - initial.delay_ms, 0))
-            self._deadlines.set((_JOIN, group.group_id), self._clock() + delay)
+            self._deadlines.set((JOIN_TIMER, group.group_id), self._clock() + delay)
             return
         self._complete_join(group)
 
@@ -296,7 +302,7 @@ class ClassicProtocol(MachineCore):
                 self._drop_member(group, member)
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait another rebalance timeout.
-            self._deadlines.set((_JOIN, group.group_id), self._clock() + group.rebalance_timeout_ms)
+            self._deadlines.set((JOIN_TIMER, group.group_id), self._clock() + group.rebalance_timeout_ms)
             return
         group.init_next_generation(self._clock(), consumer_offsets.subscription_topics)
         if group.is_state(GroupState.EMPTY):
@@ -307,7 +313,7 @@ class ClassicProtocol(MachineCore):
             self._schedule_session(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
-        self._deadlines.set((_SYNC, group.group_id), self._clock() + group.rebalance_timeout_ms)
+        self._deadlines.set((SYNC_TIMER, group.group_id), self._clock() + group.rebalance_timeout_ms)
 
     def _on_sync_deadline(self, group: ClassicGroup) -> None:
         """Members that got this generation's JoinGroup answer but never sent SyncGroup are dropped (the
@@ -324,7 +330,7 @@ class ClassicProtocol(MachineCore):
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if not group.pending_sync_members:
-            self._deadlines.cancel((_SYNC, group.group_id))
+            self._deadlines.cancel((SYNC_TIMER, group.group_id))
 
     def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -351,7 +357,7 @@ class ClassicProtocol(MachineCore):
         self._answer_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
         self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        self._deadlines.cancel((_SESSION, group.group_id, member.member_id))
+        self._deadlines.cancel((MEMBER_SESSION_TIMER, group.group_id, member.member_id))
 
     def _remove_member_and_update_group(self, group: ClassicGroup, member: Member) -> None:
         self._drop_member(group, member)
@@ -361,7 +367,7 @@ class ClassicProtocol(MachineCore):
             self._maybe_complete_join(group)
 
     def _remove_pending_member(self, group: ClassicGroup, member_id: str) -> None:
-        self._deadlines.cancel((_PENDING, group.group_id, member_id))
+        self._deadlines.cancel((PENDING_MEMBER_TIMER, group.group_id, member_id))
         group.pending_members.discard(member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)

@@ -37,17 +37,17 @@ from broker.groups.consumer import (
 )
 from broker.groups.loading import PartitionReplay
 from broker.groups.machine_core import (
-    _JOIN,
-    _PENDING,
-    _RETENTION,
-    _SESSION,
-    _SYNC,
+    JOIN_TIMER,
+    MEMBER_SESSION_TIMER,
     NEW_MEMBER_JOIN_TIMEOUT_MS,
+    PENDING_MEMBER_TIMER,
+    RETENTION_TIMER,
+    SYNC_TIMER,
     GroupConfig,
     OffsetsLog,
     OffsetsRecord,
 )
-from broker.groups.offset_commits import OffsetCommits, _commit_error
+from broker.groups.offset_commits import OffsetCommits, commit_error
 from broker.groups.requests import (
     DEAD_GROUP_STATE,
     GroupDescription,
@@ -79,21 +79,21 @@ class GroupMachine(ClassicProtocol, OffsetCommits):
         if kind in (SESSION_TIMER, REVOCATION_TIMER):
             self.consumer.on_timer(kind, key[1], key[2])
             return
-        if kind == _RETENTION:
+        if kind == RETENTION_TIMER:
             now = self._clock()
-            self._deadlines.set((_RETENTION,), now + self.config.retention_check_interval_ms)
+            self._deadlines.set((RETENTION_TIMER,), now + self.config.retention_check_interval_ms)
             self.expire_offsets()
             return
         group = self._groups.get(key[1])
         if group is None:
             return
-        if kind == _JOIN:
+        if kind == JOIN_TIMER:
             self._on_join_deadline(group)
-        elif kind == _SYNC:
+        elif kind == SYNC_TIMER:
             self._on_sync_deadline(group)
-        elif kind == _SESSION:
+        elif kind == MEMBER_SESSION_TIMER:
             self._on_session_deadline(group, key[2])
-        elif kind == _PENDING:
+        elif kind == PENDING_MEMBER_TIMER:
             self._remove_pending_member(group, key[2])
 
     # --- consumer-protocol groups (KIP-848) -----------------------------------------------------------------
@@ -183,7 +183,7 @@ class GroupMachine(ClassicProtocol, OffsetCommits):
             return
 
         def done(error: ErrorCode) -> None:
-            answer = _commit_error(error)
+            answer = commit_error(error)
             reply({**results, **{g.group_id: answer for g in eligible}})
 
         self._cleanup_groups(eligible, lambda g: g.offsets.remove_all(), done)

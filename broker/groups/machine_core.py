@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import structlog
-
 from broker.errors import ErrorCode
 from broker.groups.consumer import ConsumerGroups
 from broker.groups.hashing import offsets_partition_for
@@ -27,9 +25,6 @@ from broker.groups.state import (
 from broker.groups.timers import Deadlines
 from broker.protocol import consumer_offsets
 from broker.protocol.types import fits_a_string
-
-log = structlog.get_logger("broker.groups")
-
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joined but never completed a rebalance
 # is dropped after this, since it cannot heartbeat yet and its connection may be gone.
@@ -89,11 +84,11 @@ class GroupConfig:
 
 
 # Timer keys. The group id is always part of the key, so unloading a group can cancel its timers.
-_JOIN = "join"  # the rebalance's join phase ends (rebalance timeout or initial delay)
-_SYNC = "sync"  # members that got a JoinGroup answer must have sent SyncGroup by now
-_SESSION = "session"  # a member's heartbeat deadline
-_PENDING = "pending"  # a MEMBER_ID_REQUIRED id that was never used to join
-_RETENTION = "retention"  # periodic offset expiry
+JOIN_TIMER = "join"  # the rebalance's join phase ends (rebalance timeout or initial delay)
+SYNC_TIMER = "sync"  # members that got a JoinGroup answer must have sent SyncGroup by now
+MEMBER_SESSION_TIMER = "session"  # a member's heartbeat deadline
+PENDING_MEMBER_TIMER = "pending"  # a MEMBER_ID_REQUIRED id that was never used to join
+RETENTION_TIMER = "retention"  # periodic offset expiry
 
 
 class MachineCore:
@@ -113,7 +108,7 @@ class MachineCore:
             config, clock, self._deadlines,
             lambda group_id, written, done: self._log.append(self.partition_for(group_id), written, done),
             topics)
-        self._deadlines.set((_RETENTION,), clock() + config.retention_check_interval_ms)
+        self._deadlines.set((RETENTION_TIMER,), clock() + config.retention_check_interval_ms)
 
     # --- partitions and timers ------------------------------------------------------------------------------
 
@@ -135,7 +130,7 @@ class MachineCore:
 
     def _schedule_session(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        self._deadlines.set((_SESSION, group.group_id, member.member_id), self._clock() + timeout)
+        self._deadlines.set((MEMBER_SESSION_TIMER, group.group_id, member.member_id), self._clock() + timeout)
 
     def _status_error(self, group_id: str, membership: bool) -> ErrorCode | None:
         """Kafka's validateGroupStatus: the membership APIs need a non-empty group id. And any group id must
@@ -163,9 +158,9 @@ class MachineCore:
     def _forget_group(self, group: ClassicGroup) -> None:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
-        self._deadlines.cancel((_JOIN, group.group_id))
-        self._deadlines.cancel((_SYNC, group.group_id))
+        self._deadlines.cancel((JOIN_TIMER, group.group_id))
+        self._deadlines.cancel((SYNC_TIMER, group.group_id))
         for member_id in group.members:
-            self._deadlines.cancel((_SESSION, group.group_id, member_id))
+            self._deadlines.cancel((MEMBER_SESSION_TIMER, group.group_id, member_id))
         for member_id in group.pending_members:
-            self._deadlines.cancel((_PENDING, group.group_id, member_id))
+            self._deadlines.cancel((PENDING_MEMBER_TIMER, group.group_id, member_id))

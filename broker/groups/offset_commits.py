@@ -27,7 +27,7 @@ from broker.protocol.consumer_offsets import OffsetAndMetadata
 log = structlog.get_logger("broker.groups")
 
 
-def _commit_error(append_error: ErrorCode) -> ErrorCode:
+def commit_error(append_error: ErrorCode) -> ErrorCode:
     """What an OffsetCommit answers when its append failed (Kafka's mapping in storeOffsets)."""
     if append_error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
                         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
@@ -138,7 +138,7 @@ class OffsetCommits(MachineCore):
 
         def appended(error: ErrorCode) -> None:
             group.offsets.complete(accepted, appended=error == ErrorCode.NONE)
-            answer = _commit_error(error)
+            answer = commit_error(error)
             reply({tp: errors.get(tp, answer) for tp in request.offsets})
             self._forget_if_unused(group)
 
@@ -173,7 +173,7 @@ class OffsetCommits(MachineCore):
         def appended(error: ErrorCode) -> None:
             if error == ErrorCode.NONE:
                 group.offsets.add_transactional(producer_id, accepted)
-            answer = _commit_error(error)
+            answer = commit_error(error)
             reply({tp: errors.get(tp, answer) for tp in request.offsets})
             self._forget_if_unused(group)
 
@@ -253,7 +253,7 @@ class OffsetCommits(MachineCore):
             return
 
         def done(error: ErrorCode) -> None:
-            answer = _commit_error(error)
+            answer = commit_error(error)
             reply(ErrorCode.NONE, {**partition_errors, **dict.fromkeys(eligible, answer)})
 
         # Kafka 4's group coordinator leaves a group this empties to the periodic cleanup, so DeleteGroups
