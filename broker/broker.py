@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -36,6 +36,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
 from broker.security.acl import Acl, AclStore, Authorizer
+from broker.security.listeners import Listener
 from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
 from broker.security.scram import ScramCredential, ScramStore
 from broker.server import KafkaServer
@@ -229,7 +230,8 @@ class Broker:
             self.inter_broker_key = derive_key(cluster_config.secret, "inter-broker")
             self.replica_manager = self.cluster.replicas
             self.topic_admin = ClusterTopicAdmin(self.cluster)
-        for listener in self.config.listeners or [None]:
+        listeners: Sequence[Listener | None] = self.config.listeners or [None]
+        for listener in listeners:
             server = KafkaServer(self, listener.host if listener else self.config.host,
                                  listener.port if listener else self.config.port,
                                  self.config["socket.request.max.bytes"],

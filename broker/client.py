@@ -107,6 +107,7 @@ class KafkaConnection:
     async def _log_in(self, security: ClientSecurity) -> None:
         """SaslHandshake v1, then SaslAuthenticate: one round for PLAIN, two for SCRAM."""
         mechanism = security.sasl_mechanism
+        assert mechanism is not None  # called for a SASL listener only
         handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
         if handshake["error_code"]:
             await self.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -420,7 +421,7 @@ class BrokerConfig:
                 raise section.error(key, "this SASL or authorization setting is not available in this broker (it "
                                          "has TLS, SASL PLAIN and SCRAM, and Kafka's StandardAuthorizer); "
                                          "refusing it rather than running without the security it asks for")
-        getters = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
+        getters: dict[str, Callable[[str, Any], Any]] = {"int": section.get_int, "str": section.get_str, "bool": section.get_bool,
                    "float": section.get_float}
         settings = {key: getters[kind](key, default) for key, (kind, default) in BROKER_KEYS.items()}
         for key, synonyms in SYNONYMS.items():

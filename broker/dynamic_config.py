@@ -62,7 +62,7 @@ BROKER_SYNONYMS = {
 
 # The broker config whose synonyms (BROKER_SYNONYMS) follow a topic config's own in DescribeConfigs, as
 # Kafka 4.4 lists them (it lists none for segment.ms and flush.ms); topic configs not here have none.
-TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+TOPIC_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     topic_key: (broker_key,) for broker_key, topic_key in TOPIC_DEFAULTS.items()
     if topic_key not in ("segment.ms", "flush.ms")
 } | {"remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",), "remote.copy.lag.ms": ("log.remote.copy.lag.ms",)}
@@ -129,7 +129,7 @@ class DynamicBrokerConfigs:
         """(synonym name, value, source) of ``name`` in Kafka's order: for each synonym, this broker's
         dynamic value, the cluster default, the static config, Kafka's default. ``scope`` "" gives the
         cluster default's only, as Kafka describes the default resource."""
-        found = []
+        found: list[tuple[str, str | None, int]] = []
         for synonym in BROKER_SYNONYMS.get(name, (name,)):
             if scope != CLUSTER_DEFAULT and synonym in self.layers[str(self.node_id)]:
                 found.append((synonym, self.layers[str(self.node_id)][synonym], SOURCE_DYNAMIC_BROKER))
@@ -223,6 +223,8 @@ class DynamicBrokerConfigs:
     def _cleaner_threads(self, updates: Mapping[str, str | None]) -> int:
         """log.cleaner.threads as it would be after ``updates`` (what the dedupe buffer is split between)."""
         for raw in (updates.get("log.cleaner.threads"), self.value("log.cleaner.threads")):
+            if raw is None:
+                continue
             try:
                 return int(raw)
             except (TypeError, ValueError):

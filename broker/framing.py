@@ -30,7 +30,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -131,6 +131,20 @@ class FrameReader(asyncio.StreamReader):
     ``FIRST_BYTES`` at most and doubles each time the frame's bytes fill it. The frame's size is reserved in the
     broker-wide ``budget`` until :meth:`release_frame`."""
 
+    if TYPE_CHECKING:
+        # The internals of CPython's StreamReader this reader works with (typeshed leaves them out).
+        _buffer: bytearray
+        _transport: asyncio.Transport | None
+        _paused: bool
+        _exception: BaseException | None
+        _eof: bool
+
+        def _wakeup_waiter(self) -> None: ...
+
+        def _maybe_resume_transport(self) -> None: ...
+
+        async def _wait_for_data(self, func_name: str) -> None: ...
+
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, pool: FramePool | None = None,
                  budget: MemoryBudget | None = None) -> None:
         super().__init__(limit=limit, loop=loop)
@@ -158,6 +172,7 @@ class FrameReader(asyncio.StreamReader):
 
     def _grow(self) -> None:
         """Move the frame's bytes so far into a buffer twice as large (at most the frame's size)."""
+        assert self.frame is not None  # frame_room grows the frame being received only
         old = memoryview(self.frame)
         self.frame = self.pool.take(min(self.size, 2 * len(old)))
         self.frame[:self.filled] = old[:self.filled]
@@ -182,6 +197,7 @@ class FrameReader(asyncio.StreamReader):
         into it."""
         while self._buffer and self.filled < self.size:
             room = self.frame_room()
+            assert room is not None  # a frame is being received and not whole yet
             count = min(len(room), len(self._buffer))
             room[:count] = memoryview(self._buffer)[:count]
             del self._buffer[:count]
@@ -207,9 +223,9 @@ class FrameReader(asyncio.StreamReader):
                     break
                 await self._wait_or_fail(size)
         except BaseException:
-            frame, self.frame = memoryview(self.frame), None
+            unfinished, self.frame = memoryview(self.frame), None
             self.budget.give_back(size)
-            self.pool.give_back(frame)
+            self.pool.give_back(unfinished)
             raise
         frame, self.frame = self.frame, None
         return memoryview(frame)[:size]
@@ -232,6 +248,11 @@ class FrameReader(asyncio.StreamReader):
 class FrameProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     """The stream protocol, as a buffered protocol: the transport reads into the buffer we give it, the
     waiting frame's when there is one."""
+
+    if TYPE_CHECKING:
+        # CPython's StreamReaderProtocol internals (typeshed leaves them out); the reader is the FrameReader given.
+        _stream_reader: FrameReader | None
+        _loop: asyncio.AbstractEventLoop
 
     def __init__(self, reader: FrameReader, connected: Callable[..., Any], loop: asyncio.AbstractEventLoop, *,
                  on_lost: Callable[[], None] | None = None) -> None:
@@ -258,13 +279,14 @@ class FrameProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         if reader is None:
             return
         reader.last_active = self._loop.time()
-        while data and (room := reader.frame_room()) is not None:
-            taken = min(len(room), len(data))
-            room[:taken] = memoryview(data)[:taken]
+        rest: bytes | memoryview = data
+        while rest and (room := reader.frame_room()) is not None:
+            taken = min(len(room), len(rest))
+            room[:taken] = memoryview(rest)[:taken]
             reader.frame_received(taken)
-            data = memoryview(data)[taken:]
-        if data:
-            reader.feed_data(data)
+            rest = memoryview(rest)[taken:]
+        if rest:
+            reader.feed_data(rest)
 
     def buffer_updated(self, nbytes: int) -> None:
         reader = self._stream_reader

@@ -18,7 +18,7 @@ import socket
 import ssl
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -37,7 +37,7 @@ from broker.protocol.api import (
     encode_response,
     encode_response_chunks,
 )
-from broker.protocol.types import FileRegion, StringTooLongError
+from broker.protocol.types import Chunk, FileRegion, StringTooLongError
 from broker.security.acl import ANONYMOUS, certificate_principal
 from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_login import BrokerIdentity, BrokerLoginError, BrokerLoginServer
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.server")
 
 _SIZE = struct.Struct(">i")
-SASL_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
+SASL_VERSIONS: dict[int, tuple[int, int]] = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 
 
 class _SaslSession:
@@ -142,7 +142,8 @@ class KafkaServer:
         self.listener = listener
         self.sasl = sasl
         # A SASL listener also serves the two SASL APIs (and nothing else before a client has logged in).
-        self.api_versions = broker.api_versions if sasl is None else {**broker.api_versions, **SASL_VERSIONS}
+        self.api_versions: dict[int, tuple[int, int]] = (
+            broker.api_versions if sasl is None else {**broker.api_versions, **SASL_VERSIONS})
         self._server: FrameServer | None = None
         self._connections: set[asyncio.Task] = set()
 
@@ -300,6 +301,7 @@ class KafkaServer:
         return answer
 
     def _login_round(self, session: _SaslSession, token: bytes, client_host: str) -> bytes | None:
+        assert session.mechanism is not None  # SaslAuthenticate before SaslHandshake was refused
         if session.mechanism == PLAIN:
             session.user = self.sasl.check_plain(token)
             answer = b"" if session.user is not None else None
@@ -321,7 +323,7 @@ class KafkaServer:
         return answer
 
     def _sasl(self, header: Any, body: dict[str, Any], session: _SaslSession,
-              client_host: str) -> list | _LastAnswer | bool:
+              client_host: str) -> list[Chunk] | _LastAnswer:
         """SaslHandshake and SaslAuthenticate on a SASL listener (Kafka's order: handshake, then the token)."""
         version, correlation = header.api_version, header.correlation_id
         if header.api_key == ApiKey.SASL_HANDSHAKE:
@@ -343,7 +345,7 @@ class KafkaServer:
             session.bare_token = version == 0
             return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation,
                                           {"error_code": 0, "mechanisms": mechanisms})
-        answer = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+        answer: dict[str, Any] = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
         if (session.user is not None and session.reauth_from is None) or session.mechanism is None:
             answer.update(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                           error_message="SaslAuthenticate comes once, after SaslHandshake")
@@ -363,7 +365,7 @@ class KafkaServer:
 
     async def _handle_frame(self, frame: bytes | memoryview, client_host: str, peer: _BrokerPeer,
                             session: _SaslSession | None = None,
-                            principal: str = ANONYMOUS) -> list | _LastAnswer | None | bool:
+                            principal: str = ANONYMOUS) -> list[Chunk] | _LastAnswer | None | Literal[False]:
         """The encoded response, None when the request gets no answer, False to close the connection."""
         try:
             header, body = decode_request(frame)
@@ -442,6 +444,7 @@ class KafkaServer:
                 answer.update(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=[])  # a single node
             if answer["error_code"]:
                 return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer))
+            assert self.broker.inter_broker_key is not None  # a single node answered UNSUPPORTED_SASL_MECHANISM
             peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.broker_epoch)
             return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer)
         login = peer.login

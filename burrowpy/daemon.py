@@ -19,11 +19,11 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from burrowpy.config import Config, Section
-    from burrowpy.context import ApplicationContext, Clock
+    from burrowpy.context import ApplicationContext, Clock, Evaluator, Storage
     from burrowpy.coordinators.base import ModuleFactory
     from burrowpy.logging import LogControl
 
@@ -121,10 +121,11 @@ class Monitor:
             self._coordinators.append(("zookeeper", self.zookeeper))
         storage = Coordinator("storage", ctx, self.classes["storage"], default_class="inmemory")
         self._coordinators.append(("storage", storage))
-        ctx.storage = next(iter(storage.modules.values()))
+        # the storage classes build these modules, each one a Storage
+        ctx.storage = cast("Storage", next(iter(storage.modules.values())))
         evaluator = Coordinator("evaluator", ctx, self.classes["evaluator"], default_class="caching")
         self._coordinators.append(("evaluator", evaluator))
-        ctx.evaluator = next(iter(evaluator.modules.values()))
+        ctx.evaluator = cast("Evaluator", next(iter(evaluator.modules.values())))
         self.http = HttpServerCoordinator(ctx)
         self._coordinators.append(("httpserver", self.http))
         if config.has_notifiers:

@@ -137,7 +137,7 @@ async def _demo(args: argparse.Namespace, data_dir: Path, data_note: str) -> int
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        waiters = [asyncio.create_task(stop.wait())]
+        waiters: list[asyncio.Future[Any]] = [asyncio.create_task(stop.wait())]
         if args.duration:
             waiters.append(asyncio.create_task(asyncio.sleep(args.duration)))
         failed = asyncio.gather(*workload)

@@ -208,8 +208,8 @@ class HttpAuthProfile:
                 except ValueError as exc:
                     raise ValueError(f"{key}.{user}: {exc}") from None
         tokens = []
-        for key, role, entries in (("reader-tokens", READER, reader_tokens), ("admin-tokens", ADMIN, admin_tokens)):
-            for number, text in enumerate(entries):
+        for key, role, digests in (("reader-tokens", READER, reader_tokens), ("admin-tokens", ADMIN, admin_tokens)):
+            for number, text in enumerate(digests):
                 try:
                     tokens.append((parse_token_digest(text), role))
                 except ValueError as exc:

@@ -82,8 +82,8 @@ def plan_membership(metadata: ClusterMetadata, sightings: dict[int, BrokerSighti
             commands.append({"op": "register_broker", "node_id": node_id, "host": seen.host, "port": seen.port,
                              "rack": seen.rack, "endpoints": seen.endpoint_map()})
     for broker in metadata.live_brokers():
-        seen = sightings.get(broker.node_id)
-        if (seen is None and fence_unknown) or (seen is not None and seen.state in (DEAD, LEFT)):
+        sighting = sightings.get(broker.node_id)
+        if (sighting is None and fence_unknown) or (sighting is not None and sighting.state in (DEAD, LEFT)):
             commands.append({"op": "fence_broker", "node_id": broker.node_id})
     return commands
 

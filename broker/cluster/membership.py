@@ -504,7 +504,7 @@ class GossipNode:
         self.protocol: SwimMembership | None = None
         self._transport: asyncio.DatagramTransport | None = None
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._running = False
 
     @property

@@ -79,8 +79,8 @@ def _uniform(subscriptions: Mapping[str, frozenset[bytes]], partitions: Mapping[
                 target[member].add(free.pop(0))
     result: dict[str, Assignment] = {}
     for member, tps in target.items():
-        topics: dict[bytes, set[int]] = {}
+        by_topic: dict[bytes, set[int]] = {}
         for topic_id, partition in tps:
-            topics.setdefault(topic_id, set()).add(partition)
-        result[member] = {t: frozenset(p) for t, p in topics.items()}
+            by_topic.setdefault(topic_id, set()).add(partition)
+        result[member] = {t: frozenset(p) for t, p in by_topic.items()}
     return result

@@ -61,6 +61,8 @@ SESSION_TIMER = "cg-session"
 REVOCATION_TIMER = "cg-revoke"
 
 OffsetsRecord = tuple[bytes, bytes | None]
+# (name, topic id, partition count) of each subscribed topic, sorted
+TopicSignature = tuple[tuple[str, bytes, int], ...]
 
 
 @dataclass(eq=False, slots=True)
@@ -108,7 +110,7 @@ class ConsumerGroup:
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
-    topic_signature: tuple = ()  # the subscribed topics' ids and partition counts at the last assignment
+    topic_signature: TopicSignature = ()  # the subscribed topics' ids and partition counts at the last assignment
 
     @property
     def state(self) -> str:
@@ -131,7 +133,7 @@ class ConsumerGroup:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(regex: str) -> re.Pattern:
+def _compiled(regex: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
@@ -251,10 +253,11 @@ class ConsumerGroups:
             member = group.members[member_id] = ConsumerMember(member_id)
             joined = True
         else:
-            member = group.members.get(request.member_id) if group is not None else None
-            if member is None:
+            existing = group.members.get(request.member_id) if group is not None else None
+            if group is None or existing is None:
                 reply(HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group"))
                 return
+            member = existing
             owned = _from_wire(request.owned) if request.owned is not None else None
             if request.member_epoch != member.member_epoch and not (
                     request.member_epoch == member.previous_member_epoch and owned is not None
@@ -334,7 +337,7 @@ class ConsumerGroups:
         member.client_id, member.client_host = request.client_id, request.client_host
         return changed
 
-    def _signature(self, group: ConsumerGroup) -> tuple:
+    def _signature(self, group: ConsumerGroup) -> TopicSignature:
         topics = self._topics()
         return tuple(sorted((name, *topics[name]) for name in group.subscribed_topics(topics) if name in topics))
 
@@ -344,7 +347,7 @@ class ConsumerGroups:
                          for m in group.members.values()}
         partitions = {topic_id: count for topic_id, count in topics.values()}
         target = assign(group.assignor(), subscriptions, partitions, group.target)
-        written = []
+        written: list[OffsetsRecord] = []
         for member_id, assignment in target.items():
             if group.target.get(member_id) != assignment:
                 written.append((consumer_offsets.consumer_group_key(consumer_offsets.TARGET_ASSIGNMENT_MEMBER_RECORD, group.group_id,
@@ -406,7 +409,7 @@ class ConsumerGroups:
     def _leave(self, group: ConsumerGroup | None, request: HeartbeatRequest,
                reply: Callable[[HeartbeatResult], None]) -> None:
         member = group.members.get(request.member_id) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             reply(HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group"))
             return
         written: list[OffsetsRecord] = []
@@ -429,7 +432,7 @@ class ConsumerGroups:
     def on_timer(self, kind: str, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if group is None or member is None:
             return
         reason = "its session timed out" if kind == SESSION_TIMER else "it did not revoke partitions in time"
         log.info("removing a consumer group member", group=group_id, member=member_id, reason=reason)

@@ -106,8 +106,8 @@ class GroupCoordinator:
         self.broker = broker
         self.config = GroupConfig.from_broker_config(broker.config)
         self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)
-        self._appends: asyncio.Queue[tuple[int, list[OffsetsRecord], Callable[[ErrorCode], None]] | None] = (
-            asyncio.Queue())
+        self._appends: asyncio.Queue[tuple[int, list[OffsetsRecord], Callable[[ErrorCode], None],
+                                           tuple[int, int] | None] | None] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._writer: asyncio.Task | None = None
         self._timers: asyncio.Task | None = None

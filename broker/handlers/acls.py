@@ -46,7 +46,8 @@ def _refusal(ctx: RequestContext, operation: Operation,
 
 @handler(ApiKey.DESCRIBE_ACLS)
 async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": []}
+    answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                              "resources": []}
     refused = _refusal(ctx, Operation.DESCRIBE, "No Authorizer is configured on the broker")  # Kafka's words
     if refused is None:
         wanted = _filter(request)

@@ -447,7 +447,7 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str
                 "error_message": "Cluster authorization failed.", "results": []}
     known = ctx.broker.scram.users()
     wanted = [u["name"] for u in request["users"]] if request["users"] else sorted(known)
-    results = []
+    results: list[dict[str, Any]] = []
     for name, count in Counter(wanted).items():
         if count > 1:
             results.append({"user": name, "error_code": ErrorCode.DUPLICATE_RESOURCE,

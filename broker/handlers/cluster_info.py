@@ -81,7 +81,7 @@ TOPIC_LISTS_KEPT = 64
 
 
 def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
-                 described: Callable[[str], bool]) -> list[Encoded]:
+                 described: Callable[[str], bool]) -> list[Encoded | dict[str, Any]]:
     """The entries of every topic the principal may describe, in name order.
 
     Kept and used again while nothing they depend on changes: the topics and the cluster's metadata
@@ -116,6 +116,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
 
     # v0: an empty list means every topic; v1+: null means every topic and [] means none.
+    topics: list[Encoded | dict[str, Any]]
     if requested is None or (ctx.api_version == 0 and not requested):
         # every topic the principal may describe; the others are left out
         topics = _every_topic(ctx, live, operations, described)

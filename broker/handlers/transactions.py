@@ -28,7 +28,7 @@ from broker.topics import INTERNAL_TOPICS
 from broker.txn.coordinator import write_marker
 
 # The first version of each API that knows PRODUCER_FENCED.
-_FENCED_SINCE = {
+_FENCED_SINCE: dict[int, int] = {
     ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.ADD_PARTITIONS_TO_TXN: 2,
     ApiKey.ADD_OFFSETS_TO_TXN: 2,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any
+from typing import Any, cast
 
 from broker.protocol import headers, messages, types
 from broker.protocol.headers import RequestHeader
@@ -154,7 +154,7 @@ def _byte_view(data: types.Buffer) -> memoryview:
     return view if view.itemsize == 1 and view.ndim == 1 else view.cast("B")
 
 
-def _encode_body(schema: Message, version: int, out: list, body: Mapping[str, Any]) -> None:
+def _encode_body(schema: Message, version: int, out: list[types.Chunk], body: Mapping[str, Any]) -> None:
     try:
         schema.compiled(version).encode(out, body)
     except EncodeError:
@@ -163,7 +163,7 @@ def _encode_body(schema: Message, version: int, out: list, body: Mapping[str, An
         raise EncodeError(f"cannot encode {schema.name} v{version}: {type(exc).__name__}: {exc}") from exc
 
 
-def _framed(out: list) -> bytes:
+def _framed(out: list[types.Chunk]) -> bytes:
     """Join chunks whose first element is a placeholder for the int32 size prefix."""
     out[0] = types.INT32.pack(sum(map(len, out)))
     for index, chunk in enumerate(out):
@@ -171,16 +171,22 @@ def _framed(out: list) -> bytes:
             out[index] = chunk.read()
             if len(out[index]) != len(chunk):
                 raise EncodeError(f"log data shrank while being read ({len(out[index])} of {len(chunk)} bytes)")
-    return b"".join(out)
+    return _joined(out)
 
 
-def _sized(out: list) -> list:
+def _joined(out: list[types.Chunk]) -> bytes:
+    """Chunks without a FileRegion, joined: regions are records read from the log, which only a Fetch
+    response's body holds, and _framed reads them in first."""
+    return b"".join(cast("list[types.Buffer]", out))
+
+
+def _sized(out: list[types.Chunk]) -> list[types.Chunk]:
     """Chunks whose first element is a placeholder, with the int32 size prefix put in, left unjoined."""
     out[0] = types.INT32.pack(sum(map(len, out)))
     return out
 
 
-def _decode_body(schema: Message, version: int, buf: memoryview, pos: int, header: RequestHeader | None) -> dict:
+def _decode_body(schema: Message, version: int, buf: memoryview, pos: int, header: RequestHeader | None) -> dict[str, Any]:
     try:
         body, _end = schema.compiled(version).decode(buf, pos)
     except DecodeError as exc:
@@ -226,7 +232,7 @@ def encode_request(
 ) -> bytes:
     """A whole request frame, size prefix included."""
     schema = _schema(messages.REQUESTS, api_key, api_version)
-    out: list = [b""]
+    out: list[types.Chunk] = [b""]
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
     header_version = headers.request_header_version(schema.is_flexible(api_version))
     try:
@@ -242,15 +248,15 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: M
     return _framed(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
+def encode_response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list[types.Chunk]:
     """The frame of :func:`encode_response` as chunks: bytes-likes and :class:`~types.FileRegion` records,
     which the server sends from their files."""
     return _sized(_response_chunks(api_key, api_version, correlation_id, body))
 
 
-def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
+def _response_chunks(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list[types.Chunk]:
     schema = _schema(messages.RESPONSES, api_key, api_version)
-    out: list = [b""]
+    out: list[types.Chunk] = [b""]
     try:
         headers.write_response_header(out, correlation_id, response_header_version(api_key, api_version))
     except _ENCODE_FAILURES as exc:
@@ -293,14 +299,14 @@ def encode_element(api_key: int, api_version: int, path: str, element: dict[str,
     encoded now to be placed in a response body later, where the encoder writes it as it is."""
     schema = _schema(messages.RESPONSES, api_key, api_version)
     encoder = schema.compiled(api_version).element_encoders[f"{schema.name}.{path}"]
-    out: list = []
+    out: list[types.Chunk] = []
     try:
         encoder(out, element)
     except EncodeError:
         raise
     except _ENCODE_FAILURES as exc:
         raise EncodeError(f"cannot encode {schema.name} v{api_version} {path}: {type(exc).__name__}: {exc}") from exc
-    return types.Encoded(b"".join(out))
+    return types.Encoded(_joined(out))
 
 
 def encode_struct(name: str, version: int, body: dict[str, Any]) -> bytes:
@@ -309,9 +315,9 @@ def encode_struct(name: str, version: int, body: dict[str, Any]) -> bytes:
     schema = _data_struct(name)
     if version not in schema.versions:
         raise UnsupportedVersionError(f"{name} has no version {version} (supported {schema.versions})")
-    out: list = [types.INT16.pack(version)]
+    out: list[types.Chunk] = [types.INT16.pack(version)]
     _encode_body(schema, version, out, body)
-    return b"".join(out)
+    return _joined(out)
 
 
 def decode_struct(name: str, data: types.Buffer) -> tuple[int, dict[str, Any]]:

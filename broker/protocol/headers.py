@@ -64,7 +64,7 @@ def read_request_header_v1(buf: types.Buffer) -> tuple[RequestHeader, int]:
     return RequestHeader(**fields), pos
 
 
-def write_request_header(out: list[bytes], header: RequestHeader, version: int) -> None:
+def write_request_header(out: list[types.Chunk], header: RequestHeader, version: int) -> None:
     body = {
         "api_key": header.api_key,
         "api_version": header.api_version,
@@ -74,7 +74,7 @@ def write_request_header(out: list[bytes], header: RequestHeader, version: int) 
     REQUEST_HEADER.compiled(version).encode(out, body)
 
 
-def write_response_header(out: list[bytes], correlation_id: int, version: int) -> None:
+def write_response_header(out: list[types.Chunk], correlation_id: int, version: int) -> None:
     RESPONSE_HEADER.compiled(version).encode(out, {"correlation_id": correlation_id})
 
 

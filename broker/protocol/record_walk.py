@@ -93,7 +93,7 @@ class _Walk:
         if checks.compacted and key_length < 0:
             self.errors.append((index, "Compacted topic cannot accept message without key in topic partition "
                                        f"{checks.topic_partition}"))
-        elif checks.earliest_ms is not None and timestamp != NO_TIMESTAMP and not (
+        elif checks.earliest_ms is not None and checks.latest_ms is not None and timestamp != NO_TIMESTAMP and not (
                 checks.earliest_ms <= timestamp <= checks.latest_ms):
             self.invalid_timestamp = True
             self.errors.append((index, f"Timestamp {timestamp} of message with offset {index} is out of range. "
@@ -303,7 +303,7 @@ def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
     Only the chain of record lengths is followed in Python; every record's fields are then read at once,
     one field after the other, with numpy: a fraction of the walk's cost for a batch of many records.
     """
-    ends = []
+    ends: list[int] = []
     append = ends.append
     pos = HEADER_SIZE
     try:
@@ -335,30 +335,46 @@ def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
     starts = np.empty_like(record_ends)
     starts[0] = HEADER_SIZE
     starts[1:] = record_ends[:-1]
-    lengths, at = _varints_at(data, starts)
-    if lengths is None or np.count_nonzero(lengths < 0):
+    found = _varints_at(data, starts)
+    if found is None:
         return None
-    timestamp_deltas, at = _varints_at(data, at + 1)  # past the attributes byte
-    if timestamp_deltas is None:
+    lengths, at = found
+    if np.count_nonzero(lengths < 0):
         return None
-    offset_deltas, at = _varints_at(data, at)
-    if offset_deltas is None or np.count_nonzero(offset_deltas != np.arange(count)):
+    found = _varints_at(data, at + 1)  # past the attributes byte
+    if found is None:
         return None
-    key_lengths, at = _varints_at(data, at)
-    if key_lengths is None or np.count_nonzero(key_lengths < (0 if walk.checks.compacted else -1)):
+    timestamp_deltas, at = found
+    found = _varints_at(data, at)
+    if found is None:
+        return None
+    offset_deltas, at = found
+    if np.count_nonzero(offset_deltas != np.arange(count)):
+        return None
+    found = _varints_at(data, at)
+    if found is None:
+        return None
+    key_lengths, at = found
+    if np.count_nonzero(key_lengths < (0 if walk.checks.compacted else -1)):
         return None
     at += np.maximum(key_lengths, 0)
     if np.count_nonzero(at >= record_ends):
         return None
-    value_lengths, at = _varints_at(data, at)
-    if value_lengths is None or np.count_nonzero(value_lengths < -1):
+    found = _varints_at(data, at)
+    if found is None:
+        return None
+    value_lengths, at = found
+    if np.count_nonzero(value_lengths < -1):
         return None
     at += np.maximum(value_lengths, 0)
     if np.count_nonzero(at >= record_ends):
         return None
-    header_counts, at = _varints_at(data, at)
+    found = _varints_at(data, at)
+    if found is None:
+        return None
+    header_counts, at = found
     # records with headers are left to the walk
-    if header_counts is None or np.count_nonzero(header_counts) or np.count_nonzero(at != record_ends):
+    if np.count_nonzero(header_counts) or np.count_nonzero(at != record_ends):
         return None
     largest, smallest = int(timestamp_deltas.max()), int(timestamp_deltas.min())
     checks = walk.checks
@@ -369,9 +385,9 @@ def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
     return max(NO_TIMESTAMP, base + largest)
 
 
-def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The zigzag varints starting at each of the positions ``at`` and the positions after them, or
-    (None, None) when one is longer than nine bytes (a value no record field honestly holds)."""
+    None when one is longer than nine bytes (a value no record field honestly holds)."""
     byte = data[at]
     more = byte >= 0x80
     if not np.count_nonzero(more):
@@ -388,7 +404,7 @@ def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarra
             return (value >> 1) ^ -(value & 1), at + size
         shift += 7
         if shift > 56:
-            return None, None
+            return None
         size += more
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -154,7 +154,7 @@ def crc_of(buf: Buffer, pos: int, size: int) -> int:
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
 
 
-def iter_batches(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+def iter_batches(buf: Buffer, start: int = 0) -> Generator[tuple[int, BatchHeader], None, int]:
     """Yield ``(position, header)`` of each whole v2 batch in ``buf``; stop quietly at a truncated tail.
 
     A fetch response may end with a partial batch, so a short tail is not an error. The generator's
@@ -188,7 +188,8 @@ def whole_batches_length(buf: Buffer, start: int = 0) -> int:
         try:
             next(batches)
         except StopIteration as stop:
-            return stop.value
+            end: int = stop.value  # iter_batches returns where its last whole batch ends
+            return end
 
 
 def _raise_bad_magic(magic: int) -> None:
@@ -429,7 +430,8 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     if codec == COMPRESSION_NONE:
         return data
     if level is None or (codec == COMPRESSION_GZIP and level == -1):
-        level = DEFAULT_LEVELS.get(codec)
+        # snappy, the one codec without levels, takes none of the level below
+        level = DEFAULT_LEVELS.get(codec, 0)
     if codec == COMPRESSION_GZIP:
         compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
         return compressor.compress(data) + compressor.flush()
@@ -437,10 +439,12 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == COMPRESSION_LZ4:
         # Independent 64 KiB blocks: what Kafka's Java LZ4 stream writes and reads.
-        return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                                  compression_level=level)
+        lz4_frame: bytes = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                              compression_level=level)
+        return lz4_frame
     if codec == COMPRESSION_ZSTD:
-        return zstandard.ZstdCompressor(level=level).compress(data)
+        zstd_frame: bytes = zstandard.ZstdCompressor(level=level).compress(data)
+        return zstd_frame
     raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
 
 
@@ -452,7 +456,8 @@ def decompress(codec: int, data: Buffer) -> bytes:
         if codec == COMPRESSION_SNAPPY:
             return _snappy_decode(bytes(data))
         if codec == COMPRESSION_LZ4:
-            return lz4.frame.decompress(bytes(data))
+            lz4_data: bytes = lz4.frame.decompress(bytes(data))
+            return lz4_data
         if codec == COMPRESSION_ZSTD:
             # Kafka's zstd frames need not declare their content size, so stream-decode.
             return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
@@ -633,7 +638,7 @@ def decode_batch(buf: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, 
         )
     if verify_crc and crc_of(buf, 0, size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
-    payload = memoryview(buf)[HEADER_SIZE:size]
+    payload: memoryview | bytes = memoryview(buf)[HEADER_SIZE:size]
     if header.compression != COMPRESSION_NONE:
         payload = decompress(header.compression, payload)
     log_append_time = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else None

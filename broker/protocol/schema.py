@@ -25,7 +25,7 @@ import re
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol import types
 
@@ -142,11 +142,18 @@ class Field:
 
     name: str
     type: FieldType
-    versions: Versions | str
-    nullable: Versions | str = NO_VERSIONS
+    versions: Versions
+    nullable: Versions = NO_VERSIONS
     default: Any = _UNSET
     tag: int | None = None
-    compact: Versions | str | None = None
+    compact: Versions | None = None
+
+    if TYPE_CHECKING:
+        # Schemas are written with Kafka's version text ("3+"); __post_init__ parses it, so the instance
+        # only ever holds Versions.
+        def __init__(self, name: str, type: FieldType, versions: Versions | str,
+                     nullable: Versions | str = NO_VERSIONS, default: Any = _UNSET, tag: int | None = None,
+                     compact: Versions | str | None = None) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "versions", _versions(self.versions))
@@ -188,11 +195,16 @@ class Message:
 
     name: str
     kind: str
-    versions: Versions | str
-    flexible: Versions | str
+    versions: Versions
+    flexible: Versions
     fields: tuple[Field, ...]
     api_key: int | None = None
     _compiled: dict[int, CompiledVersion] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    if TYPE_CHECKING:
+        # As Field's: version text in, parsed Versions held.
+        def __init__(self, name: str, kind: str, versions: Versions | str, flexible: Versions | str,
+                     fields: tuple[Field, ...] | list[Field], api_key: int | None = None) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "versions", _versions(self.versions))
@@ -253,7 +265,8 @@ def _validate_struct(message: Message, struct_: Struct, path: str) -> None:
             if f.tag in tags or f.tag < 0:
                 raise SchemaError(f"{where}: duplicate or negative tag {f.tag}")
             tags.add(f.tag)
-            for version in range(message.versions.low, message.versions.high + 1):
+            low, high = message.version_range()
+            for version in range(low, high + 1):
                 if version in f.versions and not message.is_flexible(version):
                     raise SchemaError(f"{where}: tagged field exists in non-flexible version {version}")
         if f.compact is not None and f.type not in ("string", "bytes"):
@@ -323,7 +336,7 @@ def _unknown_fields(value: Mapping[str, Any], known: frozenset[str], message: st
     return UnknownFieldError(message, version, path, unknown, known)
 
 
-Encoder = Callable[[list, Mapping[str, Any]], None]
+Encoder = Callable[[list[types.Chunk], Mapping[str, Any]], None]
 Decoder = Callable[[types.Buffer, int], tuple[dict[str, Any], int]]
 
 
@@ -380,7 +393,7 @@ def _compile(message: Message, version: int) -> CompiledVersion:
     # The source comes from our own schemas only, never from input.
     exec(compile(source, filename, "exec"), namespace)
     for tag_default_name, encoder_name, default in generator.tag_defaults:
-        chunks: list = []
+        chunks: list[bytes] = []
         namespace[encoder_name](chunks, default)
         namespace[tag_default_name] = b"".join(chunks)
     return CompiledVersion(namespace[encode_name], namespace[decode_name], source,
@@ -430,7 +443,7 @@ class _Generator:
     def struct_functions(self, struct_: Struct, path: str) -> tuple[str, str]:
         present = [f for f in struct_.fields if self.version in f.versions]
         regular = [f for f in present if f.tag is None]
-        tagged = sorted((f for f in present if f.tag is not None), key=lambda f: f.tag)
+        tagged = sorted((f for f in present if f.tag is not None), key=_tag)
         nested: _Nested = {}
         for f in present:
             inner = f.type.element if isinstance(f.type, Array) else f.type
@@ -538,6 +551,7 @@ class _Generator:
 
     def _write_array_lines(self, f: Field, var: str, out: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
+        assert isinstance(f.type, Array)  # the caller dispatched on the field's type
         element = f.type.element
         lines = []
         if self._nullable(f):
@@ -580,7 +594,7 @@ class _Generator:
                 f"        {value_encoder}(chunk, v)",
                 "        data = b''.join(chunk)",
                 f"        if data != {encoded_default}:",
-                f"            tagged += ({types.uvarint_bytes(f.tag)!r}, uvarint_bytes(len(data)), data)",
+                f"            tagged += ({types.uvarint_bytes(_tag(f))!r}, uvarint_bytes(len(data)), data)",
             ]
         lines += ["    append(uvarint_bytes(len(tagged) // 3))", "    out += tagged"]
         return lines
@@ -645,6 +659,7 @@ class _Generator:
 
     def _read_array_lines(self, f: Field, target: str, path: str, nested: _Nested, indent: int) -> list[str]:
         pad = "    " * indent
+        assert isinstance(f.type, Array)  # the caller dispatched on the field's type
         element = f.type.element
         if self.flexible:
             # Inline one-byte fast path; a longer varint goes through the checked reader.
@@ -710,7 +725,16 @@ def _is_fixed_run(run: list[Field]) -> bool:
 
 
 def _run_format(run: list[Field]) -> str:
-    return "".join(types.FIXED_FORMATS[f.type] for f in run)
+    formats = []
+    for f in run:
+        assert isinstance(f.type, str)  # _is_fixed_run: a fixed run holds primitive fields only
+        formats.append(types.FIXED_FORMATS[f.type])
+    return "".join(formats)
+
+
+def _tag(f: Field) -> int:
+    assert f.tag is not None  # called for the tagged fields only
+    return f.tag
 
 
 def _fresh_default_source(f: Field) -> str:

@@ -23,7 +23,7 @@ import os
 import struct
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 Buffer = bytes | bytearray | memoryview
 
@@ -36,6 +36,7 @@ class Encoded(bytes):
     __slots__ = ()
 
 
+@final  # so that a type() test narrows it out (_byte_view)
 class FileRegion:
     """Bytes of files, as ``(fd, position, length)`` pieces, to be sent without copying them through Python.
 
@@ -62,6 +63,10 @@ class FileRegion:
 
     def close(self) -> None:
         self._closer()
+
+
+# One piece of a frame being encoded: the writers append these to their ``out`` list.
+Chunk = bytes | bytearray | memoryview | FileRegion
 
 
 def _close_all(fds: list[int]) -> None:
@@ -330,7 +335,7 @@ def fits_a_string(value: str) -> bool:
     return len(value) <= MAX_STRING_BYTES // 3 or len(value.encode()) <= MAX_STRING_BYTES
 
 
-def write_string(out: list, value: str) -> None:
+def write_string(out: list[Chunk], value: str) -> None:
     encoded = value.encode()
     if len(encoded) > MAX_STRING_BYTES:
         raise StringTooLongError(f"a string of {len(encoded)} bytes is longer than a string can be "
@@ -339,20 +344,20 @@ def write_string(out: list, value: str) -> None:
     out.append(encoded)
 
 
-def write_nullable_string(out: list, value: str | None) -> None:
+def write_nullable_string(out: list[Chunk], value: str | None) -> None:
     if value is None:
         out.append(NULL_INT16_LENGTH)
     else:
         write_string(out, value)
 
 
-def write_compact_string(out: list, value: str) -> None:
+def write_compact_string(out: list[Chunk], value: str) -> None:
     encoded = value.encode()
     out.append(uvarint_bytes(len(encoded) + 1))
     out.append(encoded)
 
 
-def write_compact_nullable_string(out: list, value: str | None) -> None:
+def write_compact_nullable_string(out: list[Chunk], value: str | None) -> None:
     if value is None:
         out.append(NULL_COMPACT_LENGTH)
     else:
@@ -386,7 +391,7 @@ read_bytes, read_nullable_bytes, read_compact_bytes, read_compact_nullable_bytes
  read_compact_nullable_records_view) = _sized_readers(INT32, "bytes", _slice_view)
 
 
-def _byte_view(value: Buffer) -> bytes | memoryview:
+def _byte_view(value: Buffer | FileRegion) -> bytes | memoryview | FileRegion:
     """``value`` as something whose len() is its size in bytes, without copying it."""
     if type(value) is bytes or type(value) is FileRegion:
         return value
@@ -396,26 +401,26 @@ def _byte_view(value: Buffer) -> bytes | memoryview:
     return view
 
 
-def write_bytes(out: list, value: Buffer) -> None:
+def write_bytes(out: list[Chunk], value: Buffer | FileRegion) -> None:
     data = _byte_view(value)
     out.append(INT32.pack(len(data)))
     out.append(data)
 
 
-def write_nullable_bytes(out: list, value: Buffer | None) -> None:
+def write_nullable_bytes(out: list[Chunk], value: Buffer | FileRegion | None) -> None:
     if value is None:
         out.append(NULL_INT32_LENGTH)
     else:
         write_bytes(out, value)
 
 
-def write_compact_bytes(out: list, value: Buffer) -> None:
+def write_compact_bytes(out: list[Chunk], value: Buffer | FileRegion) -> None:
     data = _byte_view(value)
     out.append(uvarint_bytes(len(data) + 1))
     out.append(data)
 
 
-def write_compact_nullable_bytes(out: list, value: Buffer | None) -> None:
+def write_compact_nullable_bytes(out: list[Chunk], value: Buffer | FileRegion | None) -> None:
     if value is None:
         out.append(NULL_COMPACT_LENGTH)
     else:
@@ -429,7 +434,7 @@ def read_uuid(buf: Buffer, pos: int) -> tuple[bytes, int]:
     return _slice_bytes(buf, pos, UUID_SIZE, "uuid")
 
 
-def write_uuid(out: list, value: bytes) -> None:
+def write_uuid(out: list[Chunk], value: bytes) -> None:
     if len(value) != UUID_SIZE:
         raise EncodeError(f"a uuid is {UUID_SIZE} bytes, got {len(value)}")
     out.append(bytes(value))

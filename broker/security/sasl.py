@@ -65,9 +65,9 @@ def jaas_options(text: str, module: str, key: str) -> dict[str, str]:
     if not body.startswith("required") or not body.rstrip().endswith(";"):
         raise SaslConfigError(key, f"expected {module} required <options>; (the flag must be "
                                    "required, the line ends with ;)")
-    options = body[len("required"):].rstrip().rstrip(";")
-    found = _OPTION.findall(options)
-    leftover = _OPTION.sub("", options).strip()
+    listed = body[len("required"):].rstrip().rstrip(";")
+    found = _OPTION.findall(listed)
+    leftover = _OPTION.sub("", listed).strip()
     if leftover:
         raise SaslConfigError(key, f"cannot read {leftover!r}: options are name=\"value\"")
     options = {name: value.replace('\\"', '"') for name, value in found}

@@ -125,6 +125,7 @@ def _load_keystore(context: ssl.SSLContext, lookup: Callable[[str], tuple[str, s
             if location:
                 context.load_cert_chain(location, password=key_password)
             else:
+                assert chain and inline_key  # without a location both are given (checked above)
                 with _pem_file(chain) as chain_path, _pem_file(inline_key) as key_path:
                     context.load_cert_chain(chain_path, key_path, password=key_password)
         elif store_type == "PKCS12":

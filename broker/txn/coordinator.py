@@ -239,7 +239,8 @@ class TransactionCoordinator:
         the other leaders get WriteTxnMarkers), then CompleteCommit/CompleteAbort. A partition whose topic
         was deleted meanwhile is skipped; any other failure leaves the transaction preparing, and the
         periodic check tries again."""
-        local, remote = [], defaultdict(list)
+        local: list[tuple[str, int]] = []
+        remote: defaultdict[int, list[tuple[str, int]]] = defaultdict(list)
         for topic, partition in sorted(meta.partitions):
             try:
                 leader = self.broker.partition_leader(topic, partition)[0]
@@ -426,6 +427,7 @@ class TransactionCoordinator:
             error = self._check_producer(meta, producer_id, producer_epoch, fenced)
             if error is not None:
                 return error
+            assert meta is not None  # _check_producer refuses a transactional id without one
             if meta.state == TxnState.ONGOING:
                 return await self._end(meta, committed)
             if meta.state == TxnState.COMPLETE_COMMIT:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from broker.protocol.api import decode_struct, encode_struct
 
@@ -68,7 +69,7 @@ class TxnMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
 
-    def copy(self, **changes) -> TxnMetadata:
+    def copy(self, **changes: Any) -> TxnMetadata:
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields["partitions"] = set(self.partitions)
         fields.update(changes)

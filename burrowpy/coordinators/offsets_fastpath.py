@@ -301,7 +301,8 @@ class OffsetsRecordDecoder:
         # The commits of one group to one topic that follow each other become one run (SetConsumerOffsets).
         # A run does not go on past this batch: a batch the generic decoder must take instead is dropped
         # whole, runs and all, by the caller.
-        run_group = run_topic = run = None
+        run_group = run_topic = None
+        run: list[int] = []  # the run being filled (a new list per run: the emitted request holds it)
         for _ in range(count):
             # Varints are zigzag-encoded: a raw value's low bit is the sign, and lengths must not be negative.
             # Record lengths, offset deltas and key lengths often take two bytes, which are read inline.

@@ -66,18 +66,14 @@ class GroupFilter:
         return not (self.deny is not None and self.deny.search(group))
 
 
-def _key_version(key: bytes) -> int:
-    if key is None or len(key) < 2:
-        raise RecordSkipped("key shorter than its version")
-    return int.from_bytes(key[:2], "big", signed=True)
-
-
-def interpret(cluster: str, key: bytes, value: bytes | None, order: int, groups: GroupFilter) -> list[Any]:
+def interpret(cluster: str, key: bytes | None, value: bytes | None, order: int, groups: GroupFilter) -> list[Any]:
     """Storage requests for one record read at offset ``order`` of the offsets topic.
 
     Raises RecordSkipped for records of unknown versions or that do not decode.
     """
-    version = _key_version(key)
+    if key is None or len(key) < 2:
+        raise RecordSkipped("key shorter than its version")
+    version = int.from_bytes(key[:2], "big", signed=True)
     if version in SKIPPED_RECORD_TYPES:
         return []
     try:

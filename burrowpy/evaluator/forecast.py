@@ -106,9 +106,9 @@ def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
         state = forecast.state if forecast is not None else None
         rank = _SLOWNESS[state]
         if state == FALLING_BEHIND:
-            growth += forecast.falling_behind_per_second
+            growth += _growth(forecast)
         if rank > slowest_rank or (rank == slowest_rank and state == CATCHING_UP
-                                   and forecast.catch_up_seconds > slowest.catch_up_seconds):
+                                   and _catch_up_seconds(forecast) > _catch_up_seconds(slowest)):
             slowest, slowest_rank = forecast, rank
     if slowest is not None and slowest.state == FALLING_BEHIND:
         return Forecast(FALLING_BEHIND, None, round(growth, 3))
@@ -140,3 +140,13 @@ def _value_at(when: float, values: Sequence[int], times: Sequence[int], count: i
         return values[index]
     share = (when - before_time) / (after_time - before_time)
     return values[index - 1] + share * (values[index] - values[index - 1])
+
+
+def _growth(forecast: Forecast | None) -> float:
+    assert forecast is not None and forecast.falling_behind_per_second is not None  # a falling-behind one has it
+    return forecast.falling_behind_per_second
+
+
+def _catch_up_seconds(forecast: Forecast | None) -> float:
+    assert forecast is not None and forecast.catch_up_seconds is not None  # a catching-up one has it
+    return forecast.catch_up_seconds

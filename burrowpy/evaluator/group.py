@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from burrowpy.evaluator.forecast import Forecast, forecast_from_rates, group_forecast, partition_forecast
 from burrowpy.evaluator.rules import evaluate_partition, evaluate_window, group_status_of
@@ -54,7 +54,7 @@ class TopicEvaluation:
     def __init__(self, topic: str, codes: list[int], lags: list[int],
                  seconds: list[float | None], methods: list[str | None], forecasts: list[Forecast | None],
                  complete_count: int, make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
-                 built: list[PartitionStatus] | None = None) -> None:
+                 built: Sequence[PartitionStatus] | None = None) -> None:
         self.topic = topic
         self.codes = codes
         self.lags = lags
@@ -63,15 +63,17 @@ class TopicEvaluation:
         self.forecasts = forecasts
         self.complete_count = complete_count
         self._make = make
-        self._built: list[PartitionStatus | None] = built if built is not None else [None] * len(codes)
+        self._built: list[PartitionStatus | None] = list(built) if built is not None else [None] * len(codes)
 
     def partitions(self, indexes: Sequence[int]) -> list[PartitionStatus]:
         """The status objects of these partitions of the topic (each the same object on every call)."""
         built = self._built
         missing = [index for index in indexes if built[index] is None]
         if missing:
-            self._make(missing, built)
-        return [built[index] for index in indexes]
+            make = self._make
+            assert make is not None  # an evaluation made without make came with every status built
+            make(missing, built)
+        return cast("list[PartitionStatus]", [built[index] for index in indexes])  # make filled the missing
 
 
 class GroupEvaluation:
@@ -206,6 +208,8 @@ def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, all
         status.lag_seconds = seconds
         status.lag_seconds_method = method
         if end is not None:
+            commit_offsets: Sequence[int]
+            commit_times: Sequence[int]
             if offsets.__class__ is CommitWindow:
                 commit_offsets, commit_times = offsets.column(0), offsets.column(1)
             else:
@@ -332,7 +336,10 @@ def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
     array path reads); None when some window is not packed, or some partition's broker offsets and their
     times differ in number."""
     windows = [part.offsets for part in parts]
-    if {window.__class__ for window in windows} != {CommitWindow} or len({window.intervals for window in windows}) != 1:
+    if {window.__class__ for window in windows} != {CommitWindow}:
+        return None
+    packed = cast("list[CommitWindow]", windows)  # each one's class was just tested
+    if len({window.intervals for window in packed}) != 1:
         return None
     broker = array("q")
     for part in parts:
@@ -340,8 +347,8 @@ def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
             return None
         for pair in zip(part.broker_offsets, part.broker_times, strict=True):
             broker.extend(pair)
-    return TopicSnapshot(windows[0].intervals, b"".join([window.slots for window in windows]),
-                         [window.stored for window in windows], broker.tobytes(),
+    return TopicSnapshot(packed[0].intervals, b"".join([window.slots for window in packed]),
+                         [window.stored for window in packed], broker.tobytes(),
                          [len(part.broker_offsets) for part in parts], [part.broker_since for part in parts],
                          [part.current_lag for part in parts], [part.owner for part in parts],
                          [part.client_id for part in parts], [part.record_time for part in parts])

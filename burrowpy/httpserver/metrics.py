@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -72,7 +73,7 @@ class _BurrowGauges:
         return sorted((family for family in every if family.samples), key=lambda family: family.name)
 
 
-async def _fetch(ctx: ApplicationContext, request_type: type, **fields: object) -> object:
+async def _fetch(ctx: ApplicationContext, request_type: type, **fields: object) -> Any:
     return await ctx.fetch(request_type(**fields, reply=ctx.new_reply()))
 
 

@@ -136,6 +136,7 @@ class EmailNotifier(Notifier):
 
     def prepare(self, action: Action, data: dict[str, Any]) -> EmailMessage:
         template = self.template_close if action is Action.CLOSE else self.template_open
+        assert template is not None  # this notifier needs templates: loaded for each action it sends
         return build_message(render(template, data), self.sender, self.recipients)
 
     async def deliver(self, message: EmailMessage) -> None:

@@ -98,6 +98,7 @@ class HttpNotifier(Notifier):
             template, url, method = self.template_close, self.url_close, self.method_close
         else:
             template, url, method = self.template_open, self.url_open, self.method_open
+        assert template is not None and url is not None  # loaded for each action it sends (close: send-close)
         return HttpRequest(method, render(url, data).strip(), render(template, data))
 
     async def deliver(self, message: HttpRequest) -> None:

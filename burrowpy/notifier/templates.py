@@ -149,9 +149,12 @@ def formatcatchup(status: ConsumerGroupStatus | PartitionStatus) -> str:
     340 records/s", "keeping pace", "caught up"; "-" while there is no forecast."""
     state = status.catch_up_forecast
     if state == "catching_up":
-        return f"caught up in ~{_about(status.catch_up_seconds)}"
+        seconds = status.catch_up_seconds
+        assert seconds is not None  # a catching-up forecast has its time (evaluator.forecast.Forecast)
+        return f"caught up in ~{_about(seconds)}"
     if state == "falling_behind":
         rate = status.falling_behind_per_second
+        assert rate is not None  # a falling-behind forecast has its rate
         # Whole records from 10/s up; below, two significant digits so a slow drift does not read as 0.
         return f"falling behind by {rate:.0f} records/s" if rate >= 10 else f"falling behind by {rate:.2g} records/s"
     if state == "keeping_pace":

@@ -158,9 +158,9 @@ class HistoryWriter:
                 None,
             )
         elif isinstance(request, SetRecordTimes):
-            for topic, partition, offset, timestamp in request.times:
-                if timestamp is not None:
-                    self._append(KIND_RECORD, request.cluster, None, topic, partition, offset, timestamp, None)
+            for topic, partition, offset, record_time in request.times:
+                if record_time is not None:
+                    self._append(KIND_RECORD, request.cluster, None, topic, partition, offset, record_time, None)
         else:
             return
         if self.buffered_rows >= self.max_buffered_rows:
@@ -222,7 +222,9 @@ class HistoryWriter:
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pydict(self._columns, schema=history_arrow_schema())
-        name = history_file_name(int(self._buffer_started_at * 1000), self._sequence)
+        started = self._buffer_started_at
+        assert started is not None  # set with the first buffered row
+        name = history_file_name(int(started * 1000), self._sequence)
         temporary = self.directory / f".{name}.tmp"
         pq.write_table(table, temporary)
         # fsync before the rename so that a crash leaves either the whole file or none of it.

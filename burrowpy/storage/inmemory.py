@@ -66,7 +66,7 @@ class _Barrier:
 
     __slots__ = ("reply",)
 
-    def __init__(self, reply: asyncio.Future) -> None:
+    def __init__(self, reply: asyncio.Future[Any]) -> None:
         self.reply = reply
 
 
@@ -83,10 +83,10 @@ class _Worker:
         self.weight = 0  # of the requests in the backlog (see _weight)
         self.wakeup = asyncio.Event()  # set when the backlog gets work
         self.room = asyncio.Event()  # set whenever the worker has drained its backlog
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
 
 
-def _resolve(reply: asyncio.Future, value: Any) -> None:
+def _resolve(reply: asyncio.Future[Any], value: Any) -> None:
     if not reply.done():  # the asker may have given up (timeout, cancellation)
         reply.set_result(value)
 
@@ -193,13 +193,15 @@ class InMemoryStorage:
         reader of ``__consumer_offsets`` hands them over (one OffsetCommit's commits lie together there)."""
         if not self._running:
             raise RuntimeError(f"storage {self.name} is not running")
-        last_cluster = last_group = worker = None
+        last_cluster = last_group = None
+        worker: _Worker | None = None
         for request in requests:
             if not isinstance(request, _GROUP_SCOPED):
                 self.submit(request)
                 continue
-            if request.group != last_group or request.cluster != last_cluster:  # else: the same worker
+            if worker is None or request.group != last_group or request.cluster != last_cluster:  # else: the same worker
                 worker = self._worker_for(request)
+                assert worker is not None  # a group-scoped request always has one
                 if not worker.wakeup.is_set():
                     worker.wakeup.set()
                 last_cluster, last_group = request.cluster, request.group

@@ -20,7 +20,7 @@ Differences from Burrow, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from burrowpy.protocol import (
     COMMIT_STRIDE,
@@ -162,6 +162,12 @@ class StorageState:
             return "no broker offset for the partition yet"
         return newest, len(rings)
 
+    def _drop_reason(self, cluster: ClusterEntry, topic: str, partition: int) -> str:
+        """Why a commit to a partition without a newest broker offset is dropped."""
+        reason = self._broker_position(cluster, topic, partition)
+        assert isinstance(reason, str)  # without a newest offset there is no position
+        return reason
+
     # --- consumer groups -----------------------------------------------------------------------------
 
     def _partition_entry(self, group: GroupEntry, topic: str, partition: int, count: int) -> PartitionEntry:
@@ -191,9 +197,8 @@ class StorageState:
         topic = request.topic
         partition = request.partition
         rings = cluster.brokers.get(topic)
-        broker_offset = rings[partition].newest() if rings is not None and 0 <= partition < len(rings) else None
-        if broker_offset is None:
-            return self._broker_position(cluster, topic, partition)  # the reason
+        if rings is None or not 0 <= partition < len(rings) or (broker_offset := rings[partition].newest()) is None:
+            return self._drop_reason(cluster, topic, partition)
         group = cluster.groups.get(group_name)
         if group is None:
             group = cluster.groups[group_name] = GroupEntry()
@@ -233,8 +238,8 @@ class StorageState:
         group_name = run.group
         topic = run.topic
         accepted = not self._filters_groups or self.accept_group(group_name)
-        rings = cluster.brokers.get(topic)
-        broker_count = len(rings) if rings is not None else 0
+        rings: Sequence[BrokerRing] = cluster.brokers.get(topic) or ()
+        broker_count = len(rings)
         group = cluster.groups.get(group_name)
         entries = group.topics.get(topic) if group is not None else None
         observed_ms = self._observed_ms(now_s)
@@ -248,9 +253,10 @@ class StorageState:
                 continue
             broker_offset = rings[partition].newest() if 0 <= partition < broker_count else None
             if broker_offset is None:
-                dropped.append((index, self._broker_position(cluster, topic, partition)))
+                dropped.append((index, self._drop_reason(cluster, topic, partition)))
                 continue
-            if entries is None or partition >= len(entries):
+            # group is None only while entries is: testing both lets the checker see group set below
+            if entries is None or group is None or partition >= len(entries):
                 if group is None:
                     group = cluster.groups[group_name] = GroupEntry()
                 entry = self._partition_entry(group, topic, partition, broker_count)
@@ -331,7 +337,7 @@ class StorageState:
             return "unknown cluster"
         group = cluster.groups.get(request.group)
         entries = group.topics.get(request.topic) if group is not None else None
-        if entries is None or not 0 <= request.partition < len(entries):
+        if group is None or entries is None or not 0 <= request.partition < len(entries):
             return "no commits stored for the partition"
         entries[request.partition].ring = None
         if all(entry.ring is None for entry in entries):
@@ -371,7 +377,7 @@ class StorageState:
         """A group's partitions with broker history and current lag; an expired group is purged."""
         cluster = self.clusters.get(cluster_name)
         group = cluster.groups.get(group_name) if cluster is not None else None
-        if group is None:
+        if cluster is None or group is None:
             return None
         if (now_s - self.expire_group_s) * 1000 > max(group.last_commit, group.last_owner_update):
             del cluster.groups[group_name]
@@ -389,7 +395,7 @@ class StorageState:
             samples = []
             sinces = []
             lags = []
-            times = [None] * len(entries)
+            times: list[int | None] = [None] * len(entries)
             # Copies of the live rings, all joined below: nothing a later commit changes is shared.
             for partition_id, entry in enumerate(entries):
                 ring = entry.ring

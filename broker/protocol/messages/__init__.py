@@ -33,7 +33,18 @@ _API_MESSAGES: tuple[Message, ...] = (
     *observability.MESSAGES,
 )
 
-REQUESTS: dict[int, Message] = {m.api_key: m for m in _API_MESSAGES if m.kind == "request"}
-RESPONSES: dict[int, Message] = {m.api_key: m for m in _API_MESSAGES if m.kind == "response"}
+
+
+def _by_api_key(kind: str) -> dict[int, Message]:
+    by_key: dict[int, Message] = {}
+    for message in _API_MESSAGES:
+        if message.kind == kind:
+            assert message.api_key is not None  # Message's validation gives every request and response one
+            by_key[message.api_key] = message
+    return by_key
+
+
+REQUESTS = _by_api_key("request")
+RESPONSES = _by_api_key("response")
 DATA_STRUCTS: dict[str, Message] = {m.name: m for m in (*consumer_protocol.MESSAGES, *consumer_offsets.MESSAGES,
                                                                *transactions.DATA)}

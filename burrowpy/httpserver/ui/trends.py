@@ -26,7 +26,7 @@ async def every_group_status(ctx: ApplicationContext) -> tuple[list[str], list[C
     """The clusters, and the status of every group storage knows in them (partitions worse than OK only),
     ordered by cluster and group."""
     clusters = sorted(await ctx.fetch(FetchClusters(reply=ctx.new_reply())) or [])
-    found = []
+    found: list[ConsumerGroupStatus] = []
     for cluster in clusters:
         groups = sorted(await ctx.fetch(FetchConsumers(cluster=cluster, reply=ctx.new_reply())) or [])
         statuses = await asyncio.gather(*(ctx.evaluator.evaluate(cluster, group, False) for group in groups))
