@@ -307,5 +307,5 @@ def test_every_broker_config_is_described_as_kafka_does(broker, kafka):
     assert {n: [kafkas[n][k] for k in shape] for n in kafkas} == {n: [ours[n][k] for k in shape] for n in kafkas}
     ours_run_with = set(BROKER_KEYS)  # the settings this broker acts on carry its own values
     at_default = [n for n, c in kafkas.items() if c["config_source"] == 5 and n not in ours_run_with]
-    assert len(at_default) > 250
+    assert len(at_default) > 200  # fewer each time the broker acts on another of Kafka's settings
     assert {n: kafkas[n]["value"] for n in at_default} == {n: ours[n]["value"] for n in at_default}

@@ -368,6 +368,12 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
         tmp_path)
 
 
+# Metrics served only while some group is in a given state, which the demo's groups may not reach within the
+# wait below (a group is catching up only while its lag shrinks faster than the noise): the module that puts a
+# group in that state and checks the metric is served.
+SERVED_IN_A_STATE = {"burrow_kafka_consumer_group_catch_up_seconds": "test_catch_up_forecast.py"}
+
+
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
     referenced = set().union(*(promql_metrics(query) for query in dashboard_queries() + alert_queries()))
     assert {"burrow_kafka_consumer_status", "burrow_kafka_consumer_max_lag_seconds",
@@ -378,9 +384,11 @@ def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):
     def all_served() -> bool:
         status, text = get(demo + "/metrics", accept="text/plain")
         served.update(sample.name for family in text_string_to_metric_families(text) for sample in family.samples)
-        return status == 200 and referenced <= served
+        return status == 200 and referenced - set(SERVED_IN_A_STATE) <= served
 
     wait_until(all_served, 90, interval=1, message=f"/metrics serving {sorted(referenced - served)}")
+    for name, module in SERVED_IN_A_STATE.items():
+        assert name in (ROOT / "tests" / "integration" / module).read_text(), f"{module} checks {name} is served"
 
 
 def test_broker_alert_rules_pass_promtool_and_fire(tmp_path):
