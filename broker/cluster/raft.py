@@ -21,7 +21,6 @@ the brokers reach each other over TLS, Raft's connections go inside TLS as well 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import errno
 import os
 import pickle
@@ -38,6 +37,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from broker.cluster.keys import derive_key
 from broker.cluster.raft_tls import RaftTlsTunnels, tunnelled_transport
+from broker.log.files import reserve_space
 
 log = structlog.get_logger("broker.raft")
 
@@ -92,10 +92,6 @@ class RaftListener(Protocol):
 # Errors of a disk that cannot keep the journal (Kafka's metadata log dir failing), rather than of a file system
 # that cannot reserve space ahead (then the journal just grows as pysyncobj grows it).
 _STORAGE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
-_FALLOC_FL_KEEP_SIZE = 1
-_libc_fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
-if _libc_fallocate is not None:
-    _libc_fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 
 
 def reserve_beyond_end(path: Path, length: int) -> bool:
@@ -105,18 +101,15 @@ def reserve_beyond_end(path: Path, length: int) -> bool:
     pysyncobj keeps its journal in a memory-mapped file that it grows by truncating it longer: on a full disk
     the first write to a page never allocated kills the process with SIGBUS, saying nothing. Pages reserved
     ahead take those writes; a reservation the disk refuses is the failure, reported while there is time."""
-    if _libc_fallocate is None:
-        return False
     fd = os.open(path, os.O_RDWR)
     try:
-        if _libc_fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length) == 0:
-            return True
-        code = ctypes.get_errno()
+        return reserve_space(fd, 0, length)
+    except OSError as exc:
+        if exc.errno in _STORAGE_FAILURES:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        return False
     finally:
         os.close(fd)
-    if code in _STORAGE_FAILURES:
-        raise OSError(code, os.strerror(code), str(path))
-    return False
 
 
 class _SyncObjRunner(SyncObj):
