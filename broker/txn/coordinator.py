@@ -44,10 +44,8 @@ from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 from broker.protocol.types import ProtocolError
 from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
+from broker.txn.machine import InitStep, TxnMachine
 from broker.txn.state import (
-    IDLE_STATES,
-    MAX_PRODUCER_EPOCH,
-    STATE_BY_NAME,
     TxnMetadata,
     TxnState,
     decode_record,
@@ -61,7 +59,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.txn")
 
 TopicPartition = tuple[str, int]
-_PREPARING = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
 
 
 async def write_marker(broker: Broker, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -83,8 +80,7 @@ class TransactionCoordinator:
         config = broker.config
         self.partition_count = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
-        self._txns: dict[str, TxnMetadata] = {}
-        self._by_producer: dict[int, str] = {}
+        self.machine = TxnMachine()
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._load_lock = asyncio.Lock()
         self._partition_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -170,15 +166,13 @@ class TransactionCoordinator:
                 else:
                     loaded[transactional_id] = meta
             self._drop_partition(partition)
-            self._txns.update(loaded)
-            self._by_producer.update({meta.producer_id: tid for tid, meta in loaded.items()})
+            self.machine.load(loaded)
             self._owned.add(partition)
             if loaded:
                 log.info("transaction state loaded", partition=partition, transactional_ids=len(loaded))
-        for meta in [m for m in loaded.values() if m.state in _PREPARING]:
-            async with self._locks[meta.transactional_id]:
-                if self._txns.get(meta.transactional_id) is meta:
-                    await self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+        for meta in self.machine.preparing():
+            if loaded.get(meta.transactional_id) is meta:
+                await self._complete_preparing(meta)
 
     def unload_partition(self, partition: int) -> None:
         """Another broker coordinates this partition's transactional ids from now on."""
@@ -186,9 +180,7 @@ class TransactionCoordinator:
         self._drop_partition(partition)
 
     def _drop_partition(self, partition: int) -> None:
-        for transactional_id in [t for t in self._txns if self.partition_for(t) == partition]:
-            meta = self._txns.pop(transactional_id)
-            self._by_producer.pop(meta.producer_id, None)
+        self.machine.drop(lambda transactional_id: self.partition_for(transactional_id) == partition)
 
     async def _ready(self, transactional_id: str) -> ErrorCode | None:
         """None if this broker coordinates the transactional id now, else the error that sends the client
@@ -225,14 +217,18 @@ class TransactionCoordinator:
 
     async def _transition(self, meta: TxnMetadata) -> ErrorCode:
         """Write a new state and, once it is in the log, make it the id's state."""
+        self.machine.validate(meta)
         error = await self._write(meta, meta.transactional_id)
         if error == ErrorCode.NONE:
-            old = self._txns.get(meta.transactional_id)
-            if old is not None and old.producer_id != meta.producer_id:
-                self._by_producer.pop(old.producer_id, None)
-            self._txns[meta.transactional_id] = meta
-            self._by_producer[meta.producer_id] = meta.transactional_id
+            self.machine.apply(meta)
         return error
+
+    async def _complete_preparing(self, meta: TxnMetadata) -> None:
+        """Finish a transaction found preparing (by loading, or by the periodic check), unless a request
+        changed it meanwhile."""
+        async with self._locks[meta.transactional_id]:
+            if self.machine.get(meta.transactional_id) is meta:
+                await self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     async def _complete(self, meta: TxnMetadata, committed: bool) -> ErrorCode:
         """Second phase: a marker on every partition of the transaction (this broker writes those it leads,
@@ -259,9 +255,7 @@ class TransactionCoordinator:
                 failed = True
         if failed:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        done = meta.copy(state=TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT,
-                         partitions=set(), last_update_ms=self._now_ms())
-        return await self._transition(done)
+        return await self._transition(self.machine.completed(meta, self._now_ms()))
 
     async def _send_markers(self, leader: int, meta: TxnMetadata, committed: bool,
                             partitions: list[TopicPartition]) -> bool:
@@ -294,30 +288,14 @@ class TransactionCoordinator:
                         errors=[(t, p, ErrorCode(e).name) for t, p, e in errors])
         return not errors
 
-    async def _end(self, meta: TxnMetadata, committed: bool) -> ErrorCode:
-        prepared = meta.copy(state=TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT,
-                             last_update_ms=self._now_ms())
+    async def _end(self, prepared: TxnMetadata) -> ErrorCode:
+        """Both phases of ending a transaction: the prepared state, then the markers and the completion."""
         error = await self._transition(prepared)
         if error != ErrorCode.NONE:
             return error
-        return await self._complete(prepared, committed)
-
-    async def _abort_fencing(self, meta: TxnMetadata) -> ErrorCode:
-        """Abort an open transaction with a bumped epoch, so its producer can no longer write (Kafka's
-        epoch fence, used on timeout and when a new instance initialises)."""
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_PRODUCER_EPOCH else meta.producer_epoch
-        fenced = meta.copy(producer_epoch=epoch, last_producer_epoch=meta.producer_epoch)
-        return await self._end(fenced, committed=False)
+        return await self._complete(prepared, prepared.state == TxnState.PREPARE_COMMIT)
 
     # --- requests -----------------------------------------------------------------------------------------
-
-    def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int,
-                        fenced: ErrorCode) -> ErrorCode | None:
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch != meta.producer_epoch:
-            return fenced
-        return None
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int, fenced: ErrorCode) -> tuple[ErrorCode, int, int]:
@@ -329,35 +307,23 @@ class TransactionCoordinator:
         if error is not None:
             return error, -1, -1
         async with self._locks[transactional_id]:
-            now = self._now_ms()
-            meta = self._txns.get(transactional_id)
-            if meta is None:
-                meta = TxnMetadata(transactional_id, await self.broker.producer_ids.allocate(), 0, timeout_ms,
-                                   last_update_ms=now)
-                error = await self._transition(meta)
-                return (error, meta.producer_id, meta.producer_epoch) if error == ErrorCode.NONE else (error, -1, -1)
-            if producer_id >= 0 and (producer_id != meta.producer_id or
-                                     producer_epoch not in (meta.producer_epoch, meta.last_producer_epoch)):
-                # KIP-360: only the current producer (or the one a timeout fenced) may bump its own epoch
-                return fenced, -1, -1
-            if meta.state in _PREPARING:
-                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-            if meta.state == TxnState.ONGOING:
-                error = await self._abort_fencing(meta)
-                if error != ErrorCode.NONE:
+            step = self.machine.init_producer_id(transactional_id, producer_id, producer_epoch, fenced)
+            if isinstance(step, ErrorCode):
+                return step, -1, -1
+            if step == InitStep.FENCE_FIRST:
+                open_txn = self.machine.get(transactional_id)
+                assert open_txn is not None  # only a known id has a transaction to fence
+                if await self._end(self.machine.fenced(open_txn, self._now_ms())) != ErrorCode.NONE:
                     return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1  # the client retries; so do we
-                meta = self._txns[transactional_id]
-            if meta.producer_epoch + 1 >= MAX_PRODUCER_EPOCH:
-                bumped = meta.copy(producer_id=await self.broker.producer_ids.allocate(), producer_epoch=0,
-                                   previous_producer_id=meta.producer_id)
-            else:
-                bumped = meta.copy(producer_epoch=meta.producer_epoch + 1)
-            bumped = bumped.copy(timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=set(), start_ms=-1,
-                                 last_update_ms=now, last_producer_epoch=-1)
-            error = await self._transition(bumped)
+                step = self.machine.init_producer_id(transactional_id, producer_id, producer_epoch, fenced)
+                if isinstance(step, ErrorCode):
+                    return step, -1, -1
+            new_producer_id = await self.broker.producer_ids.allocate() if step == InitStep.NEW_PRODUCER_ID else None
+            meta = self.machine.initialised(transactional_id, timeout_ms, self._now_ms(), new_producer_id)
+            error = await self._transition(meta)
             if error != ErrorCode.NONE:
                 return error, -1, -1
-            return ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch
+            return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition], fenced: ErrorCode
@@ -367,19 +333,10 @@ class TransactionCoordinator:
         if error is not None:
             return dict.fromkeys(partitions, error)
         async with self._locks[transactional_id]:
-            meta = self._txns.get(transactional_id)
-            error = self._check_producer(meta, producer_id, producer_epoch, fenced)
-            if error is None and meta.state in _PREPARING:
-                error = ErrorCode.CONCURRENT_TRANSACTIONS
-            if error is not None:
-                return dict.fromkeys(partitions, error)
-            if meta.state == TxnState.ONGOING and meta.partitions.issuperset(partitions):
-                return dict.fromkeys(partitions, ErrorCode.NONE)
-            now = self._now_ms()
-            ongoing = meta.copy(state=TxnState.ONGOING, partitions=meta.partitions | set(partitions),
-                                start_ms=meta.start_ms if meta.state == TxnState.ONGOING else now,
-                                last_update_ms=now)
-            return dict.fromkeys(partitions, await self._transition(ongoing))
+            step = self.machine.add_partitions(transactional_id, producer_id, producer_epoch, partitions, fenced,
+                                               self._now_ms())
+            error = step if isinstance(step, ErrorCode) else await self._transition(step)
+            return dict.fromkeys(partitions, error)
 
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 partitions: Iterable[TopicPartition], fenced: ErrorCode
@@ -389,33 +346,13 @@ class TransactionCoordinator:
         error = await self._ready(transactional_id)
         if error is not None:
             return dict.fromkeys(partitions, error)
-        meta = self._txns.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch, fenced)
-        if error is not None:
-            return dict.fromkeys(partitions, error)
-        return {tp: ErrorCode.NONE if meta.state == TxnState.ONGOING and tp in meta.partitions
-                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        return self.machine.verify_partitions(transactional_id, producer_id, producer_epoch, partitions, fenced)
 
     def check_transactional_write(self, producer_id: int, producer_epoch: int, topic: str, partition: int
                                   ) -> KafkaError | None:
         """May this transactional batch (or TxnOffsetCommit) be written? Kafka's partition verification: the
         partition must be in the producer's open transaction, with the producer's current epoch."""
-        transactional_id = self._by_producer.get(producer_id)
-        meta = self._txns.get(transactional_id) if transactional_id is not None else None
-        if meta is None and self.clustered:
-            # coordinated by another broker: its verification (AddPartitionsToTxn v4, broker to broker) is
-            # not made; the producer's epoch is still checked by the partition's producer state
-            return None
-        if meta is None:
-            return KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-                              f"producer id {producer_id} belongs to no transactional id")
-        if producer_epoch < meta.producer_epoch:
-            return KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
-                              f"producer epoch {producer_epoch} is older than {meta.producer_epoch}")
-        if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
-            return KafkaError(ErrorCode.INVALID_TXN_STATE,
-                              f"{topic}-{partition} was not added to the transaction of {transactional_id!r}")
-        return None
+        return self.machine.check_transactional_write(producer_id, producer_epoch, topic, partition, self.clustered)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       fenced: ErrorCode) -> ErrorCode:
@@ -423,54 +360,34 @@ class TransactionCoordinator:
         if error is not None:
             return error
         async with self._locks[transactional_id]:
-            meta = self._txns.get(transactional_id)
-            error = self._check_producer(meta, producer_id, producer_epoch, fenced)
-            if error is not None:
-                return error
-            assert meta is not None  # _check_producer refuses a transactional id without one
-            if meta.state == TxnState.ONGOING:
-                return await self._end(meta, committed)
-            if meta.state == TxnState.COMPLETE_COMMIT:
-                return ErrorCode.NONE if committed else ErrorCode.INVALID_TXN_STATE  # a retry, or a mistake
-            if meta.state == TxnState.COMPLETE_ABORT:
-                return ErrorCode.INVALID_TXN_STATE if committed else ErrorCode.NONE
-            if meta.state in _PREPARING:
-                return ErrorCode.CONCURRENT_TRANSACTIONS
-            return ErrorCode.INVALID_TXN_STATE
+            step = self.machine.end_txn(transactional_id, producer_id, producer_epoch, committed, fenced,
+                                        self._now_ms())
+            return step if isinstance(step, ErrorCode) else await self._end(step)
 
     # --- background ---------------------------------------------------------------------------------------
 
     async def abort_timed_out(self) -> None:
         """Abort (fencing the producer) every transaction open longer than its timeout; finish ones left
         preparing by a failed marker write."""
-        now = self._now_ms()
-        for meta in list(self._txns.values()):
-            if meta.state == TxnState.ONGOING and now - meta.start_ms > meta.timeout_ms:
-                async with self._locks[meta.transactional_id]:
-                    current = self._txns.get(meta.transactional_id)
-                    if current is meta:
-                        log.info("aborting a transaction that timed out", transactional_id=meta.transactional_id,
-                                 producer_id=meta.producer_id, timeout_ms=meta.timeout_ms)
-                        await self._abort_fencing(meta)
-            elif meta.state in _PREPARING:
-                async with self._locks[meta.transactional_id]:
-                    if self._txns.get(meta.transactional_id) is meta:
-                        await self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+        for meta in self.machine.timed_out(self._now_ms()):
+            async with self._locks[meta.transactional_id]:
+                if self.machine.get(meta.transactional_id) is meta:
+                    log.info("aborting a transaction that timed out", transactional_id=meta.transactional_id,
+                             producer_id=meta.producer_id, timeout_ms=meta.timeout_ms)
+                    await self._end(self.machine.fenced(meta, self._now_ms()))
+        for meta in self.machine.preparing():
+            await self._complete_preparing(meta)
 
     async def expire_transactional_ids(self) -> None:
         """Forget transactional ids unused for ``transactional.id.expiration.ms`` (a tombstone each)."""
-        now = self._now_ms()
-        expiration = self.broker.config["transactional.id.expiration.ms"]
-        for meta in list(self._txns.values()):
-            if meta.state in IDLE_STATES and now - meta.last_update_ms >= expiration:
-                async with self._locks[meta.transactional_id]:
-                    if self._txns.get(meta.transactional_id) is not meta:
-                        continue
-                    if await self._write(None, meta.transactional_id) == ErrorCode.NONE:
-                        del self._txns[meta.transactional_id]
-                        self._by_producer.pop(meta.producer_id, None)
-                        self._locks.pop(meta.transactional_id, None)
-                        log.info("transactional id expired", transactional_id=meta.transactional_id)
+        for meta in self.machine.expired(self._now_ms(), self.broker.config["transactional.id.expiration.ms"]):
+            async with self._locks[meta.transactional_id]:
+                if self.machine.get(meta.transactional_id) is not meta:
+                    continue
+                if await self._write(None, meta.transactional_id) == ErrorCode.NONE:
+                    self.machine.forget(meta.transactional_id)
+                    self._locks.pop(meta.transactional_id, None)
+                    log.info("transactional id expired", transactional_id=meta.transactional_id)
 
     # --- admin ----------------------------------------------------------------------------------------------
 
@@ -478,7 +395,7 @@ class TransactionCoordinator:
         described = []
         for transactional_id in transactional_ids:
             error = await self._ready(transactional_id)
-            meta = self._txns.get(transactional_id) if error is None else None
+            meta = self.machine.get(transactional_id) if error is None else None
             if meta is None:
                 # Kafka leaves the other fields at their zero defaults
                 described.append({"error_code": error or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
@@ -501,17 +418,6 @@ class TransactionCoordinator:
         """The transactions this broker coordinates (an admin client asks every broker and merges)."""
         if not self.clustered:
             await self._ensure_loaded()
-        unknown = [name for name in states if name not in STATE_BY_NAME]
-        wanted = {STATE_BY_NAME[name] for name in states if name in STATE_BY_NAME}
-        now = self._now_ms()
-        listed = []
-        for transactional_id, meta in sorted(self._txns.items()):
-            if states and meta.state not in wanted:
-                continue
-            if producer_ids and meta.producer_id not in producer_ids:
-                continue
-            if min_duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms < min_duration_ms):
-                continue
-            listed.append({"transactional_id": transactional_id, "producer_id": meta.producer_id,
-                           "transaction_state": meta.state.kafka_name})
-        return ErrorCode.NONE, unknown, listed
+        unknown, listed = self.machine.listed(states, producer_ids, min_duration_ms, self._now_ms())
+        return ErrorCode.NONE, unknown, [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                                          "transaction_state": t.state.kafka_name} for t in listed]
