@@ -37,15 +37,25 @@ import structlog
 from broker.cluster.config import ClusterConfig
 from broker.cluster.controller import BrokerSighting, Controller, OffsetsTopicSpec
 from broker.cluster.membership import ALIVE, LEFT, GossipNode, MemberEvent
-from broker.cluster.metadata import NO_LEADER, ClusterMetadata, PartitionState
+from broker.cluster.metadata import NO_LEADER, ClusterMetadata
 from broker.cluster.raft import ProposalFailed, RaftNode
+from broker.cluster.reconcile import (
+    Role,
+    broker_addresses,
+    coordination_change,
+    endpoint_tuples,
+    is_leader,
+    role_changes,
+    sighting,
+    topic_changes,
+)
 from broker.cluster.replication import ReplicaManager
 from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import format_value, parse_configs
 from broker.security.acl import Acl
 from broker.security.scram import ScramCredential
-from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
+from broker.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -56,8 +66,6 @@ ADMIN_TIMEOUT = 15.0
 CATCH_UP_TIMEOUT = 5.0
 # How long a clean stop waits for the controller to move this broker's leaderships elsewhere.
 CONTROLLED_SHUTDOWN_TIMEOUT = 5.0
-
-Role = tuple[Any, ...]
 
 
 class ClusterNode:
@@ -192,14 +200,7 @@ class ClusterNode:
     def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         """The live brokers at their inter-broker address, or at ``listener``'s (a client is told the
         addresses of the listener it came in on; brokers without that listener are left out, as in Kafka)."""
-        found = []
-        for b in self.metadata.live_brokers():
-            if listener is None or not b.endpoints:
-                found.append((b.node_id, b.host, b.port, b.rack))
-            elif listener in b.endpoints:
-                host, port = b.endpoints[listener]
-                found.append((b.node_id, host, port, b.rack))
-        return found
+        return broker_addresses(self.metadata.live_brokers(), listener)
 
     def controller_id(self) -> int:
         return self.raft.leader_id if self.raft.leader_id is not None else -1
@@ -253,16 +254,13 @@ class ClusterNode:
         seen: dict[int, BrokerSighting] = {}
         if self.gossip is not None:
             for member in self.gossip.members():
-                meta = member.meta
-                with contextlib.suppress(KeyError, TypeError, ValueError):
-                    node_id = int(meta["node_id"])
-                    seen[node_id] = BrokerSighting(node_id, str(meta["host"]), int(meta["port"]),
-                                                   meta.get("rack"), member.state,
-                                                   _endpoint_tuples(meta.get("endpoints") or {}))
+                seen_member = sighting(member.meta, member.state)
+                if seen_member is not None:
+                    seen[seen_member.node_id] = seen_member
         broker = self.broker
         host, port = self.inter_broker_address
         seen[self.node_id] = BrokerSighting(self.node_id, host, port, broker.config["rack"] or None,
-                                            LEFT if self._leaving else ALIVE, _endpoint_tuples(broker.endpoints))
+                                            LEFT if self._leaving else ALIVE, endpoint_tuples(broker.endpoints))
         return seen
 
     def _on_member_event(self, event: MemberEvent) -> None:
@@ -302,16 +300,8 @@ class ClusterNode:
             dynamic.update(scope, metadata.broker_configs.get(scope, {}))
         self._reconcile_security(metadata)
         self._reconcile_topics(metadata)
-        wanted: dict[tuple[str, int], Role] = {}
-        for name, index, state in metadata.partitions():
-            role = self._role_for(state)
-            if role is not None:
-                wanted[(name, index)] = role
-        for tp in [tp for tp in self._roles if tp not in wanted]:
-            self._change_role(tp, None)
-        for tp, role in wanted.items():
-            if self._roles.get(tp) != role:
-                self._change_role(tp, role)
+        for tp, role in role_changes(self.node_id, metadata, self._roles):
+            self._change_role(tp, role)
 
     def _reconcile_security(self, metadata: ClusterMetadata) -> None:
         if self._security_applied == (metadata.acls, metadata.scram):
@@ -327,25 +317,26 @@ class ClusterNode:
 
     def _reconcile_topics(self, metadata: ClusterMetadata) -> None:
         logs = self.broker.logs
-        for name, local in list(logs.topics.items()):
-            wanted = metadata.topics.get(name)
-            if wanted is None or wanted.topic_id != local.topic_id:
-                self._delete_local_topic(name, local.partition_count)
-        for name, topic in metadata.topics.items():
+        deletions, changes = topic_changes(
+            {name: (local.topic_id, local.partition_count) for name, local in logs.topics.items()},
+            metadata.topics, self._configs_applied)
+        for name, partitions in deletions:
+            self._delete_local_topic(name, partitions)
+        for change in changes:
+            topic = change.topic
             try:
-                local = logs.topics.get(name)
-                if local is None:
-                    logs.create_topic(name, len(topic.partitions), topic.configs, topic_id=topic.topic_id)
-                    self._configs_applied[name] = dict(topic.configs)
-                    log.info("topic created from metadata", topic=name, partitions=len(topic.partitions))
+                if change.create:
+                    logs.create_topic(topic.name, len(topic.partitions), topic.configs, topic_id=topic.topic_id)
+                    self._configs_applied[topic.name] = dict(topic.configs)
+                    log.info("topic created from metadata", topic=topic.name, partitions=len(topic.partitions))
                     continue
-                if local.partition_count < len(topic.partitions):
-                    logs.add_partitions(name, len(topic.partitions))
-                if self._configs_applied.get(name) != topic.configs:
-                    logs.alter_topic_configs(name, topic.configs, replace=True)
-                    self._configs_applied[name] = dict(topic.configs)
+                if change.partitions is not None:
+                    logs.add_partitions(topic.name, change.partitions)
+                if change.configs is not None:
+                    logs.alter_topic_configs(topic.name, change.configs, replace=True)
+                    self._configs_applied[topic.name] = change.configs
             except KafkaError as exc:
-                log.error("cannot apply topic metadata locally", topic=name, error=exc.message)
+                log.error("cannot apply topic metadata locally", topic=topic.name, error=exc.message)
 
     def _delete_local_topic(self, name: str, partitions: int) -> None:
         for index in range(partitions):
@@ -354,28 +345,20 @@ class ClusterNode:
         self.broker.delete_topic(name)
         self._configs_applied.pop(name, None)
 
-    def _role_for(self, state: PartitionState) -> Role | None:
-        if self.node_id not in state.replicas or state.leader == NO_LEADER:
-            return None
-        if state.leader == self.node_id:
-            return ("leader", state.leader_epoch, tuple(state.replicas), tuple(state.isr))
-        return ("follower", state.leader_epoch, state.leader)
-
     def _change_role(self, tp: tuple[str, int], role: Role | None) -> None:
         topic, partition = tp
-        was_leader = self._roles.get(tp, (None,))[0] == "leader"
+        load = coordination_change(topic, self._roles.get(tp), role)
         if role is None:
             self._roles.pop(tp, None)
             self.replicas.stop_replica(topic, partition)
-        elif role[0] == "leader":
+        elif is_leader(role):
             self._roles[tp] = role
             self.replicas.become_leader(topic, partition, role[1], list(role[2]), list(role[3]))
         else:
             self._roles[tp] = role
             self.replicas.become_follower(topic, partition, role[1], role[2])
-        is_leader = role is not None and role[0] == "leader"
-        if topic in (OFFSETS_TOPIC, TRANSACTIONS_TOPIC) and is_leader != was_leader:
-            self._spawn_group_change(topic, partition, load=is_leader)
+        if load is not None:
+            self._spawn_group_change(topic, partition, load=load)
 
     def _spawn_group_change(self, topic: str, partition: int, *, load: bool) -> None:
         task = asyncio.create_task(self._change_group_partition(topic, partition, load),
@@ -460,11 +443,6 @@ class ClusterTopicAdmin:
         await self.node.propose({"op": "alter_scram", "deletions": [list(d) for d in deletions], "upserts": [
             [user, mechanism, c.salt.hex(), c.stored_key.hex(), c.server_key.hex(), c.iterations]
             for user, mechanism, c in upserts]}, retry=True)
-
-
-def _endpoint_tuples(endpoints: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
-    """Listener name -> (host, port) as a sighting carries it: sorted (name, host, port) triples."""
-    return tuple(sorted((str(name), str(host), int(port)) for name, (host, port) in endpoints.items()))
 
 
 def _normalized(configs: dict[str, Any]) -> dict[str, str]:
