@@ -24,7 +24,7 @@ import structlog
 from broker.errors import ErrorCode, KafkaError
 from broker.groups.consumer import HeartbeatRequest, HeartbeatResult
 from broker.groups.machine import GroupConfig, GroupMachine, OffsetsRecord
-from broker.groups.offsets import OffsetAndMetadata, TopicPartition
+from broker.groups.offsets import TopicPartition
 from broker.groups.requests import (
     CommitRequest,
     GroupDescription,
@@ -34,6 +34,7 @@ from broker.groups.requests import (
     SyncRequest,
     SyncResult,
 )
+from broker.protocol.consumer_offsets import OffsetAndMetadata
 from broker.protocol.records import (
     NO_SEQUENCE,
     Record,

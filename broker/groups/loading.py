@@ -11,13 +11,13 @@ from __future__ import annotations
 import structlog
 
 from broker.groups.consumer import ConsumerGroup, ConsumerGroups
-from broker.groups.offsets import OffsetAndMetadata
 from broker.groups.state import ClassicGroup, GroupState, Member
 from broker.protocol import consumer_offsets
 from broker.protocol.consumer_offsets import (
     ConsumerGroupKey,
     GroupMetadataKey,
     GroupMetadataRecord,
+    OffsetAndMetadata,
     OffsetCommitKey,
     OffsetsRecordError,
 )

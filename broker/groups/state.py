@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from broker.groups.offsets import GroupOffsets, OffsetAndMetadata, TopicPartition
+from broker.groups.offsets import GroupOffsets, TopicPartition
+from broker.protocol.consumer_offsets import OffsetAndMetadata
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -27,12 +27,12 @@ from typing import Any
 from broker.errors import ErrorCode
 from broker.groups.consumer import HeartbeatRequest
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from broker.groups.offsets import OffsetAndMetadata, TopicPartition
+from broker.groups.offsets import TopicPartition
 from broker.groups.requests import CommitRequest, JoinRequest, PartitionCommit, SyncRequest
 from broker.handlers.cluster_info import operations_field
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.protocol.consumer_offsets import NO_LEADER_EPOCH
+from broker.protocol.consumer_offsets import NO_LEADER_EPOCH, OffsetAndMetadata
 from broker.protocol.responses import (
     DeleteGroupsResponse,
     FindCoordinatorResponse,
