@@ -171,6 +171,7 @@ class TxnMachine:
 
     def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int,
                         fenced: ErrorCode) -> ErrorCode | None:
+        """Kafka's checks before any state: the producer id the transactional id has, in its current epoch."""
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != meta.producer_epoch:
@@ -182,6 +183,8 @@ class TxnMachine:
                        ) -> ErrorCode | TxnMetadata:
         """AddPartitionsToTxn / AddOffsetsToTxn: the Ongoing state with the partitions added, or the answer
         (NONE when they are all in the open transaction already)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         meta = self._txns.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch, fenced)
         if error is not None:
@@ -200,6 +203,8 @@ class TxnMachine:
                           partitions: Iterable[TopicPartition], fenced: ErrorCode
                           ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ ``verify_only``: are these partitions in the open transaction?"""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
         meta = self._txns.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch, fenced)
         if error is not None:
@@ -232,6 +237,8 @@ class TxnMachine:
         """EndTxn: the PrepareCommit/PrepareAbort state to write, or the answer. As Kafka's endTransaction: a
         retry of an ended transaction's own result is NONE, one still preparing it CONCURRENT_TRANSACTIONS,
         and the other result INVALID_TXN_STATE."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         meta = self._txns.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch, fenced)
         if error is not None:

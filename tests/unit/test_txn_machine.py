@@ -129,6 +129,14 @@ def test_add_partitions_of_an_unknown_id_is_an_invalid_mapping():
     assert TxnMachine().add_partitions("t", 7, 0, [TP], FENCED, 0) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
+def test_an_empty_transactional_id_is_an_invalid_request():
+    machine = with_producer(TxnState.ONGOING)
+    machine.load({"": TxnMetadata("", 9, 0, 1000)})  # even were one loaded
+    assert machine.add_partitions("", 9, 0, [TP], FENCED, 0) == ErrorCode.INVALID_REQUEST
+    assert machine.verify_partitions("", 9, 0, [TP], FENCED) == {TP: ErrorCode.INVALID_REQUEST}
+    assert machine.end_txn("", 9, 0, True, FENCED, 0) == ErrorCode.INVALID_REQUEST
+
+
 @pytest.mark.parametrize("state", [TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT])
 def test_add_partitions_while_markers_are_written_is_concurrent_transactions(state):
     assert with_producer(state).add_partitions("t", 7, 0, [TP], FENCED, 50) == ErrorCode.CONCURRENT_TRANSACTIONS
