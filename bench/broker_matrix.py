@@ -14,9 +14,9 @@ sees), each client (kcat, the Java perf tools) and each row of bench/broker_vs_k
 1 KiB x 1 and 6 partitions x 1 and 4 clients x acks 1 and all; ``--quick``: 1 client, 100 B and 1 KiB, 1 and 6
 partitions, acks=1):
 
-1. a warm-up run of the row on each broker (``--warm-up-records`` records, produce then consume, a new topic),
-   whose produce rates set the measured run's size: about ``--seconds`` of producing on the slower broker,
-   the same records on both;
+1. a warm-up run of the row on each broker (``--warm-up-records``, produce then consume, a new topic),
+   whose produce rates set the measured run's size: about ``--seconds`` of producing on the slower broker
+   (never fewer records than the warm-up's), the same records on both;
 2. one measured run on each broker (a new topic, produce then consume).
 
 The broker going first alternates from row to row, for the warm-ups and the measured runs alike. Each run
@@ -83,6 +83,7 @@ class Recorder:
     def __init__(self, path: Path, header: dict) -> None:
         self.path = path
         self.results = {**header, "runs": [], "latency": [], "finished": False}
+        self.started = time.monotonic()
         self.save()
 
     def save(self) -> None:
@@ -99,7 +100,7 @@ class Recorder:
             "warm_up": warm_up, "records": figure.records, "seconds": figure.records / figure.records_per_s,
             "records_per_s": figure.records_per_s, "mb_per_s": figure.mb_per_s, "broker_cpu_s": figure.broker_cpu_s,
             "broker_cpu_pct": figure.broker_cpu, "clients_cpu_pct": figure.clients_cpu,
-            "broker_waited_pct": figure.broker_waited})
+            "broker_waited_pct": figure.broker_waited, "done_at_s": round(time.monotonic() - self.started, 1)})
         self.save()
 
     def latency(self, arrangement: str, broker: Broker, found: dict) -> None:
@@ -134,7 +135,9 @@ class Matrix:
         order = (self.brokers[first], self.brokers[1 - first])
         warm = [self.one_run(arrangement, broker, client, row, self.args.warm_up_records[row.size], True)
                 for broker in order]
-        count = round_count(self.args.seconds * min(figure.records_per_s for figure in warm))
+        # never shorter than the warm-up: a Java client's rate over a few seconds is mostly its own JVM warming
+        count = max(self.args.warm_up_records[row.size],
+                    round_count(self.args.seconds * min(figure.records_per_s for figure in warm)))
         for broker in order:
             self.one_run(arrangement, broker, client, row, count, False)
 
@@ -162,7 +165,7 @@ class Matrix:
                 set_affinity(broker, broker_cpus)
             # the clients are this script's children and inherit where it may run
             os.sched_setaffinity(0, everywhere - broker_cpus)
-        print(f"{name}: the brokers on CPUs {sorted(os.sched_getaffinity(self.brokers[0].pid))}, "
+        print(f"{name}: the brokers on CPUs {sorted(os.sched_getaffinity(bench.each_pid(self.brokers[0].pid)[0]))}, "
               f"the clients on {sorted(os.sched_getaffinity(0))}", flush=True)
         try:
             turn = 0
@@ -190,6 +193,16 @@ def commit() -> str:
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--short", "--untracked-files=no"], capture_output=True,
                            text=True).stdout.strip()
     return done.stdout.strip() + (" with uncommitted changes" if dirty else "")
+
+
+def parse_warm_up(text: str) -> dict[int, int]:
+    try:
+        small, large = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--warm-up-records wants two counts, N100,N1K, got {text!r}") from None
+    if small < 1 or large < 1:
+        raise argparse.ArgumentTypeError(f"--warm-up-records wants counts of 1 or more, got {text!r}")
+    return {100: small, 1024: large}
 
 
 def parse_name(text: str) -> str:
@@ -221,6 +234,12 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=None, help="each latency run (default 10, quick 4)")
     parser.add_argument("--latency-drop", type=float, default=None,
                         help="seconds at the start of a latency run left out (default 3, quick 1)")
+    parser.add_argument("--warm-up-records", type=parse_warm_up, default=None, metavar="N100,N1K",
+                        help="records of each warm-up run, for 100 B and 1 KiB rows (default 200000,50000; "
+                             "quick 50000,20000)")
+    parser.add_argument("--ours-nodes", type=int, default=1, metavar="N",
+                        help="ours is a cluster of N of our brokers on this machine, each topic's partitions spread "
+                             "over them (a node of several processes); CPU figures are all of them together")
     parser.add_argument("--name", type=parse_name, default=None, help="the results file's name after the date")
     args = parser.parse_args()
     quick = args.quick
@@ -229,7 +248,8 @@ def main() -> int:
     args.acks = args.acks or (("1",) if quick else ("1", "all"))
     args.latency_seconds = args.latency_seconds or (4.0 if quick else 10.0)
     args.latency_drop = args.latency_drop if args.latency_drop is not None else (1.0 if quick else 3.0)
-    args.warm_up_records = {100: 50_000, 1024: 20_000} if quick else {100: 200_000, 1024: 50_000}
+    args.warm_up_records = args.warm_up_records or ({100: 50_000, 1024: 20_000} if quick else
+                                                    {100: 200_000, 1024: 50_000})
     arrangements = args.arrangements.split(",")
     if reason := unavailable():
         parser.error(reason)
@@ -240,6 +260,8 @@ def main() -> int:
                      f"script may run on {sorted(os.sched_getaffinity(0))}")
     if not set(args.clients.split(",")) <= {"kcat", "java"}:
         parser.error(f"--clients wants kcat and/or java, got {args.clients!r}")
+    if args.ours_nodes < 1:
+        parser.error("--ours-nodes wants 1 or more")
     if not 0 <= args.latency_drop < args.latency_seconds:
         parser.error("--latency-drop must be at least 0 and below --latency-seconds")
     now = datetime.datetime.now(datetime.UTC)
@@ -252,7 +274,7 @@ def main() -> int:
     header = {"name": name, "date": f"{now:%Y-%m-%d %H:%M} UTC", "command": command, "commit": commit(),
               "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                           "congestion_control": bench.congestion_control(), "loadavg_start": os.getloadavg()[0]},
-              "kafka_version": kafka_version(), "shared_settings": shared, "seconds_per_row": args.seconds}
+              "kafka_version": kafka_version(), "shared_settings": shared, "ours_nodes": args.ours_nodes, "seconds_per_row": args.seconds}
     recorder = Recorder(path, header)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="broker-matrix-") as tmp, contextlib.ExitStack() as running:
@@ -260,10 +282,13 @@ def main() -> int:
         known = {"kcat": bench.Kcat(directory), "java": bench.JavaTools()}
         clients = [known[name] for name in args.clients.split(",")]
         rows = list(bench.matrix(quick and args.rows is None, args.rows, args.acks))
-        ours = running.enter_context(BrokerProcess(directory / "ours", extra_config=shared))
+        if args.ours_nodes > 1:
+            ours = bench.ours_cluster(running, directory / "ours", args.ours_nodes, shared, "ours")
+        else:
+            node = running.enter_context(BrokerProcess(directory / "ours", extra_config=shared))
+            ours = Broker("ours", node.bootstrap, node.proc.pid, directory / "ours")
         kafka = running.enter_context(KafkaServer(directory / "kafka", config=shared))
-        brokers = (Broker("ours", ours.bootstrap, ours.proc.pid, directory / "ours"),
-                   Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory))
+        brokers = (ours, Broker("Kafka", kafka.bootstrap, kafka.process.pid, kafka.directory))
         matrix = Matrix(args, brokers, clients, recorder)
         for arrangement in arrangements:
             matrix.arrangement(arrangement, rows)

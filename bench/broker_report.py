@@ -118,7 +118,10 @@ def report(results: dict, source: str) -> str:
         f"congestion control {machine['congestion_control']} for both brokers; load average "
         f"{machine['loadavg_start']:.2f} at the start, {machine.get('loadavg_end', float('nan')):.2f} at the end. "
         "Both brokers ran with " + ", ".join(f"`{key}={value}`" for key, value in results["shared_settings"].items())
-        + f"; Apache Kafka {results['kafka_version']}. Each row: one warm-up run on each broker, then one measured "
+        + f"; Apache Kafka {results['kafka_version']}"
+        + (f"; ours: a cluster of {results['ours_nodes']} of our brokers on this machine, each topic's partitions "
+           "spread over them, CPU figures all of them together" if results.get("ours_nodes", 1) > 1 else "")
+        + ". Each row: one warm-up run on each broker, then one measured "
         f"run each, about {results['seconds_per_row']:g} s on the slower broker; the broker going first alternates "
         "from row to row.",
         "",

@@ -528,6 +528,20 @@ class Broker:
     data_dir: Path | None = None  # where its partitions' directories are (to see a deleted topic gone)
 
 
+def ours_cluster(running: contextlib.ExitStack, directory: Path, nodes: int, settings: dict, name: str) -> Broker:
+    """A cluster of ``nodes`` of our brokers on this machine, stopped by ``running``: the internal topics
+    replicated on every node, the bench's topics not at all (their partitions spread over the nodes, as one
+    broker of Kafka's spreads them over threads)."""
+    from cluster_harness import BrokerCluster
+
+    cluster = BrokerCluster(directory, size=nodes, timings={}, settings={
+        **settings, "default.replication.factor": 1, "offsets.topic.replication.factor": nodes,
+        "transaction.state.log.replication.factor": nodes})
+    running.callback(cluster.stop)
+    cluster.start()
+    return Broker(name, cluster.bootstrap, tuple(node.proc.pid for node in cluster.brokers.values()), directory)
+
+
 def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: Broker | None = None
                 ) -> tuple[Figure, Figure]:
     """One produce and one consume of a row on a new topic; with ``idle``, that other broker's CPU use
@@ -737,20 +751,10 @@ def main() -> int:
             ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once, **args.ours_settings}
             with contextlib.ExitStack() as running:
                 if args.ours_nodes > 1:
-                    from cluster_harness import BrokerCluster
-
-                    # the internal topics replicated on every node, the bench's topics not at all (the
-                    # partitions spread over the nodes, as one broker of Kafka's spreads them over threads)
-                    cluster = BrokerCluster(directory / "ours", size=args.ours_nodes, timings={}, settings={
-                        **ours_config, "default.replication.factor": 1,
-                        "offsets.topic.replication.factor": args.ours_nodes,
-                        "transaction.state.log.replication.factor": args.ours_nodes})
-                    running.callback(cluster.stop)
-                    cluster.start()
+                    ours_broker = ours_cluster(running, directory / "ours", args.ours_nodes, ours_config,
+                                               f"ours x{args.ours_nodes}")
                     print(f"ours: a cluster of {args.ours_nodes} of our brokers on this machine, the topics' "
                           "partitions spread over them (CPU figures: all of them together)")
-                    ours_broker = Broker(f"ours x{args.ours_nodes}", cluster.bootstrap,
-                                         tuple(node.proc.pid for node in cluster.brokers.values()), directory / "ours")
                 else:
                     broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config,
                                                                  new_session=args.broker_sessions))
