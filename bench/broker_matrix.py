@@ -165,8 +165,9 @@ class Matrix:
                 set_affinity(broker, broker_cpus)
             # the clients are this script's children and inherit where it may run
             os.sched_setaffinity(0, everywhere - broker_cpus)
-        print(f"{name}: the brokers on CPUs {sorted(os.sched_getaffinity(bench.each_pid(self.brokers[0].pid)[0]))}, "
-              f"the clients on {sorted(os.sched_getaffinity(0))}", flush=True)
+        brokers_on = os.sched_getaffinity(bench.each_pid(self.brokers[0].pid)[0])
+        print(f"{name}: the brokers on CPUs {sorted(brokers_on)}, the clients on {sorted(os.sched_getaffinity(0))}",
+              flush=True)
         try:
             turn = 0
             for client in self.clients:
@@ -274,7 +275,8 @@ def main() -> int:
     header = {"name": name, "date": f"{now:%Y-%m-%d %H:%M} UTC", "command": command, "commit": commit(),
               "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                           "congestion_control": bench.congestion_control(), "loadavg_start": os.getloadavg()[0]},
-              "kafka_version": kafka_version(), "shared_settings": shared, "ours_nodes": args.ours_nodes, "seconds_per_row": args.seconds}
+              "kafka_version": kafka_version(), "shared_settings": shared, "ours_nodes": args.ours_nodes,
+              "seconds_per_row": args.seconds}
     recorder = Recorder(path, header)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="broker-matrix-") as tmp, contextlib.ExitStack() as running:

@@ -92,8 +92,8 @@ def latency_table(results: dict) -> Iterable[str]:
         return
     first = runs[0]
     yield (f"**Produce latency** at a fixed {first['rate']:,} records/s, {first['size']} B, one partition, "
-           f"acks={first['acks']}, librdkafka with linger.ms={first['linger_ms']}, {first['seconds']:g} s per run of which the first "
-           f"{first['drop']:g} s are dropped (send to acknowledgement, ms):")
+           f"acks={first['acks']}, librdkafka with linger.ms={first['linger_ms']}, {first['seconds']:g} s per run "
+           f"of which the first {first['drop']:g} s are dropped (send to acknowledgement, ms):")
     yield ""
     yield "| arrangement | ours p50 / p99 / p999 | Kafka p50 / p99 / p999 |"
     yield "|---|---:|---:|"

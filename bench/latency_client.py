@@ -71,8 +71,8 @@ def main() -> int:
         return 1
     ordered = sorted(latencies)
     print(json.dumps({"records": sent, "window_records": len(ordered), "seconds": args.seconds, "drop": args.drop,
-                      "rate": args.rate, "size": args.size, "acks": args.acks,
-                      "linger_ms": args.linger_ms, "p50_ms": percentile(ordered, 0.5), "p99_ms": percentile(ordered, 0.99),
+                      "rate": args.rate, "size": args.size, "acks": args.acks, "linger_ms": args.linger_ms,
+                      "p50_ms": percentile(ordered, 0.5), "p99_ms": percentile(ordered, 0.99),
                       "p999_ms": percentile(ordered, 0.999), "max_ms": ordered[-1]}))
     return 0
 
