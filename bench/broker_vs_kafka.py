@@ -145,6 +145,8 @@ class Figure:
     clients_faults: int = 0  # page faults of all the clients
     clients_max_rss_mb: float = 0.0  # the largest peak RSS of one client
     broker_waited: float = 0.0  # percent of the wall time the broker's threads waited for a CPU (summed)
+    records: int = 0  # records moved (a consume's: delivered to all its clients)
+    broker_cpu_s: float = 0.0  # the broker's CPU seconds over the run (bench/broker_matrix.py: CPU per record)
 
 
 Pids = int | tuple[int, ...]  # a broker's process, or the processes of a cluster of ours (--ours-nodes)
@@ -160,13 +162,36 @@ def each_pid(pids: Pids) -> tuple[int, ...]:
     return pids if isinstance(pids, tuple) else (pids,)
 
 
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (the 3rd field of proc(5) first)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes started by ``pid``, their children and so on."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                children.setdefault(int(stat_fields(int(entry.name))[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, ()))
+    while todo:
+        found.append(child := todo.pop())
+        todo.extend(children.get(child, ()))
+    return found
+
+
 def cpu_seconds(pids: Pids) -> float:
-    """User + system CPU time of a process (or the sum over processes) so far, from /proc/PID/stat."""
+    """User + system CPU time of a process (or the sum over processes) so far, from /proc/PID/stat: its own,
+    its reaped children's and its live descendants' (a broker that starts helper processes pays for them)."""
     total = 0
     for pid in each_pid(pids):
-        text = Path(f"/proc/{pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2:].split()
-        total += int(fields[11]) + int(fields[12])
+        fields = stat_fields(pid)
+        total += sum(int(value) for value in fields[11:15])
+        for child in descendants(pid):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                total += sum(int(value) for value in stat_fields(child)[11:13])
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -417,7 +442,7 @@ def figure(records: int, size: int, seconds: float, run: ClientsRun) -> Figure:
     """Rates of ``records`` moved in ``seconds``; CPU use as percent of one core over the run's wall time."""
     return Figure(records / seconds, records * size / seconds / 1e6, 100 * run.broker_cpu / run.wall,
                   100 * run.clients_cpu / run.wall, clients_faults=run.faults, clients_max_rss_mb=run.max_rss_mb,
-                  broker_waited=100 * run.broker_waited / run.wall)
+                  broker_waited=100 * run.broker_waited / run.wall, records=records, broker_cpu_s=run.broker_cpu)
 
 
 def matrix(quick: bool, only: set[tuple[int, int, int]] | None = None,
@@ -501,6 +526,20 @@ class Broker:
     bootstrap: str
     pid: Pids
     data_dir: Path | None = None  # where its partitions' directories are (to see a deleted topic gone)
+
+
+def ours_cluster(running: contextlib.ExitStack, directory: Path, nodes: int, settings: dict, name: str) -> Broker:
+    """A cluster of ``nodes`` of our brokers on this machine, stopped by ``running``: the internal topics
+    replicated on every node, the bench's topics not at all (their partitions spread over the nodes, as one
+    broker of Kafka's spreads them over threads)."""
+    from cluster_harness import BrokerCluster
+
+    cluster = BrokerCluster(directory, size=nodes, timings={}, settings={
+        **settings, "default.replication.factor": 1, "offsets.topic.replication.factor": nodes,
+        "transaction.state.log.replication.factor": nodes})
+    running.callback(cluster.stop)
+    cluster.start()
+    return Broker(name, cluster.bootstrap, tuple(node.proc.pid for node in cluster.brokers.values()), directory)
 
 
 def measure_run(broker: Broker, client, row: Row, topic: str, count: int, idle: Broker | None = None
@@ -712,20 +751,10 @@ def main() -> int:
             ours_config = {"group.initial.rebalance.delay.ms": 0, **at_once, **args.ours_settings}
             with contextlib.ExitStack() as running:
                 if args.ours_nodes > 1:
-                    from cluster_harness import BrokerCluster
-
-                    # the internal topics replicated on every node, the bench's topics not at all (the
-                    # partitions spread over the nodes, as one broker of Kafka's spreads them over threads)
-                    cluster = BrokerCluster(directory / "ours", size=args.ours_nodes, timings={}, settings={
-                        **ours_config, "default.replication.factor": 1,
-                        "offsets.topic.replication.factor": args.ours_nodes,
-                        "transaction.state.log.replication.factor": args.ours_nodes})
-                    running.callback(cluster.stop)
-                    cluster.start()
+                    ours_broker = ours_cluster(running, directory / "ours", args.ours_nodes, ours_config,
+                                               f"ours x{args.ours_nodes}")
                     print(f"ours: a cluster of {args.ours_nodes} of our brokers on this machine, the topics' "
                           "partitions spread over them (CPU figures: all of them together)")
-                    ours_broker = Broker(f"ours x{args.ours_nodes}", cluster.bootstrap,
-                                         tuple(node.proc.pid for node in cluster.brokers.values()), directory / "ours")
                 else:
                     broker = running.enter_context(BrokerProcess(directory / "ours", extra_config=ours_config,
                                                                  new_session=args.broker_sessions))

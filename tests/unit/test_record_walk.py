@@ -101,8 +101,12 @@ def test_valid_batches_pass_and_give_their_records_largest_timestamp(entries, co
 def lie(draw: st.DrawFn) -> bytes:
     """A batch of 1-100 records with one thing wrong in its records (the header's own fields are right)."""
     count = draw(st.integers(1, 100))
-    records = [Record(i, NOW + draw(st.integers(-5, 5)), draw(st.none() | st.binary(max_size=20)), b"v" * i)
-               for i in range(count)]
+    if draw(st.booleans()):  # records of one key and value size: runs of one length, guessed and checked at once
+        key, size = draw(st.none() | st.binary(max_size=20)), draw(st.integers(0, 200))
+        records = [Record(i, NOW + draw(st.integers(-5, 5)), key, b"v" * size) for i in range(count)]
+    else:
+        records = [Record(i, NOW + draw(st.integers(-5, 5)), draw(st.none() | st.binary(max_size=20)), b"v" * i)
+                   for i in range(count)]
     body = bytearray(build_batch(records)[HEADER_SIZE:])
     kind = draw(st.sampled_from(["byte", "cut", "extend", "count"]))
     if kind == "byte":
@@ -338,3 +342,27 @@ def test_the_monitors_reader_reads_no_more_than_its_budget_of_a_batch():
     started = time.process_time()
     assert timestamp_at(batch, 5) == (None, None)
     assert time.process_time() - started < 10
+
+
+@pytest.mark.parametrize("sizes", ["one", "runs", "every"])
+def test_record_lengths_guessed_in_runs_give_what_the_walk_gives(sizes):
+    # 10,000 records: the offset and timestamp deltas' varints grow at records 64 and 8,192, so even records
+    # of one value size come in runs of three lengths; "runs" changes the size every 1,000 records, "every"
+    # every record (the guesses give up and the chain is followed)
+    def size(i: int) -> int:
+        return {"one": 100, "runs": 100 + i // 1000, "every": 100 + i * 7919 % 50}[sizes]
+
+    records = [Record(i, NOW + i, None, b"v" * size(i)) for i in range(10_000)]
+    batch = build_batch(records)
+    with vectors_from(1):
+        assert walk(batch) == NOW + 9_999
+    body = bytearray(batch[HEADER_SIZE:])
+    at = len(plain_records(records[:5_000]))  # the length field of record 5,000, one record longer than it is
+    body[at] += 2
+    lying = relabel(batch, body=bytes(body))
+    answers = []
+    for threshold in (1, 2**31):
+        with vectors_from(threshold):
+            error = refusal(lying)
+            answers.append((error.code, error.message))
+    assert answers[0] == answers[1] and answers[0][0] == ErrorCode.INVALID_RECORD
