@@ -165,8 +165,15 @@ class ClusterNode:
         others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
         if (self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is not None and others
                 and self.node_id in self.metadata.brokers):
-            with contextlib.suppress(TimeoutError):
+            began = asyncio.get_running_loop().time()
+            try:
                 await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
+                log.info("controlled shutdown: leaderships handed over", node_id=self.node_id,
+                         seconds=round(asyncio.get_running_loop().time() - began, 3))
+            except TimeoutError:
+                log.warning("controlled shutdown: the controller did not fence this broker in time; stopping "
+                            "with the leaderships it still holds", node_id=self.node_id,
+                            timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT)
         await self.controller.stop()
         await self.replicas.stop()
         await self._barrier.close()
