@@ -103,9 +103,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # the cluster controller's moves of leadership back to preferred replicas (broker/cluster/controller.py)
     "auto.leader.rebalance.enable": ("bool", True),
     "leader.imbalance.check.interval.seconds": ("int", 300),
-    # burrowpy's own since Kafka 4 dropped it with ZooKeeper (its KRaft controller rebalances on any imbalance,
-    # as 0 does here); Kafka 3's meaning and default
-    "leader.imbalance.per.broker.percentage": ("int", 10),
+    # Kafka 3's setting, burrowpy's own since Kafka 4 dropped it with ZooKeeper; 0 by default, as Kafka 4's KRaft
+    # controller behaves (it rebalances on any imbalance); Kafka 3's default was 10
+    "leader.imbalance.per.broker.percentage": ("int", 0),
     # a cluster broker's hand-over of its leaderships before it stops (broker/cluster/node.py)
     "controlled.shutdown.enable": ("bool", True),
     "log.message.timestamp.type": ("str", "CreateTime"),

@@ -31,8 +31,7 @@ pytestmark = pytest.mark.integration
 ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 # the controller's imbalance check follows the brokers' leader.imbalance.check.interval.seconds here
 TIMINGS = {**FAST_CLUSTER, "controller": {"unknown_broker_grace_ms": 3000}}
-AUTO_REBALANCE = {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 1,
-                  "leader.imbalance.per.broker.percentage": 0}
+AUTO_REBALANCE = {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 1}
 
 
 @pytest.fixture(scope="module")
