@@ -15,8 +15,9 @@ PREFERRED, UNCLEAN = 0, 1
 ElectionResult = tuple[str, int, int, str | None]
 
 
-def _answer(error_code: int, results: list[ElectionResult]) -> dict[str, Any]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _answer(error_code: int, results: list[ElectionResult], topics: list[str] | None = None) -> dict[str, Any]:
+    """``topics``: every topic, each answered even without a partition (Kafka's answer for all partitions)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {topic: [] for topic in topics or ()}
     for topic, partition, code, message in results:
         by_topic.setdefault(topic, []).append({"partition_id": partition, "error_code": code,
                                                "error_message": message})
@@ -47,4 +48,4 @@ async def elect_leaders(ctx: RequestContext, request: dict[str, Any]) -> dict[st
         results = await ctx.broker.topic_admin.elect_leaders(election_type == PREFERRED, partitions, timeout)
     except KafkaError as exc:
         return _answer(ErrorCode.NONE, [(topic, index, exc.code, exc.message) for topic, index in partitions or ()])
-    return _answer(ErrorCode.NONE, results)
+    return _answer(ErrorCode.NONE, results, None if partitions is not None else sorted(ctx.broker.logs.topics))
