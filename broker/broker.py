@@ -22,6 +22,7 @@ import structlog
 
 from broker.cluster.isr import acts_as_leader
 from broker.cluster.keys import derive_key
+from broker.cluster.metadata import ELECTION_NOT_NEEDED_MESSAGE, no_such_partition_message
 from broker.config import BrokerConfig
 from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
@@ -80,6 +81,7 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
@@ -588,3 +590,19 @@ class LocalTopicAdmin:
                           deletions: list[tuple[str, str]]) -> None:
         self.broker.scram.apply(upserts, deletions)
         await wait_durable(self.broker.scram.saved, "SCRAM credentials")
+
+    async def elect_leaders(self, preferred: bool, partitions: list[tuple[str, int]] | None,
+                            timeout: float) -> list[tuple[str, int, int, str | None]]:
+        """A single node leads every partition it has, its only (so preferred) replica: no election is ever
+        needed (and for every partition, none is answered)."""
+        logs = self.broker.logs
+        assert logs is not None
+        results = []
+        for topic, index in partitions or ():
+            found = logs.topics.get(topic)
+            if found is None or not 0 <= index < found.partition_count:
+                results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value,
+                                no_such_partition_message(topic, index, found is not None)))
+            else:
+                results.append((topic, index, ErrorCode.ELECTION_NOT_NEEDED.value, ELECTION_NOT_NEEDED_MESSAGE))
+        return results

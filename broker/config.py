@@ -100,6 +100,14 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "compression.zstd.level": ("int", 3),
     "max.decompressed.message.bytes": ("int", 2147483639),
     "unclean.leader.election.enable": ("bool", False),
+    # the cluster controller's moves of leadership back to preferred replicas (broker/cluster/controller.py)
+    "auto.leader.rebalance.enable": ("bool", True),
+    "leader.imbalance.check.interval.seconds": ("int", 300),
+    # Kafka 3's setting, burrowpy's own since Kafka 4 dropped it with ZooKeeper; 0 by default, as Kafka 4's KRaft
+    # controller behaves (it rebalances on any imbalance); Kafka 3's default was 10
+    "leader.imbalance.per.broker.percentage": ("int", 0),
+    # a cluster broker's hand-over of its leaderships before it stops (broker/cluster/node.py)
+    "controlled.shutdown.enable": ("bool", True),
     "log.message.timestamp.type": ("str", "CreateTime"),
     "log.index.interval.bytes": ("int", 4096),
     "log.flush.interval.messages": ("int", 2**63 - 1),
@@ -460,10 +468,13 @@ class BrokerConfig:
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
                     "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
                     "quota.window.num", "quota.window.size.seconds", "producer.id.expiration.ms",
-                    "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit"):
+                    "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit",
+                    "leader.imbalance.check.interval.seconds"):
             least = 0 if key.startswith("max.") and key != "max.request.partition.size.limit" else 1
             if settings[key] < least:
                 raise section.error(key, f"must be at least {least}")
+        if not 0 <= settings["leader.imbalance.per.broker.percentage"] <= 100:
+            raise section.error("leader.imbalance.per.broker.percentage", "must be a percentage, 0 to 100")
         delay = settings["connection.failed.authentication.delay.ms"]
         if delay < 0 or 0 <= settings["connections.max.idle.ms"] <= delay:
             raise section.error("connection.failed.authentication.delay.ms", "must be at least 0 and less than "

@@ -20,7 +20,8 @@
         suspicion_multiplier: 4
         push_pull_interval_ms: 10000
       controller:
-        preferred_leader_election_interval_ms: 30000
+        preferred_leader_election_interval_ms: 30000   # optional: the leader imbalance check's interval in ms,
+                                                       # instead of leader.imbalance.check.interval.seconds
         unknown_broker_grace_ms: 10000
 
 Unknown keys are errors naming the file and the key path, like everywhere else.
@@ -53,7 +54,7 @@ class ClusterConfig:
     gossip_advertise: tuple[str, int] | None
     gossip_seeds: list[tuple[str, int]]
     swim: SwimConfig
-    preferred_leader_election_interval: float
+    preferred_leader_election_interval: float | None  # None: the broker's leader.imbalance.check.interval.seconds
     unknown_broker_grace: float
 
     @classmethod
@@ -98,8 +99,8 @@ class ClusterConfig:
         return cls(
             secret=secret, raft_listen=raft_listen, raft_peers=peers, raft_timing=timing,
             gossip_listen=gossip_listen, gossip_advertise=gossip_advertise, gossip_seeds=seeds, swim=swim,
-            preferred_leader_election_interval=controller.get_int(
-                "preferred_leader_election_interval_ms", 30000, minimum=1) / 1000,
+            preferred_leader_election_interval=_seconds(controller.get_int(
+                "preferred_leader_election_interval_ms", None, minimum=1)),
             unknown_broker_grace=controller.get_int("unknown_broker_grace_ms", 10000, minimum=0) / 1000)
 
 
@@ -121,6 +122,10 @@ def _hostport(section: Section, key: str, text: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise section.error(key, f"{text!r} is not host:port")
     return text
+
+
+def _seconds(milliseconds: int | None) -> float | None:
+    return None if milliseconds is None else milliseconds / 1000
 
 
 def _split(text: str) -> tuple[str, int]:

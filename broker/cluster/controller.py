@@ -10,8 +10,12 @@ does is decide, from what gossip sees, that something has to change:
   leaderships to other ISR members with new epochs. A registered broker gossip has never heard of is
   fenced only after a grace period, so a new controller does not fence brokers its gossip has not met yet;
 * `__consumer_offsets` is created once enough brokers are registered for its replication factor;
-* every ``preferred_leader_election_interval`` the preferred replica of each partition takes leadership
-  back if it is a live ISR member again (a broker returned and caught up).
+* with auto.leader.rebalance.enable, every leader.imbalance.check.interval.seconds (or the cluster's
+  ``preferred_leader_election_interval_ms``) leadership goes back to preferred replicas: for each broker
+  whose share of the partitions it is the preferred replica of, but does not lead, is above
+  leader.imbalance.per.broker.percentage, each of those partitions where it is a live ISR member again (a
+  broker returned and caught up) elects it (the rule of Kafka's controller before KRaft, which dropped the
+  percentage and rebalances on any imbalance: a percentage of 0).
 * a partition left without a live ISR member is led by a live out-of-sync replica if its topic's
   unclean.leader.election.enable (as this broker sees it) allows it.
 
@@ -96,9 +100,23 @@ def plan_offsets_topic(metadata: ClusterMetadata, spec: OffsetsTopicSpec,
             "replication_factor": spec.replication_factor, "configs": dict(spec.configs)}
 
 
-def plan_preferred_elections(metadata: ClusterMetadata) -> list[Command]:
+def plan_preferred_elections(metadata: ClusterMetadata, imbalance_percentage: float = 0) -> list[Command]:
+    """Preferred elections for the brokers whose leader imbalance is above ``imbalance_percentage``: the
+    partitions a broker is the preferred replica of but does not lead, over all it is the preferred replica
+    of."""
+    preferred_of: dict[int, int] = {}
+    not_led_by: dict[int, int] = {}
+    for _name, _index, state in metadata.partitions():
+        preferred = state.preferred_leader
+        preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+        if state.leader != preferred:
+            not_led_by[preferred] = not_led_by.get(preferred, 0) + 1
+    imbalanced = {broker for broker, count in not_led_by.items()
+                  if count / preferred_of[broker] > imbalance_percentage / 100}
+    due = set(metadata.preferred_elections_due())
     return [{"op": "elect_preferred", "topic": topic, "partition": partition}
-            for topic, partition in metadata.preferred_elections_due()]
+            for topic, partition, state in metadata.partitions()
+            if (topic, partition) in due and state.preferred_leader in imbalanced]
 
 
 def plan_unclean_elections(metadata: ClusterMetadata, enabled: Callable[[str], bool]) -> list[Command]:
@@ -117,10 +135,14 @@ class Controller:
     def __init__(self, raft: RaftNode, sightings: Callable[[], dict[int, BrokerSighting]],
                  offsets_topic: OffsetsTopicSpec, *, preferred_leader_election_interval: float,
                  unknown_broker_grace: float, clock: Callable[[], float] = time.monotonic,
-                 unclean_election_enabled: Callable[[str], bool] = lambda topic: False) -> None:
+                 unclean_election_enabled: Callable[[str], bool] = lambda topic: False,
+                 auto_leader_rebalance: bool = True, leader_imbalance_percentage: float = 0) -> None:
         """``unclean_election_enabled(topic)``: the topic's unclean.leader.election.enable as this broker
-        sees it (its override, else the broker's dynamic or static default)."""
+        sees it (its override, else the broker's dynamic or static default). ``auto_leader_rebalance`` off:
+        leadership goes back to preferred replicas only when asked (ElectLeaders)."""
         self.raft = raft
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_percentage = leader_imbalance_percentage
         self.unclean_election_enabled = unclean_election_enabled
         self.sightings = sightings
         self.offsets_topic = offsets_topic
@@ -164,11 +186,11 @@ class Controller:
             timeout = None
             if self._active_since is not None:
                 now = self.clock()
-                deadlines = [self._next_preferred_check]
+                deadlines = [self._next_preferred_check] if self.auto_leader_rebalance else []
                 grace_end = self._active_since + self.unknown_broker_grace
                 if now < grace_end:
                     deadlines.append(grace_end)
-                timeout = max(0.05, min(deadlines) - now)
+                timeout = max(0.05, min(deadlines) - now) if deadlines else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
@@ -192,9 +214,9 @@ class Controller:
             commands = [offsets] if offsets is not None else []
         if not commands:
             commands = plan_unclean_elections(metadata, self.unclean_election_enabled)
-        if not commands and now >= self._next_preferred_check:
+        if not commands and self.auto_leader_rebalance and now >= self._next_preferred_check:
             self._next_preferred_check = now + self.preferred_interval
-            commands = plan_preferred_elections(metadata)
+            commands = plan_preferred_elections(metadata, self.leader_imbalance_percentage)
         for command in commands:
             if not await self._propose(command):
                 self.wake()  # try again after a short pause: the quorum may be electing

@@ -23,7 +23,8 @@ The rules follow Kafka's KRaft controller:
   broker fenced or registered again since cannot go on speaking as a broker with what it proved before.
 * Unclean election (``elect_unclean``, proposed by the controller for topics with
   unclean.leader.election.enable): an offline partition is led by its first live replica, ISR or not.
-* The preferred replica takes leadership back only on request (``elect_preferred``), once it is in the ISR.
+* The preferred replica takes leadership back only on request (``elect_preferred``, or ``elect_leaders`` for
+  ElectLeaders), once it is in the ISR.
 * An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
   leader nor add a replica that is not alive.
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
@@ -45,6 +46,13 @@ NO_LEADER = -1
 
 Command = dict[str, Any]
 Result = dict[str, Any]
+
+# Kafka's controller's texts for the ElectLeaders outcomes a single node gives too (the same on both)
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
+
+
+def no_such_partition_message(topic: str, partition: int, topic_exists: bool) -> str:
+    return f"No such partition as {topic}-{partition}" if topic_exists else f"No such topic as {topic}"
 
 
 class CommandRefused(Exception):
@@ -381,35 +389,64 @@ class ClusterMetadata:
         return ok(isr=list(state.isr), partition_epoch=state.partition_epoch)
 
     def _elect_preferred(self, command: Command) -> Result:
-        name, index = str(command["topic"]), int(command["partition"])
-        state = self.partition(name, index)
-        if state is None:
-            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+        self._preferred_election(str(command["topic"]), int(command["partition"]))
+        return ok()
+
+    def _preferred_election(self, name: str, index: int) -> None:
+        state = self._existing_partition(name, index)
         preferred = state.preferred_leader
         if state.leader == preferred:
-            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{index} is led by its preferred replica")
+            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
         if preferred not in state.isr or not self._alive(preferred):
             raise CommandRefused(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                                  f"preferred replica {preferred} of {name}-{index} is not a live ISR member")
         self._change_leader(state, preferred)
-        return ok()
 
     def _elect_unclean(self, command: Command) -> Result:
-        """Kafka's unclean leader election, for a topic with unclean.leader.election.enable (the controller
-        decides that): no ISR member is alive, so the first live replica leads with whatever it has, alone
-        in the ISR; what only the lost leader held is gone."""
-        name, index = str(command["topic"]), int(command["partition"])
-        state = self.partition(name, index)
-        if state is None:
-            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+        return ok(leader=self._unclean_election(str(command["topic"]), int(command["partition"])))
+
+    def _unclean_election(self, name: str, index: int) -> int:
+        """Kafka's unclean leader election (proposed by the controller for topics with
+        unclean.leader.election.enable, or asked for with ElectLeaders): a partition without a leader is led by
+        a live ISR member if there is one, else by the first live replica with whatever it has, alone in the
+        ISR; what only the lost leader held is gone."""
+        state = self._existing_partition(name, index)
         if state.leader != NO_LEADER:
-            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, f"{name}-{index} has leader {state.leader}")
-        leader = next((r for r in state.replicas if self._alive(r)), NO_LEADER)
+            raise CommandRefused(ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
+        clean = next((r for r in state.replicas if r in state.isr and self._alive(r)), NO_LEADER)
+        leader = clean if clean != NO_LEADER else next((r for r in state.replicas if self._alive(r)), NO_LEADER)
         if leader == NO_LEADER:
             raise CommandRefused(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {name}-{index} is alive")
-        state.isr = [leader]
+        if clean == NO_LEADER:
+            state.isr = [leader]
         self._change_leader(state, leader)
-        return ok(leader=leader)
+        return leader
+
+    def _elect_leaders(self, command: Command) -> Result:
+        """ElectLeaders (api 43) as one command, so that its partitions are judged against one state: for each
+        ``[topic, partition]`` of ``partitions`` a preferred (``"preferred": true``) or unclean election, with
+        Kafka's per-partition outcome ``[topic, partition, error code, message]``. With ``"all": true`` every
+        partition of every topic instead, leaving out those that need no election (Kafka's answer to a request
+        without partitions)."""
+        elect = self._preferred_election if command["preferred"] else self._unclean_election
+        wanted = ([(name, index) for name, index, _state in self.partitions()] if command.get("all")
+                  else [(str(name), int(index)) for name, index in command["partitions"]])
+        results = []
+        for name, index in wanted:
+            try:
+                elect(name, index)
+                results.append([name, index, ErrorCode.NONE.value, None])
+            except CommandRefused as exc:
+                if not (command.get("all") and exc.code == ErrorCode.ELECTION_NOT_NEEDED):
+                    results.append([name, index, exc.code.value, exc.message])
+        return ok(results=results)
+
+    def _existing_partition(self, name: str, index: int) -> PartitionState:
+        state = self.partition(name, index)
+        if state is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 no_such_partition_message(name, index, name in self.topics))
+        return state
 
     def _barrier(self, command: Command) -> Result:
         return ok()
@@ -440,6 +477,7 @@ class ClusterMetadata:
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
         "elect_unclean": _elect_unclean,
+        "elect_leaders": _elect_leaders,
         "barrier": _barrier,
     }
 

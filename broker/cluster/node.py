@@ -82,9 +82,12 @@ class ClusterNode:
             self.raft, self.sightings,
             OffsetsTopicSpec(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"],
                              broker.config["offsets.topic.replication.factor"], {"cleanup.policy": "compact"}),
-            preferred_leader_election_interval=config.preferred_leader_election_interval,
+            preferred_leader_election_interval=(config.preferred_leader_election_interval
+                                                or broker.config["leader.imbalance.check.interval.seconds"]),
             unknown_broker_grace=config.unknown_broker_grace,
-            unclean_election_enabled=self._unclean_election_enabled)
+            unclean_election_enabled=self._unclean_election_enabled,
+            auto_leader_rebalance=broker.config["auto.leader.rebalance.enable"],
+            leader_imbalance_percentage=broker.config["leader.imbalance.per.broker.percentage"])
         self._roles: dict[tuple[str, int], Role] = {}
         self._configs_applied: dict[str, dict[str, str]] = {}
         self._security_applied: tuple[list, dict] | None = None  # the metadata's ACLs and SCRAM, as last applied
@@ -158,16 +161,27 @@ class ClusterNode:
                 log.warning("SCRAM credentials from --add-scram not shared with the cluster", error=exc.message)
 
     async def stop(self) -> None:
-        """Controlled shutdown: leave the gossip group, wait until the controller has fenced this broker
-        (its leaderships moved to the other live brokers, if there are any), then stop."""
+        """Controlled shutdown (controlled.shutdown.enable): leave the gossip group, wait until the controller
+        has fenced this broker (its leaderships moved to in-sync followers on the other live brokers, it left
+        every ISR; a partition it is the last ISR member of goes offline until it returns), at most
+        CONTROLLED_SHUTDOWN_TIMEOUT, then stop. Without it the broker stops at once and its leaderships move
+        when the controller learns it left."""
         self._leaving = True
         if self.gossip is not None:
             await self.gossip.stop(leave=True)
         self.controller.wake()
         others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
-        if self.raft.leader_id is not None and others and self.node_id in self.metadata.brokers:
-            with contextlib.suppress(TimeoutError):
+        if (self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is not None and others
+                and self.node_id in self.metadata.brokers):
+            began = asyncio.get_running_loop().time()
+            try:
                 await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
+                log.info("controlled shutdown: leaderships handed over", node_id=self.node_id,
+                         seconds=round(asyncio.get_running_loop().time() - began, 3))
+            except TimeoutError:
+                log.warning("controlled shutdown: the controller did not fence this broker in time; stopping "
+                            "with the leaderships it still holds", node_id=self.node_id,
+                            timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT)
         await self.controller.stop()
         await self.replicas.stop()
         await self._barrier.close()
@@ -230,10 +244,11 @@ class ClusterNode:
             log.info("ISR change refused", topic=topic, partition=partition, error=result["error_message"])
         return result["error_code"] == 0
 
-    async def propose(self, command: dict[str, Any], *, retry: bool) -> dict[str, Any]:
-        """Commit an admin command; KafkaError with the state machine's error if it was refused. With
-        ``retry`` the command (which must be idempotent) is proposed again after an unknown outcome."""
-        deadline = asyncio.get_running_loop().time() + ADMIN_TIMEOUT
+    async def propose(self, command: dict[str, Any], *, retry: bool, timeout: float = ADMIN_TIMEOUT) -> dict[str, Any]:
+        """Commit an admin command within ``timeout`` seconds; KafkaError with the state machine's error if it
+        was refused. With ``retry`` the command (which must be idempotent) is proposed again after an unknown
+        outcome."""
+        deadline = asyncio.get_running_loop().time() + timeout
         while True:
             remaining = deadline - asyncio.get_running_loop().time()
             try:
@@ -443,6 +458,16 @@ class ClusterTopicAdmin:
         await self.node.propose({"op": "alter_scram", "deletions": [list(d) for d in deletions], "upserts": [
             [user, mechanism, c.salt.hex(), c.stored_key.hex(), c.server_key.hex(), c.iterations]
             for user, mechanism, c in upserts]}, retry=True)
+
+    async def elect_leaders(self, preferred: bool, partitions: list[tuple[str, int]] | None,
+                            timeout: float) -> list[tuple[str, int, int, str | None]]:
+        """Preferred or unclean elections of ``partitions`` (None: of every partition that needs one), judged
+        and committed as one metadata command; (topic, partition, error code, message) of each. Not retried
+        after an unknown outcome: a second commit would report the first one's elections as not needed."""
+        command: dict[str, Any] = {"op": "elect_leaders", "preferred": preferred, "all": partitions is None,
+                                   "partitions": [list(tp) for tp in partitions or ()]}
+        result = await self.node.propose(command, retry=False, timeout=min(timeout, ADMIN_TIMEOUT))
+        return [(str(topic), int(index), int(code), message) for topic, index, code, message in result["results"]]
 
 
 def _normalized(configs: dict[str, Any]) -> dict[str, str]:

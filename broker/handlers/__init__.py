@@ -6,6 +6,7 @@ from broker.handlers import (  # noqa: F401  (registration)
     cluster_info,
     fetch,
     groups,
+    leadership,
     observability,
     produce,
     transactions,

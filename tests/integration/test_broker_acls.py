@@ -256,6 +256,13 @@ async def test_an_anonymous_client_is_refused_on_the_wire_and_nothing_is_written
             (topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED, [])]
         every = await conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, {"topics": []}, version=0)
         assert every["topics"] == []
+        # leader elections need ALTER on the cluster: refused as a whole and for each partition asked for
+        elected = await conn.request(ApiKey.ELECT_LEADERS, {"election_type": 0, "timeout_ms": 5000,
+                                                            "topic_partitions": [{"topic": topic, "partitions": [0]}]},
+                                     version=2)
+        assert elected["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert [(r["topic"], [(p["partition_id"], p["error_code"]) for p in r["partition_result"]])
+                for r in elected["replica_election_results"]] == [(topic, [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])]
     finally:
         await conn.close()
     # nothing was written: the topic is empty, no topic was created, no ACL exists for the anonymous user

@@ -185,6 +185,9 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.CREATE_PARTITIONS: lambda v: {"topics": [{"name": f"diff-grow-{v}", "count": 3, "assignments": None}],
                                          "timeout_ms": 30_000, "validate_only": False},
     ApiKey.DELETE_GROUPS: lambda v: {"groups_names": [f"diff-gone-{v}"]},
+    # a single node's partitions are led by their only replica; one that does not exist, of a known topic and not
+    ApiKey.ELECT_LEADERS: lambda v: {"election_type": v % 2, "timeout_ms": 30_000, "topic_partitions": [
+        {"topic": TOPIC, "partitions": [0, 5]}, {"topic": "diff-none", "partitions": [0]}]},
     ApiKey.OFFSET_DELETE: lambda v: {"group_id": f"diff-gone-{v}", "topics": [
         {"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
     ApiKey.DESCRIBE_CLUSTER: lambda v: {"include_cluster_authorized_operations": True, "endpoint_type": 1},

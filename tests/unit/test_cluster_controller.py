@@ -91,6 +91,34 @@ def test_preferred_elections_are_planned_for_returned_replicas():
     assert plan_preferred_elections(metadata) == [{"op": "elect_preferred", "topic": "t", "partition": 0}]
 
 
+def test_preferred_elections_wait_for_a_brokers_imbalance_to_pass_the_percentage():
+    metadata = registered(1, 2, 3)
+    metadata.apply({"op": "create_topic", "name": "t", "topic_id": "01" * 16, "partitions": 6,
+                    "replication_factor": 2, "configs": {}, "assignments": [[1, 2]] * 4 + [[2, 1]] * 2})
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    metadata.apply({"op": "register_broker", "node_id": 1, "host": "127.0.0.1", "port": 9001})
+    # broker 1 back in the ISR of one of its four partitions: 4 of 4 not led by it, 1 electable
+    metadata.apply({"op": "change_isr", "topic": "t", "partition": 0, "leader": 2, "leader_epoch": 1,
+                    "isr": [1, 2]})
+    assert plan_preferred_elections(metadata, 99) == [{"op": "elect_preferred", "topic": "t", "partition": 0}]
+    assert plan_preferred_elections(metadata, 100) == []  # an imbalance must be above the percentage
+    for partition in (1, 2):
+        metadata.apply({"op": "change_isr", "topic": "t", "partition": partition, "leader": 2, "leader_epoch": 1,
+                        "isr": [1, 2]})
+        metadata.apply({"op": "elect_preferred", "topic": "t", "partition": partition})
+    metadata.apply({"op": "change_isr", "topic": "t", "partition": 3, "leader": 2, "leader_epoch": 1,
+                    "isr": [1, 2]})
+    # now 2 of broker 1's 4 partitions are not led by it: 50%
+    assert plan_preferred_elections(metadata, 49) != []
+    assert plan_preferred_elections(metadata, 50) == []
+    assert plan_preferred_elections(metadata, 10) == [{"op": "elect_preferred", "topic": "t", "partition": 0},
+                                                      {"op": "elect_preferred", "topic": "t", "partition": 3}]
+
+
+def test_the_imbalance_check_interval_defaults_to_the_brokers():
+    assert parse(block()).preferred_leader_election_interval is None
+
+
 # --- the cluster: block ----------------------------------------------------------------------------------------
 
 def block(**overrides) -> dict:

@@ -194,6 +194,36 @@ def test_preferred_leader_election_after_the_preferred_replica_rejoins_the_isr()
     assert metadata.apply(elect)["error_code"] == ErrorCode.ELECTION_NOT_NEEDED
 
 
+def test_elect_leaders_judges_each_partition_against_one_state():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=3))  # preferred leaders 1, 2, 3
+    metadata.apply({"op": "fence_broker", "node_id": 1})
+    metadata.apply(register(1))
+    metadata.apply(change_isr([1, 2, 3], partition=0))  # broker 1 in sync again, not leading partition 0
+    listed = {"op": "elect_leaders", "preferred": True, "partitions": [["t", 0], ["t", 1], ["t", 9], ["u", 0]]}
+    assert metadata.apply(listed)["results"] == [
+        ["t", 0, 0, None],
+        ["t", 1, ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."],
+        ["t", 9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such partition as t-9"],
+        ["u", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as u"]]
+    assert metadata.partition("t", 0).leader == 1
+    # every partition: only those that needed an election are answered
+    assert metadata.apply({"op": "elect_leaders", "preferred": True, "all": True})["results"] == []
+    assert metadata.apply({"op": "elect_leaders", "preferred": False, "all": True})["results"] == []
+    unclean = metadata.apply({"op": "elect_leaders", "preferred": False, "partitions": [["t", 0]]})["results"]
+    assert unclean == [["t", 0, ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."]]
+
+
+def test_unclean_election_prefers_a_live_isr_member():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1, rf=3))
+    metadata.partition("t", 0).leader = NO_LEADER  # as a snapshot of an older version could hold it
+    result = metadata.apply({"op": "elect_leaders", "preferred": False, "partitions": [["t", 0]]})
+    assert result["results"] == [["t", 0, 0, None]]
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.isr) == (1, [1, 2, 3])  # a clean choice keeps the ISR
+
+
 def test_delete_partitions_and_configs():
     metadata = cluster(1, 2, 3)
     metadata.apply(create(partitions=2, rf=2, configs={"cleanup.policy": "compact"}))

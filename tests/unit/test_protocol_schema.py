@@ -117,6 +117,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),

@@ -12,6 +12,7 @@ from broker.protocol.messages import (
     consumer_protocol,
     fetch,
     groups,
+    leadership,
     observability,
     offsets,
     produce,
@@ -31,6 +32,7 @@ _API_MESSAGES: tuple[Message, ...] = (
     *sasl.MESSAGES,
     *transactions.MESSAGES,
     *observability.MESSAGES,
+    *leadership.MESSAGES,
 )
 
 

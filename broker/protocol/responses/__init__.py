@@ -87,6 +87,11 @@ from broker.protocol.responses.groups import (
     ListGroupsResponseListedGroup,
     SyncGroupResponse,
 )
+from broker.protocol.responses.leadership import (
+    ElectLeadersResponse,
+    ElectLeadersResponsePartitionResult,
+    ElectLeadersResponseReplicaElectionResult,
+)
 from broker.protocol.responses.observability import (
     DescribeLogDirsResponse,
     DescribeLogDirsResponsePartition,
@@ -237,6 +242,9 @@ __all__ = [
     "DescribeUserScramCredentialsResponse",
     "DescribeUserScramCredentialsResponseCredentialInfo",
     "DescribeUserScramCredentialsResponseResult",
+    "ElectLeadersResponse",
+    "ElectLeadersResponsePartitionResult",
+    "ElectLeadersResponseReplicaElectionResult",
     "EndTxnResponse",
     "FetchResponse",
     "FetchResponseAbortedTransaction",
