@@ -597,7 +597,7 @@ class LocalTopicAdmin:
         needed (and for every partition, none is answered)."""
         logs = self.broker.logs
         assert logs is not None
-        results = []
+        results: list[tuple[str, int, int, str | None]] = []
         for topic, index in partitions or ():
             found = logs.topics.get(topic)
             if found is None or not 0 <= index < found.partition_count:

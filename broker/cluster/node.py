@@ -27,7 +27,6 @@ leaderships over before it goes (gossip tells the controller it left).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import uuid
 from typing import TYPE_CHECKING, Any
