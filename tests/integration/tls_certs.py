@@ -49,8 +49,9 @@ class CertificateAuthority:
     def pem(self) -> bytes:
         return self._certificate.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, client: bool = False) -> Issued:
-        """A certificate for 127.0.0.1/localhost (a server) or for a client, signed by this CA."""
+    def issue(self, common_name: str, *, client: bool = False, stem: str | None = None) -> Issued:
+        """A certificate for 127.0.0.1/localhost (a server) or for a client, signed by this CA, in files named
+        after ``stem`` (a renewed certificate beside the one it replaces), else after the name."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -64,8 +65,8 @@ class CertificateAuthority:
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         certificate = builder.sign(self._key, hashes.SHA256())
         chain = certificate.public_bytes(serialization.Encoding.PEM) + self.pem
-        paths = Issued(self.directory / f"{common_name}.key", self.directory / f"{common_name}.crt",
-                       self.directory / f"{common_name}.pem")
+        stem = stem or common_name
+        paths = Issued(self.directory / f"{stem}.key", self.directory / f"{stem}.crt", self.directory / f"{stem}.pem")
         paths.key.write_bytes(_key_pem(key))
         paths.certificate.write_bytes(chain)
         paths.store.write_bytes(_key_pem(key) + chain)
