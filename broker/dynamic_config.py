@@ -231,7 +231,7 @@ class DynamicBrokerConfigs:
                          if name.startswith(_NOT_AT_RUN_TIME) and not _changes_at_run_time(name))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "
+                             f"The listeners and these security settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
