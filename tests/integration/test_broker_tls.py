@@ -5,25 +5,27 @@ clients the brokers' addresses on that same listener; garbage on the TLS port co
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import ssl
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from cryptography import x509
-from harness import BrokerProcess, broker_side_buffers, free_port, wait_until
+from harness import (
+    BrokerProcess,
+    alter_broker_configs,
+    broker_side_buffers,
+    describe_broker_configs,
+    free_port,
+    wait_until,
+)
 from kafka_harness import java_peer
 from tls_certs import CertificateAuthority, Issued
-
-from broker.client import KafkaConnection
-from broker.protocol.api import ApiKey
 
 pytestmark = pytest.mark.integration
 
@@ -225,28 +227,6 @@ def api_versions(tls: ssl.SSLSocket) -> int:
     return int.from_bytes(answer[4:6], "big")
 
 
-def alter_broker(broker: TlsBroker, configs: dict[str, str | None], validate_only: bool = False
-                 ) -> tuple[int, str | None]:
-    """IncrementalAlterConfigs on broker 1 (None deletes): (error code, message)."""
-    async def ask() -> dict[str, Any]:
-        async with await KafkaConnection.connect(broker.plaintext) as connection:
-            return await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
-                {"resource_type": 4, "resource_name": "1", "configs": [
-                    {"name": name, "config_operation": 0 if value is not None else 1, "value": value}
-                    for name, value in configs.items()]}], "validate_only": validate_only}, version=1)
-    response = asyncio.run(ask())["responses"][0]
-    return response["error_code"], response["error_message"]
-
-
-def described(broker: TlsBroker) -> dict[str, dict[str, Any]]:
-    async def ask() -> dict[str, Any]:
-        async with await KafkaConnection.connect(broker.plaintext) as connection:
-            return await connection.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [
-                {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
-                "include_synonyms": True, "include_documentation": False}, version=4)
-    return {entry["name"]: entry for entry in asyncio.run(ask())["results"][0]["configs"]}
-
-
 def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
     """Kafka's own tool replaces the TLS listener's keystore: connections made afterwards are handed the
     renewed certificate, a producer and a consumer connected before carry on without losing a record, a
@@ -291,7 +271,7 @@ def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
         assert read == [b"before %d" % n for n in range(10)] + [b"after %d" % n for n in range(10)]
     finally:
         consumer.close()
-    entry = described(broker)["listener.name.ssl.ssl.keystore.location"]
+    entry = describe_broker_configs(broker.plaintext)["listener.name.ssl.ssl.keystore.location"]
     assert (entry["value"], entry["config_source"], entry["is_sensitive"]) == (
         str(renewed.store), DYNAMIC_BROKER_CONFIG, False)
 
@@ -311,16 +291,16 @@ def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker
                         (tmp_path / "missing.pem", "cannot load the broker's key and certificate"),
                         (renamed.store, "Keystore DistinguishedName does not match:  existing={alias=kafka, "
                                         "DN=CN=broker}, new={alias=kafka, DN=CN=somebody-else}")):
-        code, message = alter_broker(broker, {key: str(path)})
+        code, message = alter_broker_configs(broker.plaintext, {key: str(path)})
         assert code == INVALID_REQUEST, message
         assert message.startswith("Invalid value org.apache.kafka.common.config.ConfigException: Validation of "
                                   "dynamic config update of SSLFactory failed: ")
         assert words in message
         assert served_serial(broker) == running
     # validate_only: checked, not applied
-    assert alter_broker(broker, {key: str(stranger.store)}, validate_only=True) == (0, None)
+    assert alter_broker_configs(broker.plaintext, {key: str(stranger.store)}, validate_only=True) == (0, None)
     assert served_serial(broker) == running
-    assert described(broker).get(key, {}).get("value") != str(stranger.store)
+    assert describe_broker_configs(broker.plaintext).get(key, {}).get("value") != str(stranger.store)
 
 
 def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(broker, tmp_path):
@@ -336,12 +316,12 @@ def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(brok
         b"kafka", load_pem_private_key(issued.key.read_bytes(), None),
         x509.load_pem_x509_certificate(issued.certificate.read_bytes()), None, BestAvailableEncryption(b"store-pw")))
     prefix = "listener.name.ssl.ssl."
-    assert alter_broker(broker, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
+    assert alter_broker_configs(broker.plaintext, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
                                  prefix + "keystore.password": "wrong"})[0] == INVALID_REQUEST
-    assert alter_broker(broker, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
+    assert alter_broker_configs(broker.plaintext, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
                                  prefix + "keystore.password": "store-pw"}) == (0, None)
     assert served_serial(broker) == serial_of(issued)
-    password = described(broker)[prefix + "keystore.password"]
+    password = describe_broker_configs(broker.plaintext)[prefix + "keystore.password"]
     assert (password["value"], password["is_sensitive"], password["config_source"]) == (
         None, True, DYNAMIC_BROKER_CONFIG)
     assert password["synonyms"] == [{"name": prefix + "keystore.password", "value": None,
