@@ -25,7 +25,7 @@ from harness import (
     wait_until,
 )
 from kafka_harness import java_peer
-from tls_certs import CertificateAuthority, Issued
+from tls_certs import CertificateAuthority, serial_of, served_serial
 
 pytestmark = pytest.mark.integration
 
@@ -204,18 +204,6 @@ INVALID_REQUEST = 42
 DYNAMIC_BROKER_CONFIG = 2
 
 
-def served_serial(broker: TlsBroker) -> int:
-    """The serial number of the certificate a new TLS connection to the broker is handed."""
-    trusting = ssl.create_default_context(cafile=str(broker.ca.path))
-    with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=10) as raw, \
-            trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
-
-
-def serial_of(issued: Issued) -> int:
-    return x509.load_pem_x509_certificate(issued.certificate.read_bytes()).serial_number
-
-
 def api_versions(tls: ssl.SSLSocket) -> int:
     """ApiVersions v0 on an open connection: its error code."""
     tls.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x07\x00\x00")
@@ -252,7 +240,7 @@ def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
             producer.produce(topic, b"before %d" % number)
         assert producer.flush(30) == 0
         read_up_to(10)
-        old = served_serial(broker)
+        old = served_serial(broker.ssl_port, broker.ca.path)
         trusting = ssl.create_default_context(cafile=str(broker.ca.path))
         with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=10) as raw, \
                 trusting.wrap_socket(raw, server_hostname="127.0.0.1") as opened_before:
@@ -261,7 +249,7 @@ def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
                              "--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
                              f"listener.name.ssl.ssl.keystore.location={renewed.store}")
             assert "Completed updating config for broker 1." in done.stdout
-            assert served_serial(broker) == serial_of(renewed) != old
+            assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(renewed) != old
             assert api_versions(opened_before) == 0
             assert x509.load_der_x509_certificate(opened_before.getpeercert(binary_form=True)).serial_number == old
         for number in range(10):
@@ -277,7 +265,7 @@ def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
 
 
 def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker, tmp_path):
-    running = served_serial(broker)
+    running = served_serial(broker.ssl_port, broker.ca.path)
     key = "listener.name.ssl.ssl.keystore.location"
     stranger = broker.ca.issue("broker", stem="broker-stranger")
     other = broker.ca.issue("broker", stem="broker-other")
@@ -296,10 +284,10 @@ def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker
         assert message.startswith("Invalid value org.apache.kafka.common.config.ConfigException: Validation of "
                                   "dynamic config update of SSLFactory failed: ")
         assert words in message
-        assert served_serial(broker) == running
+        assert served_serial(broker.ssl_port, broker.ca.path) == running
     # validate_only: checked, not applied
     assert alter_broker_configs(broker.plaintext, {key: str(stranger.store)}, validate_only=True) == (0, None)
-    assert served_serial(broker) == running
+    assert served_serial(broker.ssl_port, broker.ca.path) == running
     assert describe_broker_configs(broker.plaintext).get(key, {}).get("value") != str(stranger.store)
 
 
@@ -320,7 +308,7 @@ def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(brok
                                  prefix + "keystore.password": "wrong"})[0] == INVALID_REQUEST
     assert alter_broker_configs(broker.plaintext, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
                                  prefix + "keystore.password": "store-pw"}) == (0, None)
-    assert served_serial(broker) == serial_of(issued)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(issued)
     password = describe_broker_configs(broker.plaintext)[prefix + "keystore.password"]
     assert (password["value"], password["is_sensitive"], password["config_source"]) == (
         None, True, DYNAMIC_BROKER_CONFIG)
@@ -330,4 +318,4 @@ def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(brok
     assert stored.stat().st_mode & 0o077 == 0  # the password is in it: readable by the broker's user only
     broker.process.stop()
     broker.process.start()
-    assert served_serial(broker) == serial_of(issued)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(issued)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +75,16 @@ class CertificateAuthority:
         for path in (paths.key, paths.store):
             path.chmod(0o600)
         return paths
+
+
+def served_serial(port: int, ca: Path) -> int:
+    """The serial number of the certificate a new TLS connection to 127.0.0.1:``port`` is handed, checked
+    against the CA certificates in ``ca``."""
+    trusting = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def serial_of(issued: Issued) -> int:
+    return x509.load_pem_x509_certificate(issued.certificate.read_bytes()).serial_number
