@@ -274,11 +274,16 @@ def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a keystore\n")
     renamed = broker.ca.issue("somebody-else")  # Kafka's ssl.allow.dn.changes=false: the subject must stay
+    # and ssl.allow.san.changes=false: every alternative name must stay
+    narrower = broker.ca.issue("broker", stem="broker-narrower", hosts=("127.0.0.1",))
     for path, words in ((mismatched, "cannot load the broker's key and certificate"),
                         (garbage, "cannot load the broker's key and certificate"),
                         (tmp_path / "missing.pem", "cannot load the broker's key and certificate"),
                         (renamed.store, "Keystore DistinguishedName does not match:  existing={alias=kafka, "
-                                        "DN=CN=broker}, new={alias=kafka, DN=CN=somebody-else}")):
+                                        "DN=CN=broker}, new={alias=kafka, DN=CN=somebody-else}"),
+                        (narrower.store, "Keystore SubjectAltNames do not match:  existing={alias=kafka, "
+                                         "SAN=[[2, localhost], [7, 127.0.0.1]]}, new={alias=kafka, "
+                                         "SAN=[[7, 127.0.0.1]]}")):
         code, message = alter_broker_configs(broker.plaintext, {key: str(path)})
         assert code == INVALID_REQUEST, message
         assert message.startswith("Invalid value org.apache.kafka.common.config.ConfigException: Validation of "

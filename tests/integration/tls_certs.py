@@ -27,6 +27,13 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+def _host_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
@@ -51,9 +58,10 @@ class CertificateAuthority:
     def pem(self) -> bytes:
         return self._certificate.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, client: bool = False, stem: str | None = None) -> Issued:
-        """A certificate for 127.0.0.1/localhost (a server) or for a client, signed by this CA, in files named
-        after ``stem`` (a renewed certificate beside the one it replaces), else after the name."""
+    def issue(self, common_name: str, *, client: bool = False, stem: str | None = None,
+              hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Issued:
+        """A certificate for ``hosts`` (a server) or for a client, signed by this CA, in files named after
+        ``stem`` (a renewed certificate beside the one it replaces), else after the name."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -64,7 +72,7 @@ class CertificateAuthority:
                                                   else ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
         if not client:
             builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                [_host_name(host) for host in hosts]), critical=False)
         certificate = builder.sign(self._key, hashes.SHA256())
         chain = certificate.public_bytes(serialization.Encoding.PEM) + self.pem
         stem = stem or common_name
