@@ -20,6 +20,7 @@ that retention never runs on the YAML's defaults in between).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -44,7 +45,7 @@ from broker.log.background import write_later, written
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import keep_private
 from broker.security import SecurityConfigError
-from broker.security.tls import check_certificate_change, listener_lookup
+from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
 
 log = structlog.get_logger("broker.config")
 
@@ -93,6 +94,8 @@ _PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.bu
 # let through before this check).
 _NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
 _LISTENER_PREFIX = "listener.name."
+# Store files read again when an alter names them, though their names did not change
+_RELOADABLE_FILES = ("ssl.keystore.location", "ssl.truststore.location")
 # Listener-prefixed configs Kafka takes at the cluster default too (the others are per broker)
 _CLUSTER_LEVEL_LISTENER_CONFIGS = ("max.connections", "max.connection.creation.rate", "num.network.threads")
 
@@ -133,7 +136,10 @@ class DynamicBrokerConfigs:
         self.on_change: list[Callable[[], None]] = []
         self._path = config.data_dir / FILE_NAME if persist else None
         self.saved = written()  # the last write of the file, which runs off the event loop
-        self._security_running = self.security_settings()  # what the listeners' contexts were built from
+        # what the listeners' contexts were built from: the settings, the store files' times, the certificates
+        self._security_running: dict[str, Any] | None = self.security_settings()
+        self._running_stamps = _store_stamps(self._security_running)
+        self._running_certificates = _certificates(self.config.listeners, self._security_running)
         if self._path is not None and self._path.exists():
             keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
@@ -241,7 +247,7 @@ class DynamicBrokerConfigs:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
-        self._check_security(scope, layer)
+        self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates))
         return layer
 
     def security_settings(self, layers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
@@ -254,20 +260,21 @@ class DynamicBrokerConfigs:
                           if is_tls_key(name) or is_sasl_key(name) or _changes_at_run_time(name))
         return merged
 
-    def _check_security(self, scope: str, layer: Mapping[str, str]) -> None:
+    def _check_security(self, scope: str, layer: Mapping[str, str], *, reload: bool) -> None:
         """Each listener built as ``layer`` would have it, before anything changes (Kafka's order): a keystore
         that does not load, a key that does not match its certificate, a certificate with another subject or
         fewer alternative names (ssl.allow.dn.changes, ssl.allow.san.changes), a JAAS line that does not
-        read is refused and the listeners keep what they run with."""
+        read is refused and the listeners keep what they run with. ``reload``: the request names a store file,
+        which is read again if it was renewed in place (Kafka's rule)."""
         running = self.security_settings()
         wanted = self.security_settings({**self.layers, scope: dict(layer)})
-        if wanted == running:
+        if wanted == running and not (reload and _store_stamps(wanted) != self._running_stamps):
             return
         try:
             listener_security(self.config.listeners, wanted)
             for listener in self.config.listeners:
                 if listener.uses_tls:
-                    check_certificate_change(listener_lookup(listener.name, running),
+                    check_certificate_change(self._running_certificates.get(listener.name),
                                              listener_lookup(listener.name, wanted))
         except SecurityConfigError as exc:
             reason = f"{exc.key}: {exc}"
@@ -353,7 +360,40 @@ class DynamicBrokerConfigs:
         self.config.ssl_contexts.update(ssl_contexts)
         self.config.sasl_settings.update(sasl_settings)
         self._security_running = wanted
+        self._running_stamps = _store_stamps(wanted)
+        self._running_certificates = _certificates(self.config.listeners, wanted)
         log.info("listener security settings applied", listeners=sorted({*ssl_contexts, *sasl_settings}))
+
+
+    def reload_files(self, updates: Mapping[str, str | None]) -> None:
+        """Keystores and truststores renewed in place, under the names the listeners run with: built again
+        when an alter names them (``updates``; Kafka reloads a store file an alter names even with the same
+        value)."""
+        named = any(base_name(name) in _RELOADABLE_FILES for name in updates)
+        if named and _store_stamps(self.security_settings()) != self._running_stamps:
+            self._security_running = None
+            self._apply()
+
+
+def _store_stamps(settings: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
+    """The modification time, size and inode of each keystore and truststore file named in ``settings``."""
+    stamps = {}
+    for name, value in settings.items():
+        if base_name(name) in _RELOADABLE_FILES and value:
+            with contextlib.suppress(OSError):
+                found = os.stat(str(value))
+                stamps[str(value)] = (found.st_mtime_ns, found.st_size, found.st_ino)
+    return stamps
+
+
+def _certificates(listeners: list[Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Each TLS listener's own certificate, which a renewed one is compared with."""
+    found = {}
+    for listener in listeners:
+        if listener.uses_tls:
+            with contextlib.suppress(SecurityConfigError):
+                found[listener.name] = keystore_certificate(listener_lookup(listener.name, settings))
+    return found
 
 
 def _invalid_dynamic_configuration(reason: str) -> KafkaError:

@@ -406,6 +406,7 @@ async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], i
     layer = dynamic.prepare(scope, updates, replace=not incremental)
     if not validate_only:
         await broker.topic_admin.alter_broker_configs(scope, layer)
+        dynamic.reload_files(updates)
 
 
 def _list_operation(name: str, op: int, current: str | None, value: str | None) -> str:

@@ -198,7 +198,7 @@ _SAN_TYPES = {"RFC822Name": 1, "DNSName": 2, "UniformResourceIdentifier": 6, "IP
 _PEM_ALIAS = "kafka"
 
 
-def _keystore_certificate(lookup: Callable[[str], tuple[str, str | None]]) -> Any:
+def keystore_certificate(lookup: Callable[[str], tuple[str, str | None]]) -> Any:
     """The broker's own certificate (the chain's first) as ``cryptography`` reads it; None without a keystore."""
     from cryptography import x509
 
@@ -235,13 +235,12 @@ def _java_list(names: set[tuple[int, str]]) -> str:
     return "[" + ", ".join(f"[{kind}, {value}]" for kind, value in sorted(names)) + "]"
 
 
-def check_certificate_change(running: Callable[[str], tuple[str, str | None]],
-                             wanted: Callable[[str], tuple[str, str | None]]) -> None:
+def check_certificate_change(before: Any, wanted: Callable[[str], tuple[str, str | None]]) -> None:
     """Kafka's rule on a keystore replaced at run time (SslFactory): unless ``ssl.allow.dn.changes`` is true,
     the new certificate has the running one's subject; unless ``ssl.allow.san.changes``, it keeps every
     subject alternative name. Clients that check the broker's name, and ACLs on other brokers' principal,
-    would otherwise stop working with the rotation."""
-    before, after = _keystore_certificate(running), _keystore_certificate(wanted)
+    would otherwise stop working with the rotation. ``before``: the running certificate (keystore_certificate)."""
+    after = keystore_certificate(wanted)
     if before is None or after is None:
         return
     key = wanted("ssl.keystore.location")[0]

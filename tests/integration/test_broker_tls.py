@@ -296,6 +296,28 @@ def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker
     assert describe_broker_configs(broker.plaintext).get(key, {}).get("value") != str(stranger.store)
 
 
+def test_a_keystore_renewed_in_place_is_read_again_by_an_alter_that_names_it(broker, tmp_path):
+    """Kafka's rule for a store file renewed under the same name: an alter that names it (with the same value)
+    loads it, checked as any other; one that does not leaves the listener as it runs."""
+    key = "listener.name.ssl.ssl.keystore.location"
+    store = tmp_path / "broker.pem"
+    first = broker.ca.issue("broker", stem="broker-in-place-1")
+    store.write_bytes(first.store.read_bytes())
+    store.chmod(0o600)
+    assert alter_broker_configs(broker.plaintext, {key: str(store)}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(first)
+    renamed = broker.ca.issue("somebody-else", stem="broker-in-place-renamed")
+    store.write_bytes(renamed.store.read_bytes())
+    code, message = alter_broker_configs(broker.plaintext, {key: str(store)})
+    assert code == INVALID_REQUEST and "Keystore DistinguishedName does not match" in message, message
+    second = broker.ca.issue("broker", stem="broker-in-place-2")
+    store.write_bytes(second.store.read_bytes())
+    assert alter_broker_configs(broker.plaintext, {"log.cleaner.backoff.ms": "15000"}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(first)
+    assert alter_broker_configs(broker.plaintext, {key: str(store), "log.cleaner.backoff.ms": None}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(second)
+
+
 def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(broker, tmp_path):
     from cryptography.hazmat.primitives.serialization import (
         BestAvailableEncryption,
