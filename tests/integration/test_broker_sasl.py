@@ -152,8 +152,9 @@ def log_in(sock: socket.socket, user: str, password: str) -> int:
 def test_plain_users_added_and_removed_at_run_time(broker):
     """The listener's JAAS line replaced per broker (KIP-226): a user added logs in at once, one removed cannot;
     a connection already logged in carries on, as on Kafka; the line is described hidden; a line nobody
-    could log in with is refused and the running one kept."""
+    could log in with is refused and the running one kept. The listener's mechanisms change the same way."""
     key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    mechanisms = "listener.name.sasl_plaintext.sasl.enabled.mechanisms"
     renewed = JAAS.replace('user_alice="alice-secret"', 'user_carol="carol-secret"')
     try:
         with wire(broker.sasl_port) as logged_in_before:
@@ -174,8 +175,15 @@ def test_plain_users_added_and_removed_at_run_time(broker):
         assert code == 42 and "no user_<name>" in message, message  # INVALID_REQUEST
         with wire(broker.sasl_port) as sock:
             assert log_in(sock, "carol", "carol-secret") == 0
+        # the listener's mechanisms too: SCRAM offered beside PLAIN from the next connection on
+        assert alter_broker_configs(broker.process.bootstrap, {mechanisms: "PLAIN,SCRAM-SHA-256"}) == (0, None)
+        with wire(broker.sasl_port) as sock:
+            assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}) == {
+                "error_code": 0, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}
+        code, message = alter_broker_configs(broker.process.bootstrap, {mechanisms: "GSSAPI"})
+        assert code == 42 and "GSSAPI: not available in this broker" in message, message
     finally:
-        assert alter_broker_configs(broker.process.bootstrap, {key: None}) == (0, None)
+        assert alter_broker_configs(broker.process.bootstrap, {key: None, mechanisms: None}) == (0, None)
     with wire(broker.sasl_port) as sock:
         assert log_in(sock, "alice", "alice-secret") == 0
 

@@ -90,6 +90,8 @@ REFUSALS = {
     "not a broker id": ("abc", [("log.retention.ms", SET, "1000")]),
     "append to a number": ("", [("log.retention.ms", APPEND, "1")]),
     "TLS at the default": ("", [("ssl.keystore.location", SET, "/x")]),
+    "a listener's keystore at the default": ("", [("listener.name.ssl.ssl.keystore.location", SET, "/x")]),
+    "a listener's JAAS line at the default": ("", [("listener.name.sasl_ssl.plain.sasl.jaas.config", SET, "x")]),
 }
 
 
