@@ -230,7 +230,8 @@ SYNONYMS: dict[str, tuple[tuple[str, int | None], ...]] = {
 _SYNONYM_KEYS = frozenset(name for names in SYNONYMS.values() for name, _ in names)
 
 
-def _honoured(key: str) -> bool:
+def is_honoured_security_key(key: str) -> bool:
+    """A TLS or SASL setting (broker-wide or per listener) this broker acts on."""
     if key.startswith("listener.name."):
         key = key[len("listener.name."):].partition(".")[2]
     return key in _HONOURED_KEYS or is_sasl_key(key) or key in _JAAS_KEYS
@@ -552,7 +553,7 @@ class BrokerConfig:
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
                    # TLS and SASL settings without a listener to use them are named in that warning too
                    inert={key: raw[key] for key in raw if key not in BROKER_KEYS and key not in _SYNONYM_KEYS and not (
-                       _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
+                       is_honoured_security_key(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
                    security_settings={key: raw[key] for key in raw if is_tls_key(key) or is_sasl_key(key)},

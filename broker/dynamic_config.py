@@ -35,6 +35,7 @@ from broker.config import (
     TOPIC_DEFAULTS,
     BrokerConfig,
     cleaner_value_problem,
+    is_honoured_security_key,
     is_sasl_key,
     is_tls_key,
     listener_security,
@@ -311,8 +312,8 @@ class DynamicBrokerConfigs:
         """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
         if scope not in self.layers or dict(layer) == self.layers[scope]:
             return
-        inert = sorted(name for name, value in layer.items()
-                       if name not in BROKER_KEYS and self.layers[scope].get(name) != value)
+        inert = sorted(name for name, value in layer.items() if name not in BROKER_KEYS
+                       and not is_honoured_security_key(name) and self.layers[scope].get(name) != value)
         if inert:  # as the YAML's are named at start-up: kept and described, but nothing here uses them
             log.warning("dynamic broker configs that have no effect in burrowpy", scope=scope or "cluster default",
                         keys=inert)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig
 from broker.dynamic_config import (
@@ -163,8 +164,12 @@ def test_a_sasl_listener_takes_a_new_jaas_line_checked_first_and_keeps_it_over_a
     assert refused.value.code == ErrorCode.INVALID_REQUEST and "no user_<name>" in refused.value.message
     assert first.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"alice": "alice-secret"}
     line = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
-    first.update("7", first.prepare("7", {JAAS_KEY: line}, replace=False))
+    kerberos = "sasl.kerberos.min.time.before.relogin"
+    with capture_logs() as logs:
+        first.update("7", first.prepare("7", {JAAS_KEY: line, kerberos: "58000"}, replace=False))
     assert first.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    # kept and described, and named as having no effect (no Kerberos here); the JAAS line is not
+    assert [entry["keys"] for entry in logs if entry["event"].endswith("have no effect in burrowpy")] == [[kerberos]]
     first.saved.result(10)
     again = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER), persist=True)
     assert again.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
