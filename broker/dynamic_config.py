@@ -197,6 +197,9 @@ class DynamicBrokerConfigs:
             return kafkas  # in Kafka's spelling where it is the same value (1.7976931348623157E308)
         return _text(BROKER_KEYS[name][1])
 
+    def _is_static(self, name: str) -> bool:
+        return name in self.static or name in self.config.inert or name in self.config.security_settings
+
     def _static_value(self, name: str) -> Any:
         if name in self.static:
             return self.static[name]
@@ -207,7 +210,7 @@ class DynamicBrokerConfigs:
         for scope in (str(self.node_id), CLUSTER_DEFAULT):
             if name in self.layers[scope]:
                 return self.layers[scope][name]
-        if name in self.static or name in self.config.inert:
+        if self._is_static(name):
             return self._static_value(name)
         return self.default(name)
 
@@ -330,7 +333,7 @@ class DynamicBrokerConfigs:
             return _text(self.value(name))
         if name in self.layers[CLUSTER_DEFAULT]:
             return self.layers[CLUSTER_DEFAULT][name]
-        if name in self.static or name in self.config.inert:
+        if self._is_static(name):
             return _text(self._static_value(name))
         return self.default(name)
 

@@ -173,3 +173,6 @@ def test_a_sasl_listener_takes_a_new_jaas_line_checked_first_and_keeps_it_over_a
     first.saved.result(10)
     again = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER), persist=True)
     assert again.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    # the file's setting is described as the file's (the handler hides the line: sensitive)
+    assert again.value("sasl.enabled.mechanisms") == "PLAIN"
+    assert again.sources("sasl.enabled.mechanisms")[0] == ("sasl.enabled.mechanisms", "PLAIN", SOURCE_STATIC)
