@@ -246,6 +246,7 @@ class Broker:
                 # A listener on port 0 (tests) is advertised with the port it got.
                 self.endpoints[listener.name] = (listener.advertised_host, listener.advertised_port or server.port)
         self.server = self.servers[0]
+        self.dynamic_configs.on_change.append(self._reconfigure_listeners)
         if self.config.port == 0:
             self.port = self.server.port
         if self.cluster is not None:
@@ -279,6 +280,11 @@ class Broker:
         from broker.cluster.config import ClusterConfig
 
         return ClusterConfig.from_section(self.config.cluster, self.node_id)
+
+    def _reconfigure_listeners(self) -> None:
+        """Each listener's TLS context and SASL settings as the dynamic configs left them (KIP-226)."""
+        for server in self.servers:
+            server.reconfigure(self.config.ssl_contexts.get(server.listener), self.config.sasl_settings.get(server.listener))
 
     async def stop(self) -> None:
         if self.cluster is not None:

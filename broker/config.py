@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
+from broker.security import SecurityConfigError
 from broker.security.acl import STANDARD_AUTHORIZER, AclError, parse_principal, parse_super_users
 from broker.security.listeners import (
     PLAINTEXT,
@@ -216,6 +218,7 @@ _HONOURED_KEYS = frozenset({
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
     "ssl.enabled.protocols", "ssl.cipher.suites", "inter.broker.listener.name", "ssl.endpoint.identification.algorithm",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes",
 })
 # Kafka configs that name Java classes (a policy, a quota callback, a TLS engine): refused when set, rather than
 # run without the policy or limit they would enforce
@@ -235,7 +238,8 @@ SYNONYMS: dict[str, tuple[tuple[str, int | None], ...]] = {
 _SYNONYM_KEYS = frozenset(name for names in SYNONYMS.values() for name, _ in names)
 
 
-def _honoured(key: str) -> bool:
+def is_honoured_security_key(key: str) -> bool:
+    """A TLS or SASL setting (broker-wide or per listener) this broker acts on."""
     if key.startswith("listener.name."):
         key = key[len("listener.name."):].partition(".")[2]
     return key in _HONOURED_KEYS or is_sasl_key(key) or key in _JAAS_KEYS
@@ -261,6 +265,20 @@ def is_tls_key(key: str) -> bool:
         _, _, rest = key[len("listener.name."):].partition(".")
         return rest.startswith("ssl.") and rest in KAFKA_BROKER_CONFIGS
     return key.startswith("ssl.") and key in KAFKA_BROKER_CONFIGS
+
+
+def listener_security(listeners: list[Listener], settings: Mapping[str, Any]
+                      ) -> tuple[dict[str, ssl.SSLContext], dict[str, SaslSettings]]:
+    """Each TLS listener's SSLContext and each SASL listener's settings, from Kafka's ``ssl.*``/``sasl.*``
+    settings (broker-wide or ``listener.name.<l>.``); SecurityConfigError names the setting at fault."""
+    ssl_contexts, sasl_settings = {}, {}
+    for listener in listeners:
+        lookup = listener_lookup(listener.name, settings)
+        if listener.protocol in (SASL_PLAINTEXT, SASL_SSL):
+            sasl_settings[listener.name] = listener_sasl(listener.name, lookup)
+        if listener.uses_tls:
+            ssl_contexts[listener.name] = server_context(lookup)
+    return ssl_contexts, sasl_settings
 
 
 def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listener],
@@ -391,6 +409,9 @@ class BrokerConfig:
     listeners: list[Listener] = field(default_factory=list)  # the first one is `host`/`port` above
     ssl_contexts: dict[str, Any] = field(default_factory=dict)  # listener name -> ssl.SSLContext
     sasl_settings: dict[str, Any] = field(default_factory=dict)  # listener name -> security.sasl.SaslSettings
+    # the TLS and SASL settings the file gave (ssl.*, sasl.*, listener.name.<l>.*), as given: what the dynamic
+    # ones (broker.dynamic_config) are laid over when a listener's context is built again at run time
+    security_settings: dict[str, Any] = field(default_factory=dict)
     # SCRAM credentials given at start-up (``--add-scram``): (user, mechanism, credential)
     scram_additions: list[Any] = field(default_factory=list)
     # authorizer.class.name set (to Kafka's StandardAuthorizer): ACLs are enforced, with these two settings
@@ -503,19 +524,10 @@ class BrokerConfig:
                                         str(raw.get("listener.security.protocol.map") or ""))
         except ListenerError as exc:
             raise section.error(exc.key, str(exc)) from None
-        ssl_contexts = {}
-        sasl_settings = {}
-        for listener in listeners:
-            if listener.protocol in (SASL_PLAINTEXT, SASL_SSL):
-                try:
-                    sasl_settings[listener.name] = listener_sasl(listener.name, listener_lookup(listener.name, raw))
-                except SaslConfigError as exc:
-                    raise section.error(exc.key, str(exc)) from None
-            if listener.uses_tls:
-                try:
-                    ssl_contexts[listener.name] = server_context(listener_lookup(listener.name, raw))
-                except TlsConfigError as exc:
-                    raise section.error(exc.key, str(exc)) from None
+        try:
+            ssl_contexts, sasl_settings = listener_security(listeners, raw)
+        except SecurityConfigError as exc:
+            raise section.error(exc.key, str(exc)) from None
         for key in raw:
             if key.endswith(_JAVA_CLASS_KEYS) and raw[key]:
                 raise section.error(key, "names a Java class this broker cannot load")
@@ -552,9 +564,10 @@ class BrokerConfig:
                    settings=settings, cluster=cluster_section, explicit=frozenset(raw),
                    # TLS and SASL settings without a listener to use them are named in that warning too
                    inert={key: raw[key] for key in raw if key not in BROKER_KEYS and key not in _SYNONYM_KEYS and not (
-                       _honoured(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
+                       is_honoured_security_key(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
                    listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
+                   security_settings={key: raw[key] for key in raw if is_tls_key(key) or is_sasl_key(key)},
                    authorizer=bool(authorizer), super_users=super_users,
                    allow_everyone_if_no_acl_found=allow_everyone, inter_broker_listener=inter_broker.name,
                    inter_broker_security=inter_broker_security, metrics_address=metrics_address)

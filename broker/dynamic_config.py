@@ -20,6 +20,7 @@ that retention never runs on the YAML's defaults in between).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -28,12 +29,24 @@ from typing import Any
 
 import structlog
 
-from broker.config import BROKER_KEYS, SECURITY_PREFIXES, TOPIC_DEFAULTS, BrokerConfig, cleaner_value_problem
+from broker.config import (
+    BROKER_KEYS,
+    SECURITY_PREFIXES,
+    TOPIC_DEFAULTS,
+    BrokerConfig,
+    cleaner_value_problem,
+    is_honoured_security_key,
+    is_sasl_key,
+    is_tls_key,
+    listener_security,
+)
 from broker.errors import ErrorCode, KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, KAFKA_BROKER_MINIMUMS
 from broker.log.background import write_later, written
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import keep_private
+from broker.security import SecurityConfigError
+from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
 
 log = structlog.get_logger("broker.config")
 
@@ -78,14 +91,39 @@ _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
 # and these only on one broker, never at the cluster default.
 _PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
                     "ssl.", "sasl.")
-# Listener and security settings this broker cannot change while it runs.
+# Listener and security settings this broker cannot change while it runs (TLS and SASL settings can: they are
+# let through before this check).
 _NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
+_LISTENER_PREFIX = "listener.name."
+# Store files read again when an alter names them, though their names did not change
+_RELOADABLE_FILES = ("ssl.keystore.location", "ssl.truststore.location")
+# Listener-prefixed configs Kafka takes at the cluster default too (the others are per broker)
+_CLUSTER_LEVEL_LISTENER_CONFIGS = ("max.connections", "max.connection.creation.rate", "num.network.threads")
+
+
+def base_name(name: str) -> str:
+    """The Kafka config a listener-prefixed name sets (listener.name.<l>.ssl.keystore.location:
+    ssl.keystore.location; listener.name.<l>.<mechanism>.sasl.jaas.config: sasl.jaas.config), else ``name``."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return name
+    rest = name[len(_LISTENER_PREFIX):].partition(".")[2]
+    return "sasl.jaas.config" if rest.endswith(".sasl.jaas.config") else rest
+
+
+def kafka_definition(name: str) -> tuple[str | None, int, bool, bool] | None:
+    """Kafka 4.4's (default, type, read-only, sensitive) of ``name`` or of the config it sets for one listener."""
+    return KAFKA_BROKER_CONFIGS.get(name) or KAFKA_BROKER_CONFIGS.get(base_name(name))
 
 
 def is_dynamic(name: str) -> bool:
     """Whether Kafka 4.4 lets ``name`` change at run time (custom names, unknown to Kafka, are kept)."""
-    known = KAFKA_BROKER_CONFIGS.get(name)
+    known = kafka_definition(name)
     return known is None or not known[2]
+
+
+def _changes_at_run_time(name: str) -> bool:
+    """TLS and SASL settings, broker-wide or per listener: their listeners take them at once."""
+    return base_name(name).startswith(("ssl.", "sasl."))
 
 
 class DynamicBrokerConfigs:
@@ -99,6 +137,10 @@ class DynamicBrokerConfigs:
         self.on_change: list[Callable[[], None]] = []
         self._path = config.data_dir / FILE_NAME if persist else None
         self.saved = written()  # the last write of the file, which runs off the event loop
+        # what the listeners' contexts were built from: the settings, the store files' times, the certificates
+        self._security_running: dict[str, Any] | None = self.security_settings()
+        self._running_stamps = _store_stamps(self._security_running)
+        self._running_certificates = _certificates(self.config.listeners, self._security_running)
         if self._path is not None and self._path.exists():
             keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
@@ -155,15 +197,20 @@ class DynamicBrokerConfigs:
             return kafkas  # in Kafka's spelling where it is the same value (1.7976931348623157E308)
         return _text(BROKER_KEYS[name][1])
 
+    def _is_static(self, name: str) -> bool:
+        return name in self.static or name in self.config.inert or name in self.config.security_settings
+
     def _static_value(self, name: str) -> Any:
-        return self.static[name] if name in self.static else self.config.inert.get(name)
+        if name in self.static:
+            return self.static[name]
+        return self.config.security_settings.get(name, self.config.inert.get(name))
 
     def value(self, name: str) -> Any:
         """What this broker runs with: the dynamic layers over its YAML over Kafka's default."""
         for scope in (str(self.node_id), CLUSTER_DEFAULT):
             if name in self.layers[scope]:
                 return self.layers[scope][name]
-        if name in self.static or name in self.config.inert:
+        if self._is_static(name):
             return self._static_value(name)
         return self.default(name)
 
@@ -185,14 +232,16 @@ class DynamicBrokerConfigs:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              "These security configs can be dynamically updated only per-listener using the "
                              f"listener prefix: [{', '.join(per_listener)}]")
-        per_broker = sorted(name for name in updates if name.startswith(_PER_BROKER_ONLY))
+        per_broker = sorted(name for name in updates if name.startswith(_PER_BROKER_ONLY) or (
+            name.startswith(_LISTENER_PREFIX) and base_name(name) not in _CLUSTER_LEVEL_LISTENER_CONFIGS))
         if scope == CLUSTER_DEFAULT and per_broker:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
                                                         f"broker id must be specified: [{', '.join(per_broker)}]")
-        refused = sorted(name for name in updates if name.startswith(_NOT_AT_RUN_TIME))
+        refused = sorted(name for name in updates
+                         if name.startswith(_NOT_AT_RUN_TIME) and not _changes_at_run_time(name))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "
+                             f"The listeners and these security settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
@@ -202,7 +251,41 @@ class DynamicBrokerConfigs:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
+        self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates))
         return layer
+
+    def security_settings(self, layers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+        """The TLS and SASL settings listeners are built from: the file's, then the cluster default's, then
+        this broker's own (``layers``: as they would be after a change)."""
+        layers = self.layers if layers is None else layers
+        merged = dict(self.config.security_settings)
+        for scope in (CLUSTER_DEFAULT, str(self.node_id)):
+            merged.update((name, value) for name, value in layers[scope].items()
+                          if is_tls_key(name) or is_sasl_key(name) or _changes_at_run_time(name))
+        return merged
+
+    def _check_security(self, scope: str, layer: Mapping[str, str], *, reload: bool) -> None:
+        """Each listener built as ``layer`` would have it, before anything changes (Kafka's order): a keystore
+        that does not load, a key that does not match its certificate, a certificate with another subject or
+        fewer alternative names (ssl.allow.dn.changes, ssl.allow.san.changes), a JAAS line that does not
+        read is refused and the listeners keep what they run with. ``reload``: the request names a store file,
+        which is read again if it was renewed in place (Kafka's rule)."""
+        running = self.security_settings()
+        wanted = self.security_settings({**self.layers, scope: dict(layer)})
+        if wanted == running and not (reload and _store_stamps(wanted) != self._running_stamps):
+            return
+        try:
+            listener_security(self.config.listeners, wanted)
+            for listener in self.config.listeners:
+                if listener.uses_tls:
+                    check_certificate_change(self._running_certificates.get(listener.name),
+                                             listener_lookup(listener.name, wanted))
+        except SecurityConfigError as exc:
+            reason = f"{exc.key}: {exc}"
+            if is_tls_key(exc.key) or base_name(exc.key).startswith("ssl."):
+                reason = ("Validation of dynamic config update of SSLFactory failed: "
+                          f"org.apache.kafka.common.config.ConfigException: {reason}")
+            raise _invalid_dynamic_configuration(reason) from None
 
     def _check_thread_count(self, name: str, wanted: int) -> None:
         """Kafka's bounds on resizing a thread pool (num.replica.fetchers: the fetchers per leader) at run time:
@@ -214,11 +297,8 @@ class DynamicBrokerConfigs:
         elif wanted > current * 2:
             problem = f"value should not be greater than double the current value {current}"
         if problem is not None:
-            # in the words Kafka wraps its reconfiguration's refusal in
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count update "
-                             f"validation failed for {name}={wanted}, {problem} for configuration Invalid dynamic "
-                             "configuration")
+            raise _invalid_dynamic_configuration(
+                f"Dynamic thread count update validation failed for {name}={wanted}, {problem}")
 
     def _cleaner_threads(self, updates: Mapping[str, str | None]) -> int:
         """log.cleaner.threads as it would be after ``updates`` (what the dedupe buffer is split between)."""
@@ -235,8 +315,8 @@ class DynamicBrokerConfigs:
         """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
         if scope not in self.layers or dict(layer) == self.layers[scope]:
             return
-        inert = sorted(name for name, value in layer.items()
-                       if name not in BROKER_KEYS and self.layers[scope].get(name) != value)
+        inert = sorted(name for name, value in layer.items() if name not in BROKER_KEYS
+                       and not is_honoured_security_key(name) and self.layers[scope].get(name) != value)
         if inert:  # as the YAML's are named at start-up: kept and described, but nothing here uses them
             log.warning("dynamic broker configs that have no effect in burrowpy", scope=scope or "cluster default",
                         keys=inert)
@@ -253,7 +333,7 @@ class DynamicBrokerConfigs:
             return _text(self.value(name))
         if name in self.layers[CLUSTER_DEFAULT]:
             return self.layers[CLUSTER_DEFAULT][name]
-        if name in self.static or name in self.config.inert:
+        if self._is_static(name):
             return _text(self._static_value(name))
         return self.default(name)
 
@@ -262,15 +342,75 @@ class DynamicBrokerConfigs:
         for name, (kind, _) in BROKER_KEYS.items():
             raw = self.value(name) if is_dynamic(name) and name in KAFKA_BROKER_CONFIGS else self.static[name]
             settings[name] = _as_kind(kind, raw)
+        self._apply_security()
         for callback in self.on_change:
             callback()
+
+
+    def _apply_security(self) -> None:
+        """The listeners' TLS contexts and SASL settings built again where their settings changed: new
+        connections get them (KafkaServer.reconfigure), those open carry on with what they were accepted with.
+        Settings checked by :meth:`prepare` build; ones that no longer do (a keystore file removed since, a
+        cluster's metadata from a broker with other files) are named and the running ones kept."""
+        wanted = self.security_settings()
+        if wanted == self._security_running:
+            return
+        try:
+            ssl_contexts, sasl_settings = listener_security(self.config.listeners, wanted)
+        except SecurityConfigError as exc:
+            log.error("listener security settings do not build: the listeners keep the running ones",
+                      key=exc.key, problem=str(exc))
+            return
+        self.config.ssl_contexts.update(ssl_contexts)
+        self.config.sasl_settings.update(sasl_settings)
+        self._security_running = wanted
+        self._running_stamps = _store_stamps(wanted)
+        self._running_certificates = _certificates(self.config.listeners, wanted)
+        log.info("listener security settings applied", listeners=sorted({*ssl_contexts, *sasl_settings}))
+
+
+    def reload_files(self, updates: Mapping[str, str | None]) -> None:
+        """Keystores and truststores renewed in place, under the names the listeners run with: built again
+        when an alter names them (``updates``; Kafka reloads a store file an alter names even with the same
+        value)."""
+        named = any(base_name(name) in _RELOADABLE_FILES for name in updates)
+        if named and _store_stamps(self.security_settings()) != self._running_stamps:
+            self._security_running = None
+            self._apply()
+
+
+def _store_stamps(settings: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
+    """The modification time, size and inode of each keystore and truststore file named in ``settings``."""
+    stamps = {}
+    for name, value in settings.items():
+        if base_name(name) in _RELOADABLE_FILES and value:
+            with contextlib.suppress(OSError):
+                found = os.stat(str(value))
+                stamps[str(value)] = (found.st_mtime_ns, found.st_size, found.st_ino)
+    return stamps
+
+
+def _certificates(listeners: list[Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Each TLS listener's own certificate, which a renewed one is compared with."""
+    found = {}
+    for listener in listeners:
+        if listener.uses_tls:
+            with contextlib.suppress(SecurityConfigError):
+                found[listener.name] = keystore_certificate(listener_lookup(listener.name, settings))
+    return found
+
+
+def _invalid_dynamic_configuration(reason: str) -> KafkaError:
+    """A reconfiguration refused, in the words Kafka wraps its reconfigurations' refusals in."""
+    return KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value org.apache.kafka.common.config.ConfigException: "
+                                                 f"{reason} for configuration Invalid dynamic configuration")
 
 
 def check_value(name: str, value: str, cleaner_threads: int = 1) -> str:
     """``value`` as stored for broker config ``name``, or Kafka's INVALID_REQUEST naming both (with the
     number as Kafka parsed it where its range check refuses it). ``cleaner_threads``: the log cleaner threads
     the dedupe buffer is shared by."""
-    known = KAFKA_BROKER_CONFIGS.get(name)
+    known = kafka_definition(name)
     if known is None:
         return value
     config_type = known[1]

@@ -320,7 +320,7 @@ class FrameServer:
                  gate: ConnectionGate | None) -> None:
         self.sockets = sockets
         self._protocol = protocol
-        self._ssl = ssl_context
+        self.ssl_context = ssl_context  # replaced at run time: each accepted connection takes the current one
         self._ssl_handshake_timeout = ssl_handshake_timeout
         self._gate = gate
         self._tasks: set[asyncio.Task] = set()
@@ -363,8 +363,8 @@ class FrameServer:
 
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: self._protocol(release), conn, ssl=self._ssl,
-                ssl_handshake_timeout=self._ssl_handshake_timeout if self._ssl else None)
+                lambda: self._protocol(release), conn, ssl=self.ssl_context,
+                ssl_handshake_timeout=self._ssl_handshake_timeout if self.ssl_context else None)
         except BaseException as exc:
             # a handshake that failed or ran out of time: the connection never reached the protocol
             release()

@@ -147,6 +147,15 @@ class KafkaServer:
         self._server: FrameServer | None = None
         self._connections: set[asyncio.Task] = set()
 
+    def reconfigure(self, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None) -> None:
+        """New TLS and SASL settings from the dynamic broker configs: connections accepted from now on use
+        them; open ones carry on with the certificate they were handed (a logged-in user stays logged in until
+        connections.max.reauth.ms asks again), as on Kafka."""
+        self.sasl = sasl
+        self.ssl_context = ssl_context
+        if self._server is not None:
+            self._server.ssl_context = ssl_context
+
     @property
     def connection_count(self) -> int:
         return len(self._connections)

@@ -18,6 +18,7 @@ from broker.dynamic_config import (
     TOPIC_SYNONYMS,
     TYPE_LIST,
     TYPE_UNKNOWN,
+    kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
@@ -281,6 +282,10 @@ def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, syno
         custom = name not in KAFKA_BROKER_CONFIGS and name not in broker.config.settings
         _, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(
             name, (None, TYPE_UNKNOWN if custom else 2, True, custom))
+        if custom and (base := kafka_definition(name)) is not None:
+            # a listener's own (listener.name.<l>.ssl.keystore.password): typed and hidden as what it sets,
+            # read-only by name as Kafka describes it
+            _, config_type, _, sensitive = base
         chain = dynamic.sources(name, scope)
         value = dynamic.layers[CLUSTER_DEFAULT].get(name) if scope == CLUSTER_DEFAULT else dynamic.value(name)
         value = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -401,6 +406,7 @@ async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], i
     layer = dynamic.prepare(scope, updates, replace=not incremental)
     if not validate_only:
         await broker.topic_admin.alter_broker_configs(scope, layer)
+        dynamic.reload_files(updates)
 
 
 def _list_operation(name: str, op: int, current: str | None, value: str | None) -> str:

@@ -24,7 +24,8 @@ import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from broker.security import SecurityConfigError as TlsConfigError
 
@@ -32,7 +33,7 @@ _PROTOCOL_VERSIONS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersi
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def listener_lookup(listener: str, settings: dict[str, object]) -> Callable[[str], tuple[str, str | None]]:
+def listener_lookup(listener: str, settings: Mapping[str, object]) -> Callable[[str], tuple[str, str | None]]:
     """``key -> (the name it was found under, value)``: the listener's own setting first, then the broker's."""
     prefix = f"listener.name.{listener.lower()}."
 
@@ -189,3 +190,68 @@ def client_context(lookup: Callable[[str], tuple[str, str | None]], *, check_hos
     _load_keystore(context, lookup)
     context.check_hostname = check_hostname
     return context
+
+
+# Java's numbering of the names in a subjectAltName (X509Certificate.getSubjectAlternativeNames)
+_SAN_TYPES = {"RFC822Name": 1, "DNSName": 2, "UniformResourceIdentifier": 6, "IPAddress": 7, "RegisteredID": 8}
+# the alias Kafka gives the one entry of a PEM keystore
+_PEM_ALIAS = "kafka"
+
+
+def keystore_certificate(lookup: Callable[[str], tuple[str, str | None]]) -> Any:
+    """The broker's own certificate (the chain's first) as ``cryptography`` reads it; None without a keystore."""
+    from cryptography import x509
+
+    _, store_type = lookup("ssl.keystore.type")
+    location_key, location = lookup("ssl.keystore.location")
+    _, chain = lookup("ssl.keystore.certificate.chain")
+    try:
+        if (store_type or "").upper() == "PKCS12" and location:
+            _, store_password = lookup("ssl.keystore.password")
+            data = _pkcs12(location, store_password, location_key)[1]
+        elif location:
+            with open(location, "rb") as handle:
+                data = handle.read()
+        elif chain:
+            data = chain.encode()
+        else:
+            return None
+        return x509.load_pem_x509_certificates(data)[0]
+    except (OSError, ValueError) as exc:
+        raise TlsConfigError(location_key, f"cannot read the broker's certificate: {exc}") from None
+
+
+def _alt_names(certificate: Any) -> set[tuple[int, str]]:
+    from cryptography import x509
+
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {(_SAN_TYPES.get(type(name).__name__, 0), str(name.value)) for name in names}
+
+
+def _java_list(names: set[tuple[int, str]]) -> str:
+    return "[" + ", ".join(f"[{kind}, {value}]" for kind, value in sorted(names)) + "]"
+
+
+def check_certificate_change(before: Any, wanted: Callable[[str], tuple[str, str | None]]) -> None:
+    """Kafka's rule on a keystore replaced at run time (SslFactory): unless ``ssl.allow.dn.changes`` is true,
+    the new certificate has the running one's subject; unless ``ssl.allow.san.changes``, it keeps every
+    subject alternative name. Clients that check the broker's name, and ACLs on other brokers' principal,
+    would otherwise stop working with the rotation. ``before``: the running certificate (keystore_certificate)."""
+    after = keystore_certificate(wanted)
+    if before is None or after is None:
+        return
+    key = wanted("ssl.keystore.location")[0]
+    if (wanted("ssl.allow.dn.changes")[1] or "false").lower() != "true":
+        old_dn, new_dn = before.subject.rfc4514_string(), after.subject.rfc4514_string()
+        if before.subject != after.subject and old_dn.lower() != new_dn.lower():
+            raise TlsConfigError(key, f"Keystore DistinguishedName does not match:  existing={{alias={_PEM_ALIAS}, "
+                                      f"DN={old_dn}}}, new={{alias={_PEM_ALIAS}, DN={new_dn}}}")
+    if (wanted("ssl.allow.san.changes")[1] or "false").lower() != "true":
+        old_names, new_names = _alt_names(before), _alt_names(after)
+        if not old_names <= new_names:
+            raise TlsConfigError(key, f"Keystore SubjectAltNames do not match:  existing={{alias={_PEM_ALIAS}, "
+                                      f"SAN={_java_list(old_names)}}}, new={{alias={_PEM_ALIAS}, "
+                                      f"SAN={_java_list(new_names)}}}")

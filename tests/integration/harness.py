@@ -20,7 +20,10 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from broker.client import KafkaConnection
+from broker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[2]
 BURROWPY = str(Path(sys.executable).with_name("burrowpy"))
@@ -136,6 +139,31 @@ class Scrape:
 
     def names(self) -> set[str]:
         return {sample.name for sample in self.samples}
+
+
+def alter_broker_configs(bootstrap: str, configs: dict[str, str | None], node: str = "1",
+                         validate_only: bool = False) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on one BROKER resource (None deletes a config): (error code, message)."""
+    async def ask() -> dict[str, Any]:
+        async with await KafkaConnection.connect(bootstrap) as connection:
+            return await connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+                {"resource_type": 4, "resource_name": node, "configs": [
+                    {"name": name, "config_operation": 0 if value is not None else 1, "value": value}
+                    for name, value in configs.items()]}], "validate_only": validate_only}, version=1)
+    response = asyncio.run(ask())["responses"][0]
+    return response["error_code"], response["error_message"]
+
+
+def describe_broker_configs(bootstrap: str, node: str = "1") -> dict[str, dict[str, Any]]:
+    """DescribeConfigs (with synonyms) of one BROKER resource: name -> entry."""
+    async def ask() -> dict[str, Any]:
+        async with await KafkaConnection.connect(bootstrap) as connection:
+            return await connection.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [
+                {"resource_type": 4, "resource_name": node, "configuration_keys": None}],
+                "include_synonyms": True, "include_documentation": False}, version=4)
+    result = asyncio.run(ask())["results"][0]
+    assert result["error_code"] == 0, result
+    return {entry["name"]: entry for entry in result["configs"]}
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -6,6 +6,7 @@ connection; nothing but ApiVersions and the SASL exchange is served before a log
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import subprocess
 import uuid
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import recv_exactly, wait_until
+from harness import alter_broker_configs, describe_broker_configs, recv_exactly, wait_until
 from kafka_harness import java_peer
 from sasl_support import SaslBroker, start_sasl_broker
 
@@ -140,6 +141,51 @@ def test_kafka_python_and_kafkas_console_tools_log_in(broker, tmp_path):
                          f"127.0.0.1:{broker.sasl_port}", "--topic", topic, "--from-beginning", "--max-messages", "6",
                          "--command-config", str(client), "--timeout-ms", "60000")
     assert consumed.stdout.splitlines()[-1] == "from kafka-python"
+
+
+def log_in(sock: socket.socket, user: str, password: str) -> int:
+    """SaslHandshake and SaslAuthenticate with PLAIN: the login's error code."""
+    assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    return call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\x00{user}\x00{password}".encode()})["error_code"]
+
+
+def test_plain_users_added_and_removed_at_run_time(broker):
+    """The listener's JAAS line replaced per broker (KIP-226): a user added logs in at once, one removed cannot;
+    a connection already logged in carries on, as on Kafka; the line is described hidden; a line nobody
+    could log in with is refused and the running one kept. The listener's mechanisms change the same way."""
+    key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    mechanisms = "listener.name.sasl_plaintext.sasl.enabled.mechanisms"
+    renewed = JAAS.replace('user_alice="alice-secret"', 'user_carol="carol-secret"')
+    try:
+        with wire(broker.sasl_port) as logged_in_before:
+            assert log_in(logged_in_before, "alice", "alice-secret") == 0
+            assert alter_broker_configs(broker.process.bootstrap, {key: renewed}) == (0, None)
+            with wire(broker.sasl_port) as sock:
+                assert log_in(sock, "carol", "carol-secret") == 0
+                assert call(sock, ApiKey.METADATA, 1, {"topics": None}, correlation=3)["brokers"]
+            with wire(broker.sasl_port) as sock:
+                assert log_in(sock, "alice", "alice-secret") == 58  # SASL_AUTHENTICATION_FAILED
+            assert call(logged_in_before, ApiKey.METADATA, 1, {"topics": None}, correlation=3)["brokers"]
+        trusting = ssl.create_default_context(cafile=str(broker.ca.path))
+        with wire(broker.sasl_ssl_port) as raw, trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            assert log_in(tls, "alice", "alice-secret") == 0  # the other listener keeps its own line
+        entry = describe_broker_configs(broker.process.bootstrap)[key]
+        assert (entry["value"], entry["is_sensitive"], entry["config_source"]) == (None, True, 2)
+        code, message = alter_broker_configs(broker.process.bootstrap, {key: JAAS.split(" username")[0] + ";"})
+        assert code == 42 and "no user_<name>" in message, message  # INVALID_REQUEST
+        with wire(broker.sasl_port) as sock:
+            assert log_in(sock, "carol", "carol-secret") == 0
+        # the listener's mechanisms too: SCRAM offered beside PLAIN from the next connection on
+        assert alter_broker_configs(broker.process.bootstrap, {mechanisms: "PLAIN,SCRAM-SHA-256"}) == (0, None)
+        with wire(broker.sasl_port) as sock:
+            assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}) == {
+                "error_code": 0, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}
+        code, message = alter_broker_configs(broker.process.bootstrap, {mechanisms: "GSSAPI"})
+        assert code == 42 and "GSSAPI: not available in this broker" in message, message
+    finally:
+        assert alter_broker_configs(broker.process.bootstrap, {key: None, mechanisms: None}) == (0, None)
+    with wire(broker.sasl_port) as sock:
+        assert log_in(sock, "alice", "alice-secret") == 0
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import BrokerProcess, broker_side_buffers, free_port, wait_until
+from cryptography import x509
+from harness import (
+    BrokerProcess,
+    alter_broker_configs,
+    broker_side_buffers,
+    describe_broker_configs,
+    free_port,
+    wait_until,
+)
 from kafka_harness import java_peer
-from tls_certs import CertificateAuthority
+from tls_certs import CertificateAuthority, serial_of, served_serial
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +196,153 @@ def test_required_client_certificates(tmp_path):
         assert topic in AdminClient({"bootstrap.servers": running.plaintext}).list_topics(timeout=30).topics
     finally:
         running.process.stop()
+
+
+# --- certificates rotated at run time (KIP-226's listener.name.<listener>.ssl.* on the BROKER resource) ------
+
+INVALID_REQUEST = 42
+DYNAMIC_BROKER_CONFIG = 2
+
+
+def api_versions(tls: ssl.SSLSocket) -> int:
+    """ApiVersions v0 on an open connection: its error code."""
+    tls.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x07\x00\x00")
+    size = int.from_bytes(tls.recv(4), "big")
+    answer = b""
+    while len(answer) < size:
+        answer += tls.recv(size - len(answer))
+    assert answer[:4] == b"\x00\x00\x00\x07"
+    return int.from_bytes(answer[4:6], "big")
+
+
+def test_a_certificate_rotated_with_kafka_configs_while_clients_run(broker):
+    """Kafka's own tool replaces the TLS listener's keystore: connections made afterwards are handed the
+    renewed certificate, a producer and a consumer connected before carry on without losing a record, a
+    connection opened before keeps the old one; no restart."""
+    settings = broker.librdkafka()
+    topic = new_topic(settings)
+    producer = Producer(settings)
+    consumer = Consumer({**settings, "group.id": f"{topic}-group", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    read: list[bytes] = []
+
+    def read_up_to(count: int) -> None:
+        def enough() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+            return len(read) >= count
+        wait_until(enough, 60, interval=0, message=f"{count} records of {topic}")
+
+    try:
+        consumer.subscribe([topic])
+        for number in range(10):
+            producer.produce(topic, b"before %d" % number)
+        assert producer.flush(30) == 0
+        read_up_to(10)
+        old = served_serial(broker.ssl_port, broker.ca.path)
+        trusting = ssl.create_default_context(cafile=str(broker.ca.path))
+        with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=10) as raw, \
+                trusting.wrap_socket(raw, server_hostname="127.0.0.1") as opened_before:
+            renewed = broker.ca.issue("broker", stem="broker-renewed")
+            done = java_peer("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.plaintext,
+                             "--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
+                             f"listener.name.ssl.ssl.keystore.location={renewed.store}")
+            assert "Completed updating config for broker 1." in done.stdout
+            assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(renewed) != old
+            assert api_versions(opened_before) == 0
+            assert x509.load_der_x509_certificate(opened_before.getpeercert(binary_form=True)).serial_number == old
+        for number in range(10):
+            producer.produce(topic, b"after %d" % number)
+        assert producer.flush(30) == 0
+        read_up_to(20)
+        assert read == [b"before %d" % n for n in range(10)] + [b"after %d" % n for n in range(10)]
+    finally:
+        consumer.close()
+    entry = describe_broker_configs(broker.plaintext)["listener.name.ssl.ssl.keystore.location"]
+    assert (entry["value"], entry["config_source"], entry["is_sensitive"]) == (
+        str(renewed.store), DYNAMIC_BROKER_CONFIG, False)
+
+
+def test_a_keystore_that_cannot_serve_is_refused_and_the_running_one_kept(broker, tmp_path):
+    running = served_serial(broker.ssl_port, broker.ca.path)
+    key = "listener.name.ssl.ssl.keystore.location"
+    stranger = broker.ca.issue("broker", stem="broker-stranger")
+    other = broker.ca.issue("broker", stem="broker-other")
+    mismatched = tmp_path / "mismatched.pem"  # one certificate's chain with another's key
+    mismatched.write_bytes(other.key.read_bytes() + stranger.certificate.read_bytes())
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a keystore\n")
+    renamed = broker.ca.issue("somebody-else")  # Kafka's ssl.allow.dn.changes=false: the subject must stay
+    # and ssl.allow.san.changes=false: every alternative name must stay
+    narrower = broker.ca.issue("broker", stem="broker-narrower", hosts=("127.0.0.1",))
+    for path, words in ((mismatched, "cannot load the broker's key and certificate"),
+                        (garbage, "cannot load the broker's key and certificate"),
+                        (tmp_path / "missing.pem", "cannot load the broker's key and certificate"),
+                        (renamed.store, "Keystore DistinguishedName does not match:  existing={alias=kafka, "
+                                        "DN=CN=broker}, new={alias=kafka, DN=CN=somebody-else}"),
+                        (narrower.store, "Keystore SubjectAltNames do not match:  existing={alias=kafka, "
+                                         "SAN=[[2, localhost], [7, 127.0.0.1]]}, new={alias=kafka, "
+                                         "SAN=[[7, 127.0.0.1]]}")):
+        code, message = alter_broker_configs(broker.plaintext, {key: str(path)})
+        assert code == INVALID_REQUEST, message
+        assert message.startswith("Invalid value org.apache.kafka.common.config.ConfigException: Validation of "
+                                  "dynamic config update of SSLFactory failed: ")
+        assert words in message
+        assert served_serial(broker.ssl_port, broker.ca.path) == running
+    # validate_only: checked, not applied
+    assert alter_broker_configs(broker.plaintext, {key: str(stranger.store)}, validate_only=True) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == running
+    assert describe_broker_configs(broker.plaintext).get(key, {}).get("value") != str(stranger.store)
+
+
+def test_a_keystore_renewed_in_place_is_read_again_by_an_alter_that_names_it(broker, tmp_path):
+    """Kafka's rule for a store file renewed under the same name: an alter that names it (with the same value)
+    loads it, checked as any other; one that does not leaves the listener as it runs."""
+    key = "listener.name.ssl.ssl.keystore.location"
+    store = tmp_path / "broker.pem"
+    first = broker.ca.issue("broker", stem="broker-in-place-1")
+    store.write_bytes(first.store.read_bytes())
+    store.chmod(0o600)
+    assert alter_broker_configs(broker.plaintext, {key: str(store)}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(first)
+    renamed = broker.ca.issue("somebody-else", stem="broker-in-place-renamed")
+    store.write_bytes(renamed.store.read_bytes())
+    code, message = alter_broker_configs(broker.plaintext, {key: str(store)})
+    assert code == INVALID_REQUEST and "Keystore DistinguishedName does not match" in message, message
+    second = broker.ca.issue("broker", stem="broker-in-place-2")
+    store.write_bytes(second.store.read_bytes())
+    assert alter_broker_configs(broker.plaintext, {"log.cleaner.backoff.ms": "15000"}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(first)
+    assert alter_broker_configs(broker.plaintext, {key: str(store), "log.cleaner.backoff.ms": None}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(second)
+
+
+def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(broker, tmp_path):
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
+    issued = broker.ca.issue("broker", stem="broker-p12")
+    store = tmp_path / "broker.p12"
+    store.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"kafka", load_pem_private_key(issued.key.read_bytes(), None),
+        x509.load_pem_x509_certificate(issued.certificate.read_bytes()), None, BestAvailableEncryption(b"store-pw")))
+    prefix = "listener.name.ssl.ssl."
+    assert alter_broker_configs(broker.plaintext, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
+                                 prefix + "keystore.password": "wrong"})[0] == INVALID_REQUEST
+    assert alter_broker_configs(broker.plaintext, {prefix + "keystore.type": "PKCS12", prefix + "keystore.location": str(store),
+                                 prefix + "keystore.password": "store-pw"}) == (0, None)
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(issued)
+    password = describe_broker_configs(broker.plaintext)[prefix + "keystore.password"]
+    assert (password["value"], password["is_sensitive"], password["config_source"]) == (
+        None, True, DYNAMIC_BROKER_CONFIG)
+    assert password["synonyms"] == [{"name": prefix + "keystore.password", "value": None,
+                                     "source": DYNAMIC_BROKER_CONFIG}]
+    stored = broker.process.data_dir / "dynamic-broker-configs.json"
+    assert stored.stat().st_mode & 0o077 == 0  # the password is in it: readable by the broker's user only
+    broker.process.stop()
+    broker.process.start()
+    assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(issued)

@@ -23,8 +23,16 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from harness import create_topics, free_port, secret_file, unique_name, wait_until
-from tls_certs import CertificateAuthority
+from harness import (
+    alter_broker_configs,
+    create_topics,
+    describe_broker_configs,
+    free_port,
+    secret_file,
+    unique_name,
+    wait_until,
+)
+from tls_certs import CertificateAuthority, serial_of, served_serial
 
 from broker.client import ClientSecurity, KafkaConnection
 from broker.errors import ErrorCode
@@ -206,3 +214,24 @@ def test_a_super_user_that_is_no_broker_of_the_cluster_replicates_nothing_and_wr
     assert [p["error_code"] for m in marked["markers"] for t in m["topics"] for p in t["partitions"]] == \
         [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     assert high_watermark == 5  # no marker took an offset
+
+
+def test_each_broker_takes_its_renewed_certificate_through_the_metadata(secured):
+    """A certificate rotated across the cluster as with Kafka: one alter per broker (Kafka takes a listener's
+    keystore for one broker only, never as the cluster default), kept in the cluster's metadata; each broker
+    hands its renewed certificate to new connections, and the cluster replicates on."""
+    key = "listener.name.sasl_ssl.ssl.keystore.location"
+    brokers = secured.cluster.brokers
+    assert alter_broker_configs(brokers[1].bootstrap, {key: "/nowhere.pem"}, node="") == (
+        ErrorCode.INVALID_REQUEST, f"Cannot update these configs at default cluster level, broker id must be "
+                                   f"specified: [{key}]")
+    renewed = {node: secured.ca.issue("broker", stem=f"broker-{node}-renewed") for node in secured.cluster.ids}
+    for node, issued in renewed.items():
+        assert alter_broker_configs(brokers[node].bootstrap, {key: str(issued.store)}, node=str(node)) == (0, None)
+    for node, issued in renewed.items():
+        wait_until(lambda node=node, issued=issued: served_serial(secured.secure_ports[node], secured.ca.path)
+                   == serial_of(issued), 30,
+                   message=f"broker {node} to serve its renewed certificate")
+        entry = describe_broker_configs(brokers[node].bootstrap, str(node))[key]
+        assert (entry["value"], entry["config_source"]) == (str(issued.store), 2)
+    replicated_topic(secured, "after-rotation", 10)

@@ -90,6 +90,8 @@ REFUSALS = {
     "not a broker id": ("abc", [("log.retention.ms", SET, "1000")]),
     "append to a number": ("", [("log.retention.ms", APPEND, "1")]),
     "TLS at the default": ("", [("ssl.keystore.location", SET, "/x")]),
+    "a listener's keystore at the default": ("", [("listener.name.ssl.ssl.keystore.location", SET, "/x")]),
+    "a listener's JAAS line at the default": ("", [("listener.name.sasl_ssl.plain.sasl.jaas.config", SET, "x")]),
 }
 
 
@@ -119,22 +121,38 @@ def settable(bootstrap: str, values: dict[str, str]) -> dict[tuple[str, str], tu
 
 
 def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
-    """The same configs may change dynamically, at the same scopes, refused in the same words otherwise;
-    apart from listener and TLS/SASL settings, which this broker cannot change while it runs (Kafka takes
-    them for one broker), and broker 1's min.insync.replicas, which Kafka 4 holds fixed for its eligible
-    leader replicas."""
+    """The same configs may change dynamically, at the same scopes, refused in the same words otherwise (the
+    TLS and SASL settings among them); apart from the listeners and the principal builder, which this broker
+    cannot change while it runs (Kafka takes them for one broker), and broker 1's min.insync.replicas, which
+    Kafka 4 holds fixed for its eligible leader replicas."""
     defaults = {name: default for name, (default, *_) in KAFKA_BROKER_CONFIGS.items() if default is not None}
     ours, kafkas = settable(broker.bootstrap, defaults), settable(kafka.bootstrap, defaults)
     assert len(kafkas) > 500
     differing = {key for key in kafkas if ours[key] != kafkas[key]}
-    assert {name for _, name in differing} - {"min.insync.replicas", "listeners", "listener.security.protocol.map",
-                                               "principal.builder.class"} <= {
-        name for name in KAFKA_BROKER_CONFIGS if name.startswith(("ssl.", "sasl."))}
-    assert all(ours[key][1].startswith("Listeners and their TLS/SASL settings cannot change at run time")
+    assert {name for _, name in differing} <= {"min.insync.replicas", "listeners", "listener.security.protocol.map",
+                                               "principal.builder.class"}
+    assert all(ours[key][1].startswith("The listeners and these security settings cannot change at run time")
                for key in differing if key != ("1", "min.insync.replicas"))
     accepted = {name for (scope, name), (code, _) in ours.items() if code == 0 and scope == "1"}
     assert {"message.max.bytes", "log.retention.bytes", "log.cleaner.threads", "num.io.threads"} <= accepted
     assert "num.partitions" not in accepted
+
+
+def test_kerberos_settings_are_taken_and_described_as_kafka_does(broker, kafka):
+    """The issue's example, with Kafka's tool: Kafka takes sasl.kerberos.* for one broker even where no listener
+    uses Kerberos; this broker keeps and describes them the same (and names them in its log as having no
+    effect)."""
+    key = "sasl.kerberos.min.time.before.relogin"
+    altered = config_command(broker.bootstrap, "--entity-name", "1", "--alter", "--add-config", f"{key}=58000")
+    assert altered == ["Completed updating config for broker 1."]
+    assert alter(kafka.bootstrap, "1", (key, SET, "58000")) == (0, None)
+    try:
+        ours, kafkas = describe(broker.bootstrap, BROKER, "1", [key]), describe(kafka.bootstrap, BROKER, "1", [key])
+        assert ours == kafkas
+        assert (ours[key]["value"], ours[key]["config_source"]) == ("58000", 2)
+    finally:
+        for server in (broker, kafka):
+            assert alter(server.bootstrap, "1", (key, DELETE, None)) == (0, None)
 
 
 def test_numbers_below_kafkas_bounds_are_refused_in_kafkas_words(broker, kafka):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,13 @@ class Issued:
 
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _host_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -49,8 +58,10 @@ class CertificateAuthority:
     def pem(self) -> bytes:
         return self._certificate.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, client: bool = False) -> Issued:
-        """A certificate for 127.0.0.1/localhost (a server) or for a client, signed by this CA."""
+    def issue(self, common_name: str, *, client: bool = False, stem: str | None = None,
+              hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Issued:
+        """A certificate for ``hosts`` (a server) or for a client, signed by this CA, in files named after
+        ``stem`` (a renewed certificate beside the one it replaces), else after the name."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -61,14 +72,27 @@ class CertificateAuthority:
                                                   else ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
         if not client:
             builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                [_host_name(host) for host in hosts]), critical=False)
         certificate = builder.sign(self._key, hashes.SHA256())
         chain = certificate.public_bytes(serialization.Encoding.PEM) + self.pem
-        paths = Issued(self.directory / f"{common_name}.key", self.directory / f"{common_name}.crt",
-                       self.directory / f"{common_name}.pem")
+        stem = stem or common_name
+        paths = Issued(self.directory / f"{stem}.key", self.directory / f"{stem}.crt", self.directory / f"{stem}.pem")
         paths.key.write_bytes(_key_pem(key))
         paths.certificate.write_bytes(chain)
         paths.store.write_bytes(_key_pem(key) + chain)
         for path in (paths.key, paths.store):
             path.chmod(0o600)
         return paths
+
+
+def served_serial(port: int, ca: Path) -> int:
+    """The serial number of the certificate a new TLS connection to 127.0.0.1:``port`` is handed, checked
+    against the CA certificates in ``ca``."""
+    trusting = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def serial_of(issued: Issued) -> int:
+    return x509.load_pem_x509_certificate(issued.certificate.read_bytes()).serial_number

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig
 from broker.dynamic_config import (
@@ -13,6 +14,7 @@ from broker.dynamic_config import (
     DynamicBrokerConfigs,
     check_value,
     is_dynamic,
+    kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
 
@@ -133,3 +135,44 @@ def test_the_cleaners_dynamic_settings_are_checked_and_reach_the_broker(tmp_path
     assert dynamic.config["log.cleaner.dedupe.buffer.size"] == 2097152
     assert dynamic.config["log.cleaner.io.max.bytes.per.second"] == 5000.5
     assert DynamicBrokerConfigs.default("log.cleaner.io.max.bytes.per.second") == "1.7976931348623157E308"  # Kafka's spelling
+
+
+SASL_BROKER = """\
+listeners: PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0
+sasl.enabled.mechanisms: PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config: >-
+  org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+"""
+JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+
+
+def test_listener_settings_are_typed_as_the_configs_they_set():
+    assert kafka_definition("listener.name.ssl.ssl.keystore.password") == kafka_definition("ssl.keystore.password")
+    assert kafka_definition("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config")[3]  # sensitive
+    assert is_dynamic("listener.name.ssl.ssl.keystore.location")
+    assert not is_dynamic("listener.name.ssl.ssl.allow.dn.changes")  # read-only, as the config it sets
+
+
+def test_a_sasl_listener_takes_a_new_jaas_line_checked_first_and_keeps_it_over_a_restart(tmp_path):
+    first = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER), persist=True)
+    with pytest.raises(KafkaError) as refused:  # Kafka takes listener settings for one broker only
+        first.prepare("", {JAAS_KEY: "x"}, replace=False)
+    assert refused.value.message.startswith("Cannot update these configs at default cluster level")
+    with pytest.raises(KafkaError) as refused:
+        first.prepare("7", {JAAS_KEY: "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
+                      replace=False)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST and "no user_<name>" in refused.value.message
+    assert first.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"alice": "alice-secret"}
+    line = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
+    kerberos = "sasl.kerberos.min.time.before.relogin"
+    with capture_logs() as logs:
+        first.update("7", first.prepare("7", {JAAS_KEY: line, kerberos: "58000"}, replace=False))
+    assert first.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    # kept and described, and named as having no effect (no Kerberos here); the JAAS line is not
+    assert [entry["keys"] for entry in logs if entry["event"].endswith("have no effect in burrowpy")] == [[kerberos]]
+    first.saved.result(10)
+    again = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER), persist=True)
+    assert again.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    # the file's setting is described as the file's (the handler hides the line: sensitive)
+    assert again.value("sasl.enabled.mechanisms") == "PLAIN"
+    assert again.sources("sasl.enabled.mechanisms")[0] == ("sasl.enabled.mechanisms", "PLAIN", SOURCE_STATIC)
