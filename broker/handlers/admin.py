@@ -521,13 +521,3 @@ def _scram_change_error(user: str, entries: list[tuple[str, Any]], known: dict[s
         elif not entry["salt"] or not entry["salted_password"]:
             return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
     return ErrorCode.NONE, None
-
-
-@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
-async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    """No client quotas are set on this broker (it enforces none), so every filter matches nothing; tools such
-    as kafka-configs --describe --entity-type users ask before they show SCRAM credentials."""
-    if not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Cluster authorization failed.", "entries": None}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": []}

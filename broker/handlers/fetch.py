@@ -23,6 +23,7 @@ from broker.protocol.responses import (
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
+from broker.quotas import CONSUMER_BYTE_RATE
 from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -127,6 +128,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
     # the broker's own cap on a response, as Kafka's: fetch.max.bytes for consumers, replica.fetch.response.max.bytes
     # for followers
     cap = broker.config["replica.fetch.response.max.bytes" if follower else "fetch.max.bytes"]
+    if not follower and (most := broker.client_quotas.max_in_window(CONSUMER_BYTE_RATE, *ctx.quota_client(),
+                                                                    broker.quota_window())) is not None:
+        cap = min(cap, int(most))  # Kafka's: never more than its consumer_byte_rate quota lets through at once
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
