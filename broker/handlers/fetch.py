@@ -158,6 +158,10 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
             _count_bytes_out(broker, responses, follower, total)
+            for answered in responses:
+                if readable[answered["topic"]]:  # Kafka reads (and counts) only the partitions it may
+                    for part in answered["partitions"]:
+                        broker.metrics.fetch_answered(answered["topic"], part["error_code"])
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.wait_for_appends(wanted, remaining)
 
