@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -155,6 +155,7 @@ class ClientQuotas:
     def __init__(self) -> None:
         self.entries: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], RateSensor] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
     # --- state, as the file and the cluster metadata hold it
 
@@ -169,6 +170,7 @@ class ClientQuotas:
             return False
         self.entries = entries
         self._sensors.clear()  # a client's quota may now be found at another entity, with a rate of its own
+        self._buckets.clear()
         return True
 
     def apply(self, changes: Sequence[Change]) -> None:
@@ -321,6 +323,18 @@ class ClientQuotas:
         if quota is not None and sensor is not None:
             sensor.record(-value, now_ms, window)
 
+    def mutation_quota(self, user: str, client_id: str, window: QuotaWindow, *, strict: bool) -> MutationQuota:
+        """One CreateTopics, CreatePartitions or DeleteTopics request's view of the client's
+        controller_mutation_rate (KIP-599): ``strict`` from the versions whose clients know
+        THROTTLING_QUOTA_EXCEEDED, which a partition past an exhausted quota gets."""
+        tags, quota = self.quota_for(CONTROLLER_MUTATION_RATE, user, client_id)
+        if quota is None:
+            return MutationQuota(None, 0.0, window, strict=strict)
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket()
+        return MutationQuota(bucket, quota, window, strict=strict)
+
     def _forget_idle(self, now_ms: int) -> None:
         """Drop the rates of clients not seen for an hour, as Kafka expires a client's quota sensors."""
         for tags in [tags for tags, sensor in self._sensors.items() if now_ms - sensor.last_ms >= SENSOR_EXPIRY_MS]:
@@ -388,3 +402,58 @@ class RateSensor:
             span += (window.samples - 1 - full) * window.size_ms
         span = max(int(span), 1)
         return total / (span / 1000), span
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class TokenBucket:
+    """Kafka's TokenBucket: ``tokens`` refill at the quota per second up to a burst of the quota over the whole
+    window; a mutation takes as many as it changes partitions, and may take it below zero."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.last_ms: int | None = None  # a new bucket starts full
+
+    def refill(self, quota: float, burst: float, now_ms: int) -> float:
+        elapsed = math.inf if self.last_ms is None else now_ms - self.last_ms
+        self.tokens = min(burst, self.tokens + quota * elapsed / 1000)
+        self.last_ms = now_ms
+        return self.tokens
+
+
+class MutationQuota:
+    """Kafka's strict (or permissive) ControllerMutationQuota for one request. Strict: a mutation is refused,
+    THROTTLING_QUOTA_EXCEEDED, once the bucket is below zero, and the one that takes it there goes through.
+    Permissive (older clients): every mutation goes through. Either way the answer carries the time the
+    bucket takes to come back to zero."""
+
+    def __init__(self, bucket: TokenBucket | None, quota: float, window: QuotaWindow, *, strict: bool) -> None:
+        self.bucket = bucket
+        self.quota = quota
+        self.burst = quota * window.samples * window.size_ms / 1000
+        self.strict = strict
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    def record(self, partitions: int, now_ms: int) -> None:
+        """Count ``partitions`` changed; KafkaError THROTTLING_QUOTA_EXCEEDED where the strict quota is spent."""
+        if self.bucket is None:
+            return
+        tokens = self.bucket.refill(self.quota, self.burst, now_ms)
+        if self.strict and tokens < 0:
+            self._throttled(tokens, now_ms)
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+        self.bucket.tokens = min(self.burst, tokens - partitions)
+        if not self.strict and self.bucket.tokens < 0:
+            self._throttled(self.bucket.tokens, now_ms)
+
+    def _throttled(self, tokens: float, now_ms: int) -> None:
+        self._throttle_ms = round(-tokens / self.quota * 1000)
+        self._at_ms = now_ms
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """The throttle time for the answer: what was found, less the time since (the request may have waited)."""
+        return max(0, self._throttle_ms - (now_ms - self._at_ms))

@@ -517,7 +517,7 @@ class KafkaServer:
                    throttle: _Throttle) -> tuple[dict[str, Any] | None, list[Chunk] | None]:
         """Count the request against the client's quotas (Kafka's KafkaApis): its time against
         request_percentage, a Produce's size against producer_byte_rate, a Fetch's answer against
-        consumer_byte_rate. Over a quota, the answer carries the longest throttle time and ``throttle`` mutes the
+        consumer_byte_rate; a throttle the handler put in its answer (controller_mutation_rate) stands. Over a quota, the answer carries the longest throttle time and ``throttle`` mutes the
         connection; a throttled Fetch is answered with no data (its bytes are taken back from the rate). The
         answer to send, and its encoding where it was made here."""
         broker = self.broker
@@ -528,6 +528,8 @@ class KafkaServer:
         # Kafka counts request time in percent of one thread: 100 per second of time
         throttle_ms = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy_seconds * 100, now_ms, window,
                                     bounded=True)
+        if result is not None:  # a throttle the handler found (controller_mutation_rate)
+            throttle_ms = max(throttle_ms, result.get("throttle_time_ms", 0))
         chunks: list[Chunk] | None = None
         if ctx.api_key == ApiKey.PRODUCE:
             throttle_ms = max(throttle_ms, quotas.record(PRODUCER_BYTE_RATE, user, client_id, request_bytes, now_ms,

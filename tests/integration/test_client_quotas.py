@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from harness import BrokerProcess, create_topics
 from kafka_harness import java_peer
 
@@ -46,64 +46,60 @@ def configs(bootstrap: str, *args: str) -> list[str]:
     return [line.strip() for line in result.stdout.splitlines() if line.strip()]
 
 
-def test_kafka_configs_sets_shows_and_removes_quotas_of_every_entity_kind(broker):
+def described(bootstrap: str) -> list[tuple[list[tuple[str, str | None]], dict[str, float]]]:
+    """Every quota set, as DescribeClientQuotas with an empty filter answers."""
+
+    async def describe() -> dict[str, Any]:
+        async with await KafkaConnection.connect(bootstrap) as connection:
+            return await connection.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False},
+                                            version=1)
+
+    answer = asyncio.run(describe())
+    assert answer["error_code"] == 0, answer
+    return sorted((([(e["entity_type"], e["entity_name"]) for e in entry["entity"]],
+                    {v["key"]: v["value"] for v in entry["values"]}) for entry in answer["entries"]), key=repr)
+
+
+def test_kafka_configs_sets_shows_and_removes_quotas(broker):
+    """Kafka 4.4's kafka-configs on a client id, a user and client id, defaults; what it set is what the broker
+    holds (Kafka's checks and refusals, word for word: test_protocol_differential.py)."""
     bootstrap = broker.bootstrap
     assert configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "tool-client", "--add-config",
                    "producer_byte_rate=1024000,consumer_byte_rate=2048000") == [
         "Completed updating config for client tool-client."]
-    configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-default", "--add-config",
-            "request_percentage=150.5")
-    configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
-            "controller_mutation_rate=10")
     configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
             "--entity-name", "tool-client", "--add-config", "producer_byte_rate=4096")
-    configs(bootstrap, "--alter", "--entity-type", "users", "--entity-default", "--add-config",
-            "consumer_byte_rate=5000")
+    set_quota(bootstrap, [("client-id", None)], "request_percentage", 150.5)
+    set_quota(bootstrap, [("user", None)], "controller_mutation_rate", 10)
+    assert described(bootstrap) == sorted([
+        ([("client-id", None)], {"request_percentage": 150.5}),
+        ([("client-id", "tool-client")], {"consumer_byte_rate": 2048000.0, "producer_byte_rate": 1024000.0}),
+        ([("client-id", "tool-client"), ("user", "alice")], {"producer_byte_rate": 4096.0}),
+        ([("user", None)], {"controller_mutation_rate": 10.0})], key=repr)
 
-    assert configs(bootstrap, "--describe", "--entity-type", "clients", "--entity-name", "tool-client") == [
-        "Quota configs for client-id 'tool-client' are consumer_byte_rate=2048000.0, producer_byte_rate=1024000.0"]
-    assert configs(bootstrap, "--describe", "--entity-type", "clients", "--entity-default") == [
-        "Quota configs for the default client-id are request_percentage=150.5"]
-    every_client = configs(bootstrap, "--describe", "--entity-type", "clients")
-    assert sorted(every_client) == [
+    assert sorted(configs(bootstrap, "--describe", "--entity-type", "clients")) == [
         "Quota configs for client-id 'tool-client' are consumer_byte_rate=2048000.0, producer_byte_rate=1024000.0",
         "Quota configs for the default client-id are request_percentage=150.5"]
-    assert "Quota configs for user-principal 'alice' are controller_mutation_rate=10.0" in configs(
-        bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice")
     assert configs(bootstrap, "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
                    "clients", "--entity-name", "tool-client") == [
         "Quota configs for user-principal 'alice', client-id 'tool-client' are producer_byte_rate=4096.0"]
-    assert "Quota configs for the default user-principal are consumer_byte_rate=5000.0" in configs(
-        bootstrap, "--describe", "--entity-type", "users", "--entity-default")
 
-    # what Kafka refuses, refused in Kafka's words, and nothing changed
-    refused = java_peer(CONFIGS, "--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients",
-                        "--entity-name", "tool-client", "--add-config", "producer_byte_rate=12.5", check=False)
-    assert refused.returncode != 0
-    assert "producer_byte_rate cannot be a fractional value." in refused.stdout + refused.stderr
-
-    for entity in (("clients", "--entity-name", "tool-client"), ("clients", "--entity-default"),
-                   ("users", "--entity-name", "alice")):
-        configs(bootstrap, "--alter", "--entity-type", *entity, "--delete-config",
-                {"clients": "producer_byte_rate,consumer_byte_rate", "users": "controller_mutation_rate"}[entity[0]]
-                if entity[1:] != ("--entity-default",) else "request_percentage")
-    configs(bootstrap, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
-            "--entity-name", "tool-client", "--delete-config", "producer_byte_rate")
-    configs(bootstrap, "--alter", "--entity-type", "users", "--entity-default", "--delete-config",
-            "consumer_byte_rate")
-    assert configs(bootstrap, "--describe", "--entity-type", "clients") == []
+    configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "tool-client", "--delete-config",
+            "producer_byte_rate,consumer_byte_rate")
+    set_quota(bootstrap, [("user", "alice"), ("client-id", "tool-client")], "producer_byte_rate", None)
+    set_quota(bootstrap, [("client-id", None)], "request_percentage", None)
+    set_quota(bootstrap, [("user", None)], "controller_mutation_rate", None)
+    assert described(bootstrap) == []
 
 
 def test_quotas_survive_a_restart(tmp_path):
     server = BrokerProcess(tmp_path / "data")
     server.start()
     try:
-        configs(server.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "kept", "--add-config",
-                "producer_byte_rate=777")
+        set_quota(server.bootstrap, [("client-id", "kept")], "producer_byte_rate", 777)
         server.stop()
         server.start()
-        assert configs(server.bootstrap, "--describe", "--entity-type", "clients") == [
-            "Quota configs for client-id 'kept' are producer_byte_rate=777.0"]
+        assert described(server.bootstrap) == [([("client-id", "kept")], {"producer_byte_rate": 777.0})]
     finally:
         server.stop()
 
@@ -147,3 +143,55 @@ def test_a_producer_over_its_quota_is_held_to_its_rate(broker):
     steady = sum(size for at, size in acked if started + 2 <= at < started + 6) / 4
     assert 0.6 * quota <= steady <= 1.3 * quota, steady
     assert throttles and max(throttles) > 0
+
+
+def test_a_consumer_over_its_quota_is_held_to_its_rate(broker):
+    """consumer_byte_rate 100 KB/s for client id 'slow-reader': a consumer reading a topic of 2 MB gets about that
+    (a throttled Fetch is answered with no data, the next Fetch is capped at what the window lets through)."""
+    quota = 100_000
+    create_topics({"bootstrap.servers": broker.bootstrap}, "quota-fetch")
+    # batches well within what one window lets through: a single batch bigger than that is never let through
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 16_384})
+    for _ in range(2000):
+        producer.produce("quota-fetch", b"y" * 1000)
+    assert producer.flush(30) == 0
+    set_quota(broker.bootstrap, [("client-id", "slow-reader")], "consumer_byte_rate", quota)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "slow",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    received: list[tuple[float, int]] = []
+    try:
+        consumer.subscribe(["quota-fetch"])
+        started = None
+        deadline = time.monotonic() + 30
+        while (started is None or time.monotonic() - started < 6) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                started = started or time.monotonic()
+                received.append((time.monotonic(), len(message.value())))
+    finally:
+        consumer.close()
+        set_quota(broker.bootstrap, [("client-id", "slow-reader")], "consumer_byte_rate", None)
+    assert started is not None, "nothing consumed"
+    steady = sum(size for at, size in received if started + 2 <= at < started + 6) / 4
+    assert 0.5 * quota <= steady <= 1.3 * quota, steady
+
+
+def test_topic_creation_past_controller_mutation_rate_is_refused_as_on_kafka(broker):
+    """controller_mutation_rate 1 for client id 'creator': a burst of eleven partitions (Kafka's eleven one-second
+    windows), then CreateTopics v7 refuses the next topic with THROTTLING_QUOTA_EXCEEDED and the time until the
+    bucket is back at zero (KIP-599)."""
+    set_quota(broker.bootstrap, [("client-id", "creator")], "controller_mutation_rate", 1)
+
+    async def create() -> dict[str, Any]:
+        async with await KafkaConnection.connect(broker.bootstrap, client_id="creator") as connection:
+            return await connection.request(ApiKey.CREATE_TOPICS, {"topics": [
+                {"name": f"mutated-{n}", "num_partitions": 10, "replication_factor": 1, "assignments": [],
+                 "configs": []} for n in range(3)], "timeout_ms": 30_000, "validate_only": False}, version=7)
+
+    try:
+        answer = asyncio.run(create())
+    finally:
+        set_quota(broker.bootstrap, [("client-id", "creator")], "controller_mutation_rate", None)
+    assert [(t["error_code"], t["error_message"]) for t in answer["topics"]] == [
+        (0, None), (0, None), (89, "The throttling quota has been exceeded.")]
+    assert 7_000 <= answer["throttle_time_ms"] <= 9_000, answer["throttle_time_ms"]

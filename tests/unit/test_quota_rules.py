@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError
 from broker.quotas import (
     CLIENT_ID,
     PRODUCER_BYTE_RATE,
@@ -179,3 +179,28 @@ def test_an_unrecorded_fetch_does_not_count():
     quotas.unrecord("consumer_byte_rate", "u", "c", 5000, 0, WINDOW)
     assert quotas.record("consumer_byte_rate", "u", "c", 900, 0, WINDOW) == 0
     assert quotas.max_in_window("consumer_byte_rate", "u", "c", WINDOW) == 1000
+
+
+def test_controller_mutations_draw_on_a_token_bucket_strictly_or_not():
+    """controller_mutation_rate 1 per second over 11 windows: a burst of 11 partitions, then the bucket refills at
+    one a second. Strict (new clients): the mutation that empties the bucket goes through, the next is refused
+    with the time the bucket takes back to zero; permissive (old clients): everything goes through, throttled."""
+    quotas = ClientQuotas()
+    quotas.apply(quotas.alter([(entity_of([(CLIENT_ID, "c")]), [("controller_mutation_rate", 1.0, False)])]).changes)
+    strict = quotas.mutation_quota("u", "c", WINDOW, strict=True)
+    strict.record(10, 0)
+    strict.record(10, 0)  # the bucket had 1 left: it goes through, to -9
+    assert strict.throttle_ms(0) == 0
+    with pytest.raises(KafkaError) as refused:
+        strict.record(1, 1000)  # refilled by one: -8
+    assert (refused.value.code, refused.value.message) == (ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                                           "The throttling quota has been exceeded.")
+    assert strict.throttle_ms(1000) == 8000
+    assert strict.throttle_ms(3000) == 6000  # less what the request waited since
+    permissive = quotas.mutation_quota("u", "c", WINDOW, strict=False)
+    permissive.record(5, 1000)
+    assert permissive.throttle_ms(1000) == 13_000
+    # without a quota nothing is counted
+    free = quotas.mutation_quota("u", "other", WINDOW, strict=True)
+    free.record(10**6, 0)
+    assert free.throttle_ms(0) == 0
