@@ -484,9 +484,10 @@ class KafkaServer:
         metrics = self.broker.metrics
         metrics.requests_in_flight += 1
         started = time.perf_counter()
-        handling = _TimedCoroutine(handle(ctx, body))
+        # timed only while quotas are set: request_percentage needs it, nothing else does
+        handling = _TimedCoroutine(handle(ctx, body)) if self.broker.client_quotas.entries else None
         try:
-            result = await handling
+            result = await (handling if handling is not None else handle(ctx, body))
         except Exception:
             log.exception("handler failed; closing connection", api_key=header.api_key,
                           api_version=header.api_version, client=client_host)
@@ -496,7 +497,8 @@ class KafkaServer:
             metrics.request_handled(header.api_key, header.api_version, body, time.perf_counter() - started)
         try:
             if throttle is not None and self.broker.client_quotas.entries and _quota_applies(ctx):
-                result, chunks = self._throttled(ctx, len(frame), handling.seconds, result, throttle)
+                busy = handling.seconds if handling is not None else 0.0
+                result, chunks = self._throttled(ctx, len(frame), busy, result, throttle)
                 if chunks is not None:
                     return chunks
             if result is None:

@@ -195,3 +195,33 @@ def test_topic_creation_past_controller_mutation_rate_is_refused_as_on_kafka(bro
     assert [(t["error_code"], t["error_message"]) for t in answer["topics"]] == [
         (0, None), (0, None), (89, "The throttling quota has been exceeded.")]
     assert 7_000 <= answer["throttle_time_ms"] <= 9_000, answer["throttle_time_ms"]
+
+
+def test_request_percentage_counts_the_time_requests_take_not_what_they_wait_for(broker):
+    """request_percentage: a Fetch that long-polls half a second on an empty partition takes well under 5% of a
+    thread in that time (its wait does not count); a client allowed a thousandth of a percent is throttled by its
+    first requests, for at most one window (Kafka's bound on the request-time throttle)."""
+    create_topics({"bootstrap.servers": broker.bootstrap}, "quota-idle")
+    set_quota(broker.bootstrap, [("client-id", "poller")], "request_percentage", 5)
+    set_quota(broker.bootstrap, [("client-id", "busy")], "request_percentage", 0.001)
+
+    async def ask(client_id: str, api: int, body: dict[str, Any], version: int) -> dict[str, Any]:
+        async with await KafkaConnection.connect(broker.bootstrap, client_id=client_id) as connection:
+            return await connection.request(api, body, version=version)
+
+    fetch = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [], "topics": [
+                 {"topic": "quota-idle", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                         "partition_max_bytes": 1 << 20}]}]}
+    try:
+        started = time.monotonic()
+        polled = asyncio.run(ask("poller", ApiKey.FETCH, fetch, 12))
+        assert time.monotonic() - started >= 0.5  # it did wait
+        assert polled["throttle_time_ms"] == 0
+        metadata = {"topics": None, "allow_auto_topic_creation": False}
+        throttles = [asyncio.run(ask("busy", ApiKey.METADATA, metadata, 12))["throttle_time_ms"] for _ in range(3)]
+        assert any(throttles) and all(0 <= t <= 1000 for t in throttles), throttles
+    finally:
+        set_quota(broker.bootstrap, [("client-id", "poller")], "request_percentage", None)
+        set_quota(broker.bootstrap, [("client-id", "busy")], "request_percentage", None)
