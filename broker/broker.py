@@ -157,7 +157,9 @@ class Broker:
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
         # shared by all listeners: Kafka's broker-wide max.connections and queued.max.request.bytes
-        self.connection_quotas = ConnectionQuotas(lambda key: self.config[key])
+        self.connection_quotas = ConnectionQuotas(
+            lambda key: self.config[key],
+            lambda host: self.client_quotas.record_connection(host, int(time.monotonic() * 1000), self.quota_window()))
         self.request_memory = MemoryBudget(config["queued.max.request.bytes"])
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None

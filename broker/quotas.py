@@ -122,6 +122,20 @@ def _resolvable(host: str) -> bool:
         return False
 
 
+def _address(host: str | None) -> str | None:
+    """An ip entity's address: itself if it is one, else what its name resolves to now (AlterClientQuotas
+    refused names that do not resolve)."""
+    if host is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        try:
+            return socket.gethostbyname(host)
+        except OSError:
+            return host
+
+
 def _check_value(keys: Mapping[str, str], key: str, value: float) -> None:
     kind = keys.get(key)
     if kind is None:
@@ -156,6 +170,8 @@ class ClientQuotas:
         self.entries: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], RateSensor] = {}
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        # connection_creation_rate by address (None: the default ip entity's), names resolved as Kafka resolves them
+        self._ip_quotas: dict[str | None, float] = {}
 
     # --- state, as the file and the cluster metadata hold it
 
@@ -171,6 +187,11 @@ class ClientQuotas:
         self.entries = entries
         self._sensors.clear()  # a client's quota may now be found at another entity, with a rate of its own
         self._buckets.clear()
+        self._ip_quotas = {}
+        for entity, values in entries.items():
+            kinds = dict(entity)
+            if IP in kinds and CONNECTION_CREATION_RATE in values:
+                self._ip_quotas[_address(kinds[IP])] = values[CONNECTION_CREATION_RATE]
         return True
 
     def apply(self, changes: Sequence[Change]) -> None:
@@ -203,14 +224,14 @@ class ClientQuotas:
                 keys = _check_entity(entity)
                 current = self.entries.get(entity, {})
                 changes: list[Change] = []
-                for key, value in wanted.items():
-                    if value is None:
+                for key, wanted_value in wanted.items():
+                    if wanted_value is None:
                         if key in current:
                             changes.append((entity_key(entity), key, None))
                         continue
-                    _check_value(keys, key, value)
-                    if current.get(key) != value:
-                        changes.append((entity_key(entity), key, value))
+                    _check_value(keys, key, wanted_value)
+                    if current.get(key) != wanted_value:
+                        changes.append((entity_key(entity), key, wanted_value))
             except QuotaRefused as exc:
                 outcome.results[entity] = (exc.code, exc.message)
                 continue
@@ -272,24 +293,23 @@ class ClientQuotas:
         if not any(key in values for values in self.entries.values()):
             return ("", client_id), None
 
-        def at(*pairs: tuple[str, str | None]) -> float | None:
-            return self.entries.get(tuple(sorted(pairs)), {}).get(key)
-
-        for tags, entity in (((user, client_id), ((USER, user), (CLIENT_ID, client_id))),
-                             ((user, client_id), ((USER, user), (CLIENT_ID, None)))):
-            if (quota := at(*entity)) is not None:
+        # KIP-55's order, each level with the tags of the rate it holds the client to
+        both, user_only, client_only = (user, client_id), (user, ""), ("", client_id)
+        levels: list[tuple[tuple[str, str], Entity]] = [
+            (both, ((CLIENT_ID, client_id), (USER, user))),
+            (both, ((CLIENT_ID, None), (USER, user))),
+            (user_only, ((USER, user),)),
+            (both, ((CLIENT_ID, client_id), (USER, None))),
+            (both, ((CLIENT_ID, None), (USER, None))),
+            (user_only, ((USER, None),)),
+            (client_only, ((CLIENT_ID, client_id),)),
+            (client_only, ((CLIENT_ID, None),)),
+        ]
+        for tags, entity in levels:
+            quota = self.entries.get(entity, {}).get(key)
+            if quota is not None:
                 return tags, quota
-        if (quota := at((USER, user))) is not None:
-            return (user, ""), quota
-        for entity in (((USER, None), (CLIENT_ID, client_id)), ((USER, None), (CLIENT_ID, None))):
-            if (quota := at(*entity)) is not None:
-                return (user, client_id), quota
-        if (quota := at((USER, None))) is not None:
-            return (user, ""), quota
-        for entity in (((CLIENT_ID, client_id),), ((CLIENT_ID, None),)):
-            if (quota := at(*entity)) is not None:
-                return ("", client_id), quota
-        return ("", client_id), None
+        return client_only, None
 
     def max_in_window(self, key: str, user: str, client_id: str, window: QuotaWindow) -> float | None:
         """The most one request may count without being throttled whatever came before it (None: no quota):
@@ -305,10 +325,22 @@ class ClientQuotas:
         tags, quota = self.quota_for(key, user, client_id)
         if quota is None:
             return 0
-        sensor = self._sensors.get((key, *tags))
+        return self._record_on((key, *tags), quota, value, now_ms, window, bounded)
+
+    def record_connection(self, host: str, now_ms: int, window: QuotaWindow) -> int:
+        """Count a connection from ``host`` against its connection_creation_rate (the quota of its ``ip``
+        entity, else of the default one; KIP-612): the ms to hold it before closing it, 0 to keep it."""
+        quota = self._ip_quotas.get(host, self._ip_quotas.get(None))
+        if quota is None:
+            return 0
+        return self._record_on((CONNECTION_CREATION_RATE, host, ""), quota, 1, now_ms, window, True)
+
+    def _record_on(self, tags: tuple[str, str, str], quota: float, value: float, now_ms: int, window: QuotaWindow,
+                   bounded: bool) -> int:
+        sensor = self._sensors.get(tags)
         if sensor is None:
             self._forget_idle(now_ms)
-            sensor = self._sensors[(key, *tags)] = RateSensor()
+            sensor = self._sensors[tags] = RateSensor()
         sensor.record(value, now_ms, window)
         rate, span_ms = sensor.rate(now_ms, window)
         if rate <= quota:

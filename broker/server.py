@@ -18,7 +18,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -162,14 +162,14 @@ class _TimedCoroutine:
     (a long-polling Fetch, a Produce waiting for its ISR): Kafka's request time quota counts a request
     handler thread's time, not the purgatory's."""
 
-    __slots__ = ("coroutine", "seconds")
+    __slots__ = ("awaitable", "seconds")
 
-    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        self.coroutine = coroutine
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
         self.seconds = 0.0
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine = self.coroutine
+        coroutine = self.awaitable.__await__()
         sent: Any = None
         thrown: BaseException | None = None
         while True:
@@ -515,8 +515,9 @@ class KafkaServer:
                       api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
 
-    def _throttled(self, ctx: RequestContext, request_bytes: int, busy_seconds: float, result: dict[str, Any] | None,
-                   throttle: _Throttle) -> tuple[dict[str, Any] | None, list[Chunk] | None]:
+    def _throttled(self, ctx: RequestContext, request_bytes: int, busy_seconds: float,
+                   result: Mapping[str, Any] | None, throttle: _Throttle) -> tuple[Mapping[str, Any] | None,
+                                                                                   list[Chunk] | None]:
         """Count the request against the client's quotas (Kafka's KafkaApis): its time against
         request_percentage, a Produce's size against producer_byte_rate, a Fetch's answer against
         consumer_byte_rate; a throttle the handler put in its answer (controller_mutation_rate) stands. Over a quota, the answer carries the longest throttle time and ``throttle`` mutes the

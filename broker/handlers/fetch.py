@@ -140,6 +140,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
         budget = min(request["max_bytes"], cap) if ctx.api_version >= 3 else None
         total = 0
         responses: list[FetchResponseFetchableTopicResponse] = []
+        read: list[tuple[str, int]] = []  # (topic, error) of each partition read: Kafka counts only those it may read
         for topic in request["topics"]:
             partitions: list[FetchResponsePartitionData] = []
             for part in topic["partitions"]:
@@ -152,16 +153,15 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
                 else:
                     entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed,
                                                    min_one=budget is None or not total)
+                    read.append((topic["topic"], entry["error_code"]))
                 total += size
                 partitions.append(entry)
             responses.append({"topic": topic["topic"], "partitions": partitions})
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
             _count_bytes_out(broker, responses, follower, total)
-            for answered in responses:
-                if readable[answered["topic"]]:  # Kafka reads (and counts) only the partitions it may
-                    for part in answered["partitions"]:
-                        broker.metrics.fetch_answered(answered["topic"], part["error_code"])
+            for name, error in read:
+                broker.metrics.fetch_answered(name, error)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.wait_for_appends(wanted, remaining)
 

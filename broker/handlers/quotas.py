@@ -7,24 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import structlog
-
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.quotas import (
-    CONNECTION_CREATION_RATE,
-    IP,
-    Entity,
-    MutationQuota,
-    QuotaRefused,
-    QuotaWindow,
-    entity_from_key,
-    entity_of,
-)
+from broker.quotas import Entity, MutationQuota, QuotaRefused, QuotaWindow, entity_of
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-
-log = structlog.get_logger("broker.quotas")
 
 _DENIED = "Cluster authorization failed."
 
@@ -72,10 +59,6 @@ async def alter_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> d
     outcome = ctx.broker.client_quotas.alter(entries)
     results = dict(outcome.results)
     if outcome.changes and not request["validate_only"]:
-        inert = sorted({entity for entity, _key, value in outcome.changes
-                        if value is not None and IP in dict(entity_from_key(entity))})
-        if inert:  # as Kafka keeps them, described; connections are paced by max.connection.creation.rate only
-            log.warning("client quotas that have no effect in burrowpy", entities=inert, key=CONNECTION_CREATION_RATE)
         try:
             await ctx.broker.topic_admin.alter_client_quotas(outcome.changes)
         except KafkaError as exc:  # nothing was changed: every entity that would have been gets the error

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from harness import BrokerProcess, create_topics
+from harness import BrokerProcess, create_topics, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
@@ -225,3 +226,30 @@ def test_request_percentage_counts_the_time_requests_take_not_what_they_wait_for
     finally:
         set_quota(broker.bootstrap, [("client-id", "poller")], "request_percentage", None)
         set_quota(broker.bootstrap, [("client-id", "busy")], "request_percentage", None)
+
+
+def test_connections_past_an_addresss_connection_creation_rate_are_closed(broker):
+    """connection_creation_rate 2 for 127.0.0.2 (KIP-612): of six connections opened at once from there, the
+    first two are served and the others closed after their throttle time; 127.0.0.1 is not held."""
+    set_quota(broker.bootstrap, [("ip", "127.0.0.2")], "connection_creation_rate", 2)
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(6):
+            sock = socket.create_connection(("127.0.0.1", broker.port), timeout=5, source_address=("127.0.0.2", 0))
+            opened.append(sock)
+        set_quota(broker.bootstrap, [("client-id", "unrelated")], "producer_byte_rate", 1)  # 127.0.0.1 is served
+
+        def closed(sock: socket.socket) -> bool:
+            sock.setblocking(False)
+            try:
+                return sock.recv(1) == b""
+            except BlockingIOError:
+                return False
+
+        wait_until(lambda: sum(closed(sock) for sock in opened) >= 4, 10, message="four connections closed")
+        assert sum(not closed(sock) for sock in opened) == 2
+    finally:
+        for sock in opened:
+            sock.close()
+        set_quota(broker.bootstrap, [("ip", "127.0.0.2")], "connection_creation_rate", None)
+        set_quota(broker.bootstrap, [("client-id", "unrelated")], "producer_byte_rate", None)

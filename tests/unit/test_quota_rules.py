@@ -204,3 +204,12 @@ def test_controller_mutations_draw_on_a_token_bucket_strictly_or_not():
     free = quotas.mutation_quota("u", "other", WINDOW, strict=True)
     free.record(10**6, 0)
     assert free.throttle_ms(0) == 0
+
+
+def test_connections_count_against_their_addresss_quota_or_the_default_ip_one():
+    quotas = ClientQuotas()
+    quotas.apply(quotas.alter([(entity_of([("ip", "10.0.0.1")]), [("connection_creation_rate", 1.0, False)]),
+                               (entity_of([("ip", None)]), [("connection_creation_rate", 5.0, False)])]).changes)
+    window = QuotaWindow(samples=2, size_ms=1000)
+    assert [quotas.record_connection("10.0.0.1", 0, window) for _ in range(3)] == [0, 1000, 1000]
+    assert [quotas.record_connection("10.0.0.9", 0, window) for _ in range(6)] == [0] * 5 + [200]
