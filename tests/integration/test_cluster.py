@@ -442,6 +442,8 @@ def test_client_quotas_set_at_one_broker_hold_at_every_broker(cluster):
     from broker.protocol.records import Record, build_batch
 
     create_topic(cluster.bootstrap, "quota-held", 1, 3)
+    wait_until(lambda: all(cluster.metadata(i, ["quota-held"])["topics"][0]["error_code"] == 0 for i in cluster.ids),
+               20, message="every broker to know the topic")
     cluster.wait_healthy()
     leader = cluster.partitions("quota-held")[0]["leader_id"]
     asked = next(i for i in cluster.ids if i != leader)
