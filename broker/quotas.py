@@ -21,7 +21,7 @@ import ipaddress
 import json
 import math
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,8 +87,9 @@ class QuotaRefused(Exception):
 Change = tuple[str, str, float | None]  # (entity key, quota key, the new value or None to remove it)
 
 
-def _check_entity(entity: Entity) -> Mapping[str, str]:
-    """The keys ``entity`` may have, or QuotaRefused in Kafka's words (ClientQuotaControlManager's checks)."""
+def _check_entity(entity: Entity, resolvable: Callable[[str], bool]) -> Mapping[str, str]:
+    """The keys ``entity`` may have, or QuotaRefused in Kafka's words (ClientQuotaControlManager's checks);
+    ``resolvable`` tells whether an ip entity's name is an address or resolves to one."""
     if not entity:
         raise QuotaRefused(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
     for kind, name in entity:
@@ -103,22 +104,17 @@ def _check_entity(entity: Entity) -> Mapping[str, str]:
             raise QuotaRefused(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should"
                                                           "not be combined with User or ClientId")
         address = types[IP]
-        if address is not None and not _resolvable(address):
+        if address is not None and not resolvable(address):
             raise QuotaRefused(ErrorCode.INVALID_REQUEST, f"{address} is not a valid IP or resolvable host.")
         return IP_KEYS
     return CLIENT_KEYS
 
 
-def _resolvable(host: str) -> bool:
+def is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
         return True
     except ValueError:
-        pass
-    try:
-        socket.getaddrinfo(host, None)
-        return True
-    except OSError:
         return False
 
 
@@ -132,7 +128,7 @@ def _address(host: str | None) -> str | None:
     except ValueError:
         try:
             return socket.gethostbyname(host)
-        except OSError:
+        except (OSError, UnicodeError):
             return host
 
 
@@ -201,9 +197,11 @@ class ClientQuotas:
 
     # --- AlterClientQuotas
 
-    def alter(self, entries: Sequence[tuple[Entity, Sequence[tuple[str, float, bool]]]]) -> AlterOutcome:
+    def alter(self, entries: Sequence[tuple[Entity, Sequence[tuple[str, float, bool]]]],
+              resolvable: Callable[[str], bool] = is_address) -> AlterOutcome:
         """Check an AlterClientQuotas request's entries against the quotas now, as Kafka's controller does: an
-        entity with a refused op changes nothing; the others change."""
+        entity with a refused op changes nothing; the others change. ``resolvable``: whether an ip entity's name
+        is an address or resolves to one (the caller resolves names off the event loop)."""
         outcome = AlterOutcome()
         for entity, ops in entries:
             if entity in outcome.results:
@@ -221,7 +219,7 @@ class ClientQuotas:
                 outcome.results[entity] = (ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {entity_text(entity)}")
                 continue
             try:
-                keys = _check_entity(entity)
+                keys = _check_entity(entity, resolvable)
                 current = self.entries.get(entity, {})
                 changes: list[Change] = []
                 for key, wanted_value in wanted.items():

@@ -4,16 +4,18 @@ answers from its metadata image."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.quotas import Entity, MutationQuota, QuotaRefused, QuotaWindow, entity_of
+from broker.quotas import IP, Entity, MutationQuota, QuotaRefused, QuotaWindow, entity_of, is_address
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 _DENIED = "Cluster authorization failed."
+RESOLVE_SECONDS = 5.0  # the longest an ip entity's name may take to resolve
 
 
 def now_ms() -> int:
@@ -27,6 +29,14 @@ def mutation_quota(ctx: RequestContext, strict_since: int) -> MutationQuota:
     window = QuotaWindow(config["controller.quota.window.num"], config["controller.quota.window.size.seconds"] * 1000)
     return ctx.broker.client_quotas.mutation_quota(*ctx.quota_client(), window,
                                                    strict=ctx.api_version >= strict_since)
+
+
+async def _resolves(name: str) -> bool:
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(name, None), RESOLVE_SECONDS)
+        return True
+    except (OSError, UnicodeError):  # TimeoutError is an OSError
+        return False
 
 
 def _entity_data(entity: Entity) -> list[dict[str, Any]]:
@@ -56,7 +66,11 @@ async def alter_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> d
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": _DENIED,
              "entity": _entity_data(entity)} for entity, _ops in entries]}
-    outcome = ctx.broker.client_quotas.alter(entries)
+    # Kafka resolves an ip entity's name; here off the event loop, and within a bound
+    names = {name for entity, _ops in entries for kind, name in entity
+             if kind == IP and name is not None and not is_address(name)}
+    resolved = {name for name in names if await _resolves(name)}
+    outcome = ctx.broker.client_quotas.alter(entries, lambda host: is_address(host) or host in resolved)
     results = dict(outcome.results)
     if outcome.changes and not request["validate_only"]:
         try:

@@ -111,6 +111,8 @@ def test_describe_refuses_what_kafka_refuses(components, code, message):
     ([("ip", "1.2.3.4"), (USER, "a")], "connection_creation_rate", 1.0,
      "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
     ([("ip", "1.2.3.4")], PRODUCER_BYTE_RATE, 1.0, "Invalid configuration key producer_byte_rate"),
+    ([("ip", "no-such-host.invalid")], "connection_creation_rate", 1.0,
+     "no-such-host.invalid is not a valid IP or resolvable host."),
 ])
 def test_alter_refuses_what_kafka_refuses_and_changes_nothing(entity, key, value, message):
     quotas = ClientQuotas()
