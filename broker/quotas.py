@@ -1,5 +1,6 @@
 """Client quotas as Apache Kafka has them: set with AlterClientQuotas, read with DescribeClientQuotas (KIP-546),
-enforced on every request (KIP-13 byte rates, KIP-124 request time, KIP-219 throttling).
+enforced on every request (KIP-13 byte rates, KIP-124 request time, KIP-219 throttling), on topic and
+partition changes (KIP-599 controller mutations) and on new connections per address (KIP-612).
 
 An entity is a user, a client id, or both; a name of None is Kafka's ``<default>`` of that type. Which quota a
 client gets follows KIP-55's order, for each key on its own: user and client id, user and default client, the
@@ -12,7 +13,8 @@ the time they span (never less than all but one window, so one burst after a qui
 high rate). A request that takes the rate over its quota is answered at once with ``throttle_time_ms``, the
 time after which the rate is back at the quota, and the connection is not read for that long.
 
-Everything here is pure: the caller gives the time (milliseconds) and keeps the file or the cluster metadata.
+The caller gives the time (milliseconds) and keeps the file or the cluster metadata; the one outside call here
+is resolving an ip entity's name (already checked to resolve) when the quotas change.
 """
 
 from __future__ import annotations
