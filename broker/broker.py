@@ -28,13 +28,14 @@ from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
-from broker.log.background import wait_durable
+from broker.log.background import wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
 from broker.log.manager import LogManager
 from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
+from broker.quotas import QUOTAS_FILE, Change, ClientQuotas, QuotaWindow
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
 from broker.security.acl import Acl, AclStore, Authorizer
 from broker.security.listeners import Listener
@@ -85,6 +86,7 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
@@ -157,7 +159,9 @@ class Broker:
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
         # shared by all listeners: Kafka's broker-wide max.connections and queued.max.request.bytes
-        self.connection_quotas = ConnectionQuotas(lambda key: self.config[key])
+        self.connection_quotas = ConnectionQuotas(
+            lambda key: self.config[key],
+            lambda host: self.client_quotas.record_connection(host, int(time.monotonic() * 1000), self.quota_window()))
         self.request_memory = MemoryBudget(config["queued.max.request.bytes"])
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None
@@ -165,6 +169,7 @@ class Broker:
         self.replica_manager: Any = None  # the cluster's ReplicaManager
         self.topic_admin: Any = LocalTopicAdmin(self)
         self.dynamic_configs: DynamicBrokerConfigs | None = None
+        self.client_quotas = ClientQuotas()  # AlterClientQuotas' quotas and the rates they hold clients to
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
         # what the brokers of a cluster prove themselves to each other with (broker.security.broker_login)
@@ -214,6 +219,9 @@ class Broker:
                                          self.config.allow_everyone_if_no_acl_found)
             log.info("authorizer enabled", acls=len(self.authorizer.store), super_users=self.config.super_users,
                      allow_everyone_if_no_acl_found=self.config.allow_everyone_if_no_acl_found)
+        if cluster_config is None and (self.config.data_dir / QUOTAS_FILE).exists():
+            # a cluster's quotas are in its metadata
+            self.client_quotas.replace(json.loads((self.config.data_dir / QUOTAS_FILE).read_text()))
         if self.config.scram_additions:
             self.scram.apply(self.config.scram_additions, [])
         self.dynamic_configs.on_change.append(lambda: self.logs.set_defaults(self.config.topic_defaults()))
@@ -500,6 +508,10 @@ class Broker:
         metadata is the quorum's."""
         return self.partition_leader(topic, partition)[0] if self.metadata_caught_up else -1
 
+    def quota_window(self) -> QuotaWindow:
+        """Kafka's client quota window: quota.window.num samples of quota.window.size.seconds."""
+        return QuotaWindow(self.config["quota.window.num"], self.config["quota.window.size.seconds"] * 1000)
+
     def controller_id(self) -> int:
         if self.cluster is not None:
             return self.cluster.controller_id()
@@ -583,6 +595,13 @@ class LocalTopicAdmin:
         assert self.broker.dynamic_configs is not None
         self.broker.dynamic_configs.update(scope, layer)
         await wait_durable(self.broker.dynamic_configs.saved, "dynamic broker configs")
+
+    async def alter_client_quotas(self, changes: list[Change]) -> None:
+        """Apply AlterClientQuotas' changes, kept in the data dir before the answer."""
+        quotas = self.broker.client_quotas
+        quotas.apply(changes)
+        await wait_durable(write_later(os.fspath(self.broker.config.data_dir / QUOTAS_FILE),
+                                       json.dumps(quotas.to_json(), sort_keys=True).encode()), "client quotas")
 
     async def change_acls(self, created: list[Acl], deleted: list[Acl]) -> None:
         store = self.broker.authorizer.store

@@ -55,8 +55,10 @@ class ConnectionQuotas:
     """The broker's open connections, counted per address, against the limits in ``settings`` (the broker's
     live config)."""
 
-    def __init__(self, settings: Callable[[str], Any]) -> None:
+    def __init__(self, settings: Callable[[str], Any], ip_throttle: Callable[[str], int] = lambda host: 0) -> None:
         self._settings = settings
+        # a new connection's count against its address's connection_creation_rate: ms to hold it, then close it
+        self._ip_throttle = ip_throttle
         self.total = 0
         self.per_host: dict[str, int] = {}
         self._freed = asyncio.Event()
@@ -108,6 +110,11 @@ class ConnectionQuotas:
         self._accepted.append(time.monotonic())
         return True
 
+    def throttle_seconds(self, host: str) -> float:
+        """How long to hold a connection just admitted from ``host`` before closing it, for its address's
+        connection_creation_rate (KIP-612); 0 to serve it."""
+        return self._ip_throttle(host) / 1000
+
     def release(self, host: str) -> None:
         self.total -= 1
         left = self.per_host[host] - 1
@@ -132,6 +139,9 @@ class ListenerGate:
 
     def admit(self, host: str) -> bool:
         return self.quotas.admit(host)
+
+    def throttle_seconds(self, host: str) -> float:
+        return 0.0 if self.exempt else self.quotas.throttle_seconds(host)
 
     def release(self, host: str) -> None:
         self.quotas.release(host)

@@ -307,6 +307,8 @@ class ConnectionGate(Protocol):
 
     def admit(self, host: str) -> bool: ...
 
+    def throttle_seconds(self, host: str) -> float: ...
+
     def release(self, host: str) -> None: ...
 
 
@@ -350,7 +352,20 @@ class FrameServer:
             if self._gate is not None and not self._gate.admit(host):
                 conn.close()
                 continue
+            if self._gate is not None and (hold := self._gate.throttle_seconds(host)) > 0:
+                # Kafka's connection_creation_rate: a connection past it is closed once its throttle time is over,
+                # so that a client reconnecting at once cannot keep the rate up
+                self._spawn(loop.create_task(self._close_later(conn, host, hold)))
+                continue
             self._spawn(loop.create_task(self._open(conn, host)))
+
+    async def _close_later(self, conn: socket.socket, host: str, seconds: float) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            conn.close()
+            assert self._gate is not None
+            self._gate.release(host)
 
     async def _open(self, conn: socket.socket, host: str) -> None:
         released = False

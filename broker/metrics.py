@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 
 from broker.cluster.metadata import NO_LEADER
+from broker.errors import ErrorCode
 from broker.process_metrics import register_process_metrics
 from broker.protocol.api import ApiKey
 
@@ -45,13 +46,29 @@ LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000
                       30000.0)
 
 
+# Errors Kafka's ReplicaManager does not count as a failed produce or fetch of a partition (the client's view of
+# the cluster is behind, or the disk failed): its FailedProduceRequests and FailedFetchRequests leave these out.
+_NOT_FAILED_PRODUCES = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                                  ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
+_NOT_FAILED_FETCHES = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH,
+                                 ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+                                 ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.INCONSISTENT_TOPIC_ID})
+
+
 class _TopicCounts:
-    __slots__ = ("messages_in", "bytes_in", "bytes_out")
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "produce_requests", "failed_produce_requests",
+                 "fetch_requests", "failed_fetch_requests")
 
     def __init__(self) -> None:
         self.messages_in = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.produce_requests = 0
+        self.failed_produce_requests = 0
+        self.fetch_requests = 0
+        self.failed_fetch_requests = 0
 
 
 class _RequestTimes:
@@ -97,6 +114,25 @@ class BrokerMetrics:
     def fetched(self, topic: str, size: int) -> None:
         """Record bytes a consumer's Fetch answer carries (Kafka's BytesOut; followers' are counted apart)."""
         self._topic(topic).bytes_out += size
+
+    def produce_answered(self, topic: str, error: int) -> None:
+        """A partition of a Produce this broker tried to append to, and how that went (Kafka's
+        TotalProduceRequests and FailedProduceRequests, counted per partition as Kafka's are)."""
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return  # Kafka never gets that far with a topic it does not have (nor keeps a series for its name)
+        counts = self._topic(topic)
+        counts.produce_requests += 1
+        if error not in _NOT_FAILED_PRODUCES:
+            counts.failed_produce_requests += 1
+
+    def fetch_answered(self, topic: str, error: int) -> None:
+        """A partition of a Fetch answered, consumer's or follower's (TotalFetchRequests, FailedFetchRequests)."""
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return
+        counts = self._topic(topic)
+        counts.fetch_requests += 1
+        if error not in _NOT_FAILED_FETCHES:
+            counts.failed_fetch_requests += 1
 
     def request_handled(self, api_key: int, api_version: int, body: dict[str, Any], seconds: float) -> None:
         # Kafka tells a consumer's Fetch from a follower's (FetchConsumer, FetchFollower), and has no Fetch
@@ -152,7 +188,14 @@ class BrokerMetrics:
         for name, attribute, help_text in (
                 ("messagesin", "messages_in", "Records appended as leader"),
                 ("bytesin", "bytes_in", "Record batch bytes appended as leader"),
-                ("bytesout", "bytes_out", "Record bytes sent to consumers")):
+                ("bytesout", "bytes_out", "Record bytes sent to consumers"),
+                ("totalproducerequests", "produce_requests", "Partitions of Produce requests appended to or refused"),
+                ("failedproducerequests", "failed_produce_requests",
+                 "Partitions of Produce requests refused (not for a stale view of the cluster or a failed disk)"),
+                ("totalfetchrequests", "fetch_requests", "Partitions of Fetch requests answered"),
+                ("failedfetchrequests", "failed_fetch_requests",
+                 "Partitions of Fetch requests failed (not for a stale view of the cluster, an offset out of range "
+                 "or a failed disk)")):
             family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", help_text, labels=["topic"])
             total = getattr(self._forgotten, attribute)
             for topic in sorted(self._topics):
@@ -199,11 +242,14 @@ class BrokerMetrics:
         node = broker.node_id
         local = list(self._local_logs())
         offline_dirs = len(broker.failed_log_dirs)
-        leaders = under_replicated = under_min_isr = offline = partitions = topics = 0
+        leaders = under_replicated = under_min_isr = at_min_isr = offline = partitions = topics = 0
         controller = broker.controller_id() == node
         if broker.cluster is None:
             leaders = len(local)
             partitions, topics = len(local), len(broker.logs.topics) if broker.logs is not None else 0
+            # a single node is each partition's whole ISR
+            under_min_isr = sum(1 for _, _, plog in local if plog.config.min_insync_replicas > 1)
+            at_min_isr = sum(1 for _, _, plog in local if plog.config.min_insync_replicas == 1)
         else:
             metadata = broker.cluster.metadata
             topics = len(metadata.topics)
@@ -219,11 +265,14 @@ class BrokerMetrics:
                 plog = broker.logs.get_log(topic, index) if broker.logs is not None else None
                 if plog is not None and len(state.isr) < plog.config.min_insync_replicas:
                     under_min_isr += 1
+                elif plog is not None and len(state.isr) == plog.config.min_insync_replicas:
+                    at_min_isr += 1
         for name, help_text, value in (
                 ("underreplicatedpartitions", "Partitions led here whose ISR lacks some of their replicas",
                  under_replicated),
                 ("underminisrpartitioncount", "Partitions led here with fewer in sync than min.insync.replicas",
                  under_min_isr),
+                ("atminisrpartitioncount", "Partitions led here with just min.insync.replicas in sync", at_min_isr),
                 ("offlinereplicacount", "Replicas here in a log dir that fails writes", len(local) if offline_dirs
                  else 0),
                 ("partitioncount", "Partitions with a replica here", len(local)),

@@ -18,6 +18,7 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Awaitable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -38,6 +39,7 @@ from broker.protocol.api import (
     encode_response_chunks,
 )
 from broker.protocol.types import Chunk, FileRegion, StringTooLongError
+from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from broker.security.acl import ANONYMOUS, certificate_principal
 from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_login import BrokerIdentity, BrokerLoginError, BrokerLoginServer
@@ -116,6 +118,72 @@ class _BrokerPeer:
     def __init__(self) -> None:
         self.login: BrokerLoginServer | None = None
         self.identity: BrokerIdentity | None = None
+
+
+class _Throttle:
+    """How long a connection is muted after its last request for the client's quotas, and whether the client
+    holds back by itself (KIP-219) or its answer is what waits."""
+
+    __slots__ = ("ms", "client_side")
+
+    def __init__(self) -> None:
+        self.ms = 0
+        self.client_side = True
+
+    def reset(self) -> None:
+        self.ms = 0
+        self.client_side = True
+
+
+# The first version of each API whose client holds back by itself when told to (Kafka's shouldClientThrottle);
+# an API not here never does, so its answer waits out the throttle on the broker.
+CLIENT_THROTTLES_FROM: dict[int, int] = {
+    ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6, ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2, ApiKey.JOIN_GROUP: 3, ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2, ApiKey.SYNC_GROUP: 2, ApiKey.DESCRIBE_GROUPS: 2, ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2, ApiKey.CREATE_TOPICS: 3, ApiKey.DELETE_TOPICS: 2, ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1, ApiKey.ADD_PARTITIONS_TO_TXN: 1, ApiKey.ADD_OFFSETS_TO_TXN: 1, ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1, ApiKey.DESCRIBE_ACLS: 1, ApiKey.CREATE_ACLS: 1, ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2, ApiKey.ALTER_CONFIGS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1, ApiKey.INCREMENTAL_ALTER_CONFIGS: 0, ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+}
+
+
+def _quota_applies(ctx: RequestContext) -> bool:
+    """Whether the client's quotas count this request: not ApiVersions (asked before anything else, as Kafka
+    exempts it), nor what brokers of the cluster ask each other (replication is never throttled by clients')."""
+    return ctx.api_key != ApiKey.API_VERSIONS and ctx.peer_broker is None
+
+
+class _TimedCoroutine:
+    """Runs a handler's coroutine and adds up the time its code ran on the event loop, not the time it waited
+    (a long-polling Fetch, a Produce waiting for its ISR): Kafka's request time quota counts a request
+    handler thread's time, not the purgatory's."""
+
+    __slots__ = ("awaitable", "seconds")
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine = self.awaitable.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                waiting_on = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.seconds += time.perf_counter() - started
+            try:
+                sent, thrown = (yield waiting_on), None
+            except BaseException as exc:  # a cancellation, given to the handler as the task would give it
+                sent, thrown = None, exc
 
 
 class _LastAnswer:
@@ -244,6 +312,7 @@ class KafkaServer:
     async def _request_loop(self, reader: FrameReader, writer: asyncio.StreamWriter, client_host: str,
                             session: _SaslSession | None, watchdog: _Watchdog | None) -> None:
         peer = _BrokerPeer()
+        throttle = _Throttle()
         # Kafka's default principal: the SASL user once logged in, else the TLS client certificate's subject
         tls_principal = certificate_principal(writer.get_extra_info("peercert")) if self.ssl_context else ANONYMOUS
         while True:
@@ -273,7 +342,8 @@ class KafkaServer:
                         watchdog.answered()
                     continue
                 principal = f"User:{session.user}" if session is not None and session.user else tls_principal
-                response = await self._handle_frame(frame, client_host, peer, session, principal)
+                throttle.reset()
+                response = await self._handle_frame(frame, client_host, peer, session, principal, throttle)
             finally:
                 reader.release_frame(frame)
             if response is False:
@@ -282,8 +352,14 @@ class KafkaServer:
                 await self._after_failed_login()
                 await _send(writer, response.chunks)
                 return
+            if throttle.ms and not throttle.client_side:
+                # a client from before KIP-219 does not hold back by itself: its answer waits out the throttle
+                await asyncio.sleep(throttle.ms / 1000)
             if response is not None:
                 await _send(writer, response)
+            if throttle.ms and throttle.client_side:
+                # KIP-219: answered at once, then the connection is muted (nothing read from it) for the throttle
+                await asyncio.sleep(throttle.ms / 1000)
             if watchdog is not None:
                 watchdog.answered()
 
@@ -373,9 +449,10 @@ class KafkaServer:
         return encode_response_chunks(ApiKey.SASL_AUTHENTICATE, version, correlation, answer)
 
     async def _handle_frame(self, frame: bytes | memoryview, client_host: str, peer: _BrokerPeer,
-                            session: _SaslSession | None = None,
-                            principal: str = ANONYMOUS) -> list[Chunk] | _LastAnswer | None | Literal[False]:
-        """The encoded response, None when the request gets no answer, False to close the connection."""
+                            session: _SaslSession | None = None, principal: str = ANONYMOUS,
+                            throttle: _Throttle | None = None) -> list[Chunk] | _LastAnswer | None | Literal[False]:
+        """The encoded response, None when the request gets no answer, False to close the connection.
+        ``throttle`` gets how long the connection is to be muted for the client's quotas."""
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -416,8 +493,10 @@ class KafkaServer:
         metrics = self.broker.metrics
         metrics.requests_in_flight += 1
         started = time.perf_counter()
+        # timed only while quotas are set: request_percentage needs it, nothing else does
+        handling = _TimedCoroutine(handle(ctx, body)) if self.broker.client_quotas.entries else None
         try:
-            result = await handle(ctx, body)
+            result = await (handling if handling is not None else handle(ctx, body))
         except Exception:
             log.exception("handler failed; closing connection", api_key=header.api_key,
                           api_version=header.api_version, client=client_host)
@@ -425,9 +504,14 @@ class KafkaServer:
         finally:
             metrics.requests_in_flight -= 1
             metrics.request_handled(header.api_key, header.api_version, body, time.perf_counter() - started)
-        if result is None:
-            return None
         try:
+            if throttle is not None and self.broker.client_quotas.entries and _quota_applies(ctx):
+                busy = handling.seconds if handling is not None else 0.0
+                result, chunks = self._throttled(ctx, len(frame), busy, result, throttle)
+                if chunks is not None:
+                    return chunks
+            if result is None:
+                return None
             return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
         except StringTooLongError as exc:
             # Kafka cannot serialize such an answer either; the client learns from the closed connection
@@ -439,6 +523,47 @@ class KafkaServer:
             log.error("closing connection: the handler's answer has a field its message does not have",
                       api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
+
+    def _throttled(self, ctx: RequestContext, request_bytes: int, busy_seconds: float,
+                   result: Mapping[str, Any] | None, throttle: _Throttle) -> tuple[Mapping[str, Any] | None,
+                                                                                   list[Chunk] | None]:
+        """Count the request against the client's quotas (Kafka's KafkaApis): its time against
+        request_percentage, a Produce's size against producer_byte_rate, a Fetch's answer against
+        consumer_byte_rate; a throttle the handler put in its answer (controller_mutation_rate) stands. Over a quota, the answer carries the longest throttle time and ``throttle`` mutes the
+        connection; a throttled Fetch is answered with no data (its bytes are taken back from the rate). The
+        answer to send, and its encoding where it was made here."""
+        broker = self.broker
+        quotas = broker.client_quotas
+        window = broker.quota_window()
+        now_ms = int(time.monotonic() * 1000)
+        user, client_id = ctx.quota_client()
+        # Kafka counts request time in percent of one thread: 100 per second of time
+        throttle_ms = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy_seconds * 100, now_ms, window,
+                                    bounded=True)
+        if result is not None:  # a throttle the handler found (controller_mutation_rate)
+            throttle_ms = max(throttle_ms, result.get("throttle_time_ms", 0))
+        chunks: list[Chunk] | None = None
+        if ctx.api_key == ApiKey.PRODUCE:
+            throttle_ms = max(throttle_ms, quotas.record(PRODUCER_BYTE_RATE, user, client_id, request_bytes, now_ms,
+                                                         window))
+        elif ctx.api_key == ApiKey.FETCH and result is not None:
+            chunks = encode_response_chunks(ctx.api_key, ctx.api_version, ctx.correlation_id, result)
+            size = sum(len(chunk) for chunk in chunks)
+            throttle_ms = max(throttle_ms, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms, window))
+            if throttle_ms:
+                quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size, now_ms, window)
+                for chunk in chunks:
+                    if type(chunk) is FileRegion:
+                        chunk.close()
+                chunks = None
+                result = {"error_code": ErrorCode.NONE, "session_id": 0, "responses": []}
+        if not throttle_ms:
+            return result, chunks
+        throttle.ms = throttle_ms
+        throttle.client_side = ctx.api_version >= CLIENT_THROTTLES_FROM.get(ctx.api_key, 1 << 15)
+        if result is None:
+            return None, None
+        return {**result, "throttle_time_ms": throttle_ms}, None
 
     def _broker_login(self, header: Any, body: dict[str, Any], peer: _BrokerPeer,
                       client_host: str) -> list | _LastAnswer:

@@ -2,7 +2,7 @@
 
 It holds the registered brokers (whether each is alive, and its address on each of its listeners), the
 topics with their ids and config overrides, the dynamic broker configs (cluster default and per broker),
-the ACLs and the SCRAM credentials, and per partition the replica assignment, the leader, the leader epoch,
+the ACLs, the SCRAM credentials and the client quotas, and per partition the replica assignment, the leader, the leader epoch,
 the ISR and a partition epoch. Commands are plain JSON-able dicts ``{"op": ..., ...}``; :meth:`ClusterMetadata.apply`
 returns ``{"error_code": int, "error_message": str | None, ...}`` and never raises, because a command that
 made it into the Raft log is replayed on every broker and after every restart: a bad one must be a
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import ErrorCode
+from broker.quotas import apply_changes
 from broker.topics import partitions_past_limit
 
 NO_LEADER = -1
@@ -134,6 +135,8 @@ class ClusterMetadata:
         self.acls: list[list[Any]] = []
         # SCRAM credentials: user -> mechanism -> [salt hex, stored key hex, server key hex, iterations]
         self.scram: dict[str, dict[str, list[Any]]] = {}
+        # client quotas: entity (broker.quotas.entity_key) -> quota key -> value
+        self.client_quotas: dict[str, dict[str, float]] = {}
 
     # --- queries -----------------------------------------------------------------------------------------
 
@@ -362,6 +365,11 @@ class ClusterMetadata:
                                                                     int(iterations)]
         return ok()
 
+    def _alter_client_quotas(self, command: Command) -> Result:
+        apply_changes(self.client_quotas, [(str(entity), str(key), None if value is None else float(value))
+                                           for entity, key, value in command["changes"]])
+        return ok()
+
     def _change_isr(self, command: Command) -> Result:
         name, index = str(command["topic"]), int(command["partition"])
         state = self.partition(name, index)
@@ -474,6 +482,7 @@ class ClusterMetadata:
         "create_acls": _create_acls,
         "delete_acls": _delete_acls,
         "alter_scram": _alter_scram,
+        "alter_client_quotas": _alter_client_quotas,
         "change_isr": _change_isr,
         "elect_preferred": _elect_preferred,
         "elect_unclean": _elect_unclean,
@@ -493,6 +502,7 @@ class ClusterMetadata:
                         for b in self.brokers.values()],
             "acls": copy.deepcopy(self.acls),
             "scram": copy.deepcopy(self.scram),
+            "client_quotas": copy.deepcopy(self.client_quotas),
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
                         "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch]
                                        for p in t.partitions]}
@@ -512,6 +522,7 @@ class ClusterMetadata:
             metadata.brokers[node_id] = BrokerRegistration(node_id, host, port, rack, alive, endpoints, epoch)
         metadata.acls = snapshot.get("acls", [])  # absent from snapshots of older versions
         metadata.scram = snapshot.get("scram", {})
+        metadata.client_quotas = snapshot.get("client_quotas", {})  # absent from snapshots of older versions
         for topic in snapshot["topics"]:
             metadata.topics[topic["name"]] = TopicMetadata(
                 topic["name"], bytes.fromhex(topic["topic_id"]),

@@ -52,6 +52,7 @@ from broker.cluster.replication import ReplicaManager
 from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import format_value, parse_configs
+from broker.quotas import Change
 from broker.security.acl import Acl
 from broker.security.scram import ScramCredential
 from broker.topics import OFFSETS_TOPIC
@@ -313,6 +314,7 @@ class ClusterNode:
         for scope in dynamic.layers:  # before the topics, so that a new topic gets the current defaults
             dynamic.update(scope, metadata.broker_configs.get(scope, {}))
         self._reconcile_security(metadata)
+        self.broker.client_quotas.replace(metadata.client_quotas)
         self._reconcile_topics(metadata)
         for tp, role in role_changes(self.node_id, metadata, self._roles):
             self._change_role(tp, role)
@@ -444,6 +446,11 @@ class ClusterTopicAdmin:
         """Commit ``layer`` as the dynamic broker configs of ``scope`` ("" for the cluster default); every
         broker applies it when it applies the command."""
         await self.node.propose({"op": "alter_broker_configs", "scope": scope, "configs": layer}, retry=True)
+
+    async def alter_client_quotas(self, changes: list[Change]) -> None:
+        """Client quotas for every broker: committed to the metadata, in force here once the call returns."""
+        await self.node.propose({"op": "alter_client_quotas", "changes": [list(change) for change in changes]},
+                                retry=True)
 
     async def change_acls(self, created: list[Acl], deleted: list[Acl]) -> None:
         """ACLs for every broker: committed to the metadata, in force here once the call returns."""

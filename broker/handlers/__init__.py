@@ -9,6 +9,7 @@ from broker.handlers import (  # noqa: F401  (registration)
     leadership,
     observability,
     produce,
+    quotas,
     transactions,
 )
 from broker.handlers.registry import HANDLERS, RequestContext, handler

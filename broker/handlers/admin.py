@@ -21,10 +21,12 @@ from broker.dynamic_config import (
     kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
+from broker.handlers.quotas import mutation_quota, now_ms
 from broker.handlers.registry import RequestContext, handler
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
+from broker.quotas import MutationQuota
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.scram import (
     MAX_ITERATIONS,
@@ -93,7 +95,8 @@ def _synonyms(chain: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
     return [{"name": name, "value": value, "source": source} for name, value, source in chain]
 
 
-async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool,
+                      quota: MutationQuota) -> dict[str, Any]:
     broker = ctx.broker
     name = topic["name"]
     result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
@@ -137,6 +140,7 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
                              f"replication factor {replication} is larger than the {len(broker.live_brokers())} "
                              "available brokers")
         configs = {c["name"]: c["value"] for c in topic["configs"]}
+        quota.record(partitions, now_ms())  # as Kafka's controller: validate_only counts too
         if validate_only:
             broker.logs.validate_topic(name, partitions, configs)
         else:
@@ -209,8 +213,9 @@ async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
             {"name": topic["name"], "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": "Excessively large number of partitions per request.", "num_partitions": -1,
              "replication_factor": -1, "configs": None} for topic in request["topics"]]}
-    results = [await _create_one(ctx, topic, request["validate_only"]) for topic in request["topics"]]
-    return {"throttle_time_ms": 0, "topics": results}
+    quota = mutation_quota(ctx, strict_since=6)
+    results = [await _create_one(ctx, topic, request["validate_only"], quota) for topic in request["topics"]]
+    return {"throttle_time_ms": quota.throttle_ms(now_ms()), "topics": results}
 
 
 @handler(ApiKey.DELETE_TOPICS)
@@ -221,6 +226,7 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
     else:
         wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
     responses = []
+    quota = mutation_quota(ctx, strict_since=5)
     for name, topic_id in wanted:
         if name is None:
             name = await _topic_named_by_id(broker, topic_id)
@@ -234,18 +240,19 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
-            await _known_topic(broker, name)
+            quota.record((await _known_topic(broker, name)).partition_count, now_ms())
             await broker.topic_admin.delete_topic(name)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": quota.throttle_ms(now_ms()), "responses": responses}
 
 
 @handler(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
     results = []
+    quota = mutation_quota(ctx, strict_since=3)
     for topic in request["topics"]:
         entry = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
@@ -256,13 +263,14 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic has {existing.partition_count} partitions; {topic['count']} is not more")
             _check_partition_room(broker, topic["count"] - existing.partition_count)
+            quota.record(topic["count"] - existing.partition_count, now_ms())
             if not request["validate_only"]:
                 assignments = [list(a["broker_ids"]) for a in topic["assignments"] or ()]
                 await broker.topic_admin.create_partitions(topic["name"], topic["count"], assignments or None)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": quota.throttle_ms(now_ms()), "results": results}
 
 
 def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, synonyms: bool,
@@ -527,13 +535,3 @@ def _scram_change_error(user: str, entries: list[tuple[str, Any]], known: dict[s
         elif not entry["salt"] or not entry["salted_password"]:
             return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
     return ErrorCode.NONE, None
-
-
-@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
-async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    """No client quotas are set on this broker (it enforces none), so every filter matches nothing; tools such
-    as kafka-configs --describe --entity-type users ask before they show SCRAM credentials."""
-    if not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Cluster authorization failed.", "entries": None}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": []}

@@ -23,6 +23,7 @@ from broker.protocol.responses import (
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
 )
+from broker.quotas import CONSUMER_BYTE_RATE
 from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -127,6 +128,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
     # the broker's own cap on a response, as Kafka's: fetch.max.bytes for consumers, replica.fetch.response.max.bytes
     # for followers
     cap = broker.config["replica.fetch.response.max.bytes" if follower else "fetch.max.bytes"]
+    if not follower and (most := broker.client_quotas.max_in_window(CONSUMER_BYTE_RATE, *ctx.quota_client(),
+                                                                    broker.quota_window())) is not None:
+        cap = min(cap, int(most))  # Kafka's: never more than its consumer_byte_rate quota lets through at once
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
@@ -136,6 +140,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
         budget = min(request["max_bytes"], cap) if ctx.api_version >= 3 else None
         total = 0
         responses: list[FetchResponseFetchableTopicResponse] = []
+        read: list[tuple[str, int]] = []  # (topic, error) of each partition read: Kafka counts only those it may read
         for topic in request["topics"]:
             partitions: list[FetchResponsePartitionData] = []
             for part in topic["partitions"]:
@@ -148,12 +153,15 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
                 else:
                     entry, size = _fetch_partition(ctx, topic["topic"], part, max_bytes, follower, read_committed,
                                                    min_one=budget is None or not total)
+                    read.append((topic["topic"], entry["error_code"]))
                 total += size
                 partitions.append(entry)
             responses.append({"topic": topic["topic"], "partitions": partitions})
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
             _count_bytes_out(broker, responses, follower, total)
+            for name, error in read:
+                broker.metrics.fetch_answered(name, error)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await broker.wait_for_appends(wanted, remaining)
 

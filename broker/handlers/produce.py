@@ -136,6 +136,7 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> ProduceRespon
                 partitions.append(_partition_error(part["index"], refused))
                 continue
             entry, next_offset = await _produce_partition(ctx, name, part["index"], part["records"], acks)
+            ctx.broker.metrics.produce_answered(name, entry["error_code"])
             partitions.append(entry)
             if next_offset is not None:
                 appended.append((name, entry, next_offset))

@@ -41,6 +41,11 @@ class RequestContext:
                 and replica_id in (None, peer.node_id) and self.broker.broker_epoch(peer.node_id) == peer.epoch
                 and self.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
 
+    def quota_client(self) -> tuple[str, str]:
+        """(user, client id) as client quotas know the client: the principal's name (ANONYMOUS when it has
+        not logged in) and its client id ("" when it sends none)."""
+        return self.principal.partition(":")[2], self.client_id or ""
+
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may do ``operation`` on the resource (always, without an authorizer)."""
         authorizer = self.broker.authorizer

@@ -121,6 +121,11 @@ def test_the_brokers_metrics_count_what_clients_do(broker):
     assert bytes_in == sum(after.value("kafka_log_log_size", topic=topic, partition=str(p)) for p in range(PARTITIONS))
     assert after.value("kafka_server_brokertopicmetrics_bytesout_total", topic=topic) >= bytes_in > 0
     assert after.value("kafka_log_log_logendoffset", topic=topic) == COUNT
+    # Kafka's request counters per topic: every partition of every Produce and Fetch, none failed
+    assert after.value("kafka_server_brokertopicmetrics_totalproducerequests_total", topic=topic) > 0
+    assert after.value("kafka_server_brokertopicmetrics_totalfetchrequests_total", topic=topic) > 0
+    assert after.value("kafka_server_brokertopicmetrics_failedproducerequests_total", topic=topic) == 0
+    assert after.value("kafka_server_brokertopicmetrics_failedfetchrequests_total", topic=topic) == 0
     for request in ("Produce", "FetchConsumer", "Metadata"):
         handled = after.value("kafka_network_requestmetrics_requests_total", request=request)
         assert handled > before.value("kafka_network_requestmetrics_requests_total", request=request)
@@ -129,6 +134,10 @@ def test_the_brokers_metrics_count_what_clients_do(broker):
     assert after.value("kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert after.value("kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert after.value("kafka_server_replicamanager_leadercount") >= PARTITIONS
+    # a single node is each partition's whole ISR: with min.insync.replicas 1, every partition is at its minimum
+    assert after.value("kafka_server_replicamanager_atminisrpartitioncount") == \
+        after.value("kafka_server_replicamanager_leadercount")
+    assert after.value("kafka_server_replicamanager_underminisrpartitioncount") == 0
     assert after.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
     assert {"process_cpu_seconds_total", "burrowpy_broker_requests_in_flight"} <= after.names()
 

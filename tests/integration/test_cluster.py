@@ -429,6 +429,57 @@ def test_kafka_tools_show_the_quorum_and_each_brokers_log_dirs(cluster):
             for p in t["partitions"]] == [("__cluster_metadata", 0, 3), ("__cluster_metadata", 1, 3), ("dirs", 0, 3)]
 
 
+def test_client_quotas_set_at_one_broker_hold_at_every_broker(cluster):
+    """kafka-configs sets a producer_byte_rate through one broker; the metadata takes it to all three (each
+    describes it), the partition's leader, another broker, throttles the client by it, and a removal at the
+    leader reaches every broker too. (The tool's other uses, run once: test_client_quotas.py.)"""
+    import asyncio
+
+    from kafka_harness import java_peer
+
+    from broker.client import KafkaConnection
+    from broker.protocol.api import ApiKey
+    from broker.protocol.records import Record, build_batch
+
+    create_topic(cluster.bootstrap, "quota-held", 1, 3)
+    wait_until(lambda: all(cluster.metadata(i, ["quota-held"])["topics"][0]["error_code"] == 0 for i in cluster.ids),
+               20, message="every broker to know the topic")
+    cluster.wait_healthy()
+    leader = cluster.partitions("quota-held")[0]["leader_id"]
+    asked = next(i for i in cluster.ids if i != leader)
+    java_peer("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", cluster.brokers[asked].bootstrap, "--alter",
+              "--entity-type", "clients", "--entity-name", "cluster-held", "--add-config", "producer_byte_rate=1000")
+
+    async def request(node_id: int, api: int, body: dict, version: int) -> dict:
+        async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, client_id="cluster-held",
+                                                 timeout=10) as connection:
+            return await connection.request(api, body, version=version)
+
+    def described(node_id: int) -> list:
+        return asyncio.run(request(node_id, ApiKey.DESCRIBE_CLIENT_QUOTAS, {
+            "components": [{"entity_type": "client-id", "match_type": 2, "match": None}], "strict": False}, 1))["entries"]
+
+    expected = [{"entity": [{"entity_type": "client-id", "entity_name": "cluster-held"}],
+                 "values": [{"key": "producer_byte_rate", "value": 1000.0}]}]
+    for node_id in cluster.ids:
+        wait_until(lambda n=node_id: described(n) == expected, 20, message=f"broker {node_id} to have the quota")
+    # 20 KB at 1000 B/s, over Kafka's eleven one-second windows (at least ten seconds): twice the quota, so the
+    # answer asks the client to wait as long again, about ten seconds
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"q" * 20_000)])
+    answer = asyncio.run(request(leader, ApiKey.PRODUCE, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+        "topic_data": [{"name": "quota-held", "partition_data": [{"index": 0, "records": batch}]}]}, 9))
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert 8_000 <= answer["throttle_time_ms"] <= 12_000, answer["throttle_time_ms"]
+
+    removed = asyncio.run(request(leader, ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [{
+        "entity": [{"entity_type": "client-id", "entity_name": "cluster-held"}],
+        "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]}], "validate_only": False}, 1))
+    assert removed["entries"][0]["error_code"] == 0, removed
+    for node_id in cluster.ids:
+        wait_until(lambda n=node_id: described(n) == [], 20, message=f"broker {node_id} to drop the quota")
+
+
 def test_the_whole_cluster_killed_and_restarted_keeps_its_topics_and_data(cluster):
     before = {t["name"]: t["topic_id"] for t in cluster.metadata(1)["topics"]}
     records_before = consume_all(cluster.bootstrap, "orders", 6, 1200)

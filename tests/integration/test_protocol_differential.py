@@ -153,6 +153,31 @@ def add_partitions_to_txn(v: int) -> dict:
             "transactions": [{**UNKNOWN_TXN, "verify_only": True, "topics": topics}]}
 
 
+def quota_entry(entity: list[tuple[str, str | None]], *ops: tuple[str, float | None]) -> dict:
+    return {"entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity],
+            "ops": [{"key": key, "value": value or 0.0, "remove": value is None} for key, value in ops]}
+
+
+QUOTAS = [quota_entry([("user", "diff-d")], ("producer_byte_rate", 100)),
+          quota_entry([("user", "diff-d"), ("client-id", None)], ("consumer_byte_rate", 200)),
+          quota_entry([("client-id", "diff-d")], ("controller_mutation_rate", 1.5))]
+
+
+def alter_client_quotas(v: int) -> dict:
+    """Quotas set, changed and removed, and each of Kafka's refusals, entity by entity."""
+    return {"validate_only": False, "entries": [
+        quota_entry([("user", f"diff-u-{v}"), ("client-id", "diff-c")], ("producer_byte_rate", 1024),
+                    ("request_percentage", 12.5)),
+        quota_entry([("client-id", None)], ("consumer_byte_rate", 2048 + v)),
+        quota_entry([("user", "diff-none")], ("producer_byte_rate", None)),
+        quota_entry([("user", "diff-fraction")], ("producer_byte_rate", 12.5)),
+        quota_entry([("client-id", "diff-negative")], ("request_percentage", -1)),
+        quota_entry([("user", "diff-key")], ("bogus_rate", 1)),
+        quota_entry([("topic", "diff")], ("producer_byte_rate", 1)),
+        quota_entry([("user", "")], ("producer_byte_rate", 1)),
+        quota_entry([], ("producer_byte_rate", 1))]}
+
+
 REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.API_VERSIONS: lambda v: {"client_software_name": "diff", "client_software_version": "1"},
     ApiKey.METADATA: metadata,
@@ -207,14 +232,18 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: lambda v: {"transactional_ids": [f"diff-txn-{v}", "diff-txn-unknown"]},
     ApiKey.LIST_TRANSACTIONS: lambda v: {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [],
                                          "duration_filter": -1},
-    # SCRAM credentials and client quotas: none exist on either cluster
+    # SCRAM credentials: none exist on either cluster
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda v: {"users": [{"name": "diff-nobody"}]},
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda v: {"deletions": [{"name": "diff-nobody", "mechanism": 1}],
                                                     "upsertions": [{"name": "diff-weak", "mechanism": 1,
                                                                     "iterations": 100, "salt": b"salt",
                                                                     "salted_password": b"x" * 32}]},
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: {"components": [{"entity_type": "user", "match_type": 1,
-                                                              "match": None}], "strict": False},
+    # client quotas: those set by prepare(), filtered by kind, name and default
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: {"components": [
+        [{"entity_type": "user", "match_type": 2, "match": None}],
+        [{"entity_type": "user", "match_type": 0, "match": "diff-d"},
+         {"entity_type": "client-id", "match_type": 1, "match": None}]][v], "strict": False},
+    ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
     # the consumer group protocol (KIP-848): a member joining a new group, then groups of each kind described
     ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda v: {
         "group_id": f"diff-cg-{v}", "member_id": f"diff-member-{v}" if v >= 1 else "", "member_epoch": 0,
@@ -325,6 +354,12 @@ async def prepare(bootstrap: str) -> dict[int, tuple[int, int]]:
             answer = await connection.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": "diff-txn-prepare",
                                               "transaction_timeout_ms": 60_000}, version=4)
             if answer["error_code"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        await connection.request(ApiKey.ALTER_CLIENT_QUOTAS, {"validate_only": False, "entries": QUOTAS})
+        for _ in range(100):  # Kafka's brokers learn quotas from the metadata a moment after the controller commits
+            answer = await connection.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
+            if len(answer["entries"]) == len(QUOTAS):
                 break
             await asyncio.sleep(0.1)
         for _ in range(100):  # and a new Kafka its offsets topic

@@ -7,6 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
+from broker.errors import ErrorCode
 from broker.metrics import BrokerMetrics
 from broker.protocol.api import ApiKey
 
@@ -84,3 +85,21 @@ def test_a_broker_not_started_scrapes_as_a_single_node_with_nothing_yet(tmp_path
     assert samples[("kafka_server_replicamanager_partitioncount", ())] == 0
     assert samples[("kafka_server_brokertopicmetrics_messagesin_total", ())] == 0
     assert not any(name.startswith("kafka_server_raft_metrics") for name, _ in samples)
+
+
+def test_produce_and_fetch_partitions_count_and_fail_as_in_kafka(tmp_path):
+    """Kafka's TotalProduceRequests/FailedProduceRequests and the fetch pair: a stale view of the cluster or a
+    failed disk is no failure, a refused batch is; a topic the broker does not have gets no series."""
+    metrics = idle_broker(tmp_path).metrics
+    for error in (ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.INVALID_RECORD,
+                  ErrorCode.NOT_ENOUGH_REPLICAS):
+        metrics.produce_answered("t", error)
+    metrics.produce_answered("nowhere", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    for error in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.CORRUPT_MESSAGE):
+        metrics.fetch_answered("t", error)
+    samples = scrape(metrics)
+    for name, total, failed in (("produce", 4, 2), ("fetch", 3, 1)):
+        assert samples[(f"kafka_server_brokertopicmetrics_total{name}requests_total", (("topic", "t"),))] == total
+        assert samples[(f"kafka_server_brokertopicmetrics_failed{name}requests_total", (("topic", "t"),))] == failed
+        assert samples[(f"kafka_server_brokertopicmetrics_failed{name}requests_total", ())] == failed
+    assert ("kafka_server_brokertopicmetrics_totalproducerequests_total", (("topic", "nowhere"),)) not in samples

@@ -279,6 +279,23 @@ def test_dynamic_broker_configs_by_scope_survive_a_snapshot():
     assert ClusterMetadata.from_snapshot(older).broker_configs == {}
 
 
+def test_client_quotas_are_set_and_removed_by_key_and_survive_a_snapshot():
+    metadata = cluster(1, 2)
+    app, alice = '[["client-id", "app"]]', '[["user", "alice"]]'
+    assert metadata.apply({"op": "alter_client_quotas", "changes": [[app, "producer_byte_rate", 1000],
+                                                                     [app, "request_percentage", 50.5],
+                                                                     [alice, "consumer_byte_rate", 9]]}) == \
+        {"error_code": 0, "error_message": None}
+    metadata.apply({"op": "alter_client_quotas", "changes": [[app, "producer_byte_rate", None],
+                                                             [alice, "consumer_byte_rate", None]]})
+    assert metadata.client_quotas == {app: {"request_percentage": 50.5}}  # an entity with no quota left is gone
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert restored.client_quotas == metadata.client_quotas
+    older = metadata.to_snapshot()
+    del older["client_quotas"]
+    assert ClusterMetadata.from_snapshot(older).client_quotas == {}
+
+
 # --- properties over random command sequences ------------------------------------------------------------
 
 NODES = [1, 2, 3, 4]

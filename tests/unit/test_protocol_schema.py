@@ -120,6 +120,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.SASL_HANDSHAKE: (0, 1),

@@ -325,9 +325,52 @@ DESCRIBE_CLIENT_QUOTAS_RESPONSE = Message(
     ),
 )
 
+ALTER_CLIENT_QUOTAS_REQUEST = Message(
+    "AlterClientQuotasRequest",
+    "request",
+    api_key=49,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("entries", versions="0+", type=Array(Struct("EntryData", (
+            Field("entity", versions="0+", type=Array(Struct("EntityData", (
+                Field("entity_type", "string", "0+"),
+                Field("entity_name", "string", "0+", nullable="0+"),
+            )))),
+            Field("ops", versions="0+", type=Array(Struct("OpData", (
+                Field("key", "string", "0+"),
+                Field("value", "float64", "0+"),
+                Field("remove", "bool", "0+"),
+            )))),
+        )))),
+        Field("validate_only", "bool", "0+"),
+    ),
+)
+
+ALTER_CLIENT_QUOTAS_RESPONSE = Message(
+    "AlterClientQuotasResponse",
+    "response",
+    api_key=49,
+    versions="0-1",
+    flexible="1+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("entries", versions="0+", type=Array(Struct("EntryData", (
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable="0+"),
+            Field("entity", versions="0+", type=Array(Struct("EntityData", (
+                Field("entity_type", "string", "0+"),
+                Field("entity_name", "string", "0+", nullable="0+"),
+            )))),
+        )))),
+    ),
+)
+
 MESSAGES = (
     DESCRIBE_CLIENT_QUOTAS_REQUEST,
     DESCRIBE_CLIENT_QUOTAS_RESPONSE,
+    ALTER_CLIENT_QUOTAS_REQUEST,
+    ALTER_CLIENT_QUOTAS_RESPONSE,
     CREATE_TOPICS_REQUEST,
     CREATE_TOPICS_RESPONSE,
     DELETE_TOPICS_REQUEST,

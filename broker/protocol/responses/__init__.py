@@ -12,6 +12,9 @@ from broker.protocol.responses.acls import (
     DescribeAclsResponseResource,
 )
 from broker.protocol.responses.admin import (
+    AlterClientQuotasResponse,
+    AlterClientQuotasResponseEntityData,
+    AlterClientQuotasResponseEntryData,
     AlterConfigsResponse,
     AlterConfigsResponseResourceResponse,
     CreatePartitionsResponse,
@@ -169,6 +172,9 @@ __all__ = [
     "AddPartitionsToTxnResponsePartitionResult",
     "AddPartitionsToTxnResponseResult",
     "AddPartitionsToTxnResponseTopicResult",
+    "AlterClientQuotasResponse",
+    "AlterClientQuotasResponseEntityData",
+    "AlterClientQuotasResponseEntryData",
     "AlterConfigsResponse",
     "AlterConfigsResponseResourceResponse",
     "AlterUserScramCredentialsResponse",

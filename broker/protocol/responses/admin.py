@@ -9,6 +9,22 @@ from typing import TypedDict
 from broker.protocol.types import Encoded
 
 
+class AlterClientQuotasResponseEntityData(TypedDict, total=False):
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntryData(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    entity: Sequence[AlterClientQuotasResponseEntityData | Encoded]
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    entries: Sequence[AlterClientQuotasResponseEntryData | Encoded]
+
+
 class AlterConfigsResponseResourceResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
