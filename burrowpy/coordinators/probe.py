@@ -193,6 +193,8 @@ class EndToEndProbe:
         self._consumer: Any = None
         self._tasks: list[asyncio.Task] = []
         self._rounds: set[asyncio.Task] = set()
+        self._to_commit: dict[Any, int] = {}
+        self._commit_wanted = asyncio.Event()
 
     def figures(self, broker: int) -> BrokerFigures:
         if broker not in self.brokers:
@@ -233,6 +235,7 @@ class EndToEndProbe:
         self._consumer.assign([TopicPartition(self.settings.topic, p) for p in sorted(self.leaders)])
         await self._consumer.seek_to_end()
         self._tasks = [asyncio.create_task(self._consume_loop(), name=f"probe-{self.cluster}-consume"),
+                       asyncio.create_task(self._commit_loop(), name=f"probe-{self.cluster}-commit"),
                        asyncio.create_task(self._send_loop(), name=f"probe-{self.cluster}-send")]
         self.log.info("probe started", partitions=len(self.leaders))
 
@@ -365,9 +368,8 @@ class EndToEndProbe:
                 if records:
                     commit[TopicPartition(tp.topic, tp.partition)] = records[-1].offset + 1
             if commit:
-                task = asyncio.create_task(self._commit(commit))
-                self._rounds.add(task)
-                task.add_done_callback(self._rounds.discard)
+                self._to_commit.update(commit)
+                self._commit_wanted.set()
 
     def _received(self, partition: int, value: bytes | None, now: float) -> None:
         try:
@@ -383,18 +385,31 @@ class EndToEndProbe:
         self.figures(flight.broker).end_to_end.observe(now - flight.sent)
         flight.received.set_result(None)
 
-    async def _commit(self, offsets: dict[Any, int]) -> None:
-        # aiokafka keeps the group's coordinator only on its (internal) coordinator object.
-        coordinator = getattr(self._consumer._coordinator, "coordinator_id", None)
-        started = self.clock.time()
-        try:
-            async with asyncio.timeout(self.settings.timeout):
-                await self._consumer.commit(offsets)
-        except Exception as exc:
+    async def _commit_loop(self) -> None:
+        """One commit at a time, of the newest offsets read: a slow coordinator delays the next commit instead
+        of piling commits up, and a commit is never cancelled half-way (aiokafka would drop the coordinator)."""
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            offsets, self._to_commit = self._to_commit, {}
+            # aiokafka keeps the group's coordinator only on its (internal) coordinator object.
+            coordinator = getattr(self._consumer._coordinator, "coordinator_id", None)
+            started = self.clock.time()
+            commit = asyncio.create_task(self._consumer.commit(offsets))
+            done, _ = await asyncio.wait({commit}, timeout=self.settings.timeout)
+            if not done:
+                self._commit_failed(coordinator, f"commit timed out after {self.settings.timeout:g} s")
+            try:
+                await commit
+            except Exception as exc:
+                if done:
+                    self._commit_failed(coordinator, f"commit failed: {exc!r}")
+                continue
+            coordinator = getattr(self._consumer._coordinator, "coordinator_id", None) or coordinator
             if coordinator is not None:
-                self.figures(coordinator).commit_failures += 1
-            self.log.warning("probe commit failed", coordinator=coordinator, error=repr(exc))
-            return
-        coordinator = getattr(self._consumer._coordinator, "coordinator_id", None) or coordinator
+                self.figures(coordinator).commit.observe(self.clock.time() - started)
+
+    def _commit_failed(self, coordinator: int | None, error: str) -> None:
         if coordinator is not None:
-            self.figures(coordinator).commit.observe(self.clock.time() - started)
+            self.figures(coordinator).commit_failures += 1
+        self.log.warning("probe commit failed", group_coordinator=coordinator, error=error)
