@@ -1,6 +1,6 @@
 """End-to-end probes of a cluster, as KMinion's: produce a timestamped record, consume it, commit it.
 
-A cluster module with ``probe: true`` runs one :class:`EndToEndProbe`. It keeps a probe topic with a
+A cluster module with ``probe: true`` runs one :class:`EndToEndProbe`. It uses a probe topic with a
 partition led by each broker (created when missing, replication factor ``probe-replication-factor``, one
 partition per broker with that broker first among its replicas, so Kafka makes it the leader), and every
 ``probe-interval`` seconds writes one record to each partition. A record counts as a success once the
@@ -280,10 +280,14 @@ class EndToEndProbe:
             self.log.info("probe topic created", assignment=assignment)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TOPIC_READY_S
-        while not self._read_leaders(await client.fetch_all_metadata()):
+        while not self._read_leaders(metadata := await client.fetch_all_metadata()):
             if loop.time() > deadline:
                 raise RuntimeError(f"probe topic {self.settings.topic!r} has partitions without a leader")
             await asyncio.sleep(0.2)
+        unprobed = sorted({broker.nodeId for broker in metadata.brokers()} - set(self.leaders.values()))
+        if unprobed:
+            # An existing topic is used as it is: reassigning a topic someone else may own is not the monitor's call.
+            self.log.warning("brokers lead no partition of the probe topic and are not probed", brokers=unprobed)
 
     def _read_leaders(self, metadata: Any) -> bool:
         """Take the partition leaders from Metadata; False while the topic or a leader is missing."""
