@@ -19,6 +19,7 @@ from typing import Any
 
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
+from burrowpy.coordinators import probe
 from burrowpy.coordinators.kafka_client import client_settings
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.protocol import (
@@ -31,7 +32,7 @@ from burrowpy.protocol import (
 )
 
 KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
-        "time-lag-reads")
+        "time-lag-reads", *probe.KEYS)
 
 
 class KafkaCluster:
@@ -48,6 +49,8 @@ class KafkaCluster:
         self.topic_refresh = section.get_int("topic-refresh", 60, minimum=1)
         self.reaper_refresh = section.get_int("groups-reaper-refresh", 0, minimum=0)
         self.time_lag_reads = section.get_int("time-lag-reads", 1000, minimum=0)
+        self.probe_settings = probe.ProbeSettings.from_section(name, section)
+        self.probe: probe.EndToEndProbe | None = None
         self._record_times: RecordTimeReader | None = None
         self.topics: dict[str, int] = {}  # topic -> partition count
         self.leaders: dict[tuple[str, int], int] = {}
@@ -58,7 +61,8 @@ class KafkaCluster:
 
     def describe(self) -> dict[str, Any]:
         return {"class-name": "kafka", "servers": self.servers, "client-profile": self.profile.to_json(),
-                "topic-refresh": self.topic_refresh, "offset-refresh": self.offset_refresh}
+                "topic-refresh": self.topic_refresh, "offset-refresh": self.offset_refresh,
+                **({"probe": True, **self.probe_settings.to_json()} if self.probe_settings is not None else {})}
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaClient
@@ -70,6 +74,10 @@ class KafkaCluster:
         await self.poll_once()
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
         self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
+        if self.probe_settings is not None:
+            self.probe = probe.EndToEndProbe(self.name, self.servers, self.settings, self.probe_settings,
+                                             self.ctx.clock, self.log)
+            self._tasks.append(asyncio.create_task(self.probe.run(self._client), name=f"cluster-{self.name}-probe"))
         if self.reaper_refresh > 0:
             from aiokafka.admin import AIOKafkaAdminClient
 
@@ -83,6 +91,8 @@ class KafkaCluster:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.probe is not None:
+            await self.probe.stop()
         if self._admin is not None:
             with contextlib.suppress(Exception):
                 await self._admin.close()

@@ -126,6 +126,16 @@ class BurrowApi:
             return error(request, 404, "cluster module not found")
         return ok(request, "cluster module detail returned", module=module.describe())
 
+    async def probe(self, request: web.Request) -> web.Response:
+        """Not Burrow's: the latest end-to-end probe figures of the cluster (burrowpy.coordinators.probe)."""
+        module = self.ctx.modules.get("cluster", {}).get(request.match_info["cluster"])
+        if module is None:
+            return error(request, 404, "cluster module not found")
+        running = getattr(module, "probe", None)
+        if running is None:
+            return error(request, 404, "probes are not enabled for this cluster")
+        return ok(request, "probe figures returned", probe=running.to_json())
+
     async def topic_list(self, request: web.Request) -> web.Response:
         topics = await self._fetch(FetchTopics, cluster=request.match_info["cluster"])
         if topics is None:
@@ -228,6 +238,7 @@ class BurrowApi:
             ("GET", "/metrics", self.metrics),
             ("GET", "/v3/kafka", self.cluster_list),
             ("GET", "/v3/kafka/{cluster}", self.cluster_detail),
+            ("GET", "/v3/kafka/{cluster}/probe", self.probe),
             ("GET", "/v3/kafka/{cluster}/topic", self.topic_list),
             ("GET", "/v3/kafka/{cluster}/topic/{topic}", self.topic_detail),
             ("GET", "/v3/kafka/{cluster}/topic/{topic}/consumers", self.topic_consumers),

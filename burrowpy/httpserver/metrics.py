@@ -14,7 +14,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from burrowpy.context import ApplicationContext
 from burrowpy.protocol import FetchClusters, FetchConsumers, FetchTopic, FetchTopics, Status
@@ -110,6 +115,53 @@ async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
     return gauges.families()
 
 
+PROBE_LABELS = ("cluster", "broker")
+
+
+def probe_metric_families(ctx: ApplicationContext) -> list[Metric]:
+    """Not Burrow's: the end-to-end probes of the clusters that run them (burrowpy.coordinators.probe)."""
+    produce = HistogramMetricFamily(
+        "burrow_kafka_probe_produce_seconds", "Time from sending a probe record to its acknowledgement (acks=all), "
+        "by the broker leading its partition", labels=PROBE_LABELS)
+    end_to_end = HistogramMetricFamily(
+        "burrow_kafka_probe_end_to_end_seconds", "Time from sending a probe record to the monitor's consumer "
+        "reading it, by the broker leading its partition", labels=PROBE_LABELS)
+    commit = HistogramMetricFamily(
+        "burrow_kafka_probe_commit_seconds", "Time an offset commit of the probe group took, by its coordinator",
+        labels=PROBE_LABELS)
+    attempts = CounterMetricFamily(
+        "burrow_kafka_probe_attempts", "Probe records sent, by the broker leading their partition",
+        labels=PROBE_LABELS)
+    failures = CounterMetricFamily(
+        "burrow_kafka_probe_failures", "Probe records not produced and read back within the probe timeout",
+        labels=PROBE_LABELS)
+    commit_failures = CounterMetricFamily(
+        "burrow_kafka_probe_commit_failures", "Offset commits of the probe group that failed or timed out, "
+        "by its coordinator", labels=PROBE_LABELS)
+    ratio = GaugeMetricFamily(
+        "burrow_kafka_probe_success_ratio", "Share of the probes of the last probe-window seconds that "
+        "succeeded (absent before the first outcome)", labels=PROBE_LABELS)
+    now = ctx.clock.time()
+    for cluster, module in sorted(ctx.modules.get("cluster", {}).items()):
+        running = getattr(module, "probe", None)
+        if running is None:
+            continue
+        for broker, figures in sorted(running.brokers.items()):
+            labels = [cluster, str(broker)]
+            for family, histogram in ((produce, figures.produce), (end_to_end, figures.end_to_end),
+                                      (commit, figures.commit)):
+                if histogram.count:
+                    family.add_metric(labels, histogram.buckets(), histogram.total)
+            attempts.add_metric(labels, figures.attempts)
+            failures.add_metric(labels, figures.failures)
+            commit_failures.add_metric(labels, figures.commit_failures)
+            share = figures.window.ratio(now)
+            if share is not None:
+                ratio.add_metric(labels, share)
+    every = [produce, end_to_end, commit, attempts, failures, commit_failures, ratio]
+    return sorted((family for family in every if family.samples), key=lambda family: family.name)
+
+
 class _Snapshot:
     """One scrape: the computed families followed by everything in the context's registry."""
 
@@ -124,5 +176,6 @@ class _Snapshot:
 
 async def render_metrics(ctx: ApplicationContext) -> tuple[bytes, str]:
     """The Prometheus text exposition of one scrape, and its content type."""
-    families = await burrow_metric_families(ctx)
+    families = sorted([*await burrow_metric_families(ctx), *probe_metric_families(ctx)],
+                      key=lambda family: family.name)
     return generate_latest(_Snapshot(families, ctx.registry)), CONTENT_TYPE_PLAIN_0_0_4

@@ -15,8 +15,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from burrow_support import CLUSTER, MonitorSettings
 from cluster_harness import BrokerCluster
 from harness import wait_until
+from probe_support import (
+    PROBE_GROUP,
+    PROBE_TOPIC,
+    ProbingBurrowpy,
+    check_paused_broker_fails_alone,
+    check_probes_everywhere,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -557,6 +565,27 @@ def transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> in
                                               version=2)
             return answer["node_id"] if answer["error_code"] == 0 else -1
     return wait_until(lambda: (node := asyncio.run(ask())) > 0 and node, 30, message="a transaction coordinator")
+
+
+def test_monitor_probes_each_broker_and_a_paused_one_fails_alone(cluster, tmp_path):
+    """End-to-end probes (burrowpy.coordinators.probe): the probe topic gets a partition led by each broker and
+    every broker's probes go through; while one broker is paused with SIGSTOP its probes fail and the others'
+    keep succeeding."""
+    cluster.wait_healthy()
+    settings = MonitorSettings(cluster.brokers[1].bootstrap, offset_refresh=1, topic_refresh=1, expire_cache=1)
+    with ProbingBurrowpy(tmp_path / "burrowpy", settings) as monitor:
+        def leaders() -> dict[int, int] | None:
+            found = {p: info["leader_id"] for p, info in cluster.partitions(PROBE_TOPIC).items()}
+            return found if sorted(found.values()) == cluster.ids else None
+
+        check_probes_everywhere(monitor, cluster.ids, wait_until(leaders, 30, interval=0.2,
+                                                                 message="a probe partition led by each broker"))
+        # the probe group's commits reach the monitor like any group's
+        wait_until(lambda: monitor.get(f"/v3/kafka/{CLUSTER}/consumer/{PROBE_GROUP}/lag")[0] == 200, 30,
+                   interval=0.2, message="the probe group listed")
+        paused = cluster.ids[-1]
+        check_paused_broker_fails_alone(monitor, paused, cluster.ids[:-1], cluster.paused(paused))
+    cluster.wait_healthy()
 
 
 def test_create_topics_at_once_on_two_brokers_stay_within_max_partitions(tmp_path):

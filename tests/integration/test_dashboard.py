@@ -229,6 +229,9 @@ def test_clusters_and_topics_pages(demo, browser):
     browser.get(demo + "/ui/#/clusters")
     wait_until(lambda: "kafka" in browser.find_element("css selector", ".cluster[data-cluster='local']").text, 30,
                message="the cluster card")
+    # the demo probes its broker: the card shows the probe's figures for broker 1
+    wait_until(lambda: "100 %" in browser.find_element("css selector", ".cluster .probes tr[data-broker='1']").text,
+               30, message="the probe row of the demo's broker")
     screenshot(browser, "clusters")
     browser.get(demo + "/ui/#/topics")
     wait_until(lambda: browser.find_elements("css selector", "tr[data-topic='demo-events']"), 30,
@@ -364,6 +367,41 @@ def test_alert_rules_pass_promtool_and_fire(tmp_path):
             fires("6m", "KafkaConsumerPartitionStalled", "warning", "stuck is stalled on t/0",
                   "The group keeps committing the same offset while the partition has lag (a poison record "
                   "or a stuck handler, usually).", topic="t", partition="0"),
+        ],
+        tmp_path)
+
+
+def test_probe_alert_rules_fire(tmp_path):
+    slow, down = 'cluster="local",broker="2"', 'cluster="local",broker="3"'
+    buckets = [("0.5", "0x20"), ("2.5", "0+60x20"), ("+Inf", "0+60x20")]
+
+    def fired(eval_time: str, alertname: str, severity: str, broker: str, summary: str, description: str) -> dict:
+        return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": [{
+            "exp_labels": {"severity": severity, "cluster": "local", "broker": broker},
+            "exp_annotations": {"summary": summary, "description": description}}]}
+
+    check_alert_rules(
+        "prometheus-alerts.yml",
+        [
+            {"series": 'burrow_kafka_probe_success_ratio{cluster="local",broker="1"}', "values": "1x20"},
+            {"series": f"burrow_kafka_probe_success_ratio{{{down}}}", "values": "0x20"},
+            # broker 2's probes all take between 0.5 and 2.5 s
+            *({"series": f'burrow_kafka_probe_end_to_end_seconds_bucket{{{slow},le="{le}"}}', "values": values}
+              for le, values in buckets),
+            {"series": f"burrow_kafka_probe_commit_failures_total{{{down}}}", "values": "0+6x20"},
+        ],
+        [
+            {"eval_time": "4m", "alertname": "KafkaProbeFailing", "exp_alerts": []},
+            fired("6m", "KafkaProbeFailing", "critical", "3", "Probes through broker 3 of local succeed 0%",
+                  "Records the monitor writes to the probe partition this broker leads are not acknowledged or not "
+                  "read back within probe-timeout: producers and consumers of its partitions are stalled too. "
+                  "Details: /v3/kafka/local/probe"),
+            fired("16m", "KafkaProbeSlow", "warning", "2", "Probes through broker 2 of local take 2.48s end to end (p99)",
+                  "Producing a record with acks=all and reading it back takes over a second at the 99th percentile."),
+            fired("16m", "KafkaProbeCommitsFailing", "warning", "3",
+                  "Offset commits of the probe group through coordinator 3 of local fail",
+                  "For 10 minutes the probe group's commits have failed or timed out: groups this broker "
+                  "coordinates may not be able to commit either."),
         ],
         tmp_path)
 

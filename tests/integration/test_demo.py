@@ -42,6 +42,13 @@ def test_demo_shows_real_statuses_within_a_minute(tmp_path):
                        for g, want in expected.items())
 
         wait_until(all_as_expected, 100, interval=1, message=f"demo statuses (last seen {seen})")
+
+        def probed() -> bool:  # the demo runs end-to-end probes on its broker
+            with urllib.request.urlopen(f"{base}/v3/kafka/local/probe", timeout=5) as reply:
+                brokers = json.load(reply)["probe"]["brokers"]
+            return len(brokers) == 1 and brokers[0]["success_ratio"] == 1.0 and brokers[0]["commit_seconds"] is not None
+
+        wait_until(probed, 30, interval=1, message="the demo's probes succeeding")
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)

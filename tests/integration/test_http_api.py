@@ -250,6 +250,16 @@ async def test_status_and_lag(client):
     )
 
 
+async def test_probe_is_404_where_probes_are_off_or_the_cluster_unknown(client):
+    assert await get_json(client, "/v3/kafka/local/probe", status=404) == {
+        "error": True,
+        "message": "probes are not enabled for this cluster",
+        "request": request_info("/v3/kafka/local/probe"),
+    }
+    body = await get_json(client, "/v3/kafka/nowhere/probe", status=404)
+    assert (body["error"], body["message"]) == (True, "cluster module not found")
+
+
 async def test_unknown_group_status_is_404_with_error_false(client):
     body = await get_json(client, "/v3/kafka/local/consumer/ghost/status", status=404)
     assert body == {

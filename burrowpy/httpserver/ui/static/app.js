@@ -440,9 +440,11 @@
       const [clusters, groups] = await Promise.all([getJSON("../v3/kafka"), getJSON("api/groups")]);
       const details = await Promise.all((clusters.clusters || []).map(async (name) => {
         const [detail, topics] = await Promise.all([getJSON(api(name)), getJSON(api(name, "topic"))]);
-        return { name, module: detail.module || {}, topics: topics.topics || [] };
+        const module = detail.module || {};
+        const probe = module.probe ? (await getJSON(api(name, "probe"))).probe : null;
+        return { name, module, topics: topics.topics || [], probe };
       }));
-      this.list.replaceChildren(...details.map(({ name, module, topics }) => {
+      this.list.replaceChildren(...details.map(({ name, module, topics, probe }) => {
         const mine = groups.groups.filter((g) => g.cluster === name);
         const counts = {};
         for (const g of mine) counts[g.status] = (counts[g.status] || 0) + 1;
@@ -454,10 +456,25 @@
             h("dt", null, "Offset refresh"), h("dd", null, module["offset-refresh"] ? `${module["offset-refresh"]} s` : DASH),
             h("dt", null, "Topics"), h("dd", null, h("a", { href: `#/topics/${enc(name)}` }, String(topics.length))),
             h("dt", null, "Groups"), h("dd", null, h("a", { href: `#/groups?q=${enc(name)}` }, String(mine.length)),
-              " ", Object.entries(counts).sort().map(([s, n]) => [" ", badge(s), ` ${n}`]))));
+              " ", Object.entries(counts).sort().map(([s, n]) => [" ", badge(s), ` ${n}`]))),
+          probe ? probeTable(probe) : null);
       }));
       if (!details.length) this.list.replaceChildren(h("div", { class: "empty" }, "No cluster is configured."));
     }
+  }
+
+  // The end-to-end probes of a cluster (GET /v3/kafka/:cluster/probe): one row per broker.
+  function probeTable(probe) {
+    const ratio = (r) => (r === null || r === undefined ? DASH : `${Math.round(r * 1000) / 10} %`);
+    const ms = (s) => (s === null || s === undefined ? DASH : `${(s * 1000).toFixed(s < 0.01 ? 1 : 0)} ms`);
+    const rows = probe.brokers.map((b) => h("tr", { "data-broker": b.broker, class: b.success_ratio === 1 ? "" : "probe-failing" },
+      h("td", null, String(b.broker)), h("td", { class: "num" }, ratio(b.success_ratio)),
+      h("td", { class: "num" }, ms(b.end_to_end_seconds)), h("td", { class: "num" }, ms(b.produce_seconds)),
+      h("td", { class: "num" }, ms(b.commit_seconds)), h("td", null, b.last_error || DASH)));
+    return h("div", { class: "probes" }, h("h3", null, `Probes every ${probe.interval} s`),
+      table([{ label: "Broker" }, { label: "Success", num: true }, { label: "End to end", num: true },
+        { label: "Produce", num: true }, { label: "Commit", num: true }, { label: "Last error" }], rows,
+      "No probe yet."));
   }
 
   class TopicsPage {
