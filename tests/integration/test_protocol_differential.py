@@ -11,7 +11,7 @@ delete, commit, produce) are sent once per version to both, in the same order, s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -330,45 +330,58 @@ def common_versions(theirs: dict[int, tuple[int, int]]) -> Iterator[tuple[int, i
             yield from ((api, v) for v in range(max(low, theirs[api][0]), min(high, theirs[api][1]) + 1))
 
 
+async def until(what: str, attempt: Callable[[], Awaitable[bool]], timeout: float = 90.0) -> None:
+    """Repeats ``attempt`` until it says done, failing with ``what`` after ``timeout`` seconds: a new Kafka
+    takes a while to take writes and hand out ids, the longer the busier the machine, and a comparison made
+    before the state is prepared would report differences that are not the brokers'."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await attempt():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{what}: not done within {timeout:.0f} s")
+        await asyncio.sleep(0.1)
+
+
 async def prepare(bootstrap: str) -> dict[int, tuple[int, int]]:
     async with await KafkaConnection.connect(bootstrap, client_id="diff") as connection:
         await connection.request(ApiKey.CREATE_TOPICS, {"topics": [{"name": TOPIC, "num_partitions": 2,
                                  "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 30_000})
-        for _ in range(100):  # a new Kafka partition takes a moment to take writes
+
+        async def batch_stored() -> bool:  # a new Kafka partition takes a moment to take writes
             answer = await connection.request(ApiKey.PRODUCE, {"transactional_id": None, "acks": -1,
                                               "timeout_ms": 30_000, "topic_data": [{"name": TOPIC, "partition_data": [
                                                   {"index": 0, "records": BATCH}]}]}, version=9)
-            if answer["responses"][0]["partition_responses"][0]["error_code"] == 0:
-                break
-            await asyncio.sleep(0.1)
-        for _ in range(100):  # a new Kafka hands out producer ids once its controller gave it a block
+            return bool(answer["responses"][0]["partition_responses"][0]["error_code"] == 0)
+
+        async def producer_id_given() -> bool:  # once its controller gave it a block of ids
             answer = await connection.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None,
                                               "transaction_timeout_ms": 60_000}, version=4)
-            if answer["error_code"] == 0:
-                break
-            await asyncio.sleep(0.1)
-        for _ in range(300):  # its transaction state topic, which Kafka makes on the first FindCoordinator for a
-            # transactional id (we make ours with its first record)
+            return bool(answer["error_code"] == 0)
+
+        async def transactional_id_given() -> bool:
+            # its transaction state topic, which Kafka makes on the first FindCoordinator for a transactional id
+            # (we make ours with its first record)
             await connection.request(ApiKey.FIND_COORDINATOR, {"key": "diff-txn-prepare", "key_type": 1,
                                                                "coordinator_keys": ["diff-txn-prepare"]}, version=4)
             answer = await connection.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": "diff-txn-prepare",
                                               "transaction_timeout_ms": 60_000}, version=4)
-            if answer["error_code"] == 0:
-                break
-            await asyncio.sleep(0.1)
-        await connection.request(ApiKey.ALTER_CLIENT_QUOTAS, {"validate_only": False, "entries": QUOTAS})
-        for _ in range(100):  # Kafka's brokers learn quotas from the metadata a moment after the controller commits
+            return bool(answer["error_code"] == 0)
+
+        async def quotas_known() -> bool:  # Kafka's brokers learn them from the metadata after the controller
             answer = await connection.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
-            if len(answer["entries"]) == len(QUOTAS):
-                break
-            await asyncio.sleep(0.1)
-        for _ in range(100):  # and a new Kafka its offsets topic
+            return len(answer["entries"]) == len(QUOTAS)
+
+        async def offset_committed() -> bool:  # and a new Kafka its offsets topic
             await connection.request(ApiKey.FIND_COORDINATOR, {"key": GROUP, "key_type": 0,
                                                                "coordinator_keys": [GROUP]}, version=4)
             answer = await connection.request(ApiKey.OFFSET_COMMIT, commit(GROUP)(8), version=8)
-            if answer["topics"][0]["partitions"][0]["error_code"] == 0:
-                break
-            await asyncio.sleep(0.1)
+            return bool(answer["topics"][0]["partitions"][0]["error_code"] == 0)
+
+        await until(f"the batch produced to {TOPIC}-0 of {bootstrap}", batch_stored)
+        await until(f"an idempotent producer id from {bootstrap}", producer_id_given)
+        await until(f"a transactional producer id from {bootstrap}", transactional_id_given)
+        await connection.request(ApiKey.ALTER_CLIENT_QUOTAS, {"validate_only": False, "entries": QUOTAS})
+        await until(f"the client quotas described by {bootstrap}", quotas_known)
+        await until(f"{GROUP}'s offset committed on {bootstrap}", offset_committed)
         return connection.versions
 
 
