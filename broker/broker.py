@@ -100,9 +100,12 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 # What only a cluster's brokers serve: a single node runs no Raft quorum to describe, and, like a Kafka broker
-# without one (ZooKeeper mode), does not advertise DescribeQuorum.
+# without one (ZooKeeper mode), does not advertise DescribeQuorum; nor partition reassignment, having no other
+# broker to move a partition to.
 CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

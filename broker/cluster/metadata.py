@@ -412,10 +412,10 @@ class ClusterMetadata:
             raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty")
         if len(set(target)) != len(target):
             raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"duplicate replicas in {target}")
-        unknown = [r for r in target if not self._alive(r)]
+        # as Kafka's controller: a registered broker that is fenced now may be a target (it catches up on return)
+        unknown = [r for r in target if r not in self.brokers]
         if unknown:
-            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"brokers {unknown} are not live members of the cluster")
+            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered")
         current = list(state.replicas)
         original = [r for r in current if r not in state.adding]
         merged = target + [r for r in current if r not in target]

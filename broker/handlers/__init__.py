@@ -8,6 +8,7 @@ from broker.handlers import (  # noqa: F401  (registration)
     groups,
     observability,
     produce,
+    reassignment,
     transactions,
 )
 from broker.handlers.registry import HANDLERS, RequestContext, handler
