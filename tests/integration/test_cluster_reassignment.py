@@ -36,8 +36,10 @@ def cluster(tmp_path_factory):
         brokers.stop()
 
 
-def reassign(cluster: BrokerCluster, *args: str) -> str:
-    return java_peer(REASSIGN, "--bootstrap-server", cluster.bootstrap, *args).stdout
+def reassign(cluster: BrokerCluster, *args: str, through: tuple[int, ...] = ()) -> str:
+    """The tool's output, bootstrapped at the brokers ``through`` (default: all running)."""
+    bootstrap = ",".join(cluster.brokers[i].bootstrap for i in through) if through else cluster.bootstrap
+    return java_peer(REASSIGN, "--bootstrap-server", bootstrap, *args).stdout
 
 
 def replicas_of(cluster: BrokerCluster, topic: str) -> dict[int, list[int]]:
@@ -94,25 +96,27 @@ def test_a_reassignment_to_a_broker_that_is_down_waits_and_cancel_goes_back(clus
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0,
                                                                     "replicas": [3, 2]}]}))
-    with cluster.paused(3):
+    with cluster.paused(3):  # (the tool is bootstrapped elsewhere: a stopped process accepts and never answers)
         # The tool itself refuses a broker it does not see alive, so the request is our client's; Kafka's
         # controller takes a registered broker that is fenced as a target, as ours does.
         wait_until(lambda: cluster.metadata(1)["brokers"] and 3 not in
                    [b["node_id"] for b in cluster.metadata(1)["brokers"]], 30, message="broker 3 to be fenced")
         answer = alter(cluster.brokers[1].bootstrap, topic, [3, 2])
         assert answer["responses"][0]["partitions"][0]["error_code"] == 0, answer
-        status = reassign(cluster, "--reassignment-json-file", str(plan_file), "--verify")
+        status = reassign(cluster, "--reassignment-json-file", str(plan_file), "--verify", through=(1, 2))
         assert f"Reassignment of partition {topic}-0 is still in progress." in status
         assert replicas_of(cluster, topic) == {0: [3, 2, 1]}  # the target, then the replica being removed
-        listed = reassign(cluster, "--list")
+        listed = reassign(cluster, "--list", through=(1, 2))
         assert re.search(rf"{topic}-0: replicas: 3,2,1\. adding: 3\. removing: 1\.", listed), listed
         # throttles kept: clearing them asks every broker of the plan, and broker 3 is not answering
-        cancelled = reassign(cluster, "--reassignment-json-file", str(plan_file), "--cancel", "--preserve-throttles")
-        assert f"Successfully cancelled partition reassignments for: {topic}-0" in cancelled
-        assert replicas_of(cluster, topic) == {0: [1, 2]}
-        assert "No partition reassignments found." in reassign(cluster, "--list")
+        cancelled = reassign(cluster, "--reassignment-json-file", str(plan_file), "--cancel", "--preserve-throttles",
+                             through=(1, 2))
+        assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancelled
+        # the replicas without the one being added, in their current order (as Kafka's controller reverts)
+        assert replicas_of(cluster, topic) == {0: [2, 1]}
+        assert "No partition reassignments found." in reassign(cluster, "--list", through=(1, 2))
     cluster.wait_healthy(60)
-    assert cluster.partitions(topic)[0]["leader_id"] == 1
+    assert sorted(cluster.partitions(topic)[0]["isr_nodes"]) == [1, 2]
 
 
 def alter(bootstrap: str, topic: str, replicas: list[int] | None) -> dict:
@@ -123,7 +127,7 @@ def alter(bootstrap: str, topic: str, replicas: list[int] | None) -> dict:
     return asyncio.run(ask())
 
 
-def test_an_invalid_target_is_refused_with_kafkas_errors(cluster, tmp_path):
+def test_an_unknown_target_broker_is_refused(cluster, tmp_path):
     topic = unique_name("invalid")
     create_topic(cluster, topic, [[1, 2]])
     plan_file = tmp_path / "plan.json"
@@ -132,6 +136,5 @@ def test_an_invalid_target_is_refused_with_kafkas_errors(cluster, tmp_path):
     refused = java_peer(REASSIGN, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file",
                         str(plan_file), "--execute", check=False)
     assert refused.returncode != 0
-    assert "Unknown broker id 9" in refused.stdout + refused.stderr or \
-        "not registered" in refused.stdout + refused.stderr, refused.stdout + refused.stderr
+    assert "Unknown broker id 9" in refused.stdout, refused.stdout + refused.stderr  # the tool's own check
     assert replicas_of(cluster, topic) == {0: [1, 2]}
