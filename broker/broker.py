@@ -81,6 +81,8 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
@@ -100,12 +102,9 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 # What only a cluster's brokers serve: a single node runs no Raft quorum to describe, and, like a Kafka broker
-# without one (ZooKeeper mode), does not advertise DescribeQuorum; nor partition reassignment, having no other
-# broker to move a partition to.
+# without one (ZooKeeper mode), does not advertise DescribeQuorum.
 CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

@@ -125,6 +125,24 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
             for p in range(first_partition, first_partition + partitions)]
 
 
+def unknown_partition_message(topic: str, partition: int, topic_exists: bool) -> str:
+    """Kafka's controller's words for a reassignment of a partition that does not exist."""
+    return f"Unable to find partition {topic}:{partition}." if topic_exists else \
+        f"Unable to find a topic named {topic}."
+
+
+def reassignment_target_problem(target: list[int], registered: set[int]) -> str | None:
+    """Why ``target`` cannot be a partition's new replica list (INVALID_REPLICA_ASSIGNMENT), or None."""
+    if not target:
+        return "the replica list is empty"
+    if len(set(target)) != len(target):
+        return f"duplicate replicas in {target}"
+    unknown = [r for r in target if r not in registered]
+    if unknown:
+        return f"brokers {unknown} are not registered"
+    return None
+
+
 # Versions of the metadata, never used twice in a process (see ClusterMetadata.version).
 _VERSIONS = itertools.count(1)
 
@@ -404,18 +422,15 @@ class ClusterMetadata:
         name, index = str(command["topic"]), int(command["partition"])
         state = self.partition(name, index)
         if state is None:
-            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist")
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_partition_message(
+                name, index, name in self.topics))
         if command["replicas"] is None:
             return self._cancel_reassignment(name, index, state)
         target = [int(r) for r in command["replicas"]]
-        if not target:
-            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty")
-        if len(set(target)) != len(target):
-            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"duplicate replicas in {target}")
         # as Kafka's controller: a registered broker that is fenced now may be a target (it catches up on return)
-        unknown = [r for r in target if r not in self.brokers]
-        if unknown:
-            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered")
+        problem = reassignment_target_problem(target, set(self.brokers))
+        if problem is not None:
+            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         current = list(state.replicas)
         original = [r for r in current if r not in state.adding]
         merged = target + [r for r in current if r not in target]
