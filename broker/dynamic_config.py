@@ -78,6 +78,8 @@ _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
 # and these only on one broker, never at the cluster default.
 _PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
                     "ssl.", "sasl.")
+# The replication rate limits kafka-reassign-partitions --throttle sets; a deletion (--verify clears them) is fine.
+REPLICATION_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 # Listener and security settings this broker cannot change while it runs.
 _NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
 
@@ -194,6 +196,12 @@ class DynamicBrokerConfigs:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
+        throttles = sorted(name for name, value in updates.items() if name in REPLICATION_THROTTLES and value is not None)
+        if throttles:
+            # refused rather than kept: an operator relying on it to protect the cluster must learn it does not
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"This broker does not throttle replication; refusing [{', '.join(throttles)}] rather than "
+                             "ignoring it (reassign without --throttle)")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
             if value is None:

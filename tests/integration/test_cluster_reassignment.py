@@ -127,7 +127,7 @@ def alter(bootstrap: str, topic: str, replicas: list[int] | None) -> dict:
     return asyncio.run(ask())
 
 
-def test_an_unknown_target_broker_is_refused(cluster, tmp_path):
+def test_an_unknown_target_broker_and_a_throttle_are_refused(cluster, tmp_path):
     topic = unique_name("invalid")
     create_topic(cluster, topic, [[1, 2]])
     plan_file = tmp_path / "plan.json"
@@ -137,4 +137,12 @@ def test_an_unknown_target_broker_is_refused(cluster, tmp_path):
                         str(plan_file), "--execute", check=False)
     assert refused.returncode != 0
     assert "Unknown broker id 9" in refused.stdout, refused.stdout + refused.stderr  # the tool's own check
+    # --throttle: our replica fetching has no rate limit, so the brokers refuse the rates rather than ignore them,
+    # and the tool stops before it moves anything
+    plan_file.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0,
+                                                                    "replicas": [3, 2]}]}))
+    throttled = java_peer(REASSIGN, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file",
+                          str(plan_file), "--execute", "--throttle", "1000000", check=False)
+    assert throttled.returncode != 0
+    assert "This broker does not throttle replication" in throttled.stdout, throttled.stdout + throttled.stderr
     assert replicas_of(cluster, topic) == {0: [1, 2]}
