@@ -80,6 +80,7 @@ _PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.bu
                     "ssl.", "sasl.")
 # The replication rate limits kafka-reassign-partitions --throttle sets; a deletion (--verify clears them) is fine.
 REPLICATION_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+NO_THROTTLE = 2**63 - 1  # their default: Long.MAX_VALUE bytes a second
 # Listener and security settings this broker cannot change while it runs.
 _NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
 
@@ -196,18 +197,18 @@ class DynamicBrokerConfigs:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Listeners and their TLS/SASL settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
-        throttles = sorted(name for name, value in updates.items() if name in REPLICATION_THROTTLES and value is not None)
-        if throttles:
-            # refused rather than kept: an operator relying on it to protect the cluster must learn it does not
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"This broker does not throttle replication; refusing [{', '.join(throttles)}] rather than "
-                             "ignoring it (reassign without --throttle)")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
             if value is None:
                 layer.pop(name, None)
             else:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
+                if name in REPLICATION_THROTTLES and int(layer[name]) < NO_THROTTLE:
+                    # refused rather than kept: an operator counting on it to protect the cluster must learn that
+                    # nothing would hold replication to it (Kafka's default, no limit, is what this broker does)
+                    raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                     f"This broker does not throttle replication; refusing [{name}] rather than "
+                                     "ignoring it (reassign without --throttle)")
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
         return layer

@@ -94,6 +94,8 @@ def test_refusals(tmp_path):
             dynamic.scope_of(name, describing=described)
     assert (dynamic.scope_of(""), dynamic.scope_of("7")) == ("", "7")
     assert dynamic.prepare("7", {"leader.replication.throttled.rate": None}, replace=False) == {}  # clearing it
+    unlimited = {"follower.replication.throttled.rate": str(2**63 - 1)}  # Kafka's default: what this broker does
+    assert dynamic.prepare("7", unlimited, replace=False) == unlimited
 
 
 def test_list_operations_start_from_what_the_scope_sees(tmp_path):
