@@ -91,6 +91,9 @@ _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
 # and these only on one broker, never at the cluster default.
 _PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
                     "ssl.", "sasl.")
+# The replication rate limits kafka-reassign-partitions --throttle sets; a deletion (--verify clears them) is fine.
+REPLICATION_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+NO_THROTTLE = 2**63 - 1  # their default: Long.MAX_VALUE bytes a second
 # Listener and security settings this broker cannot change while it runs (TLS and SASL settings can: they are
 # let through before this check).
 _NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
@@ -249,6 +252,12 @@ class DynamicBrokerConfigs:
                 layer.pop(name, None)
             else:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
+                if name in REPLICATION_THROTTLES and int(layer[name]) < NO_THROTTLE:
+                    # refused rather than kept: an operator counting on it to protect the cluster must learn that
+                    # nothing would hold replication to it (Kafka's default, no limit, is what this broker does)
+                    raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                     f"This broker does not throttle replication; refusing [{name}] rather than "
+                                     "ignoring it (reassign without --throttle)")
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
         self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates))

@@ -27,6 +27,14 @@ The rules follow Kafka's KRaft controller:
   ElectLeaders), once it is in the ISR.
 * An ISR change comes from the partition's leader at its current leader epoch; it may not drop the
   leader nor add a replica that is not alive.
+* A reassignment (``alter_reassignment``, KIP-455 as Kafka's KRaft controller does it) sets a partition's
+  replicas to the target followed by the current replicas outside it; the ones outside the current set are
+  *adding*, the current ones outside the target *removing*. Adding replicas follow the leader like any other;
+  once every target replica is in the ISR the reassignment completes: the replicas become the target, the ISR
+  loses the removed ones, and a leader being removed hands over to the first target replica in the ISR (a new
+  leader epoch). A new target replaces one in progress (computed from the current, merged replicas);
+  ``replicas: None`` cancels, going back to the replicas before it (the adding ones leave, the ISR keeps only
+  original replicas, and a leader that was only being added hands back).
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
   quorum had committed before it (see :meth:`broker.cluster.node.ClusterNode.catch_up`).
 """
@@ -84,10 +92,21 @@ class PartitionState:
     leader_epoch: int
     isr: list[int]
     partition_epoch: int = 0
+    # an ongoing reassignment: replicas being added (not yet all in the ISR) and being removed once they are
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0]
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing]
 
 
 @dataclass
@@ -113,6 +132,24 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
     count = len(brokers)
     return [[brokers[(start + p + j) % count] for j in range(replication_factor)]
             for p in range(first_partition, first_partition + partitions)]
+
+
+def unknown_partition_message(topic: str, partition: int, topic_exists: bool) -> str:
+    """Kafka's controller's words for a reassignment of a partition that does not exist."""
+    return f"Unable to find partition {topic}:{partition}." if topic_exists else \
+        f"Unable to find a topic named {topic}."
+
+
+def reassignment_target_problem(target: list[int], registered: set[int]) -> str | None:
+    """Why ``target`` cannot be a partition's new replica list (INVALID_REPLICA_ASSIGNMENT), or None."""
+    if not target:
+        return "the replica list is empty"
+    if len(set(target)) != len(target):
+        return f"duplicate replicas in {target}"
+    unknown = [r for r in target if r not in registered]
+    if unknown:
+        return f"brokers {unknown} are not registered"
+    return None
 
 
 # Versions of the metadata, never used twice in a process (see ClusterMetadata.version).
@@ -316,7 +353,7 @@ class ClusterMetadata:
                                      f"{len(replica_lists)} assignments for {total - current} new partitions")
             self._check_assignments(replica_lists)
         else:
-            replica_lists = self._round_robin(total - current, len(topic.partitions[0].replicas), current)
+            replica_lists = self._round_robin(total - current, len(topic.partitions[0].target_replicas), current)
         self._check_partition_room(command, len(replica_lists))
         topic.partitions.extend(
             PartitionState(replicas=replicas, leader=replicas[0], leader_epoch=0, isr=list(replicas))
@@ -394,7 +431,63 @@ class ClusterMetadata:
         if new_isr != state.isr:
             state.isr = new_isr
             state.partition_epoch += 1
+        self._complete_reassignment(state)
         return ok(isr=list(state.isr), partition_epoch=state.partition_epoch)
+
+    def _alter_reassignment(self, command: Command) -> Result:
+        name, index = str(command["topic"]), int(command["partition"])
+        state = self.partition(name, index)
+        if state is None:
+            raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_partition_message(
+                name, index, name in self.topics))
+        if command["replicas"] is None:
+            return self._cancel_reassignment(name, index, state)
+        target = [int(r) for r in command["replicas"]]
+        # as Kafka's controller: a registered broker that is fenced now may be a target (it catches up on return)
+        problem = reassignment_target_problem(target, set(self.brokers))
+        if problem is not None:
+            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        current = list(state.replicas)
+        original = [r for r in current if r not in state.adding]
+        merged = target + [r for r in current if r not in target]
+        adding = [r for r in target if r not in original]
+        removing = [r for r in current if r not in target]
+        if merged != state.replicas or adding != state.adding or removing != state.removing:
+            state.replicas, state.adding, state.removing = merged, adding, removing
+            state.partition_epoch += 1
+        self._complete_reassignment(state)
+        return ok()
+
+    def _cancel_reassignment(self, name: str, index: int, state: PartitionState) -> Result:
+        if not state.reassigning:
+            raise CommandRefused(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                 f"no reassignment of {name}-{index} is in progress")
+        original = [r for r in state.replicas if r not in state.adding]
+        if not any(r in state.isr for r in original):
+            # Kafka would elect uncleanly here; we keep the reassignment rather than lose what the ISR holds
+            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"no original replica of {name}-{index} is in sync; cancelling would lose records")
+        self._settle_replicas(state, original)
+        return ok()
+
+    def _complete_reassignment(self, state: PartitionState) -> None:
+        """Finish a reassignment once every target replica is in the ISR (Kafka's rule: a target replica
+        that is an out-of-sync current one is waited for as much as an added one)."""
+        target = state.target_replicas
+        if state.reassigning and all(r in state.isr for r in target):
+            self._settle_replicas(state, target)
+
+    def _settle_replicas(self, state: PartitionState, replicas: list[int]) -> None:
+        """The partition's replicas become ``replicas`` (no reassignment left; some of them in the ISR): the
+        ISR keeps only those, and a leader outside them hands over to the first of them in the ISR and alive
+        (none: offline, as when its last ISR member is fenced)."""
+        state.replicas, state.adding, state.removing = list(replicas), [], []
+        isr = [r for r in replicas if r in state.isr]
+        state.isr = isr
+        state.partition_epoch += 1
+        if state.leader not in replicas:
+            leader = next((r for r in replicas if r in isr and self._alive(r)), NO_LEADER)
+            self._change_leader(state, leader)
 
     def _elect_preferred(self, command: Command) -> Result:
         self._preferred_election(str(command["topic"]), int(command["partition"]))
@@ -487,6 +580,7 @@ class ClusterMetadata:
         "elect_preferred": _elect_preferred,
         "elect_unclean": _elect_unclean,
         "elect_leaders": _elect_leaders,
+        "alter_reassignment": _alter_reassignment,
         "barrier": _barrier,
     }
 
@@ -504,8 +598,8 @@ class ClusterMetadata:
             "scram": copy.deepcopy(self.scram),
             "client_quotas": copy.deepcopy(self.client_quotas),
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
-                        "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch]
-                                       for p in t.partitions]}
+                        "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+                                        p.adding, p.removing] for p in t.partitions]}
                        for t in self.topics.values()],
         }
 
@@ -526,7 +620,8 @@ class ClusterMetadata:
         for topic in snapshot["topics"]:
             metadata.topics[topic["name"]] = TopicMetadata(
                 topic["name"], bytes.fromhex(topic["topic_id"]),
-                [PartitionState(replicas, leader, epoch, isr, partition_epoch)
-                 for replicas, leader, epoch, isr, partition_epoch in topic["partitions"]],
+                # older snapshots: no reassignments
+                [PartitionState(replicas, leader, epoch, isr, partition_epoch, *reassignment)
+                 for replicas, leader, epoch, isr, partition_epoch, *reassignment in topic["partitions"]],
                 topic["configs"])
         return metadata

@@ -10,6 +10,7 @@ from broker.handlers import (  # noqa: F401  (registration)
     observability,
     produce,
     quotas,
+    reassignment,
     transactions,
 )
 from broker.handlers.registry import HANDLERS, RequestContext, handler

@@ -261,6 +261,14 @@ REQUESTS: dict[int, Callable[[int], dict]] = {
     ApiKey.DESCRIBE_LOG_DIRS: lambda v: {"topics": [{"topic": TOPIC, "partitions": [0, 1, 5]}]},
     ApiKey.DESCRIBE_PRODUCERS: lambda v: {"topics": [{"name": TOPIC, "partition_indexes": [0, 1, 5]},
                                                      {"name": "diff-none", "partition_indexes": [0]}]},
+    # reassignment on one broker: its own id (a no-op), a cancellation of nothing, partitions and brokers that do
+    # not exist; and none in progress
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda v: {"timeout_ms": 30_000, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [1]},
+                                       {"partition_index": 1, "replicas": None},
+                                       {"partition_index": 5, "replicas": [1]}]},
+        {"name": "diff-none", "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda v: {"timeout_ms": 30_000, "topics": None},
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda v: {"topics": [{"name": TOPIC}, {"name": "diff-none"}],
                                                  "response_partition_limit": 1,
                                                  "cursor": {"topic_name": TOPIC, "partition_index": 1}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 from hypothesis import given, settings
@@ -224,6 +225,63 @@ def test_unclean_election_prefers_a_live_isr_member():
     assert (state.leader, state.isr) == (1, [1, 2, 3])  # a clean choice keeps the ISR
 
 
+def reassign(replicas: list[int] | None, partition: int = 0) -> dict:
+    return {"op": "alter_reassignment", "topic": "t", "partition": partition, "replicas": replicas}
+
+
+def test_a_reassignment_adds_replicas_then_completes_when_they_join_the_isr_and_moves_leadership():
+    metadata = cluster(1, 2, 3, 4, 5)
+    metadata.apply(create(partitions=1, assignments=[[1, 2, 3]]))
+    assert metadata.apply(reassign([4, 5, 2]))["error_code"] == 0
+    state = metadata.partition("t", 0)
+    # the target first, then the replicas being removed; leadership and ISR stay until the new ones catch up
+    assert (state.replicas, state.adding, state.removing) == ([4, 5, 2, 1, 3], [4, 5], [1, 3])
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 0, [1, 2, 3])
+    assert metadata.preferred_elections_due() == []  # 4 leads once it is in the ISR, not before
+    assert metadata.apply(change_isr([1, 2, 3, 4], leader=1, epoch=0))["error_code"] == 0
+    assert metadata.partition("t", 0).removing == [1, 3]  # 5 has not joined yet
+    assert metadata.apply(change_isr([1, 2, 3, 4, 5], leader=1, epoch=0))["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.replicas, state.adding, state.removing, state.isr) == ([4, 5, 2], [], [], [4, 5, 2])
+    assert (state.leader, state.leader_epoch) == (4, 1)  # the removed leader handed over: a new epoch
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert restored.topics == metadata.topics
+
+
+def test_a_reassignment_within_the_isr_completes_at_once_and_keeps_its_leader():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1, assignments=[[1, 2, 3]]))
+    assert metadata.apply(reassign([3, 1]))["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.replicas, state.isr, state.reassigning, state.leader, state.leader_epoch) == \
+        ([3, 1], [3, 1], False, 1, 0)  # the ISR in replica order
+
+
+def test_cancelling_goes_back_to_the_original_replicas_and_errors():
+    metadata = cluster(1, 2, 3, 4)
+    metadata.apply(create(partitions=1, assignments=[[1, 2]]))
+    assert metadata.apply(reassign(None))["error_code"] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert metadata.apply(reassign([]))["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert metadata.apply(reassign([3, 3]))["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert metadata.apply(reassign([3, 9]))["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert metadata.apply(reassign([3, 4], partition=7))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert metadata.apply(reassign([3, 4]))["error_code"] == 0
+    assert metadata.apply(change_isr([1, 2, 3], leader=1, epoch=0))["error_code"] == 0
+    # a new target replaces the one in progress, from the merged replicas
+    assert metadata.apply(reassign([3, 2]))["error_code"] == 0
+    assert metadata.partition("t", 0).isr == [3, 2]  # 3 was in the ISR already: done at once, 1 handed over
+    assert metadata.partition("t", 0).leader == 3
+    assert metadata.apply(reassign([1, 4]))["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.replicas, state.adding, state.removing) == ([1, 4, 3, 2], [1, 4], [3, 2])
+    before = copy.deepcopy(state)
+    assert metadata.apply(reassign([1, 4]))["error_code"] == 0  # the same target again changes nothing
+    assert metadata.partition("t", 0) == before
+    assert metadata.apply(reassign(None))["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.replicas, state.isr, state.leader, state.reassigning) == ([3, 2], [3, 2], 3, False)
+
+
 def test_delete_partitions_and_configs():
     metadata = cluster(1, 2, 3)
     metadata.apply(create(partitions=2, rf=2, configs={"cleanup.policy": "compact"}))
@@ -315,6 +373,10 @@ commands = st.one_of(
               st.sampled_from("abc"), st.integers(0, 3)),
     st.builds(lambda name, p: {"op": "elect_unclean", "topic": name, "partition": p},
               st.sampled_from("abc"), st.integers(0, 3)),
+    st.builds(lambda name, p, replicas: {"op": "alter_reassignment", "topic": name, "partition": p,
+                                         "replicas": replicas},
+              st.sampled_from("abc"), st.integers(0, 3),
+              st.none() | st.lists(st.sampled_from(NODES), max_size=4, unique=True)),
 )
 
 
@@ -332,6 +394,8 @@ def test_invariants_hold_and_replicas_stay_identical(sequence):
         epochs = {key: value for key, value in epochs.items() if key in present}
         for name, index, state in metadata.partitions():
             assert set(state.isr) <= set(state.replicas) and state.isr
+            assert set(state.adding) | set(state.removing) <= set(state.replicas)
+            assert not set(state.adding) & set(state.removing) and set(state.target_replicas)
             assert state.leader == NO_LEADER or state.leader in state.isr
             if state.leader != NO_LEADER:
                 assert metadata.brokers[state.leader].alive

@@ -84,7 +84,9 @@ def test_refusals(tmp_path):
             ("", {"num.partitions": "3", "node.id": "2"}, r"Cannot update these configs dynamically: \[node.id, "
                                                           r"num.partitions\]"),
             ("", {"ssl.keystore.location": "/x"}, "only per-listener"),
-            ("7", {"listeners": "PLAINTEXT://:9093"}, "cannot change at run time on this broker")):
+            ("7", {"listeners": "PLAINTEXT://:9093"}, "cannot change at run time on this broker"),
+            ("", {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": None},
+             r"does not throttle replication; refusing \[leader.replication.throttled.rate\]")):
         with pytest.raises(KafkaError, match=message):
             dynamic.prepare(scope, updates, replace=False)
     for name, described, message in (("8", False, "expected 7, but received 8"),
@@ -93,6 +95,9 @@ def test_refusals(tmp_path):
         with pytest.raises(KafkaError, match=message):
             dynamic.scope_of(name, describing=described)
     assert (dynamic.scope_of(""), dynamic.scope_of("7")) == ("", "7")
+    assert dynamic.prepare("7", {"leader.replication.throttled.rate": None}, replace=False) == {}  # clearing it
+    unlimited = {"follower.replication.throttled.rate": str(2**63 - 1)}  # Kafka's default: what this broker does
+    assert dynamic.prepare("7", unlimited, replace=False) == unlimited
 
 
 def test_list_operations_start_from_what_the_scope_sees(tmp_path):

@@ -1,5 +1,6 @@
 """Topic and configuration administration: CreateTopics, DeleteTopics, CreatePartitions,
-DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, client quotas, AlterPartitionReassignments,
+ListPartitionReassignments.
 
 Transcribed from Apache Kafka's JSON message specs (clients/src/main/resources/common/message/ and
 group-coordinator/src/main/resources/common/message/, trunk of 2024-10-25), restricted to the versions
@@ -366,6 +367,82 @@ ALTER_CLIENT_QUOTAS_RESPONSE = Message(
     ),
 )
 
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = Message(
+    "AlterPartitionReassignmentsRequest",
+    "request",
+    api_key=45,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("timeout_ms", "int32", "0+", default=60000),
+        Field("topics", versions="0+", type=Array(Struct("ReassignableTopic", (
+            Field("name", "string", "0+"),
+            Field("partitions", versions="0+", type=Array(Struct("ReassignablePartition", (
+                Field("partition_index", "int32", "0+"),
+                Field("replicas", Array("int32"), "0+", nullable="0+"),
+            )))),
+        )))),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = Message(
+    "AlterPartitionReassignmentsResponse",
+    "response",
+    api_key=45,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("error_message", "string", "0+", nullable="0+"),
+        Field("responses", versions="0+", type=Array(Struct("ReassignableTopicResponse", (
+            Field("name", "string", "0+"),
+            Field("partitions", versions="0+", type=Array(Struct("ReassignablePartitionResponse", (
+                Field("partition_index", "int32", "0+"),
+                Field("error_code", "int16", "0+"),
+                Field("error_message", "string", "0+", nullable="0+"),
+            )))),
+        )))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_REQUEST = Message(
+    "ListPartitionReassignmentsRequest",
+    "request",
+    api_key=46,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("timeout_ms", "int32", "0+", default=60000),
+        Field("topics", versions="0+", nullable="0+", type=Array(Struct("ListPartitionReassignmentsTopics", (
+            Field("name", "string", "0+"),
+            Field("partition_indexes", Array("int32"), "0+"),
+        )))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = Message(
+    "ListPartitionReassignmentsResponse",
+    "response",
+    api_key=46,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("error_message", "string", "0+", nullable="0+"),
+        Field("topics", versions="0+", type=Array(Struct("OngoingTopicReassignment", (
+            Field("name", "string", "0+"),
+            Field("partitions", versions="0+", type=Array(Struct("OngoingPartitionReassignment", (
+                Field("partition_index", "int32", "0+"),
+                Field("replicas", Array("int32"), "0+"),
+                Field("adding_replicas", Array("int32"), "0+"),
+                Field("removing_replicas", Array("int32"), "0+"),
+            )))),
+        )))),
+    ),
+)
+
 MESSAGES = (
     DESCRIBE_CLIENT_QUOTAS_REQUEST,
     DESCRIBE_CLIENT_QUOTAS_RESPONSE,
@@ -385,4 +462,8 @@ MESSAGES = (
     ALTER_CONFIGS_RESPONSE,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
     INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+    ALTER_PARTITION_REASSIGNMENTS_REQUEST,
+    ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
+    LIST_PARTITION_REASSIGNMENTS_REQUEST,
+    LIST_PARTITION_REASSIGNMENTS_RESPONSE,
 )

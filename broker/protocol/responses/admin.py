@@ -37,6 +37,24 @@ class AlterConfigsResponse(TypedDict, total=False):
     responses: Sequence[AlterConfigsResponseResourceResponse | Encoded]
 
 
+class AlterPartitionReassignmentsResponseReassignablePartitionResponse(TypedDict, total=False):
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseReassignableTopicResponse(TypedDict, total=False):
+    name: str
+    partitions: Sequence[AlterPartitionReassignmentsResponseReassignablePartitionResponse | Encoded]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: Sequence[AlterPartitionReassignmentsResponseReassignableTopicResponse | Encoded]
+
+
 class CreatePartitionsResponseTopicResult(TypedDict, total=False):
     name: str
     error_code: int
@@ -163,3 +181,22 @@ class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(TypedDict, tot
 class IncrementalAlterConfigsResponse(TypedDict, total=False):
     throttle_time_ms: int
     responses: Sequence[IncrementalAlterConfigsResponseAlterConfigsResourceResponse | Encoded]
+
+
+class ListPartitionReassignmentsResponseOngoingPartitionReassignment(TypedDict, total=False):
+    partition_index: int
+    replicas: Sequence[int]
+    adding_replicas: Sequence[int]
+    removing_replicas: Sequence[int]
+
+
+class ListPartitionReassignmentsResponseOngoingTopicReassignment(TypedDict, total=False):
+    name: str
+    partitions: Sequence[ListPartitionReassignmentsResponseOngoingPartitionReassignment | Encoded]
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: Sequence[ListPartitionReassignmentsResponseOngoingTopicReassignment | Encoded]
