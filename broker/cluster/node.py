@@ -30,6 +30,8 @@ import asyncio
 import contextlib
 import copy
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -42,6 +44,7 @@ from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.cluster.replication import ReplicaManager
 from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import wait_durable
 from broker.log.config import format_value, parse_configs
 from broker.security.acl import Acl
 from broker.security.scram import ScramCredential
@@ -82,6 +85,8 @@ class ClusterNode:
         self._security_applied: tuple[list, dict] | None = None  # the metadata's ACLs and SCRAM, as last applied
         self._group_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
+        # topic name -> the creation or growth of its local logs under way, off the event loop
+        self._local_changes: dict[str, asyncio.Task[None]] = {}
         # concurrent catch-ups share a barrier (one proposed after each of them arrived)
         self._barrier = SharedCall(self._commit_barrier)
         self._leaving = False
@@ -164,6 +169,8 @@ class ClusterNode:
         await self.replicas.stop()
         await self._barrier.close()
         await self.raft.stop()
+        # a topic's files being made on a thread are finished before the logs close
+        await asyncio.gather(*self._local_changes.values(), return_exceptions=True)
         for task in list(self._group_tasks):
             task.cancel()
         await asyncio.gather(*self._group_tasks, return_exceptions=True)
@@ -173,8 +180,10 @@ class ClusterNode:
         A barrier command is committed through the leader; its answer comes after this broker applied it and
         all before it. Callers waiting at the same time share one barrier (each one proposed after they
         arrived). Without a quorum the local view is all there is (the wait gives up after
-        CATCH_UP_TIMEOUT)."""
+        CATCH_UP_TIMEOUT). The local logs of the topics it created or grew are made by then too."""
         await self._barrier()
+        for name in list(self._local_changes):
+            await self.local_topic_settled(name)
 
     async def _commit_barrier(self) -> None:
         try:
@@ -305,7 +314,8 @@ class ClusterNode:
         wanted: dict[tuple[str, int], Role] = {}
         for name, index, state in metadata.partitions():
             role = self._role_for(state)
-            if role is not None:
+            # a partition whose local log is still being made takes its role once it is (the change reconciles)
+            if role is not None and self.broker.logs.get_log(name, index) is not None:
                 wanted[(name, index)] = role
         for tp in [tp for tp in self._roles if tp not in wanted]:
             self._change_role(tp, None)
@@ -329,23 +339,60 @@ class ClusterNode:
         logs = self.broker.logs
         for name, local in list(logs.topics.items()):
             wanted = metadata.topics.get(name)
-            if wanted is None or wanted.topic_id != local.topic_id:
+            if name not in self._local_changes and (wanted is None or wanted.topic_id != local.topic_id):
                 self._delete_local_topic(name, local.partition_count)
         for name, topic in metadata.topics.items():
+            if name in self._local_changes:
+                continue  # reconciled again when that change is done
             try:
                 local = logs.topics.get(name)
                 if local is None:
-                    logs.create_topic(name, len(topic.partitions), topic.configs, topic_id=topic.topic_id)
-                    self._configs_applied[name] = dict(topic.configs)
-                    log.info("topic created from metadata", topic=name, partitions=len(topic.partitions))
+                    self._change_local_topic(name, partial(logs.create_topic, name, len(topic.partitions),
+                                                           topic.configs, topic_id=topic.topic_id),
+                                             "topic created from metadata", len(topic.partitions),
+                                             configs=dict(topic.configs))
                     continue
                 if local.partition_count < len(topic.partitions):
-                    logs.add_partitions(name, len(topic.partitions))
+                    self._change_local_topic(name, partial(logs.add_partitions, name, len(topic.partitions)),
+                                             "partitions added from metadata", len(topic.partitions))
+                    continue
                 if self._configs_applied.get(name) != topic.configs:
                     logs.alter_topic_configs(name, topic.configs, replace=True)
                     self._configs_applied[name] = dict(topic.configs)
             except KafkaError as exc:
                 log.error("cannot apply topic metadata locally", topic=name, error=exc.message)
+
+    def _change_local_topic(self, name: str, change: Callable[[], object], event: str, partitions: int, *,
+                            configs: dict[str, str] | None = None) -> None:
+        """Make a topic's (or its new partitions') directories and files on a thread: each waits on the file
+        system's journal, which the metadata writer's fsyncs keep busy, and on the event loop every connection
+        of the broker waited with it. The change is done once the topic file is on disk too. ``configs``: the
+        overrides a new topic was created with."""
+        self._local_changes[name] = asyncio.create_task(
+            self._apply_local_change(name, change, event, partitions, configs), name=f"local-topic-{name}")
+
+    async def _apply_local_change(self, name: str, change: Callable[[], object], event: str, partitions: int,
+                                  configs: dict[str, str] | None) -> None:
+        logs = self.broker.logs
+        try:
+            await asyncio.to_thread(change)
+            await wait_durable(logs.topics[name].saved, f"topic {name}")
+        except (KafkaError, OSError) as exc:
+            # tried again at the next metadata change, as a change that failed on the event loop was
+            del self._local_changes[name]
+            log.error("cannot apply topic metadata locally", topic=name, error=str(exc))
+            return
+        del self._local_changes[name]
+        if configs is not None:
+            self._configs_applied[name] = configs
+        log.info(event, topic=name, partitions=partitions)
+        self.reconcile()  # the roles of its partitions, and whatever the metadata changed meanwhile
+
+    async def local_topic_settled(self, name: str) -> None:
+        """Return once the local logs of ``name`` are as the metadata applied so far says (created or grown,
+        on disk)."""
+        while (change := self._local_changes.get(name)) is not None:
+            await asyncio.shield(change)
 
     def _delete_local_topic(self, name: str, partitions: int) -> None:
         for index in range(partitions):
@@ -422,6 +469,7 @@ class ClusterTopicAdmin:
             "replication_factor": replication_factor, "configs": _normalized(configs),
             "assignments": assignments or None, "max_partitions": self.node.broker.config["max.partitions"]},
             retry=True)
+        await self.node.local_topic_settled(name)
         return bytes.fromhex(result["topic_id"])
 
     async def delete_topic(self, name: str) -> None:
@@ -431,6 +479,7 @@ class ClusterTopicAdmin:
         await self.node.propose({"op": "create_partitions", "name": name, "count": total,
                                  "assignments": assignments or None,
                                  "max_partitions": self.node.broker.config["max.partitions"]}, retry=False)
+        await self.node.local_topic_settled(name)
 
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:
