@@ -430,7 +430,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True})
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
+        ends = {p: high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
         records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout
@@ -443,6 +443,14 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.
     finally:
         consumer.close()
     return records
+
+
+def high_watermark(consumer: Any, partition: Any, timeout: float = 30.0) -> int:
+    """The partition's high watermark, asked again after an error: just after the cluster is healthy again
+    the preferred leader may be taking its leadership back, and a client whose metadata still names the
+    previous leader is told NOT_LEADER_OR_FOLLOWER."""
+    return wait_until(lambda: (consumer.get_watermark_offsets(partition, timeout=5)[1],), timeout, interval=0.2,
+                      message=f"the high watermark of {partition.topic}-{partition.partition}")[0]
 
 
 def check_acknowledged(workload: AckedWorkload, records: dict[int, list[tuple[int, bytes]]],
