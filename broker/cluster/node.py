@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -51,6 +53,7 @@ from broker.cluster.reconcile import (
 from broker.cluster.replication import ReplicaManager
 from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
+from broker.log.background import wait_durable
 from broker.log.config import format_value, parse_configs
 from broker.quotas import Change
 from broker.security.acl import Acl
@@ -93,6 +96,8 @@ class ClusterNode:
         self._security_applied: tuple[list, dict] | None = None  # the metadata's ACLs and SCRAM, as last applied
         self._group_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._group_tasks: set[asyncio.Task] = set()
+        # topic name -> the creation or growth of its local logs under way, off the event loop
+        self._local_changes: dict[str, asyncio.Task[None]] = {}
         # concurrent catch-ups share a barrier (one proposed after each of them arrived)
         self._barrier = SharedCall(self._commit_barrier)
         self._leaving = False
@@ -186,6 +191,8 @@ class ClusterNode:
         await self.replicas.stop()
         await self._barrier.close()
         await self.raft.stop()
+        # a topic's files being made on a thread are finished before the logs close
+        await asyncio.gather(*self._local_changes.values(), return_exceptions=True)
         for task in list(self._group_tasks):
             task.cancel()
         await asyncio.gather(*self._group_tasks, return_exceptions=True)
@@ -195,8 +202,10 @@ class ClusterNode:
         A barrier command is committed through the leader; its answer comes after this broker applied it and
         all before it. Callers waiting at the same time share one barrier (each one proposed after they
         arrived). Without a quorum the local view is all there is (the wait gives up after
-        CATCH_UP_TIMEOUT)."""
+        CATCH_UP_TIMEOUT). The local logs of the topics it created or grew are made by then too."""
         await self._barrier()
+        for name in list(self._local_changes):
+            await self.local_topic_settled(name)
 
     async def _commit_barrier(self) -> None:
         try:
@@ -316,7 +325,10 @@ class ClusterNode:
         self._reconcile_security(metadata)
         self.broker.client_quotas.replace(metadata.client_quotas)
         self._reconcile_topics(metadata)
-        for tp, role in role_changes(self.node_id, metadata, self._roles):
+        logs = self.broker.logs
+        # a partition whose local log is still being made takes its role once it is (the change reconciles)
+        for tp, role in role_changes(self.node_id, metadata, self._roles,
+                                     lambda name, index: logs.get_log(name, index) is not None):
             self._change_role(tp, role)
 
     def _reconcile_security(self, metadata: ClusterMetadata) -> None:
@@ -333,26 +345,60 @@ class ClusterNode:
 
     def _reconcile_topics(self, metadata: ClusterMetadata) -> None:
         logs = self.broker.logs
+        busy = self._local_changes  # topics whose directories are being made: reconciled again when done
         deletions, changes = topic_changes(
-            {name: (local.topic_id, local.partition_count) for name, local in logs.topics.items()},
-            metadata.topics, self._configs_applied)
+            {name: (local.topic_id, local.partition_count) for name, local in logs.topics.items() if name not in busy},
+            {name: topic for name, topic in metadata.topics.items() if name not in busy}, self._configs_applied)
         for name, partitions in deletions:
             self._delete_local_topic(name, partitions)
         for change in changes:
             topic = change.topic
             try:
                 if change.create:
-                    logs.create_topic(topic.name, len(topic.partitions), topic.configs, topic_id=topic.topic_id)
-                    self._configs_applied[topic.name] = dict(topic.configs)
-                    log.info("topic created from metadata", topic=topic.name, partitions=len(topic.partitions))
-                    continue
-                if change.partitions is not None:
-                    logs.add_partitions(topic.name, change.partitions)
-                if change.configs is not None:
+                    self._change_local_topic(topic.name, partial(logs.create_topic, topic.name, len(topic.partitions),
+                                                                 topic.configs, topic_id=topic.topic_id),
+                                             "topic created from metadata", len(topic.partitions),
+                                             configs=dict(topic.configs))
+                elif change.partitions is not None:  # its configs follow when the partitions are made
+                    self._change_local_topic(topic.name, partial(logs.add_partitions, topic.name, change.partitions),
+                                             "partitions added from metadata", change.partitions)
+                elif change.configs is not None:
                     logs.alter_topic_configs(topic.name, change.configs, replace=True)
                     self._configs_applied[topic.name] = change.configs
             except KafkaError as exc:
                 log.error("cannot apply topic metadata locally", topic=topic.name, error=exc.message)
+
+    def _change_local_topic(self, name: str, change: Callable[[], object], event: str, partitions: int, *,
+                            configs: dict[str, str] | None = None) -> None:
+        """Make a topic's (or its new partitions') directories and files on a thread: each waits on the file
+        system's journal, which the metadata writer's fsyncs keep busy, and on the event loop every connection
+        of the broker waited with it. The change is done once the topic file is on disk too. ``configs``: the
+        overrides a new topic was created with."""
+        self._local_changes[name] = asyncio.create_task(
+            self._apply_local_change(name, change, event, partitions, configs), name=f"local-topic-{name}")
+
+    async def _apply_local_change(self, name: str, change: Callable[[], object], event: str, partitions: int,
+                                  configs: dict[str, str] | None) -> None:
+        logs = self.broker.logs
+        try:
+            await asyncio.to_thread(change)
+            await wait_durable(logs.topics[name].saved, f"topic {name}")
+        except (KafkaError, OSError) as exc:
+            # tried again at the next metadata change, as a change that failed on the event loop was
+            del self._local_changes[name]
+            log.error("cannot apply topic metadata locally", topic=name, error=str(exc))
+            return
+        del self._local_changes[name]
+        if configs is not None:
+            self._configs_applied[name] = configs
+        log.info(event, topic=name, partitions=partitions)
+        self.reconcile()  # the roles of its partitions, and whatever the metadata changed meanwhile
+
+    async def local_topic_settled(self, name: str) -> None:
+        """Return once the local logs of ``name`` are as the metadata applied so far says (created or grown,
+        on disk)."""
+        while (change := self._local_changes.get(name)) is not None:
+            await asyncio.shield(change)
 
     def _delete_local_topic(self, name: str, partitions: int) -> None:
         for index in range(partitions):
@@ -421,6 +467,7 @@ class ClusterTopicAdmin:
             "replication_factor": replication_factor, "configs": _normalized(configs),
             "assignments": assignments or None, "max_partitions": self.node.broker.config["max.partitions"]},
             retry=True)
+        await self.node.local_topic_settled(name)
         return bytes.fromhex(result["topic_id"])
 
     async def delete_topic(self, name: str) -> None:
@@ -430,6 +477,7 @@ class ClusterTopicAdmin:
         await self.node.propose({"op": "create_partitions", "name": name, "count": total,
                                  "assignments": assignments or None,
                                  "max_partitions": self.node.broker.config["max.partitions"]}, retry=False)
+        await self.node.local_topic_settled(name)
 
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:

@@ -6,7 +6,7 @@ carries the decisions out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,14 +42,15 @@ def is_leader(role: Role | None) -> bool:
     return role is not None and role[0] == "leader"
 
 
-def role_changes(node_id: int, metadata: ClusterMetadata, current: Mapping[TopicPartition, Role]
+def role_changes(node_id: int, metadata: ClusterMetadata, current: Mapping[TopicPartition, Role],
+                 has_log: Callable[[str, int], bool] = lambda name, index: True
                  ) -> list[tuple[TopicPartition, Role | None]]:
     """The role changes that bring ``current`` to what the metadata says: the replicas to stop first (None),
-    then every new or changed role."""
+    then every new or changed role. A partition ``has_log`` says has no local log yet takes no role."""
     wanted: dict[TopicPartition, Role] = {}
     for name, index, state in metadata.partitions():
         role = role_for(node_id, state)
-        if role is not None:
+        if role is not None and has_log(name, index):
             wanted[(name, index)] = role
     stops: list[tuple[TopicPartition, Role | None]] = [(tp, None) for tp in current if tp not in wanted]
     return stops + [(tp, role) for tp, role in wanted.items() if current.get(tp) != role]

@@ -7,14 +7,18 @@ Layout of the data directory::
     <random hex>-delete/       a deleted partition: removed ``file.delete.delay.ms`` later (the topic's, as Kafka
                                does it), by the logs' background thread; on the next start if the broker stopped
                                before
+    <name>-<partition>.<random hex>-stray/
+                               a partition directory no topic file named when the broker started (a crash after
+                               the directories were made, before the topic file was on disk): set aside with a
+                               warning, never loaded nor deleted, as Kafka sets aside a stray log (KIP-858)
     high-watermarks.json       replicated logs only: "<topic id>-<partition>" -> the high watermark replication last
                                set (Kafka's replication-offset-checkpoint)
 
 Files are named by topic id rather than name because a name may be 249 characters long.
 
-The topic file is written (atomically) before its partition directories exist and removed before they
-are deleted, so a crash never leaves a topic half-created: on start every topic file is reopened and any
-missing partition directory is created empty.
+The topic file is written (atomically, on the metadata writer) as its partition directories are made and
+removed before they are deleted: on start every topic file is reopened and any missing partition directory
+is created empty, and a partition directory of no topic is set aside as stray.
 
 ``defaults`` are the broker-wide topic config defaults, by topic config name (``segment.bytes``, ...).
 """
@@ -50,9 +54,11 @@ log = structlog.get_logger("broker.log")
 TOPICS_DIR = "topics"
 LOCK_FILE = ".lock"
 DELETED_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
 HIGH_WATERMARKS_FILE = "high-watermarks.json"
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_PARTITION_DIR = re.compile(r"[a-zA-Z0-9._-]+-[0-9]+")
 
 DiskUsage = Callable[[str], Any]  # shutil.disk_usage's shape: an object with .total and .used
 
@@ -167,6 +173,20 @@ class LogManager:
                                                        partition_log.log_end_offset)
             self._topics[topic.name] = topic
             log.info("topic loaded", topic=topic.name, partitions=topic.partition_count)
+        self._set_aside_strays()
+
+    def _set_aside_strays(self) -> None:
+        """A partition directory no loaded topic owns holds records nobody can reach by name; loading it
+        under a guessed topic could serve them under a topic created later with that name. Renamed, it
+        keeps whatever it holds for the operator."""
+        owned = {f"{topic.name}-{index}" for topic in self._topics.values() for index in range(topic.partition_count)}
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if name in owned or not _PARTITION_DIR.fullmatch(name) or not os.path.isdir(path):
+                continue
+            target = f"{name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
+            os.replace(path, os.path.join(self.data_dir, target))
+            log.warning("partition directory of no topic set aside", directory=name, renamed_to=target)
 
     def _partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{partition}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from pathlib import Path
 
 import pytest
 from cluster_harness import FAST_CLUSTER, SECRET, free_udp_port
@@ -64,3 +66,39 @@ async def test_barriers_reconcile_nothing_while_a_change_does(broker):
     assert 1 <= applied.count("barrier") <= 2  # five callers at once share one barrier, or two
     assert [op for op, _ in reconciled_after if op == "barrier"] == []
     assert broker.partition_log("after-the-barriers", 1) is not None
+
+
+async def test_a_topics_partitions_are_made_off_the_event_loop_and_answered_once_on_disk(broker):
+    """Making a partition's directory and files waits on the file system's journal: a new topic of many
+    partitions, made where the metadata is applied (the event loop), held every connection of the broker.
+    They are made on a thread; CreateTopics and CreatePartitions are answered once they and the topic file
+    are on disk, and the partitions take up their roles then."""
+    node = broker.cluster
+    await poll_until(lambda: node.raft.ready and node.metadata.brokers.get(1), message="the broker registered")
+    logs = broker.logs
+    loop_thread = threading.current_thread()
+    made_on: list[tuple[str, str, bool]] = []  # (what, topic, on the event loop's thread)
+    create_topic, add_partitions = logs.create_topic, logs.add_partitions
+
+    def watched_create_topic(name, *args, **kwargs):
+        made_on.append(("create", name, threading.current_thread() is loop_thread))
+        return create_topic(name, *args, **kwargs)
+
+    def watched_add_partitions(name, *args, **kwargs):
+        made_on.append(("add", name, threading.current_thread() is loop_thread))
+        return add_partitions(name, *args, **kwargs)
+
+    logs.create_topic, logs.add_partitions = watched_create_topic, watched_add_partitions
+    admin = ClusterTopicAdmin(node)
+    await admin.create_topic("made-aside", 3, {}, 1)
+    topic = logs.topics["made-aside"]
+    assert topic.saved.done() and topic.partition_count == 3
+    assert all((Path(logs.data_dir) / f"made-aside-{p}").is_dir() for p in range(3))
+    await admin.create_partitions("made-aside", 5)
+    assert logs.topics["made-aside"].saved.done() and logs.topics["made-aside"].partition_count == 5
+    assert [made for made in made_on if made[1] == "made-aside"] == [("create", "made-aside", False),
+                                                                     ("add", "made-aside", False)]
+    assert not any(on_loop for _what, _name, on_loop in made_on), made_on
+    for partition in range(5):
+        await poll_until(lambda p=partition: broker.leader_epoch("made-aside", p) == 0,
+                         message=f"made-aside-{partition} led here")

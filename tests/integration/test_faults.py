@@ -213,10 +213,13 @@ def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
 def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     """A partition of the network: the leader (the controller too) loses the other brokers (Raft, replication
     and gossip, both ways) while its clients still reach it. Whatever it was sent from then on it must not
-    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower."""
+    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower. A
+    transaction begun before the cut, its records on the cut-off leader, ends during it (committed or
+    aborted, within a bound): read_committed consumers see its records once if it committed, else never."""
     leader = cluster.controller()
     probed = topic_led_by(cluster, leader)  # written by requests to that broker only
-    with acked_workload(cluster, tmp_path, leader) as workload:
+    transacted = topic_led_by(cluster, leader, partitions=2)
+    with acked_workload(cluster, tmp_path, leader) as workload, transaction_spanning(cluster, transacted) as txn:
         probe = DirectProducer(cluster.brokers[leader].bootstrap, probed).start()
         try:
             wait_until(lambda: len(probe.acknowledged()) >= 5, 30, message="the probe's first acknowledgements")
@@ -225,6 +228,7 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
             asking = next(i for i in cluster.ids if i != leader)
             other_leader(cluster, workload.topic, leader, asking)
             workload.wait_for_acks(150, after=cut_at)
+            txn.end()
             wait_until(lambda: sum(1 for a in probe.attempts if a.sent_at > cut_at + CUT_GRACE) >= 10, 30,
                        message="ten produce requests to the cut-off leader")
         finally:
@@ -238,6 +242,122 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
     lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
     assert not lost, f"records the leader acknowledged before the cut are gone: {lost[:3]}"
+    txn.check(read_committed(cluster.bootstrap, transacted, 2))
+
+
+class SpanningTransaction:
+    """A transactional producer (confluent-kafka) with one transaction committed before the cut and one
+    begun before it (its records written to the leader about to be cut off) that is ended during the cut:
+    committed if the commit gets through, else aborted; either way within a bound, never left hanging."""
+
+    TIMEOUT = 45.0
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("spanning"),
+                                  "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
+                                  "request.timeout.ms": 5000, "socket.timeout.ms": 3000,
+                                  "reconnect.backoff.max.ms": 500})
+        self.committed: list[bytes] = []
+        self.pending: list[bytes] = []
+        self.outcome = ""
+
+    def _write(self, prefix: str) -> list[bytes]:
+        values = [f"{prefix}-{i}".encode() for i in range(20)]
+        self.producer.begin_transaction()
+        for i, value in enumerate(values):
+            self.producer.produce(self.topic, value, partition=i % 2)
+        assert self.producer.flush(30) == 0, f"the records of transaction {prefix} were not written"
+        return values
+
+    def start(self) -> SpanningTransaction:
+        self.producer.init_transactions(30)
+        values = self._write("before")
+        self.producer.commit_transaction(30)
+        self.committed = values
+        self.pending = self._write("spanning")
+        return self
+
+    def end(self) -> None:
+        """Commit the spanning transaction, retrying what Kafka calls retriable; abort it when the commit
+        cannot be completed. A fatal error (the producer fenced) leaves it to the coordinator's timeout,
+        which aborts it."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                self.producer.commit_transaction(max(deadline - time.monotonic(), 1))
+                self.outcome = "committed"
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal():
+                    self.outcome = "fenced"
+                    return
+                if error.txn_requires_abort():
+                    self.producer.abort_transaction(max(deadline - time.monotonic(), 1))
+                    self.outcome = "aborted"
+                    return
+                if not error.retriable():
+                    raise
+        raise AssertionError(f"the transaction begun before the cut neither committed nor aborted in {self.TIMEOUT} s")
+
+    def check(self, visible: list[bytes]) -> None:
+        """A read_committed consumer sees the committed transactions' records once each, nothing else."""
+        expected = self.committed + (self.pending if self.outcome == "committed" else [])
+        assert sorted(visible) == sorted(expected), (
+            f"the spanning transaction ended {self.outcome!r}; read_committed saw {len(visible)} records, "
+            f"expected {len(expected)}: extra {sorted(set(visible) - set(expected))[:5]}, "
+            f"missing {sorted(set(expected) - set(visible))[:5]}, twice {len(visible) - len(set(visible))}")
+
+
+@contextlib.contextmanager
+def transaction_spanning(cluster: FaultCluster, topic: str) -> Iterator[SpanningTransaction]:
+    txn = SpanningTransaction(cluster.bootstrap, topic).start()
+    try:
+        yield txn
+    finally:
+        txn.producer.flush(0)
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[bytes]:
+    """Every record a read_committed consumer reads, once no transaction is open any more: each partition's
+    last stable offset has reached its high watermark (a transaction ended while a broker was cut off may
+    still have markers to write, or be aborted by its timeout) and the consumer has reached it."""
+    import confluent_kafka
+    from confluent_kafka import Consumer, TopicPartition
+
+    def consumer(isolation: str) -> Consumer:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("committed"),
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+
+    committed, uncommitted = consumer("read_committed"), consumer("read_uncommitted")
+    values: list[bytes] = []
+    at_end: dict[int, int] = {}
+    try:
+        committed.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+
+        def settled() -> bool:
+            for message in committed.consume(100, timeout=0.5):
+                if message.error() is None:
+                    values.append(message.value())
+                elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    at_end[message.partition()] = message.offset()
+            for p in range(partitions):
+                stable = committed.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                high = uncommitted.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                if stable != high or at_end.get(p, -1) < high:
+                    return False
+            return True
+        wait_until(settled, timeout, interval=0, message=f"a read_committed consumer to reach the end of {topic}")
+    finally:
+        committed.close()
+        uncommitted.close()
+    return values
 
 
 def test_a_full_disk(cluster, tmp_path):

@@ -70,14 +70,16 @@ async def coordination_of(coordinator: TransactionCoordinator, transactional_id:
         await asyncio.sleep(0.01)
 
 
-def create(node: ClusterNode, name: str, assignments: list[list[int]], topic_id: str) -> None:
+async def create(node: ClusterNode, name: str, assignments: list[list[int]], topic_id: str) -> None:
+    """Create a topic as the metadata says, and wait until its local logs are made (on a thread of their own)."""
     apply(node, op="create_topic", name=name, topic_id=topic_id, partitions=len(assignments),
           replication_factor=len(assignments[0]), configs={"retention.ms": "60000"}, assignments=assignments)
+    await node.local_topic_settled(name)
 
 
 async def test_topics_are_created_led_reconfigured_and_deleted_as_the_metadata_says(node):
     broker = node.broker
-    create(node, "orders", [[ME], [OTHER]], "11" * 16)
+    await create(node, "orders", [[ME], [OTHER]], "11" * 16)
     local = broker.logs.topics["orders"]
     assert (local.topic_id, local.partition_count) == (bytes.fromhex("11" * 16), 2)
     assert local.config.retention_ms == 60000
@@ -88,10 +90,11 @@ async def test_topics_are_created_led_reconfigured_and_deleted_as_the_metadata_s
     apply(node, op="alter_configs", name="orders", replace=True, configs={"retention.ms": "5000"})
     assert broker.logs.topics["orders"].config.retention_ms == 5000
     apply(node, op="create_partitions", name="orders", count=3, assignments=[[ME]])
+    await node.local_topic_settled("orders")
     assert broker.logs.topics["orders"].partition_count == 3 and broker.leader_epoch("orders", 2) == 0
     apply(node, op="delete_topic", name="orders")
     assert "orders" not in broker.logs.topics
-    create(node, "orders", [[ME]], "22" * 16)  # the same name again, a new topic
+    await create(node, "orders", [[ME]], "22" * 16)  # the same name again, a new topic
     assert broker.logs.topics["orders"].topic_id == bytes.fromhex("22" * 16)
     assert node.partition_leader("orders", 0) == (ME, 0, [ME], [ME])
 
@@ -99,8 +102,8 @@ async def test_topics_are_created_led_reconfigured_and_deleted_as_the_metadata_s
 async def test_transaction_coordination_follows_the_leadership_of_the_state_partitions(node):
     broker = node.broker
     coordinator: TransactionCoordinator = broker.transactions
-    create(node, "orders", [[ME]], "11" * 16)
-    create(node, TRANSACTIONS_TOPIC, [[ME], [ME]], "33" * 16)
+    await create(node, "orders", [[ME]], "11" * 16)
+    await create(node, TRANSACTIONS_TOPIC, [[ME], [ME]], "33" * 16)
     await coordination_of(coordinator, "t", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)  # loaded: known to be unknown
     error, producer_id, epoch = await coordinator.init_producer_id("t", 10_000, -1, -1, ErrorCode.PRODUCER_FENCED)
     assert error == ErrorCode.NONE and producer_id >> 40 == ME  # from this broker's range

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from types import SimpleNamespace
 
 import pytest
+import structlog.testing
 from log_harness import BASE_TS, Clock, all_records, batch
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.files import TEMP_SUFFIX
-from broker.log.manager import LogManager
+from broker.log.manager import STRAY_SUFFIX, LogManager
 
 BROKER_DEFAULTS = {"retention.ms": 3_600_000, "segment.bytes": 1 << 20, "min.insync.replicas": 1}
 
@@ -285,6 +287,42 @@ def test_leftover_deleted_directories_are_removed_on_start(tmp_path):
     (data_dir / "0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
     LogManager(data_dir, {}).close()
     assert not os.path.exists(data_dir / "0123abcd-delete")
+
+
+def test_a_partition_directory_without_its_topic_file_is_set_aside_on_start(tmp_path):
+    """A crash after a topic's partition directories were made but before its topic file reached the disk
+    (the file is written on the metadata writer) leaves directories no topic names: they are renamed aside,
+    with what they hold, and a topic created later under that name starts empty."""
+    data_dir = tmp_path / "data"
+    logs = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock())
+    topic = logs.create_topic("orders", 2, {})
+    logs.get_log("orders", 1).append(batch(3, key=b"k"))
+    logs.add_partitions("orders", 3)
+    logs.close()
+    # the topic file as it was before CreatePartitions: orders-2 has no topic naming it, and no topic file
+    # names the directories of "lost" at all
+    (data_dir / "topics" / f"{topic.topic_id.hex()}.json").write_text(json.dumps(
+        {"name": "orders", "topic_id": topic.topic_id.hex(), "partitions": 2, "configs": {}}))
+    os.replace(data_dir / "orders-1", data_dir / "lost-0")
+
+    with structlog.testing.capture_logs() as logged:
+        reopened = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock())
+    try:
+        assert reopened.topics["orders"].partition_count == 2 and "lost" not in reopened.topics
+        names = sorted(os.listdir(data_dir))
+        strays = {name.split(".")[0]: name for name in names if name.endswith(STRAY_SUFFIX)}
+        assert sorted(strays) == ["lost-0", "orders-2"], names
+        assert "lost-0" not in names and "orders-2" not in names
+        assert (data_dir / strays["lost-0"] / "00000000000000000000.log").stat().st_size > 0
+        warned = [entry for entry in logged if entry["event"] == "partition directory of no topic set aside"]
+        assert sorted(entry["directory"] for entry in warned) == ["lost-0", "orders-2"]
+        assert sorted(entry["renamed_to"] for entry in warned) == sorted(strays.values())
+        reopened.create_topic("lost", 1, {})
+        assert reopened.get_log("lost", 0).log_end_offset == 0
+    finally:
+        reopened.close()
+    LogManager(data_dir, BROKER_DEFAULTS, clock=Clock()).close()  # a second start leaves the strays alone
+    assert sorted(name for name in os.listdir(data_dir) if name.endswith(STRAY_SUFFIX)) == sorted(strays.values())
 
 
 def test_add_partitions(tmp_path, manager):
