@@ -7,14 +7,19 @@ and the monitor's single-process evaluator on the same input.
 Steps, all on the same history (written once into --work, default a temporary directory):
 1. generate the history (SyntheticSpec: groups sharing topics, every behaviour, some disorder);
 2. for each master, a fresh process builds its SparkSession (JVM start-up timed apart) and runs
-   ``evaluate_history`` with every output written; the job time excludes the JVM start-up;
+   ``evaluate_history`` with every output written; the job time excludes the JVM start-up. Then the
+   time split: three more jobs writing to Spark's noop sink time the Parquet scan, the scan and the
+   shuffle by partition, and those plus every partition's evaluation; the rest of the job is the outputs.
+   The job's CPU seconds (driver, JVM and Python workers, from /proc) give rows per CPU second, a figure
+   that holds when other work shares the machine and the wall time does not;
 3. with ``--standalone-workers``, for each count N a Spark standalone cluster (a master and N one-core
    workers from the installed PySpark, on 127.0.0.1: tests/integration/spark_cluster.py) runs the same job
    through ``spark://``; rows/s per worker core show how the time falls with workers;
 4. in this process, the monitor's own path (StorageState + evaluate_group, ``inprocess``) and the
    replay core alone (what each Spark task runs), file by file: each file holds whole topics and the
    state is per partition, so this equals one pass over the whole history with bounded memory.
-Rates are input commits per second (and all history rows per second, broker samples included).
+Rates are input commits per second (and all history rows per second, broker samples included, in all and
+per local core).
 """
 
 from __future__ import annotations
@@ -80,17 +85,67 @@ def run_spark_worker(master: str, history: Path, output: Path, step: int, shuffl
                           conf={"spark.driver.memory": "4g"})
     spark.range(1).count()  # the JVM and a first Python worker are up
     startup_s = time.perf_counter() - started
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), tree_cpu_s(os.getpid())
     summary = evaluate_history(spark, history, output, ReplaySettings(), step_s=step)
     job_s = time.perf_counter() - started
+    job_cpu_s = tree_cpu_s(os.getpid()) - cpu_before
+    split = time_split(spark, history, step)
     spark.stop()
     return {
         "master": master,
         "startup_s": startup_s,
         "job_s": job_s,
+        "job_cpu_s": job_cpu_s,
         "partition_rows": summary.partition_rows,
         "group_rows": summary.group_rows,
+        **split,
     }
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of a process and all its descendants (the driver, Spark's JVM, the Python workers),
+    those that ended included: what the job cost whatever else the machine was running."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0.0) for pid in tree)
+
+
+def time_split(spark: object, history: Path, step: int) -> dict:
+    """Where the job's time goes, from three cumulative jobs that write nothing (Spark's noop sink):
+    the Parquet scan, the scan and the shuffle by partition, and those plus the evaluation of every
+    partition; the rest of the job is the outputs (the group aggregates, the lag report, the writes)."""
+    from pyspark.sql import functions as F
+
+    from burrowpy.pipeline.evaluate import partition_evaluations, read_history_frame
+
+    def timed(frame: object) -> float:
+        started = time.perf_counter()
+        frame.write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - started
+
+    events = read_history_frame(spark, history)
+    first_ms, last_ms = events.agg(F.min("timestamp"), F.max("timestamp")).first()
+    points = evaluation_points(first_ms, last_ms, step)
+    scan_s = timed(events)
+    shuffled_s = timed(events.repartition("cluster", "topic", "partition"))
+    evaluated_s = timed(partition_evaluations(events, points, ReplaySettings()))
+    return {"scan_s": scan_s, "shuffle_s": max(0.0, shuffled_s - scan_s),
+            "evaluation_s": max(0.0, evaluated_s - shuffled_s)}
 
 
 def local_cores(master: str) -> int:
@@ -214,12 +269,19 @@ def main() -> int:
         for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
             run = spark_run(master, work / "history", work / f"out-{index}", args.step)
             results.append(run)
+            cores = local_cores(master)
             print(
                 f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
                 f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
+                f"{stats['rows'] / run['job_s'] / cores:,.0f} rows/s per core, "
+                f"{run['job_cpu_s']:.1f} CPU s ({stats['rows'] / run['job_cpu_s']:,.0f} rows per CPU second), "
                 f"{run['partition_rows']:,} partition statuses; {load()} after",
                 flush=True,
             )
+            print(f"  split, from separate jobs: scan {run['scan_s']:.1f} s, shuffle {run['shuffle_s']:.1f} s, "
+                  f"evaluation {run['evaluation_s']:.1f} s, outputs (aggregates and writes) "
+                  f"{max(0.0, run['job_s'] - run['scan_s'] - run['shuffle_s'] - run['evaluation_s']):.1f} s",
+                  flush=True)
         if len(results) >= 2:
             by_cores = sorted(results, key=lambda r: local_cores(r["master"]))
             fewest, most = by_cores[0], by_cores[-1]

@@ -189,6 +189,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"burrowpy spark: {error}", file=sys.stderr)
         return 2
+    if args.spark_job == "evaluate":
+        from .evaluate import HistoryError, check_history_path
+
+        try:
+            check_history_path(args.input)  # before Spark starts: a wrong path costs no JVM
+        except HistoryError as error:
+            print(f"burrowpy spark evaluate: {error}", file=sys.stderr)
+            return 1
     from .session import build_session
 
     spark = build_session(

@@ -23,6 +23,7 @@ from typing import Any
 from burrowpy.evaluator.rules import GROUP_STATUS_OF_PARTITION
 from burrowpy.protocol import Status
 
+from .columnar import replay_columns
 from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT, KIND_RECORD
 from .replay import (
     ReplaySettings,
@@ -88,42 +89,56 @@ class EvaluationSummary:
 def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple, table: Any) -> Any:
     """``applyInArrow`` body: one (cluster, topic, partition)'s history rows -> its evaluations.
 
-    Arrow in and out: no pandas conversion on either side, which is a large part of the cost.
+    Arrow in and out. The columnar replay takes the histories it covers; any other partition is replayed
+    event by event through the storage rings (the definition both are tested against).
     """
     import pyarrow as pa
 
     cluster, topic, partition = (value.as_py() for value in key)
-    events = column_events(
-        *(table.column(name).to_pylist() for name in ("kind", "timestamp", "offset", "order", "group"))
-    )
-    groups, timestamps, statuses, lags, completes, lag_seconds = [], [], [], [], [], []
-    for evaluation in replay_partition(events, points_s, settings):
-        groups.append(evaluation.group)
-        timestamps.append(evaluation.timestamp)
-        statuses.append(evaluation.status.name)
-        lags.append(evaluation.current_lag)
-        completes.append(evaluation.complete)
-        lag_seconds.append(evaluation.lag_seconds)
-    rows = len(groups)
+    columns = replay_columns(table, points_s, settings)
+    if columns is None:
+        columns = event_replay_columns(table, points_s, settings)
+    rows = len(columns["group"])
     return pa.table(
         {
             "cluster": pa.array([cluster] * rows, pa.string()),
-            "group": pa.array(groups, pa.string()),
+            "group": pa.array(columns["group"], pa.string()),
             "topic": pa.array([topic] * rows, pa.string()),
             "partition": pa.array([partition] * rows, pa.int32()),
-            "timestamp": pa.array(timestamps, pa.int64()),
-            "status": pa.array(statuses, pa.string()),
-            "current_lag": pa.array(lags, pa.int64()),
-            "complete": pa.array(completes, pa.float64()),
-            "lag_seconds": pa.array(lag_seconds, pa.float64()),
+            "timestamp": pa.array(columns["timestamp"], pa.int64()),
+            "status": pa.array(columns["status"], pa.string()),
+            "current_lag": pa.array(columns["current_lag"], pa.int64()),
+            "complete": pa.array(columns["complete"], pa.float64()),
+            "lag_seconds": pa.array(columns["lag_seconds"], pa.float64(), from_pandas=True),  # NaN: none
         }
     )
 
 
-def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
-    path = Path(input_path)
-    if not path.is_dir() and "://" not in str(input_path):
+def event_replay_columns(table: Any, points_s: list[int], settings: ReplaySettings) -> dict[str, list]:
+    """The evaluations of ``replay_partition`` as the columns of ``replay_columns``."""
+    events = column_events(
+        *(table.column(name).to_pylist() for name in ("kind", "timestamp", "offset", "order", "group"))
+    )
+    columns: dict[str, list] = {name: [] for name in ("group", "timestamp", "status", "current_lag", "complete",
+                                                      "lag_seconds")}
+    for evaluation in replay_partition(events, points_s, settings):
+        columns["group"].append(evaluation.group)
+        columns["timestamp"].append(evaluation.timestamp)
+        columns["status"].append(evaluation.status.name)
+        columns["current_lag"].append(evaluation.current_lag)
+        columns["complete"].append(evaluation.complete)
+        columns["lag_seconds"].append(evaluation.lag_seconds)
+    return columns
+
+
+def check_history_path(input_path: str | os.PathLike) -> None:
+    """Refuse a local history directory that does not exist (URLs are Spark's to read)."""
+    if not Path(input_path).is_dir() and "://" not in str(input_path):
         raise HistoryError(f"history directory {input_path} does not exist")
+
+
+def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
+    check_history_path(input_path)
     return spark.read.schema(HISTORY_SPARK_SCHEMA).parquet(str(input_path))
 
 

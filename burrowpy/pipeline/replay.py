@@ -1,8 +1,10 @@
 """Replaying a history through the monitor's own storage ring and rules.
 
-This is the pure core of the batch job (no Spark, no IO). The Spark job runs ``replay_partition`` once
-per (cluster, topic, partition) inside ``applyInPandas``; ``replay_history`` runs the same replay over
-a whole history in one process, which is what the parity test and the benchmark compare Spark with.
+This is the pure core of the batch job (no Spark, no IO) and its definition. The Spark job runs, once per
+(cluster, topic, partition) inside ``applyInArrow``, the same replay as array operations
+(``columnar.replay_columns``, held equal to this by the parity tests) or, for histories that path does not
+cover, ``replay_partition``; ``replay_history`` runs this replay over a whole history in one process, which
+is what the parity test and the benchmark compare Spark with.
 
 Replay order. A history row does not say when the monitor received it, only the event's timestamp,
 so events are replayed in the order of their ``Event`` tuples: by timestamp, broker samples before commits with
