@@ -542,7 +542,6 @@ def check_after(cluster: FaultCluster, workload: AckedWorkload, scratch: Path) -
     return records
 
 
-
 def create_topic(cluster: FaultCluster, name: str, replicas: list[list[int]], **configs: str) -> None:
     """A topic with one partition per entry of ``replicas`` (the first of each its preferred leader),
     created through the controller; waits until every broker knows it with a leader."""

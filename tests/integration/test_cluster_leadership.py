@@ -160,8 +160,7 @@ def test_rolling_restart_under_load_loses_nothing_then_leadership_returns_to_pre
     assert not workload.errors, workload.errors[:5]
     assert all(code < 0 for code in workload.error_codes), workload.error_codes
     records = read_topic(cluster.bootstrap, "rolling", 3)
-    check_acknowledged(workload, records)
-    check_replicas_identical(cluster, "rolling", records, tmp_path / "copies")
+    check_acknowledged(workload, records, check_replicas_identical(cluster, "rolling", records, tmp_path / "copies"))
 
     # the last broker restarted led nothing when it came back; the controller gives it its partitions back
     def preferred_everywhere() -> bool:
