@@ -47,7 +47,13 @@ from broker.log.background import write_later, written
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import keep_private
 from broker.security import SecurityConfigError
-from broker.security.listeners import DEFAULT_PROTOCOL_MAP, Listener, ListenerError, parse_listeners
+from broker.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    ListenerError,
+    NoProtocolError,
+    parse_listeners,
+)
 from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
 
 log = structlog.get_logger("broker.config")
@@ -250,7 +256,7 @@ class DynamicBrokerConfigs:
                          if name.startswith(_NOT_AT_RUN_TIME) and not _changes_at_run_time(name))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"The listeners and these security settings cannot change at run time on this broker: "
+                             f"These security settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
@@ -271,17 +277,10 @@ class DynamicBrokerConfigs:
         those running keeping the port they were given where the setting asks for any (port 0); ListenerError
         names the setting at fault."""
         layers = self.layers if layers is None else layers
-
-        def setting(name: str, static: str) -> str:
-            for scope in (str(self.node_id), CLUSTER_DEFAULT):
-                if name in layers[scope]:
-                    return layers[scope][name]
-            return static
-
-        parsed = parse_listeners(setting("listeners", self.static["listeners"]),
-                                 setting("advertised.listeners", self.static["advertised.listeners"]),
-                                 setting("listener.security.protocol.map",
-                                         self.config.protocol_map or DEFAULT_PROTOCOL_MAP))
+        parsed = parse_listeners(self._setting(layers, "listeners", self.static["listeners"]),
+                                 self._setting(layers, "advertised.listeners", self.static["advertised.listeners"]),
+                                 self._setting(layers, "listener.security.protocol.map",
+                                               self.config.protocol_map or DEFAULT_PROTOCOL_MAP))
         running = {listener.name: listener for listener in self.config.listeners}
         resolved = []
         for listener in parsed:
@@ -293,12 +292,23 @@ class DynamicBrokerConfigs:
             resolved.append(listener)
         return resolved
 
+    def _setting(self, layers: Mapping[str, Mapping[str, str]], name: str, static: str) -> str:
+        for scope in (str(self.node_id), CLUSTER_DEFAULT):
+            if name in layers[scope]:
+                return layers[scope][name]
+        return static
+
     def _check_listeners(self, layers: Mapping[str, Mapping[str, str]]) -> list[Listener]:
         """The listeners ``layers`` would run, checked as Kafka checks a dynamic listener update: each has a
         security protocol, the inter-broker listener stays, a running one keeps its protocol; one added must
         be able to bind its port."""
         try:
             wanted = self.listeners(layers)
+        except NoProtocolError as exc:
+            given = self._setting(layers, "listeners", self.static["listeners"])
+            entries = ", ".join(entry.strip() for entry in given.split(",") if entry.strip())
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Error creating broker listeners from '[{entries}]': "
+                                                        f"No security protocol defined for listener {exc.listener}") from None
         except ListenerError as exc:
             raise _invalid_dynamic_configuration(f"{exc.key}: {exc}") from None
         names = {listener.name for listener in wanted}
@@ -312,7 +322,7 @@ class DynamicBrokerConfigs:
                 _check_bind(listener)
             elif before.protocol != listener.protocol:
                 raise _invalid_dynamic_configuration(
-                    f"Security protocol cannot be updated for existing listener {listener.name}")
+                    f"Security protocol cannot be updated for existing listener ListenerName({listener.name})")
             elif (before.host, before.port) != (listener.host, listener.port):
                 # Kafka would keep the old socket without a word; a listener moves by being removed, then added
                 raise _invalid_dynamic_configuration(

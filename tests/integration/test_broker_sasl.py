@@ -320,11 +320,11 @@ def test_bad_listener_changes_are_refused_and_the_listeners_keep_running(broker)
                 ({"listeners": f"{running_listeners(broker)},SSL://127.0.0.1:{busy}"},
                  f"Socket server failed to bind to 127.0.0.1:{busy}"),
                 ({"listeners": f"{running_listeners(broker)},EXTRA://127.0.0.1:{port}"},
-                 "listener EXTRA has no security protocol"),
+                 "No security protocol defined for listener EXTRA"),
                 ({"listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.sasl_port}"},
                  "Advertised listener must be specified for inter-broker listener PLAINTEXT"),
                 ({"listener.security.protocol.map": "PLAINTEXT:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"},
-                 "Security protocol cannot be updated for existing listener PLAINTEXT")):
+                 "Security protocol cannot be updated for existing listener ListenerName(PLAINTEXT)")):
             code, error = alter_broker_configs(broker.process.bootstrap, configs)
             assert code == INVALID_REQUEST and message in (error or ""), (configs, error)
     assert alter_broker_configs(broker.process.bootstrap, {"listeners": f"{running_listeners(broker)},SSL://127.0.0.1:"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cluster_harness import BrokerCluster
-from harness import BrokerProcess, wait_until
+from harness import BrokerProcess, free_port, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
@@ -122,20 +122,37 @@ def settable(bootstrap: str, values: dict[str, str]) -> dict[tuple[str, str], tu
 
 def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
     """The same configs may change dynamically, at the same scopes, refused in the same words otherwise (the
-    TLS and SASL settings among them); apart from the listeners and the principal builder, which this broker
-    cannot change while it runs (Kafka takes them for one broker), and broker 1's min.insync.replicas, which
-    Kafka 4 holds fixed for its eligible leader replicas."""
+    TLS and SASL settings among them); apart from the principal builder, which this broker cannot change while
+    it runs (Kafka takes it for one broker), broker 1's min.insync.replicas, which Kafka 4 holds fixed for its
+    eligible leader replicas, and Kafka's default listeners and map, which leave out its controller's listener."""
     defaults = {name: default for name, (default, *_) in KAFKA_BROKER_CONFIGS.items() if default is not None}
     ours, kafkas = settable(broker.bootstrap, defaults), settable(kafka.bootstrap, defaults)
     assert len(kafkas) > 500
     differing = {key for key in kafkas if ours[key] != kafkas[key]}
     assert {name for _, name in differing} <= {"min.insync.replicas", "listeners", "listener.security.protocol.map",
                                                "principal.builder.class"}
-    assert all(ours[key][1].startswith("The listeners and these security settings cannot change at run time")
-               for key in differing if key != ("1", "min.insync.replicas"))
+    assert ours[("1", "principal.builder.class")][1].startswith("These security settings cannot change at run time")
+    # Kafka's node is also its KRaft controller: a listener set without its CONTROLLER listener is refused for that
+    assert all("CONTROLLER" in kafkas[("1", name)][1].upper() for name in ("listeners", "listener.security.protocol.map"))
     accepted = {name for (scope, name), (code, _) in ours.items() if code == 0 and scope == "1"}
     assert {"message.max.bytes", "log.retention.bytes", "log.cleaner.threads", "num.io.threads"} <= accepted
     assert "num.partitions" not in accepted
+
+
+def test_listener_refusals_are_kafkas(broker, kafka):
+    """A listener added without a security protocol, or a running listener's protocol changed: refused in
+    Kafka's words, each naming that broker's own listeners."""
+    for server, others in ((broker, ""), (kafka, ",CONTROLLER:PLAINTEXT")):
+        running = describe(server.bootstrap, BROKER, "1", ["listeners"])["listeners"]["value"]
+        entries = ", ".join(part.strip() for part in running.split(","))
+        extra = f"EXTRA://127.0.0.1:{free_port()}"
+        assert alter(server.bootstrap, "1", ("listeners", SET, f"{running},{extra}")) == (
+            42, f"Error creating broker listeners from '[{entries}, {extra}]': No security protocol defined for "
+                "listener EXTRA")
+        assert alter(server.bootstrap, "1", ("listener.security.protocol.map", SET, f"PLAINTEXT:SSL{others}")) == (
+            42, "Invalid value org.apache.kafka.common.config.ConfigException: Security protocol cannot be updated for "
+                "existing listener ListenerName(PLAINTEXT) for configuration Invalid dynamic configuration")
+        assert describe(server.bootstrap, BROKER, "1", ["listeners"])["listeners"]["value"] == running
 
 
 def test_kerberos_settings_are_taken_and_described_as_kafka_does(broker, kafka):

@@ -188,11 +188,11 @@ def test_listeners_are_checked_as_kafka_checks_them(tmp_path):
     dynamic = DynamicBrokerConfigs(config(tmp_path, LISTENING), persist=False)
     running = list(dynamic.config.listeners)
     for updates, message in (
-            ({"listeners": "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"}, "listener EXTRA has no security protocol"),
+            ({"listeners": "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"}, "No security protocol defined for listener EXTRA"),
             ({"listeners": "EXTRA://127.0.0.1:0", "listener.security.protocol.map": "EXTRA:PLAINTEXT"},
              "Advertised listener must be specified for inter-broker listener PLAINTEXT"),
             ({"listener.security.protocol.map": "PLAINTEXT:SSL"},
-             "Security protocol cannot be updated for existing listener PLAINTEXT"),
+             r"Security protocol cannot be updated for existing listener ListenerName\(PLAINTEXT\)"),
             ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "address of existing listener PLAINTEXT cannot be updated")):
         with pytest.raises(KafkaError, match=message) as err:
             dynamic.prepare("7", updates, replace=False)
