@@ -293,6 +293,7 @@ class Broker:
         """Each listener's TLS context and SASL settings as the dynamic configs left them (KIP-226); listeners
         added start serving and removed ones stop, closing their connections (Kafka's dynamic listeners)."""
         wanted = {listener.name: listener for listener in self.config.listeners}
+        endpoints = dict(self.endpoints)
         removed = [server for server in self.servers if server.listener not in wanted]
         added = [listener for name, listener in wanted.items() if all(s.listener != name for s in self.servers)]
         for server in removed:
@@ -305,6 +306,8 @@ class Broker:
         if removed or added:
             previous = self._listener_changes
             self._listener_changes = asyncio.create_task(self._change_listeners(previous, removed, added))
+        elif self.endpoints != endpoints and self.cluster is not None:
+            self.cluster.endpoints_changed()
 
     async def _change_listeners(self, previous: asyncio.Task | None, removed: list[KafkaServer],
                                 added: list[Listener]) -> None:
@@ -323,6 +326,8 @@ class Broker:
                 continue
             log.info("listener added", listener=listener.name, port=self.endpoints[listener.name][1])
         self.server = self.servers[0]
+        if self.cluster is not None:
+            self.cluster.endpoints_changed()
 
     async def listeners_changed(self) -> None:
         """Returns once the listeners added or removed by the last dynamic config change serve or are closed."""

@@ -322,6 +322,26 @@ def test_defaults_change_behaviour_and_survive_a_restart(tmp_path):
         server.stop()
 
 
+def brokers_told(bootstrap: str) -> list[tuple[int, str, int]]:
+    """The brokers a Metadata request on that address is told of."""
+    answer = asyncio.run(_request(bootstrap, ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False}, 12))
+    return sorted((b["node_id"], b["host"], b["port"]) for b in answer["brokers"])
+
+
+def listeners_follow_in_the_metadata(cluster: BrokerCluster) -> None:
+    """Broker 3 given a second listener and another advertised host at run time: it serves on the new one, and
+    its registration in the cluster's metadata follows, so that broker 1 tells clients the new address."""
+    port, extra = cluster.brokers[3].port, free_port()
+    assert alter(cluster.brokers[3].bootstrap, "3",
+                 ("listeners", SET, f"PLAINTEXT://127.0.0.1:{port},EXTRA://127.0.0.1:{extra}"),
+                 ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT"),
+                 ("advertised.listeners", SET, f"PLAINTEXT://localhost:{port}")) == (0, None)
+    wait_until(lambda: (3, "localhost", port) in brokers_told(cluster.brokers[1].bootstrap), 30,
+               message="broker 1 to tell clients broker 3's new advertised address")
+    wait_until(lambda: brokers_told(f"127.0.0.1:{extra}") == [(3, "127.0.0.1", extra)], 30,
+               message="the new listener's clients to be told of the brokers that have it")
+
+
 def test_a_cluster_shares_its_dynamic_defaults_through_the_metadata(tmp_path):
     cluster = BrokerCluster(tmp_path / "cluster")
     try:
@@ -336,6 +356,7 @@ def test_a_cluster_shares_its_dynamic_defaults_through_the_metadata(tmp_path):
 
         wait_until(lambda: [retention(n) for n in (1, 2, 3)] == [("3600000", 3), ("3600000", 3), ("7200000", 2)],
                    30, message="every broker to follow the cluster default, broker 3 its own")
+        listeners_follow_in_the_metadata(cluster)
         cluster.kill(1)
         cluster.restart(1)
         cluster.wait_healthy()
