@@ -267,7 +267,9 @@ class DynamicBrokerConfigs:
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
         wanted_layers = {**self.layers, scope: dict(layer)}
-        listeners = self._check_listeners(wanted_layers) if any(name in _LISTENER_SET for name in updates) else None
+        # AlterConfigs replaces the whole layer: listener settings it leaves out change too
+        changed = any(layer.get(name) != self.layers[scope].get(name) for name in _LISTENER_SET)
+        listeners = self._check_listeners(wanted_layers) if changed else None
         self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates),
                              listeners=listeners)
         return layer
