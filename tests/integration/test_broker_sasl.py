@@ -333,3 +333,17 @@ def test_bad_listener_changes_are_refused_and_the_listeners_keep_running(broker)
     described = describe_broker_configs(broker.process.bootstrap)
     assert (described["listeners"]["value"], described["listeners"]["config_source"]) == (running_listeners(broker), 4)
     produce_and_count(broker.librdkafka())
+
+
+def test_a_tls_listener_added_serves_with_the_brokers_keystore(broker):
+    """An SSL listener added with IncrementalAlterConfigs builds its TLS context from the broker's ssl.*
+    settings: a client that trusts the broker's CA completes the handshake and is served; removed, it is gone."""
+    port = free_port()
+    assert alter_broker_configs(broker.process.bootstrap, {
+        "listeners": f"{running_listeners(broker)},SSL://127.0.0.1:{port}"}) == (0, None)
+    trusting = ssl.create_default_context(cafile=str(broker.ca.path))
+    with wire(port) as raw, trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert call(tls, ApiKey.METADATA, 1, {"topics": None})["brokers"] == [
+            {"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None}]
+    assert alter_broker_configs(broker.process.bootstrap, {"listeners": None}) == (0, None)
+    assert refuses_connections(port)
