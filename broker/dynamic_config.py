@@ -10,7 +10,9 @@ default (log.retention.ms, message.max.bytes, the log cleaner's ratios and lags,
 that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass and the
 cleaner's dedupe buffer, io buffer and throttle shape it. Those that
 tune Kafka's own machinery (threads, buffers, quotas) are kept and described like the YAML's, and named in
-a warning: nothing here uses them.
+a warning: nothing here uses them. A broker's listeners (``listeners``, ``advertised.listeners``,
+``listener.security.protocol.map``) change with Kafka's dynamic listener checks: the broker starts the
+listeners added and stops those removed (its ``on_change``), and a cluster's registration follows.
 
 A single node keeps the layers in ``dynamic-broker-configs.json`` in its data directory; a cluster keeps
 them in its replicated metadata, so every broker sees the same cluster default after any restart, and each

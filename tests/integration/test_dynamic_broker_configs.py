@@ -311,9 +311,15 @@ def test_defaults_change_behaviour_and_survive_a_restart(tmp_path):
         # the day-old segments are past the new one-hour retention and go; the active one stays
         wait_until(lambda: asyncio.run(earliest_offset(server.bootstrap, "follows-defaults")) >= 8, 30,
                    message="retention to follow the dynamic log.retention.ms")
+        # a listener added at run time is listened on again after the restart
+        extra = free_port()
+        assert alter(server.bootstrap, "1", ("listeners", SET, f"PLAINTEXT://{server.bootstrap},EXTRA://127.0.0.1:"
+                                                               f"{extra}"),
+                     ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT")) == (0, None)
 
         server.stop()
         server.start()
+        assert brokers_told(f"127.0.0.1:{extra}") == [(1, "127.0.0.1", extra)]
         described = describe(server.bootstrap, TOPIC, "follows-defaults", ["max.message.bytes", "retention.ms"])
         assert {n: (c["value"], c["config_source"]) for n, c in described.items()} == {
             "max.message.bytes": ("2000", 3), "retention.ms": ("3600000", 3)}
