@@ -15,7 +15,8 @@ import os
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -160,6 +161,7 @@ class Broker:
         self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
+        self._listener_changes: asyncio.Task | None = None  # listeners being started and stopped (dynamic configs)
         # shared by all listeners: Kafka's broker-wide max.connections and queued.max.request.bytes
         self.connection_quotas = ConnectionQuotas(
             lambda key: self.config[key],
@@ -242,19 +244,13 @@ class Broker:
             self.inter_broker_key = derive_key(cluster_config.secret, "inter-broker")
             self.replica_manager = self.cluster.replicas
             self.topic_admin = ClusterTopicAdmin(self.cluster)
-        listeners: Sequence[Listener | None] = self.config.listeners or [None]
-        for listener in listeners:
-            server = KafkaServer(self, listener.host if listener else self.config.host,
-                                 listener.port if listener else self.config.port,
-                                 self.config["socket.request.max.bytes"],
-                                 ssl_context=self.config.ssl_contexts.get(listener.name) if listener else None,
-                                 listener=listener.name if listener else "PLAINTEXT",
-                                 sasl=self.config.sasl_settings.get(listener.name) if listener else None)
-            self.servers.append(server)
-            await server.start()
-            if listener is not None:
-                # A listener on port 0 (tests) is advertised with the port it got.
-                self.endpoints[listener.name] = (listener.advertised_host, listener.advertised_port or server.port)
+        if self.config.listeners:
+            for listener in list(self.config.listeners):
+                await self._start_listener(listener)
+        else:
+            self.servers.append(KafkaServer(self, self.config.host, self.config.port,
+                                            self.config["socket.request.max.bytes"]))
+            await self.servers[0].start()
         self.server = self.servers[0]
         self.dynamic_configs.on_change.append(self._reconfigure_listeners)
         if self.config.port == 0:
@@ -291,10 +287,62 @@ class Broker:
 
         return ClusterConfig.from_section(self.config.cluster, self.node_id)
 
+    async def _start_listener(self, listener: Listener) -> None:
+        server = KafkaServer(self, listener.host, listener.port, self.config["socket.request.max.bytes"],
+                             ssl_context=self.config.ssl_contexts.get(listener.name), listener=listener.name,
+                             sasl=self.config.sasl_settings.get(listener.name))
+        await server.start()
+        self.servers.append(server)
+        if listener.port == 0:
+            # a listener on port 0 (tests) keeps the port it got, and is advertised with it
+            self.config.listeners = [replace(x, port=server.port) if x.name == listener.name else x
+                                     for x in self.config.listeners]
+        self.endpoints[listener.name] = (listener.advertised_host, listener.advertised_port or server.port)
+
     def _reconfigure_listeners(self) -> None:
-        """Each listener's TLS context and SASL settings as the dynamic configs left them (KIP-226)."""
+        """Each listener's TLS context and SASL settings as the dynamic configs left them (KIP-226); listeners
+        added start serving and removed ones stop, closing their connections (Kafka's dynamic listeners)."""
+        wanted = {listener.name: listener for listener in self.config.listeners}
+        endpoints = dict(self.endpoints)
+        removed = [server for server in self.servers if server.listener not in wanted]
+        added = [listener for name, listener in wanted.items() if all(s.listener != name for s in self.servers)]
+        for server in removed:
+            self.servers.remove(server)
+            self.endpoints.pop(server.listener, None)
         for server in self.servers:
+            listener = wanted[server.listener]
+            self.endpoints[server.listener] = (listener.advertised_host, listener.advertised_port or server.port)
             server.reconfigure(self.config.ssl_contexts.get(server.listener), self.config.sasl_settings.get(server.listener))
+        if removed or added:
+            previous = self._listener_changes
+            self._listener_changes = asyncio.create_task(self._change_listeners(previous, removed, added))
+        elif self.endpoints != endpoints and self.cluster is not None:
+            self.cluster.endpoints_changed()
+
+    async def _change_listeners(self, previous: asyncio.Task | None, removed: list[KafkaServer],
+                                added: list[Listener]) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        for server in removed:
+            await server.stop()
+            log.info("listener removed", listener=server.listener, port=server.port)
+        for listener in added:
+            try:
+                await self._start_listener(listener)
+            except OSError as exc:
+                # checked free when the change was accepted; taken since
+                log.error("listener added but it cannot listen", listener=listener.name, host=listener.host,
+                          port=listener.port, error=str(exc))
+                continue
+            log.info("listener added", listener=listener.name, port=self.endpoints[listener.name][1])
+        self.server = self.servers[0]
+        if self.cluster is not None:
+            self.cluster.endpoints_changed()
+
+    async def listeners_changed(self) -> None:
+        """Returns once the listeners added or removed by the last dynamic config change serve or are closed."""
+        if self._listener_changes is not None:
+            await asyncio.gather(self._listener_changes, return_exceptions=True)
 
     async def stop(self) -> None:
         if self.cluster is not None:
@@ -303,6 +351,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.listeners_changed()
         for server in self.servers:
             await server.stop()
         if self.metrics_server is not None:
@@ -597,6 +646,7 @@ class LocalTopicAdmin:
         assert self.broker.dynamic_configs is not None
         self.broker.dynamic_configs.update(scope, layer)
         await wait_durable(self.broker.dynamic_configs.saved, "dynamic broker configs")
+        await self.broker.listeners_changed()
 
     async def alter_client_quotas(self, changes: list[Change]) -> None:
         """Apply AlterClientQuotas' changes, kept in the data dir before the answer."""

@@ -409,6 +409,7 @@ class BrokerConfig:
     # accepted so that a server.properties works unchanged, and named in a warning at start-up
     inert: dict[str, Any] = field(default_factory=dict)
     listeners: list[Listener] = field(default_factory=list)  # the first one is `host`/`port` above
+    protocol_map: str = ""  # listener.security.protocol.map as the file gave it ("": Kafka's default)
     ssl_contexts: dict[str, Any] = field(default_factory=dict)  # listener name -> ssl.SSLContext
     sasl_settings: dict[str, Any] = field(default_factory=dict)  # listener name -> security.sasl.SaslSettings
     # the TLS and SASL settings the file gave (ssl.*, sasl.*, listener.name.<l>.*), as given: what the dynamic
@@ -569,7 +570,8 @@ class BrokerConfig:
                    inert={key: raw[key] for key in raw if key not in BROKER_KEYS and key not in _SYNONYM_KEYS and not (
                        is_honoured_security_key(key) and (ssl_contexts if is_tls_key(key) else sasl_settings if is_sasl_key(key)
                                            else True)) and not (key in AUTHORIZER_KEYS and authorizer)},
-                   listeners=listeners, ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
+                   listeners=listeners, protocol_map=str(raw.get("listener.security.protocol.map") or ""),
+                   ssl_contexts=ssl_contexts, sasl_settings=sasl_settings,
                    security_settings={key: raw[key] for key in raw if is_tls_key(key) or is_sasl_key(key)},
                    authorizer=bool(authorizer), super_users=super_users,
                    allow_everyone_if_no_acl_found=allow_everyone, inter_broker_listener=inter_broker.name,

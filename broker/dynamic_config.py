@@ -10,7 +10,9 @@ default (log.retention.ms, message.max.bytes, the log cleaner's ratios and lags,
 that has no override of its own at once; log.cleaner.backoff.ms paces the next compaction pass and the
 cleaner's dedupe buffer, io buffer and throttle shape it. Those that
 tune Kafka's own machinery (threads, buffers, quotas) are kept and described like the YAML's, and named in
-a warning: nothing here uses them.
+a warning: nothing here uses them. A broker's listeners (``listeners``, ``advertised.listeners``,
+``listener.security.protocol.map``) change with Kafka's dynamic listener checks: the broker starts the
+listeners added and stops those removed (its ``on_change``), and a cluster's registration follows.
 
 A single node keeps the layers in ``dynamic-broker-configs.json`` in its data directory; a cluster keeps
 them in its replicated metadata, so every broker sees the same cluster default after any restart, and each
@@ -24,6 +26,7 @@ import contextlib
 import json
 import math
 import os
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,6 +49,13 @@ from broker.log.background import write_later, written
 from broker.log.config import InvalidConfigValue, parse_configs
 from broker.log.files import keep_private
 from broker.security import SecurityConfigError
+from broker.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    ListenerError,
+    NoProtocolError,
+    parse_listeners,
+)
 from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
 
 log = structlog.get_logger("broker.config")
@@ -89,14 +99,16 @@ _REQUIREMENTS = {"log.roll.ms": 1, "log.roll.jitter.ms": 0}
 # Kafka lets these change only per listener (listener.name.<listener>.ssl.keystore...), on one broker.
 _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
 # and these only on one broker, never at the cluster default.
-_PER_BROKER_ONLY = ("listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
+_PER_BROKER_ONLY = ("listeners", "advertised.listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
                     "ssl.", "sasl.")
 # The replication rate limits kafka-reassign-partitions --throttle sets; a deletion (--verify clears them) is fine.
 REPLICATION_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 NO_THROTTLE = 2**63 - 1  # their default: Long.MAX_VALUE bytes a second
-# Listener and security settings this broker cannot change while it runs (TLS and SASL settings can: they are
-# let through before this check).
-_NOT_AT_RUN_TIME = ("listeners", "listener.security.protocol.map", *SECURITY_PREFIXES)
+# Security settings this broker cannot change while it runs (TLS and SASL settings can: they are let through
+# before this check).
+_NOT_AT_RUN_TIME = SECURITY_PREFIXES
+# The listener set: which sockets serve, with which protocol, told to clients as which address
+_LISTENER_SET = ("listeners", "advertised.listeners", "listener.security.protocol.map")
 _LISTENER_PREFIX = "listener.name."
 # Store files read again when an alter names them, though their names did not change
 _RELOADABLE_FILES = ("ssl.keystore.location", "ssl.truststore.location")
@@ -119,7 +131,11 @@ def kafka_definition(name: str) -> tuple[str | None, int, bool, bool] | None:
 
 
 def is_dynamic(name: str) -> bool:
-    """Whether Kafka 4.4 lets ``name`` change at run time (custom names, unknown to Kafka, are kept)."""
+    """Whether Kafka 4.4 lets ``name`` change at run time (custom names, unknown to Kafka, are kept). A KRaft
+    Kafka keeps advertised.listeners read-only because its controllers hold the registration; here a broker's
+    registration follows its listeners (as a ZooKeeper-mode Kafka's did), so it changes with them."""
+    if name == "advertised.listeners":
+        return True
     known = kafka_definition(name)
     return known is None or not known[2]
 
@@ -144,6 +160,7 @@ class DynamicBrokerConfigs:
         self._security_running: dict[str, Any] | None = self.security_settings()
         self._running_stamps = _store_stamps(self._security_running)
         self._running_certificates = _certificates(self.config.listeners, self._security_running)
+        self._secured_listeners = _shape(self.config.listeners)
         if self._path is not None and self._path.exists():
             keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
@@ -244,7 +261,7 @@ class DynamicBrokerConfigs:
                          if name.startswith(_NOT_AT_RUN_TIME) and not _changes_at_run_time(name))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"The listeners and these security settings cannot change at run time on this broker: "
+                             f"These security settings cannot change at run time on this broker: "
                              f"[{', '.join(refused)}]")
         layer = {} if replace else dict(self.layers[scope])
         for name, value in updates.items():
@@ -260,8 +277,71 @@ class DynamicBrokerConfigs:
                                      "ignoring it (reassign without --throttle)")
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
-        self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates))
+        wanted_layers = {**self.layers, scope: dict(layer)}
+        # AlterConfigs replaces the whole layer: listener settings it leaves out change too
+        changed = any(layer.get(name) != self.layers[scope].get(name) for name in _LISTENER_SET)
+        listeners = self._check_listeners(wanted_layers) if changed else None
+        self._check_security(scope, layer, reload=any(base_name(name) in _RELOADABLE_FILES for name in updates),
+                             listeners=listeners)
         return layer
+
+    def listeners(self, layers: Mapping[str, Mapping[str, str]] | None = None) -> list[Listener]:
+        """The listeners the dynamic layers (``layers``: as they would be after a change) give over the file's,
+        those running keeping the port they were given where the setting asks for any (port 0); ListenerError
+        names the setting at fault."""
+        layers = self.layers if layers is None else layers
+        parsed = parse_listeners(self._setting(layers, "listeners", self.static["listeners"]),
+                                 self._setting(layers, "advertised.listeners", self.static["advertised.listeners"]),
+                                 self._setting(layers, "listener.security.protocol.map",
+                                               self.config.protocol_map or DEFAULT_PROTOCOL_MAP))
+        running = {listener.name: listener for listener in self.config.listeners}
+        resolved = []
+        for listener in parsed:
+            before = running.get(listener.name)
+            if before is not None and listener.port == 0 and (listener.host, listener.protocol) == (
+                    before.host, before.protocol):
+                listener = Listener(listener.name, listener.protocol, listener.host, before.port,
+                                    listener.advertised_host, listener.advertised_port or before.advertised_port)
+            resolved.append(listener)
+        return resolved
+
+    def _setting(self, layers: Mapping[str, Mapping[str, str]], name: str, static: str) -> str:
+        for scope in (str(self.node_id), CLUSTER_DEFAULT):
+            if name in layers[scope]:
+                return layers[scope][name]
+        return static
+
+    def _check_listeners(self, layers: Mapping[str, Mapping[str, str]]) -> list[Listener]:
+        """The listeners ``layers`` would run, checked as Kafka checks a dynamic listener update: each has a
+        security protocol, the inter-broker listener stays, a running one keeps its protocol; one added must
+        be able to bind its port."""
+        try:
+            wanted = self.listeners(layers)
+        except NoProtocolError as exc:
+            given = self._setting(layers, "listeners", self.static["listeners"])
+            entries = ", ".join(entry.strip() for entry in given.split(",") if entry.strip())
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Error creating broker listeners from '[{entries}]': "
+                                                        f"No security protocol defined for listener {exc.listener}") from None
+        except ListenerError as exc:
+            raise _invalid_dynamic_configuration(f"{exc.key}: {exc}") from None
+        names = {listener.name for listener in wanted}
+        if self.config.inter_broker_listener not in names:
+            raise _invalid_dynamic_configuration("Advertised listener must be specified for inter-broker listener "
+                                                 f"{self.config.inter_broker_listener}")
+        running = {listener.name: listener for listener in self.config.listeners}
+        for listener in wanted:
+            before = running.get(listener.name)
+            if before is None:
+                _check_bind(listener)
+            elif before.protocol != listener.protocol:
+                raise _invalid_dynamic_configuration(
+                    f"Security protocol cannot be updated for existing listener ListenerName({listener.name})")
+            elif (before.host, before.port) != (listener.host, listener.port):
+                # Kafka would keep the old socket without a word; a listener moves by being removed, then added
+                raise _invalid_dynamic_configuration(
+                    f"The address of existing listener {listener.name} cannot be updated: remove the listener, "
+                    "then add it with the new address")
+        return wanted
 
     def security_settings(self, layers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
         """The TLS and SASL settings listeners are built from: the file's, then the cluster default's, then
@@ -273,19 +353,23 @@ class DynamicBrokerConfigs:
                           if is_tls_key(name) or is_sasl_key(name) or _changes_at_run_time(name))
         return merged
 
-    def _check_security(self, scope: str, layer: Mapping[str, str], *, reload: bool) -> None:
+    def _check_security(self, scope: str, layer: Mapping[str, str], *, reload: bool,
+                        listeners: list[Listener] | None = None) -> None:
         """Each listener built as ``layer`` would have it, before anything changes (Kafka's order): a keystore
         that does not load, a key that does not match its certificate, a certificate with another subject or
         fewer alternative names (ssl.allow.dn.changes, ssl.allow.san.changes), a JAAS line that does not
         read is refused and the listeners keep what they run with. ``reload``: the request names a store file,
-        which is read again if it was renewed in place (Kafka's rule)."""
+        which is read again if it was renewed in place (Kafka's rule). ``listeners``: the listeners after the
+        change, when it changes them."""
         running = self.security_settings()
         wanted = self.security_settings({**self.layers, scope: dict(layer)})
-        if wanted == running and not (reload and _store_stamps(wanted) != self._running_stamps):
+        listeners = self.config.listeners if listeners is None else listeners
+        if (wanted == running and _shape(listeners) == self._secured_listeners
+                and not (reload and _store_stamps(wanted) != self._running_stamps)):
             return
         try:
-            listener_security(self.config.listeners, wanted)
-            for listener in self.config.listeners:
+            listener_security(listeners, wanted)
+            for listener in listeners:
                 if listener.uses_tls:
                     check_certificate_change(self._running_certificates.get(listener.name),
                                              listener_lookup(listener.name, wanted))
@@ -351,10 +435,25 @@ class DynamicBrokerConfigs:
         for name, (kind, _) in BROKER_KEYS.items():
             raw = self.value(name) if is_dynamic(name) and name in KAFKA_BROKER_CONFIGS else self.static[name]
             settings[name] = _as_kind(kind, raw)
+        self._apply_listeners()
         self._apply_security()
         for callback in self.on_change:
             callback()
 
+
+    def _apply_listeners(self) -> None:
+        """The listener set the layers give, for the broker to start and stop sockets by (its ``on_change``).
+        Layers that no longer make a valid set (a cluster's metadata written by a broker with other files) are
+        named and the running listeners kept."""
+        try:
+            wanted = self.listeners()
+        except ListenerError as exc:
+            log.error("the dynamic listener settings do not make listeners: the running ones are kept",
+                      key=exc.key, problem=str(exc))
+            return
+        if wanted != self.config.listeners:
+            log.info("listeners changed", listeners=[f"{x.name}://{x.host}:{x.port}" for x in wanted])
+            self.config.listeners = wanted
 
     def _apply_security(self) -> None:
         """The listeners' TLS contexts and SASL settings built again where their settings changed: new
@@ -362,7 +461,7 @@ class DynamicBrokerConfigs:
         Settings checked by :meth:`prepare` build; ones that no longer do (a keystore file removed since, a
         cluster's metadata from a broker with other files) are named and the running ones kept."""
         wanted = self.security_settings()
-        if wanted == self._security_running:
+        if wanted == self._security_running and _shape(self.config.listeners) == self._secured_listeners:
             return
         try:
             ssl_contexts, sasl_settings = listener_security(self.config.listeners, wanted)
@@ -370,8 +469,12 @@ class DynamicBrokerConfigs:
             log.error("listener security settings do not build: the listeners keep the running ones",
                       key=exc.key, problem=str(exc))
             return
+        # a listener removed takes its context with it
+        self.config.ssl_contexts.clear()
         self.config.ssl_contexts.update(ssl_contexts)
+        self.config.sasl_settings.clear()
         self.config.sasl_settings.update(sasl_settings)
+        self._secured_listeners = _shape(self.config.listeners)
         self._security_running = wanted
         self._running_stamps = _store_stamps(wanted)
         self._running_certificates = _certificates(self.config.listeners, wanted)
@@ -386,6 +489,25 @@ class DynamicBrokerConfigs:
         if named and _store_stamps(self.security_settings()) != self._running_stamps:
             self._security_running = None
             self._apply()
+
+
+def _shape(listeners: list[Listener]) -> list[tuple[str, str]]:
+    """What a listener's security is built for: its name and protocol."""
+    return [(listener.name, listener.protocol) for listener in listeners]
+
+
+def _check_bind(listener: Listener) -> None:
+    """Whether a listener added at run time can have its address, refused in Kafka's words if not."""
+    try:
+        infos = socket.getaddrinfo(listener.host or None, listener.port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(address)
+    except OSError as exc:
+        raise _invalid_dynamic_configuration(f"Socket server failed to bind to {listener.host}:{listener.port}: "
+                                             f"{exc.strerror or exc}.") from None
 
 
 def _store_stamps(settings: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:

@@ -336,6 +336,13 @@ class SwimMembership:
         hello = {"t": "sync", "from": self.name, "reply": True, "members": [self._self_alive()]}
         return [(seed, hello) for seed in self.seeds if seed != self.address]
 
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        """What the others know this member by changed: announced alive again under a higher incarnation, which
+        every member takes over what it knew."""
+        self.meta = dict(meta)
+        self.incarnation += 1
+        self._queue_update(self._self_alive())
+
     def leave(self, now: float) -> list[Packet]:
         """Tell the others that we leave (several of them, so the news spreads without us)."""
         self.now = now
@@ -541,6 +548,13 @@ class GossipNode:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        """New metadata for this member (its Kafka listeners changed), gossiped to the others."""
+        self._meta = dict(meta)
+        if self.protocol is not None:
+            self.protocol.set_meta(meta)
+            self._wake.set()
 
     def alive_members(self) -> list[Member]:
         return [] if self.protocol is None else self.protocol.alive_members()

@@ -128,18 +128,29 @@ class ClusterNode:
         broker = self.broker
         await self.replicas.start()
         await self.raft.start()
-        host, port = self.inter_broker_address
         self.gossip = GossipNode(
             str(self.node_id), self.config.gossip_listen, self.config.secret,
             advertise=self.config.gossip_advertise, seeds=self.config.gossip_seeds, config=self.config.swim,
-            on_event=self._on_member_event,
-            meta={"node_id": self.node_id, "host": host, "port": port, "rack": broker.config["rack"] or None,
-                  "endpoints": {name: list(address) for name, address in broker.endpoints.items()}})
+            on_event=self._on_member_event, meta=self._gossip_meta())
         await self.gossip.start()
         await self.controller.start()
         self.reconcile()
         if broker.config.scram_additions:
             self._spawn(self._share_scram_additions())
+
+    def _gossip_meta(self) -> dict[str, Any]:
+        """What the other brokers learn of this one through gossip: its addresses, which the controller
+        registers in the metadata."""
+        host, port = self.inter_broker_address
+        return {"node_id": self.node_id, "host": host, "port": port, "rack": self.broker.config["rack"] or None,
+                "endpoints": {name: list(address) for name, address in self.broker.endpoints.items()}}
+
+    def endpoints_changed(self) -> None:
+        """The broker's listeners changed at run time: its registration follows (the controller, woken here or
+        by gossip, registers the new endpoints, which Metadata then tells clients)."""
+        if self.gossip is not None:
+            self.gossip.set_meta(self._gossip_meta())
+        self.controller.wake()
 
     @property
     def inter_broker_address(self) -> tuple[str, int]:

@@ -18,6 +18,7 @@ from broker.dynamic_config import (
     TOPIC_SYNONYMS,
     TYPE_LIST,
     TYPE_UNKNOWN,
+    is_dynamic,
     kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
@@ -290,6 +291,8 @@ def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, syno
         custom = name not in KAFKA_BROKER_CONFIGS and name not in broker.config.settings
         _, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(
             name, (None, TYPE_UNKNOWN if custom else 2, True, custom))
+        if name in KAFKA_BROKER_CONFIGS:
+            read_only = not is_dynamic(name)  # advertised.listeners changes here, unlike on a KRaft Kafka
         if custom and (base := kafka_definition(name)) is not None:
             # a listener's own (listener.name.<l>.ssl.keystore.password): typed and hidden as what it sets,
             # read-only by name as Kafka describes it

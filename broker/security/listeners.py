@@ -24,6 +24,15 @@ DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAIN
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
+class NoProtocolError(ListenerError):
+    """A listener whose name the security protocol map does not have."""
+
+    def __init__(self, listener: str) -> None:
+        super().__init__("listener.security.protocol.map",
+                         f"listener {listener} has no security protocol: add {listener}:PROTOCOL to the map")
+        self.listener = listener
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -88,8 +97,7 @@ def parse_listeners(listeners: str, advertised: str, mapping_text: str) -> list[
     for name, (host, port) in bound.items():
         protocol = mapping.get(name)
         if protocol is None:
-            raise ListenerError("listener.security.protocol.map",
-                                f"listener {name} has no security protocol: add {name}:PROTOCOL to the map")
+            raise NoProtocolError(name)
         adv_host, adv_port = told.get(name, (host, port))
         if adv_host in ("0.0.0.0", "::", ""):
             adv_host = "127.0.0.1"

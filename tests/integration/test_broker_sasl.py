@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import alter_broker_configs, describe_broker_configs, recv_exactly, wait_until
+from harness import alter_broker_configs, describe_broker_configs, free_port, recv_exactly, wait_until
 from kafka_harness import java_peer
 from sasl_support import SaslBroker, start_sasl_broker
 
@@ -252,3 +252,98 @@ def test_an_expired_session_is_closed_and_re_authentication_keeps_the_user(reaut
         assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, correlation=2)["error_code"] == 0
         switched = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00admin\x00admin-secret"}, correlation=3)
         assert switched["error_code"] == 58 and closed(sock)
+
+
+INVALID_REQUEST = 42
+PROTOCOLS = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
+def running_listeners(broker: SaslBroker) -> str:
+    return (f"PLAINTEXT://{broker.process.bootstrap},SASL_PLAINTEXT://127.0.0.1:{broker.sasl_port},"
+            f"SASL_SSL://127.0.0.1:{broker.sasl_ssl_port}")
+
+
+def refuses_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_a_listener_added_and_removed_at_run_time_with_kafkas_tool(broker, tmp_path):
+    """KIP-226's dynamic listeners with kafka-configs: a SASL_PLAINTEXT listener added with its own JAAS line
+    serves a producer and a consumer and is what Metadata tells its clients; removed, its open connections
+    are closed and its port refuses new ones, while the broker's other listeners carry on."""
+    port = free_port()
+    added = tmp_path / "listener.properties"
+    added.write_text(f"listeners={running_listeners(broker)},EXTRA://127.0.0.1:{port}\n"
+                     f"listener.security.protocol.map={PROTOCOLS},EXTRA:SASL_PLAINTEXT\n"
+                     "listener.name.extra.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+                     'PlainLoginModule required user_bob="bob-secret";\n')
+    assert config_command(broker.process.bootstrap, "--add-config-file", str(added)) == [
+        "Completed updating config for broker 1."]
+    settings = {**broker.librdkafka(user="bob", password="bob-secret"), "bootstrap.servers": f"127.0.0.1:{port}"}
+    topic = produce_and_count(settings)
+    assert [b.port for b in AdminClient(settings).list_topics(timeout=30).brokers.values()] == [port]
+    read = subprocess.run(["kcat", "-b", f"127.0.0.1:{port}", "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+                           "sasl.mechanisms=PLAIN", "-X", "sasl.username=bob", "-X", "sasl.password=bob-secret",
+                           "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+                          check=True, capture_output=True, timeout=60).stdout.splitlines()
+    assert read == [b"logged in %d" % n for n in range(5)]
+    with wire(port) as open_connection:
+        assert config_command(broker.process.bootstrap, "--delete-config", "listeners,listener.security.protocol.map,"
+                              "listener.name.extra.plain.sasl.jaas.config") == [
+            "Completed updating config for broker 1."]
+        assert closed(open_connection)
+    assert refuses_connections(port)
+    produce_and_count(broker.librdkafka())
+
+
+def config_command(bootstrap: str, *args: str) -> list[str]:
+    """Kafka's kafka-configs altering broker 1: what it printed."""
+    result = java_peer("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--entity-type",
+                       "brokers", "--entity-name", "1", "--alter", *args)
+    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_bad_listener_changes_are_refused_and_the_listeners_keep_running(broker):
+    """A listener that cannot bind its port, one without a protocol, the inter-broker listener removed, an
+    existing listener's protocol changed: refused with Kafka's INVALID_REQUEST and nothing changes;
+    validate_only checks a good change without making it."""
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        for configs, message in (
+                ({"listeners": f"{running_listeners(broker)},SSL://127.0.0.1:{busy}"},
+                 f"Socket server failed to bind to 127.0.0.1:{busy}"),
+                ({"listeners": f"{running_listeners(broker)},EXTRA://127.0.0.1:{port}"},
+                 "No security protocol defined for listener EXTRA"),
+                ({"listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.sasl_port}"},
+                 "Advertised listener must be specified for inter-broker listener PLAINTEXT"),
+                ({"listener.security.protocol.map": "PLAINTEXT:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"},
+                 "Security protocol cannot be updated for existing listener ListenerName(PLAINTEXT)")):
+            code, error = alter_broker_configs(broker.process.bootstrap, configs)
+            assert code == INVALID_REQUEST and message in (error or ""), (configs, error)
+    assert alter_broker_configs(broker.process.bootstrap, {"listeners": f"{running_listeners(broker)},SSL://127.0.0.1:"
+                                                                        f"{port}"}, validate_only=True) == (0, None)
+    assert refuses_connections(port)
+    described = describe_broker_configs(broker.process.bootstrap)
+    assert (described["listeners"]["value"], described["listeners"]["config_source"]) == (running_listeners(broker), 4)
+    produce_and_count(broker.librdkafka())
+
+
+def test_a_tls_listener_added_serves_with_the_brokers_keystore(broker):
+    """An SSL listener added with IncrementalAlterConfigs builds its TLS context from the broker's ssl.*
+    settings: a client that trusts the broker's CA completes the handshake and is served; removed, it is gone."""
+    port = free_port()
+    assert alter_broker_configs(broker.process.bootstrap, {
+        "listeners": f"{running_listeners(broker)},SSL://127.0.0.1:{port}"}) == (0, None)
+    trusting = ssl.create_default_context(cafile=str(broker.ca.path))
+    with wire(port) as raw, trusting.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert call(tls, ApiKey.METADATA, 1, {"topics": None})["brokers"] == [
+            {"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None}]
+    assert alter_broker_configs(broker.process.bootstrap, {"listeners": None}) == (0, None)
+    assert refuses_connections(port)

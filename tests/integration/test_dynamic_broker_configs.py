@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cluster_harness import BrokerCluster
-from harness import BrokerProcess, wait_until
+from harness import BrokerProcess, free_port, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
@@ -122,20 +122,37 @@ def settable(bootstrap: str, values: dict[str, str]) -> dict[tuple[str, str], tu
 
 def test_the_configs_kafka_lets_change_at_run_time_are_ours(broker, kafka):
     """The same configs may change dynamically, at the same scopes, refused in the same words otherwise (the
-    TLS and SASL settings among them); apart from the listeners and the principal builder, which this broker
-    cannot change while it runs (Kafka takes them for one broker), and broker 1's min.insync.replicas, which
-    Kafka 4 holds fixed for its eligible leader replicas."""
+    TLS and SASL settings among them); apart from the principal builder, which this broker cannot change while
+    it runs (Kafka takes it for one broker), broker 1's min.insync.replicas, which Kafka 4 holds fixed for its
+    eligible leader replicas, and Kafka's default listeners and map, which leave out its controller's listener."""
     defaults = {name: default for name, (default, *_) in KAFKA_BROKER_CONFIGS.items() if default is not None}
     ours, kafkas = settable(broker.bootstrap, defaults), settable(kafka.bootstrap, defaults)
     assert len(kafkas) > 500
     differing = {key for key in kafkas if ours[key] != kafkas[key]}
     assert {name for _, name in differing} <= {"min.insync.replicas", "listeners", "listener.security.protocol.map",
                                                "principal.builder.class"}
-    assert all(ours[key][1].startswith("The listeners and these security settings cannot change at run time")
-               for key in differing if key != ("1", "min.insync.replicas"))
+    assert ours[("1", "principal.builder.class")][1].startswith("These security settings cannot change at run time")
+    # Kafka's node is also its KRaft controller: a listener set without its CONTROLLER listener is refused for that
+    assert all("CONTROLLER" in kafkas[("1", name)][1].upper() for name in ("listeners", "listener.security.protocol.map"))
     accepted = {name for (scope, name), (code, _) in ours.items() if code == 0 and scope == "1"}
     assert {"message.max.bytes", "log.retention.bytes", "log.cleaner.threads", "num.io.threads"} <= accepted
     assert "num.partitions" not in accepted
+
+
+def test_listener_refusals_are_kafkas(broker, kafka):
+    """A listener added without a security protocol, or a running listener's protocol changed: refused in
+    Kafka's words, each naming that broker's own listeners."""
+    for server, others in ((broker, ""), (kafka, ",CONTROLLER:PLAINTEXT")):
+        running = describe(server.bootstrap, BROKER, "1", ["listeners"])["listeners"]["value"]
+        entries = ", ".join(part.strip() for part in running.split(","))
+        extra = f"EXTRA://127.0.0.1:{free_port()}"
+        assert alter(server.bootstrap, "1", ("listeners", SET, f"{running},{extra}")) == (
+            42, f"Error creating broker listeners from '[{entries}, {extra}]': No security protocol defined for "
+                "listener EXTRA")
+        assert alter(server.bootstrap, "1", ("listener.security.protocol.map", SET, f"PLAINTEXT:SSL{others}")) == (
+            42, "Invalid value org.apache.kafka.common.config.ConfigException: Security protocol cannot be updated for "
+                "existing listener ListenerName(PLAINTEXT) for configuration Invalid dynamic configuration")
+        assert describe(server.bootstrap, BROKER, "1", ["listeners"])["listeners"]["value"] == running
 
 
 def test_kerberos_settings_are_taken_and_described_as_kafka_does(broker, kafka):
@@ -294,15 +311,41 @@ def test_defaults_change_behaviour_and_survive_a_restart(tmp_path):
         # the day-old segments are past the new one-hour retention and go; the active one stays
         wait_until(lambda: asyncio.run(earliest_offset(server.bootstrap, "follows-defaults")) >= 8, 30,
                    message="retention to follow the dynamic log.retention.ms")
+        # a listener added at run time is listened on again after the restart
+        extra = free_port()
+        assert alter(server.bootstrap, "1", ("listeners", SET, f"PLAINTEXT://{server.bootstrap},EXTRA://127.0.0.1:"
+                                                               f"{extra}"),
+                     ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT")) == (0, None)
 
         server.stop()
         server.start()
+        assert brokers_told(f"127.0.0.1:{extra}") == [(1, "127.0.0.1", extra)]
         described = describe(server.bootstrap, TOPIC, "follows-defaults", ["max.message.bytes", "retention.ms"])
         assert {n: (c["value"], c["config_source"]) for n, c in described.items()} == {
             "max.message.bytes": ("2000", 3), "retention.ms": ("3600000", 3)}
         assert asyncio.run(produce(server.bootstrap, "follows-defaults", big))["error_code"] == 10
     finally:
         server.stop()
+
+
+def brokers_told(bootstrap: str) -> list[tuple[int, str, int]]:
+    """The brokers a Metadata request on that address is told of."""
+    answer = asyncio.run(_request(bootstrap, ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False}, 12))
+    return sorted((b["node_id"], b["host"], b["port"]) for b in answer["brokers"])
+
+
+def listeners_follow_in_the_metadata(cluster: BrokerCluster) -> None:
+    """Broker 3 given a second listener and another advertised host at run time: it serves on the new one, and
+    its registration in the cluster's metadata follows, so that broker 1 tells clients the new address."""
+    port, extra = cluster.brokers[3].port, free_port()
+    assert alter(cluster.brokers[3].bootstrap, "3",
+                 ("listeners", SET, f"PLAINTEXT://127.0.0.1:{port},EXTRA://127.0.0.1:{extra}"),
+                 ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT"),
+                 ("advertised.listeners", SET, f"PLAINTEXT://localhost:{port}")) == (0, None)
+    wait_until(lambda: (3, "localhost", port) in brokers_told(cluster.brokers[1].bootstrap), 30,
+               message="broker 1 to tell clients broker 3's new advertised address")
+    wait_until(lambda: brokers_told(f"127.0.0.1:{extra}") == [(3, "127.0.0.1", extra)], 30,
+               message="the new listener's clients to be told of the brokers that have it")
 
 
 def test_a_cluster_shares_its_dynamic_defaults_through_the_metadata(tmp_path):
@@ -319,6 +362,7 @@ def test_a_cluster_shares_its_dynamic_defaults_through_the_metadata(tmp_path):
 
         wait_until(lambda: [retention(n) for n in (1, 2, 3)] == [("3600000", 3), ("3600000", 3), ("7200000", 2)],
                    30, message="every broker to follow the cluster default, broker 3 its own")
+        listeners_follow_in_the_metadata(cluster)
         cluster.kill(1)
         cluster.restart(1)
         cluster.wait_healthy()

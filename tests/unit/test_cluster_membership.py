@@ -370,3 +370,15 @@ def test_dead_members_are_forgotten_after_the_retention():
     assert first.members["b"].state == DEAD
     net.run(25)
     assert "b" not in first.members
+
+
+def test_a_members_new_metadata_reaches_every_member():
+    """A broker whose listeners changed announces its new metadata; every member takes it over what it knew
+    (the higher incarnation wins), and sees the member alive throughout."""
+    net, nodes = cluster(5, seed=11)
+    nodes[2].set_meta({"id": nodes[2].name, "endpoints": {"EXTRA": ["10.0.0.9", 9094]}})
+    net.run(10 * CONFIG.protocol_period)
+    for node in nodes:
+        if node is not nodes[2]:
+            member = node.members[nodes[2].name]
+            assert (member.state, member.meta["endpoints"]) == (ALIVE, {"EXTRA": ["10.0.0.9", 9094]})

@@ -84,7 +84,8 @@ def test_refusals(tmp_path):
             ("", {"num.partitions": "3", "node.id": "2"}, r"Cannot update these configs dynamically: \[node.id, "
                                                           r"num.partitions\]"),
             ("", {"ssl.keystore.location": "/x"}, "only per-listener"),
-            ("7", {"listeners": "PLAINTEXT://:9093"}, "cannot change at run time on this broker"),
+            ("", {"listeners": "PLAINTEXT://:9093"}, "broker id must be specified: \\[listeners\\]"),
+            ("7", {"principal.builder.class": "x.Y"}, "cannot change at run time on this broker"),
             ("", {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": None},
              r"does not throttle replication; refusing \[leader.replication.throttled.rate\]")):
         with pytest.raises(KafkaError, match=message):
@@ -181,3 +182,48 @@ def test_a_sasl_listener_takes_a_new_jaas_line_checked_first_and_keeps_it_over_a
     # the file's setting is described as the file's (the handler hides the line: sensitive)
     assert again.value("sasl.enabled.mechanisms") == "PLAIN"
     assert again.sources("sasl.enabled.mechanisms")[0] == ("sasl.enabled.mechanisms", "PLAIN", SOURCE_STATIC)
+
+
+LISTENING = "listeners: PLAINTEXT://127.0.0.1:0\n"
+
+
+def test_listeners_are_checked_as_kafka_checks_them(tmp_path):
+    """A listener needs a protocol in the map, the inter-broker listener stays, a running listener keeps its
+    protocol and address: each refused with nothing changed (one that cannot bind: tests/integration)."""
+    dynamic = DynamicBrokerConfigs(config(tmp_path, LISTENING), persist=False)
+    running = list(dynamic.config.listeners)
+    for updates, message in (
+            ({"listeners": "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"}, "No security protocol defined for listener EXTRA"),
+            ({"listeners": "EXTRA://127.0.0.1:0", "listener.security.protocol.map": "EXTRA:PLAINTEXT"},
+             "Advertised listener must be specified for inter-broker listener PLAINTEXT"),
+            ({"listener.security.protocol.map": "PLAINTEXT:SSL"},
+             r"Security protocol cannot be updated for existing listener ListenerName\(PLAINTEXT\)"),
+            ({"listeners": "PLAINTEXT://127.0.0.1:1"}, "address of existing listener PLAINTEXT cannot be updated")):
+        with pytest.raises(KafkaError, match=message) as err:
+            dynamic.prepare("7", updates, replace=False)
+        assert err.value.code == ErrorCode.INVALID_REQUEST
+    assert dynamic.config.listeners == running
+
+
+def test_a_listener_added_is_stored_and_built_with_its_security(tmp_path):
+    """The listener set of the layers reaches the config the broker serves from, with a SASL listener's
+    settings from the same change, and comes back after a restart (checked by prepare() in
+    tests/integration/test_broker_sasl.py, where a port can be bound)."""
+    dynamic = DynamicBrokerConfigs(config(tmp_path, LISTENING), persist=True)
+    layer = {"listeners": "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:SASL_PLAINTEXT",
+             "advertised.listeners": "EXTRA://broker.example:9999", "sasl.enabled.mechanisms": "PLAIN",
+             "listener.name.extra.plain.sasl.jaas.config":
+                 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'}
+    dynamic.update("7", layer)
+    assert [(x.name, x.protocol, x.advertised_host, x.advertised_port) for x in dynamic.config.listeners] == [
+        ("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0), ("EXTRA", "SASL_PLAINTEXT", "broker.example", 9999)]
+    assert set(dynamic.config.sasl_settings) == {"EXTRA"}
+    dynamic.saved.result(10)
+    again = DynamicBrokerConfigs(config(tmp_path, LISTENING), persist=True)
+    assert [x.name for x in again.config.listeners] == ["PLAINTEXT", "EXTRA"]
+    assert set(again.config.sasl_settings) == {"EXTRA"}
+    dynamic.update("7", dynamic.prepare("7", {"listeners": None, "listener.security.protocol.map": None,
+                                              "advertised.listeners": None}, replace=False))
+    assert [x.name for x in dynamic.config.listeners] == ["PLAINTEXT"]
+    assert dynamic.config.sasl_settings == {}
