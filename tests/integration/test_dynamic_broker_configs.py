@@ -164,6 +164,9 @@ def test_kerberos_settings_are_taken_and_described_as_kafka_does(broker, kafka):
     assert altered == ["Completed updating config for broker 1."]
     assert alter(kafka.bootstrap, "1", (key, SET, "58000")) == (0, None)
     try:
+        # Kafka's broker applies the change once the controller's metadata reaches it, a moment after the answer
+        wait_until(lambda: describe(kafka.bootstrap, BROKER, "1", [key])[key]["value"] == "58000", 30,
+                   message="Kafka's broker to apply the change")
         ours, kafkas = describe(broker.bootstrap, BROKER, "1", [key]), describe(kafka.bootstrap, BROKER, "1", [key])
         assert ours == kafkas
         assert (ours[key]["value"], ours[key]["config_source"]) == ("58000", 2)
