@@ -117,6 +117,11 @@ async def _demo(args: argparse.Namespace, data_dir: Path, data_note: str) -> int
     monitor = Monitor(config, log_control.logger, log_control=log_control)
     workload: list[asyncio.Task] = []
     failed: asyncio.Future | None = None
+    # Ctrl-C stops the demo as soon as it has said where it is: the handlers are in place before it says so
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
         await monitor.start()
         workload = [
@@ -134,10 +139,6 @@ async def _demo(args: argparse.Namespace, data_dir: Path, data_note: str) -> int
               f"            {base}/v3/kafka/local/consumer/demo-healthy/status  (OK)\n"
               f"  metrics:  {base}/metrics\n"
               "Ctrl-C stops it.", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         waiters: list[asyncio.Future[Any]] = [asyncio.create_task(stop.wait())]
         if args.duration:
             waiters.append(asyncio.create_task(asyncio.sleep(args.duration)))

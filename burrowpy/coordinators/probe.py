@@ -219,6 +219,11 @@ class EndToEndProbe:
                 self.log.warning("probe setup failed; retrying", error=repr(exc))
                 await self._close_clients()
                 await asyncio.sleep(self.settings.interval)
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            # the monitor stopped while the clients were starting, and one of them swallowed the cancellation:
+            # end here (stop() cancels what _start began) rather than probe on and keep the stop waiting
+            raise asyncio.CancelledError
         await asyncio.gather(*self._tasks)
 
     async def _start(self, client: Any) -> None:

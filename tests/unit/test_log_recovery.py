@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from log_harness import BASE_TS, Clock, all_records, batch, config
 
+from broker.errors import ErrorCode, KafkaError
 from broker.log.partition import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, PartitionLog
 from broker.protocol.records import Record, build_batch
 
@@ -236,7 +237,13 @@ class LogModel(RuleBasedStateMachine):
     @rule(count=st.integers(1, 5), codec=st.sampled_from([0, 1, 4]), size=st.integers(0, 60))
     def append(self, count, codec, size):
         value = bytes([self.end % 251]) * size
-        result = self.log.append(batch(count, ts=BASE_TS + self.end, value=value, compression=codec))
+        produced = batch(count, ts=BASE_TS + self.end, value=value, compression=codec)
+        if len(produced) > self.config.segment_bytes:  # no segment could hold it: refused, the log as it was
+            with pytest.raises(KafkaError) as refused:
+                self.log.append(produced)
+            assert refused.value.code == ErrorCode.RECORD_LIST_TOO_LARGE
+            return
+        result = self.log.append(produced)
         assert result.base_offset == self.end
         self.batches.append((self.end, [(self.end + i, value) for i in range(count)]))
         self.end += count
