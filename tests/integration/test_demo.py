@@ -78,7 +78,11 @@ def test_a_data_directory_of_its_own_is_removed_when_the_demo_stops(tmp_path):
         assert os.path.dirname(data_dir) == str(temporary) and os.listdir(data_dir)  # the broker's files
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # leave nothing running; the test fails below on the kill's return code
+            proc.communicate()
     assert proc.returncode == 0
     assert os.listdir(temporary) == []
     assert found.group(2), "the demo says that it removes the directory"
