@@ -178,11 +178,10 @@ class TxnMachine:
             return fenced
         return None
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], fenced: ErrorCode, now_ms: int
-                       ) -> ErrorCode | TxnMetadata:
-        """AddPartitionsToTxn / AddOffsetsToTxn: the Ongoing state with the partitions added, or the answer
-        (NONE when they are all in the open transaction already)."""
+    def _open_for(self, transactional_id: str, producer_id: int, producer_epoch: int, fenced: ErrorCode
+                  ) -> TxnMetadata | ErrorCode:
+        """The transaction a producer's request names, or the answer refusing it (an empty id is
+        INVALID_REQUEST; then _check_producer's refusals)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         meta = self._txns.get(transactional_id)
@@ -190,6 +189,16 @@ class TxnMachine:
         if error is not None:
             return error
         assert meta is not None  # _check_producer refuses an unknown transactional id
+        return meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition], fenced: ErrorCode, now_ms: int
+                       ) -> ErrorCode | TxnMetadata:
+        """AddPartitionsToTxn / AddOffsetsToTxn: the Ongoing state with the partitions added, or the answer
+        (NONE when they are all in the open transaction already)."""
+        meta = self._open_for(transactional_id, producer_id, producer_epoch, fenced)
+        if isinstance(meta, ErrorCode):
+            return meta
         if meta.state in PREPARING:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         added = set(partitions)
@@ -203,13 +212,9 @@ class TxnMachine:
                           partitions: Iterable[TopicPartition], fenced: ErrorCode
                           ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ ``verify_only``: are these partitions in the open transaction?"""
-        if not transactional_id:
-            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
-        meta = self._txns.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch, fenced)
-        if error is not None:
-            return dict.fromkeys(partitions, error)
-        assert meta is not None
+        meta = self._open_for(transactional_id, producer_id, producer_epoch, fenced)
+        if isinstance(meta, ErrorCode):
+            return dict.fromkeys(partitions, meta)
         return {tp: ErrorCode.NONE if meta.state == TxnState.ONGOING and tp in meta.partitions
                 else ErrorCode.INVALID_TXN_STATE for tp in partitions}
 
@@ -237,13 +242,9 @@ class TxnMachine:
         """EndTxn: the PrepareCommit/PrepareAbort state to write, or the answer. As Kafka's endTransaction: a
         retry of an ended transaction's own result is NONE, one still preparing it CONCURRENT_TRANSACTIONS,
         and the other result INVALID_TXN_STATE."""
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        meta = self._txns.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch, fenced)
-        if error is not None:
-            return error
-        assert meta is not None
+        meta = self._open_for(transactional_id, producer_id, producer_epoch, fenced)
+        if isinstance(meta, ErrorCode):
+            return meta
         if meta.state == TxnState.ONGOING:
             return self.prepared(meta, committed, now_ms)
         same_result = {TxnState.COMPLETE_COMMIT: (committed, ErrorCode.NONE),
