@@ -101,7 +101,8 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --cache-dir build/import-linter
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile -m "not alone"
+	$(BIN)/pytest -q -p no:cacheprovider --durations=5 -m alone
 
 unit: install
 	$(BIN)/pytest -q tests/unit

@@ -67,6 +67,16 @@ def secret_file(directory: Path, name: str, secret: str) -> Path:
     return path
 
 
+def _port_slice() -> tuple[int, int]:
+    """This test process's share of the ports below the ephemeral range: with pytest-xdist's workers each has a
+    slice of its own, so one worker never picks a port another has handed out and not yet bound."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    width = (_EPHEMERAL_START - _LOWEST_PORT) // max(count, 1)
+    return _LOWEST_PORT + index * width, _LOWEST_PORT + (index + 1) * width
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on, for a server a test starts next.
 
@@ -75,9 +85,10 @@ def free_port(host: str = "127.0.0.1") -> int:
     such as one broker node connecting to the others while a third is still starting (seen in CI as
     "address already in use"). Never the same port twice in one test run.
     """
-    if _EPHEMERAL_START - _LOWEST_PORT >= 1000:
+    low, high = _port_slice()
+    if high - low >= 1000:
         for _ in range(1000):
-            port = random.randrange(_LOWEST_PORT, _EPHEMERAL_START)
+            port = random.randrange(low, high)
             if port in _handed_out:
                 continue
             with socket.socket() as sock:

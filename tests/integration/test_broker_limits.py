@@ -22,6 +22,8 @@ from sasl_support import SaslBroker, start_sasl_broker
 from broker.client import KafkaConnection
 from broker.protocol.api import ApiKey, decode_response, encode_request
 
+pytestmark = pytest.mark.alone  # asserts answer times
+
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" user_alice="alice-secret";')
 IDLE_MS = 1500

@@ -14,7 +14,7 @@ import pytest
 from broker.cluster.keys import derive_key
 from broker.cluster.membership import ALIVE, DEAD, LEFT, GossipNode, PacketSeal, SwimConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.alone]  # asserts answer times
 
 SECRET = b"gossip test secret, long enough to be a cluster's"
 FAST = SwimConfig(protocol_period=0.1, ping_timeout=0.04, suspicion_multiplier=3.0, push_pull_interval=1.0)

@@ -47,7 +47,7 @@ from sasl_support import start_sasl_broker
 
 from burrowpy.httpauth import hash_password
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts answer times
 
 P99_BOUND_MS = 50.0
 PARTITIONS = 50

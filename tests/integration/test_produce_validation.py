@@ -25,7 +25,7 @@ from tests.integration.burrow_support import proc_status_bytes
 from tests.integration.harness import BrokerProcess, unique_name
 from tests.integration.test_broker_configs import create_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts answer times
 
 YEAR_2100 = 4_102_444_800_000
 GIB = 1 << 30
