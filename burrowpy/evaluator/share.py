@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from burrowpy.evaluator.rules import evaluate_partition, group_status
@@ -47,8 +47,12 @@ class ShareGroupStatus:
     state: str  # the group's state as ListGroups gives it (Empty, Stable, Dead)
     log_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        body = self.status.to_json()
+    def problems(self) -> ConsumerGroupStatus:
+        """The group's status listing only the partitions worse than OK (what ``/status`` and notifiers show)."""
+        return replace(self.status, partitions=[p for p in self.status.partitions if p.status > Status.OK])
+
+    def to_json(self, showall: bool = True) -> dict[str, Any]:
+        body = (self.status if showall else self.problems()).to_json()
         body["group_state"] = self.state
         for partition in (*body["partitions"], *([body["maxlag"]] if body["maxlag"] else [])):
             end = partition["end"]
@@ -126,5 +130,5 @@ class ShareGroupWindows:
         complete = (sum(1 for status in statuses if status.complete >= 1.0) / len(statuses)) if statuses else 1.0
         overall = group_status(status.status for status in statuses) if statuses else Status.OK
         result = ConsumerGroupStatus(self.cluster, group, overall, complete, statuses, len(statuses), maxlag,
-                                     sum(status.current_lag for status in statuses))
+                                     sum(status.current_lag for status in statuses), kind="share")
         return ShareGroupStatus(result, self._states.get(group, ""), log_ends)

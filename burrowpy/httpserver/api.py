@@ -155,10 +155,7 @@ class BurrowApi:
         status = windows.evaluate(request.match_info["group"], self.ctx.clock.time())
         if status is None:
             return error(request, 404, "share group not found")
-        body = status.to_json()
-        if not showall:
-            body["partitions"] = [p for p in body["partitions"] if p["status"] != Status.OK.name]
-        return ok(request, "share group status returned", status=body)
+        return ok(request, "share group status returned", status=status.to_json(showall))
 
     async def share_group_status(self, request: web.Request) -> web.Response:
         return await self._share_status(request, showall=False)
