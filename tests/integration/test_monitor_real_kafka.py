@@ -13,15 +13,15 @@ decode.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer, TopicPartition
 from harness import wait_until
-from kafka_harness import PEER_JVM_OPTS, JavaApp, java_command, java_peer
+from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
 
 from broker.protocol import consumer_offsets
@@ -236,7 +236,6 @@ def test_kafkas_current_assignment_records_are_ours_byte_for_byte(kafka, monitor
         assert consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, decoded) == value
 
 
-SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 SHARE_GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 
 
@@ -246,71 +245,92 @@ def share_partitions(monitor, group: str) -> dict[int, dict] | None:
         if status == 200 else None
 
 
-def test_a_share_group_running_then_stopped(kafka, monitor, producer, tmp_path):
-    """Kafka's console share consumer (KIP-932; share.version is finalized by default in Kafka 4.4) reads a topic
-    that keeps receiving records: the monitor lists its share group with each share-partition's start offset,
-    log end and lag, OK while it consumes; once it stops, the start offsets stop moving while records arrive,
-    and the partitions STALL. The figures are those of Kafka's own ``kafka-share-groups --describe --offsets``."""
+class ShareReader(threading.Thread):
+    """A librdkafka share consumer (implicit acknowledgement: a poll accepts the records of the one before)
+    polling in a thread of its own, the only one that touches it, until ``stop``; closing commits its last
+    acknowledgements and leaves the group."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        self.consumer.subscribe([topic])
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.consumer.poll(0.2)
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        assert not self.is_alive(), "the share consumer did not close"
+
+
+def test_a_share_group_running_then_stopped(kafka, monitor, producer):
+    """A share group (KIP-932; share.version is finalized by default in Kafka 4.4) reads a topic that keeps
+    receiving records: the monitor lists it with each share-partition's start offset, log end and lag, OK while
+    it consumes; once its consumer stops, the start offsets stop moving while records wait, and the partitions
+    STALL. The figures are those of Kafka's own ``kafka-share-groups --describe --offsets``."""
     topic, group = "shared-jobs", "share-workers"
     create_topic(kafka.bootstrap, topic, 2)
-    with open(tmp_path / "share-consumer.err", "wb") as errors:
-        consumer = subprocess.Popen(java_command(SHARE_CONSUMER, "--bootstrap-server", kafka.bootstrap, "--topic",
-                                                 topic, "--group", group, jvm_opts=PEER_JVM_OPTS),
-                                    stdout=subprocess.DEVNULL, stderr=errors)
-    arriving = threading.Event()
-    done = threading.Event()
+    reader = ShareReader(kafka.bootstrap, group, topic)
+    reader.start()
+    feeding = threading.Event()
+    feeding.set()
 
-    def keep_producing() -> None:
-        while not done.wait(0.05):
-            if arriving.is_set():
-                for partition in (0, 1):
-                    producer.produce(topic, value=b"job", partition=partition)
-                producer.poll(0)
+    def feed() -> None:  # a share group starts at the log end (share.auto.offset.reset=latest): keep records coming
+        while feeding.is_set():
+            for partition in (0, 1):
+                producer.produce(topic, value=b"job", partition=partition)
+            producer.poll(0.05)
 
-    feeder = threading.Thread(target=keep_producing, daemon=True)
+    feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
-        # Kafka starts a share group at the log end (share.auto.offset.reset=latest): records come once it is there.
-        wait_until(lambda: group in monitor.get(f"/v3/kafka/{CLUSTER}/share-group")[1].get("share_groups", []), 60,
-                   interval=0.2, message=f"the monitor to list share group {group}")
-        arriving.set()
-        first = wait_until(lambda: (parts := share_partitions(monitor, group)) and len(parts) == 2
-                           and all(p["start_offset"] > 0 for p in parts.values()) and parts, 60, interval=0.2,
-                           message=f"start offsets of {group} on both partitions")
-
-        def moved_and_ok() -> bool:
+        def consuming() -> dict | None:
             parts = share_partitions(monitor, group)
-            return all(parts[n]["start_offset"] > first[n]["start_offset"] for n in (0, 1)) \
-                and parts[0]["group"]["status"] == "OK" and parts[0]["group"]["group_state"] == "Stable"
-        wait_until(moved_and_ok, 60, interval=0.2, message=f"{group} to consume, OK")
-        assert all(p["log_end_offset"] >= p["start_offset"] for p in share_partitions(monitor, group).values())
+            return parts if parts and len(parts) == 2 and all(p["start_offset"] > 0 for p in parts.values()) \
+                and parts[0]["group"]["status"] == "OK" and parts[0]["group"]["group_state"] == "Stable" else None
+        first = wait_until(consuming, 90, interval=0.2, message=f"{group} to consume both partitions, OK")
+        moved = wait_until(lambda: (parts := consuming()) and all(parts[n]["start_offset"] > first[n]["start_offset"]
+                                                                  for n in (0, 1)) and parts,
+                           60, interval=0.2, message=f"the start offsets of {group} to move on")
+        assert all(p["log_end_offset"] >= p["start_offset"] for p in moved.values())
     finally:
-        consumer.terminate()
-        consumer.wait(30)
-
-    def stalled() -> dict | None:
-        parts = share_partitions(monitor, group)
-        return parts if all(p["status"] == "STALL" and p["current_lag"] > 0 for p in parts.values()) \
-            and parts[0]["group"]["status"] == "ERR" else None
-    try:
-        stalled_parts = wait_until(stalled, 60, interval=0.2, message=f"{group} to STALL once its consumer stopped")
-    finally:
-        done.set()
+        reader.stop()
+        feeding.clear()
         feeder.join(10)
-    assert producer.flush(30) == 0
-    assert stalled_parts[0]["group"]["group_state"] == "Empty"
-    status, text = monitor.get("/metrics")
-    assert status == 200
-    share_series = [line for line in text.splitlines() if line.startswith("burrow_kafka_share_group")]
-    assert f'burrow_kafka_share_group_partition_status{{cluster="{CLUSTER}",partition="0",share_group="{group}",' \
-           f'topic="{topic}"}} 5.0' in share_series, share_series
+    for partition in (0, 1):  # records that wait for no one
+        produce(producer, topic, partition, 30)
 
-    # No more records and no consumer: Kafka's tool and the monitor must now say the same.
-    described = java_peer(SHARE_GROUP_TOOL, "--bootstrap-server", kafka.bootstrap, "--describe", "--offsets",
-                          "--group", group).stdout
-    expected = {int(fields[2]): (int(fields[3]), int(fields[4])) for line in described.splitlines()
+    with ThreadPoolExecutor(1) as tool:  # Kafka's tool starts a JVM: run it while the monitor's window fills
+        described = tool.submit(java_peer, SHARE_GROUP_TOOL, "--bootstrap-server", kafka.bootstrap, "--describe",
+                                "--offsets", "--group", group)
+
+        def stalled() -> dict | None:
+            parts = share_partitions(monitor, group)
+            return parts if all(p["status"] == "STALL" and p["current_lag"] >= 30 for p in parts.values()) \
+                and parts[0]["group"]["status"] == "ERR" else None
+        stalled_parts = wait_until(stalled, 60, interval=0.2, message=f"{group} to STALL once its consumer stopped")
+        assert stalled_parts[0]["group"]["group_state"] == "Empty"
+        status, body = monitor.get(f"/v3/kafka/{CLUSTER}/share-group/{group}/status")
+        assert status == 200 and body["status"]["status"] == "ERR"
+        assert sorted((p["partition"], p["status"]) for p in body["status"]["partitions"]) == [(0, "STALL"),
+                                                                                              (1, "STALL")]
+        status, text = monitor.get("/metrics")
+        assert status == 200
+        share_series = [line for line in text.splitlines() if line.startswith("burrow_kafka_share_group")]
+        assert f'burrow_kafka_share_group_partition_status{{cluster="{CLUSTER}",partition="0",share_group="{group}",' \
+               f'topic="{topic}"}} 5.0' in share_series, share_series
+        output = described.result(120).stdout
+
+    # No consumer and no more records: Kafka's tool and the monitor say the same.
+    expected = {int(fields[2]): (int(fields[3]), int(fields[4])) for line in output.splitlines()
                 if (fields := line.split()) and fields[0] == group and fields[1] == topic}
-    assert set(expected) == {0, 1}, described
+    assert set(expected) == {0, 1}, output
     wait_until(lambda: {n: (p["start_offset"], p["current_lag"]) for n, p in share_partitions(monitor, group).items()}
                == expected, 30, interval=0.2, message=f"the monitor's figures of {group} to be {expected}")
     lag_lines = {line for line in monitor.get("/metrics")[1].splitlines()
