@@ -69,7 +69,6 @@ class KafkaCluster:
     def describe(self) -> dict[str, Any]:
         return {"class-name": "kafka", "servers": self.servers, "client-profile": self.profile.to_json(),
                 "topic-refresh": self.topic_refresh, "offset-refresh": self.offset_refresh,
-                "share-group-intervals": self.share_groups.intervals,
                 **({"probe": True, **self.probe_settings.to_json()} if self.probe_settings is not None else {})}
 
     async def start(self) -> None:
