@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer,
 from harness import wait_until
 from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
+from test_dashboard import browser, screenshot  # noqa: F401 (the dashboard's chromium, for the share groups' card)
 
 from broker.protocol import consumer_offsets
 
@@ -269,11 +270,12 @@ class ShareReader(threading.Thread):
         assert not self.is_alive(), "the share consumer did not close"
 
 
-def test_a_share_group_running_then_stopped(kafka, monitor, producer):
+def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser):  # noqa: F811
     """A share group (KIP-932; share.version is finalized by default in Kafka 4.4) reads a topic that keeps
     receiving records: the monitor lists it with each share-partition's start offset, log end and lag, OK while
     it consumes; once its consumer stops, the start offsets stop moving while records wait, and the partitions
-    STALL. The figures are those of Kafka's own ``kafka-share-groups --describe --offsets``."""
+    STALL, as the dashboard's cluster card shows. The figures are those of Kafka's own ``kafka-share-groups
+    --describe --offsets``."""
     topic, group = "shared-jobs", "share-workers"
     create_topic(kafka.bootstrap, topic, 2)
     reader = ShareReader(kafka.bootstrap, group, topic)
@@ -325,6 +327,13 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer):
         share_series = [line for line in text.splitlines() if line.startswith("burrow_kafka_share_group")]
         assert f'burrow_kafka_share_group_partition_status{{cluster="{CLUSTER}",partition="0",share_group="{group}",' \
                f'topic="{topic}"}} 5.0' in share_series, share_series
+        browser.get(monitor.base + "/ui/#/clusters")
+        row = f".share-groups tr[data-share-group='{group}']"
+        wait_until(lambda: (rows := browser.find_elements("css selector", row)) and rows[0].text.count("STALL") == 2,
+                   30, interval=0.2, message=f"the dashboard's row of {group} with its STALLed partitions")
+        shown = browser.find_element("css selector", row).text
+        assert "ERR" in shown and "Empty" in shown and f"{topic}/0" in shown and f"{topic}/1" in shown, shown
+        screenshot(browser, "share-groups")
         output = described.result(120).stdout
 
     # No consumer and no more records: Kafka's tool and the monitor say the same.
