@@ -61,6 +61,11 @@ class ShareGroupStatus:
         return body
 
 
+def rule_settings(evaluator: Any) -> tuple[int, float]:
+    """The evaluator module's ``allowed-lag`` and ``minimum-complete``, which share groups are judged by too."""
+    return getattr(evaluator, "allowed_lag", 0), getattr(evaluator, "minimum_complete", 0.0)
+
+
 def share_lag(reading: SharePartitionOffset, log_end: int | None) -> int:
     """Kafka's lag when it gives one, else what its tool computed before version 1: log end minus start."""
     if reading.lag is not None and reading.lag >= 0:

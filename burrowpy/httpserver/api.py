@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from burrowpy.context import ApplicationContext
-from burrowpy.evaluator.share import ShareGroupWindows
+from burrowpy.evaluator.share import ShareGroupWindows, rule_settings
 from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
@@ -152,7 +152,8 @@ class BurrowApi:
         windows = self._share_groups(request)
         if windows is None:
             return error(request, 404, "cluster not found")
-        status = windows.evaluate(request.match_info["group"], self.ctx.clock.time())
+        status = windows.evaluate(request.match_info["group"], self.ctx.clock.time(),
+                                  *rule_settings(self.ctx.evaluator))
         if status is None:
             return error(request, 404, "share group not found")
         return ok(request, "share group status returned", status=status.to_json(showall))

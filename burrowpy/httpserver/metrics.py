@@ -22,6 +22,7 @@ from prometheus_client.metrics_core import (
 )
 
 from burrowpy.context import ApplicationContext
+from burrowpy.evaluator.share import rule_settings
 from burrowpy.protocol import FetchClusters, FetchConsumers, FetchTopic, FetchTopics, Status
 
 GROUP_LABELS = ("cluster", "consumer_group")
@@ -138,7 +139,7 @@ def share_group_metric_families(ctx: ApplicationContext) -> list[Metric]:
         if windows is None:
             continue
         for group in windows.groups():
-            evaluated = windows.evaluate(group, now)
+            evaluated = windows.evaluate(group, now, *rule_settings(ctx.evaluator))
             if evaluated is None:
                 continue
             status.add_metric([cluster, group], int(evaluated.status.status))

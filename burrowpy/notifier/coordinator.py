@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from burrowpy.config import Section
 from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
+from burrowpy.evaluator.share import rule_settings
 from burrowpy.notifier.base import Notifier
 from burrowpy.notifier.decision import Action, GroupState, Notification, step
 from burrowpy.notifier.email import EmailNotifier
@@ -247,7 +248,8 @@ class NotifierCoordinator:
         if not share:
             return await self.ctx.evaluator.evaluate(cluster, group, False)
         windows = self._share_groups(cluster)
-        evaluated = windows.evaluate(group, self.ctx.clock.time()) if windows is not None else None
+        evaluated = (windows.evaluate(group, self.ctx.clock.time(), *rule_settings(self.ctx.evaluator))
+                     if windows is not None else None)
         return evaluated.problems() if evaluated is not None else None
 
     def _dispatch(self, status: ConsumerGroupStatus, notification: Notification) -> None:

@@ -279,6 +279,10 @@ async def test_share_groups_list_lag_status_and_metrics(client, ctx):
     assert lag["maxlag"]["partition"] == 1 and lag["partitions"][1]["end"]["offset"] == 40
     status = (await get_json(client, "/v3/kafka/local/share-group/workers/status"))["status"]
     assert [p["partition"] for p in status["partitions"]] == [1]
+    ctx.evaluator.minimum_complete = 0.5  # the evaluator's settings judge share groups too: 3 of 10 readings is too few
+    lag = (await get_json(client, "/v3/kafka/local/share-group/workers/lag"))["status"]
+    assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [(0, "OK", 0.3), (1, "OK", 0.3)]
+    ctx.evaluator.minimum_complete = 0.0
 
     missing = await get_json(client, "/v3/kafka/local/share-group/nobody/lag", status=404)
     assert (missing["error"], missing["message"]) == (True, "share group not found")
