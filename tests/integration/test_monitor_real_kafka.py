@@ -280,14 +280,13 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
     create_topic(kafka.bootstrap, topic, 2)
     reader = ShareReader(kafka.bootstrap, group, topic)
     reader.start()
-    feeding = threading.Event()
-    feeding.set()
+    fed = threading.Event()
 
     def feed() -> None:  # a share group starts at the log end (share.auto.offset.reset=latest): keep records coming
-        while feeding.is_set():
+        while not fed.wait(0.05):  # about 20 records a second on each partition
             for partition in (0, 1):
                 producer.produce(topic, value=b"job", partition=partition)
-            producer.poll(0.05)
+            producer.poll(0)
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
@@ -303,7 +302,7 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
         assert all(p["log_end_offset"] >= p["start_offset"] for p in moved.values())
     finally:
         reader.stop()
-        feeding.clear()
+        fed.set()
         feeder.join(10)
     for partition in (0, 1):  # records that wait for no one
         produce(producer, topic, partition, 30)
