@@ -179,6 +179,8 @@ class ConsumerGroupStatus:
     catch_up_forecast: str | None = None
     catch_up_seconds: float | None = None
     falling_behind_per_second: float | None = None
+    # "share" for a share group's (burrowpy.evaluator.share), which notifier templates tell apart; not Burrow's.
+    kind: str = "consumer"
 
     def to_json(self) -> dict[str, Any]:
         return {

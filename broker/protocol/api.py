@@ -109,6 +109,7 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 def _check_schema_tables() -> dict[int, tuple[int, int]]:

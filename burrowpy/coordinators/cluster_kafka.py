@@ -7,7 +7,9 @@ next poll first refreshes metadata; topics that disappeared are deleted from sto
 
 Not Burrow's: after each poll it reads the timestamps of the records groups sit at, for lag in seconds
 (:mod:`burrowpy.coordinators.record_times`): at most ``time-lag-reads`` partitions per broker per poll,
-0 turns the reads off (lag in seconds is then interpolated from broker offset samples).
+0 turns the reads off (lag in seconds is then interpolated from broker offset samples). After each poll it
+also reads the cluster's share groups (:mod:`burrowpy.coordinators.share_groups`) into windows of
+``share-group-intervals`` readings per share-partition (:mod:`burrowpy.evaluator.share`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
 from burrowpy.coordinators.kafka_client import client_settings
 from burrowpy.coordinators.record_times import RecordTimeReader
+from burrowpy.coordinators.share_groups import ShareGroupReader
+from burrowpy.evaluator.share import ShareGroupWindows
 from burrowpy.protocol import (
     FetchConsumers,
     FetchRecordTimeWants,
@@ -32,7 +36,7 @@ from burrowpy.protocol import (
 )
 
 KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
-        "time-lag-reads", *probe.KEYS)
+        "time-lag-reads", "share-group-intervals", *probe.KEYS)
 
 
 class KafkaCluster:
@@ -52,6 +56,9 @@ class KafkaCluster:
         self.probe_settings = probe.ProbeSettings.from_section(name, section)
         self.probe: probe.EndToEndProbe | None = None
         self._record_times: RecordTimeReader | None = None
+        self.share_groups = ShareGroupWindows(name, section.get_int("share-group-intervals", 10, minimum=1))
+        self._share_reader: ShareGroupReader | None = None
+        self.log_ends: dict[tuple[str, int], int] = {}  # the newest broker offset of each partition
         self.topics: dict[str, int] = {}  # topic -> partition count
         self.leaders: dict[tuple[str, int], int] = {}
         self._client: Any = None
@@ -71,7 +78,9 @@ class KafkaCluster:
         await self._client.bootstrap()
         if self.time_lag_reads:
             self._record_times = RecordTimeReader(self._client, self.log, self.time_lag_reads)
+        self._share_reader = ShareGroupReader(self._client, self.share_groups, self.log)
         await self.poll_once()
+        await self._read_share_groups()
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
         self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
         if self.probe_settings is not None:
@@ -115,6 +124,14 @@ class KafkaCluster:
                 await self.read_record_times()
             except Exception as exc:
                 self.log.warning("reading record timestamps failed", error=repr(exc))
+            await self._read_share_groups()
+
+    async def _read_share_groups(self) -> None:
+        assert self._share_reader is not None
+        try:
+            await self._share_reader.read(self.log_ends, int(self.ctx.clock.time() * 1000))
+        except Exception as exc:
+            self.log.warning("reading share groups failed", error=repr(exc))
 
     async def _topic_timer(self) -> None:
         while True:
@@ -148,6 +165,7 @@ class KafkaCluster:
                 leaders[(topic, partition)] = leader
         for gone in sorted(set(self.topics) - set(topics)):
             self.log.info("topic deleted", topic=gone)
+            self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
             self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
         self.topics, self.leaders = topics, leaders
         self._refresh_metadata = False
@@ -180,6 +198,7 @@ class KafkaCluster:
                     offset = (info[0][0] if info[0] else None) if response.API_VERSION == 0 else info[1]
                     if offset is None or offset < 0:
                         continue
+                    self.log_ends[(topic, partition)] = offset
                     self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
                                                     partition_count=self.topics.get(topic, partition + 1),
                                                     offset=offset, timestamp=now_ms))

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from burrowpy.context import ApplicationContext
+from burrowpy.evaluator.share import ShareGroupWindows, rule_settings
 from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
@@ -136,6 +137,33 @@ class BurrowApi:
             return error(request, 404, "probes are not enabled for this cluster")
         return ok(request, "probe figures returned", probe=running.to_json())
 
+    def _share_groups(self, request: web.Request) -> ShareGroupWindows | None:
+        module = self.ctx.modules.get("cluster", {}).get(request.match_info["cluster"])
+        return getattr(module, "share_groups", None)
+
+    async def share_group_list(self, request: web.Request) -> web.Response:
+        """Not Burrow's: the cluster's share groups (burrowpy.evaluator.share)."""
+        windows = self._share_groups(request)
+        if windows is None:
+            return error(request, 404, "cluster not found")
+        return ok(request, "share group list returned", share_groups=windows.groups())
+
+    async def _share_status(self, request: web.Request, showall: bool) -> web.Response:
+        windows = self._share_groups(request)
+        if windows is None:
+            return error(request, 404, "cluster not found")
+        status = windows.evaluate(request.match_info["group"], self.ctx.clock.time(),
+                                  *rule_settings(self.ctx.evaluator))
+        if status is None:
+            return error(request, 404, "share group not found")
+        return ok(request, "share group status returned", status=status.to_json(showall))
+
+    async def share_group_status(self, request: web.Request) -> web.Response:
+        return await self._share_status(request, showall=False)
+
+    async def share_group_lag(self, request: web.Request) -> web.Response:
+        return await self._share_status(request, showall=True)
+
     async def topic_list(self, request: web.Request) -> web.Response:
         topics = await self._fetch(FetchTopics, cluster=request.match_info["cluster"])
         if topics is None:
@@ -239,6 +267,9 @@ class BurrowApi:
             ("GET", "/v3/kafka", self.cluster_list),
             ("GET", "/v3/kafka/{cluster}", self.cluster_detail),
             ("GET", "/v3/kafka/{cluster}/probe", self.probe),
+            ("GET", "/v3/kafka/{cluster}/share-group", self.share_group_list),
+            ("GET", "/v3/kafka/{cluster}/share-group/{group}/status", self.share_group_status),
+            ("GET", "/v3/kafka/{cluster}/share-group/{group}/lag", self.share_group_lag),
             ("GET", "/v3/kafka/{cluster}/topic", self.topic_list),
             ("GET", "/v3/kafka/{cluster}/topic/{topic}", self.topic_detail),
             ("GET", "/v3/kafka/{cluster}/topic/{topic}/consumers", self.topic_consumers),

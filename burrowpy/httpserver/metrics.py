@@ -22,6 +22,7 @@ from prometheus_client.metrics_core import (
 )
 
 from burrowpy.context import ApplicationContext
+from burrowpy.evaluator.share import rule_settings
 from burrowpy.protocol import FetchClusters, FetchConsumers, FetchTopic, FetchTopics, Status
 
 GROUP_LABELS = ("cluster", "consumer_group")
@@ -115,6 +116,43 @@ async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
     return gauges.families()
 
 
+SHARE_PARTITION_LABELS = ("cluster", "share_group", "topic", "partition")
+
+
+def share_group_metric_families(ctx: ApplicationContext) -> list[Metric]:
+    """Not Burrow's: the share groups of every cluster module that reads them (burrowpy.evaluator.share)."""
+    lag = GaugeMetricFamily(
+        "burrow_kafka_share_group_partition_lag", "Records of the share-partition not yet acknowledged by the "
+        "share group (Kafka's DescribeShareGroupOffsets lag)", labels=SHARE_PARTITION_LABELS)
+    start = GaugeMetricFamily(
+        "burrow_kafka_share_group_partition_start_offset", "The share-partition start offset: every record "
+        "below it is acknowledged", labels=SHARE_PARTITION_LABELS)
+    partition_status = GaugeMetricFamily(
+        "burrow_kafka_share_group_partition_status", "Share-partition status from the window rules on its start "
+        "offset: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND", labels=SHARE_PARTITION_LABELS)
+    status = GaugeMetricFamily(
+        "burrow_kafka_share_group_status", "Share group status: 1 OK, 2 WARN, 3 ERR (the worst of its partitions)",
+        labels=("cluster", "share_group"))
+    now = ctx.clock.time()
+    for cluster, module in sorted(ctx.modules.get("cluster", {}).items()):
+        windows = getattr(module, "share_groups", None)
+        if windows is None:
+            continue
+        for group in windows.groups():
+            evaluated = windows.evaluate(group, now, *rule_settings(ctx.evaluator))
+            if evaluated is None:
+                continue
+            status.add_metric([cluster, group], int(evaluated.status.status))
+            for partition in evaluated.status.partitions:
+                labels = [cluster, group, partition.topic, str(partition.partition)]
+                lag.add_metric(labels, partition.current_lag)
+                partition_status.add_metric(labels, int(partition.status))
+                if partition.end is not None:
+                    start.add_metric(labels, partition.end.offset)
+    every = [lag, start, partition_status, status]
+    return sorted((family for family in every if family.samples), key=lambda family: family.name)
+
+
 PROBE_LABELS = ("cluster", "broker")
 
 
@@ -176,6 +214,7 @@ class _Snapshot:
 
 async def render_metrics(ctx: ApplicationContext) -> tuple[bytes, str]:
     """The Prometheus text exposition of one scrape, and its content type."""
-    families = sorted([*await burrow_metric_families(ctx), *probe_metric_families(ctx)],
+    families = sorted([*await burrow_metric_families(ctx), *probe_metric_families(ctx),
+                       *share_group_metric_families(ctx)],
                       key=lambda family: family.name)
     return generate_latest(_Snapshot(families, ctx.registry)), CONTENT_TYPE_PLAIN_0_0_4

@@ -31,6 +31,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from burrowpy.config import Section
 from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
+from burrowpy.evaluator.share import rule_settings
 from burrowpy.notifier.base import Notifier
 from burrowpy.notifier.decision import Action, GroupState, Notification, step
 from burrowpy.notifier.email import EmailNotifier
@@ -56,6 +57,7 @@ def build_notifier(name: str, section: Section, ctx: Any) -> Notifier:
 class TrackedGroup:
     last_eval: float
     state: GroupState = field(default_factory=GroupState)
+    share: bool = False  # a share group, judged by its cluster module's windows (burrowpy.evaluator.share)
 
 
 class NotifierMetrics:
@@ -147,7 +149,8 @@ class NotifierCoordinator:
     # --- group list -----------------------------------------------------------------------------------
 
     async def refresh_groups(self) -> None:
-        """Track exactly the groups storage knows; new ones get a random first evaluation time."""
+        """Track exactly the groups storage knows and the share groups the cluster modules read; new ones get a
+        random first evaluation time."""
         clusters = await self._fetch(lambda reply: FetchClusters(reply=reply)) or []
         now = self.ctx.clock.time()
         known: dict[str, dict[str, TrackedGroup]] = {}
@@ -158,8 +161,16 @@ class NotifierCoordinator:
                 group: tracked.get(group) or TrackedGroup(last_eval=now - self._rng.uniform(0, self.min_interval))
                 for group in names
             }
+            # Kafka keeps one namespace of group ids for every group type, so a name is never both kinds.
+            windows = self._share_groups(cluster)
+            for group in windows.groups() if windows is not None else ():
+                known[cluster][group] = tracked.get(group) or TrackedGroup(
+                    last_eval=now - self._rng.uniform(0, self.min_interval), share=True)
         self.groups = known
         self._wake.set()
+
+    def _share_groups(self, cluster: str) -> Any:
+        return getattr(self.ctx.modules.get("cluster", {}).get(cluster), "share_groups", None)
 
     async def _fetch(self, make_request) -> Any:
         reply = asyncio.get_running_loop().create_future()
@@ -217,12 +228,13 @@ class NotifierCoordinator:
     async def evaluate_group(self, cluster: str, group: str) -> None:
         """Evaluate one group and send whatever the decision rules call for."""
         self.evaluations += 1
+        tracked = self.groups.get(cluster, {}).get(group)
         try:
-            status = await self.ctx.evaluator.evaluate(cluster, group, False)
+            status = await self._evaluate(cluster, group, tracked is not None and tracked.share)
         except Exception:  # an evaluator failure for one group must not end notification for all
             self.logger.exception("evaluating the group failed", cluster=cluster, group=group)
             return
-        if status.status == Status.NOTFOUND:
+        if status is None or status.status == Status.NOTFOUND:
             return
         tracked = self.groups.get(cluster, {}).get(group)
         if tracked is None or not self.is_leader:
@@ -231,6 +243,14 @@ class NotifierCoordinator:
                                             self.ctx.clock.time(), lambda: str(uuid.uuid4()))
         for notification in notifications:
             self._dispatch(status, notification)
+
+    async def _evaluate(self, cluster: str, group: str, share: bool) -> ConsumerGroupStatus | None:
+        if not share:
+            return await self.ctx.evaluator.evaluate(cluster, group, False)
+        windows = self._share_groups(cluster)
+        evaluated = (windows.evaluate(group, self.ctx.clock.time(), *rule_settings(self.ctx.evaluator))
+                     if windows is not None else None)
+        return evaluated.problems() if evaluated is not None else None
 
     def _dispatch(self, status: ConsumerGroupStatus, notification: Notification) -> None:
         key = (notification.notifier, status.cluster, status.group)

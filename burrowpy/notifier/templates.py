@@ -240,6 +240,7 @@ def template_data(status: ConsumerGroupStatus, incident_id: str, start: float | 
     return {
         "cluster": status.cluster,
         "group": status.group,
+        "kind": status.kind,
         "id": incident_id,
         "start": datetime.fromtimestamp(start, UTC) if start is not None else None,
         "extras": Extras(extras),

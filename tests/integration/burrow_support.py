@@ -281,8 +281,9 @@ class BurrowpyProcess(MonitorProcess):
             "storage": {"default": {"class-name": "inmemory", "intervals": s.intervals, "min-distance": s.min_distance}},
             "evaluator": {"default": {"class-name": "caching", "expire-cache": s.expire_cache,
                                       "minimum-complete": s.minimum_complete}},
+            # share groups are judged over as many readings as consumer groups over commits
             "cluster": {CLUSTER: {"class-name": "kafka", "servers": [s.bootstrap], "offset-refresh": s.offset_refresh,
-                                  "topic-refresh": s.topic_refresh}},
+                                  "topic-refresh": s.topic_refresh, "share-group-intervals": s.intervals}},
             "consumer": {CONSUMER: {"class-name": "kafka", "cluster": CLUSTER, "servers": [s.bootstrap]}},
         }
         if s.zookeeper_offsets is not None:

@@ -156,6 +156,9 @@ class KafkaServer:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # share groups get their assignments on heartbeats: a second apart rather than five
+            "group.share.min.heartbeat.interval.ms": "1000",
+            "group.share.heartbeat.interval.ms": "1000",
         }
         props.update({key: str(value) for key, value in self.extra_config.items()})
         return props

@@ -406,10 +406,32 @@ def test_probe_alert_rules_fire(tmp_path):
         tmp_path)
 
 
+def test_share_group_alert_fires(tmp_path):
+    partition = 'cluster="local",share_group="jobs",topic="work",partition="0"'
+    check_alert_rules(
+        "prometheus-alerts.yml",
+        [{"series": f"burrow_kafka_share_group_partition_status{{{partition}}}", "values": "5x10"},
+         {"series": 'burrow_kafka_share_group_partition_status{cluster="local",share_group="fine",topic="work",'
+                    'partition="0"}', "values": "1x10"}],
+        [{"eval_time": "4m", "alertname": "KafkaShareGroupStalled", "exp_alerts": []},
+         {"eval_time": "6m", "alertname": "KafkaShareGroupStalled", "exp_alerts": [{
+             "exp_labels": {"severity": "warning", "cluster": "local", "share_group": "jobs", "topic": "work",
+                            "partition": "0"},
+             "exp_annotations": {
+                 "summary": "Share group jobs is stuck on work/0",
+                 "description": "The share-partition start offset has not moved while records wait: no member "
+                                "acknowledges them (none running, or a record that keeps failing). Details: "
+                                "/v3/kafka/local/share-group/jobs/lag"}}]}],
+        tmp_path)
+
+
 # Metrics served only while some group is in a given state, which the demo's groups may not reach within the
 # wait below (a group is catching up only while its lag shrinks faster than the noise): the module that puts a
 # group in that state and checks the metric is served.
-SERVED_IN_A_STATE = {"burrow_kafka_consumer_group_catch_up_seconds": "test_catch_up_forecast.py"}
+SERVED_IN_A_STATE = {"burrow_kafka_consumer_group_catch_up_seconds": "test_catch_up_forecast.py",
+                     # only for share groups, which Kafka has and our broker (the demo's) has not
+                     "burrow_kafka_share_group_partition_lag": "test_monitor_real_kafka.py",
+                     "burrow_kafka_share_group_partition_status": "test_monitor_real_kafka.py"}
 
 
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):

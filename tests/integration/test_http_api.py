@@ -14,6 +14,7 @@ from burrowpy.config import parse_config
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.base import Coordinator
 from burrowpy.daemon import module_classes
+from burrowpy.evaluator.share import SharePartitionOffset
 from burrowpy.httpserver import build_app
 from burrowpy.logging import LogControl
 from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset
@@ -258,6 +259,42 @@ async def test_probe_is_404_where_probes_are_off_or_the_cluster_unknown(client):
     }
     body = await get_json(client, "/v3/kafka/nowhere/probe", status=404)
     assert (body["error"], body["message"]) == (True, "cluster module not found")
+
+
+async def test_share_groups_list_lag_status_and_metrics(client, ctx):
+    windows = ctx.modules["cluster"]["local"].share_groups
+    for second, start in enumerate((40, 40, 40)):  # jobs/1 stays at 40 while 60 records wait
+        now_ms = (NOW - 2 + second) * 1000
+        windows.observe("workers", "Stable", [SharePartitionOffset("jobs", 0, 100 + second * 10, 0),
+                                              SharePartitionOffset("jobs", 1, start, 60)],
+                        {("jobs", 0): 100 + second * 10, ("jobs", 1): 100}, now_ms)
+    body = await get_json(client, "/v3/kafka/local/share-group")
+    assert (body["message"], body["share_groups"]) == ("share group list returned", ["workers"])
+
+    lag = (await get_json(client, "/v3/kafka/local/share-group/workers/lag"))["status"]
+    assert (lag["cluster"], lag["group"], lag["status"], lag["group_state"], lag["totallag"]) == \
+        ("local", "workers", "ERR", "Stable", 60)
+    assert [(p["partition"], p["status"], p["start_offset"], p["log_end_offset"], p["current_lag"])
+            for p in lag["partitions"]] == [(0, "OK", 120, 120, 0), (1, "STALL", 40, 100, 60)]
+    assert lag["maxlag"]["partition"] == 1 and lag["partitions"][1]["end"]["offset"] == 40
+    status = (await get_json(client, "/v3/kafka/local/share-group/workers/status"))["status"]
+    assert [p["partition"] for p in status["partitions"]] == [1]
+    ctx.evaluator.minimum_complete = 0.5  # the evaluator's settings judge share groups too: 3 of 10 readings is too few
+    lag = (await get_json(client, "/v3/kafka/local/share-group/workers/lag"))["status"]
+    assert [(p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [(0, "OK", 0.3), (1, "OK", 0.3)]
+    ctx.evaluator.minimum_complete = 0.0
+
+    missing = await get_json(client, "/v3/kafka/local/share-group/nobody/lag", status=404)
+    assert (missing["error"], missing["message"]) == (True, "share group not found")
+    missing = await get_json(client, "/v3/kafka/nowhere/share-group", status=404)
+    assert (missing["error"], missing["message"]) == (True, "cluster not found")
+
+    metrics = await (await client.get("/metrics")).text()
+    labels = 'cluster="local",partition="1",share_group="workers",topic="jobs"'
+    assert f"burrow_kafka_share_group_partition_lag{{{labels}}} 60.0" in metrics
+    assert f"burrow_kafka_share_group_partition_start_offset{{{labels}}} 40.0" in metrics
+    assert f"burrow_kafka_share_group_partition_status{{{labels}}} 5.0" in metrics
+    assert 'burrow_kafka_share_group_status{cluster="local",share_group="workers"} 3.0' in metrics
 
 
 async def test_unknown_group_status_is_404_with_error_false(client):

@@ -13,14 +13,17 @@ decode.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer, TopicPartition
 from harness import wait_until
 from kafka_harness import JavaApp, java_peer
 from monitor_support import broker_offsets, committing, create_topic, produce
+from test_dashboard import browser, screenshot  # noqa: F401 (the dashboard's chromium, for the share groups' card)
 
 from broker.protocol import consumer_offsets
 
@@ -232,6 +235,116 @@ def test_kafkas_current_assignment_records_are_ours_byte_for_byte(kafka, monitor
     for value in values:
         decoded = consumer_offsets.decode_consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, value)
         assert consumer_offsets.consumer_group_value(consumer_offsets.CURRENT_ASSIGNMENT_RECORD, decoded) == value
+
+
+SHARE_GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def share_partitions(monitor, group: str) -> dict[int, dict] | None:
+    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/share-group/{group}/lag")
+    return {p["partition"]: {**p, "group": body["status"]} for p in body["status"]["partitions"]} \
+        if status == 200 else None
+
+
+class ShareReader(threading.Thread):
+    """A librdkafka share consumer (implicit acknowledgement: a poll accepts the records of the one before)
+    polling in a thread of its own, the only one that touches it, until ``stop``; closing commits its last
+    acknowledgements and leaves the group."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        self.consumer.subscribe([topic])
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.consumer.poll(0.2)
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        assert not self.is_alive(), "the share consumer did not close"
+
+
+def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser):  # noqa: F811
+    """A share group (KIP-932; share.version is finalized by default in Kafka 4.4) reads a topic that keeps
+    receiving records: the monitor lists it with each share-partition's start offset, log end and lag, OK while
+    it consumes; once its consumer stops, the start offsets stop moving while records wait, and the partitions
+    STALL, as the dashboard's cluster card shows. The figures are those of Kafka's own ``kafka-share-groups
+    --describe --offsets``."""
+    topic, group = "shared-jobs", "share-workers"
+    create_topic(kafka.bootstrap, topic, 2)
+    reader = ShareReader(kafka.bootstrap, group, topic)
+    reader.start()
+    fed = threading.Event()
+
+    def feed() -> None:  # a share group starts at the log end (share.auto.offset.reset=latest): keep records coming
+        while not fed.wait(0.05):  # about 20 records a second on each partition
+            for partition in (0, 1):
+                producer.produce(topic, value=b"job", partition=partition)
+            producer.poll(0)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        def consuming() -> dict | None:
+            parts = share_partitions(monitor, group)
+            return parts if parts and len(parts) == 2 and all(p["start_offset"] > 0 for p in parts.values()) \
+                and parts[0]["group"]["status"] == "OK" and parts[0]["group"]["group_state"] == "Stable" else None
+        first = wait_until(consuming, 90, interval=0.2, message=f"{group} to consume both partitions, OK")
+        moved = wait_until(lambda: (parts := consuming()) and all(parts[n]["start_offset"] > first[n]["start_offset"]
+                                                                  for n in (0, 1)) and parts,
+                           60, interval=0.2, message=f"the start offsets of {group} to move on")
+        assert all(p["log_end_offset"] >= p["start_offset"] for p in moved.values())
+    finally:
+        reader.stop()
+        fed.set()
+        feeder.join(10)
+    for partition in (0, 1):  # records that wait for no one
+        produce(producer, topic, partition, 30)
+
+    with ThreadPoolExecutor(1) as tool:  # Kafka's tool starts a JVM: run it while the monitor's window fills
+        described = tool.submit(java_peer, SHARE_GROUP_TOOL, "--bootstrap-server", kafka.bootstrap, "--describe",
+                                "--offsets", "--group", group)
+
+        def stalled() -> dict | None:
+            parts = share_partitions(monitor, group)
+            return parts if all(p["status"] == "STALL" and p["current_lag"] >= 30 for p in parts.values()) \
+                and parts[0]["group"]["status"] == "ERR" else None
+        stalled_parts = wait_until(stalled, 60, interval=0.2, message=f"{group} to STALL once its consumer stopped")
+        assert stalled_parts[0]["group"]["group_state"] == "Empty"
+        status, body = monitor.get(f"/v3/kafka/{CLUSTER}/share-group/{group}/status")
+        assert status == 200 and body["status"]["status"] == "ERR"
+        assert sorted((p["partition"], p["status"]) for p in body["status"]["partitions"]) == [(0, "STALL"),
+                                                                                              (1, "STALL")]
+        status, text = monitor.get("/metrics")
+        assert status == 200
+        share_series = [line for line in text.splitlines() if line.startswith("burrow_kafka_share_group")]
+        assert f'burrow_kafka_share_group_partition_status{{cluster="{CLUSTER}",partition="0",share_group="{group}",' \
+               f'topic="{topic}"}} 5.0' in share_series, share_series
+        browser.get(monitor.base + "/ui/#/clusters")
+        row = f".share-groups tr[data-share-group='{group}']"
+        wait_until(lambda: (rows := browser.find_elements("css selector", row)) and rows[0].text.count("STALL") == 2,
+                   30, interval=0.2, message=f"the dashboard's row of {group} with its STALLed partitions")
+        shown = browser.find_element("css selector", row).text
+        assert "ERR" in shown and "Empty" in shown and f"{topic}/0" in shown and f"{topic}/1" in shown, shown
+        screenshot(browser, "share-groups")
+        output = described.result(120).stdout
+
+    # No consumer and no more records: Kafka's tool and the monitor say the same.
+    expected = {int(fields[2]): (int(fields[3]), int(fields[4])) for line in output.splitlines()
+                if (fields := line.split()) and fields[0] == group and fields[1] == topic}
+    assert set(expected) == {0, 1}, output
+    wait_until(lambda: {n: (p["start_offset"], p["current_lag"]) for n, p in share_partitions(monitor, group).items()}
+               == expected, 30, interval=0.2, message=f"the monitor's figures of {group} to be {expected}")
+    lag_lines = {line for line in monitor.get("/metrics")[1].splitlines()
+                 if line.startswith("burrow_kafka_share_group_partition_lag{") and f'share_group="{group}"' in line}
+    assert lag_lines == {f'burrow_kafka_share_group_partition_lag{{cluster="{CLUSTER}",partition="{n}",'
+                         f'share_group="{group}",topic="{topic}"}} {float(lag)}' for n, (_, lag) in expected.items()}
 
 
 def test_every_record_kafka_wrote_was_understood(monitor):

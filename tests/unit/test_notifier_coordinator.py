@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 import pytest
 import structlog
@@ -13,6 +14,7 @@ from structlog.testing import LogCapture
 from burrowpy.config import Config, Section
 from burrowpy.context import ApplicationContext
 from burrowpy.evaluator.caching import CachingEvaluator
+from burrowpy.evaluator.share import ShareGroupWindows, SharePartitionOffset
 from burrowpy.notifier.coordinator import NotifierCoordinator
 from burrowpy.notifier.decision import Action
 from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetDeleteGroup
@@ -196,3 +198,31 @@ async def test_start_runs_the_refresh_and_evaluation_loops_and_stop_releases_the
         e["event"] == "no ZooKeeper configured: this instance sends every notification"
         for e in monitor.logs.entries
     )
+
+
+class ShareGroupsModule:
+    """What the notifier reads of a kafka cluster module: its share groups' windows."""
+
+    def __init__(self, windows) -> None:
+        self.share_groups = windows
+
+
+async def test_a_stalled_share_group_opens_an_incident_rendered_as_a_share_group(monitor):
+    template = Path(__file__).parents[2] / "config" / "templates" / "default-email-open.tmpl"
+    sections = notifiers(alerts={"class-name": "null", "interval": 10, "template-open": str(template)})
+    windows = ShareGroupWindows("local", intervals=3)
+    monitor.modules["cluster"] = {"local": ShareGroupsModule(windows)}
+    now_ms = int(monitor.clock.time() * 1000)
+    for second in range(3):  # the start offset stays at 40 while 60 records wait
+        windows.observe("jobs", "Empty", [SharePartitionOffset("work", 0, 40, 60)], {("work", 0): 100},
+                        now_ms - (2 - second) * 1000)
+    coordinator = NotifierCoordinator(monitor, sections)
+    await coordinator.refresh_groups()
+    assert coordinator.groups["local"]["jobs"].share
+
+    await coordinator.evaluate_group("local", "jobs")
+    await coordinator.wait_idle()
+    [call] = coordinator.modules["alerts"].calls
+    assert (call.action, call.group, call.status) == (Action.OPEN, "jobs", "ERR")
+    assert call.text.startswith("Subject: [burrowpy] Kafka share group lag alert: jobs on local is ERR")
+    assert "STALL work:0 lag 60" in call.text

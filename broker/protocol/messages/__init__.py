@@ -17,6 +17,7 @@ from broker.protocol.messages import (
     offsets,
     produce,
     sasl,
+    share_groups,
     transactions,
 )
 from broker.protocol.schema import Message
@@ -33,6 +34,7 @@ _API_MESSAGES: tuple[Message, ...] = (
     *transactions.MESSAGES,
     *observability.MESSAGES,
     *leadership.MESSAGES,
+    *share_groups.MESSAGES,
 )
 
 

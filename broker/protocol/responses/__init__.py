@@ -151,6 +151,12 @@ from broker.protocol.responses.sasl import (
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
 )
+from broker.protocol.responses.share_groups import (
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+)
 from broker.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -247,6 +253,10 @@ __all__ = [
     "DescribeQuorumResponsePartitionData",
     "DescribeQuorumResponseReplicaState",
     "DescribeQuorumResponseTopicData",
+    "DescribeShareGroupOffsetsResponse",
+    "DescribeShareGroupOffsetsResponseGroup",
+    "DescribeShareGroupOffsetsResponsePartition",
+    "DescribeShareGroupOffsetsResponseTopic",
     "DescribeTopicPartitionsResponse",
     "DescribeTopicPartitionsResponseCursor",
     "DescribeTopicPartitionsResponsePartition",

@@ -442,9 +442,10 @@
         const [detail, topics] = await Promise.all([getJSON(api(name)), getJSON(api(name, "topic"))]);
         const module = detail.module || {};
         const probe = module.probe ? (await getJSON(api(name, "probe"))).probe : null;
-        return { name, module, topics: topics.topics || [], probe };
+        const shares = await shareGroups(name);
+        return { name, module, topics: topics.topics || [], probe, shares };
       }));
-      this.list.replaceChildren(...details.map(({ name, module, topics, probe }) => {
+      this.list.replaceChildren(...details.map(({ name, module, topics, probe, shares }) => {
         const mine = groups.groups.filter((g) => g.cluster === name);
         const counts = {};
         for (const g of mine) counts[g.status] = (counts[g.status] || 0) + 1;
@@ -457,10 +458,33 @@
             h("dt", null, "Topics"), h("dd", null, h("a", { href: `#/topics/${enc(name)}` }, String(topics.length))),
             h("dt", null, "Groups"), h("dd", null, h("a", { href: `#/groups?q=${enc(name)}` }, String(mine.length)),
               " ", Object.entries(counts).sort().map(([s, n]) => [" ", badge(s), ` ${n}`]))),
-          probe ? probeTable(probe) : null);
+          probe ? probeTable(probe) : null,
+          shares.length ? shareGroupTable(shares) : null);
       }));
       if (!details.length) this.list.replaceChildren(h("div", { class: "empty" }, "No cluster is configured."));
     }
+  }
+
+  // The share groups of a cluster (GET /v3/kafka/:cluster/share-group, then each one's /lag).
+  async function shareGroups(cluster) {
+    // a cluster module that reads no share groups answers 404 with no list; a group gone since has no status
+    const names = (await getJSON(api(cluster, "share-group"))).share_groups || [];
+    const answers = await Promise.all(names.map((g) => getJSON(api(cluster, "share-group", g, "lag"))));
+    return answers.filter((a) => a.status).map((a) => a.status);
+  }
+
+  // One row per share group: its status from the window rules on the start offsets, and per partition
+  // start offset / log end (lag).
+  function shareGroupTable(shares) {
+    const rows = shares.map((g) => h("tr", { "data-share-group": g.group },
+      h("td", null, g.group), h("td", null, badge(g.status)), h("td", null, g.group_state || DASH),
+      h("td", { class: "num" }, fmtInt(g.totallag)),
+      h("td", null, g.partitions.map((p) => h("div", { "data-partition": `${p.topic}/${p.partition}` },
+        `${p.topic}/${p.partition} `, badge(p.status),
+        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)})`)))));
+    return h("div", { class: "share-groups" }, h("h3", null, "Share groups"),
+      table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Lag", num: true },
+        { label: "Partitions: start offset / log end" }], rows, "No share group."));
   }
 
   // The end-to-end probes of a cluster (GET /v3/kafka/:cluster/probe): one row per broker.

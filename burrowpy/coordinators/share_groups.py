@@ -1,0 +1,79 @@
+"""Reading a cluster's share groups (KIP-932) the way Kafka's ``kafka-share-groups`` tool does.
+
+Every broker is asked for the share groups it coordinates (ListGroups v5 with the type filter "share"), and
+the same broker, being their coordinator, for their share-partitions' start offsets and lags
+(DescribeShareGroupOffsets with null topics: every partition the group has state for). A cluster whose
+brokers cannot list groups by type (ListGroups before v5) has no share groups, and nothing is asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from broker.protocol.api import ApiKey
+from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
+from burrowpy.evaluator.share import ShareGroupWindows, SharePartitionOffset
+
+
+class ShareGroupReader:
+    def __init__(self, client: Any, windows: ShareGroupWindows, log: Any) -> None:
+        self._client = client
+        self.windows = windows
+        self._log = log
+        self._unsupported: set[int] = set()  # brokers that cannot list groups by type, told once
+
+    async def read(self, log_ends: Mapping[tuple[str, int], int], now_ms: int) -> None:
+        """One reading of every share group of the cluster into the windows. A broker that fails keeps its
+        groups' windows as they were (a group is forgotten only once a full listing lacks it)."""
+        brokers = sorted(broker.nodeId for broker in self._client.cluster.brokers())
+        results = await asyncio.gather(*(self._read_broker(node, log_ends, now_ms) for node in brokers),
+                                       return_exceptions=True)
+        listed: set[str] = set()
+        complete = True
+        for node, result in zip(brokers, results, strict=True):
+            if isinstance(result, BaseException):
+                self._log.warning("reading share groups failed", broker=node, error=repr(result))
+                complete = False
+            else:
+                listed |= result
+        if complete:
+            self.windows.retain(listed)
+
+    async def _read_broker(self, node: int, log_ends: Mapping[tuple[str, int], int], now_ms: int) -> set[str]:
+        try:
+            answer = await self._client.send(node, CodecRequest(ApiKey.LIST_GROUPS, {"types_filter": ["share"]},
+                                                                min_version=5))
+        except NoCommonVersion as exc:
+            if node not in self._unsupported:
+                self._unsupported.add(node)
+                self._log.info("broker cannot list share groups", broker=node, reason=str(exc))
+            return set()
+        if answer["error_code"]:
+            raise RuntimeError(f"ListGroups answered error code {answer['error_code']}")
+        states = {group["group_id"]: group["group_state"] for group in answer["groups"]}
+        if not states:
+            return set()
+        described = await self._client.send(node, CodecRequest(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            {"groups": [{"group_id": group, "topics": None} for group in sorted(states)]}))
+        for group in described["groups"]:
+            group_id = group["group_id"]
+            if group["error_code"]:
+                # e.g. deleted between the two requests, or no longer coordinated here: read again next time
+                self._log.warning("describing share group offsets failed", group=group_id,
+                                  error_code=group["error_code"], error_message=group["error_message"])
+                continue
+            readings = []
+            for topic in group["topics"]:
+                for partition in topic["partitions"]:
+                    if partition["error_code"]:
+                        self._log.warning("share-partition offset error", group=group_id, topic=topic["topic_name"],
+                                          partition=partition["partition_index"],
+                                          error_code=partition["error_code"])
+                        continue
+                    readings.append(SharePartitionOffset(topic["topic_name"], partition["partition_index"],
+                                                         partition["start_offset"], partition["lag"]))
+            self.windows.observe(group_id, states.get(group_id, ""), readings, log_ends, now_ms)
+        return set(states)

@@ -1,0 +1,139 @@
+"""Share groups (KIP-932) through Burrow's window rules.
+
+A share group commits no offsets: its progress on a partition is the share-partition start offset, below
+which every record is acknowledged, and its lag is what Kafka's ``kafka-share-groups --describe --offsets``
+shows (DescribeShareGroupOffsets v1's lag: records of the partition not yet acknowledged). The cluster
+module reads both every offset refresh; each reading is kept like a commit in a window of ``intervals``
+readings per partition, and :func:`burrowpy.evaluator.rules.evaluate_partition` judges that window as it
+judges a consumer group's commits. A start offset that stops moving while records wait therefore makes
+the partition STALL once the window is full of that offset (WARN before, while the lag does not shrink),
+and STOP when readings stop arriving for longer than the window spans.
+
+Pure: no IO, no clock (``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from burrowpy.evaluator.rules import evaluate_partition, group_status
+from burrowpy.protocol import ConsumerGroupStatus, ConsumerOffset, PartitionStatus, Status
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """One share-partition as DescribeShareGroupOffsets reports it."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    lag: int | None  # Kafka's (version 1); None or negative when the broker gives none
+
+
+@dataclass(slots=True)
+class _Readings:
+    starts: deque[ConsumerOffset]
+    log_ends: deque[int]
+
+
+@dataclass(slots=True)
+class ShareGroupStatus:
+    """A share group's evaluation: Burrow's group status plus what only share groups have."""
+
+    status: ConsumerGroupStatus
+    state: str  # the group's state as ListGroups gives it (Empty, Stable, Dead)
+    log_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
+
+    def problems(self) -> ConsumerGroupStatus:
+        """The group's status listing only the partitions worse than OK (what ``/status`` and notifiers show)."""
+        return replace(self.status, partitions=[p for p in self.status.partitions if p.status > Status.OK])
+
+    def to_json(self, showall: bool = True) -> dict[str, Any]:
+        body = (self.status if showall else self.problems()).to_json()
+        body["group_state"] = self.state
+        for partition in (*body["partitions"], *([body["maxlag"]] if body["maxlag"] else [])):
+            end = partition["end"]
+            partition["start_offset"] = end["offset"] if end else None
+            partition["log_end_offset"] = self.log_ends.get((partition["topic"], partition["partition"]))
+        return body
+
+
+def rule_settings(evaluator: Any) -> tuple[int, float]:
+    """The evaluator module's ``allowed-lag`` and ``minimum-complete``, which share groups are judged by too."""
+    return getattr(evaluator, "allowed_lag", 0), getattr(evaluator, "minimum_complete", 0.0)
+
+
+def share_lag(reading: SharePartitionOffset, log_end: int | None) -> int:
+    """Kafka's lag when it gives one, else what its tool computed before version 1: log end minus start."""
+    if reading.lag is not None and reading.lag >= 0:
+        return reading.lag
+    if log_end is None:
+        return 0
+    return max(log_end - reading.start_offset, 0)
+
+
+@dataclass
+class ShareGroupWindows:
+    """The share groups of one cluster, each partition's readings kept in a window of ``intervals``."""
+
+    cluster: str
+    intervals: int = 10
+    _groups: dict[str, dict[tuple[str, int], _Readings]] = field(default_factory=dict)
+    _states: dict[str, str] = field(default_factory=dict)
+
+    def observe(self, group: str, state: str, readings: Iterable[SharePartitionOffset],
+                log_ends: Mapping[tuple[str, int], int], now_ms: int) -> None:
+        """One reading of a group's share-partitions; partitions it no longer has state for are dropped.
+        A partition without a start offset yet (-1: nothing delivered) is not a reading."""
+        partitions = self._groups.setdefault(group, {})
+        seen = set()
+        for reading in readings:
+            if reading.start_offset < 0:
+                continue
+            key = (reading.topic, reading.partition)
+            seen.add(key)
+            log_end = log_ends.get(key)
+            entry = partitions.get(key)
+            if entry is None:
+                entry = partitions[key] = _Readings(deque(maxlen=self.intervals), deque(maxlen=self.intervals))
+            entry.starts.append(ConsumerOffset(reading.start_offset, now_ms, now_ms, share_lag(reading, log_end)))
+            entry.log_ends.append(log_end if log_end is not None else reading.start_offset)
+        for gone in set(partitions) - seen:
+            del partitions[gone]
+        self._states[group] = state
+
+    def retain(self, groups: Iterable[str]) -> None:
+        """Forget the groups Kafka no longer lists."""
+        keep = set(groups)
+        for group in set(self._groups) - keep:
+            del self._groups[group]
+            self._states.pop(group, None)
+
+    def groups(self) -> list[str]:
+        return sorted(self._groups)
+
+    def evaluate(self, group: str, now_s: float, allowed_lag: int = 0,
+                 minimum_complete: float = 0.0) -> ShareGroupStatus | None:
+        """The group's status from its windows (None for a group not known); partitions in (topic, partition)
+        order, ``maxlag`` the one with the largest lag, the first on ties."""
+        partitions = self._groups.get(group)
+        if partitions is None:
+            return None
+        statuses: list[PartitionStatus] = []
+        log_ends: dict[tuple[str, int], int | None] = {}
+        for (topic, partition), entry in sorted(partitions.items()):
+            window: list[ConsumerOffset | None] = [None] * (self.intervals - len(entry.starts))
+            window.extend(entry.starts)
+            lag = entry.starts[-1].lag or 0
+            statuses.append(evaluate_partition(window, list(entry.log_ends), lag, now_s, allowed_lag,
+                                               minimum_complete, topic=topic, partition=partition))
+            log_ends[(topic, partition)] = entry.log_ends[-1]
+        maxlag = max(statuses, key=lambda status: status.current_lag, default=None)
+        complete = (sum(1 for status in statuses if status.complete >= 1.0) / len(statuses)) if statuses else 1.0
+        overall = group_status(status.status for status in statuses) if statuses else Status.OK
+        result = ConsumerGroupStatus(self.cluster, group, overall, complete, statuses, len(statuses), maxlag,
+                                     sum(status.current_lag for status in statuses), kind="share")
+        return ShareGroupStatus(result, self._states.get(group, ""), log_ends)

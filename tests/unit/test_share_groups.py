@@ -1,0 +1,74 @@
+"""Share groups through the window rules (burrowpy.evaluator.share): readings of start offsets and lags."""
+
+from __future__ import annotations
+
+from burrowpy.evaluator.share import ShareGroupWindows, SharePartitionOffset, share_lag
+from burrowpy.protocol import Status
+
+T0 = 1_700_000_000_000  # ms
+
+
+def feed(windows: ShareGroupWindows, readings: list[tuple[int, int]], log_end: int, *, group: str = "g",
+         start_ms: int = T0, step_ms: int = 1000) -> int:
+    """One reading per second of partition t/0 at (start offset, lag); the time of the last, in ms."""
+    now = start_ms
+    for number, (start, lag) in enumerate(readings):
+        now = start_ms + number * step_ms
+        windows.observe(group, "Stable", [SharePartitionOffset("t", 0, start, lag)], {("t", 0): log_end}, now)
+    return now
+
+
+def test_a_moving_start_offset_is_ok_and_a_still_one_with_records_waiting_stalls():
+    windows = ShareGroupWindows("c", intervals=4)
+    last = feed(windows, [(10, 8), (20, 6), (30, 6), (40, 5)], 45)
+    status = windows.evaluate("g", last / 1000)
+    assert status is not None and status.status.status == Status.OK
+    last = feed(windows, [(40, 8), (40, 9), (40, 10), (40, 11)], 51, start_ms=last + 1000)
+    status = windows.evaluate("g", last / 1000)
+    assert status is not None
+    assert [p.status for p in status.status.partitions] == [Status.STALL]
+    assert status.status.status == Status.ERR and status.status.totallag == 11
+
+
+def test_a_still_start_offset_with_nothing_waiting_is_ok():
+    windows = ShareGroupWindows("c", intervals=3)
+    last = feed(windows, [(40, 0), (40, 0), (40, 0)], 40)
+    assert windows.evaluate("g", last / 1000).status.status == Status.OK
+
+
+def test_readings_that_stop_arriving_make_stop():
+    windows = ShareGroupWindows("c", intervals=3)
+    last = feed(windows, [(10, 5), (20, 5), (30, 5)], 35)
+    status = windows.evaluate("g", last / 1000 + 60)
+    assert [p.status for p in status.status.partitions] == [Status.STOP]
+
+
+def test_lag_is_kafkas_when_given_else_log_end_minus_start():
+    assert share_lag(SharePartitionOffset("t", 0, 10, 3), 50) == 3
+    assert share_lag(SharePartitionOffset("t", 0, 10, None), 50) == 40
+    assert share_lag(SharePartitionOffset("t", 0, 10, -1), 50) == 40
+    assert share_lag(SharePartitionOffset("t", 0, 10, None), None) == 0
+
+
+def test_the_json_holds_start_offset_log_end_and_state():
+    windows = ShareGroupWindows("c", intervals=2)
+    last = feed(windows, [(10, 2), (12, 0)], 12)
+    body = windows.evaluate("g", last / 1000).to_json()
+    assert body["group_state"] == "Stable" and body["cluster"] == "c" and body["group"] == "g"
+    [partition] = body["partitions"]
+    assert (partition["start_offset"], partition["log_end_offset"], partition["current_lag"]) == (12, 12, 0)
+    assert body["maxlag"]["start_offset"] == 12 and partition["complete"] == 1.0
+
+
+def test_partitions_without_state_and_groups_kafka_no_longer_lists_go():
+    windows = ShareGroupWindows("c", intervals=2)
+    windows.observe("g", "Stable", [SharePartitionOffset("t", 0, 5, 0), SharePartitionOffset("t", 1, -1, None)],
+                    {}, T0)
+    assert [p.partition for p in windows.evaluate("g", T0 / 1000).status.partitions] == [0]
+    windows.observe("g", "Stable", [SharePartitionOffset("t", 1, 7, 0)], {}, T0 + 1000)
+    assert [p.partition for p in windows.evaluate("g", T0 / 1000 + 1).status.partitions] == [1]
+    windows.observe("h", "Empty", [], {}, T0)
+    assert windows.groups() == ["g", "h"]
+    windows.retain(["h"])
+    assert windows.groups() == ["h"] and windows.evaluate("g", T0 / 1000) is None
+    assert windows.evaluate("h", T0 / 1000).status.status == Status.OK
