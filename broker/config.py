@@ -67,6 +67,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "quota.window.size.seconds": ("int", 1),  # of this length
     "controller.quota.window.num": ("int", 11),  # controller_mutation_rate's burst: this many windows' worth
     "controller.quota.window.size.seconds": ("int", 1),
+    # the replication throttles' window (broker/cluster/replication_quota.py)
+    "replication.quota.window.num": ("int", 11),
+    "replication.quota.window.size.seconds": ("int", 1),
     # also the deadline for a TLS handshake and a SASL login (broker/server.py)
     "connections.max.idle.ms": ("int", 600000),
     "connection.failed.authentication.delay.ms": ("int", 100),
@@ -492,7 +495,8 @@ class BrokerConfig:
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
                     "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
                     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
-                    "controller.quota.window.size.seconds", "producer.id.expiration.ms",
+                    "controller.quota.window.size.seconds", "replication.quota.window.num",
+                    "replication.quota.window.size.seconds", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit",
                     "leader.imbalance.check.interval.seconds"):
             least = 0 if key.startswith("max.") and key != "max.request.partition.size.limit" else 1
