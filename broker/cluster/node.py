@@ -88,7 +88,7 @@ class ClusterNode:
             preferred_leader_election_interval=(config.preferred_leader_election_interval
                                                 or broker.config["leader.imbalance.check.interval.seconds"]),
             unknown_broker_grace=config.unknown_broker_grace,
-            unclean_election_enabled=self._unclean_election_enabled,
+            unclean_election_enabled=self.unclean_election_enabled,
             auto_leader_rebalance=broker.config["auto.leader.rebalance.enable"],
             leader_imbalance_percentage=broker.config["leader.imbalance.per.broker.percentage"])
         self._roles: dict[tuple[str, int], Role] = {}
@@ -111,7 +111,7 @@ class ClusterNode:
             return None
         return broker_config.ssl_contexts[broker_config.inter_broker_listener], security.ssl_context
 
-    def _unclean_election_enabled(self, topic: str) -> bool:
+    def unclean_election_enabled(self, topic: str) -> bool:
         local = self.broker.logs.topics.get(topic)
         return local is not None and local.config.unclean_leader_election_enable
 
