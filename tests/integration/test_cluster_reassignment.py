@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from cluster_harness import BrokerCluster
 from fault_harness import AckedWorkload, check_after, create_topic
-from harness import describe_broker_configs, unique_name, wait_until
+from harness import Scrape, describe_broker_configs, free_port, unique_name, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
@@ -31,7 +31,10 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    brokers = BrokerCluster(tmp_path_factory.mktemp("reassign"), settings={"min.insync.replicas": 2})
+    metrics_ports = {node: free_port() for node in (1, 2, 3)}
+    brokers = BrokerCluster(tmp_path_factory.mktemp("reassign"), settings={"min.insync.replicas": 2},
+                            node_settings=lambda node, _port: {"metrics.listen": f"127.0.0.1:{metrics_ports[node]}"})
+    brokers.metrics_ports = metrics_ports  # type: ignore[attr-defined]
     try:
         brokers.start()
         yield brokers
@@ -191,6 +194,12 @@ def test_a_throttled_move_keeps_to_its_rate_and_verify_lifts_the_throttle(cluste
     assert throttled_s >= (size - FETCH_MAX_BYTES) / THROTTLE * 0.9, (throttled_s, size)
     assert measured <= THROTTLE * 1.3, measured
     assert unthrottled_s < throttled_s / 2, (unthrottled_s, throttled_s)
+    # Kafka's replication quota rates, what the leader sent and broker 3 fetched for throttled replicas: a fetch
+    # let through under the bound may take the rate over it by one fetch's worth over the time measured (5 s
+    # at least, with the first fetch at once)
+    for node, side in ((1, "leader"), (3, "follower")):
+        rate = Scrape(cluster.metrics_ports[node]).value(f"kafka_server_{side}replication_byte_rate")
+        assert THROTTLE / 4 < rate <= THROTTLE + FETCH_MAX_BYTES / 5, (side, rate)
 
     # the move ends (broker 3 joins the ISR, broker 1 leaves) before the tool is asked: its JVM is slow to start
     wait_until(lambda: replicas_of(cluster, throttled) == {0: [3, 2]}, 60, interval=0.1, message="the move to end")
