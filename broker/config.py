@@ -67,6 +67,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "quota.window.size.seconds": ("int", 1),  # of this length
     "controller.quota.window.num": ("int", 11),  # controller_mutation_rate's burst: this many windows' worth
     "controller.quota.window.size.seconds": ("int", 1),
+    # the replication throttles' window (broker/cluster/replication_quota.py)
+    "replication.quota.window.num": ("int", 11),
+    "replication.quota.window.size.seconds": ("int", 1),
     # also the deadline for a TLS handshake and a SASL login (broker/server.py)
     "connections.max.idle.ms": ("int", 600000),
     "connection.failed.authentication.delay.ms": ("int", 100),
@@ -110,8 +113,12 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # Kafka 3's setting, burrowpy's own since Kafka 4 dropped it with ZooKeeper; 0 by default, as Kafka 4's KRaft
     # controller behaves (it rebalances on any imbalance); Kafka 3's default was 10
     "leader.imbalance.per.broker.percentage": ("int", 0),
-    # a cluster broker's hand-over of its leaderships before it stops (broker/cluster/node.py)
+    # a cluster broker's hand-over of its leaderships before it stops (broker/cluster/node.py), waited for at most
+    # max.retries times retry.backoff.ms: Kafka 3's settings, burrowpy's own since Kafka 4 dropped them with
+    # ZooKeeper (a Kafka 4 broker waits for its controller's approval within a fixed 5 minutes)
     "controlled.shutdown.enable": ("bool", True),
+    "controlled.shutdown.max.retries": ("int", 3),
+    "controlled.shutdown.retry.backoff.ms": ("int", 5000),
     "log.message.timestamp.type": ("str", "CreateTime"),
     "log.index.interval.bytes": ("int", 4096),
     "log.flush.interval.messages": ("int", 2**63 - 1),
@@ -492,12 +499,16 @@ class BrokerConfig:
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
                     "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
                     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
-                    "controller.quota.window.size.seconds", "producer.id.expiration.ms",
+                    "controller.quota.window.size.seconds", "replication.quota.window.num",
+                    "replication.quota.window.size.seconds", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit",
                     "leader.imbalance.check.interval.seconds"):
             least = 0 if key.startswith("max.") and key != "max.request.partition.size.limit" else 1
             if settings[key] < least:
                 raise section.error(key, f"must be at least {least}")
+        for key in ("controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms"):
+            if settings[key] < 0:
+                raise section.error(key, "must be at least 0")
         if not 0 <= settings["leader.imbalance.per.broker.percentage"] <= 100:
             raise section.error("leader.imbalance.per.broker.percentage", "must be a percentage, 0 to 100")
         delay = settings["connection.failed.authentication.delay.ms"]

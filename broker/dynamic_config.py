@@ -101,9 +101,10 @@ _PER_LISTENER_ONLY = ("ssl.keystore.", "ssl.truststore.")
 # and these only on one broker, never at the cluster default.
 _PER_BROKER_ONLY = ("listeners", "advertised.listeners", "listener.security.protocol.map", "principal.builder.class", "cordoned.log.dirs",
                     "ssl.", "sasl.")
-# The replication rate limits kafka-reassign-partitions --throttle sets; a deletion (--verify clears them) is fine.
+# The replication rate limits kafka-reassign-partitions --throttle sets (broker/cluster/replication_quota.py):
+# Kafka's quota configs, LONGs of at least 0 that a broker does not describe unless set.
 REPLICATION_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-NO_THROTTLE = 2**63 - 1  # their default: Long.MAX_VALUE bytes a second
+_THROTTLE_DEFINITION = (None, TYPE_LONG, False, False)
 # Security settings this broker cannot change while it runs (TLS and SASL settings can: they are let through
 # before this check).
 _NOT_AT_RUN_TIME = SECURITY_PREFIXES
@@ -127,6 +128,8 @@ def base_name(name: str) -> str:
 
 def kafka_definition(name: str) -> tuple[str | None, int, bool, bool] | None:
     """Kafka 4.4's (default, type, read-only, sensitive) of ``name`` or of the config it sets for one listener."""
+    if name in REPLICATION_THROTTLES:
+        return _THROTTLE_DEFINITION
     return KAFKA_BROKER_CONFIGS.get(name) or KAFKA_BROKER_CONFIGS.get(base_name(name))
 
 
@@ -269,12 +272,6 @@ class DynamicBrokerConfigs:
                 layer.pop(name, None)
             else:
                 layer[name] = check_value(name, value, self._cleaner_threads(updates))
-                if name in REPLICATION_THROTTLES and int(layer[name]) < NO_THROTTLE:
-                    # refused rather than kept: an operator counting on it to protect the cluster must learn that
-                    # nothing would hold replication to it (Kafka's default, no limit, is what this broker does)
-                    raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                     f"This broker does not throttle replication; refusing [{name}] rather than "
-                                     "ignoring it (reassign without --throttle)")
                 if name in THREAD_POOLS:
                     self._check_thread_count(name, int(layer[name]))
         wanted_layers = {**self.layers, scope: dict(layer)}
@@ -409,7 +406,8 @@ class DynamicBrokerConfigs:
         if scope not in self.layers or dict(layer) == self.layers[scope]:
             return
         inert = sorted(name for name, value in layer.items() if name not in BROKER_KEYS
-                       and not is_honoured_security_key(name) and self.layers[scope].get(name) != value)
+                       and name not in REPLICATION_THROTTLES and not is_honoured_security_key(name)
+                       and self.layers[scope].get(name) != value)
         if inert:  # as the YAML's are named at start-up: kept and described, but nothing here uses them
             log.warning("dynamic broker configs that have no effect in burrowpy", scope=scope or "cluster default",
                         keys=inert)
@@ -556,8 +554,9 @@ def check_value(name: str, value: str, cleaner_threads: int = 1) -> str:
             number = None
         if number is None or not low <= number <= high:
             problem = f"Not a number of type {_TYPE_NAMES[config_type]}"
-        elif name in KAFKA_BROKER_MINIMUMS and number < float(KAFKA_BROKER_MINIMUMS[name]):
-            shown, problem = number, f"Value must be at least {KAFKA_BROKER_MINIMUMS[name]}"
+        elif (least := "0" if name in REPLICATION_THROTTLES else KAFKA_BROKER_MINIMUMS.get(name)) is not None \
+                and number < float(least):
+            shown, problem = number, f"Value must be at least {least}"
     elif config_type == TYPE_BOOLEAN and text.lower() not in ("true", "false"):
         problem = "Expected value to be either true or false"
     if problem is None and name in _REQUIREMENTS:

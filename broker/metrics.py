@@ -284,6 +284,13 @@ class BrokerMetrics:
                                     "offset) of the partitions followed here", labels=["clientid"])
         max_lag.add_metric(["Replica"], max(replicas.follower_lags(), default=0) if replicas is not None else 0)
         yield max_lag
+        if replicas is not None:
+            # Kafka's replication quota sensors (kafka.server:type=LeaderReplication / FollowerReplication, byte-rate)
+            now_ms = int(broker.clock() * 1000)
+            for side, quota in (("leader", replicas.leader_quota), ("follower", replicas.follower_quota)):
+                yield GaugeMetricFamily(f"kafka_server_{side}replication_byte_rate",
+                                        f"Bytes a second of throttled replicas' replication, {side} side (what "
+                                        f"{side}.replication.throttled.rate bounds)", value=quota.byte_rate(now_ms))
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
                                   value=self.isr_shrinks)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",

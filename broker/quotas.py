@@ -420,8 +420,10 @@ class RateSensor:
         sample[2] += value
         sample[1] = now_ms
 
-    def rate(self, now_ms: int, window: QuotaWindow) -> tuple[float, int]:
-        """(units per second, the span in ms it is measured over)."""
+    def rate(self, now_ms: int, window: QuotaWindow, *, simple: bool = False) -> tuple[float, int]:
+        """(units per second, the span in ms it is measured over). ``simple``: Kafka's SimpleRate (replication
+        throttles), whose span is since the oldest sample began, at least one window, so that a burst after a
+        quiet spell counts fully."""
         expire = window.samples * window.size_ms
         for sample in self.samples:
             if now_ms - sample[1] >= expire:
@@ -430,7 +432,9 @@ class RateSensor:
         oldest = min((sample[0] for sample in self.samples), default=now_ms)
         span = now_ms - oldest
         full = span // window.size_ms
-        if full < window.samples - 1:
+        if simple:
+            span = max(span, window.size_ms)
+        elif full < window.samples - 1:
             span += (window.samples - 1 - full) * window.size_ms
         span = max(int(span), 1)
         return total / (span / 1000), span

@@ -34,7 +34,9 @@ The rules follow Kafka's KRaft controller:
   loses the removed ones, and a leader being removed hands over to the first target replica in the ISR (a new
   leader epoch). A new target replaces one in progress (computed from the current, merged replicas);
   ``replicas: None`` cancels, going back to the replicas before it (the adding ones leave, the ISR keeps only
-  original replicas, and a leader that was only being added hands back).
+  original replicas, and a leader that was only being added hands back). Where no original replica is in the
+  ISR, the first of them becomes the ISR alone if the command says ``unclean`` (the topic allows unclean
+  elections), as Kafka's controller reverts; otherwise the cancellation is refused in Kafka's words.
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
   quorum had committed before it (see :meth:`broker.cluster.node.ClusterNode.catch_up`).
 """
@@ -441,7 +443,7 @@ class ClusterMetadata:
             raise CommandRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_partition_message(
                 name, index, name in self.topics))
         if command["replicas"] is None:
-            return self._cancel_reassignment(name, index, state)
+            return self._cancel_reassignment(name, index, state, unclean=bool(command.get("unclean")))
         target = [int(r) for r in command["replicas"]]
         # as Kafka's controller: a registered broker that is fenced now may be a target (it catches up on return)
         problem = reassignment_target_problem(target, set(self.brokers))
@@ -458,15 +460,20 @@ class ClusterMetadata:
         self._complete_reassignment(state)
         return ok()
 
-    def _cancel_reassignment(self, name: str, index: int, state: PartitionState) -> Result:
+    def _cancel_reassignment(self, name: str, index: int, state: PartitionState, *, unclean: bool) -> Result:
+        """Kafka's PartitionReassignmentRevert: the replicas without the adding ones, the ISR without them too.
+        Where no original replica is in sync, the first original replica becomes the ISR alone: an unclean
+        election, which only the topic's unclean.leader.election.enable (``unclean``) allows."""
         if not state.reassigning:
             raise CommandRefused(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
                                  f"no reassignment of {name}-{index} is in progress")
         original = [r for r in state.replicas if r not in state.adding]
         if not any(r in state.isr for r in original):
-            # Kafka would elect uncleanly here; we keep the reassignment rather than lose what the ISR holds
-            raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"no original replica of {name}-{index} is in sync; cancelling would lose records")
+            if not unclean:
+                raise CommandRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Unable to revert partition assignment for {name}:{index} because it would "
+                                     "require an unclean leader election.")
+            state.isr = original[:1]
         self._settle_replicas(state, original)
         return ok()
 

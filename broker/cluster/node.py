@@ -67,8 +67,6 @@ log = structlog.get_logger("broker.cluster")
 
 ADMIN_TIMEOUT = 15.0
 CATCH_UP_TIMEOUT = 5.0
-# How long a clean stop waits for the controller to move this broker's leaderships elsewhere.
-CONTROLLED_SHUTDOWN_TIMEOUT = 5.0
 
 
 class ClusterNode:
@@ -88,7 +86,7 @@ class ClusterNode:
             preferred_leader_election_interval=(config.preferred_leader_election_interval
                                                 or broker.config["leader.imbalance.check.interval.seconds"]),
             unknown_broker_grace=config.unknown_broker_grace,
-            unclean_election_enabled=self._unclean_election_enabled,
+            unclean_election_enabled=self.unclean_election_enabled,
             auto_leader_rebalance=broker.config["auto.leader.rebalance.enable"],
             leader_imbalance_percentage=broker.config["leader.imbalance.per.broker.percentage"])
         self._roles: dict[tuple[str, int], Role] = {}
@@ -111,7 +109,7 @@ class ClusterNode:
             return None
         return broker_config.ssl_contexts[broker_config.inter_broker_listener], security.ssl_context
 
-    def _unclean_election_enabled(self, topic: str) -> bool:
+    def unclean_election_enabled(self, topic: str) -> bool:
         local = self.broker.logs.topics.get(topic)
         return local is not None and local.config.unclean_leader_election_enable
 
@@ -179,25 +177,28 @@ class ClusterNode:
     async def stop(self) -> None:
         """Controlled shutdown (controlled.shutdown.enable): leave the gossip group, wait until the controller
         has fenced this broker (its leaderships moved to in-sync followers on the other live brokers, it left
-        every ISR; a partition it is the last ISR member of goes offline until it returns), at most
-        CONTROLLED_SHUTDOWN_TIMEOUT, then stop. Without it the broker stops at once and its leaderships move
-        when the controller learns it left."""
+        every ISR; a partition it is the last ISR member of goes offline until it returns), then stop. As Kafka 3's
+        controlled shutdown it tries controlled.shutdown.max.retries times, each time waking the controller and
+        waiting controlled.shutdown.retry.backoff.ms, and stops all the same after the last. Without it the broker
+        stops at once and its leaderships move when the controller learns it left."""
         self._leaving = True
         if self.gossip is not None:
             await self.gossip.stop(leave=True)
-        self.controller.wake()
         others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
         if (self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is not None and others
                 and self.node_id in self.metadata.brokers):
             began = asyncio.get_running_loop().time()
-            try:
-                await asyncio.wait_for(self._wait_fenced(), CONTROLLED_SHUTDOWN_TIMEOUT)
+            attempts = self.broker.config["controlled.shutdown.max.retries"]
+            backoff_ms = self.broker.config["controlled.shutdown.retry.backoff.ms"]
+            if await self._handed_over(attempts, backoff_ms / 1000):
                 log.info("controlled shutdown: leaderships handed over", node_id=self.node_id,
                          seconds=round(asyncio.get_running_loop().time() - began, 3))
-            except TimeoutError:
+            else:
                 log.warning("controlled shutdown: the controller did not fence this broker in time; stopping "
-                            "with the leaderships it still holds", node_id=self.node_id,
-                            timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT)
+                            "with the leaderships it still holds", node_id=self.node_id, attempts=attempts,
+                            backoff_ms=backoff_ms)
+        else:
+            self.controller.wake()
         await self.controller.stop()
         await self.replicas.stop()
         await self._barrier.close()
@@ -223,6 +224,16 @@ class ClusterNode:
             await self.raft.propose({"op": "barrier"}, CATCH_UP_TIMEOUT)
         except ProposalFailed as exc:
             log.info("metadata catch-up failed; answering from this broker's view", error=str(exc))
+
+    async def _handed_over(self, attempts: int, backoff_s: float) -> bool:
+        for _ in range(attempts):
+            self.controller.wake()
+            try:
+                await asyncio.wait_for(self._wait_fenced(), backoff_s)
+                return True
+            except TimeoutError:
+                continue
+        return False
 
     async def _wait_fenced(self) -> None:
         while self.metadata.brokers[self.node_id].alive:

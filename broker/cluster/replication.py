@@ -19,6 +19,11 @@ In a cluster every partition log opens without an automatic high watermark (the 
 commits nothing of its own. A log with one (a single node's, or the hand-built brokers of tests) loses it
 when it is taken over here (leader or follower).
 
+Replication throttles (``--throttle`` of kafka-reassign-partitions, :mod:`broker.cluster.replication_quota`): the
+Fetch handler answers a throttled follower with no records where :meth:`ReplicaManager.leader_throttles` says so
+and counts what it sends with :meth:`ReplicaManager.count_leader_bytes`; a fetcher leaves out the partitions
+:meth:`ReplicaManager.follower_throttles` holds back.
+
 A broker acts as a partition's leader only where :func:`broker.cluster.isr.acts_as_leader` says so: the metadata names it, it has
 caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
@@ -43,12 +48,14 @@ import structlog
 
 from broker.client import ClientError, KafkaConnection
 from broker.cluster.isr import IsrChange, PartitionLeaderState
+from broker.cluster.replication_quota import NO_THROTTLE, ReplicationQuota, throttles_replica
 from broker.config import BROKER_KEYS
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import wait_durable
 from broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from broker.protocol.api import ApiKey
 from broker.protocol.records import iter_batches
+from broker.quotas import QuotaWindow
 from broker.security.broker_login import BrokerCredential
 
 if TYPE_CHECKING:
@@ -146,6 +153,7 @@ class FollowedPartition:
     fetch_offset: int | None = None  # None: the log end; set when the leader's log starts past our end
     retry_at: float = 0.0  # monotonic time before which the partition is not fetched (after an error)
     lag: int = 0  # the leader's high watermark past our next offset at the last fetch (Kafka's replica lag)
+    in_sync: bool = False  # the last fetch reached the leader's high watermark (never throttled then)
 
     @property
     def next_offset(self) -> int:
@@ -335,8 +343,12 @@ class LeaderFetcher:
         settings = self.manager.fetcher_settings
         sent: dict[TopicPartition, tuple[FollowedPartition, int]] = {}
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        held = False
         for followed in self._ready():
             if followed.diverged:
+                continue
+            if self.manager.follower_throttles(followed):
+                held = True
                 continue
             offset = followed.next_offset
             sent[(followed.topic, followed.partition)] = (followed, offset)
@@ -347,6 +359,10 @@ class LeaderFetcher:
                 "partition_max_bytes": settings["replica.fetch.max.bytes"],
             })
         if not sent:
+            if held:  # as Kafka's fetcher with nothing to ask for: wait its backoff, then look at the rate again
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), settings["replica.fetch.backoff.ms"] / 1000)
             return
         response = await connection.request(ApiKey.FETCH, {
             "replica_id": self.manager.node_id,
@@ -413,6 +429,7 @@ class LeaderFetcher:
                     followed.fetch_offset = None
                 self.manager.broker.storage_written()
                 self.manager.broker.metrics.replication_bytes_in += len(records)
+                self.manager.count_follower_bytes(followed, len(records))
             except KafkaError as exc:
                 if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
                     self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
@@ -423,6 +440,7 @@ class LeaderFetcher:
                 return
         plog.high_watermark = max(min(part["high_watermark"], plog.log_end_offset), plog.log_start_offset)
         followed.lag = max(part["high_watermark"] - followed.next_offset, 0)
+        followed.in_sync = followed.lag == 0
         leader_start = part["log_start_offset"]
         new_start = min(leader_start, plog.high_watermark)
         if new_start > plog.log_start_offset:
@@ -462,6 +480,10 @@ class ReplicaManager:
         self._waiters: dict[TopicPartition, list[_IsrWaiter]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._isr_check: asyncio.Task | None = None
+        window = QuotaWindow(broker.config["replication.quota.window.num"],
+                             broker.config["replication.quota.window.size.seconds"] * 1000)
+        self.leader_quota = ReplicationQuota(window)
+        self.follower_quota = ReplicationQuota(window)
 
     @property
     def node_id(self) -> int:
@@ -470,13 +492,16 @@ class ReplicaManager:
     # --- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # num.replica.fetchers is one Kafka lets change at run time
+        # num.replica.fetchers and the replication throttles are some Kafka lets change at run time
         self.broker.dynamic_configs.on_change.append(self._spread_over_fetchers)
+        self.broker.dynamic_configs.on_change.append(self._take_throttle_rates)
+        self._take_throttle_rates()
         self._isr_check = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
 
     async def stop(self) -> None:
-        with contextlib.suppress(ValueError):
-            self.broker.dynamic_configs.on_change.remove(self._spread_over_fetchers)
+        for callback in (self._spread_over_fetchers, self._take_throttle_rates):
+            with contextlib.suppress(ValueError):
+                self.broker.dynamic_configs.on_change.remove(callback)
         tasks = [t for t in (self._isr_check, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -567,6 +592,12 @@ class ReplicaManager:
             followed = self._fetchers[self._following[tp]].partitions[tp]
             self._hand_to_fetcher(followed, leader_id)
 
+    def _take_throttle_rates(self) -> None:
+        for quota, name in ((self.leader_quota, "leader.replication.throttled.rate"),
+                            (self.follower_quota, "follower.replication.throttled.rate")):
+            rate = self.broker.dynamic_configs.value(name)
+            quota.bound = NO_THROTTLE if rate is None else int(rate)
+
     def _stop_following(self, tp: TopicPartition) -> None:
         key = self._following.pop(tp, None)
         if key is None:
@@ -601,6 +632,40 @@ class ReplicaManager:
         for fetcher in self._fetchers.values():
             for followed in fetcher.partitions.values():
                 yield followed.lag
+
+    def leader_throttled(self, topic: str, partition: int) -> bool:
+        """Whether the partition's topic lists this broker's replica in leader.replication.throttled.replicas."""
+        led = self._leading.get((topic, partition))
+        return led is not None and throttles_replica(led.plog.config.leader_replication_throttled_replicas,
+                                                     partition, self.node_id)
+
+    def leader_throttles(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Whether a fetch of the partition by follower ``replica_id`` gets no records now (Kafka's
+        shouldLeaderThrottle): a throttled partition, a follower out of the ISR, the leader rate over its bound."""
+        led = self._leading.get((topic, partition))
+        return (led is not None and replica_id not in led.state.isr and self.leader_throttled(topic, partition)
+                and self.leader_quota.exceeded(self._now_ms()))
+
+    def count_leader_bytes(self, size: int) -> None:
+        """Record bytes of throttled partitions sent to followers: in-sync ones' too, so that all replication of
+        them keeps to the rate."""
+        self.leader_quota.record(size, self._now_ms())
+
+    def follower_throttles(self, followed: FollowedPartition) -> bool:
+        """Whether the next fetch leaves the partition out (Kafka's shouldFollowerThrottle)."""
+        return (not followed.in_sync and self._follower_throttled(followed)
+                and self.follower_quota.exceeded(self._now_ms()))
+
+    def count_follower_bytes(self, followed: FollowedPartition, size: int) -> None:
+        if self._follower_throttled(followed):
+            self.follower_quota.record(size, self._now_ms())
+
+    def _follower_throttled(self, followed: FollowedPartition) -> bool:
+        return throttles_replica(followed.plog.config.follower_replication_throttled_replicas, followed.partition,
+                                 self.node_id)
+
+    def _now_ms(self) -> int:
+        return int(self.broker.clock() * 1000)
 
     def on_leader_append(self, topic: str, partition: int) -> None:
         """The leader's log grew (a produce or group-coordinator append); ``Broker.append`` calls this."""

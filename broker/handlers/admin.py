@@ -13,6 +13,7 @@ import structlog
 
 from broker.dynamic_config import (
     CLUSTER_DEFAULT,
+    REPLICATION_THROTTLES,
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
     TOPIC_SYNONYMS,
@@ -295,8 +296,9 @@ def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, syno
             read_only = not is_dynamic(name)  # advertised.listeners changes here, unlike on a KRaft Kafka
         if custom and (base := kafka_definition(name)) is not None:
             # a listener's own (listener.name.<l>.ssl.keystore.password): typed and hidden as what it sets,
-            # read-only by name as Kafka describes it
+            # read-only by name as Kafka describes it; a replication throttle as Kafka's quota configs
             _, config_type, _, sensitive = base
+            read_only = read_only and name not in REPLICATION_THROTTLES
         chain = dynamic.sources(name, scope)
         value = dynamic.layers[CLUSTER_DEFAULT].get(name) if scope == CLUSTER_DEFAULT else dynamic.value(name)
         value = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -28,6 +28,7 @@ from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.cluster.replication import ReplicaManager
 
 LATEST = -1
 EARLIEST = -2
@@ -132,6 +133,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
                                                                     broker.quota_window())) is not None:
         cap = min(cap, int(most))  # Kafka's: never more than its consumer_byte_rate quota lets through at once
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
+    replicas = getattr(broker, "replica_manager", None) if follower else None
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
         # (KIP-74), so a batch bigger than the limits can never stall a consumer. The partitions after it
@@ -148,6 +150,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
                 if budget is not None:
                     left = budget - total
                     max_bytes = min(max_bytes, left) if total else max(min(max_bytes, left), 1)
+                if replicas is not None and replicas.leader_throttles(topic["topic"], part["partition"],
+                                                                      request["replica_id"]):
+                    max_bytes = 0  # a throttled replica's fetch is answered, only with no records (Kafka's)
                 if not readable[topic["topic"]]:
                     entry, size = _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
                 else:
@@ -160,6 +165,8 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
             _count_bytes_out(broker, responses, follower, total)
+            if replicas is not None and total:
+                _count_throttled_bytes(replicas, responses)
             for name, error in read:
                 broker.metrics.fetch_answered(name, error)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
@@ -177,6 +184,13 @@ def _count_bytes_out(broker: Broker, responses: Sequence[Mapping[str, Any]], fol
         size = sum(len(part["records"]) for part in topic["partitions"])
         if size:
             broker.metrics.fetched(topic["topic"], size)
+
+
+def _count_throttled_bytes(replicas: ReplicaManager, responses: Sequence[Mapping[str, Any]]) -> None:
+    throttled = sum(len(part["records"]) for topic in responses for part in topic["partitions"]
+                    if replicas.leader_throttled(topic["topic"], part["partition_index"]))
+    if throttled:
+        replicas.count_leader_bytes(throttled)
 
 
 def _answer_partitions(ctx: RequestContext, operation: Operation, topics: list[dict[str, Any]], topic_key: str,

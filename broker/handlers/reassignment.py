@@ -36,9 +36,12 @@ async def _reassign(ctx: RequestContext, topic: str, partition: dict[str, Any]) 
             _reassign_alone(ctx, topic, partition["partition_index"], replicas)
             return answer
         # a target proposed again changes nothing, so an unknown outcome may be retried; a cancellation may not
+        # a cancellation that needs an unclean election is the topic's unclean.leader.election.enable's call
         await ctx.broker.cluster.propose({"op": "alter_reassignment", "topic": topic,
                                           "partition": partition["partition_index"],
-                                          "replicas": None if replicas is None else list(replicas)},
+                                          "replicas": None if replicas is None else list(replicas),
+                                          "unclean": replicas is None and
+                                          ctx.broker.cluster.unclean_election_enabled(topic)},
                                          retry=replicas is not None)
     except KafkaError as exc:
         # Kafka gives no words with NO_REASSIGNMENT_IN_PROGRESS

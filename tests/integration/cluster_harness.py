@@ -37,6 +37,9 @@ BROKER_SETTINGS = {
     "transaction.state.log.replication.factor": 3,
     "group.initial.rebalance.delay.ms": 200,
     "replica.lag.time.max.ms": 3000,
+    # a stop waits at most 5 s for its hand-over (Kafka 3's 3 x 5 s would hold every teardown of a cluster)
+    "controlled.shutdown.max.retries": 5,
+    "controlled.shutdown.retry.backoff.ms": 1000,
 }
 
 

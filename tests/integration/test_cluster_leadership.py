@@ -37,7 +37,7 @@ AUTO_REBALANCE = {"auto.leader.rebalance.enable": True, "leader.imbalance.check.
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     brokers = BrokerCluster(tmp_path_factory.mktemp("leadership"), timings=TIMINGS,
-                            settings={"auto.leader.rebalance.enable": False})
+                            settings={"auto.leader.rebalance.enable": False, **SHUTDOWN_RETRIES})
     try:
         brokers.start()
         yield brokers
@@ -55,6 +55,9 @@ def leaders(cluster: BrokerCluster, topic: str, node_id: int | None = None) -> d
 
 
 HANDED_OVER = '"event": "controlled shutdown: leaderships handed over"'
+NOT_FENCED = '"event": "controlled shutdown: the controller did not fence this broker in time'
+# the harness's 5 s bound, made of other attempts and backoffs than its own, so that a test can tell them apart
+SHUTDOWN_RETRIES = {"controlled.shutdown.max.retries": 2, "controlled.shutdown.retry.backoff.ms": 2500}
 
 
 def controlled_stop(cluster: BrokerCluster, node_id: int) -> float:
@@ -167,3 +170,24 @@ def test_rolling_restart_under_load_loses_nothing_then_leadership_returns_to_pre
         return all(p["leader_id"] == p["replica_nodes"][0] for t in cluster.metadata(1)["topics"]
                    for p in t["partitions"])
     wait_until(preferred_everywhere, 20, interval=0.2, message="every partition to be led by its preferred replica")
+
+
+def test_a_hand_over_no_controller_can_approve_is_waited_for_its_retries_and_backoffs(cluster):
+    """The controller, with both other brokers stalled, cannot fence itself (no quorum commits it): told to stop,
+    it waits controlled.shutdown.max.retries times controlled.shutdown.retry.backoff.ms, then stops all the same."""
+    cluster.wait_healthy()
+    controller = cluster.controller()
+    broker = cluster.brokers[controller]
+    stalled = [node for node in cluster.ids if node != controller]
+    not_fenced = broker.log_path.read_text().count(NOT_FENCED)
+    with cluster.paused(stalled[0]), cluster.paused(stalled[1]):
+        started = time.monotonic()
+        code = broker.stop(timeout=30)
+        took = time.monotonic() - started
+    assert code == 0, broker.log_text()
+    warned = [line for line in broker.log_path.read_text().splitlines() if NOT_FENCED in line]
+    assert len(warned) == not_fenced + 1, broker.log_text()
+    assert '"attempts": 2' in warned[-1] and '"backoff_ms": 2500' in warned[-1], warned[-1]
+    assert 5.0 <= took < 15, took
+    cluster.restart(controller)
+    cluster.wait_healthy(60)

@@ -282,6 +282,29 @@ def test_cancelling_goes_back_to_the_original_replicas_and_errors():
     assert (state.replicas, state.isr, state.leader, state.reassigning) == ([3, 2], [3, 2], 3, False)
 
 
+def test_cancelling_when_no_original_replica_is_in_sync_takes_an_unclean_election():
+    """Kafka's PartitionReassignmentRevert: the first original replica alone becomes the ISR, which only a topic
+    allowing unclean elections accepts; otherwise the cancellation is refused and nothing changes."""
+    metadata = cluster(1, 2, 3, 4)
+    metadata.apply(create(partitions=1, assignments=[[1, 2]]))
+    assert metadata.apply(reassign([3, 4]))["error_code"] == 0
+    assert metadata.apply(change_isr([1, 3], leader=1, epoch=0))["error_code"] == 0  # 2 fell behind, 3 joined
+    assert metadata.apply({"op": "fence_broker", "node_id": 1})["error_code"] == 0  # leadership goes to 3
+    state = metadata.partition("t", 0)
+    assert (state.replicas, state.isr, state.leader) == ([3, 4, 1, 2], [3], 3)
+    before = copy.deepcopy(state)
+    refused = metadata.apply(reassign(None))
+    assert refused["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert refused["error_message"] == ("Unable to revert partition assignment for t:0 because it would require an "
+                                        "unclean leader election.")
+    assert metadata.partition("t", 0) == before
+    assert metadata.apply({**reassign(None), "unclean": True})["error_code"] == 0
+    state = metadata.partition("t", 0)
+    # broker 1, fenced, cannot lead: offline until it returns or the controller elects 2 uncleanly
+    assert (state.replicas, state.isr, state.leader, state.reassigning) == ([1, 2], [1], NO_LEADER, False)
+    assert metadata.offline_partitions() == [("t", 0)]
+
+
 def test_delete_partitions_and_configs():
     metadata = cluster(1, 2, 3)
     metadata.apply(create(partitions=2, rf=2, configs={"cleanup.policy": "compact"}))

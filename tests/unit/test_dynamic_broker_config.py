@@ -71,6 +71,9 @@ def test_a_single_node_keeps_its_layers_in_the_data_dir(tmp_path):
     ("log.cleanup.policy", "shred", "String must be one of: compact, delete"),
     ("num.network.threads", "0", "Value must be at least 1"),
     ("log.segment.bytes", "1000", "Value must be at least 1048576"),
+    ("leader.replication.throttled.rate", "fast", "Not a number of type LONG"),
+    ("follower.replication.throttled.rate", "-1", "Invalid value -1 for configuration "
+                                                  "follower.replication.throttled.rate: Value must be at least 0"),
 ])
 def test_bad_values_are_refused_in_kafkas_words(name, value, message):
     with pytest.raises(KafkaError, match=message) as err:
@@ -85,9 +88,7 @@ def test_refusals(tmp_path):
                                                           r"num.partitions\]"),
             ("", {"ssl.keystore.location": "/x"}, "only per-listener"),
             ("", {"listeners": "PLAINTEXT://:9093"}, "broker id must be specified: \\[listeners\\]"),
-            ("7", {"principal.builder.class": "x.Y"}, "cannot change at run time on this broker"),
-            ("", {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": None},
-             r"does not throttle replication; refusing \[leader.replication.throttled.rate\]")):
+            ("7", {"principal.builder.class": "x.Y"}, "cannot change at run time on this broker")):
         with pytest.raises(KafkaError, match=message):
             dynamic.prepare(scope, updates, replace=False)
     for name, described, message in (("8", False, "expected 7, but received 8"),
@@ -96,9 +97,11 @@ def test_refusals(tmp_path):
         with pytest.raises(KafkaError, match=message):
             dynamic.scope_of(name, describing=described)
     assert (dynamic.scope_of(""), dynamic.scope_of("7")) == ("", "7")
-    assert dynamic.prepare("7", {"leader.replication.throttled.rate": None}, replace=False) == {}  # clearing it
-    unlimited = {"follower.replication.throttled.rate": str(2**63 - 1)}  # Kafka's default: what this broker does
-    assert dynamic.prepare("7", unlimited, replace=False) == unlimited
+    throttled = {"leader.replication.throttled.rate": "200000", "follower.replication.throttled.rate": " 300000"}
+    assert dynamic.prepare("7", throttled, replace=False) == {"leader.replication.throttled.rate": "200000",
+                                                              "follower.replication.throttled.rate": "300000"}
+    dynamic.update("7", {"leader.replication.throttled.rate": "200000"})
+    assert dynamic.prepare("7", {"leader.replication.throttled.rate": None}, replace=False) == {}  # --verify clears it
 
 
 def test_list_operations_start_from_what_the_scope_sees(tmp_path):
