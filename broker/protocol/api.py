@@ -7,11 +7,11 @@ supported specs has an acronym written in capitals, so the rule has no exception
 
 Decoded bodies hold every field of the schema; a field absent from the decoded version has its default
 (recursively), so handlers need not branch on versions to read a body. Encoding ignores keys of fields
-that exist in other versions but not the encoded one, and takes the default for a missing key only where
-Kafka's spec gives the field a default or the field is tagged; a key that is a field of no version raises
-:class:`UnknownFieldError`, a missing field of the encoded version without a spec default
-:class:`MissingFieldError` (a misspelled or forgotten field must not go out as zero: an error_code of 0 is
-a success). Defaults (what decoding fills in): the spec's default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
+that exist in other versions but not the encoded one; a key that is a field of no version raises
+:class:`UnknownFieldError`. A response or data struct takes the default for a missing key only where Kafka's
+spec gives the field a default or the field is tagged; any other missing field of the encoded version raises
+:class:`MissingFieldError` (a misspelled or forgotten field of an answer must not go out as zero: an
+error_code of 0 is a success). A request takes the default for any missing key. Defaults (what decoding fills in): the spec's default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
 UUID / [] / a dict of defaults. ``bytes`` and ``records`` decode to ``bytes`` (or None); encoding takes
 any bytes-like object and copies it only into the frame. UUIDs are 16-byte ``bytes``.
 

@@ -334,15 +334,19 @@ def test_a_forgotten_field_without_a_spec_default_is_refused_not_sent_as_zero():
     assert isinstance(caught.value, FieldError) and isinstance(caught.value, EncodeError)
     with pytest.raises(MissingFieldError, match="missing fields 'throttle_time_ms', 'error_code'"):
         encode_response(ApiKey.HEARTBEAT, 1, 7, {})
-    # at any depth, with the path; in requests and data structs too
+    # at any depth, with the path; in data structs (the records the broker writes) too
     with pytest.raises(MissingFieldError, match=r"missing field 'error_code' in ProduceResponse\.responses\."
                                                 r"partition_responses"):
         encode_response(ApiKey.PRODUCE, 9, 1, {"throttle_time_ms": 0, "responses": [
             {"name": "t", "partition_responses": [{"index": 0, "base_offset": 5, "record_errors": []}]}]})
-    with pytest.raises(MissingFieldError, match="HeartbeatRequest v0: missing field 'member_id'"):
-        encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"group_id": "g", "generation_id": 1})
     with pytest.raises(MissingFieldError, match="OffsetCommitValue v3: missing field 'metadata'"):
         encode_struct("OffsetCommitValue", 3, {"offset": 100, "leader_epoch": -1, "commit_timestamp": 1})
+
+
+def test_a_request_takes_the_default_for_a_missing_field():
+    frame = encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"group_id": "g", "generation_id": 1})
+    assert decode_request(frame[4:])[1] == {"group_id": "g", "generation_id": 1, "member_id": "",
+                                           "group_instance_id": None}
 
 
 def test_only_fields_of_the_encoded_version_without_a_spec_default_are_required():
