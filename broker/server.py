@@ -31,8 +31,8 @@ from broker.handlers import HANDLERS, RequestContext
 from broker.protocol.api import (
     ApiKey,
     DecodeError,
+    FieldError,
     UnknownApiKeyError,
-    UnknownFieldError,
     UnsupportedVersionError,
     decode_request,
     encode_response,
@@ -518,9 +518,9 @@ class KafkaServer:
             log.warning("closing connection: the answer cannot carry a string the request made too long",
                         api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
-        except UnknownFieldError as exc:
-            # a bug in the handler (a misspelled or misplaced field): no answer rather than a wrong one
-            log.error("closing connection: the handler's answer has a field its message does not have",
+        except FieldError as exc:
+            # a bug in the handler (a misspelled, misplaced or forgotten field): no answer rather than a wrong one
+            log.error("closing connection: the handler's answer does not match its message's fields",
                       api_key=header.api_key, api_version=header.api_version, client=client_host, error=str(exc))
             return False
 

@@ -151,7 +151,8 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
             cursor is not None and cursor["partition_index"] < 0):
         # Kafka refuses the request: the cursor must name a listed topic and a partition index
         return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
-            {"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"], "is_internal": False, "partitions": []}
+            {"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"], "topic_id": ZERO_UUID, "is_internal": False,
+             "partitions": []}
             for t in request["topics"]]}
     live = frozenset(node_id for node_id, *_ in broker.live_brokers())
     remaining = max(min(broker.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)

@@ -54,7 +54,7 @@ async def _reassign(ctx: RequestContext, topic: str, partition: dict[str, Any]) 
 async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return {"error_code": error, "error_message": None, "responses": [
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": [
             {"name": topic["name"], "partitions": [
                 {"partition_index": p["partition_index"], "error_code": error, "error_message": None}
                 for p in topic["partitions"]]} for topic in request["topics"]]}
@@ -64,15 +64,16 @@ async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, 
     for topic in request["topics"]:
         partitions = await asyncio.gather(*(_reassign(ctx, topic["name"], p) for p in topic["partitions"]))
         responses.append({"name": topic["name"], "partitions": list(partitions)})
-    return {"error_code": 0, "error_message": None, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 async def list_partition_reassignments(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "topics": []}
     if ctx.broker.cluster is None:  # a single node never has a reassignment in progress
-        return {"error_code": 0, "error_message": None, "topics": []}
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
     await ctx.broker.cluster.catch_up()
     metadata = ctx.broker.cluster.metadata
     wanted: list[tuple[str, Iterable[int]]]
@@ -90,4 +91,4 @@ async def list_partition_reassignments(ctx: RequestContext, request: dict[str, A
                                 "adding_replicas": list(state.adding), "removing_replicas": list(state.removing)})
         if ongoing:
             topics.append({"name": name, "partitions": ongoing})
-    return {"error_code": 0, "error_message": None, "topics": topics}
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": topics}

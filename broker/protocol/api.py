@@ -6,11 +6,12 @@ goes before every capital letter that follows a lower-case letter or digit, then
 supported specs has an acronym written in capitals, so the rule has no exceptions.
 
 Decoded bodies hold every field of the schema; a field absent from the decoded version has its default
-(recursively), so handlers need not branch on versions to read a body. Encoding takes the default for a
-missing key and ignores keys of fields that exist in other versions but not the encoded one; a key that is
-a field of no version raises :class:`UnknownFieldError` (a misspelled field must not go out as its
-default). Defaults: the spec's
-default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
+(recursively), so handlers need not branch on versions to read a body. Encoding ignores keys of fields
+that exist in other versions but not the encoded one; a key that is a field of no version raises
+:class:`UnknownFieldError`. A response or data struct takes the default for a missing key only where Kafka's
+spec gives the field a default or the field is tagged; any other missing field of the encoded version raises
+:class:`MissingFieldError` (a misspelled or forgotten field of an answer must not go out as zero: an
+error_code of 0 is a success). A request takes the default for any missing key. Defaults (what decoding fills in): the spec's default, else None for fields nullable in all their versions, else 0 / 0.0 / False / "" / b"" / the zero
 UUID / [] / a dict of defaults. ``bytes`` and ``records`` decode to ``bytes`` (or None); encoding takes
 any bytes-like object and copies it only into the frame. UUIDs are 16-byte ``bytes``.
 
@@ -27,7 +28,7 @@ from typing import Any, cast
 
 from broker.protocol import headers, messages, types
 from broker.protocol.headers import RequestHeader
-from broker.protocol.schema import Message, UnknownFieldError
+from broker.protocol.schema import FieldError, Message, MissingFieldError, UnknownFieldError
 from broker.protocol.types import (
     DecodeError,
     EncodeError,
@@ -41,6 +42,8 @@ __all__ = [
     "ApiKey",
     "DecodeError",
     "EncodeError",
+    "FieldError",
+    "MissingFieldError",
     "ProtocolError",
     "RequestHeader",
     "UnknownApiKeyError",

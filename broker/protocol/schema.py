@@ -12,10 +12,13 @@ fixed-width fields become one ``struct`` call; nested structs get their own func
 
 Values are dicts keyed by snake_case field names (see ``broker.protocol.api`` for the naming rule).
 Decoding yields every field of the schema: fields that do not exist at the decoded version get their
-default, recursively, so code reading a body need not know which version it came from. Encoding takes
-the default for a missing key and ignores keys of fields that exist in other versions of the message but
-not the encoded one (so one body can serve every version); a key that is a field of no version of that
-struct is a bug in the code building the body, and encoding raises :class:`UnknownFieldError` for it.
+default, recursively, so code reading a body need not know which version it came from. Encoding ignores
+keys of fields that exist in other versions of the message but not the encoded one (so one body can serve
+every version). A key that is a field of no version of that struct is a bug in the code building the body,
+and encoding raises :class:`UnknownFieldError` for it. In a response or a data struct (what the broker
+answers and writes), a missing key takes the default only where Kafka's spec gives one (``default=``) or
+the field is tagged (a tagged field at its default is not sent at all); any other missing field of the
+encoded version raises :class:`MissingFieldError`. A request takes the default for any missing key.
 """
 
 from __future__ import annotations
@@ -313,19 +316,40 @@ def _validate_default(f: Field, where: str) -> None:
 # ----- compiler ---------------------------------------------------------------------------------
 
 
-class UnknownFieldError(types.EncodeError):
+class FieldError(types.EncodeError):
+    """A body whose keys do not match its struct's fields: a bug in the code building it, which must not go
+    out with a default in place of the value meant."""
+
+    def __init__(self, text: str, message: str, version: int, path: str, names: list[str]) -> None:
+        super().__init__(text)
+        self.message = message
+        self.version = version
+        self.path = path
+        self.names = names
+
+
+class UnknownFieldError(FieldError):
     """A body with a key that is a field of no version of its struct: a misspelled or misplaced field,
     which encoding would otherwise leave out and send the field's default in its place."""
 
     def __init__(self, message: str, version: int, path: str, unknown: list[str], known: frozenset[str]) -> None:
         super().__init__(
             f"{message} v{version}: unknown field{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(map(repr, unknown))} in {path} (its fields: {', '.join(sorted(known)) or 'none'})"
-        )
-        self.message = message
-        self.version = version
-        self.path = path
+            f"{', '.join(map(repr, unknown))} in {path} (its fields: {', '.join(sorted(known)) or 'none'})",
+            message, version, path, unknown)
         self.unknown = unknown
+
+
+class MissingFieldError(FieldError):
+    """A body without a field that the encoded version has and that Kafka's spec gives no default: zero, the
+    empty string or an empty list in its place would be a guess (an error_code of 0 says "no error")."""
+
+    def __init__(self, message: str, version: int, path: str, missing: list[str]) -> None:
+        super().__init__(
+            f"{message} v{version}: missing field{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(repr, missing))} in {path} (required at this version: the spec gives no default)",
+            message, version, path, missing)
+        self.missing = missing
 
 
 def _unknown_fields(value: Mapping[str, Any], known: frozenset[str], message: str, version: int,
@@ -334,6 +358,13 @@ def _unknown_fields(value: Mapping[str, Any], known: frozenset[str], message: st
     their fast subset check has failed)."""
     unknown = sorted(str(key) for key in value if key not in known)
     return UnknownFieldError(message, version, path, unknown, known)
+
+
+def _missing_fields(value: Mapping[str, Any], required: tuple[str, ...], message: str, version: int,
+                    path: str) -> MissingFieldError:
+    """The error for a struct value without some of ``required`` (called by generated encoders once a
+    subscript has failed)."""
+    return MissingFieldError(message, version, path, [name for name in required if name not in value])
 
 
 Encoder = Callable[[list[types.Chunk], Mapping[str, Any]], None]
@@ -373,6 +404,7 @@ _RUNTIME: dict[str, Any] = {
     "write_uuid": types.write_uuid,
     "Encoded": types.Encoded,
     "unknown_fields": _unknown_fields,
+    "missing_fields": _missing_fields,
 }
 for _compact in ("", "compact_"):
     for _nullable in ("", "nullable_"):
@@ -493,13 +525,15 @@ class _Generator:
 
     def _read_body_lines(self, struct_: Struct, path: str, regular: list[Field], local: dict[str, str]) -> list[str]:
         """Source that reads the regular fields' values out of ``value`` into their locals, and refuses a key
-        that is a field of no version of the struct.
+        that is a field of no version of the struct, or the absence of a field that has no spec default.
 
         Fast path: a body with exactly this version's regular fields (the usual answer) is read by
         subscripts, and its key count proves it holds nothing else. Any other body (a missing field, another
         version's fields, tagged fields, a typo) gets a subset test against every version's field names,
-        then defaults for its missing keys. Every field name of any version is allowed, not only this
-        version's: handlers build one body for all versions.
+        then subscripts for the fields without a spec default (but in a request) and the default for any
+        other missing key.
+        Every field name of any version is allowed, not only this version's: handlers build one body for
+        all versions.
         """
         known = self._constant("known", frozenset(f.name for f in struct_.fields))
         check = [
@@ -512,8 +546,20 @@ class _Generator:
         lines += [f"            {local[f.name]} = value[{f.name!r}]" for f in regular]
         lines += ["            exact = True", "        except KeyError:", "            pass", "    if not exact:"]
         lines += ["        " + line for line in check]
-        lines.append("        get = value.get")
-        lines += [f"        {local[f.name]} = get({f.name!r}, {self._default_constant(f)})" for f in regular]
+        # Answers and the records we write are checked; a request is built by a client, and the many clients
+        # of the tests (and Kafka's own generated code) leave fields they do not use at zero.
+        required = [f for f in regular if f.default is _UNSET] if self.message.kind != "request" else []
+        if required:
+            names = self._constant("required", tuple(f.name for f in required))
+            lines.append("        try:")
+            lines += [f"            {local[f.name]} = value[{f.name!r}]" for f in required]
+            lines += ["        except KeyError:",
+                      f"            raise missing_fields(value, {names}, {self.message.name!r}, {self.version}, "
+                      f"{path!r}) from None"]
+        optional = [f for f in regular if f not in required]
+        if optional:
+            lines.append("        get = value.get")
+            lines += [f"        {local[f.name]} = get({f.name!r}, {self._default_constant(f)})" for f in optional]
         return lines
 
     def _default_constant(self, f: Field) -> str:

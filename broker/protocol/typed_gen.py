@@ -5,9 +5,10 @@ one can read), and the package's ``__init__`` re-exports every class.
 
     python -m broker.protocol.typed_gen
 
-A unit test compares the checked-in package with this output, so the two never drift apart. Every field is
-optional (``total=False``) because the codec takes a missing key as the field's default, and every field of
-every version is there because one body serves all versions; the codec refuses any other key at run time.
+A unit test compares the checked-in package with this output, so the two never drift apart. Every field of
+every version is there, and every field is optional (``total=False``), because one body serves all versions:
+which fields it must hold depends on the version it is encoded at, so the codec checks that at run time
+(it refuses a key of no version, and a missing field of the encoded version that has no spec default).
 """
 
 from __future__ import annotations

@@ -124,7 +124,9 @@ def key_values(draw) -> tuple[bytes | None, bytes | None]:
         member_key = encode_struct(name + "Key", record_type, {"group_id": group, "member_id": "m-1"})
         if kind == "consumer member tombstone":
             return member_key, None
-        value = (encode_struct(name + "Value", 0, {"client_id": "c", "client_host": "/h", "subscribed_topic_names": [topic]})
+        value = (encode_struct(name + "Value", 0, {"instance_id": None, "rack_id": None, "client_id": "c",
+                                                   "client_host": "/h", "subscribed_topic_names": [topic],
+                                                   "subscribed_topic_regex": None, "server_assignor": None})
                  if record_type == 5 else
                  encode_struct(name + "Value", 0, {"member_epoch": 1, "previous_member_epoch": 0, "state": 0,
                                                    "assigned_partitions": [{"topic_id": bytes(range(16)),
@@ -138,7 +140,7 @@ def key_values(draw) -> tuple[bytes | None, bytes | None]:
     if kind == "damaged key":
         return damaged(draw, key), draw(offset_values())
     if kind == "damaged value":
-        value = draw(offset_values()) or encode_struct("OffsetCommitValue", 3, {"offset": 1, "commit_timestamp": 2})
+        value = draw(offset_values()) or encode_struct("OffsetCommitValue", 3, {"offset": 1, "metadata": "", "commit_timestamp": 2})
         return key, damaged(draw, value)
     if kind == "garbage":
         return draw(st.binary(max_size=40)), draw(st.one_of(st.none(), st.binary(max_size=40)))
@@ -250,7 +252,7 @@ def test_parts_add_up_to_the_whole(data, part_size):
 
 
 def commit_value(offset: int = 5, timestamp: int = 1000) -> bytes:
-    return encode_struct("OffsetCommitValue", 3, {"offset": offset, "commit_timestamp": timestamp})
+    return encode_struct("OffsetCommitValue", 3, {"offset": offset, "metadata": "", "commit_timestamp": timestamp})
 
 
 def commit_batch(base_offset: int, count: int, **options) -> bytes:

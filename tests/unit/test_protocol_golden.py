@@ -19,6 +19,8 @@ from broker.protocol.api import (
     ApiKey,
     DecodeError,
     EncodeError,
+    FieldError,
+    MissingFieldError,
     RequestHeader,
     UnknownApiKeyError,
     UnknownFieldError,
@@ -217,7 +219,7 @@ def test_metadata_v1_response_bytes():
 
 
 def test_flexible_response_header_has_a_tagged_section():
-    frame = encode_response(ApiKey.METADATA, 9, 77, {})
+    frame = encode_response(ApiKey.METADATA, 9, 77, {"throttle_time_ms": 0, "brokers": [], "topics": []})
     assert frame[4:9] == i32(77) + b"\x00"
     # throttle, brokers [], cluster_id null, controller -1, topics [], cluster ops, tags
     assert frame[9:] == i32(0) + b"\x01" + b"\x00" + i32(-1) + b"\x01" + i32(-(2**31)) + b"\x00"
@@ -225,7 +227,8 @@ def test_flexible_response_header_has_a_tagged_section():
 
 def test_request_records_encode_from_any_bytes_like_and_decode_to_a_view_of_the_frame():
     records = bytearray(b"\x01\x02\x03")
-    body = {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": memoryview(records)}]}]}
+    body = {"acks": -1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": memoryview(records)}]}]}
     frame = bytearray(encode_request(ApiKey.PRODUCE, 9, 1, "p", body))
     _, decoded = decode_request(frame[4:])
     value = decoded["topic_data"][0]["partition_data"][0]["records"]
@@ -239,26 +242,31 @@ def test_request_records_encode_from_any_bytes_like_and_decode_to_a_view_of_the_
     assert decode_request(memoryview(bytearray(frame))[4:]) == decode_request(bytes(frame[4:]))
 
 
+# the fields of a Fetch v12 answer without a default in Kafka's spec, but for the records
+FETCH_TOP = {"throttle_time_ms": 0, "error_code": 0}
+FETCH_PARTITION = {"partition_index": 0, "error_code": 0, "high_watermark": 10, "aborted_transactions": None}
+
+
 def test_response_records_decode_to_bytes():
-    frame = encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [
-        {"partition_index": 0, "high_watermark": 10, "records": bytearray(b"xyz")}]}]})
+    frame = encode_response(ApiKey.FETCH, 12, 1, {**FETCH_TOP, "responses": [{"topic": "t", "partitions": [
+        {**FETCH_PARTITION, "records": bytearray(b"xyz")}]}]})
     decoded = decode_response(ApiKey.FETCH, 12, frame[4:])[1]
     value = decoded["responses"][0]["partitions"][0]["records"]
     assert type(value) is bytes and value == b"xyz"
 
 
 def test_fetch_v12_response_leaves_default_tagged_fields_out():
-    partition = {"partition_index": 0, "high_watermark": 10, "records": b"xyz"}
-    plain = encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [partition]}]})
+    partition = {**FETCH_PARTITION, "records": b"xyz"}
+    plain = encode_response(ApiKey.FETCH, 12, 1, {**FETCH_TOP, "responses": [{"topic": "t", "partitions": [partition]}]})
     leader = dict(partition, current_leader={"leader_id": 3, "leader_epoch": 7})
-    tagged = encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [leader]}]})
+    tagged = encode_response(ApiKey.FETCH, 12, 1, {**FETCH_TOP, "responses": [{"topic": "t", "partitions": [leader]}]})
     # tag 1 (current_leader): size 9 = int32 + int32 + empty tag section
     assert len(tagged) == len(plain) + 1 + 1 + 9
     assert b"\x01\x01\x09" + i32(3) + i32(7) + b"\x00" in tagged
     explicit_default = dict(partition, current_leader={"leader_id": -1, "leader_epoch": -1})
     assert (
         encode_response(
-            ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [explicit_default]}]}
+            ApiKey.FETCH, 12, 1, {**FETCH_TOP, "responses": [{"topic": "t", "partitions": [explicit_default]}]}
         )
         == plain
     )
@@ -297,15 +305,16 @@ def test_a_misspelled_field_is_refused_not_sent_as_its_default():
 def test_a_misplaced_field_is_refused_at_any_depth_with_its_path():
     partition = {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
                  "isr_nodes": [1], "offline_replicas": [], "throttle_time_ms": 0}
-    body = {"brokers": [], "topics": [{"name": "t", "partitions": [partition]}]}
+    topic = {"error_code": 0, "name": "t", "topic_id": bytes(16), "partitions": [partition]}
+    body = {"throttle_time_ms": 0, "brokers": [], "topics": [topic]}
     with pytest.raises(UnknownFieldError, match=r"MetadataResponse v12: .*'throttle_time_ms' in "
                                                 r"MetadataResponse\.topics\.partitions"):
         encode_response(ApiKey.METADATA, 12, 1, body)
     with pytest.raises(UnknownFieldError, match=r"MetadataResponse v12: .*'throttle_time_ms'"):
-        encode_element(ApiKey.METADATA, 12, "topics", {"name": "t", "partitions": [partition]})
+        encode_element(ApiKey.METADATA, 12, "topics", topic)
     # a misspelled tagged field of a flexible version
     with pytest.raises(UnknownFieldError, match="'current_leaders' in FetchResponse.responses.partitions"):
-        encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [
+        encode_response(ApiKey.FETCH, 12, 1, {**FETCH_TOP, "responses": [{"topic": "t", "partitions": [
             {"partition_index": 0, "current_leaders": {"leader_id": 3, "leader_epoch": 7}}]}]})
 
 
@@ -314,6 +323,41 @@ def test_requests_and_data_structs_refuse_unknown_fields_too():
         encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"groupid": "g", "generation": 1, "member_id": "m"})
     with pytest.raises(UnknownFieldError, match="OffsetCommitValue v3: unknown field 'offest'"):
         encode_struct("OffsetCommitValue", 3, {"offest": 100})
+
+
+def test_a_forgotten_field_without_a_spec_default_is_refused_not_sent_as_zero():
+    # without the check this frame went out with error_code 0 (NONE): a forgotten error became a success
+    with pytest.raises(MissingFieldError, match=r"HeartbeatResponse v1: missing field 'error_code' in "
+                                                r"HeartbeatResponse \(required at this version") as caught:
+        encode_response(ApiKey.HEARTBEAT, 1, 7, {"throttle_time_ms": 0})
+    assert (caught.value.message, caught.value.version, caught.value.missing) == ("HeartbeatResponse", 1, ["error_code"])
+    assert isinstance(caught.value, FieldError) and isinstance(caught.value, EncodeError)
+    with pytest.raises(MissingFieldError, match="missing fields 'throttle_time_ms', 'error_code'"):
+        encode_response(ApiKey.HEARTBEAT, 1, 7, {})
+    # at any depth, with the path; in data structs (the records the broker writes) too
+    with pytest.raises(MissingFieldError, match=r"missing field 'error_code' in ProduceResponse\.responses\."
+                                                r"partition_responses"):
+        encode_response(ApiKey.PRODUCE, 9, 1, {"throttle_time_ms": 0, "responses": [
+            {"name": "t", "partition_responses": [{"index": 0, "base_offset": 5, "record_errors": []}]}]})
+    with pytest.raises(MissingFieldError, match="OffsetCommitValue v3: missing field 'metadata'"):
+        encode_struct("OffsetCommitValue", 3, {"offset": 100, "leader_epoch": -1, "commit_timestamp": 1})
+
+
+def test_a_request_takes_the_default_for_a_missing_field():
+    frame = encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"group_id": "g", "generation_id": 1})
+    assert decode_request(frame[4:])[1] == {"group_id": "g", "generation_id": 1, "member_id": "",
+                                           "group_instance_id": None}
+
+
+def test_only_fields_of_the_encoded_version_without_a_spec_default_are_required():
+    # throttle_time_ms exists from v1: v0 needs only error_code
+    assert encode_response(ApiKey.HEARTBEAT, 0, 7, {"error_code": 25})[8:] == struct.pack(">h", 25)
+    # log_append_time_ms and log_start_offset have Kafka's default -1, error_message null
+    partition = {"index": 0, "error_code": 0, "base_offset": 5, "record_errors": []}
+    frame = encode_response(ApiKey.PRODUCE, 9, 1, {"throttle_time_ms": 0, "responses": [
+        {"name": "t", "partition_responses": [partition]}]})
+    decoded = decode_response(ApiKey.PRODUCE, 9, frame[4:])[1]["responses"][0]["partition_responses"][0]
+    assert (decoded["log_append_time_ms"], decoded["log_start_offset"], decoded["error_message"]) == (-1, -1, None)
 
 
 def test_fields_of_other_versions_are_left_out_of_versions_without_them():

@@ -29,7 +29,7 @@ CREATE_TOPICS_REQUEST = Message(
             )))),
         )))),
         Field("timeout_ms", "int32", "0+", default=60000),
-        Field("validate_only", "bool", "1+"),
+        Field("validate_only", "bool", "1+", default=False),
     ),
 )
 
@@ -68,7 +68,7 @@ DELETE_TOPICS_REQUEST = Message(
     flexible="4+",
     fields=(
         Field("topics", versions="6+", type=Array(Struct("DeleteTopicState", (
-            Field("name", "string", "6+", nullable="6+"),
+            Field("name", "string", "6+", nullable="6+", default=None),
             Field("topic_id", "uuid", "6+"),
         )))),
         Field("topic_names", Array("string"), "0-5"),
@@ -88,7 +88,7 @@ DELETE_TOPICS_RESPONSE = Message(
             Field("name", "string", "0+", nullable="6+"),
             Field("topic_id", "uuid", "6+"),
             Field("error_code", "int16", "0+"),
-            Field("error_message", "string", "5+", nullable="5+"),
+            Field("error_message", "string", "5+", nullable="5+", default=None),
         )))),
     ),
 )
@@ -123,7 +123,7 @@ CREATE_PARTITIONS_RESPONSE = Message(
         Field("results", versions="0+", type=Array(Struct("CreatePartitionsTopicResult", (
             Field("name", "string", "0+"),
             Field("error_code", "int16", "0+"),
-            Field("error_message", "string", "0+", nullable="0+"),
+            Field("error_message", "string", "0+", nullable="0+", default=None),
         )))),
     ),
 )
@@ -177,8 +177,8 @@ DESCRIBE_CONFIGS_REQUEST = Message(
             Field("resource_name", "string", "0+"),
             Field("configuration_keys", Array("string"), "0+", nullable="0+"),
         )))),
-        Field("include_synonyms", "bool", "1+"),
-        Field("include_documentation", "bool", "3+"),
+        Field("include_synonyms", "bool", "1+", default=False),
+        Field("include_documentation", "bool", "3+", default=False),
     ),
 )
 
@@ -207,7 +207,7 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
                     Field("value", "string", "1+", nullable="0+"),
                     Field("source", "int8", "1+"),
                 )))),
-                Field("config_type", "int8", "3+"),
+                Field("config_type", "int8", "3+", default=0),
                 Field("documentation", "string", "3+", nullable="0+"),
             )))),
         )))),
@@ -379,7 +379,7 @@ ALTER_PARTITION_REASSIGNMENTS_REQUEST = Message(
             Field("name", "string", "0+"),
             Field("partitions", versions="0+", type=Array(Struct("ReassignablePartition", (
                 Field("partition_index", "int32", "0+"),
-                Field("replicas", Array("int32"), "0+", nullable="0+"),
+                Field("replicas", Array("int32"), "0+", nullable="0+", default=None),
             )))),
         )))),
     ),
@@ -417,7 +417,7 @@ LIST_PARTITION_REASSIGNMENTS_REQUEST = Message(
         Field("topics", versions="0+", nullable="0+", type=Array(Struct("ListPartitionReassignmentsTopics", (
             Field("name", "string", "0+"),
             Field("partition_indexes", Array("int32"), "0+"),
-        )))),
+        ))), default=None),
     ),
 )
 

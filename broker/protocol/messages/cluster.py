@@ -43,7 +43,7 @@ API_VERSIONS_RESPONSE = Message(
             Field("max_version_level", "int16", "3+"),
             Field("min_version_level", "int16", "3+"),
         )))),
-        Field("zk_migration_ready", "bool", "3+", tag=3),
+        Field("zk_migration_ready", "bool", "3+", tag=3, default=False),
     ),
 )
 
@@ -76,15 +76,15 @@ METADATA_RESPONSE = Message(
             Field("node_id", "int32", "0+"),
             Field("host", "string", "0+"),
             Field("port", "int32", "0+"),
-            Field("rack", "string", "1+", nullable="1+"),
+            Field("rack", "string", "1+", nullable="1+", default=None),
         )))),
-        Field("cluster_id", "string", "2+", nullable="2+"),
+        Field("cluster_id", "string", "2+", nullable="2+", default=None),
         Field("controller_id", "int32", "1+", default=-1),
         Field("topics", versions="0+", type=Array(Struct("MetadataResponseTopic", (
             Field("error_code", "int16", "0+"),
             Field("name", "string", "0+", nullable="12+"),
             Field("topic_id", "uuid", "10+"),
-            Field("is_internal", "bool", "1+"),
+            Field("is_internal", "bool", "1+", default=False),
             Field("partitions", versions="0+", type=Array(Struct("MetadataResponsePartition", (
                 Field("error_code", "int16", "0+"),
                 Field("partition_index", "int32", "0+"),
@@ -121,7 +121,7 @@ DESCRIBE_CLUSTER_RESPONSE = Message(
     fields=(
         Field("throttle_time_ms", "int32", "0+"),
         Field("error_code", "int16", "0+"),
-        Field("error_message", "string", "0+", nullable="0+"),
+        Field("error_message", "string", "0+", nullable="0+", default=None),
         Field("endpoint_type", "int8", "1+", default=1),
         Field("cluster_id", "string", "0+"),
         Field("controller_id", "int32", "0+", default=-1),
@@ -129,7 +129,7 @@ DESCRIBE_CLUSTER_RESPONSE = Message(
             Field("broker_id", "int32", "0+"),
             Field("host", "string", "0+"),
             Field("port", "int32", "0+"),
-            Field("rack", "string", "0+", nullable="0+"),
+            Field("rack", "string", "0+", nullable="0+", default=None),
         )))),
         Field("cluster_authorized_operations", "int32", "0+", default=-2147483648),
     ),

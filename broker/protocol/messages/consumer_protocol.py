@@ -14,13 +14,13 @@ CONSUMER_PROTOCOL_SUBSCRIPTION = Message(
     flexible="none",
     fields=(
         Field("topics", Array("string"), "0+"),
-        Field("user_data", "bytes", "0+", nullable="0+"),
+        Field("user_data", "bytes", "0+", nullable="0+", default=None),
         Field("owned_partitions", versions="1+", type=Array(Struct("TopicPartition", (
             Field("topic", "string", "1+"),
             Field("partitions", Array("int32"), "1+"),
         )))),
         Field("generation_id", "int32", "2+", default=-1),
-        Field("rack_id", "string", "3+", nullable="3+"),
+        Field("rack_id", "string", "3+", nullable="3+", default=None),
     ),
 )
 
@@ -34,7 +34,7 @@ CONSUMER_PROTOCOL_ASSIGNMENT = Message(
             Field("topic", "string", "0+"),
             Field("partitions", Array("int32"), "0+"),
         )))),
-        Field("user_data", "bytes", "0+", nullable="0+"),
+        Field("user_data", "bytes", "0+", nullable="0+", default=None),
     ),
 )
 

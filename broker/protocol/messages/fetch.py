@@ -13,13 +13,13 @@ FETCH_REQUEST = Message(
     versions="0-12",
     flexible="12+",
     fields=(
-        Field("cluster_id", "string", "12+", nullable="12+", tag=0),
+        Field("cluster_id", "string", "12+", nullable="12+", tag=0, default=None),
         Field("replica_id", "int32", "0-14", default=-1),
         Field("max_wait_ms", "int32", "0+"),
         Field("min_bytes", "int32", "0+"),
         Field("max_bytes", "int32", "3+", default=2147483647),
-        Field("isolation_level", "int8", "4+"),
-        Field("session_id", "int32", "7+"),
+        Field("isolation_level", "int8", "4+", default=0),
+        Field("session_id", "int32", "7+", default=0),
         Field("session_epoch", "int32", "7+", default=-1),
         Field("topics", versions="0+", type=Array(Struct("FetchTopic", (
             Field("topic", "string", "0-12"),
@@ -49,7 +49,7 @@ FETCH_RESPONSE = Message(
     fields=(
         Field("throttle_time_ms", "int32", "1+"),
         Field("error_code", "int16", "7+"),
-        Field("session_id", "int32", "7+"),
+        Field("session_id", "int32", "7+", default=0),
         Field("responses", versions="0+", type=Array(Struct("FetchableTopicResponse", (
             Field("topic", "string", "0-12"),
             Field("partitions", versions="0+", type=Array(Struct("PartitionData", (

@@ -15,7 +15,7 @@ FIND_COORDINATOR_REQUEST = Message(
     flexible="3+",
     fields=(
         Field("key", "string", "0-3"),
-        Field("key_type", "int8", "1+"),
+        Field("key_type", "int8", "1+", default=0),
         Field("coordinator_keys", Array("string"), "4+"),
     ),
 )
@@ -55,7 +55,7 @@ JOIN_GROUP_REQUEST = Message(
         Field("session_timeout_ms", "int32", "0+"),
         Field("rebalance_timeout_ms", "int32", "1+", default=-1),
         Field("member_id", "string", "0+"),
-        Field("group_instance_id", "string", "5+", nullable="5+"),
+        Field("group_instance_id", "string", "5+", nullable="5+", default=None),
         Field("protocol_type", "string", "0+"),
         Field("protocols", versions="0+", type=Array(Struct("JoinGroupRequestProtocol", (
             Field("name", "string", "0+"),
@@ -74,13 +74,13 @@ JOIN_GROUP_RESPONSE = Message(
         Field("throttle_time_ms", "int32", "2+"),
         Field("error_code", "int16", "0+"),
         Field("generation_id", "int32", "0+", default=-1),
-        Field("protocol_type", "string", "7+", nullable="7+"),
+        Field("protocol_type", "string", "7+", nullable="7+", default=None),
         Field("protocol_name", "string", "0+", nullable="7+"),
         Field("leader", "string", "0+"),
         Field("member_id", "string", "0+"),
         Field("members", versions="0+", type=Array(Struct("JoinGroupResponseMember", (
             Field("member_id", "string", "0+"),
-            Field("group_instance_id", "string", "5+", nullable="5+"),
+            Field("group_instance_id", "string", "5+", nullable="5+", default=None),
             Field("metadata", "bytes", "0+"),
         )))),
     ),
@@ -96,9 +96,9 @@ SYNC_GROUP_REQUEST = Message(
         Field("group_id", "string", "0+"),
         Field("generation_id", "int32", "0+"),
         Field("member_id", "string", "0+"),
-        Field("group_instance_id", "string", "3+", nullable="3+"),
-        Field("protocol_type", "string", "5+", nullable="5+"),
-        Field("protocol_name", "string", "5+", nullable="5+"),
+        Field("group_instance_id", "string", "3+", nullable="3+", default=None),
+        Field("protocol_type", "string", "5+", nullable="5+", default=None),
+        Field("protocol_name", "string", "5+", nullable="5+", default=None),
         Field("assignments", versions="0+", type=Array(Struct("SyncGroupRequestAssignment", (
             Field("member_id", "string", "0+"),
             Field("assignment", "bytes", "0+"),
@@ -115,8 +115,8 @@ SYNC_GROUP_RESPONSE = Message(
     fields=(
         Field("throttle_time_ms", "int32", "1+"),
         Field("error_code", "int16", "0+"),
-        Field("protocol_type", "string", "5+", nullable="5+"),
-        Field("protocol_name", "string", "5+", nullable="5+"),
+        Field("protocol_type", "string", "5+", nullable="5+", default=None),
+        Field("protocol_name", "string", "5+", nullable="5+", default=None),
         Field("assignment", "bytes", "0+"),
     ),
 )
@@ -131,7 +131,7 @@ HEARTBEAT_REQUEST = Message(
         Field("group_id", "string", "0+"),
         Field("generation_id", "int32", "0+"),
         Field("member_id", "string", "0+"),
-        Field("group_instance_id", "string", "3+", nullable="3+"),
+        Field("group_instance_id", "string", "3+", nullable="3+", default=None),
     ),
 )
 
@@ -158,8 +158,8 @@ LEAVE_GROUP_REQUEST = Message(
         Field("member_id", "string", "0-2"),
         Field("members", versions="3+", type=Array(Struct("MemberIdentity", (
             Field("member_id", "string", "3+"),
-            Field("group_instance_id", "string", "3+", nullable="3+"),
-            Field("reason", "string", "5+", nullable="5+"),
+            Field("group_instance_id", "string", "3+", nullable="3+", default=None),
+            Field("reason", "string", "5+", nullable="5+", default=None),
         )))),
     ),
 )
@@ -239,7 +239,7 @@ DESCRIBE_GROUPS_RESPONSE = Message(
             Field("protocol_data", "string", "0+"),
             Field("members", versions="0+", type=Array(Struct("DescribedGroupMember", (
                 Field("member_id", "string", "0+"),
-                Field("group_instance_id", "string", "4+", nullable="4+"),
+                Field("group_instance_id", "string", "4+", nullable="4+", default=None),
                 Field("client_id", "string", "0+"),
                 Field("client_host", "string", "0+"),
                 Field("member_metadata", "bytes", "0+"),

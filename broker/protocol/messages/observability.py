@@ -132,7 +132,7 @@ DESCRIBE_PRODUCERS_RESPONSE = Message(
             Field("partitions", versions="0+", type=Array(Struct("PartitionResponse", (
                 Field("partition_index", "int32", "0+"),
                 Field("error_code", "int16", "0+"),
-                Field("error_message", "string", "0+", nullable="0+"),
+                Field("error_message", "string", "0+", nullable="0+", default=None),
                 Field("active_producers", versions="0+", type=Array(Struct("ProducerState", (
                     Field("producer_id", "int64", "0+"),
                     Field("producer_epoch", "int32", "0+"),

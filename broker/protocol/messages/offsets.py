@@ -16,7 +16,7 @@ OFFSET_COMMIT_REQUEST = Message(
         Field("group_id", "string", "0+"),
         Field("generation_id_or_member_epoch", "int32", "1+", default=-1),
         Field("member_id", "string", "1+"),
-        Field("group_instance_id", "string", "7+", nullable="7+"),
+        Field("group_instance_id", "string", "7+", nullable="7+", default=None),
         Field("retention_time_ms", "int64", "2-4", default=-1),
         Field("topics", versions="0+", type=Array(Struct("OffsetCommitRequestTopic", (
             Field("name", "string", "0+"),
@@ -70,7 +70,7 @@ OFFSET_FETCH_REQUEST = Message(
                 Field("partition_indexes", Array("int32"), "8+"),
             )))),
         )))),
-        Field("require_stable", "bool", "7+"),
+        Field("require_stable", "bool", "7+", default=False),
     ),
 )
 
@@ -92,7 +92,7 @@ OFFSET_FETCH_RESPONSE = Message(
                 Field("error_code", "int16", "0-7"),
             )))),
         )))),
-        Field("error_code", "int16", "2-7"),
+        Field("error_code", "int16", "2-7", default=0),
         Field("groups", versions="8+", type=Array(Struct("OffsetFetchResponseGroup", (
             Field("group_id", "string", "8+"),
             Field("topics", versions="8+", type=Array(Struct("OffsetFetchResponseTopics", (
@@ -105,7 +105,7 @@ OFFSET_FETCH_RESPONSE = Message(
                     Field("error_code", "int16", "8+"),
                 )))),
             )))),
-            Field("error_code", "int16", "8+"),
+            Field("error_code", "int16", "8+", default=0),
         )))),
     ),
 )

@@ -13,7 +13,7 @@ PRODUCE_REQUEST = Message(
     versions="0-9",
     flexible="9+",
     fields=(
-        Field("transactional_id", "string", "3+", nullable="3+"),
+        Field("transactional_id", "string", "3+", nullable="3+", default=None),
         Field("acks", "int16", "0+"),
         Field("timeout_ms", "int32", "0+"),
         Field("topic_data", versions="0+", type=Array(Struct("TopicProduceData", (
@@ -43,12 +43,12 @@ PRODUCE_RESPONSE = Message(
                 Field("log_start_offset", "int64", "5+", default=-1),
                 Field("record_errors", versions="8+", type=Array(Struct("BatchIndexAndErrorMessage", (
                     Field("batch_index", "int32", "8+"),
-                    Field("batch_index_error_message", "string", "8+", nullable="8+"),
+                    Field("batch_index_error_message", "string", "8+", nullable="8+", default=None),
                 )))),
-                Field("error_message", "string", "8+", nullable="8+"),
+                Field("error_message", "string", "8+", nullable="8+", default=None),
             )))),
         )))),
-        Field("throttle_time_ms", "int32", "1+"),
+        Field("throttle_time_ms", "int32", "1+", default=0),
     ),
 )
 

@@ -50,7 +50,7 @@ SASL_AUTHENTICATE_RESPONSE = Message(
         Field("error_code", "int16", "0+"),
         Field("error_message", "string", "0+", nullable="0+"),
         Field("auth_bytes", "bytes", "0+"),
-        Field("session_lifetime_ms", "int64", "1+"),
+        Field("session_lifetime_ms", "int64", "1+", default=0),
     ),
 )
 
