@@ -579,7 +579,7 @@ class KafkaServer:
             if answer["error_code"]:
                 return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer))
             assert self.broker.inter_broker_key is not None  # a single node answered UNSUPPORTED_SASL_MECHANISM
-            peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.broker_epoch)
+            peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.cluster_view.broker_epoch)
             return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer)
         login = peer.login
         assert login is not None  # _is_broker_login routes SaslAuthenticate here only during a login

@@ -4,7 +4,7 @@ Leader side: every follower Fetch (``replica_id >= 0``, from a broker of this cl
 no other, see :meth:`broker.handlers.registry.RequestContext.from_cluster_broker`) reports the follower's log end to
 :meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
 into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through the
-``propose_isr`` callback (default: ``broker.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
+``propose_isr`` callback (default: the broker's ``cluster_view.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
 returns, or resolves to, True once the change is committed. ``acks=all`` producers wait in
 :meth:`ReplicaManager.wait_for_isr`.
 
@@ -683,7 +683,7 @@ class ReplicaManager:
         self._spawn(self._send_isr_change(tp, led, change))
 
     async def _send_isr_change(self, tp: TopicPartition, led: LedPartition, change: IsrChange) -> None:
-        propose = self._propose_isr or self.broker.propose_isr
+        propose = self._propose_isr or self.broker.cluster_view.propose_isr
         try:
             answer = propose(tp[0], tp[1], list(change.isr), change.leader_epoch)
             if inspect.isawaitable(answer):
@@ -707,14 +707,14 @@ class ReplicaManager:
         """What this broker logs in to other brokers with: its node id and current broker epoch, and the key
         from the cluster secret. ClientError while it is not a registered, unfenced broker (then no other
         broker takes its fetches or markers)."""
-        key, epoch = self.broker.inter_broker_key, self.broker.broker_epoch(self.node_id)
+        key, epoch = self.broker.inter_broker_key, self.broker.cluster_view.broker_epoch(self.node_id)
         if key is None or epoch is None:
             raise ClientError(f"broker {self.node_id} is not a registered, unfenced broker of the cluster (yet): "
                               "other brokers do not take its requests")
         return BrokerCredential(self.node_id, epoch, key)
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
-        for live_id, host, port, _rack in self.broker.live_brokers():
+        for live_id, host, port, _rack in self.broker.cluster_view.live_brokers():
             if live_id == node_id:
                 return host, port
         return None

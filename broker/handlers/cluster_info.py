@@ -38,7 +38,7 @@ async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str
 
 def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
     return [{id_field: node_id, "host": host, "port": port, "rack": rack}
-            for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
+            for node_id, host, port, rack in ctx.broker.cluster_view.live_brokers(ctx.listener)]
 
 
 def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded:
@@ -50,8 +50,8 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     broker = ctx.broker
     topic = broker.logs.topics[name]
     topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
-    leaders = tuple(broker.partition_leader(name, index) for index in range(topic.partition_count))
-    if not broker.metadata_caught_up:
+    leaders = tuple(broker.cluster_view.partition_leader(name, index) for index in range(topic.partition_count))
+    if not broker.cluster_view.caught_up:
         leaders = tuple((-1, epoch, replicas, isr) for _leader, epoch, replicas, isr in leaders)
     operations_value = operations_field(ctx, operations, ResourceType.TOPIC, name)
     signature = (topic_id, live, operations_value,
@@ -110,7 +110,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     broker = ctx.broker
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
-    live = frozenset(node_id for node_id, *_ in broker.live_brokers())
+    live = frozenset(node_id for node_id, *_ in broker.cluster_view.live_brokers())
 
     def described(name: str) -> bool:
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
@@ -159,7 +159,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
             topics.append(_topic_entry(ctx, name, live, operations))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
     return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(), "topics": topics,
+            "controller_id": broker.cluster_view.controller_id(), "topics": topics,
             "cluster_authorized_operations": operations_field(ctx, cluster_operations, ResourceType.CLUSTER,
                                                               CLUSTER_NAME)}
 
@@ -167,7 +167,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.controller_id(),
+            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.cluster_view.controller_id(),
             "brokers": _broker_entries(ctx, "broker_id"),
             "cluster_authorized_operations": operations_field(
                 ctx, request["include_cluster_authorized_operations"], ResourceType.CLUSTER, CLUSTER_NAME)}

@@ -38,7 +38,7 @@ class RequestContext:
         (``replica_id``). With an authorizer the principal also needs CLUSTER_ACTION, as in Kafka."""
         peer = self.peer_broker
         return (peer is not None and self.listener == self.broker.config.inter_broker_listener
-                and replica_id in (None, peer.node_id) and self.broker.broker_epoch(peer.node_id) == peer.epoch
+                and replica_id in (None, peer.node_id) and self.broker.cluster_view.broker_epoch(peer.node_id) == peer.epoch
                 and self.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
 
     def quota_client(self) -> tuple[str, str]:

@@ -75,8 +75,12 @@ async def write_marker(broker: Broker, topic: str, partition: int, producer_id: 
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, clustered: bool = False) -> None:
+        """``clustered``: the broker is a node of a cluster, where a partition of `__transaction_state` is
+        coordinated by its leader and the controller creates the topic; a single node coordinates them all
+        and creates it with its first record."""
         self.broker = broker
+        self.clustered = clustered
         config = broker.config
         self.partition_count = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
@@ -90,10 +94,6 @@ class TransactionCoordinator:
 
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
-
-    @property
-    def clustered(self) -> bool:
-        return self.broker.cluster is not None
 
     # --- loading ----------------------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ class TransactionCoordinator:
                 self._creating is not None and not self._creating.done()):
             return
         replication = min(self.broker.config["transaction.state.log.replication.factor"],
-                          len(self.broker.live_brokers()))
+                          len(self.broker.cluster_view.live_brokers()))
 
         async def create() -> None:
             try:
@@ -193,7 +193,7 @@ class TransactionCoordinator:
         partition = self.partition_for(transactional_id)
         if partition in self._owned:
             return None
-        leader = self.broker.partition_leader(TRANSACTIONS_TOPIC, partition)[0]
+        leader = self.broker.cluster_view.partition_leader(TRANSACTIONS_TOPIC, partition)[0]
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if leader == self.broker.node_id else ErrorCode.NOT_COORDINATOR
 
     def partition_for(self, transactional_id: str) -> int:
@@ -239,7 +239,7 @@ class TransactionCoordinator:
         remote: defaultdict[int, list[tuple[str, int]]] = defaultdict(list)
         for topic, partition in sorted(meta.partitions):
             try:
-                leader = self.broker.partition_leader(topic, partition)[0]
+                leader = self.broker.cluster_view.partition_leader(topic, partition)[0]
             except KafkaError:
                 continue  # the topic is gone
             (local if leader == self.broker.node_id else remote[leader]).append((topic, partition))
