@@ -29,6 +29,8 @@ from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
+from broker.handlers.metadata_cache import MetadataCache
+from broker.handlers.services import Services
 from broker.log.background import wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
@@ -182,10 +184,7 @@ class Broker:
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
         # what the brokers of a cluster prove themselves to each other with (broker.security.broker_login)
         self.inter_broker_key: bytes | None = None
-        # Metadata's encoded topic entries: (topic, version) -> (what they say, bytes) (handlers.cluster_info)
-        self.metadata_entries: dict[tuple[str, int], tuple[Any, Any]] = {}
-        # Metadata's every-topic answers: (version, who asks, the state they were made from) -> topic entries
-        self.metadata_topic_lists: dict[tuple, list[Any]] = {}
+        self.services: Services  # what the handlers are given: made by start()
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
         # writes refused by a full or failing disk since start, per log dir (see storage_failed)
@@ -249,6 +248,8 @@ class Broker:
             self.replica_manager = self.cluster.replicas
             self.cluster_view = ReplicatedView(self.cluster)
             self.topic_admin = ClusterTopicAdmin(self.cluster)
+        self.services = Services(cluster=self.cluster_view,
+                                 metadata_cache=MetadataCache(self.logs, self.cluster_view))
         if self.config.listeners:
             for listener in list(self.config.listeners):
                 await self._start_listener(listener)
@@ -538,14 +539,6 @@ class Broker:
                     waiters.discard(fut)
                     if not waiters:
                         self._waiters.pop(key, None)
-
-    # --- what the Metadata answer is made from ------------------------------------------------------------
-
-    def metadata_generation(self) -> tuple[int, int, bool]:
-        """Changes whenever a topic is created, deleted or grown here or the cluster's metadata changes (its
-        leaders, epochs, replicas, ISRs), or becomes the quorum's; taken before reading them, it tells whether
-        a Metadata answer made from them earlier still holds."""
-        return self.logs.generation, self.cluster_view.metadata_version(), self.cluster_view.caught_up
 
     def quota_window(self) -> QuotaWindow:
         """Kafka's client quota window: quota.window.num samples of quota.window.size.seconds."""

@@ -45,7 +45,7 @@ def _check_leader_epoch(current_epoch: int, requested: int) -> None:
 def _leader_log(ctx: RequestContext, topic: str, partition: int, requested_epoch: int = -1):
     broker = ctx.broker
     plog = broker.partition_log(topic, partition)
-    epoch = broker.cluster_view.leader_epoch(topic, partition)
+    epoch = ctx.services.cluster.leader_epoch(topic, partition)
     _check_leader_epoch(epoch, requested_epoch)
     return plog, epoch
 

@@ -64,8 +64,8 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                                 "zstd needs Produce v7 or later"), None
     plog = None
     try:
-        epoch = broker.cluster_view.leader_epoch(topic, index)
-        isr = broker.cluster_view.partition_leader(topic, index)[3]
+        epoch = ctx.services.cluster.leader_epoch(topic, index)
+        isr = ctx.services.cluster.partition_leader(topic, index)[3]
         plog = broker.partition_log(topic, index)
         if records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
             header = BatchHeader.parse(records)
@@ -101,11 +101,11 @@ async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str,
     ))
     for (topic, entry, _next_offset), in_sync in zip(appended, replicated, strict=True):
         try:
-            broker.cluster_view.leader_epoch(topic, entry["index"])
+            ctx.services.cluster.leader_epoch(topic, entry["index"])
         except KafkaError as exc:
             entry["error_code"] = exc.code
             continue
-        isr = broker.cluster_view.partition_leader(topic, entry["index"])[3]
+        isr = ctx.services.cluster.partition_leader(topic, entry["index"])[3]
         if not in_sync:
             entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         elif len(isr) < broker.partition_log(topic, entry["index"]).config.min_insync_replicas:

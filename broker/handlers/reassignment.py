@@ -17,7 +17,7 @@ async def _reassign(ctx: RequestContext, topic: str, partition: dict[str, Any]) 
     replicas = partition["replicas"]
     answer = {"partition_index": partition["partition_index"], "error_code": 0, "error_message": None}
     try:
-        await ctx.broker.cluster_view.reassign(topic, partition["partition_index"], replicas)
+        await ctx.services.cluster.reassign(topic, partition["partition_index"], replicas)
     except KafkaError as exc:
         # Kafka gives no words with NO_REASSIGNMENT_IN_PROGRESS
         answer.update(error_code=exc.code,
@@ -33,7 +33,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, 
             {"name": topic["name"], "partitions": [
                 {"partition_index": p["partition_index"], "error_code": error, "error_message": None}
                 for p in topic["partitions"]]} for topic in request["topics"]]}
-    await ctx.broker.cluster_view.catch_up()
+    await ctx.services.cluster.catch_up()
     responses = []
     for topic in request["topics"]:
         partitions = await asyncio.gather(*(_reassign(ctx, topic["name"], p) for p in topic["partitions"]))
@@ -45,7 +45,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, 
 async def list_partition_reassignments(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
-    view = ctx.broker.cluster_view
+    view = ctx.services.cluster
     await view.catch_up()
     wanted = None if request["topics"] is None else [(topic["name"], topic["partition_indexes"])
                                                      for topic in request["topics"]]

@@ -184,7 +184,7 @@ async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dic
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif not partition_exists(ctx, topic["name"], index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif ctx.broker.cluster_view.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
+                elif ctx.services.cluster.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
                     code = await write_marker(ctx.broker, topic["name"], index, marker["producer_id"],
