@@ -17,7 +17,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -46,6 +46,13 @@ from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
 from broker.security.scram import ScramCredential, ScramStore
 from broker.server import KafkaServer
 from broker.topics import INTERNAL_TOPICS
+
+if TYPE_CHECKING:
+    from broker.cluster.config import ClusterConfig
+    from broker.cluster.node import ClusterNode, ClusterTopicAdmin
+    from broker.cluster.replication import ReplicaManager
+    from broker.groups.coordinator import GroupCoordinator
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("broker")
 
@@ -159,8 +166,8 @@ class Broker:
         self.api_versions = dict(ADVERTISED_VERSIONS) if config.cluster is None else {**ADVERTISED_VERSIONS,
                                                                                        **CLUSTER_VERSIONS}
         self.logs: LogManager | None = None
-        self.groups: Any = None
-        self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator
+        self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
         self._listener_changes: asyncio.Task | None = None  # listeners being started and stopped (dynamic configs)
@@ -171,13 +178,13 @@ class Broker:
         self.request_memory = MemoryBudget(config["queued.max.request.bytes"])
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None
-        self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster
-        self.replica_manager: Any = None  # the cluster's ReplicaManager
+        self.cluster: ClusterNode | None = None  # in a cluster
+        self.replica_manager: ReplicaManager | None = None  # the cluster's
         # the cluster as this broker sees it: this node alone, until it joins a cluster (start)
         self.cluster_view: ClusterView = SingleNodeView(
             self.node_id, lambda: self.config["rack"] or None, self.endpoints, lambda: (self.host, self.port),
             self._local_partition_count)
-        self.topic_admin: Any = LocalTopicAdmin(self)
+        self.topic_admin: LocalTopicAdmin | ClusterTopicAdmin = LocalTopicAdmin(self)
         self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.client_quotas = ClientQuotas()  # AlterClientQuotas' quotas and the rates they hold clients to
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
@@ -285,7 +292,7 @@ class Broker:
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 
-    def _cluster_config(self) -> Any:
+    def _cluster_config(self) -> ClusterConfig | None:
         """The parsed ``cluster:`` block, or None on a single node (raises ConfigError naming file and key)."""
         if self.config.cluster is None:
             return None

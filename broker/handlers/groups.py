@@ -61,7 +61,9 @@ def topic_allowed(ctx: RequestContext, operation: Operation, topic: str) -> bool
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.groups
+    groups = ctx.broker.groups
+    assert groups is not None, "made by the broker's start, before it serves"
+    return groups
 
 
 def _client_host(ctx: RequestContext) -> str:

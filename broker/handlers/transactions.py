@@ -132,10 +132,10 @@ async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dic
         errors = dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif commits:
         groups = ctx.broker.groups
-        refused = ctx.broker.transactions.check_transactional_write(
+        write_refused = ctx.broker.transactions.check_transactional_write(
             request["producer_id"], request["producer_epoch"], OFFSETS_TOPIC, groups.partition_for(group_id))
-        if refused is not None:
-            errors.update(dict.fromkeys(commits, _version_error(ctx, refused.code)))
+        if write_refused is not None:
+            errors.update(dict.fromkeys(commits, _version_error(ctx, write_refused.code)))
         else:
             errors.update(await groups.commit_transactional_offsets(CommitRequest(
                 group_id=group_id,
