@@ -39,6 +39,7 @@ from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.quotas import QUOTAS_FILE, Change, ClientQuotas, QuotaWindow
+from broker.replica_manager import ReplicaManager as KafkaReplicaManager
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
 from broker.security.acl import Acl, AclStore, Authorizer
 from broker.security.listeners import Listener
@@ -255,8 +256,10 @@ class Broker:
             self.replica_manager = self.cluster.replicas
             self.cluster_view = ReplicatedView(self.cluster)
             self.topic_admin = ClusterTopicAdmin(self.cluster)
-        self.services = Services(cluster=self.cluster_view,
-                                 metadata_cache=MetadataCache(self.logs, self.cluster_view))
+        self.services = Services(
+            cluster=self.cluster_view, metadata_cache=MetadataCache(self.logs, self.cluster_view),
+            replicas=KafkaReplicaManager(self.logs, self.cluster_view, self.replica_manager, self.append,
+                                         self.wait_for_appends, self.clock))
         if self.config.listeners:
             for listener in list(self.config.listeners):
                 await self._start_listener(listener)

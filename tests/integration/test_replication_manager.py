@@ -79,6 +79,7 @@ async def test_isr_change_through_an_awaitable_callback_and_a_refusal(brokers):
 
     await leader.replica_manager.stop()
     leader.replica_manager = ReplicaManager(leader, propose_isr=propose_isr)
+    leader.services.replicas.replication = leader.replica_manager
     await leader.replica_manager.start()
     leader.lead(TOPIC, 0, 3, [1, 2], [1])
     assert (await produce(leader, ["a", "b"]))["error_code"] == 0  # alone in the ISR
