@@ -4,23 +4,21 @@ replicas and ISR, and the metadata quorum's part in changes (ISR, reassignments)
 Handlers, coordinators and replication ask a :class:`ClusterView` and never which kind of broker they run
 on: :class:`SingleNodeView` is a broker that is the whole cluster (it leads every partition, is its own
 controller, and has no quorum), :class:`ReplicatedView` answers from the replicated metadata of a
-:class:`broker.cluster.node.ClusterNode`.
+:class:`broker.cluster.node.ClusterNode` (:class:`MetadataNode`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.cluster.isr import acts_as_leader
-from broker.cluster.metadata import reassignment_target_problem, unknown_partition_message
+from broker.cluster.isr import PartitionLeaderState, acts_as_leader
+from broker.cluster.metadata import ClusterMetadata, reassignment_target_problem, unknown_partition_message
 from broker.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.cluster.node import ClusterNode
     from broker.cluster.raft import RaftNode
-    from broker.cluster.replication import ReplicaManager
 
 # (node id, host, port, rack) of a live broker
 BrokerAddress = tuple[int, str, int, str | None]
@@ -84,13 +82,50 @@ class ClusterView(Protocol):
         """The metadata quorum's Raft node (DescribeQuorum), None where there is no quorum."""
 
 
+class LeaderStates(Protocol):
+    """The leaderships a broker's replication has taken up (:class:`broker.cluster.replication.ReplicaManager`)."""
+
+    def leader_state(self, topic: str, partition: int) -> PartitionLeaderState | None: ...
+
+
+class MetadataNode(Protocol):
+    """What the view of a cluster reads of its node (:class:`broker.cluster.node.ClusterNode`)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> ClusterMetadata: ...
+
+    @property
+    def caught_up(self) -> bool: ...
+
+    @property
+    def raft(self) -> RaftNode: ...
+
+    @property
+    def replicas(self) -> LeaderStates: ...
+
+    def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]: ...
+
+    def controller_id(self) -> int: ...
+
+    def partition_leader(self, topic: str, partition: int) -> PartitionLeader: ...
+
+    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool: ...
+
+    async def catch_up(self) -> None: ...
+
+    async def propose(self, command: dict[str, Any], *, retry: bool, timeout: float = ...) -> dict[str, Any]: ...
+
+
 def committed_leader(view: ClusterView, topic: str, partition: int) -> int:
     """The partition's leader to name to clients (Metadata, FindCoordinator): -1 until the view is the
     quorum's."""
     return view.partition_leader(topic, partition)[0] if view.caught_up else -1
 
 
-def replica_leader_epoch(view: ClusterView, node_id: int, replicas: ReplicaManager, topic: str,
+def replica_leader_epoch(view: ClusterView, node_id: int, replicas: LeaderStates, topic: str,
                          partition: int) -> int:
     """:meth:`ClusterView.leader_epoch` where partitions are replicated: the metadata naming this broker is not
     enough (:func:`broker.cluster.isr.acts_as_leader`): a restarted broker's view is the journal it replayed
@@ -177,7 +212,7 @@ class SingleNodeView:
 class ReplicatedView:
     """A node of a cluster: every answer from the replicated metadata it has applied."""
 
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: MetadataNode) -> None:
         self._node = node
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
