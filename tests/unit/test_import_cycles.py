@@ -15,6 +15,7 @@ OUTSIDE_EVERY_CYCLE = [
     "broker.handlers.metadata_cache",
     "broker.groups.coordinator",
     "broker.cluster.replication",
+    "broker.txn.coordinator",
 ]
 
 
