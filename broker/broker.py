@@ -17,18 +17,20 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.cluster.isr import acts_as_leader
 from broker.cluster.keys import derive_key
 from broker.cluster.metadata import ELECTION_NOT_NEEDED_MESSAGE, no_such_partition_message
+from broker.cluster.view import ClusterView, ReplicatedView, SingleNodeView
 from broker.config import BrokerConfig
 from broker.connection_limits import ConnectionQuotas
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
+from broker.handlers.metadata_cache import MetadataCache
+from broker.handlers.services import Services
 from broker.log.background import wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
@@ -37,6 +39,7 @@ from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
 from broker.quotas import QUOTAS_FILE, Change, ClientQuotas, QuotaWindow
+from broker.replica_manager import ReplicaManager as KafkaReplicaManager
 from broker.security.acl import STORE_FILE as ACL_STORE_FILE
 from broker.security.acl import Acl, AclStore, Authorizer
 from broker.security.listeners import Listener
@@ -44,6 +47,13 @@ from broker.security.scram import STORE_FILE as SCRAM_STORE_FILE
 from broker.security.scram import ScramCredential, ScramStore
 from broker.server import KafkaServer
 from broker.topics import INTERNAL_TOPICS
+
+if TYPE_CHECKING:
+    from broker.cluster.config import ClusterConfig
+    from broker.cluster.node import ClusterNode, ClusterTopicAdmin
+    from broker.cluster.replication import ReplicaManager
+    from broker.groups.coordinator import GroupCoordinator
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("broker")
 
@@ -157,8 +167,8 @@ class Broker:
         self.api_versions = dict(ADVERTISED_VERSIONS) if config.cluster is None else {**ADVERTISED_VERSIONS,
                                                                                        **CLUSTER_VERSIONS}
         self.logs: LogManager | None = None
-        self.groups: Any = None
-        self.transactions: Any = None  # broker.txn.coordinator.TransactionCoordinator
+        self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.server: KafkaServer | None = None  # the first listener's
         self.servers: list[KafkaServer] = []
         self._listener_changes: asyncio.Task | None = None  # listeners being started and stopped (dynamic configs)
@@ -169,19 +179,20 @@ class Broker:
         self.request_memory = MemoryBudget(config["queued.max.request.bytes"])
         self.endpoints: dict[str, tuple[str, int]] = {}  # listener -> address clients of it are told
         self.producer_ids: ProducerIdAllocator | None = None
-        self.cluster: Any = None  # broker.cluster.node.ClusterNode in a cluster
-        self.replica_manager: Any = None  # the cluster's ReplicaManager
-        self.topic_admin: Any = LocalTopicAdmin(self)
+        self.cluster: ClusterNode | None = None  # in a cluster
+        self.replica_manager: ReplicaManager | None = None  # the cluster's
+        # the cluster as this broker sees it: this node alone, until it joins a cluster (start)
+        self.cluster_view: ClusterView = SingleNodeView(
+            self.node_id, lambda: self.config["rack"] or None, self.endpoints, lambda: (self.host, self.port),
+            self._local_partition_count)
+        self.topic_admin: LocalTopicAdmin | ClusterTopicAdmin = LocalTopicAdmin(self)
         self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.client_quotas = ClientQuotas()  # AlterClientQuotas' quotas and the rates they hold clients to
         self.scram: ScramStore = ScramStore(None)  # SCRAM credentials (broker.security.scram), from start()
         self.authorizer: Authorizer | None = None  # ACLs (broker.security.acl), when authorizer.class.name is set
         # what the brokers of a cluster prove themselves to each other with (broker.security.broker_login)
         self.inter_broker_key: bytes | None = None
-        # Metadata's encoded topic entries: (topic, version) -> (what they say, bytes) (handlers.cluster_info)
-        self.metadata_entries: dict[tuple[str, int], tuple[Any, Any]] = {}
-        # Metadata's every-topic answers: (version, who asks, the state they were made from) -> topic entries
-        self.metadata_topic_lists: dict[tuple, list[Any]] = {}
+        self.services: Services  # what the handlers are given: made by start()
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
         # writes refused by a full or failing disk since start, per log dir (see storage_failed)
@@ -236,14 +247,19 @@ class Broker:
         await self.groups.start(load_all_partitions=cluster_config is None)
         from broker.txn.coordinator import TransactionCoordinator
 
-        self.transactions = TransactionCoordinator(self)
+        self.transactions = TransactionCoordinator(self, clustered=cluster_config is not None)
         if cluster_config is not None:
             from broker.cluster.node import ClusterNode, ClusterTopicAdmin
 
             self.cluster = ClusterNode(self, cluster_config)
             self.inter_broker_key = derive_key(cluster_config.secret, "inter-broker")
             self.replica_manager = self.cluster.replicas
+            self.cluster_view = ReplicatedView(self.cluster)
             self.topic_admin = ClusterTopicAdmin(self.cluster)
+        self.services = Services(
+            cluster=self.cluster_view, metadata_cache=MetadataCache(self.logs, self.cluster_view),
+            replicas=KafkaReplicaManager(self.logs, self.cluster_view, self.replica_manager, self.append,
+                                         self.wait_for_appends, self.clock))
         if self.config.listeners:
             for listener in list(self.config.listeners):
                 await self._start_listener(listener)
@@ -279,7 +295,7 @@ class Broker:
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 
-    def _cluster_config(self) -> Any:
+    def _cluster_config(self) -> ClusterConfig | None:
         """The parsed ``cluster:`` block, or None on a single node (raises ConfigError naming file and key)."""
         if self.config.cluster is None:
             return None
@@ -437,6 +453,10 @@ class Broker:
         self.logs.add_partitions(name, count)
         log.info("partitions added", topic=name, count=count)
 
+    def _local_partition_count(self, topic: str) -> int | None:
+        found = self.logs.topics.get(topic) if self.logs is not None else None
+        return None if found is None else found.partition_count
+
     def partition_log(self, topic: str, partition: int):
         assert self.logs is not None
         plog = self.logs.get_log(topic, partition)
@@ -450,14 +470,14 @@ class Broker:
                      from_coordinator: bool = False):
         """Append one batch as the partition's leader and wake fetches waiting on it.
 
-        NOT_LEADER_OR_FOLLOWER unless this broker acts as the leader (:meth:`leader_epoch`), in ``leader_epoch``
+        NOT_LEADER_OR_FOLLOWER unless this broker acts as the leader (:meth:`ClusterView.leader_epoch`), in ``leader_epoch``
         when given (the one its caller checked), and the batch is stamped with that epoch. In a cluster the
         replica manager hears of the append (the high watermark follows the ISR), and the group coordinator's
         writes to `__consumer_offsets` return only once the ISR has them, as Kafka's coordinator writes with
         acks=all: a commit that was answered survives a failover.
         """
         plog = self.partition_log(topic, partition)
-        epoch = self.leader_epoch(topic, partition)
+        epoch = self.cluster_view.leader_epoch(topic, partition)
         if leader_epoch is not None and leader_epoch != epoch:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
@@ -530,82 +550,9 @@ class Broker:
                     if not waiters:
                         self._waiters.pop(key, None)
 
-    # --- cluster view: the replicated metadata in a cluster, this node alone otherwise -------------------------
-
-    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
-        """The live brokers' addresses, on ``listener`` when given (a client is told those of the listener it
-        connected to)."""
-        if self.cluster is not None:
-            return self.cluster.live_brokers(listener)
-        host, port = self.endpoints.get(listener, (self.host, self.port)) if listener else (self.host, self.port)
-        return [(self.node_id, host, port, self.config["rack"] or None)]
-
-    def metadata_generation(self) -> tuple[int, int, bool]:
-        """Changes whenever a topic is created, deleted or grown here or the cluster's metadata changes (its
-        leaders, epochs, replicas, ISRs), or becomes the quorum's; taken before reading them, it tells whether
-        a Metadata answer made from them earlier still holds."""
-        return (self.logs.generation, self.cluster.metadata.version if self.cluster is not None else 0,
-                self.metadata_caught_up)
-
-    @property
-    def metadata_caught_up(self) -> bool:
-        """Whether the cluster's metadata here is the quorum's, as of some moment since this broker started
-        (always on a single node). Until then a restarted broker knows only the journal it replayed, maybe far
-        behind: as a Kafka broker that has not caught up, it neither leads nor names a leader to anyone."""
-        return self.cluster is None or self.cluster.caught_up
-
-    def committed_leader(self, topic: str, partition: int) -> int:
-        """The partition's leader to name to clients (Metadata, FindCoordinator): -1 until this broker's
-        metadata is the quorum's."""
-        return self.partition_leader(topic, partition)[0] if self.metadata_caught_up else -1
-
     def quota_window(self) -> QuotaWindow:
         """Kafka's client quota window: quota.window.num samples of quota.window.size.seconds."""
         return QuotaWindow(self.config["quota.window.num"], self.config["quota.window.size.seconds"] * 1000)
-
-    def controller_id(self) -> int:
-        if self.cluster is not None:
-            return self.cluster.controller_id()
-        return self.node_id
-
-    def broker_epoch(self, node_id: int) -> int | None:
-        """The broker epoch of a registered, unfenced broker of the cluster; None for any other broker (and on
-        a single node, which has no other brokers to speak to)."""
-        return self.cluster.metadata.broker_epoch(node_id) if self.cluster is not None else None
-
-    def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
-        """(leader id, leader epoch, replicas, isr) of a partition."""
-        if self.cluster is not None:
-            return self.cluster.partition_leader(topic, partition)
-        return self.node_id, 0, [self.node_id], [self.node_id]
-
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        """The leader epoch in which this broker acts as the partition's leader now: it may append, serve
-        reads and offsets, and acknowledge. KafkaError NOT_LEADER_OR_FOLLOWER when it does not (clients then
-        refresh their metadata and go elsewhere).
-
-        A single node leads every partition. Where partitions are replicated, the metadata naming this broker
-        is not enough (:func:`broker.cluster.isr.acts_as_leader`): a restarted broker's view is the
-        journal it replayed until it has caught up with the quorum, and a leadership counts once the replica
-        manager has taken it up for that epoch, with the ISR to wait for.
-        """
-        leader, epoch, _replicas, _isr = self.partition_leader(topic, partition)
-        if self.replica_manager is None:
-            serving = leader == self.node_id
-        else:
-            state = self.replica_manager.leader_state(topic, partition)
-            serving = acts_as_leader(self.node_id, leader, epoch, None if state is None else state.leader_epoch,
-                                     caught_up=self.metadata_caught_up)
-        if not serving:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                             f"broker {self.node_id} does not lead {topic}-{partition} (epoch {epoch})")
-        return epoch
-
-    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
-        """A partition leader's ISR change, for the controller to commit; True once committed."""
-        if self.cluster is None:
-            return False
-        return await self.cluster.propose_isr(topic, partition, isr, leader_epoch)
 
 
 class LocalTopicAdmin:

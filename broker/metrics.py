@@ -243,7 +243,7 @@ class BrokerMetrics:
         local = list(self._local_logs())
         offline_dirs = len(broker.failed_log_dirs)
         leaders = under_replicated = under_min_isr = at_min_isr = offline = partitions = topics = 0
-        controller = broker.controller_id() == node
+        controller = broker.cluster_view.controller_id() == node
         if broker.cluster is None:
             leaders = len(local)
             partitions, topics = len(local), len(broker.logs.topics) if broker.logs is not None else 0

@@ -487,9 +487,9 @@ class KafkaServer:
                      user=session.user, api_key=header.api_key)
             return False
         handle = HANDLERS[header.api_key]
-        ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, client_host, self.listener, self.api_versions, principal,
-                             peer.identity)
+        ctx = RequestContext(self.broker, self.broker.services, header.api_key, header.api_version,
+                             header.correlation_id, header.client_id, client_host, self.listener, self.api_versions,
+                             principal, peer.identity)
         metrics = self.broker.metrics
         metrics.requests_in_flight += 1
         started = time.perf_counter()
@@ -579,7 +579,7 @@ class KafkaServer:
             if answer["error_code"]:
                 return _LastAnswer(encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer))
             assert self.broker.inter_broker_key is not None  # a single node answered UNSUPPORTED_SASL_MECHANISM
-            peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.broker_epoch)
+            peer.login = BrokerLoginServer(self.broker.inter_broker_key, self.broker.cluster_view.broker_epoch)
             return encode_response_chunks(ApiKey.SASL_HANDSHAKE, version, correlation, answer)
         login = peer.login
         assert login is not None  # _is_broker_login routes SaslAuthenticate here only during a login

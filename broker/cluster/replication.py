@@ -4,7 +4,7 @@ Leader side: every follower Fetch (``replica_id >= 0``, from a broker of this cl
 no other, see :meth:`broker.handlers.registry.RequestContext.from_cluster_broker`) reports the follower's log end to
 :meth:`ReplicaManager.on_follower_fetch`; :class:`~broker.cluster.isr.PartitionLeaderState` turns those reports
 into the high watermark and ISR changes. ISR changes are proposed to the metadata quorum through the
-``propose_isr`` callback (default: ``broker.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
+``propose_isr`` callback (default: the broker's ``cluster_view.propose_isr``) as ``(topic, partition, isr, leader_epoch)``; it
 returns, or resolves to, True once the change is committed. ``acks=all`` producers wait in
 :meth:`ReplicaManager.wait_for_isr`.
 
@@ -27,12 +27,13 @@ and counts what it sends with :meth:`ReplicaManager.count_leader_bytes`; a fetch
 A broker acts as a partition's leader only where :func:`broker.cluster.isr.acts_as_leader` says so: the metadata names it, it has
 caught up with the metadata quorum since it started, and the manager took up that very leader epoch.
 
-What the broker provides: ``node_id``, ``config``, ``clock``, ``partition_log``, ``live_brokers`` (to find a
-leader's address), ``storage_failed`` (a replicated append the disk refused), ``inter_broker_key`` and
-``broker_epoch`` (to log in to the leader as a broker of the cluster, :mod:`broker.security.broker_login`)
-and ``notify_appended`` (to wake long polls when the high watermark moves). What it must
-call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it must not move the high
-watermark itself), and expose the manager as ``broker.replica_manager`` for the Produce and Fetch handlers.
+What the broker provides (:class:`ReplicaHost`): ``node_id``, ``config``, ``clock``, ``partition_log``, its
+cluster view's ``live_brokers`` (to find a leader's address), ``storage_failed`` (a replicated append the disk
+refused), ``inter_broker_key`` and its cluster view's ``broker_epoch`` (to log in to the leader as a broker of
+the cluster, :mod:`broker.security.broker_login`) and ``notify_appended`` (to wake long polls when the high
+watermark moves). What it must call: :meth:`ReplicaManager.on_leader_append` after every append to a log (it
+must not move the high watermark itself), and give the manager to the handlers' replica manager
+(:mod:`broker.replica_manager`) for Produce and Fetch.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -59,7 +60,8 @@ from broker.quotas import QuotaWindow
 from broker.security.broker_login import BrokerCredential
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.dynamic_config import DynamicBrokerConfigs
     from broker.log.partition import PartitionLog
 
 log = structlog.get_logger("broker.replication")
@@ -461,6 +463,55 @@ class LedPartition:
     plog: PartitionLog
 
 
+class ReplicationView(Protocol):
+    """What replication asks of the cluster as its broker sees it (:class:`broker.cluster.view.ClusterView`)."""
+
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+    def broker_epoch(self, node_id: int) -> int | None: ...
+
+    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool: ...
+
+
+class ReplicationMetrics(Protocol):
+    replication_bytes_in: int
+
+    def isr_changed(self, before: tuple[int, ...], after: tuple[int, ...]) -> None: ...
+
+
+class ReplicaHost(Protocol):
+    """What the replica manager uses of its broker (the module's docstring says what for)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def cluster_view(self) -> ReplicationView: ...
+
+    @property
+    def dynamic_configs(self) -> DynamicBrokerConfigs | None: ...
+
+    @property
+    def inter_broker_key(self) -> bytes | None: ...
+
+    @property
+    def metrics(self) -> ReplicationMetrics: ...
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
+
+    def notify_appended(self, topic: str, partition: int) -> None: ...
+
+    def storage_failed(self, topic: str, partition: int, error: KafkaError) -> None: ...
+
+    def storage_written(self) -> None: ...
+
+
 class ReplicaManager:
     """Replication for one broker: leader state and follower fetchers of its partitions.
 
@@ -469,7 +520,7 @@ class ReplicaManager:
     change committed by the controller); an older epoch than the current one is ignored.
     """
 
-    def __init__(self, broker: Broker, *, propose_isr: ProposeIsr | None = None) -> None:
+    def __init__(self, broker: ReplicaHost, *, propose_isr: ProposeIsr | None = None) -> None:
         self.broker = broker
         self._propose_isr = propose_isr
         self.lag_time_max_s = broker.config["replica.lag.time.max.ms"] / 1000
@@ -748,7 +799,7 @@ class ReplicaManager:
         self._spawn(self._send_isr_change(tp, led, change))
 
     async def _send_isr_change(self, tp: TopicPartition, led: LedPartition, change: IsrChange) -> None:
-        propose = self._propose_isr or self.broker.propose_isr
+        propose = self._propose_isr or self.broker.cluster_view.propose_isr
         try:
             answer = propose(tp[0], tp[1], list(change.isr), change.leader_epoch)
             if inspect.isawaitable(answer):
@@ -772,14 +823,14 @@ class ReplicaManager:
         """What this broker logs in to other brokers with: its node id and current broker epoch, and the key
         from the cluster secret. ClientError while it is not a registered, unfenced broker (then no other
         broker takes its fetches or markers)."""
-        key, epoch = self.broker.inter_broker_key, self.broker.broker_epoch(self.node_id)
+        key, epoch = self.broker.inter_broker_key, self.broker.cluster_view.broker_epoch(self.node_id)
         if key is None or epoch is None:
             raise ClientError(f"broker {self.node_id} is not a registered, unfenced broker of the cluster (yet): "
                               "other brokers do not take its requests")
         return BrokerCredential(self.node_id, epoch, key)
 
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
-        for live_id, host, port, _rack in self.broker.live_brokers():
+        for live_id, host, port, _rack in self.broker.cluster_view.live_brokers():
             if live_id == node_id:
                 return host, port
         return None

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import structlog
 
@@ -46,7 +46,9 @@ from broker.protocol.records import (
 from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.config import BrokerConfig
+    from broker.log.manager import LogManager, Topic
+    from broker.log.partition import AppendResult, PartitionLog
 
 log = structlog.get_logger("broker.groups")
 
@@ -102,8 +104,30 @@ def _iter_partition_entries(partition_log: Any, chunk_bytes: int) -> Iterator[Lo
             return
 
 
+class OffsetsHost(Protocol):
+    """What the group coordinator uses of its broker: its configs and clock, and `__consumer_offsets`' logs,
+    made on a single node and appended to as their leader."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def logs(self) -> LogManager | None: ...
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any], *,
+                     replication_factor: int = 1) -> Topic: ...
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
+
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int | None = None,
+                     from_coordinator: bool = False) -> AppendResult: ...
+
+
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: OffsetsHost) -> None:
         self.broker = broker
         self.config = GroupConfig.from_broker_config(broker.config)
         self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)

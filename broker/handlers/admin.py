@@ -117,7 +117,7 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
                                  "give either assignments or num_partitions/replication_factor, not both")
             partitions = len(assignments)
             replication = len(assignments[0]["broker_ids"])
-            live = {node for node, *_ in broker.live_brokers()}
+            live = {node for node, *_ in ctx.services.cluster.live_brokers()}
             for assignment in assignments:
                 if set(assignment["broker_ids"]) - live or len(assignment["broker_ids"]) != replication:
                     raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
@@ -137,9 +137,9 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
         if replication <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
         _check_partition_room(broker, partitions)
-        if replication > len(broker.live_brokers()):
+        if replication > len(ctx.services.cluster.live_brokers()):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication} is larger than the {len(broker.live_brokers())} "
+                             f"replication factor {replication} is larger than the {len(ctx.services.cluster.live_brokers())} "
                              "available brokers")
         configs = {c["name"]: c["value"] for c in topic["configs"]}
         quota.record(partitions, now_ms())  # as Kafka's controller: validate_only counts too

@@ -38,7 +38,7 @@ async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str
 
 def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
     return [{id_field: node_id, "host": host, "port": port, "rack": rack}
-            for node_id, host, port, rack in ctx.broker.live_brokers(ctx.listener)]
+            for node_id, host, port, rack in ctx.services.cluster.live_brokers(ctx.listener)]
 
 
 def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded:
@@ -50,16 +50,17 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     broker = ctx.broker
     topic = broker.logs.topics[name]
     topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
-    leaders = tuple(broker.partition_leader(name, index) for index in range(topic.partition_count))
-    if not broker.metadata_caught_up:
+    leaders = tuple(ctx.services.cluster.partition_leader(name, index) for index in range(topic.partition_count))
+    if not ctx.services.cluster.caught_up:
         leaders = tuple((-1, epoch, replicas, isr) for _leader, epoch, replicas, isr in leaders)
     operations_value = operations_field(ctx, operations, ResourceType.TOPIC, name)
     signature = (topic_id, live, operations_value,
                  tuple((leader, epoch, tuple(replicas), tuple(isr)) for leader, epoch, replicas, isr in leaders))
     key = (name, ctx.api_version)
-    cached = broker.metadata_entries.get(key)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
+    cache = ctx.services.metadata_cache
+    cached = cache.entry(key, signature)
+    if cached is not None:
+        return cached
     partitions = []
     for index, (leader, epoch, replicas, isr) in enumerate(leaders):
         # A partition whose ISR is all down has no leader until one of them returns, nor any while this broker
@@ -71,13 +72,8 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     encoded = encode_element(ApiKey.METADATA, ctx.api_version, "topics", {
         "error_code": 0, "name": name, "topic_id": topic_id, "is_internal": name in INTERNAL_TOPICS,
         "partitions": partitions, "topic_authorized_operations": operations_value})
-    if len(broker.metadata_entries) > 4 * len(broker.logs.topics) + 64:
-        broker.metadata_entries.clear()  # deleted topics' entries go
-    broker.metadata_entries[key] = (signature, encoded)
+    cache.keep_entry(key, signature, encoded)
     return encoded
-
-
-TOPIC_LISTS_KEPT = 64
 
 
 def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
@@ -85,19 +81,18 @@ def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
     """The entries of every topic the principal may describe, in name order.
 
     Kept and used again while nothing they depend on changes: the topics and the cluster's metadata
-    (``Broker.metadata_generation``, taken first), the live brokers, the ACLs and who asks (with an
+    (``MetadataCache.generation``, taken first), the live brokers, the ACLs and who asks (with an
     authorizer), the version and whether operations are asked for. A monitor or an admin client asking for
     every topic over and over then costs no work per topic."""
     broker = ctx.broker
     authorizer = broker.authorizer
     asker = None if authorizer is None else (authorizer.store.generation, ctx.principal, ctx.client_host)
-    key = (ctx.api_version, operations, broker.metadata_generation(), live, asker)
-    kept = broker.metadata_topic_lists.get(key)
+    cache = ctx.services.metadata_cache
+    key = (ctx.api_version, operations, cache.generation(), live, asker)
+    kept = cache.topic_list(key)
     if kept is None:
         kept = [_topic_entry(ctx, name, live, operations) for name in sorted(broker.logs.topics) if described(name)]
-        if len(broker.metadata_topic_lists) >= TOPIC_LISTS_KEPT:
-            broker.metadata_topic_lists.clear()
-        broker.metadata_topic_lists[key] = kept
+        cache.keep_topic_list(key, kept)
     return list(kept)
 
 
@@ -110,7 +105,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
     broker = ctx.broker
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
-    live = frozenset(node_id for node_id, *_ in broker.live_brokers())
+    live = frozenset(node_id for node_id, *_ in ctx.services.cluster.live_brokers())
 
     def described(name: str) -> bool:
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
@@ -159,7 +154,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
             topics.append(_topic_entry(ctx, name, live, operations))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
     return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
-            "controller_id": broker.controller_id(), "topics": topics,
+            "controller_id": ctx.services.cluster.controller_id(), "topics": topics,
             "cluster_authorized_operations": operations_field(ctx, cluster_operations, ResourceType.CLUSTER,
                                                               CLUSTER_NAME)}
 
@@ -167,7 +162,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.broker.controller_id(),
+            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.services.cluster.controller_id(),
             "brokers": _broker_entries(ctx, "broker_id"),
             "cluster_authorized_operations": operations_field(
                 ctx, request["include_cluster_authorized_operations"], ResourceType.CLUSTER, CLUSTER_NAME)}

@@ -35,22 +35,6 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
-def _check_leader_epoch(current_epoch: int, requested: int) -> None:
-    if requested < 0 or requested == current_epoch:
-        return
-    if requested < current_epoch:
-        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
-
-def _leader_log(ctx: RequestContext, topic: str, partition: int, requested_epoch: int = -1):
-    broker = ctx.broker
-    plog = broker.partition_log(topic, partition)
-    epoch = broker.leader_epoch(topic, partition)
-    _check_leader_epoch(epoch, requested_epoch)
-    return plog, epoch
-
-
 READ_COMMITTED = 1
 
 
@@ -61,7 +45,7 @@ def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_
     index = part["partition"]
     response = _partition_answer(index)
     try:
-        plog, _epoch = _leader_log(ctx, topic, index, part["current_leader_epoch"])
+        plog, _epoch = ctx.services.replicas.leader_log(topic, index, part["current_leader_epoch"])
         hw = plog.high_watermark
         lso = plog.last_stable_offset
         response.update({"high_watermark": hw, "last_stable_offset": lso, "log_start_offset": plog.log_start_offset})
@@ -93,19 +77,6 @@ def _partition_answer(index: int, error: ErrorCode = ErrorCode.NONE) -> FetchRes
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
-def _record_follower_progress(broker: Broker, request: dict[str, Any]) -> None:
-    """A follower's fetch offset is its log end: the leader counts it before answering, so the high
-    watermark in this very answer already includes it."""
-    replicas = getattr(broker, "replica_manager", None)
-    if replicas is None:
-        return
-    now = broker.clock()
-    for topic in request["topics"]:
-        for part in topic["partitions"]:
-            replicas.on_follower_fetch(topic["topic"], part["partition"], request["replica_id"],
-                                       part["fetch_offset"], now, leader_epoch=part["current_leader_epoch"])
-
-
 @handler(ApiKey.FETCH)
 async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
     broker = ctx.broker
@@ -122,7 +93,9 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
                 {"topic": topic["topic"], "partitions": [
                     _partition_answer(part["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     for part in topic["partitions"]]} for topic in request["topics"]]}
-        _record_follower_progress(broker, request)
+        ctx.services.replicas.follower_fetched(request["replica_id"], [
+            (topic["topic"], part["partition"], part["fetch_offset"], part["current_leader_epoch"])
+            for topic in request["topics"] for part in topic["partitions"]])
     readable = {topic["topic"]: follower or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic["topic"])
                 for topic in request["topics"]}
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
@@ -170,7 +143,7 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
             for name, error in read:
                 broker.metrics.fetch_answered(name, error)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
-        await broker.wait_for_appends(wanted, remaining)
+        await ctx.services.replicas.wait_for_appends(wanted, remaining)
 
 
 def _count_bytes_out(broker: Broker, responses: Sequence[Mapping[str, Any]], follower: bool, total: int) -> None:
@@ -234,7 +207,7 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
     def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
         if asked[(topic, part["partition_index"])] > 1:
             raise KafkaError(ErrorCode.INVALID_REQUEST)
-        plog, epoch = _leader_log(ctx, topic, part["partition_index"], part["current_leader_epoch"])
+        plog, epoch = ctx.services.replicas.leader_log(topic, part["partition_index"], part["current_leader_epoch"])
         timestamp = part["timestamp"]
         found_ts = -1
         if timestamp == LATEST:
@@ -257,7 +230,7 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
-        plog, _epoch = _leader_log(ctx, topic, part["partition"], part["current_leader_epoch"])
+        plog, _epoch = ctx.services.replicas.leader_log(topic, part["partition"], part["current_leader_epoch"])
         entry["leader_epoch"], entry["end_offset"] = plog.end_offset_for_epoch(part["leader_epoch"])
 
     blank = {"leader_epoch": -1, "end_offset": -1}
@@ -271,7 +244,7 @@ async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     moved: list[tuple[str, dict[str, Any], Any]] = []  # (partition, entry, its log's pending checkpoint)
 
     def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
-        plog, _epoch = _leader_log(ctx, topic, part["partition_index"])
+        plog, _epoch = ctx.services.replicas.leader_log(topic, part["partition_index"])
         offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
         if offset < 0 or offset > plog.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)

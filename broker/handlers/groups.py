@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.cluster.view import committed_leader
 from broker.errors import ErrorCode
 from broker.groups.consumer import HeartbeatRequest
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -60,7 +61,9 @@ def topic_allowed(ctx: RequestContext, operation: Operation, topic: str) -> bool
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.groups
+    groups = ctx.broker.groups
+    assert groups is not None, "made by the broker's start, before it serves"
+    return groups
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -106,7 +109,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorRe
 def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
                error: Callable[[ErrorCode, str], FindCoordinatorResponseCoordinator]) -> FindCoordinatorResponseCoordinator:
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
-    found = _node_answer(ctx, key, ctx.broker.committed_leader(topic, partition))
+    found = _node_answer(ctx, key, committed_leader(ctx.services.cluster, topic, partition))
     return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader known here")
 
 
@@ -118,7 +121,7 @@ def _this_broker(ctx: RequestContext, key: str) -> FindCoordinatorResponseCoordi
 
 def _node_answer(ctx: RequestContext, key: str, node: int) -> FindCoordinatorResponseCoordinator | None:
     """A FindCoordinator answer naming ``node`` at the client's listener, or None if it is not live."""
-    for node_id, host, port, _rack in ctx.broker.live_brokers(ctx.listener):
+    for node_id, host, port, _rack in ctx.services.cluster.live_brokers(ctx.listener):
         if node_id == node:
             return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.NONE,
                     "error_message": ""}

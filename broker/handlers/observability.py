@@ -32,7 +32,7 @@ FORWARD_TIMEOUT = 10.0
 def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
     """Whether this broker holds a replica of the partition (a cluster's brokers keep a log of every partition,
     but only the replicas' are written)."""
-    return ctx.broker.node_id in ctx.broker.partition_leader(topic, partition)[2]
+    return ctx.broker.node_id in ctx.services.cluster.partition_leader(topic, partition)[2]
 
 
 # --- DescribeLogDirs ---------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
     upper = min(count, start + most)
     entries = []
     for index in range(start, upper):
-        leader, epoch, replicas, isr = ctx.broker.partition_leader(name, index)
+        leader, epoch, replicas, isr = ctx.services.cluster.partition_leader(name, index)
         entries.append({"error_code": 0, "partition_index": index, "leader_id": leader if leader in live else -1,
                         "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                         "eligible_leader_replicas": [], "last_known_elr": [],
@@ -154,7 +154,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
             {"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"], "topic_id": ZERO_UUID, "is_internal": False,
              "partitions": []}
             for t in request["topics"]]}
-    live = frozenset(node_id for node_id, *_ in broker.live_brokers())
+    live = frozenset(node_id for node_id, *_ in ctx.services.cluster.live_brokers())
     remaining = max(min(broker.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)
     topics: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -210,7 +210,8 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     if not _asks_for_metadata_log(request):
         return _quorum_error(request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     # only a cluster's brokers advertise this API (broker.CLUSTER_VERSIONS), so a request gets here only there
-    raft = ctx.broker.cluster.raft
+    raft = ctx.services.cluster.quorum
+    assert raft is not None
     state = raft.quorum_state()
     if state is None or state.leader_id is None:
         return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -244,7 +245,7 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
 async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int) -> dict[str, Any]:
     broker = ctx.broker
     addresses = {node_id: (host, port)
-                 for node_id, host, port, _ in broker.live_brokers(broker.config.inter_broker_listener)}
+                 for node_id, host, port, _ in ctx.services.cluster.live_brokers(broker.config.inter_broker_listener)}
     address = addresses.get(leader_id)
     if address is None:
         return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)

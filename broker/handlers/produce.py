@@ -10,7 +10,6 @@ coordinator (:mod:`broker.txn.coordinator`).
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from typing import Any
 
@@ -64,9 +63,9 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                                 "zstd needs Produce v7 or later"), None
     plog = None
     try:
-        epoch = broker.leader_epoch(topic, index)
-        isr = broker.partition_leader(topic, index)[3]
-        plog = broker.partition_log(topic, index)
+        epoch = ctx.services.cluster.leader_epoch(topic, index)
+        isr = ctx.services.cluster.partition_leader(topic, index)[3]
+        plog = ctx.services.replicas.partition_log(topic, index)
         if records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
             header = BatchHeader.parse(records)
             refused = broker.transactions.check_transactional_write(header.producer_id, header.producer_epoch,
@@ -76,7 +75,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         if acks == -1 and len(isr) < plog.config.min_insync_replicas:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(isr)} in-sync replicas, min.insync.replicas is {plog.config.min_insync_replicas}")
-        result = await broker.append(topic, index, records, leader_epoch=epoch)
+        result = await ctx.services.replicas.append(topic, index, records, epoch)
     except KafkaError as exc:
         # Kafka tells the log start offset with a batch refused for some of its records (its
         # RecordValidationException), and -1 with every other error.
@@ -89,28 +88,13 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
 
 async def _await_in_sync_replicas(ctx: RequestContext, appended: list[tuple[str, ProduceResponsePartitionProduceResponse, int]],
                                   timeout_s: float) -> None:
-    """acks=all: answer each appended partition once the ISR holds its batch (the high watermark passed it),
-    as Kafka's delayed produce does; all partitions of the request wait together."""
-    broker = ctx.broker
-    replicas = getattr(broker, "replica_manager", None)
-    if replicas is None:
-        return  # a broker without replication commits every append at once
-    replicated = await asyncio.gather(*(
-        replicas.wait_for_isr(topic, entry["index"], next_offset, timeout_s)
-        for topic, entry, next_offset in appended
-    ))
-    for (topic, entry, _next_offset), in_sync in zip(appended, replicated, strict=True):
-        try:
-            broker.leader_epoch(topic, entry["index"])
-        except KafkaError as exc:
-            entry["error_code"] = exc.code
-            continue
-        isr = broker.partition_leader(topic, entry["index"])[3]
-        if not in_sync:
-            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-        elif len(isr) < broker.partition_log(topic, entry["index"]).config.min_insync_replicas:
-            # Written and replicated to the ISR, but the ISR shrank below the minimum meanwhile.
-            entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    """acks=all: answer each appended partition once the ISR holds its batch, as Kafka's delayed produce does;
+    all partitions of the request wait together."""
+    errors = await ctx.services.replicas.confirm_in_sync(
+        [(topic, entry["index"], next_offset) for topic, entry, next_offset in appended], timeout_s)
+    for (_topic, entry, _next_offset), error in zip(appended, errors, strict=True):
+        if error != ErrorCode.NONE:
+            entry["error_code"] = error
 
 
 @handler(ApiKey.PRODUCE)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.handlers.services import Services
 from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Operation, ResourceType
 from broker.security.broker_login import BrokerIdentity
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class RequestContext:
     broker: Broker
+    services: Services
     api_key: int
     api_version: int
     correlation_id: int
@@ -38,7 +40,7 @@ class RequestContext:
         (``replica_id``). With an authorizer the principal also needs CLUSTER_ACTION, as in Kafka."""
         peer = self.peer_broker
         return (peer is not None and self.listener == self.broker.config.inter_broker_listener
-                and replica_id in (None, peer.node_id) and self.broker.broker_epoch(peer.node_id) == peer.epoch
+                and replica_id in (None, peer.node_id) and self.services.cluster.broker_epoch(peer.node_id) == peer.epoch
                 and self.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
 
     def quota_client(self) -> tuple[str, str]:

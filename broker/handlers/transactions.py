@@ -132,10 +132,10 @@ async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dic
         errors = dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif commits:
         groups = ctx.broker.groups
-        refused = ctx.broker.transactions.check_transactional_write(
+        write_refused = ctx.broker.transactions.check_transactional_write(
             request["producer_id"], request["producer_epoch"], OFFSETS_TOPIC, groups.partition_for(group_id))
-        if refused is not None:
-            errors.update(dict.fromkeys(commits, _version_error(ctx, refused.code)))
+        if write_refused is not None:
+            errors.update(dict.fromkeys(commits, _version_error(ctx, write_refused.code)))
         else:
             errors.update(await groups.commit_transactional_offsets(CommitRequest(
                 group_id=group_id,
@@ -184,7 +184,7 @@ async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dic
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif not partition_exists(ctx, topic["name"], index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif ctx.broker.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
+                elif ctx.services.cluster.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
                     code = await write_marker(ctx.broker, topic["name"], index, marker["producer_id"],

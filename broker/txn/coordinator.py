@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -54,14 +54,78 @@ from broker.txn.state import (
 )
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.cluster.view import ClusterView
+    from broker.config import BrokerConfig
+    from broker.groups.coordinator import GroupCoordinator
+    from broker.log.manager import LogManager, Topic
+    from broker.log.partition import AppendResult, PartitionLog
+    from broker.security.broker_login import BrokerCredential
+
+
+class TopicCreator(Protocol):
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication_factor: int,
+                           assignments: list[list[int]] | None = None) -> bytes: ...
+
+
+class MarkerRoutes(Protocol):
+    """How markers reach the other brokers' partitions (:class:`broker.cluster.replication.ReplicaManager`)."""
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None: ...
+
+    def broker_credential(self) -> BrokerCredential: ...
+
+
+class ProducerIds(Protocol):
+    async def allocate(self) -> int: ...
+
+
+class TxnHost(Protocol):
+    """What the transaction coordinator (and a marker's write) uses of its broker."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def logs(self) -> LogManager | None: ...
+
+    @property
+    def cluster_view(self) -> ClusterView: ...
+
+    @property
+    def topic_admin(self) -> TopicCreator: ...
+
+    @property
+    def groups(self) -> GroupCoordinator | None: ...
+
+    @property
+    def replica_manager(self) -> MarkerRoutes | None: ...
+
+    @property
+    def producer_ids(self) -> ProducerIds | None: ...
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any], *,
+                     replication_factor: int = 1) -> Topic: ...
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
+
+    async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int | None = None,
+                     from_coordinator: bool = False) -> AppendResult: ...
+
+    async def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                            committed: bool, coordinator_epoch: int = 0) -> AppendResult: ...
 
 log = structlog.get_logger("broker.txn")
 
 TopicPartition = tuple[str, int]
 
 
-async def write_marker(broker: Broker, topic: str, partition: int, producer_id: int, producer_epoch: int,
+async def write_marker(broker: TxnHost, topic: str, partition: int, producer_id: int, producer_epoch: int,
                        committed: bool) -> ErrorCode:
     """Write a transaction marker to a partition this broker leads (once the in-sync replicas have it), and
     let the group coordinator settle the transaction's offsets when the partition is `__consumer_offsets`'."""
@@ -75,8 +139,12 @@ async def write_marker(broker: Broker, topic: str, partition: int, producer_id: 
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TxnHost, *, clustered: bool = False) -> None:
+        """``clustered``: the broker is a node of a cluster, where a partition of `__transaction_state` is
+        coordinated by its leader and the controller creates the topic; a single node coordinates them all
+        and creates it with its first record."""
         self.broker = broker
+        self.clustered = clustered
         config = broker.config
         self.partition_count = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
@@ -90,10 +158,6 @@ class TransactionCoordinator:
 
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
-
-    @property
-    def clustered(self) -> bool:
-        return self.broker.cluster is not None
 
     # --- loading ----------------------------------------------------------------------------------------
 
@@ -118,7 +182,7 @@ class TransactionCoordinator:
                 self._creating is not None and not self._creating.done()):
             return
         replication = min(self.broker.config["transaction.state.log.replication.factor"],
-                          len(self.broker.live_brokers()))
+                          len(self.broker.cluster_view.live_brokers()))
 
         async def create() -> None:
             try:
@@ -193,7 +257,7 @@ class TransactionCoordinator:
         partition = self.partition_for(transactional_id)
         if partition in self._owned:
             return None
-        leader = self.broker.partition_leader(TRANSACTIONS_TOPIC, partition)[0]
+        leader = self.broker.cluster_view.partition_leader(TRANSACTIONS_TOPIC, partition)[0]
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if leader == self.broker.node_id else ErrorCode.NOT_COORDINATOR
 
     def partition_for(self, transactional_id: str) -> int:
@@ -239,7 +303,7 @@ class TransactionCoordinator:
         remote: defaultdict[int, list[tuple[str, int]]] = defaultdict(list)
         for topic, partition in sorted(meta.partitions):
             try:
-                leader = self.broker.partition_leader(topic, partition)[0]
+                leader = self.broker.cluster_view.partition_leader(topic, partition)[0]
             except KafkaError:
                 continue  # the topic is gone
             (local if leader == self.broker.node_id else remote[leader]).append((topic, partition))

@@ -2,8 +2,8 @@
 
 ``StaticClusterBroker`` is a real Broker (real server, logs, handlers) with fixed peers and leadership
 assigned by commands: ``lead`` and ``follow`` record the assignment that Metadata, Produce and Fetch read
-through ``partition_leader`` and hand the role to the ReplicaManager, as the cluster layer will. Its
-``append`` is the one the cluster layer needs (the replica manager owns the high watermark), and its
+through its cluster view (``StaticView``) and hand the role to the ReplicaManager, as the cluster layer will. Its
+``append`` is the one the cluster layer needs (the replica manager owns the high watermark), and its view's
 ``propose_isr`` commits at once, as a controller that agrees with the leader.
 
 Run as a script it is one broker process driven by JSON commands, one per line on stdin, each answered by
@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from broker.broker import Broker  # noqa: E402
 from broker.cluster.keys import derive_key  # noqa: E402
 from broker.cluster.replication import ReplicaManager  # noqa: E402
+from broker.cluster.view import SingleNodeView, replica_leader_epoch  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.protocol.records import decode_records_any  # noqa: E402
 
@@ -49,6 +50,39 @@ class Assignment:
     isr: list[int] = field(default_factory=list)
 
 
+class StaticView(SingleNodeView):
+    """A static cluster as one of its brokers sees it: fixed peers, each registered at one epoch that never
+    changes, leadership as assigned by ``lead`` and ``follow`` (a partition not assigned is this broker's),
+    and ISR changes committed at once, as by a controller that agrees with the leader."""
+
+    def __init__(self, broker: StaticClusterBroker) -> None:
+        super().__init__(broker.node_id, lambda: None, broker.endpoints, lambda: (broker.host, broker.port),
+                         lambda topic: None)
+        self.broker = broker
+
+    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        return [(node_id, "127.0.0.1", port, None) for node_id, port in sorted(self.broker.peers.items())]
+
+    def broker_epoch(self, node_id: int) -> int | None:
+        return BROKER_EPOCH if node_id in self.broker.peers else None
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
+        assignment = self.broker.assignments.get((topic, partition))
+        if assignment is None:
+            return super().partition_leader(topic, partition)
+        return assignment.leader, assignment.epoch, list(assignment.replicas), list(assignment.isr)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return replica_leader_epoch(self, self.node_id, self.broker.replica_manager, topic, partition)
+
+    async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        assignment = self.broker.assignments.get((topic, partition))
+        if assignment is None or assignment.leader != self.node_id or assignment.epoch != leader_epoch:
+            return False
+        assignment.isr = list(isr)
+        return True
+
+
 class StaticClusterBroker(Broker):
     def __init__(self, config: BrokerConfig, peers: dict[int, int]) -> None:
         super().__init__(config)
@@ -56,6 +90,7 @@ class StaticClusterBroker(Broker):
         self.assignments: dict[tuple[str, int], Assignment] = {}
         self.replica_manager = ReplicaManager(self)
         self.inter_broker_key = derive_key(SECRET, "inter-broker")
+        self.cluster_view = StaticView(self)
 
     async def start(self) -> None:
         await super().start()
@@ -64,26 +99,6 @@ class StaticClusterBroker(Broker):
     async def stop(self) -> None:
         await self.replica_manager.stop()
         await super().stop()
-
-    def live_brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
-        return [(node_id, "127.0.0.1", port, None) for node_id, port in sorted(self.peers.items())]
-
-    def broker_epoch(self, node_id: int) -> int | None:
-        """Every peer is registered, at one epoch that never changes."""
-        return BROKER_EPOCH if node_id in self.peers else None
-
-    def partition_leader(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
-        assignment = self.assignments.get((topic, partition))
-        if assignment is None:
-            return super().partition_leader(topic, partition)
-        return assignment.leader, assignment.epoch, list(assignment.replicas), list(assignment.isr)
-
-    def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
-        assignment = self.assignments.get((topic, partition))
-        if assignment is None or assignment.leader != self.node_id or assignment.epoch != leader_epoch:
-            return False
-        assignment.isr = list(isr)
-        return True
 
     async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int = 0):
         plog = self.partition_log(topic, partition)

@@ -100,5 +100,5 @@ async def test_a_topics_partitions_are_made_off_the_event_loop_and_answered_once
                                                                      ("add", "made-aside", False)]
     assert not any(on_loop for _what, _name, on_loop in made_on), made_on
     for partition in range(5):
-        await poll_until(lambda p=partition: broker.leader_epoch("made-aside", p) == 0,
+        await poll_until(lambda p=partition: broker.cluster_view.leader_epoch("made-aside", p) == 0,
                          message=f"made-aside-{partition} led here")

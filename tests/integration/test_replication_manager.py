@@ -75,10 +75,11 @@ async def test_isr_change_through_an_awaitable_callback_and_a_refusal(brokers):
         proposals.append((isr, leader_epoch))
         if refuse:
             return False
-        return leader.propose_isr(topic, partition, isr, leader_epoch)
+        return await leader.cluster_view.propose_isr(topic, partition, isr, leader_epoch)
 
     await leader.replica_manager.stop()
     leader.replica_manager = ReplicaManager(leader, propose_isr=propose_isr)
+    leader.services.replicas.replication = leader.replica_manager
     await leader.replica_manager.start()
     leader.lead(TOPIC, 0, 3, [1, 2], [1])
     assert (await produce(leader, ["a", "b"]))["error_code"] == 0  # alone in the ISR
@@ -89,7 +90,7 @@ async def test_isr_change_through_an_awaitable_callback_and_a_refusal(brokers):
     assert state.isr == (1,)
     refuse = False
     await poll_until(lambda: state.isr == (1, 2), message="the retried proposal to commit")
-    assert leader.partition_leader(TOPIC, 0)[3] == [1, 2]
+    assert leader.cluster_view.partition_leader(TOPIC, 0)[3] == [1, 2]
 
 
 async def test_metadata_update_in_the_same_epoch_drops_a_dead_follower(brokers):
@@ -162,7 +163,7 @@ async def test_a_partition_whose_leadership_was_not_taken_up_is_not_served(broke
     manager never took the leadership up: Produce, Fetch and ListOffsets are refused, so that clients look
     for the leader elsewhere, and an acks=all wait has no ISR to rely on."""
     leader, _follower = brokers
-    assert leader.partition_leader(TOPIC, 0)[0] == leader.node_id
+    assert leader.cluster_view.partition_leader(TOPIC, 0)[0] == leader.node_id
     assert (await produce(leader, ["x"]))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (await produce(leader, ["x"], acks=1))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     async with await KafkaConnection.connect(f"127.0.0.1:{leader.port}") as connection:

@@ -15,6 +15,7 @@ from broker.broker import Broker, ProducerIdAllocator
 from broker.cluster.config import ClusterConfig
 from broker.cluster.metadata import ClusterMetadata
 from broker.cluster.node import ClusterNode
+from broker.cluster.view import ReplicatedView
 from broker.config import BrokerConfig, Section
 from broker.dynamic_config import DynamicBrokerConfigs
 from broker.errors import ErrorCode, KafkaError
@@ -40,10 +41,11 @@ async def node(tmp_path: Path) -> AsyncIterator[ClusterNode]:
     broker.logs = LogManager(data_dir / "logs", broker.config.topic_defaults(), auto_high_watermark=False)
     broker.dynamic_configs = DynamicBrokerConfigs(broker.config, persist=False)
     broker.producer_ids = ProducerIdAllocator(data_dir / "producer-ids.json", base=ME << 40)
-    broker.transactions = TransactionCoordinator(broker)
+    broker.transactions = TransactionCoordinator(broker, clustered=True)
     node = ClusterNode(broker, cluster_config())
     broker.cluster = node
     broker.replica_manager = node.replicas
+    broker.cluster_view = ReplicatedView(node)
     node.raft.state = ClusterMetadata()
     node.raft.ready = True  # as after catching up with the quorum
     for node_id in (ME, OTHER):
@@ -83,15 +85,15 @@ async def test_topics_are_created_led_reconfigured_and_deleted_as_the_metadata_s
     local = broker.logs.topics["orders"]
     assert (local.topic_id, local.partition_count) == (bytes.fromhex("11" * 16), 2)
     assert local.config.retention_ms == 60000
-    assert broker.leader_epoch("orders", 0) == 0  # taken up: this broker acts as its leader
+    assert broker.cluster_view.leader_epoch("orders", 0) == 0  # taken up: this broker acts as its leader
     with pytest.raises(KafkaError) as refused:
-        broker.leader_epoch("orders", 1)  # another broker's, and no replica here
+        broker.cluster_view.leader_epoch("orders", 1)  # another broker's, and no replica here
     assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     apply(node, op="alter_configs", name="orders", replace=True, configs={"retention.ms": "5000"})
     assert broker.logs.topics["orders"].config.retention_ms == 5000
     apply(node, op="create_partitions", name="orders", count=3, assignments=[[ME]])
     await node.local_topic_settled("orders")
-    assert broker.logs.topics["orders"].partition_count == 3 and broker.leader_epoch("orders", 2) == 0
+    assert broker.logs.topics["orders"].partition_count == 3 and broker.cluster_view.leader_epoch("orders", 2) == 0
     apply(node, op="delete_topic", name="orders")
     assert "orders" not in broker.logs.topics
     await create(node, "orders", [[ME]], "22" * 16)  # the same name again, a new topic
