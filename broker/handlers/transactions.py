@@ -7,8 +7,8 @@ The coordinator (:mod:`broker.txn.coordinator`) does the work; these handlers tr
   that know it (KIP-588: InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2,
   TxnOffsetCommit v3) and INVALID_PRODUCER_EPOCH before;
 * AddPartitionsToTxn v0-3 carries one transaction; v4+ (broker to broker in Kafka) a batch of them,
-  possibly ``verify_only``. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and then the
-  others OPERATION_NOT_ATTEMPTED, as in Kafka.
+  possibly ``verify_only``, taken from a broker of this cluster only. Partitions of unknown topics get
+  UNKNOWN_TOPIC_OR_PARTITION and then the others OPERATION_NOT_ATTEMPTED, as in Kafka.
 * TxnOffsetCommit writes the offsets in the producer's transaction; they count once it commits.
 * WriteTxnMarkers (between brokers only) writes markers to partitions this broker leads.
 """
@@ -23,7 +23,7 @@ from broker.groups.requests import CommitRequest
 from broker.handlers.groups import by_topic, group_allowed, partition_exists, requested_commits, topic_allowed
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 from broker.txn.coordinator import write_marker
 
@@ -44,11 +44,6 @@ def fenced_error(ctx: RequestContext) -> ErrorCode:
 
 def transactional_id_allowed(ctx: RequestContext, operation: Operation, transactional_id: str) -> bool:
     return ctx.allowed(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
-
-
-def _cluster_action(ctx: RequestContext) -> bool:
-    """AddPartitionsToTxn v4+ (Kafka's brokers verify partitions with it) needs CLUSTER_ACTION on the cluster."""
-    return ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
@@ -87,7 +82,9 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) ->
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _add_partitions(
             ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
             request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])}
-    if not _cluster_action(ctx):  # v4+ is spoken between brokers
+    if not ctx.from_cluster_broker():
+        # v4+ is spoken between Kafka's brokers (a leader verifies a transaction's partitions with it), refused
+        # to clients as CLUSTER_ACTION is; here, as follower fetches and markers, to anyone but a broker of ours
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
     results = []

@@ -1,13 +1,16 @@
-"""Replication and transaction markers between brokers only, on a plain PLAINTEXT cluster without an
-authorizer (the default): a client posing as a follower or as a transaction coordinator is refused with
-Kafka's errors and changes nothing, while the brokers, which log in to each other with the cluster secret,
-go on replicating and completing transactions. (The same with an authorizer: test_cluster_security.py.)"""
+"""Replication, transaction markers and the brokers' AddPartitionsToTxn (v4+) between brokers only, on a plain
+PLAINTEXT cluster without an authorizer (the default): a client posing as a follower, as a transaction
+coordinator or as a leader verifying a transaction is refused with Kafka's errors and changes nothing, while
+the brokers, which log in to each other with the cluster secret, go on replicating and completing
+transactions. (The same with an authorizer: test_cluster_security.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import socket
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,30 +181,118 @@ def test_a_client_posing_as_a_coordinator_writes_no_marker_and_the_brokers_still
         consumer.close()
 
 
-def test_only_the_clusters_secret_and_a_current_broker_epoch_log_in(cluster):
-    """The inter-broker login on the wire: another secret, an unregistered broker or a stale broker epoch gets
-    SASL_AUTHENTICATION_FAILED (and the connection closed); a broker logged in speaks only for itself."""
-    key = derive_key(SECRET, "inter-broker")
+KEY = derive_key(SECRET, "inter-broker")
 
-    async def log_in(credential: BrokerCredential, then: dict[str, Any] | None = None) -> dict[str, Any] | str:
-        connection = KafkaConnection("127.0.0.1", cluster.brokers[1].port, timeout=10, broker_credential=credential)
+
+def as_broker(cluster: BrokerCluster, node_id: int, credential: BrokerCredential, api_key: int | None = None,
+              body: dict[str, Any] | None = None, version: int | None = None) -> dict[str, Any] | str:
+    """Logs in to broker ``node_id`` with ``credential`` and sends the request, if any: its answer (``{}``
+    without one), or the login's refusal."""
+    async def request() -> dict[str, Any] | str:
+        connection = KafkaConnection("127.0.0.1", cluster.brokers[node_id].port, timeout=10,
+                                     broker_credential=credential)
         try:
             await connection.open()
         except ClientError as exc:
             return str(exc)
         async with connection:
-            return await connection.request(ApiKey.FETCH, then) if then else {}
+            return await connection.request(api_key, body, version=version) if api_key is not None else {}
 
-    refused = asyncio.run(log_in(BrokerCredential(2, 0, derive_key("another secret", "inter-broker"))))
+    return asyncio.run(request())
+
+
+def current_credential(cluster: BrokerCluster, node_id: int, at: int) -> BrokerCredential:
+    """Broker ``node_id``'s credential at its current broker epoch, as broker ``at``'s refusal of a stale
+    one names it."""
+    stale = as_broker(cluster, at, BrokerCredential(node_id, 10**9, KEY))
+    assert isinstance(stale, str) and "but is at broker epoch" in stale, stale
+    return BrokerCredential(node_id, int(stale.rsplit("at broker epoch ", 1)[1].split()[0]), KEY)
+
+
+def test_only_the_clusters_secret_and_a_current_broker_epoch_log_in(cluster):
+    """The inter-broker login on the wire: another secret, an unregistered broker or a stale broker epoch gets
+    SASL_AUTHENTICATION_FAILED (and the connection closed); a broker logged in speaks only for itself."""
+    refused = as_broker(cluster, 1, BrokerCredential(2, 0, derive_key("another secret", "inter-broker")))
     assert "proof does not match" in refused
-    refused = asyncio.run(log_in(BrokerCredential(7, 0, key)))
+    refused = as_broker(cluster, 1, BrokerCredential(7, 0, KEY))
     assert "broker 7 logged in with broker epoch 0 but is not a registered, unfenced broker" in refused
-    stale = asyncio.run(log_in(BrokerCredential(2, 10**9, key)))
-    assert "but is at broker epoch" in stale
-    current = int(stale.rsplit("at broker epoch ", 1)[1].split()[0])
     # broker 2's own credential, asking as broker 3: refused, as from a client
-    answer = asyncio.run(log_in(BrokerCredential(2, current, key), follower_fetch(3, "__consumer_offsets", {0: 0})))
+    answer = as_broker(cluster, 1, current_credential(cluster, 2, at=1), ApiKey.FETCH,
+                       follower_fetch(3, "__consumer_offsets", {0: 0}))
     assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_client_adds_nothing_to_a_transaction_with_the_brokers_add_partitions(cluster):
+    """AddPartitionsToTxn v4+ is what Kafka's brokers verify a transaction's partitions with: a client gets
+    CLUSTER_AUTHORIZATION_FAILED and the transaction stays as it was, while a broker of the cluster is
+    answered."""
+    topic = unique_name("verified")
+    create_topics({"bootstrap.servers": cluster.bootstrap}, topic, partitions=2, replication=3)
+    transactional_id = unique_name("verified-producer")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    try:
+        producer.begin_transaction()
+        producer.produce(topic, b"pending", partition=0)
+        assert producer.flush(30) == 0
+        coordinator_id = ask(cluster, cluster.ids[0], ApiKey.FIND_COORDINATOR, {
+            "key_type": 1, "coordinator_keys": [transactional_id]}, version=4)["coordinators"][0]["node_id"]
+
+        def described() -> dict[str, Any]:
+            return ask(cluster, coordinator_id, ApiKey.DESCRIBE_TRANSACTIONS,
+                       {"transactional_ids": [transactional_id]})["transaction_states"][0]
+
+        state = described()
+        assert (state["transaction_state"], state["topics"]) == ("Ongoing", [{"topic": topic, "partitions": [0]}])
+
+        def add(partitions: list[int], verify_only: bool) -> dict[str, Any]:
+            return {"transactions": [{"transactional_id": transactional_id, "producer_id": state["producer_id"],
+                                      "producer_epoch": state["producer_epoch"], "verify_only": verify_only,
+                                      "topics": [{"name": topic, "partitions": partitions}]}]}
+
+        for version in (4, 5):
+            for verify_only in (False, True):
+                answer = ask(cluster, coordinator_id, ApiKey.ADD_PARTITIONS_TO_TXN, add([1], verify_only), version)
+                assert (answer["error_code"], answer["results_by_transaction"]) == (
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED, []), (version, verify_only, answer)
+        assert described() == state  # partition 1 not added
+
+        other = next(i for i in cluster.ids if i != coordinator_id)
+        answer = as_broker(cluster, coordinator_id, current_credential(cluster, other, at=coordinator_id),
+                           ApiKey.ADD_PARTITIONS_TO_TXN, add([0, 1], True), version=5)
+        results = answer["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]
+        assert {r["partition_index"]: r["partition_error_code"] for r in results} == {
+            0: ErrorCode.NONE, 1: ErrorCode.INVALID_TXN_STATE}
+    finally:
+        producer.abort_transaction(30)
+
+
+# The APIs Kafka's brokers and controllers send only to each other: the ZooKeeper era's (4-7, gone in Kafka 4)
+# and those a KRaft controller serves to brokers and other controllers. api key -> name.
+BROKER_ONLY_APIS = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 52: "Vote",
+                    53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 56: "AlterPartition", 58: "Envelope",
+                    59: "FetchSnapshot", 62: "BrokerRegistration", 63: "BrokerHeartbeat", 67: "AllocateProducerIds",
+                    70: "ControllerRegistration", 73: "AssignReplicasToDirs", 82: "UpdateRaftVoter"}
+
+
+def test_the_apis_only_kafkas_brokers_send_are_not_served(cluster):
+    """Our brokers speak to each other over the Kafka protocol only with Fetch and WriteTxnMarkers (the quorum
+    is pysyncobj's): every other broker-to-broker API of Kafka's is not advertised, and a request for one
+    closes its connection, as Kafka does for an API it does not enable; the broker serves on."""
+    leader = cluster.ids[0]
+    advertised = {entry["api_key"] for entry in ask(cluster, leader, ApiKey.API_VERSIONS, {
+        "client_software_name": "t", "client_software_version": "1"}, version=3)["api_keys"]}
+    assert not advertised & set(BROKER_ONLY_APIS), [BROKER_ONLY_APIS[k] for k in advertised & set(BROKER_ONLY_APIS)]
+    for api_key, name in BROKER_ONLY_APIS.items():
+        with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), timeout=10) as sock:
+            header = struct.pack(">hhih", api_key, 0, 1, len(b"posing")) + b"posing"
+            sock.sendall(struct.pack(">i", len(header) + 8) + header + bytes(8))
+            try:
+                answer = sock.recv(1)
+            except ConnectionResetError:
+                answer = b""
+            assert answer == b"", f"{name} (api key {api_key}) was answered"
+    assert ask(cluster, leader, ApiKey.METADATA, {"topics": []})["brokers"]
 
 
 def test_a_broken_or_misplaced_broker_login_closes_only_its_connection(cluster, broker):

@@ -80,9 +80,11 @@ class SecuredCluster:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[SecuredCluster]:
     cluster = SecuredCluster(tmp_path_factory.mktemp("secured-cluster"))
-    cluster.cluster.start()
-    yield cluster
-    cluster.cluster.stop()
+    try:  # a start that fails part way leaves no broker running
+        cluster.cluster.start()
+        yield cluster
+    finally:
+        cluster.cluster.stop()
 
 
 def replicated_topic(secured: SecuredCluster, prefix: str, records: int) -> str:
@@ -181,9 +183,9 @@ def test_raft_traffic_goes_inside_tls(secured):
 
 
 def test_a_super_user_that_is_no_broker_of_the_cluster_replicates_nothing_and_writes_no_marker(secured):
-    """With an authorizer too, follower fetches and WriteTxnMarkers need the cluster's broker login: the brokers'
-    own SASL user (a super user: CLUSTER_ACTION allowed) on the inter-broker listener, without it, gets Kafka's
-    refusals and changes nothing."""
+    """With an authorizer too, follower fetches, WriteTxnMarkers and AddPartitionsToTxn v4+ need the cluster's
+    broker login: the brokers' own SASL user (a super user: CLUSTER_ACTION allowed) on the inter-broker listener,
+    without it, gets Kafka's refusals and changes nothing."""
     topic = replicated_topic(secured, "guarded-replication", 5)
     partition = secured.cluster.partitions(topic)[0]
     leader = partition["leader_id"]
@@ -191,7 +193,7 @@ def test_a_super_user_that_is_no_broker_of_the_cluster_replicates_nothing_and_wr
     security = ClientSecurity(ssl_context=ssl.create_default_context(cafile=str(secured.ca.path)),
                               sasl_mechanism="SCRAM-SHA-512", username="broker", password="broker-secret")
 
-    async def pose_as_broker() -> tuple[dict, dict, int]:
+    async def pose_as_broker() -> tuple[dict, dict, dict, int]:
         async with await KafkaConnection.connect(f"127.0.0.1:{secured.secure_ports[leader]}", timeout=10,
                                                  security=security) as connection:
             fetched = await connection.request(ApiKey.FETCH, {
@@ -202,17 +204,21 @@ def test_a_super_user_that_is_no_broker_of_the_cluster_replicates_nothing_and_wr
             marked = await connection.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
                 "producer_id": 4242, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
                 "topics": [{"name": topic, "partition_indexes": [0]}]}]}, version=1)
+            added = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, {"transactions": [{
+                "transactional_id": "posing", "producer_id": 4242, "producer_epoch": 0, "verify_only": False,
+                "topics": [{"name": topic, "partitions": [0]}]}]}, version=4)
             listed = await connection.request(ApiKey.LIST_OFFSETS, {
                 "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
                     {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
-        return fetched, marked, listed["topics"][0]["partitions"][0]["offset"]
+        return fetched, marked, added, listed["topics"][0]["partitions"][0]["offset"]
 
-    fetched, marked, high_watermark = asyncio.run(pose_as_broker())
+    fetched, marked, added, high_watermark = asyncio.run(pose_as_broker())
     part = fetched["responses"][0]["partitions"][0]
     assert (fetched["error_code"], part["error_code"], bytes(part["records"] or b"")) == \
         (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED, b"")
     assert [p["error_code"] for m in marked["markers"] for t in m["topics"] for p in t["partitions"]] == \
         [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert (added["error_code"], added["results_by_transaction"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     assert high_watermark == 5  # no marker took an offset
 
 

@@ -8,11 +8,13 @@ healthy again (every broker up, every replica in sync).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_harness import (
@@ -29,7 +31,9 @@ from fault_harness import (
 )
 from harness import unique_name, wait_until
 
+from broker.client import KafkaConnection
 from broker.errors import ErrorCode
+from broker.protocol.api import ApiKey
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -213,13 +217,18 @@ def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
 def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     """A partition of the network: the leader (the controller too) loses the other brokers (Raft, replication
     and gossip, both ways) while its clients still reach it. Whatever it was sent from then on it must not
-    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower. A
-    transaction begun before the cut, its records on the cut-off leader, ends during it (committed or
-    aborted, within a bound): read_committed consumers see its records once if it committed, else never."""
+    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower. Two
+    transactions begun before the cut, their records on the cut-off leader and their coordinator another
+    broker, end during it within a bound: one the producer commits (or aborts, when the commit cannot get
+    through), one it aborts. read_committed consumers see a transaction's records once if it committed, else
+    never. (A transaction whose coordinator is the cut-off broker is not ended within the bound: its producer
+    keeps asking that broker, whose writes to the transaction log time out.)"""
     leader = cluster.controller()
     probed = topic_led_by(cluster, leader)  # written by requests to that broker only
     transacted = topic_led_by(cluster, leader, partitions=2)
-    with acked_workload(cluster, tmp_path, leader) as workload, transaction_spanning(cluster, transacted) as txn:
+    coordinator = next(i for i in cluster.ids if i != leader)
+    with (acked_workload(cluster, tmp_path, leader) as workload, transaction_spanning(cluster, transacted, coordinator=coordinator) as txn,
+          transaction_spanning(cluster, transacted, abort=True, coordinator=coordinator) as aborted):
         probe = DirectProducer(cluster.brokers[leader].bootstrap, probed).start()
         try:
             wait_until(lambda: len(probe.acknowledged()) >= 5, 30, message="the probe's first acknowledgements")
@@ -227,6 +236,7 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
             cut_at = time.monotonic()
             asking = next(i for i in cluster.ids if i != leader)
             other_leader(cluster, workload.topic, leader, asking)
+            aborted.end()
             workload.wait_for_acks(150, after=cut_at)
             txn.end()
             wait_until(lambda: sum(1 for a in probe.attempts if a.sent_at > cut_at + CUT_GRACE) >= 10, 30,
@@ -242,21 +252,27 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     stored = dict(read_topic(cluster.bootstrap, probed, 1)[0])
     lost = [a for a in probe.acknowledged() if stored.get(a.offset) != a.value]
     assert not lost, f"records the leader acknowledged before the cut are gone: {lost[:3]}"
-    txn.check(read_committed(cluster.bootstrap, transacted, 2))
+    visible = read_committed(cluster.bootstrap, transacted, 2)
+    txn.check(visible)
+    aborted.check(visible)
+    assert aborted.outcome == "aborted", f"the transaction aborted during the cut ended {aborted.outcome!r}"
 
 
 class SpanningTransaction:
     """A transactional producer (confluent-kafka) with one transaction committed before the cut and one
     begun before it (its records written to the leader about to be cut off) that is ended during the cut:
-    committed if the commit gets through, else aborted; either way within a bound, never left hanging."""
+    committed if the commit gets through, else aborted; either way within a bound, never left hanging. With
+    ``abort`` the one ended during the cut is aborted by the producer."""
 
     TIMEOUT = 45.0
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str, abort: bool = False) -> None:
         from confluent_kafka import Producer
 
         self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("spanning"),
+        self.abort = abort
+        self.name = transactional_id
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": self.name,
                                   "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
                                   "request.timeout.ms": 5000, "socket.timeout.ms": 3000,
                                   "reconnect.backoff.max.ms": 500})
@@ -265,7 +281,7 @@ class SpanningTransaction:
         self.outcome = ""
 
     def _write(self, prefix: str) -> list[bytes]:
-        values = [f"{prefix}-{i}".encode() for i in range(20)]
+        values = [f"{self.name}-{prefix}-{i}".encode() for i in range(20)]
         self.producer.begin_transaction()
         for i, value in enumerate(values):
             self.producer.produce(self.topic, value, partition=i % 2)
@@ -281,14 +297,18 @@ class SpanningTransaction:
         return self
 
     def end(self) -> None:
-        """Commit the spanning transaction, retrying what Kafka calls retriable; abort it when the commit
-        cannot be completed. A fatal error (the producer fenced) leaves it to the coordinator's timeout,
-        which aborts it."""
+        """Commit (with ``abort``: abort) the spanning transaction, retrying what Kafka calls retriable; abort
+        it when the commit cannot be completed. A fatal error (the producer fenced) leaves it to the
+        coordinator's timeout, which aborts it."""
         from confluent_kafka import KafkaException
 
         deadline = time.monotonic() + self.TIMEOUT
         while time.monotonic() < deadline:
             try:
+                if self.abort:
+                    self.producer.abort_transaction(max(deadline - time.monotonic(), 1))
+                    self.outcome = "aborted"
+                    return
                 self.producer.commit_transaction(max(deadline - time.monotonic(), 1))
                 self.outcome = "committed"
                 return
@@ -306,7 +326,9 @@ class SpanningTransaction:
         raise AssertionError(f"the transaction begun before the cut neither committed nor aborted in {self.TIMEOUT} s")
 
     def check(self, visible: list[bytes]) -> None:
-        """A read_committed consumer sees the committed transactions' records once each, nothing else."""
+        """A read_committed consumer sees this producer's committed transactions' records once each, nothing
+        else of it."""
+        visible = [value for value in visible if value.startswith(f"{self.name}-".encode())]
         expected = self.committed + (self.pending if self.outcome == "committed" else [])
         assert sorted(visible) == sorted(expected), (
             f"the spanning transaction ended {self.outcome!r}; read_committed saw {len(visible)} records, "
@@ -315,12 +337,34 @@ class SpanningTransaction:
 
 
 @contextlib.contextmanager
-def transaction_spanning(cluster: FaultCluster, topic: str) -> Iterator[SpanningTransaction]:
-    txn = SpanningTransaction(cluster.bootstrap, topic).start()
+def transaction_spanning(cluster: FaultCluster, topic: str, abort: bool = False,
+                         coordinator: int | None = None) -> Iterator[SpanningTransaction]:
+    """A :class:`SpanningTransaction` started; with ``coordinator`` its transactional id is one that broker
+    coordinates."""
+    prefix = "aborting" if abort else "spanning"
+    transactional_id = unique_name(prefix) if coordinator is None else coordinated_by(cluster, coordinator, prefix)
+    txn = SpanningTransaction(cluster.bootstrap, topic, transactional_id, abort).start()
     try:
         yield txn
     finally:
         txn.producer.flush(0)
+
+
+def coordinated_by(cluster: FaultCluster, node_id: int, prefix: str) -> str:
+    """A new transactional id whose transaction coordinator is broker ``node_id``: FindCoordinator (v4 asks for
+    many keys at once) over 60 candidates, each coordinator leading about a third of the transaction log,
+    asked again while that log is being made (its first FindCoordinator makes it)."""
+    async def ask(candidates: list[str]) -> dict[str, Any]:
+        async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=10) as connection:
+            return await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": candidates},
+                                            version=4)
+
+    def found() -> str | None:
+        answer = asyncio.run(ask([unique_name(prefix) for _ in range(60)]))
+        return next((c["key"] for c in answer["coordinators"] if c["error_code"] == 0 and c["node_id"] == node_id),
+                    None)
+
+    return wait_until(found, 30, interval=0.2, message=f"a transactional id coordinated by broker {node_id}")
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[bytes]:

@@ -302,6 +302,11 @@ DIFFERENCES: dict[tuple[int, range, str], str] = {
     (ApiKey.WRITE_TXN_MARKERS, range(1, 2), "markers.topics.partitions.error_code"):
         "only a broker of our cluster may write markers (CLUSTER_AUTHORIZATION_FAILED here, as Kafka answers without "
         "CLUSTER_ACTION); Kafka without an authorizer takes them from any client (test_cluster_broker_only.py)",
+    (ApiKey.ADD_PARTITIONS_TO_TXN, range(4, 6), "error_code"):
+        "v4+ is what brokers verify transactions with: only a broker of our cluster may send it "
+        "(CLUSTER_AUTHORIZATION_FAILED here, as Kafka answers without CLUSTER_ACTION); Kafka without an authorizer "
+        "takes it from any client (test_cluster_broker_only.py)",
+    (ApiKey.ADD_PARTITIONS_TO_TXN, range(4, 6), "results_by_transaction"): "as above: refused, nothing verified",
     (ApiKey.CREATE_TOPICS, range(5, 8), "topics.configs"):
         "a new topic's configs: every one of Kafka 4.4's 37, plus our retention.disk.percent; min.insync.replicas "
         "comes from a dynamic cluster default on Kafka 4 (see test_broker_configs.py)",
