@@ -63,7 +63,13 @@ from broker.security.passwords import (
     is_password_config,
     password_encoders,
 )
-from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
+from broker.security.tls import (
+    HandshakeError,
+    check_certificate_change,
+    check_handshake,
+    keystore_certificate,
+    listener_lookup,
+)
 
 log = structlog.get_logger("broker.config")
 
@@ -392,6 +398,11 @@ class DynamicBrokerConfigs:
                 if listener.uses_tls:
                     check_certificate_change(self._running_certificates.get(listener.name),
                                              listener_lookup(listener.name, wanted))
+                if listener.name == self.config.inter_broker_listener and listener.name in self._running_certificates:
+                    check_handshake(listener_lookup(listener.name, running), listener_lookup(listener.name, wanted))
+        except HandshakeError as exc:
+            raise _invalid_dynamic_configuration("Validation of dynamic config update of SSLFactory failed: "
+                                                 f"javax.net.ssl.SSLHandshakeException: {exc}") from None
         except SecurityConfigError as exc:
             reason = f"{exc.key}: {exc}"
             if is_tls_key(exc.key) or base_name(exc.key).startswith("ssl."):

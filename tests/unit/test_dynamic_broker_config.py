@@ -20,6 +20,7 @@ from broker.dynamic_config import (
     kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
+from tests.integration.tls_certs import CertificateAuthority
 
 
 def config(tmp_path, text: str = "") -> BrokerConfig:
@@ -311,3 +312,27 @@ def test_password_encoder_settings_that_cannot_work_are_refused_at_start(tmp_pat
     with pytest.raises(ConfigError, match=message) as refused:
         config(tmp_path, setting + "\n")
     assert setting.partition(":")[0] in str(refused.value)
+
+
+def test_the_inter_broker_listener_takes_new_stores_only_when_old_and_new_trust_each_other(tmp_path):
+    """Kafka's handshake check before the listener brokers reach each other on switches keystore or truststore:
+    a certificate of a CA the running truststore does not hold is refused (brokers still on the old stores
+    could not reach this one); trusting both CAs first, then switching, is the way through."""
+    ca, other = CertificateAuthority(tmp_path / "ca"), CertificateAuthority(tmp_path / "other", "another CA")
+    running = ca.issue("broker")
+    dynamic = DynamicBrokerConfigs(config(tmp_path, (
+        f"listeners: SSL://127.0.0.1:0\nssl.keystore.type: PEM\nssl.keystore.location: {running.store}\n"
+        f"ssl.truststore.type: PEM\nssl.truststore.location: {ca.path}\n")), persist=False)
+    keystore, truststore = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.truststore.location"
+    foreign = other.issue("broker", stem="foreign")  # the same subject and names, from the other CA
+    with pytest.raises(KafkaError) as refused:
+        dynamic.prepare("7", {keystore: str(foreign.store)}, replace=False)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST
+    assert ("Validation of dynamic config update of SSLFactory failed: javax.net.ssl.SSLHandshakeException: "
+            "CERTIFICATE_VERIFY_FAILED") in refused.value.message
+    dynamic.update("7", dynamic.prepare("7", {keystore: str(ca.issue("broker", stem="renewed").store)}, replace=False))
+    both = tmp_path / "both.pem"
+    both.write_bytes(ca.pem + other.pem)
+    dynamic.update("7", dynamic.prepare("7", {truststore: str(both)}, replace=False))
+    dynamic.update("7", dynamic.prepare("7", {keystore: str(foreign.store)}, replace=False))
+    assert dynamic.layers["7"] == {keystore: str(foreign.store), truststore: str(both)}
