@@ -105,7 +105,7 @@ $(LIBRDKAFKA_STAMP):
 				apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 			fi; \
 		fi; \
-		echo "building librdkafka $(LIBRDKAFKA_TAG)'s test programs from $(LIBRDKAFKA_GIT) (a few minutes, once)"; \
+		echo "building librdkafka $(LIBRDKAFKA_TAG)'s test programs from $(LIBRDKAFKA_GIT) (several minutes, once)"; \
 		rm -rf $(LIBRDKAFKA_PEER) && mkdir -p $(LIBRDKAFKA_PEER) && \
 		git --git-dir=$(LIBRDKAFKA_GIT) archive $(LIBRDKAFKA_TAG) | tar -x -C $(LIBRDKAFKA_PEER) && \
 		cd $(LIBRDKAFKA_PEER) && \
