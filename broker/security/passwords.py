@@ -86,6 +86,7 @@ class PasswordEncoder:
                         "keyLength": str(key_length), "iterations": str(iterations)}
         self._salt = os.urandom(_SALT_BYTES)
         self._keys: dict[tuple[str, ...], bytes] = {}
+        self._aead({**self._params, "salt": _b64(self._salt)})  # derived at start, not in a request's time
 
     def encode(self, name: str, password: str) -> str:
         fields = {**self._params, "salt": _b64(self._salt), "nonce": _b64(os.urandom(_NONCE_BYTES))}
