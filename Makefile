@@ -22,12 +22,20 @@ GO_STAMP := $(GO_PEERS)/bin/.installed
 BURROW_PEER := tests/peers/burrow
 BURROW_STAMP := $(BURROW_PEER)/bin/.installed
 BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) /work/.mirror/linkedin+Burrow/repo))
+# librdkafka's own test programs (0081, the Admin API; 0082, fetch.max.bytes), run against our broker: built
+# from a git snapshot of confluentinc/librdkafka (LIBRDKAFKA_GIT) at LIBRDKAFKA_TAG, the release Debian's kcat
+# links; without a snapshot their tests skip.
+LIBRDKAFKA_PEER := tests/peers/librdkafka
+LIBRDKAFKA_STAMP := $(LIBRDKAFKA_PEER)/.installed
+LIBRDKAFKA_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/confluentinc+librdkafka/repo)))
+LIBRDKAFKA_TAG ?= v2.0.2
+LIBRDKAFKA_BUILD_DEPS := gcc g++ make libssl-dev zlib1g-dev
 
 .PHONY: install run test unit integration lint bench clean ui-vendor
 
 # The Go peers join the install once their module exists.
 install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP) \
-	$(CONFIG_DOCS)
+	$(LIBRDKAFKA_STAMP) $(CONFIG_DOCS)
 	@# Bytecode of the project's own modules, which the editable install leaves to the first import: where
 	@# PYTHONDONTWRITEBYTECODE is set (as on the CI machine) every process start compiled them again, ~50 ms.
 	$(BIN)/python -m compileall -q burrowpy broker >/dev/null
@@ -84,6 +92,29 @@ $(BURROW_STAMP):
 		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)) and no git snapshot was given (BURROW_GIT=...); its side-by-side tests will skip"; \
 	fi
 
+# Its own TLS, zlib and the built-in LZ4 are enough for these tests (no Kerberos, no OAUTHBEARER over HTTP).
+$(LIBRDKAFKA_STAMP):
+	@if [ -z "$(LIBRDKAFKA_GIT)" ]; then \
+		echo "librdkafka's test programs not built: no git snapshot of confluentinc/librdkafka was given (LIBRDKAFKA_GIT=...); their tests will skip"; \
+	else \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+			missing=""; \
+			for p in $(LIBRDKAFKA_BUILD_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+			if [ -n "$$missing" ]; then \
+				echo "installing Debian packages:$$missing"; \
+				apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+			fi; \
+		fi; \
+		echo "building librdkafka $(LIBRDKAFKA_TAG)'s test programs from $(LIBRDKAFKA_GIT) (several minutes, once)"; \
+		rm -rf $(LIBRDKAFKA_PEER) && mkdir -p $(LIBRDKAFKA_PEER) && \
+		git --git-dir=$(LIBRDKAFKA_GIT) archive $(LIBRDKAFKA_TAG) | tar -x -C $(LIBRDKAFKA_PEER) && \
+		cd $(LIBRDKAFKA_PEER) && \
+		{ ./configure --disable-lz4-ext --disable-curl --disable-gssapi >build.log 2>&1 && \
+		  $(MAKE) libs >>build.log 2>&1 && $(MAKE) -C tests build >>build.log 2>&1 || \
+		  { tail -30 build.log; exit 1; }; } && \
+		touch .installed; \
+	fi
+
 # The dashboard's charting library is vendored into the package, so run time needs no Node; this refreshes
 # it from npm at the pinned version.
 UPLOT_VERSION := 1.6.32
@@ -116,4 +147,5 @@ lint: install
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin
+	rm -rf $(VENV) tests/js/node_modules build *.egg-info $(JAVA_PEERS)/target $(GO_PEERS)/bin $(BURROW_PEER)/bin \
+		$(LIBRDKAFKA_PEER)

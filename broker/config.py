@@ -32,6 +32,7 @@ from broker.security.listeners import (
     ListenerError,
     parse_listeners,
 )
+from broker.security.passwords import ENCODER_KEYS, password_encoders
 from broker.security.sasl import SaslConfigError, SaslSettings, inter_broker_login, listener_sasl
 from broker.security.tls import TlsConfigError, client_context, listener_lookup, server_context
 
@@ -174,6 +175,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # host:port of the Prometheus endpoint (GET /metrics; broker/metrics.py): burrowpy's own, off when empty, as
     # Kafka's JMX is until JMX_PORT is set
     "metrics.listen": ("str", ""),
+    # KIP-226's password encoder of dynamic password configs (broker.security.passwords)
+    **ENCODER_KEYS,
 }
 
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
@@ -525,6 +528,10 @@ class BrokerConfig:
         except ValueError as exc:
             raise section.error("max.connections.per.ip.overrides", str(exc)) from None
         _check_replica_fetcher(section, settings)
+        try:
+            password_encoders(settings)
+        except SecurityConfigError as exc:
+            raise section.error(exc.key, str(exc)) from None
         metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):

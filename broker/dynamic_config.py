@@ -56,7 +56,20 @@ from broker.security.listeners import (
     NoProtocolError,
     parse_listeners,
 )
-from broker.security.tls import check_certificate_change, keystore_certificate, listener_lookup
+from broker.security.passwords import (
+    ENCODER_KEYS,
+    PasswordDecodeError,
+    is_encoded,
+    is_password_config,
+    password_encoders,
+)
+from broker.security.tls import (
+    HandshakeError,
+    check_certificate_change,
+    check_handshake,
+    keystore_certificate,
+    listener_lookup,
+)
 
 log = structlog.get_logger("broker.config")
 
@@ -139,6 +152,8 @@ def is_dynamic(name: str) -> bool:
     registration follows its listeners (as a ZooKeeper-mode Kafka's did), so it changes with them."""
     if name == "advertised.listeners":
         return True
+    if name in ENCODER_KEYS:
+        return False  # the stored passwords are encoded with them: read at start only, as on Kafka
     known = kafka_definition(name)
     return known is None or not known[2]
 
@@ -158,6 +173,9 @@ class DynamicBrokerConfigs:
         self.layers: dict[str, dict[str, str]] = {CLUSTER_DEFAULT: {}, str(config.node_id): {}}
         self.on_change: list[Callable[[], None]] = []
         self._path = config.data_dir / FILE_NAME if persist else None
+        self._encoder, self._old_encoder = password_encoders(config.settings)
+        # each layer as stored (passwords encoded); ``layers`` holds them decoded
+        self._stored: dict[str, dict[str, str]] = {scope: {} for scope in self.layers}
         self.saved = written()  # the last write of the file, which runs off the event loop
         # what the listeners' contexts were built from: the settings, the store files' times, the certificates
         self._security_running: dict[str, Any] | None = self.security_settings()
@@ -167,8 +185,15 @@ class DynamicBrokerConfigs:
         if self._path is not None and self._path.exists():
             keep_private(os.fspath(self._path))  # AlterConfigs may have put passwords (ssl.keystore.password) in
             stored = json.loads(self._path.read_text())
-            self.layers.update({scope: dict(values) for scope, values in stored.items()
-                                if scope in self.layers})
+            self._stored.update({scope: dict(values) for scope, values in stored.items() if scope in self.layers})
+            renewed = False
+            for scope, values in self._stored.items():
+                self.layers[scope], outdated = self._decoded(values)
+                if outdated and self._encoder is not None:
+                    self._stored[scope] = self.persistent(scope, self.layers[scope])
+                    renewed = True
+            if renewed:  # passwords from an older broker or an old secret: stored again under this secret
+                self._write()
         self._apply()
 
     # --- scopes --------------------------------------------------------------------------------------------
@@ -370,6 +395,11 @@ class DynamicBrokerConfigs:
                 if listener.uses_tls:
                     check_certificate_change(self._running_certificates.get(listener.name),
                                              listener_lookup(listener.name, wanted))
+                if listener.name == self.config.inter_broker_listener and listener.name in self._running_certificates:
+                    check_handshake(listener_lookup(listener.name, running), listener_lookup(listener.name, wanted))
+        except HandshakeError as exc:
+            raise _invalid_dynamic_configuration("Validation of dynamic config update of SSLFactory failed: "
+                                                 f"javax.net.ssl.SSLHandshakeException: {exc}") from None
         except SecurityConfigError as exc:
             reason = f"{exc.key}: {exc}"
             if is_tls_key(exc.key) or base_name(exc.key).startswith("ssl."):
@@ -401,9 +431,57 @@ class DynamicBrokerConfigs:
                 continue
         return 1
 
-    def update(self, scope: str, layer: Mapping[str, str]) -> None:
-        """Make ``layer`` the dynamic configs of ``scope`` (checked by :meth:`prepare` before)."""
-        if scope not in self.layers or dict(layer) == self.layers[scope]:
+    def persistent(self, scope: str, layer: Mapping[str, str]) -> dict[str, str]:
+        """``layer`` as it is stored (in the data dir, in a cluster's metadata): its passwords encoded with
+        ``password.encoder.secret``, or Kafka's refusal when there is none (or at the cluster default, which every
+        broker reads with its own secret)."""
+        passwords = sorted(name for name in layer if is_password_config(name))
+        if not passwords:
+            return dict(layer)
+        if scope == CLUSTER_DEFAULT:
+            problem = "Password config can be defined only at broker level"
+        elif self._encoder is None:
+            problem = "Password encoder secret not configured"
+        else:
+            encoder = self._encoder
+            return {name: encoder.encode(name, value) if name in passwords else value for name, value in layer.items()}
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=BROKER, "
+                                                   f"name='{scope}'): {problem}")
+
+    def _decoded(self, stored: Mapping[str, str]) -> tuple[dict[str, str], bool]:
+        """A stored layer with its passwords decoded, and whether any should be stored again (kept in the clear
+        by an older broker, or encoded with the old secret). One that does not decode is left out and named, as
+        Kafka does."""
+        layer, outdated = {}, False
+        for name, value in stored.items():
+            if not (is_password_config(name) and is_encoded(value)):
+                layer[name] = value
+                outdated = outdated or is_password_config(name)
+                continue
+            for encoder in (self._encoder, self._old_encoder):
+                if encoder is None:
+                    continue
+                try:
+                    layer[name] = encoder.decode(name, value)
+                except PasswordDecodeError:
+                    continue
+                outdated = outdated or encoder is self._old_encoder
+                break
+            else:
+                log.error("a dynamic password config does not decode with password.encoder.secret (nor "
+                          "password.encoder.old.secret): ignored", config=name,
+                          secret="set" if self._encoder is not None else "not set")
+        return layer, outdated
+
+    def update(self, scope: str, stored: Mapping[str, str]) -> None:
+        """Make ``stored`` (a layer checked by :meth:`prepare`, in its :meth:`persistent` form) the dynamic
+        configs of ``scope``."""
+        if scope not in self.layers or dict(stored) == self._stored[scope]:
+            return
+        layer, _ = self._decoded(stored)
+        self._stored[scope] = dict(stored)
+        if layer == self.layers[scope]:
+            self._write()
             return
         inert = sorted(name for name, value in layer.items() if name not in BROKER_KEYS
                        and name not in REPLICATION_THROTTLES and not is_honoured_security_key(name)
@@ -411,12 +489,15 @@ class DynamicBrokerConfigs:
         if inert:  # as the YAML's are named at start-up: kept and described, but nothing here uses them
             log.warning("dynamic broker configs that have no effect in burrowpy", scope=scope or "cluster default",
                         keys=inert)
-        self.layers[scope] = dict(layer)
+        self.layers[scope] = layer
+        self._write()
+        self._apply()
+
+    def _write(self) -> None:
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             self.saved = write_later(os.fspath(self._path),
-                                     json.dumps(self.layers, indent=1, sort_keys=True).encode(), private=True)
-        self._apply()
+                                     json.dumps(self._stored, indent=1, sort_keys=True).encode(), private=True)
 
     def current(self, scope: str, name: str) -> str | None:
         """The value a list operation (APPEND, SUBTRACT) at ``scope`` starts from: what that scope sees."""

@@ -30,6 +30,7 @@ from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
 from broker.quotas import MutationQuota
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.passwords import SECRET_KEYS
 from broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_IDS,
@@ -291,7 +292,7 @@ def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, syno
             continue
         custom = name not in KAFKA_BROKER_CONFIGS and name not in broker.config.settings
         _, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(
-            name, (None, TYPE_UNKNOWN if custom else 2, True, custom))
+            name, (None, TYPE_UNKNOWN if custom else 2, True, custom or name in SECRET_KEYS))
         if name in KAFKA_BROKER_CONFIGS:
             read_only = not is_dynamic(name)  # advertised.listeners changes here, unlike on a KRaft Kafka
         if custom and (base := kafka_definition(name)) is not None:
@@ -418,7 +419,7 @@ async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], i
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
     layer = dynamic.prepare(scope, updates, replace=not incremental)
     if not validate_only:
-        await broker.topic_admin.alter_broker_configs(scope, layer)
+        await broker.topic_admin.alter_broker_configs(scope, dynamic.persistent(scope, layer))
         dynamic.reload_files(updates)
 
 

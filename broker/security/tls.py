@@ -192,6 +192,43 @@ def client_context(lookup: Callable[[str], tuple[str, str | None]], *, check_hos
     return context
 
 
+class HandshakeError(TlsConfigError):
+    """Stores that would not let a broker on the running ones and one on the new ones complete a handshake."""
+
+
+def check_handshake(before: Callable[[str], tuple[str, str | None]],
+                    after: Callable[[str], tuple[str, str | None]]) -> None:
+    """Kafka's check before the listener brokers reach each other on takes new stores (SslFactory's engine
+    validation): a handshake in memory between a server on the running stores and a client on the new ones,
+    then the other way round, so that during a rolling rotation brokers still on the old certificate and
+    those on the new one keep trusting each other. Without a truststore on either side there is nothing to
+    check a certificate against (Kafka's would use the JVM's default trust). HandshakeError says why one
+    failed."""
+    if not (_has_truststore(before) and _has_truststore(after)):
+        return
+    for server, client in ((before, after), (after, before)):
+        _handshake(server_context(server), client_context(client, check_hostname=False))
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = [client.wrap_bio(to_client, to_server, server_side=False), server.wrap_bio(to_server, to_client,
+                                                                                      server_side=True)]
+    # a TLS 1.3 handshake with a client certificate takes three flights; a few more rounds cannot hurt
+    for _ in range(8):
+        for end in list(ends):
+            try:
+                end.do_handshake()
+            except ssl.SSLWantReadError:
+                continue
+            except ssl.SSLError as exc:
+                raise HandshakeError("ssl.keystore.location", exc.reason or str(exc)) from None
+            ends.remove(end)
+        if not ends:
+            return
+    raise HandshakeError("ssl.keystore.location", "the handshake did not complete")
+
+
 # Java's numbering of the names in a subjectAltName (X509Certificate.getSubjectAlternativeNames)
 _SAN_TYPES = {"RFC822Name": 1, "DNSName": 2, "UniformResourceIdentifier": 6, "IPAddress": 7, "RegisteredID": 8}
 # the alias Kafka gives the one entry of a PEM keystore

@@ -31,6 +31,7 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
 def broker(tmp_path_factory) -> Iterator[SaslBroker]:
     broker = start_sasl_broker(tmp_path_factory.mktemp("sasl"), "PLAIN", {
         "sasl.enabled.mechanisms": "PLAIN",
+        "password.encoder.secret": "the-encoder-secret-of-this-test",  # JAAS lines are set at run time
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
     })

@@ -63,6 +63,7 @@ def start_broker(directory: Path, client_auth: str) -> TlsBroker:
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server.store),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.path),
         "ssl.client.auth": client_auth, "group.initial.rebalance.delay.ms": 0,
+        "password.encoder.secret": "the-encoder-secret-of-this-test",  # for the keystore password set at run time
         # set on both listeners, TLS's included (test_socket_buffers_on_the_tls_listener)
         "socket.receive.buffer.bytes": 65536, "socket.send.buffer.bytes": 262144,
     })
@@ -343,6 +344,7 @@ def test_a_pkcs12_keystore_with_its_password_hidden_and_kept_over_a_restart(brok
                                      "source": DYNAMIC_BROKER_CONFIG}]
     stored = broker.process.data_dir / "dynamic-broker-configs.json"
     assert stored.stat().st_mode & 0o077 == 0  # the password is in it: readable by the broker's user only
+    assert b"store-pw" not in stored.read_bytes()  # and encrypted (password.encoder.secret)
     broker.process.stop()
     broker.process.start()
     assert served_serial(broker.ssl_port, broker.ca.path) == serial_of(issued)

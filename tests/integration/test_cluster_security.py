@@ -8,6 +8,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from cluster_harness import BrokerCluster
@@ -53,7 +54,8 @@ class SecuredCluster:
 
         def node_settings(node_id: int, port: int) -> dict:
             self.secure_ports[node_id] = free_port()
-            return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{self.secure_ports[node_id]}"}
+            return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{self.secure_ports[node_id]}",
+                    "password.encoder.secret": f"the-password-encoder-secret-of-broker-{node_id}"}
 
         self.cluster = BrokerCluster(root, node_settings=node_settings, settings={
             "inter.broker.listener.name": "SASL_SSL",
@@ -241,3 +243,25 @@ def test_each_broker_takes_its_renewed_certificate_through_the_metadata(secured)
         entry = describe_broker_configs(brokers[node].bootstrap, str(node))[key]
         assert (entry["value"], entry["config_source"]) == (str(issued.store), 2)
     replicated_topic(secured, "after-rotation", 10)
+
+
+def test_a_password_set_on_one_broker_is_in_the_metadata_only_encrypted(secured):
+    """KIP-226's password encoder in a cluster: a password config set for one broker reaches it through the
+    replicated metadata, which every broker's Raft journal holds, encrypted with that broker's
+    password.encoder.secret; no file of any broker holds it in the clear."""
+    key = "listener.name.sasl_ssl.ssl.truststore.password"  # a PEM truststore takes no password: nothing changes
+    password = b"a-password-nobody-may-read"
+    brokers = secured.cluster.brokers
+    assert alter_broker_configs(brokers[2].bootstrap, {key: password.decode()}, node="2") == (0, None)
+    wait_until(lambda: describe_broker_configs(brokers[2].bootstrap, "2").get(key, {}).get("config_source") == 2,
+               30, message="broker 2 to run with the password")
+
+    def files(node: int) -> list[Path]:
+        return [path for path in brokers[node].data_dir.rglob("*") if path.is_file()]
+
+    for node in secured.cluster.ids:
+        wait_until(lambda node=node: any(b"encryptedPassword:" in path.read_bytes()
+                                         for path in files(node) if path.parent.name == "raft"),
+                   30, message=f"broker {node}'s journal to hold the encrypted password")
+        assert [path for path in files(node) if password in path.read_bytes()] == []
+    assert alter_broker_configs(brokers[2].bootstrap, {key: None}, node="2") == (0, None)

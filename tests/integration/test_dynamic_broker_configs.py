@@ -103,6 +103,18 @@ def test_refusals_are_kafkas(broker, kafka, case):
     assert ours == kafkas
 
 
+def test_a_dynamic_password_is_refused_without_password_encoder_secret(broker):
+    """KIP-226 as Kafka has it: a password config is stored only encrypted, and this broker has no
+    password.encoder.secret to encrypt it with; nothing is kept."""
+    key = "listener.name.plaintext.ssl.truststore.password"
+    assert alter(broker.bootstrap, "1", (key, SET, "a-password")) == (40, (  # INVALID_CONFIG
+        "Invalid config value for resource ConfigResource(type=BROKER, name='1'): Password encoder secret not "
+        "configured"))
+    assert key not in describe(broker.bootstrap, BROKER, "1")
+    assert describe(broker.bootstrap, BROKER, "1", ["password.encoder.secret"])["password.encoder.secret"][
+        "read_only"]
+
+
 def settable(bootstrap: str, values: dict[str, str]) -> dict[tuple[str, str], tuple[int, str | None]]:
     """Each config set to its value (validate_only) at the cluster default and for broker 1: the answers."""
     async def ask() -> dict[tuple[str, str], tuple[int, str | None]]:

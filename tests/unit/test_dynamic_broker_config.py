@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig
+from broker.config_loading import ConfigError
 from broker.dynamic_config import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_BROKER,
@@ -17,6 +20,7 @@ from broker.dynamic_config import (
     kafka_definition,
 )
 from broker.errors import ErrorCode, KafkaError
+from tests.integration.tls_certs import CertificateAuthority
 
 
 def config(tmp_path, text: str = "") -> BrokerConfig:
@@ -230,3 +234,108 @@ def test_a_listener_added_is_stored_and_built_with_its_security(tmp_path):
                                               "advertised.listeners": None}, replace=False))
     assert [x.name for x in dynamic.config.listeners] == ["PLAINTEXT"]
     assert dynamic.config.sasl_settings == {}
+
+
+BOB = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";'
+SECRET = "password.encoder.secret: an-encoder-secret-of-this-broker\n"
+
+
+def test_a_dynamic_password_needs_password_encoder_secret(tmp_path):
+    """As Kafka (KIP-226) refuses it: a password config is stored only encoded, and never at the cluster default
+    (every broker reads that one with its own secret)."""
+    dynamic = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER), persist=True)
+    layer = dynamic.prepare("7", {JAAS_KEY: BOB}, replace=False)
+    with pytest.raises(KafkaError) as refused:
+        dynamic.persistent("7", layer)
+    assert (refused.value.code, refused.value.message) == (ErrorCode.INVALID_CONFIG, (
+        "Invalid config value for resource ConfigResource(type=BROKER, name='7'): Password encoder secret not "
+        "configured"))
+    with pytest.raises(KafkaError, match="Password config can be defined only at broker level"):
+        DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + SECRET), persist=False).persistent(
+            "", {"my.ssl.keystore.password": "x"})
+    assert dynamic.persistent("7", {"message.max.bytes": "2000"}) == {"message.max.bytes": "2000"}
+    assert not is_dynamic("password.encoder.secret") and not is_dynamic("password.encoder.iterations")
+
+
+def test_dynamic_passwords_are_stored_encrypted_and_read_back_after_a_restart(tmp_path):
+    first = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + SECRET), persist=True)
+    first.update("7", first.persistent("7", first.prepare("7", {JAAS_KEY: BOB}, replace=False)))
+    assert first.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    assert first.layers["7"] == {JAAS_KEY: BOB}
+    first.saved.result(10)
+    stored = (tmp_path / "data" / "dynamic-broker-configs.json").read_bytes()
+    assert b"bob" not in stored and b"PlainLoginModule" not in stored
+    assert b"cipherAlgorithm:AES/GCM/NoPadding" in stored
+    again = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + SECRET), persist=True)
+    assert again.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    # another secret cannot read it: named, left out, and the file's JAAS line serves
+    with capture_logs() as logs:
+        other = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + "password.encoder.secret: another\n"),
+                                     persist=True)
+    assert other.layers["7"] == {}
+    assert other.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"alice": "alice-secret"}
+    assert [entry["config"] for entry in logs if "does not decode" in entry["event"]] == [JAAS_KEY]
+    # the secret changed as Kafka has it done: the old one given as password.encoder.old.secret
+    renewed = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + "password.encoder.secret: the-new-one\n"
+                                   "password.encoder.old.secret: an-encoder-secret-of-this-broker\n"), persist=True)
+    assert renewed.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    renewed.saved.result(10)
+    after = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + "password.encoder.secret: the-new-one\n"),
+                                 persist=True)
+    assert after.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+
+
+def test_passwords_an_older_broker_kept_in_the_clear_are_encrypted_once_a_secret_is_set(tmp_path):
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "data" / "dynamic-broker-configs.json"
+    path.write_text(json.dumps({"": {}, "7": {JAAS_KEY: BOB}}))
+    dynamic = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + SECRET), persist=True)
+    assert dynamic.config.sasl_settings["SASL_PLAINTEXT"].plain_users == {"bob": "bob-secret"}
+    dynamic.saved.result(10)
+    assert b"bob" not in path.read_bytes()
+
+
+def test_a_stored_password_moved_to_another_config_or_changed_does_not_decode(tmp_path):
+    dynamic = DynamicBrokerConfigs(config(tmp_path, SASL_BROKER + SECRET), persist=False)
+    stored = dynamic.persistent("7", {JAAS_KEY: BOB})[JAAS_KEY]
+    other_key = "listener.name.sasl_ssl.plain.sasl.jaas.config"
+    flipped = stored[:-6] + ("A" if stored[-6] != "A" else "B") + stored[-5:]
+    assert dynamic._decoded({other_key: stored, JAAS_KEY: flipped}) == ({}, False)
+    assert dynamic._decoded({JAAS_KEY: stored}) == ({JAAS_KEY: BOB}, False)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("password.encoder.cipher.algorithm: AES/CBC/PKCS5Padding", "authenticated ciphers only"),
+    ("password.encoder.key.length: 100", "takes keys of 128 or 192 or 256 bits"),
+    ("password.encoder.iterations: 10", "must be at least 1024"),
+    ("password.encoder.keyfactory.algorithm: MD5", "is not available"),
+    ("password.encoder.old.secret: x", "needs password.encoder.secret set too"),
+])
+def test_password_encoder_settings_that_cannot_work_are_refused_at_start(tmp_path, setting, message):
+    with pytest.raises(ConfigError, match=message) as refused:
+        config(tmp_path, setting + "\n")
+    assert setting.partition(":")[0] in str(refused.value)
+
+
+def test_the_inter_broker_listener_takes_new_stores_only_when_old_and_new_trust_each_other(tmp_path):
+    """Kafka's handshake check before the listener brokers reach each other on switches keystore or truststore:
+    a certificate of a CA the running truststore does not hold is refused (brokers still on the old stores
+    could not reach this one); trusting both CAs first, then switching, is the way through."""
+    ca, other = CertificateAuthority(tmp_path / "ca"), CertificateAuthority(tmp_path / "other", "another CA")
+    running = ca.issue("broker")
+    dynamic = DynamicBrokerConfigs(config(tmp_path, (
+        f"listeners: SSL://127.0.0.1:0\nssl.keystore.type: PEM\nssl.keystore.location: {running.store}\n"
+        f"ssl.truststore.type: PEM\nssl.truststore.location: {ca.path}\n")), persist=False)
+    keystore, truststore = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.truststore.location"
+    foreign = other.issue("broker", stem="foreign")  # the same subject and names, from the other CA
+    with pytest.raises(KafkaError) as refused:
+        dynamic.prepare("7", {keystore: str(foreign.store)}, replace=False)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST
+    assert ("Validation of dynamic config update of SSLFactory failed: javax.net.ssl.SSLHandshakeException: "
+            "CERTIFICATE_VERIFY_FAILED") in refused.value.message
+    dynamic.update("7", dynamic.prepare("7", {keystore: str(ca.issue("broker", stem="renewed").store)}, replace=False))
+    both = tmp_path / "both.pem"
+    both.write_bytes(ca.pem + other.pem)
+    dynamic.update("7", dynamic.prepare("7", {truststore: str(both)}, replace=False))
+    dynamic.update("7", dynamic.prepare("7", {keystore: str(foreign.store)}, replace=False))
+    assert dynamic.layers["7"] == {keystore: str(foreign.store), truststore: str(both)}
