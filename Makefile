@@ -21,7 +21,7 @@ GO_STAMP := $(GO_PEERS)/bin/.installed
 # github.com/linkedin/Burrow, else built from a git snapshot of its repository (BURROW_GIT).
 BURROW_PEER := tests/peers/burrow
 BURROW_STAMP := $(BURROW_PEER)/bin/.installed
-BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo) /work/.mirror/linkedin+Burrow/repo))
+BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo)))
 # librdkafka's own test programs (0081, the Admin API; 0082, fetch.max.bytes), run against our broker: built
 # from a git snapshot of confluentinc/librdkafka (LIBRDKAFKA_GIT) at LIBRDKAFKA_TAG, the release Debian's kcat
 # links; without a snapshot their tests skip.
@@ -29,6 +29,8 @@ LIBRDKAFKA_PEER := tests/peers/librdkafka
 LIBRDKAFKA_STAMP := $(LIBRDKAFKA_PEER)/.installed
 LIBRDKAFKA_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/confluentinc+librdkafka/repo)))
 LIBRDKAFKA_TAG ?= v2.0.2
+# built once per machine, outside the checkout, so a fresh clone reuses it (like Maven's and Go's caches)
+LIBRDKAFKA_CACHE ?= $(HOME)/.cache/burrowpy/librdkafka-$(LIBRDKAFKA_TAG)
 LIBRDKAFKA_BUILD_DEPS := gcc g++ make libssl-dev zlib1g-dev
 
 .PHONY: install run test unit integration lint bench clean ui-vendor
@@ -96,6 +98,8 @@ $(BURROW_STAMP):
 $(LIBRDKAFKA_STAMP):
 	@if [ -z "$(LIBRDKAFKA_GIT)" ]; then \
 		echo "librdkafka's test programs not built: no git snapshot of confluentinc/librdkafka was given (LIBRDKAFKA_GIT=...); their tests will skip"; \
+	elif [ -f $(LIBRDKAFKA_CACHE)/.installed ]; then \
+		mkdir -p $(dir $(LIBRDKAFKA_PEER)) && ln -sfn $(LIBRDKAFKA_CACHE) $(LIBRDKAFKA_PEER); \
 	else \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 			missing=""; \
@@ -105,14 +109,15 @@ $(LIBRDKAFKA_STAMP):
 				apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 			fi; \
 		fi; \
-		echo "building librdkafka $(LIBRDKAFKA_TAG)'s test programs from $(LIBRDKAFKA_GIT) (several minutes, once)"; \
-		rm -rf $(LIBRDKAFKA_PEER) && mkdir -p $(LIBRDKAFKA_PEER) && \
-		git --git-dir=$(LIBRDKAFKA_GIT) archive $(LIBRDKAFKA_TAG) | tar -x -C $(LIBRDKAFKA_PEER) && \
-		cd $(LIBRDKAFKA_PEER) && \
-		{ ./configure --disable-lz4-ext --disable-curl --disable-gssapi >build.log 2>&1 && \
-		  $(MAKE) libs >>build.log 2>&1 && $(MAKE) -C tests build >>build.log 2>&1 || \
-		  { tail -30 build.log; exit 1; }; } && \
-		touch .installed; \
+		echo "building librdkafka $(LIBRDKAFKA_TAG)'s test programs from $(LIBRDKAFKA_GIT) into $(LIBRDKAFKA_CACHE) (several minutes, once)"; \
+		rm -rf $(LIBRDKAFKA_CACHE) && mkdir -p $(LIBRDKAFKA_CACHE) && \
+		git --git-dir=$(LIBRDKAFKA_GIT) archive $(LIBRDKAFKA_TAG) | tar -x -C $(LIBRDKAFKA_CACHE) && \
+		( cd $(LIBRDKAFKA_CACHE) && \
+		  { ./configure --disable-lz4-ext --disable-curl --disable-gssapi >build.log 2>&1 && \
+		    $(MAKE) -j$$(nproc) libs >>build.log 2>&1 && $(MAKE) -j$$(nproc) -C tests build >>build.log 2>&1 || \
+		    { tail -30 build.log; exit 1; }; } ) && \
+		touch $(LIBRDKAFKA_CACHE)/.installed && \
+		mkdir -p $(dir $(LIBRDKAFKA_PEER)) && ln -sfn $(LIBRDKAFKA_CACHE) $(LIBRDKAFKA_PEER); \
 	fi
 
 # The dashboard's charting library is vendored into the package, so run time needs no Node; this refreshes
