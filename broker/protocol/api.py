@@ -109,6 +109,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
 
 
 def _check_schema_tables() -> dict[int, tuple[int, int]]:

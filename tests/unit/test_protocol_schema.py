@@ -143,6 +143,8 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.ADD_RAFT_VOTER: (0, 0),
+        ApiKey.REMOVE_RAFT_VOTER: (0, 0),
     }
     assert required == SCHEMA_VERSIONS
     assert {name: m.version_range() for name, m in messages.DATA_STRUCTS.items()} == {
