@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import pickle
 import ssl
@@ -348,35 +349,54 @@ class RaftNode:
         """Make the node at ``address`` a voter (it should be running, with the voters as its peers, so that it
         catches up at once). ProposalFailed when the quorum did not commit it, as for :meth:`propose`."""
         self.learn_address(node_id, address)
-        await self._change_membership("addNodeToCluster", address, timeout)
+        await self._change_membership("addNodeToCluster", address, lambda: node_id in self.voters(),
+                                      time.monotonic() + timeout)
 
     async def remove_voter(self, node_id: int, timeout: float = 10.0) -> None:
-        """Take ``node_id`` out of the voter set. A leader does not remove itself (pysyncobj refuses): this node,
-        leading and asked to leave, hands its leadership to a caught-up voter first."""
+        """Take another node out of the voter set. A node does not remove itself: pysyncobj's leader refuses to,
+        and a follower would never learn that its removal was committed (the leader stops replicating to it at
+        once); a leader asked to leave hands its leadership over (:meth:`hand_over_leadership`) and asks the new
+        leader."""
+        if node_id == self.node_id:
+            raise ProposalFailed("a node does not remove itself from the voters: another voter removes it")
         address = self.voters().get(node_id)
         if address is None:
             raise ProposalFailed(f"node {node_id} is not a voter")
-        deadline = time.monotonic() + timeout
-        if node_id == self.node_id and self.is_leader:
-            await self._hand_over_leadership(deadline)
-        await self._change_membership("removeNodeFromCluster", address, max(deadline - time.monotonic(), 0.1))
+        await self._change_membership("removeNodeFromCluster", address, lambda: node_id not in self.voters(),
+                                      time.monotonic() + timeout)
 
-    async def _hand_over_leadership(self, deadline: float) -> None:
-        while self.is_leader:
+    async def hand_over_leadership(self, timeout: float = 10.0) -> int:
+        """Make a caught-up voter the leader instead of this node; its id, once this node knows it."""
+        deadline = time.monotonic() + timeout
+        while self.is_leader or self.leader_id is None:
             sync = self._sync
             if sync is None or time.monotonic() >= deadline:
                 raise ProposalFailed("leadership not handed over in time")
-            # pysyncobj picks the most caught-up connected voter, and refuses while none has the whole log
-            sync.transferLeadership()
+            if self.is_leader:
+                # pysyncobj picks the most caught-up connected voter, and refuses while none has the whole log
+                sync.transferLeadership()
             await asyncio.sleep(self.timing.heartbeat_interval)
-        while self.leader_id is None and time.monotonic() < deadline:
-            await asyncio.sleep(self.timing.heartbeat_interval)
+        return self.leader_id
 
-    async def _change_membership(self, method: str, address: str, timeout: float) -> None:
-        sync = self._sync
-        if sync is None:
-            raise ProposalFailed("raft is not running")
-        await self._settled(lambda done: getattr(sync, method)(address, callback=done), timeout)
+    async def _change_membership(self, method: str, address: str, done: Callable[[], bool], deadline: float) -> None:
+        """Propose a membership change until it is in effect here. pysyncobj refuses one while another is not
+        committed yet or no leader is known, and a leader change fails what was on its way: each may be retried,
+        and one that was committed after all is seen in the voters."""
+        while True:
+            sync = self._sync
+            if sync is None:
+                raise ProposalFailed("raft is not running")
+            try:
+                # pysyncobj's change takes (node, callback): the callback is what _settled passes
+                await self._settled(functools.partial(getattr(sync, method), address),
+                                    max(deadline - time.monotonic(), 0.1))
+                break
+            except ProposalFailed:
+                if done():
+                    break
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(self.timing.heartbeat_interval)
         log.info("raft voters changed", change=method, address=address, voters=self.voters())
 
     # --- the Raft thread ---------------------------------------------------------------------------------

@@ -344,6 +344,12 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     if len(voters) == 1:
         return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
     try:
+        if voter_id == raft.node_id:
+            # the leader leaving: another voter leads first, and removes it
+            new_leader = await raft.hand_over_leadership(VOTER_CHANGE_TIMEOUT)
+            return await _forward_to_leader(ctx, request, new_leader,
+                                            _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                            timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
         await raft.remove_voter(voter_id, VOTER_CHANGE_TIMEOUT)
     except ProposalFailed as exc:
         return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
