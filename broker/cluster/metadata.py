@@ -35,8 +35,8 @@ The rules follow Kafka's KRaft controller:
   leader epoch). A new target replaces one in progress (computed from the current, merged replicas);
   ``replicas: None`` cancels, going back to the replicas before it (the adding ones leave, the ISR keeps only
   original replicas, and a leader that was only being added hands back).
-* ``set_raft_voter`` names the Raft address and directory id of a voter added at run time (the voter set itself is Raft's own,
-  :mod:`broker.cluster.raft`), so that every broker knows it by its id.
+* ``set_raft_voter`` names the Raft address and directory id of a voter added at run time (the voter set
+  itself is Raft's own, :mod:`broker.cluster.raft`), so that every broker knows it by its id.
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
   quorum had committed before it (see :meth:`broker.cluster.node.ClusterNode.catch_up`).
 """

@@ -269,7 +269,8 @@ async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leade
                 broker_credential=broker.replica_manager.broker_credential()) as connection:
             return await connection.request(ctx.api_key, request, version=ctx.api_version)
     except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
-        log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=leader_id, error=str(exc))
+        log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=leader_id,
+                    error=str(exc))
         return unreachable
 
 
