@@ -158,7 +158,7 @@ def test_a_fourth_broker_joins_becomes_a_voter_and_takes_partitions_under_acks_a
         assert rows[4][1] == directory_id(cluster, 4)
         assert rows[4][-1] in ("Follower", "Leader")
 
-        # load onto it: every partition gets a replica on broker 4, which leads two of them
+        # load onto it: every partition gets a replica on broker 4, its preferred leader in two of them
         move(cluster, {(topic, 0): [4, 2], (topic, 1): [2, 4], (topic, 2): [4, 1]}, tmp_path / "grow.json")
         assert {p: part["replica_nodes"] for p, part in cluster.partitions(topic).items()} == \
             {0: [4, 2], 1: [2, 4], 2: [4, 1]}
