@@ -120,6 +120,8 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
 # without one (ZooKeeper mode), does not advertise DescribeQuorum.
 CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
 }
 
 
@@ -164,6 +166,7 @@ class Broker:
         self.host = config.advertised_host
         self.port = config.advertised_port
         self.cluster_id = ""
+        self.directory_id = bytes(16)  # the data directory's id (KIP-858), read or made at start
         self.api_versions = dict(ADVERTISED_VERSIONS) if config.cluster is None else {**ADVERTISED_VERSIONS,
                                                                                        **CLUSTER_VERSIONS}
         self.logs: LogManager | None = None
@@ -214,10 +217,13 @@ class Broker:
             await self.metrics_server.start()
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if cluster_config is not None and not self.config.cluster_id:
-            # Every node of the cluster must report the same id: one derived from the voters' addresses.
-            voters = sorted([cluster_config.raft_listen, *cluster_config.raft_peers.values()])
+            # Every node of the cluster must report the same id: one derived from the voters' addresses (for a
+            # broker joining a running cluster, those of the voters it joins: its peers).
+            voters = sorted([*([] if cluster_config.raft_join else [cluster_config.raft_listen]),
+                             *cluster_config.raft_peers.values()])
             self.config.cluster_id = uuid.uuid5(uuid.NAMESPACE_URL, "burrowpy:" + ",".join(voters)).hex[:22]
         self.cluster_id = self.config.ensure_cluster_id()
+        self.directory_id = self.config.ensure_directory_id(self.cluster_id)
         # on disk: a single node's dynamic broker configs, or the last a cluster's metadata gave (they apply
         # from the start, before the metadata is replayed and replaces them)
         self.dynamic_configs = DynamicBrokerConfigs(self.config, persist=True)

@@ -22,6 +22,7 @@ from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
+from broker.protocol.types import uuid_from_text, uuid_text
 from broker.security import SecurityConfigError
 from broker.security.acl import STANDARD_AUTHORIZER, AclError, parse_principal, parse_super_users
 from broker.security.listeners import (
@@ -594,6 +595,25 @@ class BrokerConfig:
                    authorizer=bool(authorizer), super_users=super_users,
                    allow_everyone_if_no_acl_found=allow_everyone, inter_broker_listener=inter_broker.name,
                    inter_broker_security=inter_broker_security, metrics_address=metrics_address)
+
+    def ensure_directory_id(self, cluster_id: str) -> bytes:
+        """This broker's data directory id (KIP-858's ``directory.id``): made once and kept in meta.properties,
+        written there in Kafka's format (with the cluster and node ids) because Kafka's tools read it from there:
+        ``kafka-metadata-quorum add-controller`` sends it as the new voter's directory id."""
+        meta = self.data_dir / "meta.properties"
+        entries: dict[str, str] = {}
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and not key.startswith("#"):
+                    entries[key.strip()] = value.strip()
+        if entries.get("directory.id"):
+            return uuid_from_text(entries["directory.id"])
+        directory_id = uuid.uuid4().bytes
+        entries.update({"version": "1", "cluster.id": cluster_id, "node.id": str(self.node_id),
+                        "directory.id": uuid_text(directory_id)})
+        meta.write_text("".join(f"{key}={value}\n" for key, value in entries.items()))
+        return directory_id
 
     def ensure_cluster_id(self) -> str:
         """The cluster id: configured, else generated once and kept in the data dir (meta.properties)."""

@@ -5,6 +5,9 @@
       raft:
         listen: 127.0.0.1:19201          # this broker's Raft address
         peers: {2: 127.0.0.1:19202, 3: 127.0.0.1:19203}   # every other voter, by node id
+        join: false                      # true: a broker joining a running cluster, not a voter until
+                                         # added (kafka-metadata-quorum add-controller); peers are then
+                                         # the voters it joins, and the cluster id derives from them
         election_timeout_min_ms: 400     # optional timings
         election_timeout_max_ms: 1400
         heartbeat_interval_ms: 100
@@ -37,7 +40,7 @@ from broker.cluster.raft import RaftTiming
 from broker.config_loading import Section
 
 CLUSTER_KEYS = ("secret", "raft", "gossip", "controller")
-RAFT_KEYS = ("listen", "peers", "election_timeout_min_ms", "election_timeout_max_ms", "heartbeat_interval_ms",
+RAFT_KEYS = ("listen", "peers", "join", "election_timeout_min_ms", "election_timeout_max_ms", "heartbeat_interval_ms",
              "reconnect_interval_ms")
 GOSSIP_KEYS = ("listen", "advertise", "seeds", "protocol_period_ms", "ping_timeout_ms", "indirect_probes",
                "suspicion_multiplier", "push_pull_interval_ms")
@@ -50,6 +53,7 @@ class ClusterConfig:
     raft_listen: str
     raft_peers: dict[int, str]
     raft_timing: RaftTiming
+    raft_join: bool
     gossip_listen: tuple[str, int]
     gossip_advertise: tuple[str, int] | None
     gossip_seeds: list[tuple[str, int]]
@@ -98,6 +102,7 @@ class ClusterConfig:
             raise gossip.error(None, str(exc)) from None
         return cls(
             secret=secret, raft_listen=raft_listen, raft_peers=peers, raft_timing=timing,
+            raft_join=raft.get_bool("join", False),
             gossip_listen=gossip_listen, gossip_advertise=gossip_advertise, gossip_seeds=seeds, swim=swim,
             preferred_leader_election_interval=_seconds(controller.get_int(
                 "preferred_leader_election_interval_ms", None, minimum=1)),

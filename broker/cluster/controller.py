@@ -57,6 +57,9 @@ class BrokerSighting:
     rack: str | None
     state: str
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # a broker joining a running cluster that has not caught up with the metadata yet (it is no voter yet): it
+    # could host no replica, so it is not registered until it has (as a Kafka broker registers once caught up)
+    joining: bool = False
 
     def endpoint_map(self) -> dict[str, list]:
         return {name: [host, port] for name, host, port in self.endpoints}
@@ -77,7 +80,7 @@ def plan_membership(metadata: ClusterMetadata, sightings: dict[int, BrokerSighti
     commands: list[Command] = []
     for node_id in sorted(sightings):
         seen = sightings[node_id]
-        if seen.state not in (ALIVE, SUSPECT):
+        if seen.state not in (ALIVE, SUSPECT) or seen.joining:
             continue
         registered = metadata.brokers.get(node_id)
         if (registered is None or not registered.alive

@@ -37,6 +37,8 @@ The rules follow Kafka's KRaft controller:
   original replicas, and a leader that was only being added hands back). Where no original replica is in the
   ISR, the first of them becomes the ISR alone if the command says ``unclean`` (the topic allows unclean
   elections), as Kafka's controller reverts; otherwise the cancellation is refused in Kafka's words.
+* ``set_raft_voter`` names the Raft address and directory id of a voter added at run time (the voter set
+  itself is Raft's own, :mod:`broker.cluster.raft`), so that every broker knows it by its id.
 * ``barrier`` changes nothing: a broker proposes it to learn that its own copy has applied everything the
   quorum had committed before it (see :meth:`broker.cluster.node.ClusterNode.catch_up`).
 """
@@ -176,6 +178,9 @@ class ClusterMetadata:
         self.scram: dict[str, dict[str, list[Any]]] = {}
         # client quotas: entity (broker.quotas.entity_key) -> quota key -> value
         self.client_quotas: dict[str, dict[str, float]] = {}
+        # node id -> (Raft address, directory id) of the voters added at run time (the configured ones are in
+        # every config, and have no directory id)
+        self.raft_voters: dict[int, tuple[str, bytes]] = {}
 
     # --- queries -----------------------------------------------------------------------------------------
 
@@ -559,6 +564,10 @@ class ClusterMetadata:
     def _barrier(self, command: Command) -> Result:
         return ok()
 
+    def _set_raft_voter(self, command: Command) -> Result:
+        self.raft_voters[int(command["node_id"])] = (str(command["address"]), bytes.fromhex(command["directory_id"]))
+        return ok()
+
     def _topic(self, name: Any) -> TopicMetadata:
         topic = self.topics.get(str(name))
         if topic is None:
@@ -589,6 +598,7 @@ class ClusterMetadata:
         "elect_leaders": _elect_leaders,
         "alter_reassignment": _alter_reassignment,
         "barrier": _barrier,
+        "set_raft_voter": _set_raft_voter,
     }
 
     # --- snapshots ---------------------------------------------------------------------------------------
@@ -604,6 +614,8 @@ class ClusterMetadata:
             "acls": copy.deepcopy(self.acls),
             "scram": copy.deepcopy(self.scram),
             "client_quotas": copy.deepcopy(self.client_quotas),
+            "raft_voters": {str(node_id): [address, directory_id.hex()]
+                            for node_id, (address, directory_id) in self.raft_voters.items()},
             "topics": [{"name": t.name, "topic_id": t.topic_id.hex(), "configs": dict(t.configs),
                         "partitions": [[p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
                                         p.adding, p.removing] for p in t.partitions]}
@@ -624,6 +636,8 @@ class ClusterMetadata:
         metadata.acls = snapshot.get("acls", [])  # absent from snapshots of older versions
         metadata.scram = snapshot.get("scram", {})
         metadata.client_quotas = snapshot.get("client_quotas", {})  # absent from snapshots of older versions
+        metadata.raft_voters = {int(node_id): (address, bytes.fromhex(directory_id))  # absent from older snapshots
+                                for node_id, (address, directory_id) in snapshot.get("raft_voters", {}).items()}
         for topic in snapshot["topics"]:
             metadata.topics[topic["name"]] = TopicMetadata(
                 topic["name"], bytes.fromhex(topic["topic_id"]),

@@ -76,7 +76,7 @@ class ClusterNode:
         self.node_id = broker.node_id
         self.raft = RaftNode(self.node_id, config.raft_listen, config.raft_peers, config.secret,
                              broker.config.data_dir / "raft", ClusterMetadata, ClusterMetadata.from_snapshot,
-                             timing=config.raft_timing, listener=self, tls=self._raft_tls())
+                             timing=config.raft_timing, listener=self, tls=self._raft_tls(), join=config.raft_join)
         self.replicas = ReplicaManager(broker)
         self.gossip: GossipNode | None = None
         self.controller = Controller(
@@ -141,7 +141,14 @@ class ClusterNode:
         registers in the metadata."""
         host, port = self.inter_broker_address
         return {"node_id": self.node_id, "host": host, "port": port, "rack": self.broker.config["rack"] or None,
-                "endpoints": {name: list(address) for name, address in self.broker.endpoints.items()}}
+                "endpoints": {name: list(address) for name, address in self.broker.endpoints.items()},
+                "joining": self.joining}
+
+    @property
+    def joining(self) -> bool:
+        """Joining a running cluster (``cluster.raft.join``) and not caught up with its metadata yet: until a
+        voter is added for it, it has no metadata to serve or replicate by."""
+        return self.config.raft_join and not self.raft.ready
 
     def endpoints_changed(self) -> None:
         """The broker's listeners changed at run time: its registration follows (the controller, woken here or
@@ -306,7 +313,8 @@ class ClusterNode:
         broker = self.broker
         host, port = self.inter_broker_address
         seen[self.node_id] = BrokerSighting(self.node_id, host, port, broker.config["rack"] or None,
-                                            LEFT if self._leaving else ALIVE, endpoint_tuples(broker.endpoints))
+                                            LEFT if self._leaving else ALIVE, endpoint_tuples(broker.endpoints),
+                                            joining=self.joining)
         return seen
 
     def _on_member_event(self, event: MemberEvent) -> None:
@@ -317,15 +325,22 @@ class ClusterNode:
     def on_applied(self, command: dict[str, Any], result: dict[str, Any]) -> None:
         if command["op"] == "barrier":
             return  # it changes nothing: no reconciling, nothing for the controller
+        if command["op"] == "set_raft_voter":
+            self.raft.learn_address(int(command["node_id"]), str(command["address"]))
+            return
         if result["error_code"] == 0:
             self.reconcile()
         self.controller.wake()
 
     def on_restored(self) -> None:
+        for node_id, (address, _directory_id) in self.metadata.raft_voters.items():
+            self.raft.learn_address(node_id, address)
         self.reconcile()
         self.controller.wake()
 
     def on_ready(self) -> None:
+        if self.config.raft_join and self.gossip is not None:
+            self.gossip.set_meta(self._gossip_meta())  # caught up: the controller may register it now
         self.reconcile()
         self.controller.wake()
 

@@ -1,6 +1,6 @@
 """A replicated state machine on Raft: our small interface over pysyncobj.
 
-:class:`RaftNode` replicates commands (plain dicts) to a fixed set of peers and applies them, in log
+:class:`RaftNode` replicates commands (plain dicts) to a set of voters and applies them, in log
 order, to a state machine given as a factory (``apply(command) -> result``, ``to_snapshot()``, and a
 ``restore(snapshot)`` constructor). pysyncobj runs Raft on its own thread; so that the asyncio side never
 reads a structure that the Raft thread is changing, there are two copies of the state machine:
@@ -10,6 +10,12 @@ reads a structure that the Raft thread is changing, there are two copies of the 
 * the event loop's copy (:attr:`RaftNode.state`) applies the same commands in the same order, handed
   over with ``call_soon_threadsafe``. Applying is deterministic, so both copies are always equal at
   the same log position, and a proposal's answer arrives after the loop's copy has applied it.
+
+The voters are the configured peers and this node, changed at run time one at a time (pysyncobj's dynamic
+membership, a Raft single-server change: :meth:`RaftNode.add_voter`, :meth:`RaftNode.remove_voter`); each
+change is an entry of the log, so a restarted node and a snapshot carry the voter set as it was changed.
+A node that joins a running cluster (``join``) is not a voter until one is added for it: until it has heard from a
+leader it never campaigns, so that its elections cannot disturb the quorum it is waiting to join.
 
 The Raft journal and snapshots live in ``data_dir``, so a restarted node replays its state before it
 even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret's "raft"
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import pickle
 import ssl
@@ -34,6 +41,7 @@ from typing import Any, Protocol
 
 import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.monotonic import monotonic as pysyncobj_clock
 
 from broker.cluster.keys import derive_key
 from broker.cluster.raft_tls import RaftTlsTunnels, tunnelled_transport
@@ -58,6 +66,7 @@ class ProposalFailed(Exception):
 
 
 JOURNAL_RESERVE_MIN = 1 << 20  # bytes: what the journal of a young cluster has reserved ahead, at least
+_JOINING_TIMEOUT = 10.0 ** 9  # seconds: no election timeout ever runs out while a joining node waits
 _FAILURES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 
@@ -162,8 +171,10 @@ class RaftNode:
     def __init__(self, node_id: int, listen: str, peers: dict[int, str], secret: str, data_dir: Path,
                  state_factory: Callable[[], StateMachine], restore: Callable[[Any], StateMachine], *,
                  timing: RaftTiming | None = None, listener: RaftListener | None = None,
-                 compaction_entries: int = 5000, tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
-        """``tls``: (server, client) contexts to carry the Raft traffic inside TLS (:mod:`raft_tls`)."""
+                 compaction_entries: int = 5000, tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+                 join: bool = False) -> None:
+        """``tls``: (server, client) contexts to carry the Raft traffic inside TLS (:mod:`raft_tls`); ``join``: this
+        node waits to be added to a running cluster (see the module's docstring)."""
         if not secret:
             raise ValueError("the cluster secret must not be empty")
         self.node_id = node_id
@@ -176,6 +187,8 @@ class RaftNode:
         self._restore = restore
         self._compaction_entries = compaction_entries
         self._tls = tls
+        self._join = join
+        self._conf: SyncObjConf | None = None
         self._tunnels: RaftTlsTunnels | None = None
         self._raft_state: StateMachine = state_factory()
         self.state: StateMachine = state_factory()  # the event loop's copy; read it, never change it
@@ -214,9 +227,10 @@ class RaftNode:
             leaderFallbackTimeout=timing.election_timeout_max,
             logCompactionMinEntries=self._compaction_entries,
             useFork=False,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,
             onReady=lambda: self._to_loop(self._became_ready),
         )
+        self._conf = conf
         transport = None
         if self._tls is not None:
             self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
@@ -225,6 +239,12 @@ class RaftNode:
             transport = tunnelled_transport(self._tunnels.local_ports)
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
+        if self._join:
+            # quiet until a leader speaks (:meth:`_watch_leader` puts the configured timeouts back); set after
+            # the construction, whose checks want timeouts below the connection timeout, and before the first
+            # election timeout can run out (at least election_timeout_min from now)
+            conf.raftMinTimeout, conf.raftMaxTimeout = _JOINING_TIMEOUT, 2 * _JOINING_TIMEOUT
+            self._sync._SyncObj__raftElectionDeadline = pysyncobj_clock() + _JOINING_TIMEOUT
         self._sync.addOnTickCallback(self._watch_leader)
         self._sync.addOnTickCallback(self._reserve_journal)
         log.info("raft started", node_id=self.node_id, listen=self.listen, peers=self.peers)
@@ -254,11 +274,19 @@ class RaftNode:
     # --- proposing ---------------------------------------------------------------------------------------
 
     @property
+    def over_tls(self) -> bool:
+        return self._tls is not None
+
+    @property
     def is_leader(self) -> bool:
         return self.leader_id == self.node_id
 
     async def propose(self, command: Command, timeout: float = 10.0) -> Any:
         """Replicate ``command`` (through the leader, from any node) and return its result once applied here."""
+        return await self._settled(lambda done: self._sync.apply_command(command, callback=done), timeout)
+
+    async def _settled(self, start: Callable[[Callable[[Any, int], None]], None], timeout: float) -> Any:
+        """Start a pysyncobj call that reports (result, error) to a callback on the Raft thread, and await it."""
         if self._sync is None or self._loop is None:
             raise ProposalFailed("raft is not running")
         loop = self._loop
@@ -274,7 +302,7 @@ class RaftNode:
         def on_raft_thread(result: Any, error: int) -> None:
             loop.call_soon_threadsafe(settle, result, error)
 
-        self._sync.apply_command(command, callback=on_raft_thread)
+        start(on_raft_thread)
         try:
             return await asyncio.wait_for(answer, timeout)
         except TimeoutError:
@@ -293,9 +321,83 @@ class RaftNode:
         leading = self.is_leader
         matched = dict(sync._SyncObj__raftMatchIndex) if leading else {}
         by_id = {self._ids_by_address.get(node.id): index for node, index in matched.items()}
-        log_ends = {node_id: by_id.get(node_id, -1) for node_id in self.peers}
+        log_ends = {node_id: by_id.get(node_id, -1) for node_id in self.voters()}
         log_ends[self.node_id] = own
         return QuorumState(self.leader_id, term, high_watermark, log_ends)
+
+    # --- the voters --------------------------------------------------------------------------------------
+
+    def learn_address(self, node_id: int, address: str) -> None:
+        """Name the node at a Raft address: a voter added at run time is known to pysyncobj by address only."""
+        self._ids_by_address[address] = node_id
+
+    def address_of(self, node_id: int) -> str | None:
+        return next((address for address, known in self._ids_by_address.items() if known == node_id), None)
+
+    def voters(self) -> dict[int, str]:
+        """The voter set as this node knows it (this node included), by node id: the configured one until
+        started, then pysyncobj's, which follows each membership change as its entry reaches this node."""
+        sync = self._sync
+        if sync is None:
+            return {self.node_id: self.listen, **self.peers}
+        addresses = {node.id for node in sync.otherNodes}  # set.copy under the GIL: a consistent reading
+        voters = {self._ids_by_address[a]: a for a in addresses if a in self._ids_by_address}
+        voters[self.node_id] = self.listen
+        return voters
+
+    async def add_voter(self, node_id: int, address: str, timeout: float = 10.0) -> None:
+        """Make the node at ``address`` a voter (it should be running, with the voters as its peers, so that it
+        catches up at once). ProposalFailed when the quorum did not commit it, as for :meth:`propose`."""
+        self.learn_address(node_id, address)
+        await self._change_membership("addNodeToCluster", address, lambda: node_id in self.voters(),
+                                      time.monotonic() + timeout)
+
+    async def remove_voter(self, node_id: int, timeout: float = 10.0) -> None:
+        """Take another node out of the voter set. A node does not remove itself: pysyncobj's leader refuses to,
+        and a follower would never learn that its removal was committed (the leader stops replicating to it at
+        once); a leader asked to leave hands its leadership over (:meth:`hand_over_leadership`) and asks the new
+        leader."""
+        if node_id == self.node_id:
+            raise ProposalFailed("a node does not remove itself from the voters: another voter removes it")
+        address = self.voters().get(node_id)
+        if address is None:
+            raise ProposalFailed(f"node {node_id} is not a voter")
+        await self._change_membership("removeNodeFromCluster", address, lambda: node_id not in self.voters(),
+                                      time.monotonic() + timeout)
+
+    async def hand_over_leadership(self, timeout: float = 10.0) -> int:
+        """Make a caught-up voter the leader instead of this node; its id, once this node knows it."""
+        deadline = time.monotonic() + timeout
+        while self.is_leader or self.leader_id is None:
+            sync = self._sync
+            if sync is None or time.monotonic() >= deadline:
+                raise ProposalFailed("leadership not handed over in time")
+            if self.is_leader:
+                # pysyncobj picks the most caught-up connected voter, and refuses while none has the whole log
+                sync.transferLeadership()
+            await asyncio.sleep(self.timing.heartbeat_interval)
+        return self.leader_id
+
+    async def _change_membership(self, method: str, address: str, done: Callable[[], bool], deadline: float) -> None:
+        """Propose a membership change until it is in effect here. pysyncobj refuses one while another is not
+        committed yet or no leader is known, and a leader change fails what was on its way: each may be retried,
+        and one that was committed after all is seen in the voters."""
+        while True:
+            sync = self._sync
+            if sync is None:
+                raise ProposalFailed("raft is not running")
+            try:
+                # pysyncobj's change takes (node, callback): the callback is what _settled passes
+                await self._settled(functools.partial(getattr(sync, method), address),
+                                    max(deadline - time.monotonic(), 0.1))
+                break
+            except ProposalFailed:
+                if done():
+                    break
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(self.timing.heartbeat_interval)
+        log.info("raft voters changed", change=method, address=address, voters=self.voters())
 
     # --- the Raft thread ---------------------------------------------------------------------------------
 
@@ -332,6 +434,10 @@ class RaftNode:
         leader = sync._getLeader()
         if leader == self._leader_seen:
             return
+        conf = self._conf
+        if leader is not None and conf is not None and conf.raftMinTimeout == _JOINING_TIMEOUT:
+            conf.raftMinTimeout = self.timing.election_timeout_min
+            conf.raftMaxTimeout = self.timing.election_timeout_max
         self._leader_seen = leader
         leader_id = None if leader is None else self._ids_by_address.get(leader.id)
         self._to_loop(self._leader_changed, leader_id)

@@ -122,6 +122,6 @@ def sighting(meta: Mapping[str, Any], state: str) -> BrokerSighting | None:
     try:
         node_id = int(meta["node_id"])
         return BrokerSighting(node_id, str(meta["host"]), int(meta["port"]), meta.get("rack"), state,
-                              endpoint_tuples(meta.get("endpoints") or {}))
+                              endpoint_tuples(meta.get("endpoints") or {}), joining=bool(meta.get("joining")))
     except (KeyError, TypeError, ValueError):
         return None

@@ -1,6 +1,7 @@
 """What operators' tools ask about the cluster: DescribeLogDirs (kafka-log-dirs), DescribeQuorum
 (kafka-metadata-quorum), DescribeProducers (kafka-transactions describe-producers) and DescribeTopicPartitions
-(kafka-topics --describe of Kafka 3.8+, KIP-966), answered as Kafka's broker answers them."""
+(kafka-topics --describe of Kafka 3.8+, KIP-966), answered as Kafka's broker answers them; and the quorum's voter
+changes (kafka-metadata-quorum add-controller / remove-controller: AddRaftVoter, RemoveRaftVoter, KIP-853)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from typing import Any
 import structlog
 
 from broker.client import ClientError, KafkaConnection
+from broker.cluster.membership import ALIVE
+from broker.cluster.raft import ProposalFailed
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.cluster_info import ZERO_UUID, operations_field
 from broker.handlers.registry import RequestContext, handler
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey, ProtocolError
+from broker.protocol.types import uuid_text
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
@@ -27,6 +31,7 @@ METADATA_TOPIC = "__cluster_metadata"
 # how our Raft's voters are reached, named as a listener in DescribeQuorum v2's node list
 RAFT_LISTENER = "RAFT"
 FORWARD_TIMEOUT = 10.0
+VOTER_CHANGE_TIMEOUT = 15.0  # s: a voter change, a leadership hand-over before it included
 
 
 def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -221,16 +226,18 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
             # of the leader differ during an election must not pass it back and forth
             return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # as Kafka's brokers forward it to the active controller: only the leader knows its voters' progress
-        return await _forward_to_leader(ctx, request, state.leader_id)
+        return await _forward_to_leader(ctx, request, state.leader_id,
+                                        _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER))
     now_ms = int(time.time() * 1000)
     voters = []
     for node_id, log_end in sorted(state.log_ends.items()):
         leader = node_id == raft.node_id
-        voters.append({"replica_id": node_id, "replica_directory_id": ZERO_UUID, "log_end_offset": log_end,
+        voters.append({"replica_id": node_id, "replica_directory_id": _voter_directory_id(ctx, node_id),
+                       "log_end_offset": log_end,
                        # pysyncobj keeps no fetch times of its followers: unknown (-1), as Kafka says of a voter
                        "last_fetch_timestamp": now_ms if leader else -1,
                        "last_caught_up_timestamp": now_ms if leader else -1})
-    addresses = {raft.node_id: raft.listen, **raft.peers}
+    addresses = raft.voters()
     nodes = []
     for node_id, address in sorted(addresses.items()):
         host, _, port = address.rpartition(":")
@@ -242,18 +249,112 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
              "observers": []}]}]}
 
 
-async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int) -> dict[str, Any]:
+def _voter_directory_id(ctx: RequestContext, node_id: int) -> bytes:
+    """A voter added at run time has the directory id it was added with; a configured one has none (a static
+    quorum's voters, as in Kafka)."""
+    added = ctx.broker.cluster.metadata.raft_voters.get(node_id)
+    return ZERO_UUID if added is None else added[1]
+
+
+async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int,
+                             unreachable: dict[str, Any], timeout: float = FORWARD_TIMEOUT) -> dict[str, Any]:
+    """The Raft leader's answer to the request; ``unreachable`` when it cannot be asked."""
     broker = ctx.broker
     addresses = {node_id: (host, port)
                  for node_id, host, port, _ in ctx.services.cluster.live_brokers(broker.config.inter_broker_listener)}
     address = addresses.get(leader_id)
     if address is None:
-        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return unreachable
     try:
         async with await KafkaConnection.connect(
-                f"{address[0]}:{address[1]}", timeout=FORWARD_TIMEOUT, security=broker.config.inter_broker_security,
+                f"{address[0]}:{address[1]}", timeout=timeout, security=broker.config.inter_broker_security,
                 broker_credential=broker.replica_manager.broker_credential()) as connection:
-            return await connection.request(ApiKey.DESCRIBE_QUORUM, request, version=ctx.api_version)
+            return await connection.request(ctx.api_key, request, version=ctx.api_version)
     except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
-        log.warning("forwarding DescribeQuorum to the Raft leader failed", leader=leader_id, error=str(exc))
-        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=leader_id,
+                    error=str(exc))
+        return unreachable
+
+
+# --- AddRaftVoter, RemoveRaftVoter (KIP-853) ---------------------------------------------------------------
+
+
+def _voter_change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
+
+
+async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer of a request this broker does not handle itself (refused, or the Raft leader's), or None when
+    it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _voter_change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if request["cluster_id"] is not None and request["cluster_id"] != ctx.broker.cluster_id:
+        return _voter_change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                                    f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
+    raft = ctx.broker.cluster.raft
+    if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
+        return _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
+    if raft.leader_id != raft.node_id:
+        return await _forward_to_leader(ctx, request, raft.leader_id,
+                                        _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                        timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
+    if raft.over_tls:
+        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the voters cannot change while Raft runs inside "
+                                    "TLS: its tunnels are set up for the configured voters at start")
+    return None
+
+
+@handler(ApiKey.ADD_RAFT_VOTER)
+async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    answer = await _at_raft_leader(ctx, request)
+    if answer is not None:
+        return answer
+    cluster = ctx.broker.cluster
+    voter_id = request["voter_id"]
+    if voter_id in cluster.raft.voters():
+        return _voter_change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
+    if not request["listeners"]:
+        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
+    seen = cluster.sightings().get(voter_id)
+    if seen is None or seen.state != ALIVE:
+        # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
+        # that is not there (Kafka too refuses a voter that is not replicating yet)
+        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
+                                    "first, with cluster.raft.join and the voters as its peers")
+    listener = request["listeners"][0]
+    address = f"{listener['host']}:{listener['port']}"
+    try:
+        await cluster.raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
+                                    "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
+        await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
+    except ProposalFailed as exc:
+        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+    log.info("raft voter added", voter_id=voter_id, address=address)
+    return _voter_change_answer(ErrorCode.NONE)
+
+
+@handler(ApiKey.REMOVE_RAFT_VOTER)
+async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    answer = await _at_raft_leader(ctx, request)
+    if answer is not None:
+        return answer
+    raft = ctx.broker.cluster.raft
+    voter_id = request["voter_id"]
+    voters = raft.voters()
+    if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):
+        return _voter_change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
+                                    f"{uuid_text(request['voter_directory_id'])}")
+    if len(voters) == 1:
+        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
+    try:
+        if voter_id == raft.node_id:
+            # the leader leaving: another voter leads first, and removes it
+            new_leader = await raft.hand_over_leadership(VOTER_CHANGE_TIMEOUT)
+            return await _forward_to_leader(ctx, request, new_leader,
+                                            _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                            timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
+        await raft.remove_voter(voter_id, VOTER_CHANGE_TIMEOUT)
+    except ProposalFailed as exc:
+        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+    log.info("raft voter removed", voter_id=voter_id)
+    return _voter_change_answer(ErrorCode.NONE)

@@ -19,6 +19,7 @@ batches only.
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 import weakref
@@ -139,6 +140,19 @@ FIXED_FORMATS: dict[str, str] = {
 
 UUID_SIZE = 16
 ZERO_UUID = bytes(UUID_SIZE)
+
+
+def uuid_text(raw: bytes) -> str:
+    """A Uuid as Kafka writes it (its tools, meta.properties): URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def uuid_from_text(text: str) -> bytes:
+    """The inverse of :func:`uuid_text`; ValueError unless ``text`` is 16 bytes so written."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != UUID_SIZE:
+        raise ValueError(f"{text!r} is not a Uuid")
+    return raw
 
 NULL_INT16_LENGTH = INT16.pack(-1)
 NULL_INT32_LENGTH = INT32.pack(-1)

@@ -58,27 +58,48 @@ class BrokerCluster:
         for the brokers' own defaults). ``node_settings(node_id, port)``: settings of one node (its
         ``listeners``, with a PLAINTEXT one on ``port`` for the harness); ``args``: more command-line
         arguments for every node."""
-        timings = FAST_CLUSTER if timings is None else timings
+        self._timings = FAST_CLUSTER if timings is None else timings
+        self._settings = settings or {}
+        self._node_settings = node_settings
+        self._args = args
+        self.root = root
         self.ids = list(range(1, size + 1))
         raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
         self.raft_addresses = raft
-        gossip = {i: f"127.0.0.1:{free_udp_port()}" for i in self.ids}
+        self.gossip_addresses = {i: f"127.0.0.1:{free_udp_port()}" for i in self.ids}
         self.brokers: dict[int, BrokerProcess] = {}
         for i in self.ids:
-            cluster = {
-                "secret": SECRET,
-                "raft": {"listen": raft[i], "peers": {j: raft[j] for j in self.ids if j != i},
-                         **timings.get("raft", {})},
-                "gossip": {"listen": gossip[i], "seeds": [gossip[j] for j in self.ids if j != i],
-                           **timings.get("gossip", {})},
-                "controller": timings.get("controller", {}),
-            }
-            port = free_port()
-            config = {**BROKER_SETTINGS, **(settings or {}), **(node_settings(i, port) if node_settings else {}),
-                      "cluster": cluster}
-            (root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
-            self.brokers[i] = BrokerProcess(root / f"broker-{i}" / "data", port=port, node_id=i, extra_config=config,
-                                            args=args)
+            self.brokers[i] = self._broker(i, {j: raft[j] for j in self.ids if j != i})
+
+    def _broker(self, node_id: int, peers: dict[int, str], join: bool = False) -> BrokerProcess:
+        timings = self._timings
+        cluster = {
+            "secret": SECRET,
+            "raft": {"listen": self.raft_addresses[node_id], "peers": peers, **({"join": True} if join else {}),
+                     **timings.get("raft", {})},
+            "gossip": {"listen": self.gossip_addresses[node_id],
+                       "seeds": [address for j, address in self.gossip_addresses.items() if j != node_id],
+                       **timings.get("gossip", {})},
+            "controller": timings.get("controller", {}),
+        }
+        port = free_port()
+        node_settings = self._node_settings(node_id, port) if self._node_settings else {}
+        config = {**BROKER_SETTINGS, **self._settings, **node_settings, "cluster": cluster}
+        (self.root / f"broker-{node_id}").mkdir(parents=True, exist_ok=True)
+        return BrokerProcess(self.root / f"broker-{node_id}" / "data", port=port, node_id=node_id,
+                             extra_config=config, args=self._args)
+
+    def add_broker(self, node_id: int, voters: list[int]) -> BrokerProcess:
+        """A new broker joining the running cluster (``raft.join``, the ``voters`` as its Raft peers, every broker
+        so far as its gossip seeds), started and serving; it is not a voter until one is added for it."""
+        self.raft_addresses[node_id] = f"127.0.0.1:{free_port()}"
+        self.gossip_addresses[node_id] = f"127.0.0.1:{free_udp_port()}"
+        broker = self._broker(node_id, {j: self.raft_addresses[j] for j in voters}, join=True)
+        self.brokers[node_id] = broker
+        self.ids.append(node_id)
+        broker.launch()
+        broker.wait_ready(90)  # while the cluster is under load
+        return broker
 
     @property
     def bootstrap(self) -> str:

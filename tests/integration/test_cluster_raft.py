@@ -212,3 +212,53 @@ async def test_the_whole_cluster_restarts_from_its_data_dirs(three, tmp_path):
     await poll_until(lambda: all(sorted(n.state.brokers) == [1, 2, 3, 4] for n in nodes), message="the old log and more")
     # Ready means caught up with what the quorum had committed: the replayed log was all there by then.
     assert all(n.ready and n.listener.applied[:3] == [register(1), register(2), register(3)] for n in nodes)
+
+
+async def test_a_joining_node_becomes_a_voter_and_a_leading_voter_leaves(three, tmp_path):
+    """A node that joins waits quietly (no elections of its own) until it is added; then it holds the log and
+    counts in the quorum. A leader leaving hands its leadership over and the new leader removes it; the voter set
+    survives a restart (it is in the journal)."""
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    await leader.propose(register(1))
+    addresses[4] = f"127.0.0.1:{free_port()}"
+    joining = RaftNode(4, addresses[4], {i: addresses[i] for i in (1, 2, 3)}, SECRET, tmp_path / "raft-4",
+                       ClusterMetadata, ClusterMetadata.from_snapshot, timing=TIMING, listener=Recorder(), join=True)
+    await joining.start()
+    try:
+        await asyncio.sleep(3 * TIMING.election_timeout_max)  # long enough for elections it must not start
+        assert joining.progress().term == 0 and not joining.ready
+        assert sorted(leader.voters()) == [1, 2, 3]
+
+        for node in nodes[1:]:  # (a broker learns a new voter's address from the metadata: set_raft_voter)
+            node.learn_address(4, addresses[4])
+        await nodes[0].add_voter(4, addresses[4])  # from any node: pysyncobj passes it to the leader
+        await poll_until(lambda: joining.ready and sorted(joining.state.brokers) == [1],
+                         message="the new voter to catch up")
+        assert all(sorted(n.voters()) == [1, 2, 3, 4] for n in (*nodes, joining))
+        leader = await leader_of([*nodes, joining])
+
+        with pytest.raises(ProposalFailed):
+            await leader.remove_voter(leader.node_id)
+        new_leader_id = await leader.hand_over_leadership()
+        rest = [n for n in (*nodes, joining) if n is not leader]
+        await next(n for n in rest if n.node_id == new_leader_id).remove_voter(leader.node_id)
+        await poll_until(lambda: all(sorted(n.voters()) == sorted(m.node_id for m in rest) for n in rest),
+                         message="the voters to drop the old leader")
+        await leader.stop()
+        await leader_of(rest)  # three voters left: a quorum without the removed one
+        assert (await rest[0].propose(register(2)))["error_code"] == 0
+
+        # a voter restarted with its config's peers (the founding voters) takes the voters from its journal
+        survivor = rest[-1]
+        await survivor.stop()
+        restarted = RaftNode(survivor.node_id, addresses[survivor.node_id], {i: addresses[i] for i in (1, 2, 3)},
+                             SECRET, tmp_path / f"raft-{survivor.node_id}", ClusterMetadata,
+                             ClusterMetadata.from_snapshot, timing=TIMING, listener=Recorder())
+        restarted.learn_address(4, addresses[4])
+        nodes.append(restarted)  # the fixture stops it
+        await restarted.start()
+        await poll_until(lambda: sorted(restarted.state.brokers) == [1, 2], message="the restarted voter to replay")
+        assert sorted(restarted.voters()) == sorted(m.node_id for m in rest)
+    finally:
+        await joining.stop()

@@ -168,3 +168,16 @@ def test_cluster_block_errors_name_file_and_key(data, where):
         parse(data)
     assert caught.value.file == "broker.yaml"
     assert caught.value.path.startswith(where), caught.value.path
+
+
+def test_a_joining_broker_is_registered_only_once_it_has_caught_up():
+    metadata = registered(1)
+    joining = BrokerSighting(2, "127.0.0.1", 9002, None, ALIVE, joining=True)
+    assert plan_membership(metadata, {1: seen(1), 2: joining}, fence_unknown=True) == []
+    assert plan_membership(metadata, {1: seen(1), 2: seen(2)}, fence_unknown=True)[0]["node_id"] == 2
+
+
+def test_raft_join_is_off_unless_set():
+    assert parse(block()).raft_join is False
+    joining = block(raft={"listen": "127.0.0.1:7004", "join": True, "peers": {1: "127.0.0.1:7001"}})
+    assert parse(joining, node_id=4).raft_join is True

@@ -454,3 +454,15 @@ def test_acls_scram_credentials_and_listener_endpoints_survive_a_snapshot():
     restored = ClusterMetadata.from_snapshot(older)
     assert (restored.acls, restored.scram, restored.brokers[3].endpoints) == ([], {}, {})
     assert metadata.apply({"op": "create_acls", "acls": [["x"]]})["error_code"] != 0  # refused, not a crash
+
+
+def test_a_voter_added_at_run_time_is_named_and_survives_a_snapshot():
+    metadata = cluster(1, 2, 3)
+    directory = bytes(range(16))
+    assert metadata.apply({"op": "set_raft_voter", "node_id": 4, "address": "127.0.0.1:7004",
+                           "directory_id": directory.hex()}) == {"error_code": 0, "error_message": None}
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert restored.raft_voters == metadata.raft_voters == {4: ("127.0.0.1:7004", directory)}
+    older = metadata.to_snapshot()
+    del older["raft_voters"]
+    assert ClusterMetadata.from_snapshot(older).raft_voters == {}

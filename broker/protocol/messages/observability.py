@@ -1,5 +1,5 @@
 """What operators' tools ask a cluster about itself: DescribeLogDirs, DescribeQuorum, DescribeProducers,
-DescribeTopicPartitions.
+DescribeTopicPartitions; and how they change its quorum: AddRaftVoter, RemoveRaftVoter (KIP-853).
 
 Transcribed from Apache Kafka 4.4's JSON message specs (clients/src/main/resources/common/message/),
 restricted to the versions this codec supports. Field names are the specs' names in snake_case."""
@@ -196,6 +196,50 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE = Message(
     ),
 )
 
+_VOTER_CHANGE_RESPONSE_FIELDS = (
+    Field("throttle_time_ms", "int32", "0+"),
+    Field("error_code", "int16", "0+"),
+    Field("error_message", "string", "0+", nullable="0+", default=None),
+)
+
+ADD_RAFT_VOTER_REQUEST = Message(
+    "AddRaftVoterRequest",
+    "request",
+    api_key=80,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("cluster_id", "string", "0+", nullable="0+"),
+        Field("timeout_ms", "int32", "0+"),
+        Field("voter_id", "int32", "0+"),
+        Field("voter_directory_id", "uuid", "0+"),
+        Field("listeners", versions="0+", type=Array(Struct("Listener", (
+            Field("name", "string", "0+"),
+            Field("host", "string", "0+"),
+            Field("port", "uint16", "0+"),
+        )))),
+    ),
+)
+
+ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", "response", api_key=80, versions="0", flexible="0+",
+                                  fields=_VOTER_CHANGE_RESPONSE_FIELDS)
+
+REMOVE_RAFT_VOTER_REQUEST = Message(
+    "RemoveRaftVoterRequest",
+    "request",
+    api_key=81,
+    versions="0",
+    flexible="0+",
+    fields=(
+        Field("cluster_id", "string", "0+", nullable="0+"),
+        Field("voter_id", "int32", "0+"),
+        Field("voter_directory_id", "uuid", "0+"),
+    ),
+)
+
+REMOVE_RAFT_VOTER_RESPONSE = Message("RemoveRaftVoterResponse", "response", api_key=81, versions="0",
+                                     flexible="0+", fields=_VOTER_CHANGE_RESPONSE_FIELDS)
+
 MESSAGES = (
     DESCRIBE_LOG_DIRS_REQUEST,
     DESCRIBE_LOG_DIRS_RESPONSE,
@@ -205,4 +249,8 @@ MESSAGES = (
     DESCRIBE_PRODUCERS_RESPONSE,
     DESCRIBE_TOPIC_PARTITIONS_REQUEST,
     DESCRIBE_TOPIC_PARTITIONS_RESPONSE,
+    ADD_RAFT_VOTER_REQUEST,
+    ADD_RAFT_VOTER_RESPONSE,
+    REMOVE_RAFT_VOTER_REQUEST,
+    REMOVE_RAFT_VOTER_RESPONSE,
 )

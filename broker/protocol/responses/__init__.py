@@ -102,6 +102,7 @@ from broker.protocol.responses.leadership import (
     ElectLeadersResponseReplicaElectionResult,
 )
 from broker.protocol.responses.observability import (
+    AddRaftVoterResponse,
     DescribeLogDirsResponse,
     DescribeLogDirsResponsePartition,
     DescribeLogDirsResponseResult,
@@ -120,6 +121,7 @@ from broker.protocol.responses.observability import (
     DescribeTopicPartitionsResponseCursor,
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
+    RemoveRaftVoterResponse,
 )
 from broker.protocol.responses.offsets import (
     OffsetCommitResponse,
@@ -184,6 +186,7 @@ __all__ = [
     "AddPartitionsToTxnResponsePartitionResult",
     "AddPartitionsToTxnResponseResult",
     "AddPartitionsToTxnResponseTopicResult",
+    "AddRaftVoterResponse",
     "AlterClientQuotasResponse",
     "AlterClientQuotasResponseEntityData",
     "AlterClientQuotasResponseEntryData",
@@ -321,6 +324,7 @@ __all__ = [
     "ProduceResponseBatchIndexAndErrorMessage",
     "ProduceResponsePartitionProduceResponse",
     "ProduceResponseTopicProduceResponse",
+    "RemoveRaftVoterResponse",
     "SaslAuthenticateResponse",
     "SaslHandshakeResponse",
     "SyncGroupResponse",

@@ -9,6 +9,12 @@ from typing import TypedDict
 from broker.protocol.types import Encoded
 
 
+class AddRaftVoterResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+
+
 class DescribeLogDirsResponsePartition(TypedDict, total=False):
     partition_index: int
     partition_size: int
@@ -134,3 +140,9 @@ class DescribeTopicPartitionsResponse(TypedDict, total=False):
     throttle_time_ms: int
     topics: Sequence[DescribeTopicPartitionsResponseTopic | Encoded]
     next_cursor: DescribeTopicPartitionsResponseCursor | None
+
+
+class RemoveRaftVoterResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
