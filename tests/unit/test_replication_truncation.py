@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_harness import BASE_TS, Clock, batch, config
 
-from broker.cluster.replication import append_leader_batches, cut_divergent_tail, truncation_for_epoch_answer
+from broker.cluster.follower_log import append_leader_batches, cut_divergent_tail, truncation_for_epoch_answer
 from broker.log.partition import PartitionLog
 from tests.examples import examples
 
