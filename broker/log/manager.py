@@ -126,6 +126,10 @@ class LogManager:
         # and their partition counts (Metadata's answers) can be kept while it stays the same
         self.generation = 0
         self._lock = threading.RLock()
+        # Serializes the changes of topics (create, grow, delete), which take their time on the file system:
+        # ``_lock`` is held only around the topics' table, since the event loop takes it too (the periodic
+        # flush, the high watermark checkpoint) and waited seconds behind a topic of 400 partitions being made.
+        self._changes = threading.Lock()
         self._closed = False
         os.makedirs(os.path.join(self.data_dir, TOPICS_DIR), exist_ok=True)
         self._lock_file = self._lock_data_dir()
@@ -231,18 +235,19 @@ class LogManager:
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, Any], *,
                      topic_id: bytes | None = None) -> Topic:
         """A new topic; its id is fresh unless given (a cluster's metadata assigns it)."""
-        with self._lock:
+        with self._changes:
             config = self.validate_topic(name, partitions, configs)
             overrides = {key: format_value(value) for key, value in parse_configs(configs).items()}
             topic = Topic(name, topic_id or uuid.uuid4().bytes, overrides, config)
             self._save_topic(topic, partitions)
             topic.partitions = [self._open_log(name, p, config) for p in range(partitions)]
-            self._topics[name] = topic
-            self.generation += 1
+            with self._lock:
+                self._topics[name] = topic
+                self.generation += 1
             return topic
 
     def delete_topic(self, name: str) -> None:
-        with self._lock:
+        with self._changes, self._lock:
             topic = self._topics.pop(name, None)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -260,7 +265,7 @@ class LogManager:
 
     def add_partitions(self, name: str, total: int) -> None:
         """CreatePartitions: grow the topic to ``total`` partitions."""
-        with self._lock:
+        with self._changes:
             topic = self._get_topic(name)
             if total <= topic.partition_count:
                 raise KafkaError(
@@ -269,10 +274,10 @@ class LogManager:
                 )
             self._save_topic(topic, total)
             # opened first, then added at once: the event loop reads the partitions meanwhile
-            topic.partitions.extend(
-                [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
-            )
-            self.generation += 1
+            added = [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
+            with self._lock:
+                topic.partitions.extend(added)
+                self.generation += 1
 
     def _get_topic(self, name: str) -> Topic:
         topic = self._topics.get(name)
@@ -442,7 +447,7 @@ class LogManager:
 
     def close(self) -> None:
         self.checkpoint_high_watermarks()
-        with self._lock:
+        with self._changes, self._lock:  # a topic being made is closed with the others
             if self._closed:
                 return
             self._closed = True
