@@ -46,6 +46,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.background import METADATA_WRITER, remove_later, run_later, write_later, written
 from broker.log.cleaner import CleanerSettings, clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
+from broker.log.descriptors import DescriptorBudget
 from broker.log.files import TEMP_SUFFIX, write_atomically
 from broker.log.partition import PartitionLog
 
@@ -109,12 +110,14 @@ class LogManager:
         clock: Callable[[], float] = time.time,
         disk_usage: DiskUsage = shutil.disk_usage,
         auto_high_watermark: bool = True,
+        open_files: int = 0,
     ) -> None:
         """``auto_high_watermark``: whether every append commits at once (one node), or the high watermark of
         every log opened here moves only when replication sets it (a cluster), from the moment it opens: a
         reopened log starts at the high watermark last checkpointed (:meth:`checkpoint_high_watermarks`), never
-        at its log end."""
+        at its log end. ``open_files``: the budget of files the logs hold open (0: half the process's limit)."""
         self.data_dir = os.fspath(data_dir)
+        self.descriptors = DescriptorBudget(open_files)
         self._auto_high_watermark = auto_high_watermark
         self._checkpointed: dict[str, int] = {}
         self._clock = clock
@@ -197,7 +200,7 @@ class LogManager:
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         return PartitionLog(self._partition_dir(topic, partition), config, self._clock,
-                            auto_high_watermark=self._auto_high_watermark)
+                            auto_high_watermark=self._auto_high_watermark, descriptors=self.descriptors)
 
     def _save_topic(self, topic: Topic, partitions: int) -> None:
         meta = {
