@@ -318,6 +318,7 @@ def test_the_logs_hold_no_more_files_open_than_log_max_open_files(tmp_path):
         finally:
             consumer.close()
         assert got == {p: b"value-%d" % p for p in range(partitions)}
+        print(f"at most {most} more files open over {partitions} partitions written and read")  # shown with -s
         # the clients' own connections (a few sockets) come on top of the logs' files
         assert most <= budget + 8, f"{most} more files open with log.max.open.files {budget}"
 
