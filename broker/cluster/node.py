@@ -308,15 +308,24 @@ class ClusterNode:
     # --- the metadata's listener (called on the event loop) ------------------------------------------------
 
     def on_applied(self, command: dict[str, Any], result: dict[str, Any]) -> None:
-        # A barrier changes nothing (no reconciling, nothing for the controller) but may end a run of commands
-        # whose reconciling waited for the last of them.
-        if command["op"] != "barrier" and result["error_code"] == 0:
+        barrier = command["op"] == "barrier"
+        if not barrier and result["error_code"] == 0:
             self._reconcile_due = True
         if self._reconcile_due and not self.raft.applying_more:
+            if barrier:
+                # A barrier changes nothing and reconciles nothing itself; the run of commands it ends, whose
+                # reconciling waited for the last of them, is reconciled right after it (before anyone awaiting
+                # a command of that run resumes).
+                asyncio.get_running_loop().call_soon(self._reconcile_if_due)
+            else:
+                self._reconcile_if_due()
+        if not barrier:
+            self.controller.wake()
+
+    def _reconcile_if_due(self) -> None:
+        if self._reconcile_due:
             self._reconcile_due = False
             self.reconcile()
-        if command["op"] != "barrier":
-            self.controller.wake()
 
     def on_restored(self) -> None:
         self.reconcile()
