@@ -231,7 +231,8 @@ class Broker:
         # one for every pass, as Kafka's: log.cleaner.io.max.bytes.per.second bounds the cleaner's I/O as a whole
         self._cleaner_throttler = Throttler(self.config["log.cleaner.io.max.bytes.per.second"])
         self.logs = LogManager(self.config.data_dir / "logs", self.config.topic_defaults(),
-                               auto_high_watermark=cluster_config is None)
+                               auto_high_watermark=cluster_config is None,
+                               open_files=self.config["log.max.open.files"])
         # a cluster's brokers answer an unknown user with the same salt, as they would a known one
         self.scram = ScramStore(self.config.data_dir / SCRAM_STORE_FILE, None if cluster_config is None
                                 else derive_key(cluster_config.secret, "scram-unknown-users"))

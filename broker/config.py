@@ -52,6 +52,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # the most partitions the cluster may hold, internal topics' included: burrowpy's own (KIP-578 proposed
     # it, Kafka has no such bound); CreateTopics and CreatePartitions past it get POLICY_VIOLATION
     "max.partitions": ("int", 10000),
+    # the most files the logs hold open at once (segments and indexes kept open between uses, and the duplicates
+    # a Fetch or a flush holds): burrowpy's own; 0 is half the process's open-file limit (see broker.log.descriptors)
+    "log.max.open.files": ("int", 0),
     # the most partitions one DescribeTopicPartitions answer holds (KIP-966)
     "max.request.partition.size.limit": ("int", 2000),
     "default.replication.factor": ("int", 1),
@@ -501,13 +504,14 @@ class BrokerConfig:
         if (wanted := settings["socket.congestion.control"]) and (problem := congestion_control_problem(wanted)):
             raise section.error("socket.congestion.control", problem)
         for key in ("socket.request.max.bytes", "sasl.server.max.receive.size", "socket.listen.backlog.size",
-                    "max.connections", "max.connections.per.ip", "max.partitions", "max.connection.creation.rate",
+                    "max.connections", "max.connections.per.ip", "max.partitions", "log.max.open.files",
+                    "max.connection.creation.rate",
                     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
                     "controller.quota.window.size.seconds", "replication.quota.window.num",
                     "replication.quota.window.size.seconds", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit",
                     "leader.imbalance.check.interval.seconds"):
-            least = 0 if key.startswith("max.") and key != "max.request.partition.size.limit" else 1
+            least = 0 if key.startswith(("max.", "log.max.")) and key != "max.request.partition.size.limit" else 1
             if settings[key] < least:
                 raise section.error(key, f"must be at least {least}")
         for key in ("controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms"):

@@ -63,6 +63,9 @@ from broker.topics import OFFSETS_TOPIC
 if TYPE_CHECKING:
     from broker.broker import Broker
 
+# how many partitions a new topic's reconciling changes the role of between two turns of the event loop
+ROLE_CHANGES_AT_ONCE = 50
+
 log = structlog.get_logger("broker.cluster")
 
 ADMIN_TIMEOUT = 15.0
@@ -100,6 +103,7 @@ class ClusterNode:
         self._barrier = SharedCall(self._commit_barrier)
         self._leaving = False
         self._fenced = asyncio.Event()
+        self._reconcile_due = False  # a command applied whose reconciling waits for the commands queued after it
 
     def _raft_tls(self) -> tuple[Any, Any] | None:
         """Raft goes inside TLS when brokers reach each other over TLS (:mod:`broker.cluster.raft_tls`)."""
@@ -323,14 +327,28 @@ class ClusterNode:
     # --- the metadata's listener (called on the event loop) ------------------------------------------------
 
     def on_applied(self, command: dict[str, Any], result: dict[str, Any]) -> None:
-        if command["op"] == "barrier":
-            return  # it changes nothing: no reconciling, nothing for the controller
-        if command["op"] == "set_raft_voter":
+        op = command["op"]
+        if op == "set_raft_voter":
             self.raft.learn_address(int(command["node_id"]), str(command["address"]))
-            return
-        if result["error_code"] == 0:
+        # a barrier and a voter's address change nothing this broker reconciles or the controller acts on
+        quiet = op in ("barrier", "set_raft_voter")
+        if not quiet and result["error_code"] == 0:
+            self._reconcile_due = True
+        if self._reconcile_due and not self.raft.applying_more:
+            if op == "barrier":
+                # A barrier changes nothing and reconciles nothing itself; the run of commands it ends, whose
+                # reconciling waited for the last of them, is reconciled right after it (before anyone awaiting
+                # a command of that run resumes).
+                asyncio.get_running_loop().call_soon(self._reconcile_if_due)
+            else:
+                self._reconcile_if_due()
+        if not quiet:
+            self.controller.wake()
+
+    def _reconcile_if_due(self) -> None:
+        if self._reconcile_due:
+            self._reconcile_due = False
             self.reconcile()
-        self.controller.wake()
 
     def on_restored(self) -> None:
         for node_id, (address, _directory_id) in self.metadata.raft_voters.items():
@@ -349,9 +367,11 @@ class ClusterNode:
 
     # --- reconciling this broker with the metadata ---------------------------------------------------------
 
-    def reconcile(self) -> None:
+    def reconcile(self, max_role_changes: int | None = None) -> bool:
+        """Bring this broker to the metadata; at most ``max_role_changes`` partitions change role (all without
+        it). Whether role changes remain."""
         if not self.raft.ready:
-            return  # an old view (a journal being replayed) must not delete or move anything
+            return False  # an old view (a journal being replayed) must not delete or move anything
         metadata = self.metadata
         registered = metadata.brokers.get(self.node_id)
         if registered is not None and not registered.alive:
@@ -364,9 +384,18 @@ class ClusterNode:
         self._reconcile_topics(metadata)
         logs = self.broker.logs
         # a partition whose local log is still being made takes its role once it is (the change reconciles)
-        for tp, role in role_changes(self.node_id, metadata, self._roles,
-                                     lambda name, index: logs.get_log(name, index) is not None):
+        changes = role_changes(self.node_id, metadata, self._roles,
+                               lambda name, index: logs.get_log(name, index) is not None)
+        changed = changes[:max_role_changes]
+        for tp, role in changed:
             self._change_role(tp, role)
+        if changed:
+            # one line for them all: a line per partition cost more than the change itself
+            kinds: dict[str, list[str]] = {"leader": [], "follower": [], "stopped": []}
+            for (name, index), role in changed:
+                kinds[role[0] if role else "stopped"].append(f"{name}-{index}")
+            log.info("partition roles changed", **kinds)
+        return max_role_changes is not None and len(changes) > max_role_changes
 
     def _reconcile_security(self, metadata: ClusterMetadata) -> None:
         if self._security_applied == (metadata.acls, metadata.scram):
@@ -425,11 +454,17 @@ class ClusterNode:
             del self._local_changes[name]
             log.error("cannot apply topic metadata locally", topic=name, error=str(exc))
             return
-        del self._local_changes[name]
         if configs is not None:
             self._configs_applied[name] = configs
         log.info(event, topic=name, partitions=partitions)
-        self.reconcile()  # the roles of its partitions, and whatever the metadata changed meanwhile
+        # The roles of its partitions: a slice of partitions at a time, the loop serving other connections
+        # between slices (a topic of 400 partitions taking its roles at once held every connection of the
+        # broker for about a second). The change is done once all are, and then whatever the metadata changed
+        # of the topic meanwhile is reconciled.
+        while self.reconcile(ROLE_CHANGES_AT_ONCE):
+            await asyncio.sleep(0)
+        del self._local_changes[name]
+        self.reconcile()
 
     async def local_topic_settled(self, name: str) -> None:
         """Return once the local logs of ``name`` are as the metadata applied so far says (created or grown,

@@ -33,6 +33,7 @@ import os
 import pickle
 import ssl
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -202,6 +203,13 @@ class RaftNode:
         # that, :attr:`state` may be an old one (replaying the journal, or behind the cluster).
         self.ready = False
         self._next_reservation = 0.0  # monotonic time of the journal's next reservation check
+        # What the Raft thread hands the loop, in order, taken by one loop callback for all that queued meanwhile
+        # (see :meth:`_to_loop`); guarded by the lock, as the two threads share it.
+        self._handed_over: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._handover_lock = threading.Lock()
+        # True while the loop applies a command that more commands already waiting follow: a listener may leave
+        # its work on the metadata (reconciling a broker with it) to the last of them.
+        self.applying_more = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -478,13 +486,27 @@ class RaftNode:
             self.listener.on_leader_changed(leader_id)
 
     def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback(*args)`` on the loop, after whatever was handed over before it. Commands committed
+        together (a topic's hundreds of leader and ISR changes) are handed over together: the listener's
+        reconciling, which reads the whole metadata, then runs once for all of them rather than once each,
+        which held the loop for seconds."""
         loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._guarded, callback, *args)
+        if loop is None or loop.is_closed():
+            return
+        with self._handover_lock:
+            self._handed_over.append((callback, args))
+            first = len(self._handed_over) == 1
+        if first:
+            loop.call_soon_threadsafe(self._run_handed_over)
 
-    @staticmethod
-    def _guarded(callback: Callable[..., None], *args: Any) -> None:
-        try:
-            callback(*args)
-        except Exception:
-            log.exception("raft listener failed", callback=getattr(callback, "__name__", repr(callback)))
+    def _run_handed_over(self) -> None:
+        with self._handover_lock:
+            batch, self._handed_over = self._handed_over, []
+        last_apply = max((i for i, (callback, _) in enumerate(batch) if callback == self._apply_on_loop), default=-1)
+        for i, (callback, args) in enumerate(batch):
+            self.applying_more = i < last_apply
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("raft listener failed", callback=getattr(callback, "__name__", repr(callback)))
+        self.applying_more = False

@@ -528,7 +528,8 @@ class ReplicaManager:
                 lag_time_max_s=self.lag_time_max_s, now=now,
             )
             led = self._leading[tp] = LedPartition(state, plog)
-            log.info("became leader", topic=topic, partition=partition, epoch=leader_epoch,
+            # debug: a topic's hundreds of partitions change role together (the node logs them in one line)
+            log.debug("became leader", topic=topic, partition=partition, epoch=leader_epoch,
                      replicas=replicas, isr=list(state.isr), log_end_offset=plog.log_end_offset)
         if led.state.on_leader_append(led.plog.log_end_offset):
             self._publish_high_watermark(tp, led)
@@ -550,7 +551,7 @@ class ReplicaManager:
         # A new entry (also for a new epoch of the same leader): answers to requests made for the old
         # one are ignored, and divergence is settled again.
         self._hand_to_fetcher(FollowedPartition(topic, partition, leader_epoch, plog), leader_id)
-        log.info("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
+        log.debug("became follower", topic=topic, partition=partition, epoch=leader_epoch, leader=leader_id,
                  log_end_offset=plog.log_end_offset)
 
     def stop_replica(self, topic: str, partition: int) -> None:

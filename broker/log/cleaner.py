@@ -115,7 +115,7 @@ def _read_batches(segment: LogSegment, settings: CleanerSettings) -> Iterator[tu
     delete the segment meanwhile, and an open descriptor keeps the file readable), in spans of at most
     the read buffer, a larger batch on its own."""
     read_buffer = settings.io_buffer_size // 2
-    fd = os.open(segment.log_path, os.O_RDONLY)
+    fd = segment.open_for_reading()
     try:
         end = os.fstat(fd).st_size
         span: list[tuple[int, BatchHeader]] = []
@@ -127,7 +127,7 @@ def _read_batches(segment: LogSegment, settings: CleanerSettings) -> Iterator[tu
         if span:
             yield from _read_span(fd, span, settings)
     finally:
-        os.close(fd)
+        segment.close_for_reading(fd)
 
 
 def _read_span(

@@ -84,12 +84,19 @@ class LogDurability(PartitionState):
             rolled = [] if self._closed else self._pending_sync()  # close() fsynced them
             flush = done is not None and self._flush_requested is done
             flushing = [self._segments[-1]] if flush and not self._closed else []
-            descriptors = [os.dup(segment.fd) for segment in [*rolled, *flushing]]
+            syncing = [*rolled, *flushing]
+            loaned = self._descriptors.borrow(len(syncing))
+            descriptors = [os.dup(segment.fd) for segment in syncing] if loaned else []
             truncated, self._truncated = self._truncated, False
         try:
             self._write_files(writes)
             for fd in descriptors:
                 os.fsync(fd)
+            if not loaned:  # no room in the budget of open files for duplicates: the segments' own, under the lock
+                with self._lock:
+                    for segment in syncing:
+                        if segment in self._segments:  # else deleted meanwhile
+                            os.fsync(segment.fd)
             if rolled or truncated:
                 fsync_directory(self.directory)  # the new segments' names, the truncated ones' removal
         except FileNotFoundError:
@@ -101,6 +108,7 @@ class LogDurability(PartitionState):
         finally:
             for fd in descriptors:
                 os.close(fd)
+            self._descriptors.give_back(len(descriptors))
             if flush:
                 with self._lock:
                     self._flush_requested = None if self._flush_requested is done else self._flush_requested

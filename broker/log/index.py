@@ -28,6 +28,8 @@ import sys
 from array import array
 from bisect import bisect_right
 
+from broker.log.descriptors import DescriptorAccount
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -52,6 +54,7 @@ class _IndexFile:
     path: str
     _fd: int
     _closed: bool
+    _account: DescriptorAccount | None  # where its descriptor is counted (the broker's budget of open files)
     _entry: struct.Struct
     _pending: bytearray  # packed entries not yet written
 
@@ -67,6 +70,8 @@ class _IndexFile:
             if self._closed:
                 raise OSError(errno.EBADF, f"index {self.path} is closed")
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            if self._account is not None:
+                self._account.opened()
         return self._fd
 
     def _add(self, *fields: int) -> None:
@@ -96,6 +101,8 @@ class _IndexFile:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+            if self._account is not None:
+                self._account.closed()
 
     def close(self) -> None:
         self.release()
@@ -107,9 +114,11 @@ class OffsetIndex(_IndexFile):
 
     _entry = _OFFSET_ENTRY
 
-    def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
+    def __init__(self, path: str, base_offset: int, *, load: bool = True,
+                 account: DescriptorAccount | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._account = account
         self._relative_offsets = array("i")
         self._positions = array("i")
         data = _read_file(path) if load else b""
@@ -165,9 +174,11 @@ class TimeIndex(_IndexFile):
 
     _entry = _TIME_ENTRY
 
-    def __init__(self, path: str, base_offset: int, *, load: bool = True) -> None:
+    def __init__(self, path: str, base_offset: int, *, load: bool = True,
+                 account: DescriptorAccount | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._account = account
         self._timestamps = array("q")
         self._relative_offsets = array("i")
         data = _read_file(path) if load else b""

@@ -46,6 +46,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.log.background import METADATA_WRITER, remove_later, run_later, write_later, written
 from broker.log.cleaner import CleanerSettings, clean_partition
 from broker.log.config import LogConfig, format_value, parse_configs
+from broker.log.descriptors import DescriptorBudget
 from broker.log.files import TEMP_SUFFIX, write_atomically
 from broker.log.partition import PartitionLog
 
@@ -109,12 +110,14 @@ class LogManager:
         clock: Callable[[], float] = time.time,
         disk_usage: DiskUsage = shutil.disk_usage,
         auto_high_watermark: bool = True,
+        open_files: int = 0,
     ) -> None:
         """``auto_high_watermark``: whether every append commits at once (one node), or the high watermark of
         every log opened here moves only when replication sets it (a cluster), from the moment it opens: a
         reopened log starts at the high watermark last checkpointed (:meth:`checkpoint_high_watermarks`), never
-        at its log end."""
+        at its log end. ``open_files``: the budget of files the logs hold open (0: half the process's limit)."""
         self.data_dir = os.fspath(data_dir)
+        self.descriptors = DescriptorBudget(open_files)
         self._auto_high_watermark = auto_high_watermark
         self._checkpointed: dict[str, int] = {}
         self._clock = clock
@@ -126,6 +129,10 @@ class LogManager:
         # and their partition counts (Metadata's answers) can be kept while it stays the same
         self.generation = 0
         self._lock = threading.RLock()
+        # Serializes the changes of topics (create, grow, delete), which take their time on the file system:
+        # ``_lock`` is held only around the topics' table, since the event loop takes it too (the periodic
+        # flush, the high watermark checkpoint) and waited seconds behind a topic of 400 partitions being made.
+        self._changes = threading.Lock()
         self._closed = False
         os.makedirs(os.path.join(self.data_dir, TOPICS_DIR), exist_ok=True)
         self._lock_file = self._lock_data_dir()
@@ -193,7 +200,7 @@ class LogManager:
 
     def _open_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         return PartitionLog(self._partition_dir(topic, partition), config, self._clock,
-                            auto_high_watermark=self._auto_high_watermark)
+                            auto_high_watermark=self._auto_high_watermark, descriptors=self.descriptors)
 
     def _save_topic(self, topic: Topic, partitions: int) -> None:
         meta = {
@@ -231,18 +238,19 @@ class LogManager:
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, Any], *,
                      topic_id: bytes | None = None) -> Topic:
         """A new topic; its id is fresh unless given (a cluster's metadata assigns it)."""
-        with self._lock:
+        with self._changes:
             config = self.validate_topic(name, partitions, configs)
             overrides = {key: format_value(value) for key, value in parse_configs(configs).items()}
             topic = Topic(name, topic_id or uuid.uuid4().bytes, overrides, config)
             self._save_topic(topic, partitions)
             topic.partitions = [self._open_log(name, p, config) for p in range(partitions)]
-            self._topics[name] = topic
-            self.generation += 1
+            with self._lock:
+                self._topics[name] = topic
+                self.generation += 1
             return topic
 
     def delete_topic(self, name: str) -> None:
-        with self._lock:
+        with self._changes, self._lock:
             topic = self._topics.pop(name, None)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -260,7 +268,7 @@ class LogManager:
 
     def add_partitions(self, name: str, total: int) -> None:
         """CreatePartitions: grow the topic to ``total`` partitions."""
-        with self._lock:
+        with self._changes:
             topic = self._get_topic(name)
             if total <= topic.partition_count:
                 raise KafkaError(
@@ -269,10 +277,10 @@ class LogManager:
                 )
             self._save_topic(topic, total)
             # opened first, then added at once: the event loop reads the partitions meanwhile
-            topic.partitions.extend(
-                [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
-            )
-            self.generation += 1
+            added = [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
+            with self._lock:
+                topic.partitions.extend(added)
+                self.generation += 1
 
     def _get_topic(self, name: str) -> Topic:
         topic = self._topics.get(name)
@@ -442,7 +450,7 @@ class LogManager:
 
     def close(self) -> None:
         self.checkpoint_high_watermarks()
-        with self._lock:
+        with self._changes, self._lock:  # a topic being made is closed with the others
             if self._closed:
                 return
             self._closed = True

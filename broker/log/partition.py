@@ -69,6 +69,7 @@ from functools import partial
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import FLUSHER, run_later
 from broker.log.config import LogConfig
+from broker.log.descriptors import DescriptorBudget
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import fsync_directory, unlink_quietly, write_atomically
 from broker.log.partition_state import (
@@ -127,8 +128,9 @@ class PartitionLog(LogRecovery, LogReads):
         *,
         auto_high_watermark: bool = True,
         background: Callable[[Callable[[], None]], None] = FLUSHER.submit,
+        descriptors: DescriptorBudget | None = None,
     ) -> None:
-        super().__init__(directory, config, clock, auto_high_watermark, background)
+        super().__init__(directory, config, clock, auto_high_watermark, background, descriptors)
         self._epochs = LeaderEpochCache(self.directory, write=self._write_later)
         self._open()
 
@@ -483,6 +485,7 @@ class PartitionLog(LogRecovery, LogReads):
             self.config.index_interval_bytes,
             self._now_ms(),
             suffix=CLEANED_SUFFIX,
+            account=self._descriptors,
         )
 
     def replace_segments(self, version: int, old: list[LogSegment], cleaned: LogSegment) -> int | None:
@@ -518,7 +521,8 @@ class PartitionLog(LogRecovery, LogReads):
             for segment in old:
                 self._discard(segment)  # renamed now, removed on the background as retention's are
             self._complete_swap(base)
-            new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms())
+            new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms(),
+                                  self._descriptors)
             first = span[0]
             self._segments[first : first + len(old)] = [new]
             self._bases = [segment.base_offset for segment in self._segments]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import LogConfig
+from broker.log.descriptors import DescriptorBudget
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.producer_state import ProducerStateManager
 from broker.log.segment import LogSegment
@@ -36,8 +37,11 @@ class PartitionState:
     high_watermark: int
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig, clock: Callable[[], float],
-                 auto_high_watermark: bool, background: Callable[[Callable[[], None]], None]) -> None:
+                 auto_high_watermark: bool, background: Callable[[Callable[[], None]], None],
+                 descriptors: DescriptorBudget | None) -> None:
         self.directory = os.fspath(directory)
+        # the broker's budget of open files (a log of its own has one of its own)
+        self._descriptors = (descriptors or DescriptorBudget()).account(self)
         self._jitter_for = -1  # the segment (base offset) the current roll jitter was drawn for
         self._jitter_ms = 0
         self.config = config
@@ -119,6 +123,20 @@ class PartitionState:
     def aborted_entries(self) -> list[AbortedTxn]:
         with self._lock:
             return self._aborted.entries()
+
+    def release_descriptors_if_idle(self) -> bool:
+        """Close the segments' cached descriptors (they open again on next use) unless the log is in use: its
+        lock busy, or held by this very thread further up (a reentrant lock would be taken again, and the
+        caller may be in the middle of using one)."""
+        lock = self._lock
+        if lock._is_owned() or not lock.acquire(blocking=False):  # type: ignore[attr-defined]
+            return False
+        try:
+            for segment in self._segments:
+                segment.release_descriptor()
+            return True
+        finally:
+            lock.release()
 
     def _check_open(self) -> None:
         if self._closed:

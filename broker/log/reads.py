@@ -32,13 +32,18 @@ class LogReads(PartitionState):
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read_region(self, offset: int, max_bytes: int, max_offset: int | None = None, *,
-                    min_one: bool = True) -> FileRegion:
+                    min_one: bool = True) -> FileRegion | bytes:
         """What :meth:`read` returns, left in the segment files for the server to send without copying.
         Without ``min_one`` only the whole batches within ``max_bytes`` are read, possibly none: a Fetch
-        allows one oversized batch per response, not per partition (KIP-74)."""
+        allows one oversized batch per response, not per partition (KIP-74). When the broker's budget of open
+        files has no room for the region's descriptors, the bytes are read now instead (never empty)."""
         with self._lock:
             ranges = self._read_ranges(offset, max_bytes, max_offset, min_one)
-            return FileRegion([(os.dup(segment.fd), start, stop - start) for segment, start, stop in ranges])
+            account = self._descriptors
+            if ranges and not account.borrow(len(ranges)):
+                return b"".join(segment.read(start, stop - start) for segment, start, stop in ranges)
+            return FileRegion([(os.dup(segment.fd), start, stop - start) for segment, start, stop in ranges],
+                              account.give_back)
 
     def _read_ranges(self, offset: int, max_bytes: int, max_offset: int | None,
                      min_one: bool = True) -> list[tuple[LogSegment, int, int]]:

@@ -51,9 +51,9 @@ class LogRecovery(LogDurability):
         interval = self.config.index_interval_bytes
         for i, base in enumerate(bases):
             if clean or i < recover_from:
-                self._segments.append(LogSegment.open(self.directory, base, interval, now_ms))
+                self._segments.append(LogSegment.open(self.directory, base, interval, now_ms, self._descriptors))
                 continue
-            segment, result = LogSegment.open_and_recover(self.directory, base, interval, now_ms)
+            segment, result = LogSegment.open_and_recover(self.directory, base, interval, now_ms, self._descriptors)
             self._segments.append(segment)
             for header in result.headers:
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -80,7 +80,8 @@ class LogRecovery(LogDurability):
         """A new active segment; with the topic's ``preallocate`` it reserves ``segment.bytes`` of disk at once."""
         config = self.config
         return LogSegment.create(self.directory, base_offset, config.index_interval_bytes, now_ms,
-                                 preallocate=config.segment_bytes if config.preallocate else 0)
+                                 preallocate=config.segment_bytes if config.preallocate else 0,
+                                 account=self._descriptors)
 
     def _segment_bases_on_disk(self) -> list[int]:
         bases = []

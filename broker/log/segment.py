@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
+from broker.log.descriptors import DescriptorAccount
 from broker.log.files import release_space_after, reserve_space, unlink_quietly
 from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
@@ -133,8 +134,10 @@ class LogSegment:
     stops being appended to gives its own back: a partition nobody writes or reads holds no file open, so a
     topic of thousands of partitions does not hold thousands of files (nor a broker restarting with them)."""
 
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> None:
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int,
+                 account: DescriptorAccount | None = None) -> None:
         self.directory = directory
+        self._descriptors = account  # where its descriptors are counted (the broker's budget of open files)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
@@ -158,33 +161,36 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int, *, suffix: str = "",
-        preallocate: int = 0,
+        preallocate: int = 0, account: DescriptorAccount | None = None,
     ) -> LogSegment:
         """A new empty segment; ``suffix`` (e.g. ".cleaned") names files built aside by the cleaner.
 
         ``preallocate`` > 0 reserves that many bytes of disk at once (the topic's ``preallocate``, with its
         ``segment.bytes``); the file's size stays that of the data written.
         """
-        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms, account)
         segment.log_path += suffix
         segment.txn_index_path += suffix
-        segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment._open_log_file(os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         if preallocate > 0:
             # False where the file system cannot reserve: the segment is then written as without it.
             segment._reserved = reserve_space(segment.fd, 0, preallocate)
-        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False)
-        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False)
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX) + suffix, base_offset, load=False,
+                                           account=account)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False,
+                                       account=account)
         segment.release_descriptor()
         return segment
 
     @classmethod
-    def open(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> LogSegment:
+    def open(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int,
+             account: DescriptorAccount | None = None) -> LogSegment:
         """An existing segment whose data is trusted; its indexes are rebuilt if they look wrong."""
-        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms, account)
         segment.size = os.fstat(segment.fd).st_size
         indexes_exist = all(os.path.exists(segment._path(s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset)
-        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset)
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, account=account)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, account=account)
         if not indexes_exist or not segment.offset_index.is_sane(segment.size) or not segment._load_tail():
             segment.rebuild_indexes()
         segment.release_descriptor()
@@ -192,13 +198,14 @@ class LogSegment:
 
     @classmethod
     def open_and_recover(
-        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int
+        cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int,
+        account: DescriptorAccount | None = None,
     ) -> tuple[LogSegment, RecoveryResult]:
         """An existing segment after an unclean shutdown: verify every batch, cut a torn or corrupt tail."""
-        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms, account)
         segment.size = os.fstat(segment.fd).st_size
-        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False)
-        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False)
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False, account=account)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False, account=account)
         file_size = segment.size
         headers = segment._index_batches(verify_crc=True)
         segment.release_descriptor()
@@ -214,14 +221,38 @@ class LogSegment:
         if self._fd < 0:
             if self._closed:
                 raise OSError(errno.EBADF, f"segment {self.log_path} is closed")
-            self._fd = os.open(self.log_path, os.O_RDWR)
+            self._open_log_file(os.O_RDWR)
         return self._fd
 
-    def release_descriptor(self) -> None:
-        """Close the log file's descriptor and the indexes' until the segment is used again."""
+    def _open_log_file(self, flags: int) -> None:
+        self._fd = os.open(self.log_path, flags, 0o644)
+        if self._descriptors is not None:
+            self._descriptors.opened()
+
+    def _close_log_file(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+            if self._descriptors is not None:
+                self._descriptors.closed()
+
+    def open_for_reading(self) -> int:
+        """A descriptor of the log file of the caller's own (the cleaner's, reading outside the partition's lock),
+        counted in the broker's budget of open files until :meth:`close_for_reading`. It is not refused at the
+        budget: one reader at a time holds one."""
+        fd = os.open(self.log_path, os.O_RDONLY)
+        if self._descriptors is not None:
+            self._descriptors.borrow(1, refusable=False)
+        return fd
+
+    def close_for_reading(self, fd: int) -> None:
+        os.close(fd)
+        if self._descriptors is not None:
+            self._descriptors.give_back(1)
+
+    def release_descriptor(self) -> None:
+        """Close the log file's descriptor and the indexes' until the segment is used again."""
+        self._close_log_file()
         self.offset_index.release()
         self.time_index.release()
 
@@ -259,8 +290,8 @@ class LogSegment:
         """Recreate both indexes from the log (trusted data, no CRC check)."""
         self.offset_index.close()
         self.time_index.close()
-        self.offset_index = OffsetIndex(self._path(INDEX_SUFFIX), self.base_offset, load=False)
-        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), self.base_offset, load=False)
+        self.offset_index = OffsetIndex(self._path(INDEX_SUFFIX), self.base_offset, load=False, account=self._descriptors)
+        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), self.base_offset, load=False, account=self._descriptors)
         self._index_batches(verify_crc=False)
 
     def _index_batches(self, *, verify_crc: bool) -> list[BatchHeader]:
@@ -338,9 +369,8 @@ class LogSegment:
             release_space_after(self.fd, self.size)
         except OSError as exc:  # the data is whole either way; only the reservation stays
             log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
-        if not was_open and self._fd >= 0:  # a segment recovered at start-up, say: it keeps no descriptor for this
-            os.close(self._fd)
-            self._fd = -1
+        if not was_open:  # a segment recovered at start-up, say: it keeps no descriptor for this
+            self._close_log_file()
 
     def close_for_appends(self) -> None:
         """The segment stops being active: record its final max timestamp so reopening need not scan, write
@@ -451,9 +481,7 @@ class LogSegment:
         self.time_index.flush()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close_log_file()
         self._closed = True
         self.offset_index.close()
         self.time_index.close()

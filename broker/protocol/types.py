@@ -42,15 +42,16 @@ class FileRegion:
     """Bytes of files, as ``(fd, position, length)`` pieces, to be sent without copying them through Python.
 
     The region owns its descriptors (duplicates of the log's, so a segment closed or deleted meanwhile
-    stays readable) and closes them once sent or read, or when it is garbage collected unsent.
+    stays readable) and closes them once sent or read, or when it is garbage collected unsent; then it calls
+    ``closed`` with their number (the log's budget of open files counts them).
     """
 
     __slots__ = ("pieces", "_length", "_closer", "__weakref__")
 
-    def __init__(self, pieces: list[tuple[int, int, int]]) -> None:
+    def __init__(self, pieces: list[tuple[int, int, int]], closed: Callable[[int], None] | None = None) -> None:
         self.pieces = pieces
         self._length = sum(length for _fd, _position, length in pieces)
-        self._closer = weakref.finalize(self, _close_all, [fd for fd, _position, _length in pieces])
+        self._closer = weakref.finalize(self, _close_all, [fd for fd, _position, _length in pieces], closed)
 
     def __len__(self) -> int:
         return self._length
@@ -70,12 +71,14 @@ class FileRegion:
 Chunk = bytes | bytearray | memoryview | FileRegion
 
 
-def _close_all(fds: list[int]) -> None:
+def _close_all(fds: list[int], closed: Callable[[int], None] | None) -> None:
     for fd in fds:
         try:
             os.close(fd)
         except OSError:
             pass
+    if closed is not None:
+        closed(len(fds))
 
 
 class ProtocolError(Exception):

@@ -285,6 +285,46 @@ def test_many_partitions_do_not_mean_many_open_files(tmp_path):
         broker.kill()
 
 
+def test_the_logs_hold_no_more_files_open_than_log_max_open_files(tmp_path):
+    """log.max.open.files of 24 and a topic of 150 partitions, each written and then read by real clients:
+    the broker never holds more than the budget open for its logs (each written partition kept its segment
+    open before: 150 more files), and every record comes back from its partition."""
+    budget, partitions = 24, 150
+    with BrokerProcess(tmp_path / "data", extra_config={"log.max.open.files": budget}) as broker:
+        settings = {"bootstrap.servers": broker.bootstrap}
+        admin = AdminClient(settings)
+        admin.create_topics([NewTopic("wide", partitions, 1)])["wide"].result(60)
+        before = open_files(broker.proc.pid)
+        most = 0
+        producer = Producer({**settings, "linger.ms": 0})
+        for partition in range(partitions):
+            producer.produce("wide", b"value-%d" % partition, partition=partition)
+            producer.poll(0)
+            most = max(most, open_files(broker.proc.pid) - before)
+        assert producer.flush(30) == 0
+        most = max(most, open_files(broker.proc.pid) - before)  # every partition written
+        consumer = Consumer({**settings, "group.id": "wide-reader", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("wide", p, 0) for p in range(partitions)])
+            got: dict[int, bytes] = {}
+
+            def all_read() -> bool:
+                nonlocal most
+                for message in consumer.consume(50, 0.2):
+                    if not message.error():
+                        got[message.partition()] = message.value()
+                most = max(most, open_files(broker.proc.pid) - before)
+                return len(got) == partitions
+
+            wait_until(all_read, timeout=60, interval=0, message="a record from every partition")
+        finally:
+            consumer.close()
+        assert got == {p: b"value-%d" % p for p in range(partitions)}
+        print(f"at most {most} more files open over {partitions} partitions written and read")  # shown with -s
+        # the clients' own connections (a few sockets) come on top of the logs' files
+        assert most <= budget + 8, f"{most} more files open with log.max.open.files {budget}"
+
+
 def test_a_failed_login_is_answered_after_the_delay(sasl_broker):
     """connection.failed.authentication.delay.ms (700 here): a wrong password's answer, and the close, wait
     that long; a right one is answered at once."""

@@ -52,10 +52,10 @@ async def test_barriers_reconcile_nothing_while_a_change_does(broker):
         finally:
             applying.pop()
 
-    def watched_reconcile() -> None:
+    def watched_reconcile(*limit: int) -> bool:
         if applying:
             reconciled_after.append(applying[-1])
-        reconcile()
+        return reconcile(*limit)
 
     node.on_applied, node.reconcile = watched_on_applied, watched_reconcile
     await asyncio.gather(*(node.catch_up() for _ in range(5)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from types import SimpleNamespace
 
@@ -397,3 +398,27 @@ def test_disk_percent_retention_deletes_oldest_segments_first_across_partitions(
     assert logs.run_retention(BASE_TS) == 3
     assert all(p.segment_count == 1 and p.size_bytes > 0 for p in partitions)
     logs.close()
+
+
+def test_the_flush_and_the_checkpoint_do_not_wait_for_a_topic_being_made(tmp_path):
+    """A topic of 400 partitions made on a thread (as a cluster's broker makes the topics its metadata names):
+    the periodic flush and the high watermark checkpoint, which run on the event loop, go on meanwhile instead
+    of waiting for the whole topic behind the manager's lock (they waited nearly the whole time before)."""
+    logs = LogManager(tmp_path / "data", BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    try:
+        made = threading.Event()
+        started = time.monotonic()
+        maker = threading.Thread(target=lambda: (logs.create_topic("wide", 400, {}), made.set()))
+        maker.start()
+        waits = []
+        while not made.is_set():
+            began = time.monotonic()
+            logs.run_flush()
+            logs.checkpoint_high_watermarks()
+            waits.append(time.monotonic() - began)
+        maker.join()
+        took = time.monotonic() - started
+        assert logs.topics["wide"].partition_count == 400
+        assert len(waits) > 1 and max(waits) < took / 4, (max(waits), took, len(waits))
+    finally:
+        logs.close()
