@@ -199,6 +199,9 @@ class RaftNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._leader_seen: object = object()  # the leader last reported, compared on the Raft thread
         self.leader_id: int | None = None
+        # monotonic time this node last had a Raft leader it is connected to (itself leading counts), written
+        # by the Raft thread's tick
+        self._quorum_seen_at = 0.0
         # True once this node has applied everything the leader had committed when it (re)joined: before
         # that, :attr:`state` may be an old one (replaying the journal, or behind the cluster).
         self.ready = False
@@ -284,6 +287,14 @@ class RaftNode:
     @property
     def over_tls(self) -> bool:
         return self._tls is not None
+
+    @property
+    def in_quorum(self) -> bool:
+        """Whether this node has been in contact with the quorum's leader within the longest election timeout.
+        A leader cut off from the majority steps down after that long; a follower cut off from everyone keeps
+        naming its old leader (pysyncobj starts no election while connected to no one), so the connection to
+        the leader is what counts."""
+        return time.monotonic() - self._quorum_seen_at <= self.timing.election_timeout_max
 
     @property
     def is_leader(self) -> bool:
@@ -440,6 +451,8 @@ class RaftNode:
         if sync is None:
             return
         leader = sync._getLeader()
+        if leader is not None and (sync._isLeader() or leader in sync._SyncObj__connectedNodes):
+            self._quorum_seen_at = time.monotonic()
         if leader == self._leader_seen:
             return
         conf = self._conf

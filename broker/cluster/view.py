@@ -56,6 +56,12 @@ class ClusterView(Protocol):
         restarted broker knows only the journal it replayed, maybe far behind: as a Kafka broker that has not
         caught up, it neither leads nor names a leader to anyone."""
 
+    @property
+    def in_quorum(self) -> bool:
+        """Whether this broker is in contact with the metadata quorum now. One cut off from it for longer than
+        the failure timeouts is one the others fence and take its leaderships from: it must not go on acting as a
+        coordinator (Kafka's fenced broker); its metadata is stale from then on."""
+
     def metadata_version(self) -> int:
         """Changes whenever the replicated metadata changes (leaders, epochs, replicas, ISRs)."""
 
@@ -178,6 +184,10 @@ class SingleNodeView:
     def caught_up(self) -> bool:
         return True
 
+    @property
+    def in_quorum(self) -> bool:
+        return True
+
     def metadata_version(self) -> int:
         return 0
 
@@ -232,6 +242,10 @@ class ReplicatedView:
     @property
     def caught_up(self) -> bool:
         return self._node.caught_up
+
+    @property
+    def in_quorum(self) -> bool:
+        return self._node.raft.in_quorum
 
     def metadata_version(self) -> int:
         return self._node.metadata.version

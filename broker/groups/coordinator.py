@@ -46,6 +46,7 @@ from broker.protocol.records import (
 from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
+    from broker.cluster.view import ClusterView
     from broker.config import BrokerConfig
     from broker.log.manager import LogManager, Topic
     from broker.log.partition import AppendResult, PartitionLog
@@ -122,6 +123,9 @@ class OffsetsHost(Protocol):
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog: ...
 
+    @property
+    def cluster_view(self) -> ClusterView: ...
+
     async def append(self, topic: str, partition: int, batch: bytes | memoryview, *, leader_epoch: int | None = None,
                      from_coordinator: bool = False) -> AppendResult: ...
 
@@ -130,13 +134,19 @@ class GroupCoordinator:
     def __init__(self, broker: OffsetsHost) -> None:
         self.broker = broker
         self.config = GroupConfig.from_broker_config(broker.config)
-        self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)
+        self.machine = self._new_machine()
         self._appends: asyncio.Queue[tuple[int, list[OffsetsRecord], Callable[[ErrorCode], None],
                                            tuple[int, int] | None] | None] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._writer: asyncio.Task | None = None
         self._timers: asyncio.Task | None = None
         self._running = False
+
+    def _new_machine(self) -> GroupMachine:
+        # a broker cut off from the metadata quorum answers NOT_COORDINATOR: the others fence it and move its
+        # partitions of __consumer_offsets (its view is read at each call: a cluster replaces it at startup)
+        return GroupMachine(self.config, self, self._now_ms, topics=self._topics,
+                            serving=lambda: self.broker.cluster_view.in_quorum)
 
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
@@ -161,7 +171,7 @@ class GroupCoordinator:
             log.warning("__consumer_offsets has a different partition count than configured; using it",
                         partitions=topic.partition_count, configured=self.config.offsets_partitions)
             self.config = dataclasses.replace(self.config, offsets_partitions=topic.partition_count)
-            self.machine = GroupMachine(self.config, self, self._now_ms, topics=self._topics)
+            self.machine = self._new_machine()
         self._running = True
         self._writer = asyncio.create_task(self._write_appends(), name="group-coordinator-writer")
         self._timers = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")

@@ -94,8 +94,12 @@ RETENTION_TIMER = "retention"  # periodic offset expiry
 class MachineCore:
     def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, clock: Callable[[], int],
                  new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 topics: Callable[[], dict[str, tuple[bytes, int]]] = dict) -> None:
+                 topics: Callable[[], dict[str, tuple[bytes, int]]] = dict,
+                 serving: Callable[[], bool] = lambda: True) -> None:
+        """``serving``: whether this broker may act as a coordinator at all now (it is in contact with the
+        metadata quorum)."""
         self.config = config
+        self._serving = serving
         self._log = offsets_log
         self._clock = clock
         self._new_member_suffix = new_member_suffix
@@ -139,6 +143,8 @@ class MachineCore:
         state changes, keeps the machine from holding a group it could never store."""
         if (membership and not group_id) or not fits_a_string(group_id):
             return ErrorCode.INVALID_GROUP_ID
+        if not self._serving():
+            return ErrorCode.NOT_COORDINATOR
         partition = self.partition_for(group_id)
         if partition in self._replays:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS

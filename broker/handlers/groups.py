@@ -109,6 +109,10 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorRe
 def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
                error: Callable[[ErrorCode, str], FindCoordinatorResponseCoordinator]) -> FindCoordinatorResponseCoordinator:
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
+    if not ctx.services.cluster.in_quorum:
+        # its metadata is stale: the leader it knows may have been fenced (itself among them)
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {ctx.broker.node_id} is cut off from the "
+                     "metadata quorum")
     found = _node_answer(ctx, key, committed_leader(ctx.services.cluster, topic, partition))
     return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader known here")
 

@@ -254,6 +254,9 @@ class TransactionCoordinator:
             return None
         if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.broker.cluster_view.in_quorum:
+            # cut off from the quorum, it is being fenced and its partitions move: the client looks again
+            return ErrorCode.NOT_COORDINATOR
         partition = self.partition_for(transactional_id)
         if partition in self._owned:
             return None
@@ -276,6 +279,11 @@ class TransactionCoordinator:
         except KafkaError as exc:
             log.warning("append to __transaction_state failed", transactional_id=transactional_id,
                         error=exc.code.name)
+            # Kafka's mapping, and a broker that lost the quorum meanwhile is no coordinator any more: asked
+            # again, it would only time out again
+            if exc.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR) \
+                    or not self.broker.cluster_view.in_quorum:
+                return ErrorCode.NOT_COORDINATOR
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 

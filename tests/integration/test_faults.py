@@ -217,28 +217,40 @@ def test_a_client_faking_a_followers_fetches(cluster, tmp_path):
 def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     """A partition of the network: the leader (the controller too) loses the other brokers (Raft, replication
     and gossip, both ways) while its clients still reach it. Whatever it was sent from then on it must not
-    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower. Two
-    transactions begun before the cut, their records on the cut-off leader and their coordinator another
-    broker, end during it within a bound: one the producer commits (or aborts, when the commit cannot get
-    through), one it aborts. read_committed consumers see a transaction's records once if it committed, else
-    never. (A transaction whose coordinator is the cut-off broker is not ended within the bound: its producer
-    keeps asking that broker, whose writes to the transaction log time out.)"""
+    acknowledge; the others elect a new leader and go on; after healing it rejoins as a follower. Three
+    transactions begun before the cut, their records on the cut-off leader, end during it within a bound: one
+    coordinated by another broker the producer commits (or aborts, when the commit cannot get through), one it
+    aborts; one coordinated by the cut-off broker itself it commits too, once that broker has stopped answering
+    as coordinator and the others have moved its part of the transaction log. read_committed consumers see a
+    transaction's records once if it committed, else never."""
     leader = cluster.controller()
     probed = topic_led_by(cluster, leader)  # written by requests to that broker only
     transacted = topic_led_by(cluster, leader, partitions=2)
     coordinator = next(i for i in cluster.ids if i != leader)
     with (acked_workload(cluster, tmp_path, leader) as workload, transaction_spanning(cluster, transacted, coordinator=coordinator) as txn,
-          transaction_spanning(cluster, transacted, abort=True, coordinator=coordinator) as aborted):
+          transaction_spanning(cluster, transacted, abort=True, coordinator=coordinator) as aborted,
+          transaction_spanning(cluster, transacted, coordinator=leader) as cut_off_coordinated):
         probe = DirectProducer(cluster.brokers[leader].bootstrap, probed).start()
         try:
             wait_until(lambda: len(probe.acknowledged()) >= 5, 30, message="the probe's first acknowledgements")
+            group = coordinated_by(cluster, leader, "group", key_type=0)
+            assert offset_fetch_error(cluster, leader, group) == ErrorCode.NONE
             cluster.isolate(leader)
             cut_at = time.monotonic()
             asking = next(i for i in cluster.ids if i != leader)
+            wait_until(lambda: coordinator_answer(cluster, leader, cut_off_coordinated.name)["error_code"]
+                       == ErrorCode.COORDINATOR_NOT_AVAILABLE, 10,
+                       message="the cut-off broker to stop naming a transaction coordinator")
+            wait_until(lambda: offset_fetch_error(cluster, leader, group) == ErrorCode.NOT_COORDINATOR, 10,
+                       message="the cut-off broker to stop answering as its group's coordinator")
             other_leader(cluster, workload.topic, leader, asking)
             aborted.end()
             workload.wait_for_acks(150, after=cut_at)
             txn.end()
+            wait_until(lambda: coordinator_answer(cluster, asking, cut_off_coordinated.name)["node_id"]
+                       not in (leader, -1), 20, interval=0.2,
+                       message="the others to name a new coordinator in place of the cut-off broker")
+            cut_off_coordinated.end()
             wait_until(lambda: sum(1 for a in probe.attempts if a.sent_at > cut_at + CUT_GRACE) >= 10, 30,
                        message="ten produce requests to the cut-off leader")
         finally:
@@ -255,6 +267,7 @@ def test_the_leader_cut_off_from_the_other_brokers(cluster, tmp_path):
     visible = read_committed(cluster.bootstrap, transacted, 2)
     txn.check(visible)
     aborted.check(visible)
+    cut_off_coordinated.check(visible)
     assert aborted.outcome == "aborted", f"the transaction aborted during the cut ended {aborted.outcome!r}"
 
 
@@ -350,21 +363,36 @@ def transaction_spanning(cluster: FaultCluster, topic: str, abort: bool = False,
         txn.producer.flush(0)
 
 
-def coordinated_by(cluster: FaultCluster, node_id: int, prefix: str) -> str:
-    """A new transactional id whose transaction coordinator is broker ``node_id``: FindCoordinator (v4 asks for
-    many keys at once) over 60 candidates, each coordinator leading about a third of the transaction log,
-    asked again while that log is being made (its first FindCoordinator makes it)."""
-    async def ask(candidates: list[str]) -> dict[str, Any]:
-        async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=10) as connection:
-            return await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": candidates},
-                                            version=4)
-
+def coordinated_by(cluster: FaultCluster, node_id: int, prefix: str, key_type: int = 1) -> str:
+    """A new transactional id (``key_type`` 0: group id) whose coordinator is broker ``node_id``: FindCoordinator
+    (v4 asks for many keys at once) over 60 candidates, each coordinator leading about a third of the
+    coordinator topic, asked again while that topic is being made (its first FindCoordinator makes it)."""
     def found() -> str | None:
-        answer = asyncio.run(ask([unique_name(prefix) for _ in range(60)]))
+        answer = asyncio.run(find_coordinators(cluster, node_id, [unique_name(prefix) for _ in range(60)], key_type))
         return next((c["key"] for c in answer["coordinators"] if c["error_code"] == 0 and c["node_id"] == node_id),
                     None)
 
     return wait_until(found, 30, interval=0.2, message=f"a transactional id coordinated by broker {node_id}")
+
+
+async def find_coordinators(cluster: FaultCluster, node_id: int, keys: list[str], key_type: int = 1
+                            ) -> dict[str, Any]:
+    """Broker ``node_id``'s FindCoordinator (v4) answer for these transactional ids (``key_type`` 0: groups)."""
+    async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=10) as connection:
+        return await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": key_type, "coordinator_keys": keys},
+                                        version=4)
+
+
+def coordinator_answer(cluster: FaultCluster, node_id: int, transactional_id: str) -> dict[str, Any]:
+    return asyncio.run(find_coordinators(cluster, node_id, [transactional_id]))["coordinators"][0]
+
+
+def offset_fetch_error(cluster: FaultCluster, node_id: int, group_id: str) -> int:
+    """Broker ``node_id``'s OffsetFetch error for a group (NONE where it coordinates it)."""
+    async def ask() -> dict[str, Any]:
+        async with await KafkaConnection.connect(cluster.brokers[node_id].bootstrap, timeout=10) as connection:
+            return await connection.request(ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": None}, version=6)
+    return asyncio.run(ask())["error_code"]
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[bytes]:
