@@ -195,10 +195,12 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
 
 
 def _quorum_error(request: dict[str, Any], error: ErrorCode) -> dict[str, Any]:
-    """Kafka's answer naming the error at each partition asked for."""
-    return {"error_code": 0, "error_message": None, "topics": [
+    """Kafka's answer naming the error at each partition asked for (the rest at the zero values Kafka's own
+    error answer leaves them at)."""
+    return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
         {"topic_name": t["topic_name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": error, "error_message": None}
+            {"partition_index": p["partition_index"], "error_code": error, "error_message": None, "leader_id": 0,
+             "leader_epoch": 0, "high_watermark": 0, "current_voters": [], "observers": []}
             for p in t["partitions"]]} for t in request["topics"]]}
 
 
@@ -211,7 +213,8 @@ def _asks_for_metadata_log(request: dict[str, Any]) -> bool:
 @handler(ApiKey.DESCRIBE_QUORUM)
 async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "nodes": [],
+                "topics": []}
     if not _asks_for_metadata_log(request):
         return _quorum_error(request, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     # only a cluster's brokers advertise this API (broker.CLUSTER_VERSIONS), so a request gets here only there

@@ -36,7 +36,7 @@ from broker.protocol.records import COMPRESSION_GZIP, COMPRESSION_ZSTD, Record, 
 from broker.protocol.schema import Array, Field, Struct
 from broker.protocol.types import FIXED_FORMATS
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts that other clients are answered promptly
+pytestmark = pytest.mark.integration
 
 _HAND_EXAMPLES = os.environ.get("BURROWPY_FUZZ_EXAMPLES")
 FUZZ_SETTINGS = settings(

@@ -35,7 +35,8 @@ from broker.client import KafkaConnection
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+# alone: its scenarios are bounded by failure timeouts that a second worker's load on two cores can stretch
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180), pytest.mark.alone]
 
 pytest.importorskip("confluent_kafka")
 
