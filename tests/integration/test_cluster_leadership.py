@@ -26,7 +26,8 @@ from fault_harness import (
 from harness import wait_until
 from kafka_harness import java_peer
 
-pytestmark = pytest.mark.integration
+# alone: its hand-overs are bounded by Raft and shutdown timeouts that a second worker's load can stretch
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 # the controller's imbalance check follows the brokers' leader.imbalance.check.interval.seconds here
