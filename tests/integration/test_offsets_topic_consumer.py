@@ -21,7 +21,7 @@ from broker.protocol.api import ApiKey
 from burrowpy.config import parse_config
 from burrowpy.daemon import Monitor
 from burrowpy.pipeline.history import read_history
-from burrowpy.protocol import FetchConsumer
+from burrowpy.protocol import FetchConsumer, FetchTopic
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -37,10 +37,10 @@ async def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
     assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {0}
 
 
-async def create_topic(bootstrap: str) -> None:
+async def create_topic(bootstrap: str, partitions: int = PARTITIONS) -> None:
     async with await KafkaConnection.connect(bootstrap, client_id="offsets-topic-test") as connection:
         answer = await connection.request(ApiKey.CREATE_TOPICS, {
-            "topics": [{"name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 1}], "timeout_ms": 30000})
+            "topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 30000})
     assert answer["topics"][0]["error_code"] == 0, answer
 
 
@@ -85,6 +85,12 @@ class InProcessMonitor:
 
     async def has(self, group: str, partition: int, offset: int) -> bool:
         return offset in (await self.committed(group)).get(partition, [])
+
+    async def topic_partitions(self, topic: str) -> int:
+        """How many partitions the monitor's broker offsets have for the topic (0 when it knows none)."""
+        ctx = self.monitor.ctx
+        offsets = await ctx.fetch(FetchTopic(cluster="local", topic=topic, reply=ctx.new_reply()))
+        return len(offsets or ())
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +167,14 @@ async def test_a_replaced_log_is_read_again_from_its_start(tmp_path: Path):
             await asyncio.to_thread(broker.stop)
             shutil.rmtree(broker.data_dir)
             await asyncio.to_thread(broker.start)
-            await create_topic(broker.bootstrap)
+            # The topic comes back with one partition more, so the monitor is seen to know the new one: a commit
+            # for a topic it holds no broker offsets for is dropped, as Burrow drops it.
+            await create_topic(broker.bootstrap, PARTITIONS + 1)
+
+            async def new_topic_known() -> bool:
+                return await monitor.topic_partitions(TOPIC) == PARTITIONS + 1
+
+            await eventually(new_topic_known, timeout=60, what="the re-created topic in the monitor")
             await commit(broker.bootstrap, after, {0: 1})
             await eventually(lambda: monitor.has(after, 0, 1), timeout=60, what="the commit in the replaced log")
     finally:
