@@ -17,20 +17,23 @@ JAVA_STAMP := $(JAVA_PEERS)/target/.installed
 GO_PEERS := tests/peers/go
 CONFIG_DOCS := broker/kafka_config_docs.json
 GO_STAMP := $(GO_PEERS)/bin/.installed
+# Test peers built from source once per machine, outside the checkout, so that a fresh clone reuses them (as it
+# reuses Maven's and Go's caches) and needs their git snapshots only for the first build.
+PEER_CACHE ?= $(HOME)/.cache/burrowpy
 # The current Burrow, for side-by-side tests and benches: from the Go module proxy when it serves
 # github.com/linkedin/Burrow, else built from a git snapshot of its repository (BURROW_GIT).
 BURROW_PEER := tests/peers/burrow
 BURROW_STAMP := $(BURROW_PEER)/bin/.installed
 BURROW_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/linkedin+Burrow/repo)))
+BURROW_CACHE ?= $(PEER_CACHE)/burrow-current
 # librdkafka's own test programs (0081, the Admin API; 0082, fetch.max.bytes), run against our broker: built
 # from a git snapshot of confluentinc/librdkafka (LIBRDKAFKA_GIT) at LIBRDKAFKA_TAG, the release Debian's kcat
-# links; without a snapshot their tests skip.
+# links; without a snapshot or an earlier build their tests skip.
 LIBRDKAFKA_PEER := tests/peers/librdkafka
 LIBRDKAFKA_STAMP := $(LIBRDKAFKA_PEER)/.installed
 LIBRDKAFKA_GIT ?= $(firstword $(wildcard $(abspath ../.mirror/confluentinc+librdkafka/repo)))
 LIBRDKAFKA_TAG ?= v2.0.2
-# built once per machine, outside the checkout, so a fresh clone reuses it (like Maven's and Go's caches)
-LIBRDKAFKA_CACHE ?= $(HOME)/.cache/burrowpy/librdkafka-$(LIBRDKAFKA_TAG)
+LIBRDKAFKA_CACHE ?= $(PEER_CACHE)/librdkafka-$(LIBRDKAFKA_TAG)
 LIBRDKAFKA_BUILD_DEPS := gcc g++ make libssl-dev zlib1g-dev
 
 .PHONY: install run test unit integration lint bench clean ui-vendor
@@ -83,24 +86,29 @@ $(GO_STAMP): $(GO_PEERS)/go.mod $(GO_PEERS)/go.sum $(shell find $(GO_PEERS) -nam
 $(BURROW_STAMP):
 	@mkdir -p $(BURROW_PEER)/bin
 	@if GOBIN=$(abspath $(BURROW_PEER)/bin) go install github.com/linkedin/Burrow@latest 2>$(BURROW_PEER)/bin/go-install.err; then \
-		echo "current Burrow installed from the Go module proxy"; touch $@; \
-	elif [ -n "$(BURROW_GIT)" ]; then \
-		echo "the Go module proxy does not serve github.com/linkedin/Burrow; building $$(git --git-dir=$(BURROW_GIT) describe --tags HEAD) from $(BURROW_GIT)"; \
-		rm -rf build/burrow-src && mkdir -p build/burrow-src && \
-		git --git-dir=$(BURROW_GIT) archive HEAD | tar -x -C build/burrow-src && \
-		git --git-dir=$(BURROW_GIT) describe --tags HEAD > $(BURROW_PEER)/bin/VERSION && \
-		(cd build/burrow-src && go build -o $(abspath $(BURROW_PEER)/bin)/Burrow .) && touch $@; \
+		echo "current Burrow installed from the Go module proxy"; touch $@; exit 0; \
+	fi; \
+	if [ -n "$(BURROW_GIT)" ] && \
+	   [ "$$(cat $(BURROW_CACHE)/VERSION 2>/dev/null)" != "$$(git --git-dir=$(BURROW_GIT) describe --tags HEAD)" ]; then \
+		echo "the Go module proxy does not serve github.com/linkedin/Burrow; building $$(git --git-dir=$(BURROW_GIT) describe --tags HEAD) from $(BURROW_GIT) into $(BURROW_CACHE)"; \
+		rm -rf $(BURROW_CACHE) && mkdir -p $(BURROW_CACHE)/src && \
+		git --git-dir=$(BURROW_GIT) archive HEAD | tar -x -C $(BURROW_CACHE)/src && \
+		(cd $(BURROW_CACHE)/src && go build -o $(BURROW_CACHE)/Burrow .) && \
+		git --git-dir=$(BURROW_GIT) describe --tags HEAD > $(BURROW_CACHE)/VERSION || exit 1; \
+	fi; \
+	if [ -f $(BURROW_CACHE)/VERSION ]; then \
+		ln -sf $(BURROW_CACHE)/Burrow $(BURROW_PEER)/bin/Burrow && cp $(BURROW_CACHE)/VERSION $(BURROW_PEER)/bin/VERSION && touch $@; \
 	else \
-		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)) and no git snapshot was given (BURROW_GIT=...); its side-by-side tests will skip"; \
+		echo "current Burrow not installed: the Go module proxy refuses github.com/linkedin/Burrow ($$(tail -1 $(BURROW_PEER)/bin/go-install.err)), no git snapshot was given (BURROW_GIT=...) and none was built before in $(BURROW_CACHE); its side-by-side tests will skip"; \
 	fi
 
 # Its own TLS, zlib and the built-in LZ4 are enough for these tests (no Kerberos, no OAUTHBEARER over HTTP).
 $(LIBRDKAFKA_STAMP):
-	@if [ -z "$(LIBRDKAFKA_GIT)" ]; then \
-		echo "librdkafka's test programs not built: no git snapshot of confluentinc/librdkafka was given (LIBRDKAFKA_GIT=...); their tests will skip"; \
-	elif [ -f $(LIBRDKAFKA_CACHE)/.installed ]; then \
-		mkdir -p $(dir $(LIBRDKAFKA_PEER)) && ln -sfn $(LIBRDKAFKA_CACHE) $(LIBRDKAFKA_PEER); \
-	else \
+	@if [ ! -f $(LIBRDKAFKA_CACHE)/.installed ]; then \
+		if [ -z "$(LIBRDKAFKA_GIT)" ]; then \
+			echo "librdkafka's test programs not built: no git snapshot of confluentinc/librdkafka was given (LIBRDKAFKA_GIT=...) and none was built before in $(LIBRDKAFKA_CACHE); their tests will skip"; \
+			exit 0; \
+		fi; \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 			missing=""; \
 			for p in $(LIBRDKAFKA_BUILD_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -116,9 +124,9 @@ $(LIBRDKAFKA_STAMP):
 		  { ./configure --disable-lz4-ext --disable-curl --disable-gssapi >build.log 2>&1 && \
 		    $(MAKE) -j$$(nproc) libs >>build.log 2>&1 && $(MAKE) -j$$(nproc) -C tests build >>build.log 2>&1 || \
 		    { tail -30 build.log; exit 1; }; } ) && \
-		touch $(LIBRDKAFKA_CACHE)/.installed && \
-		mkdir -p $(dir $(LIBRDKAFKA_PEER)) && ln -sfn $(LIBRDKAFKA_CACHE) $(LIBRDKAFKA_PEER); \
-	fi
+		touch $(LIBRDKAFKA_CACHE)/.installed || exit 1; \
+	fi; \
+	mkdir -p $(dir $(LIBRDKAFKA_PEER)) && ln -sfn $(LIBRDKAFKA_CACHE) $(LIBRDKAFKA_PEER)
 
 # The dashboard's charting library is vendored into the package, so run time needs no Node; this refreshes
 # it from npm at the pinned version.
