@@ -109,8 +109,10 @@ def test_preferred_election_with_kafkas_tool(cluster):
     assert "Successfully completed leader election (PREFERRED) for partitions" in everything
     assert all(f"__consumer_offsets-{i}" in everything for i in displaced), everything
     assert "elect-preferred" not in everything  # elections not needed are left out of an all-partitions answer
-    assert all(p["leader_id"] == p["replica_nodes"][0] for i in cluster.ids
-               for t in cluster.metadata(i)["topics"] for p in t["partitions"])
+    # the tool returns once the Raft leader committed the elections; each broker applies them within a heartbeat
+    wait_until(lambda: all(p["leader_id"] == p["replica_nodes"][0] for i in cluster.ids
+                           for t in cluster.metadata(i)["topics"] for p in t["partitions"]),
+               5, interval=0.05, message="every broker to see every partition on its preferred leader")
 
 
 def test_unclean_election_and_the_last_isr_member_still_stops(cluster):
