@@ -97,7 +97,8 @@ def test_preferred_election_with_kafkas_tool(cluster):
 
     printed = elect(cluster, "--election-type", "PREFERRED", "--topic", "elect-preferred", "--partition", "0")
     assert "Successfully completed leader election (PREFERRED) for partitions elect-preferred-0" in printed
-    assert leaders(cluster, "elect-preferred", 1) == {0: 1, 1: 2, 2: 3}
+    wait_until(lambda: leaders(cluster, "elect-preferred", 1) == {0: 1, 1: 2, 2: 3}, 5, interval=0.05,
+               message="broker 1 to see itself elected")
     again = elect(cluster, "--election-type", "PREFERRED", "--topic", "elect-preferred", "--partition", "0")
     assert "Valid replica already elected for partitions elect-preferred-0" in again
 
