@@ -221,6 +221,73 @@ def probe_metric_families(ctx: ApplicationContext) -> list[Metric]:
     return sorted((family for family in every if family.samples), key=lambda family: family.name)
 
 
+TOPIC_PARTITION_LABELS = ("cluster", "topic", "partition")
+
+
+async def topic_health_metric_families(ctx: ApplicationContext) -> list[Metric]:
+    """Not Burrow's: topic and partition health of the clusters whose modules read it
+    (burrowpy.coordinators.topic_health). The high watermark is Burrow's burrow_kafka_topic_partition_offset."""
+    def partition_gauge(name: str, text: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, text, labels=TOPIC_PARTITION_LABELS)
+
+    def cluster_gauge(name: str, text: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, text, labels=("cluster",))
+
+    low = partition_gauge("burrow_kafka_topic_partition_low_watermark", "Earliest offset still in the partition's log")
+    size = partition_gauge("burrow_kafka_topic_partition_size_bytes",
+                           "Size on disk of the partition's log on its leader (DescribeLogDirs)")
+    replicas = partition_gauge("burrow_kafka_topic_partition_replicas", "Replicas the partition is assigned to")
+    in_sync = partition_gauge("burrow_kafka_topic_partition_in_sync_replicas", "Replicas in the partition's ISR")
+    leader = partition_gauge("burrow_kafka_topic_partition_leader", "Broker id of the partition's leader (-1: none)")
+    under_replicated = partition_gauge("burrow_kafka_topic_partition_under_replicated",
+                                       "1 while the partition's ISR is smaller than its replica list")
+    min_isr = GaugeMetricFamily("burrow_kafka_topic_min_insync_replicas", "The topic's min.insync.replicas",
+                                labels=("cluster", "topic"))
+    rate = GaugeMetricFamily(
+        "burrow_kafka_topic_produce_records_per_second", "Records per second written to the topic over the "
+        "storage window (absent until every partition has two offset samples)", labels=("cluster", "topic"))
+    counts = {
+        "under_replicated": cluster_gauge("burrow_kafka_cluster_under_replicated_partitions",
+                                          "Partitions whose ISR is smaller than their replica list"),
+        "under_min_isr": cluster_gauge("burrow_kafka_cluster_under_min_isr_partitions", "Partitions without a "
+                                       "leader or with fewer in-sync replicas than their topic's min.insync.replicas"),
+        "offline": cluster_gauge("burrow_kafka_cluster_offline_partitions",
+                                 "Partitions without a leader on a live broker"),
+    }
+    brokers = cluster_gauge("burrow_kafka_cluster_brokers", "Live brokers in the cluster's metadata")
+    read_at = cluster_gauge("burrow_kafka_cluster_health_read_timestamp_seconds",
+                            "When the topic health figures were last read")
+    for cluster, module in sorted(ctx.modules.get("cluster", {}).items()):
+        health = getattr(module, "health", None)
+        if health is None:
+            continue
+        for key, count in health.counts().items():
+            counts[key].add_metric([cluster], count)
+        brokers.add_metric([cluster], len(health.live_brokers))
+        read_at.add_metric([cluster], health.read_at_ms / 1000)
+        topics = sorted(health.topics)
+        rates = await asyncio.gather(*(module.produce_rates(topic) for topic in topics))
+        for topic, topic_rates in zip(topics, rates, strict=True):
+            partitions = health.topics[topic]
+            if topic in health.min_isr:
+                min_isr.add_metric([cluster, topic], health.min_isr[topic])
+            if partitions and len(topic_rates) >= len(partitions) and None not in topic_rates:
+                rate.add_metric([cluster, topic], sum(topic_rates))
+            for index, partition in enumerate(partitions):
+                labels = [cluster, topic, str(index)]
+                if partition.low_watermark is not None:
+                    low.add_metric(labels, partition.low_watermark)
+                if partition.size_bytes is not None:
+                    size.add_metric(labels, partition.size_bytes)
+                replicas.add_metric(labels, len(partition.replicas))
+                in_sync.add_metric(labels, len(partition.isr))
+                leader.add_metric(labels, partition.leader)
+                under_replicated.add_metric(labels, int(partition.under_replicated()))
+    every = [low, size, replicas, in_sync, leader, under_replicated, min_isr, rate, *counts.values(), brokers,
+             read_at]
+    return sorted((family for family in every if family.samples), key=lambda family: family.name)
+
+
 class _Snapshot:
     """One scrape: the computed families followed by everything in the context's registry."""
 
@@ -236,6 +303,6 @@ class _Snapshot:
 async def render_metrics(ctx: ApplicationContext) -> tuple[bytes, str]:
     """The Prometheus text exposition of one scrape, and its content type."""
     families = sorted([*await burrow_metric_families(ctx), *probe_metric_families(ctx),
-                       *share_group_metric_families(ctx)],
+                       *share_group_metric_families(ctx), *await topic_health_metric_families(ctx)],
                       key=lambda family: family.name)
     return generate_latest(_Snapshot(families, ctx.registry)), CONTENT_TYPE_PLAIN_0_0_4
