@@ -442,16 +442,16 @@ def test_topic_health_alert_rules_fire(tmp_path):
             {"series": 'burrow_kafka_cluster_health_read_timestamp_seconds{cluster="local"}', "values": "0x20"},
         ],
         [
-            {"eval_time": "2m", "alertname": "KafkaOfflinePartitions", "exp_alerts": []},
-            fired("3m", "KafkaOfflinePartitions", "critical", "2 partitions of local are offline",
+            {"eval_time": "2m", "alertname": "KafkaClusterOfflinePartitions", "exp_alerts": []},
+            fired("3m", "KafkaClusterOfflinePartitions", "critical", "2 partitions of local are offline",
                   "Partitions without a leader on a live broker: nothing can be written to or read from them. "
                   "Topics: /ui/#/topics/local"),
-            {"eval_time": "4m", "alertname": "KafkaUnderReplicatedPartitions", "exp_alerts": []},
-            fired("5m", "KafkaUnderMinIsrPartitions", "critical",
+            {"eval_time": "4m", "alertname": "KafkaClusterUnderReplicatedPartitions", "exp_alerts": []},
+            fired("5m", "KafkaClusterUnderMinIsrPartitions", "critical",
                   "3 partitions of local are under their min.insync.replicas",
                   "Their in-sync replicas are fewer than the topic's min.insync.replicas: producers with acks=all "
                   "are refused (NOT_ENOUGH_REPLICAS). Topics: /ui/#/topics/local"),
-            fired("5m", "KafkaUnderReplicatedPartitions", "warning", "4 partitions of local are under-replicated",
+            fired("5m", "KafkaClusterUnderReplicatedPartitions", "warning", "4 partitions of local are under-replicated",
                   "For 5 minutes their ISR has been smaller than their replica list: a broker is down or cannot "
                   "keep up. Topics: /ui/#/topics/local"),
             {"eval_time": "9m", "alertname": "KafkaTopicHealthStale", "exp_alerts": []},
