@@ -112,16 +112,27 @@ class TopicHealthReader:
     def __init__(self, client: Any, log: Any) -> None:
         self._client = client
         self._log = log
+        self._told: dict[str, dict[str, int]] = {}  # per-topic errors last logged, by what was asked
+
+    def _tell_changed(self, what: str, errors: dict[str, int]) -> None:
+        """Log a request's per-topic errors when they differ from the last reading's: a topic the monitor may
+        not describe would otherwise be logged at every reading."""
+        if errors != self._told.get(what, {}):
+            self._told[what] = errors
+            if errors:
+                self._log.warning(f"{what} failed for some topics", error_codes=errors)
+            else:
+                self._log.info(f"{what} answers for every topic again")
 
     async def read(self, now_ms: int) -> ClusterHealth:
         metadata = await self._metadata()
         live = frozenset(broker["node_id"] for broker in metadata["brokers"])
         layout: dict[str, list[dict[str, Any]]] = {}
         for topic in metadata["topics"]:
-            if topic["error_code"]:
-                self._log.warning("topic metadata error", topic=topic["name"], error_code=topic["error_code"])
-                continue
-            layout[topic["name"]] = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+            if not topic["error_code"]:
+                layout[topic["name"]] = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+        self._tell_changed("Metadata", {topic["name"]: topic["error_code"] for topic in metadata["topics"]
+                                        if topic["error_code"]})
         min_isr, sizes, earliest = await asyncio.gather(
             self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
         topics: dict[str, list[PartitionHealth]] = {}
@@ -164,13 +175,11 @@ class TopicHealthReader:
             return {}
         found: dict[str, int] = {}
         for result in answer["results"]:
-            if result["error_code"]:
-                self._log.warning("describing a topic's configs failed", topic=result["resource_name"],
-                                  error_code=result["error_code"], error_message=result["error_message"])
-                continue
-            for config in result["configs"]:
+            for config in result["configs"] if not result["error_code"] else ():
                 if config["name"] == MIN_ISR and config["value"] is not None:
                     found[result["resource_name"]] = int(config["value"])
+        self._tell_changed("DescribeConfigs", {result["resource_name"]: result["error_code"]
+                                               for result in answer["results"] if result["error_code"]})
         return found
 
     async def _sizes(self, live: frozenset[int]) -> dict[tuple[str, int], dict[int, int]]:
