@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from cluster_harness import BrokerCluster
-from harness import wait_until
+from harness import Scrape, wait_until
 from loop_probe import baseline, probing, summary
 from probe_support import (
     PROBE_GROUP,
@@ -642,8 +642,7 @@ def test_monitor_counts_under_replicated_and_offline_partitions_of_a_stopped_bro
     partition of a replication-factor-3 topic with min.insync.replicas 3 is under-replicated and under its
     min ISR, and the replication-factor-1 partition the killed broker held is offline; the cluster's counts
     in /metrics are the ones Metadata gives, and all return to 0 once it is back."""
-    from harness import Scrape
-    from monitor_support import cluster_health_counts, topic_health
+    from monitor_support import cluster_health_counts, topic_health  # it needs the clients skipped above
 
     cluster.wait_healthy()
     bootstrap_node = 1
