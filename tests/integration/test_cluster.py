@@ -642,7 +642,8 @@ def test_monitor_counts_under_replicated_and_offline_partitions_of_a_stopped_bro
     partition of a replication-factor-3 topic with min.insync.replicas 3 is under-replicated and under its
     min ISR, and the replication-factor-1 partition the killed broker held is offline; the cluster's counts
     in /metrics are the ones Metadata gives, and all return to 0 once it is back."""
-    from monitor_support import cluster_health_counts, topic_health  # it needs the clients skipped above
+    # here, not at the top: monitor_support imports the clients the module is skipped without
+    from monitor_support import cluster_health_counts, topic_health
 
     cluster.wait_healthy()
     bootstrap_node = 1
