@@ -43,9 +43,9 @@ def monitor_config(bootstrap: str, http: str, log_level: str) -> dict[str, Any]:
         "storage": {"default": {"class-name": "inmemory", "intervals": 10, "expire-group": 604800}},
         "evaluator": {"default": {"class-name": "caching", "expire-cache": 2}},
         "httpserver": {"default": {"address": http}},
-        # Probes every second, so the dashboard's probe figures fill in quickly.
+        # Probes every second and topic health every 5 s, so the dashboard's figures fill in quickly.
         "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1,
-                              "topic-refresh": 10, "probe": True, "probe-interval": 1}},
+                              "topic-refresh": 10, "probe": True, "probe-interval": 1, "topic-health-refresh": 5}},
         "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap]}},
     }
 

@@ -468,6 +468,15 @@ class FetchTopic:
 
 
 @dataclass(slots=True)
+class FetchTopicRates:
+    """Not Burrow's: each partition's produce rate over the window (records/s, None without one yet)."""
+
+    cluster: str
+    topic: str
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
 class FetchConsumer:
     cluster: str
     group: str

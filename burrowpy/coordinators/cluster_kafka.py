@@ -9,7 +9,9 @@ Not Burrow's: after each poll it reads the timestamps of the records groups sit 
 (:mod:`burrowpy.coordinators.record_times`): at most ``time-lag-reads`` partitions per broker per poll,
 0 turns the reads off (lag in seconds is then interpolated from broker offset samples). After each poll it
 also reads the cluster's share groups (:mod:`burrowpy.coordinators.share_groups`) into windows of
-``share-group-intervals`` readings per share-partition (:mod:`burrowpy.evaluator.share`).
+``share-group-intervals`` readings per share-partition (:mod:`burrowpy.evaluator.share`). Every
+``topic-health-refresh`` seconds (0: never) it reads the topics' replicas, ISR, leaders, low watermarks and
+sizes on disk (:mod:`burrowpy.coordinators.topic_health`) into ``health``.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from burrowpy.coordinators import probe
 from burrowpy.coordinators.kafka_client import client_settings
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.coordinators.share_groups import ShareGroupReader
+from burrowpy.coordinators.topic_health import ClusterHealth, TopicHealthReader
 from burrowpy.evaluator.share import ShareGroupWindows
 from burrowpy.protocol import (
     FetchConsumers,
     FetchRecordTimeWants,
+    FetchTopicRates,
     SetBrokerOffset,
     SetDeleteGroup,
     SetDeleteTopic,
@@ -36,7 +40,7 @@ from burrowpy.protocol import (
 )
 
 KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
-        "time-lag-reads", "share-group-intervals", *probe.KEYS)
+        "time-lag-reads", "share-group-intervals", "topic-health-refresh", *probe.KEYS)
 
 
 class KafkaCluster:
@@ -58,6 +62,8 @@ class KafkaCluster:
         self._record_times: RecordTimeReader | None = None
         self.share_groups = ShareGroupWindows(name, section.get_int("share-group-intervals", 10, minimum=1))
         self._share_reader: ShareGroupReader | None = None
+        self.health_refresh = section.get_int("topic-health-refresh", 30, minimum=0)
+        self.health: ClusterHealth | None = None  # the latest reading of the topics' health
         self.log_ends: dict[tuple[str, int], int] = {}  # the newest broker offset of each partition
         self.topics: dict[str, int] = {}  # topic -> partition count
         self.leaders: dict[tuple[str, int], int] = {}
@@ -83,6 +89,9 @@ class KafkaCluster:
         await self._read_share_groups()
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
         self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
+        if self.health_refresh:
+            self._tasks.append(asyncio.create_task(self._health_loop(TopicHealthReader(self._client, self.log)),
+                                                   name=f"cluster-{self.name}-health"))
         if self.probe_settings is not None:
             self.probe = probe.EndToEndProbe(self.name, self.servers, self.settings, self.probe_settings,
                                              self.ctx.clock, self.log)
@@ -132,6 +141,15 @@ class KafkaCluster:
             await self._share_reader.read(self.log_ends, int(self.ctx.clock.time() * 1000))
         except Exception as exc:
             self.log.warning("reading share groups failed", error=repr(exc))
+
+    async def _health_loop(self, reader: TopicHealthReader) -> None:
+        while True:
+            try:
+                self.health = await reader.read(int(self.ctx.clock.time() * 1000))
+            except Exception as exc:
+                # the previous reading stays: its read_at tells how old it is
+                self.log.warning("reading topic health failed", error=repr(exc))
+            await asyncio.sleep(self.health_refresh)
 
     async def _topic_timer(self) -> None:
         while True:
@@ -213,6 +231,18 @@ class KafkaCluster:
         answers = await self._record_times.read(wants, self.leaders)
         if answers:
             self.ctx.submit(SetRecordTimes(cluster=self.name, times=answers))
+
+    async def produce_rates(self, topic: str) -> list[float | None]:
+        """Each partition's produce rate over the storage window, by partition index."""
+        return await self.ctx.fetch(FetchTopicRates(cluster=self.name, topic=topic, reply=self.ctx.new_reply())) or []
+
+    async def topic_health(self, topic: str) -> dict[str, Any] | None:
+        """The topic's health figures (:meth:`ClusterHealth.topic_json`), None before a reading has it."""
+        if self.health is None or topic not in self.health.topics:
+            return None
+        count = len(self.health.topics[topic])
+        return self.health.topic_json(topic, [self.log_ends.get((topic, index)) for index in range(count)],
+                                      await self.produce_rates(topic))
 
     async def reap_groups(self) -> None:
         listed = {group for group, _protocol in await self._admin.list_consumer_groups()}

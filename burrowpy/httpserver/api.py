@@ -175,7 +175,11 @@ class BurrowApi:
                                     topic=request.match_info["topic"])
         if offsets is None:
             return error(request, 404, "cluster or topic not found")
-        return ok(request, "topic offsets returned", offsets=list(offsets))
+        # Not Burrow's: the topic's health (burrowpy.coordinators.topic_health), null until it is read.
+        module = self.ctx.modules.get("cluster", {}).get(request.match_info["cluster"])
+        reader = getattr(module, "topic_health", None)
+        health = await reader(request.match_info["topic"]) if reader is not None else None
+        return ok(request, "topic offsets returned", offsets=list(offsets), health=health)
 
     async def topic_consumers(self, request: web.Request) -> web.Response:
         groups = await self._fetch(FetchConsumersForTopic, cluster=request.match_info["cluster"],

@@ -32,6 +32,7 @@ from burrowpy.protocol import (
     FetchConsumersForTopic,
     FetchRecordTimeWants,
     FetchTopic,
+    FetchTopicRates,
     FetchTopics,
     SetBrokerOffset,
     SetConsumerOffset,
@@ -53,7 +54,7 @@ _BATCH = 512
 
 _GROUP_SCOPED = (SetConsumerOffset, SetConsumerOffsets, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
                  ClearConsumerOwners, FetchConsumer)
-_TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchConsumersForTopic)
+_TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchTopicRates, FetchConsumersForTopic)
 _CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
 
 # Drop reasons worth a warning (Burrow warns about these); every other drop is routine and logged at debug.
@@ -125,6 +126,7 @@ class InMemoryStorage:
             FetchConsumers: lambda r: _resolve(r.reply, self.state.consumer_names(r.cluster)),
             FetchTopics: lambda r: _resolve(r.reply, self.state.topic_names(r.cluster)),
             FetchTopic: lambda r: _resolve(r.reply, self.state.topic_offsets(r.cluster, r.topic)),
+            FetchTopicRates: lambda r: _resolve(r.reply, self.state.topic_rates(r.cluster, r.topic)),
             FetchRecordTimeWants: lambda r: _resolve(r.reply, self.state.record_time_wants(r.cluster)),
             SetRecordTimes: lambda r: self._dropped(self.state.set_record_times(r), r),
             FetchConsumersForTopic: lambda r: _resolve(r.reply, self.state.consumers_of_topic(r.cluster, r.topic)),

@@ -193,3 +193,11 @@ class BrokerRing:
     def newest(self) -> int | None:
         samples = self._samples
         return samples[-2] if samples else None
+
+    def rate(self) -> float | None:
+        """Records per second the log end grew by over the window; None with fewer than two samples at
+        different times, or when it went back (a truncated log: no rate spans that)."""
+        samples = self._samples
+        if len(samples) < 4 or samples[-1] <= samples[1] or samples[-2] < samples[0]:
+            return None
+        return (samples[-2] - samples[0]) * 1000 / (samples[-1] - samples[1])

@@ -367,6 +367,12 @@ class StorageState:
             return None
         return [newest for newest in (ring.newest() for ring in rings) if newest is not None]
 
+    def topic_rates(self, cluster_name: str, topic: str) -> list[float | None] | None:
+        """Each partition's produce rate over its window, by partition index."""
+        cluster = self.clusters.get(cluster_name)
+        rings = cluster.brokers.get(topic) if cluster is not None else None
+        return None if rings is None else [ring.rate() for ring in rings]
+
     def consumers_of_topic(self, cluster_name: str, topic: str) -> list[str] | None:
         cluster = self.clusters.get(cluster_name)
         if cluster is None:

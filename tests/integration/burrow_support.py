@@ -77,6 +77,7 @@ class MonitorSettings:
     # ZooKeeper-committed offsets: (hosts, zookeeper-path) for a kafka_zk consumer module named local_zk
     zookeeper_offsets: tuple[str, str] | None = None
     log_level: str = "info"
+    topic_health_refresh: int | None = None  # burrowpy's own (None: its default)
 
 
 class MonitorProcess(abc.ABC):
@@ -286,6 +287,8 @@ class BurrowpyProcess(MonitorProcess):
                                   "topic-refresh": s.topic_refresh, "share-group-intervals": s.intervals}},
             "consumer": {CONSUMER: {"class-name": "kafka", "cluster": CLUSTER, "servers": [s.bootstrap]}},
         }
+        if s.topic_health_refresh is not None:
+            config["cluster"][CLUSTER]["topic-health-refresh"] = s.topic_health_refresh
         if s.zookeeper_offsets is not None:
             hosts, path = s.zookeeper_offsets
             config["consumer"][f"{CONSUMER}_zk"] = {"class-name": "kafka_zk", "cluster": CLUSTER, "servers": [hosts],

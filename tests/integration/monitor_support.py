@@ -22,7 +22,7 @@ from burrow_support import CLUSTER, CONSUMER, BurrowpyProcess, MonitorProcess
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import wait_until
+from harness import Scrape, wait_until
 from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as PythonPartition
@@ -217,3 +217,15 @@ def committing(client: str, bootstrap: str, group: str, topic: str, offsets_for:
         yield loop
     finally:
         loop.stop()
+
+
+def topic_health(monitor: MonitorProcess, topic: str) -> dict | None:
+    """burrowpy's health figures of the topic (``health`` in ``GET /v3/kafka/{cluster}/topic/{topic}``)."""
+    status, body = monitor.get(f"/v3/kafka/{CLUSTER}/topic/{topic}")
+    return body["health"] if status == 200 else None
+
+
+def cluster_health_counts(scrape: Scrape) -> dict[str, float]:
+    """The cluster's under-replicated, under-min-ISR and offline partition counts from /metrics."""
+    return {kind: scrape.value(f"burrow_kafka_cluster_{kind}_partitions", cluster=CLUSTER)
+            for kind in ("under_replicated", "under_min_isr", "offline")}

@@ -15,9 +15,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from burrow_support import CLUSTER, MonitorSettings
+from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from cluster_harness import BrokerCluster
-from harness import wait_until
+from harness import Scrape, wait_until
 from loop_probe import baseline, probing, summary
 from probe_support import (
     PROBE_GROUP,
@@ -635,3 +635,79 @@ def test_create_topics_at_once_on_two_brokers_stay_within_max_partitions(tmp_pat
                    message="every broker to know the one topic created, and no other")
     finally:
         brokers.stop()
+
+
+def test_monitor_counts_under_replicated_and_offline_partitions_of_a_stopped_broker(cluster, tmp_path):
+    """Topic health (burrowpy.coordinators.topic_health) on three brokers of ours: with one killed, every
+    partition of a replication-factor-3 topic with min.insync.replicas 3 is under-replicated and under its
+    min ISR, and the replication-factor-1 partition the killed broker held is offline; the cluster's counts
+    in /metrics are the ones Metadata gives, and all return to 0 once it is back."""
+    # here, not at the top: monitor_support imports the clients the module is skipped without
+    from monitor_support import cluster_health_counts, topic_health
+
+    cluster.wait_healthy()
+    bootstrap_node = 1
+    assert cluster.create_topic(bootstrap_node, "health-rf3", 3, 3, {"min.insync.replicas": "3"})["error_code"] == 0
+    assert cluster.create_topic(bootstrap_node, "health-rf1", 3, 1)["error_code"] == 0
+    cluster.wait_healthy()
+    leaders = {p: info["leader_id"] for p, info in cluster.partitions("health-rf1").items()}
+    victim = next(b for b in (3, 2) if b in leaders.values())
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    for partition in range(3):
+        for topic in ("health-rf3", "health-rf1"):
+            for number in range(10 * (partition + 1)):
+                producer.produce(topic, b"record %d" % number, partition=partition)
+    assert producer.flush(30) == 0
+    del producer  # librdkafka would keep reconnecting to the killed broker
+    settings = MonitorSettings(cluster.brokers[bootstrap_node].bootstrap, intervals=3, offset_refresh=1,
+                               topic_refresh=1, expire_cache=1, topic_health_refresh=1)
+    with BurrowpyProcess(tmp_path / "burrowpy", settings) as monitor:
+        def read_in_full() -> dict | None:
+            health = topic_health(monitor, "health-rf3")
+            return health if health and [p["high_watermark"] for p in health["partitions"]] == [10, 20, 30] \
+                and health["produce_rate"] is not None else None
+
+        health = wait_until(read_in_full, 30, interval=0.2, message="the health of health-rf3")
+        assert health["min_insync_replicas"] == 3
+        assert health["produce_rate"] == 0.0 and health["size_bytes"] > 0
+        for row in health["partitions"]:
+            assert sorted(row["replicas"]) == sorted(row["isr"]) == cluster.ids
+            assert row["leader"] in cluster.ids and row["low_watermark"] == 0 and row["size_bytes"] > 0
+            assert not (row["under_replicated"] or row["under_min_isr"] or row["offline"])
+        assert cluster_health_counts(Scrape(monitor.port)) == dict.fromkeys(
+            ("under_replicated", "under_min_isr", "offline"), 0)
+
+        cluster.kill(victim)
+        survivor = next(b for b in cluster.running() if b != victim)
+
+        def expected_counts() -> dict[str, float]:
+            """The counts as the survivors' Metadata gives them (min ISR 3 only on health-rf3; 1 elsewhere)."""
+            view = cluster.metadata(survivor)
+            live = {b["node_id"] for b in view["brokers"]}
+            counts = dict.fromkeys(("under_replicated", "under_min_isr", "offline"), 0)
+            for topic in view["topics"]:
+                for part in topic["partitions"]:
+                    leaderless = part["leader_id"] not in live
+                    counts["under_replicated"] += len(part["isr_nodes"]) < len(part["replica_nodes"])
+                    counts["under_min_isr"] += leaderless or (topic["name"] == "health-rf3"
+                                                              and len(part["isr_nodes"]) < 3)
+                    counts["offline"] += leaderless
+            return counts
+
+        def degraded() -> bool:
+            rf3, rf1 = topic_health(monitor, "health-rf3"), topic_health(monitor, "health-rf1")
+            return (all(p["under_replicated"] and p["under_min_isr"] for p in rf3["partitions"])
+                    and [p["offline"] for p in rf1["partitions"]] == [leaders[p] == victim for p in range(3)])
+
+        wait_until(degraded, 30, interval=0.2, message="the monitor to see the killed broker's partitions")
+        wait_until(lambda: (c := cluster_health_counts(Scrape(monitor.port))) == expected_counts() and c, 30,
+                   interval=0.5, message="the cluster's counts to match Metadata")
+        counts = cluster_health_counts(Scrape(monitor.port))
+        assert counts["offline"] >= list(leaders.values()).count(victim) and counts["under_replicated"] >= 3
+        assert Scrape(monitor.port).value("burrow_kafka_cluster_brokers", cluster=CLUSTER) == 2
+
+        cluster.restart(victim)
+        cluster.wait_healthy()
+        wait_until(lambda: cluster_health_counts(Scrape(monitor.port)) == dict.fromkeys(
+            ("under_replicated", "under_min_isr", "offline"), 0), 30, interval=0.5,
+            message="the counts back to 0")

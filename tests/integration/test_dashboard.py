@@ -425,6 +425,43 @@ def test_share_group_alert_fires(tmp_path):
         tmp_path)
 
 
+def test_topic_health_alert_rules_fire(tmp_path):
+    def fired(eval_time: str, alertname: str, severity: str, summary: str, description: str) -> dict:
+        return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": [{
+            "exp_labels": {"severity": severity, "cluster": "local"},
+            "exp_annotations": {"summary": summary, "description": description}}]}
+
+    check_alert_rules(
+        "prometheus-alerts.yml",
+        [
+            {"series": 'burrow_kafka_cluster_offline_partitions{cluster="local"}', "values": "0 0 2x20"},
+            {"series": 'burrow_kafka_cluster_offline_partitions{cluster="fine"}', "values": "0x20"},
+            {"series": 'burrow_kafka_cluster_under_min_isr_partitions{cluster="local"}', "values": "3x20"},
+            {"series": 'burrow_kafka_cluster_under_replicated_partitions{cluster="local"}', "values": "4x20"},
+            # read at 0 s, then never again
+            {"series": 'burrow_kafka_cluster_health_read_timestamp_seconds{cluster="local"}', "values": "0x20"},
+        ],
+        [
+            {"eval_time": "2m", "alertname": "KafkaClusterOfflinePartitions", "exp_alerts": []},
+            fired("3m", "KafkaClusterOfflinePartitions", "critical", "2 partitions of local are offline",
+                  "Partitions without a leader on a live broker: nothing can be written to or read from them. "
+                  "Topics: /ui/#/topics/local"),
+            {"eval_time": "4m", "alertname": "KafkaClusterUnderReplicatedPartitions", "exp_alerts": []},
+            fired("5m", "KafkaClusterUnderMinIsrPartitions", "critical",
+                  "3 partitions of local are under their min.insync.replicas",
+                  "Their in-sync replicas are fewer than the topic's min.insync.replicas: producers with acks=all "
+                  "are refused (NOT_ENOUGH_REPLICAS). Topics: /ui/#/topics/local"),
+            fired("5m", "KafkaClusterUnderReplicatedPartitions", "warning", "4 partitions of local are under-replicated",
+                  "For 5 minutes their ISR has been smaller than their replica list: a broker is down or cannot "
+                  "keep up. Topics: /ui/#/topics/local"),
+            {"eval_time": "9m", "alertname": "KafkaTopicHealthStale", "exp_alerts": []},
+            fired("11m", "KafkaTopicHealthStale", "warning", "Topic health of local was last read 11m 0s ago",
+                  "The monitor could not read the cluster's Metadata for over 5 minutes: the partition counts "
+                  "are out of date. See the monitor's log."),
+        ],
+        tmp_path)
+
+
 # Metrics served only while some group is in a given state, which the demo's groups may not reach within the
 # wait below (a group is catching up only while its lag shrinks faster than the noise): the module that puts a
 # group in that state and checks the metric is served.

@@ -131,12 +131,28 @@ async def test_history_of_a_group_and_since(ctx, client, trends):  # noqa: F811
 
 async def test_topic_summary_lists_offsets_and_readers(client):
     body = await get_json(client, "/ui/api/topics/local")
-    assert body["topics"] == [
-        {"topic": "audit", "offsets": [42], "consumers": []},
-        {"topic": "orders", "offsets": [1000, 2000], "consumers": ["healthy", "stuck"]},
+    assert body["topics"] == [  # no topic health read (burrowpy.coordinators.topic_health): none shown
+        {"topic": "audit", "offsets": [42], "consumers": [], "health": None},
+        {"topic": "orders", "offsets": [1000, 2000], "consumers": ["healthy", "stuck"], "health": None},
     ]
+    assert body["health"] is None
     body = await get_json(client, "/ui/api/topics/elsewhere", status=404)
     assert body == {"error": True, "message": "cluster not found"}
+
+
+async def test_topic_summary_with_health(client, ctx):  # noqa: F811
+    from burrowpy.coordinators.topic_health import ClusterHealth, PartitionHealth
+
+    ctx.modules["cluster"]["local"].health = ClusterHealth(1_700_000_000_000, frozenset({1, 2}), {
+        "orders": [PartitionHealth(1, (1, 2), (1,), size_bytes=10), PartitionHealth(3, (3,), (3,), size_bytes=5)],
+        "audit": [PartitionHealth(2, (2,), (2,), size_bytes=7)]}, {"orders": 2, "audit": 1})
+    body = await get_json(client, "/ui/api/topics/local")
+    assert body["health"] == {"under_replicated": 1, "under_min_isr": 2, "offline": 1, "brokers": 2,
+                              "read_at": 1_700_000_000_000}
+    orders = next(topic for topic in body["topics"] if topic["topic"] == "orders")["health"]
+    assert "partitions" not in orders
+    assert (orders["size_bytes"], orders["under_replicated"], orders["under_min_isr"], orders["offline"]) == \
+        (15, 1, 2, 1)
 
 
 async def test_history_is_bounded_and_forgets_deleted_groups(ctx):  # noqa: F811

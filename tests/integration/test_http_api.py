@@ -162,6 +162,7 @@ async def test_topics(client):
     assert (await get_json(client, "/v3/kafka/local/topic"))["topics"] == ["audit", "orders"]
     body = await get_json(client, "/v3/kafka/local/topic/orders")
     assert (body["message"], body["offsets"]) == ("topic offsets returned", [1000, 2000])
+    assert list(body) == ["error", "message", "offsets", "health", "request"] and body["health"] is None
     body = await get_json(client, "/v3/kafka/local/topic/orders/consumers")
     assert (body["message"], body["consumers"]) == ("consumers of topic returned", ["healthy", "stuck"])
     assert (await get_json(client, "/v3/kafka/local/topic/audit/consumers"))["consumers"] == []
@@ -173,6 +174,51 @@ async def test_topics(client):
     ):
         body = await get_json(client, path, status=404)
         assert (body["error"], body["message"]) == (True, message)
+
+
+async def test_topic_health_in_the_topic_detail_and_metrics(client, ctx):
+    from burrowpy.coordinators.topic_health import ClusterHealth, PartitionHealth
+
+    module = ctx.modules["cluster"]["local"]
+    module.log_ends.update({("orders", 0): 1000, ("orders", 1): 2000})
+    module.health = ClusterHealth(NOW * 1000, frozenset({1, 2}), {
+        "orders": [PartitionHealth(1, (1, 2, 3), (1, 2), (3,), low_watermark=10, size_bytes=4096),
+                   PartitionHealth(-1, (3,), (3,), (3,))],
+        "audit": [PartitionHealth(2, (2, 1), (2, 1), low_watermark=0, size_bytes=100)],
+    }, {"orders": 2, "audit": 1})
+    body = await get_json(client, "/v3/kafka/local/topic/orders")
+    assert body["offsets"] == [1000, 2000]  # Burrow's fields as they were
+    health = body["health"]
+    # orders/0 went from 0 to 1000 in the minute of its two samples; orders/1 has one sample: no rate
+    assert health["partitions"] == [
+        {"partition": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1, 2], "offline_replicas": [3],
+         "high_watermark": 1000, "low_watermark": 10, "produce_rate": pytest.approx(1000 / 60), "size_bytes": 4096,
+         "under_replicated": True, "under_min_isr": False, "offline": False},
+        {"partition": 1, "leader": -1, "replicas": [3], "isr": [3], "offline_replicas": [3],
+         "high_watermark": 2000, "low_watermark": None, "produce_rate": None, "size_bytes": None,
+         "under_replicated": False, "under_min_isr": True, "offline": True}]
+    assert {key: value for key, value in health.items() if key != "partitions"} == {
+        "read_at": NOW * 1000, "min_insync_replicas": 2, "size_bytes": None, "produce_rate": None,
+        "under_replicated": 1, "under_min_isr": 1, "offline": 1}
+    assert (await get_json(client, "/v3/kafka/local/topic/audit"))["health"]["size_bytes"] == 100
+
+    series = burrow_series(scrape_samples(await (await client.get("/metrics")).text()))
+    assert series["burrow_kafka_cluster_under_replicated_partitions"] == {("local",): 1}
+    assert series["burrow_kafka_cluster_under_min_isr_partitions"] == {("local",): 1}
+    assert series["burrow_kafka_cluster_offline_partitions"] == {("local",): 1}
+    assert series["burrow_kafka_cluster_brokers"] == {("local",): 2}
+    assert series["burrow_kafka_topic_partition_leader"] == {
+        ("local", "0", "audit"): 2, ("local", "0", "orders"): 1, ("local", "1", "orders"): -1}
+    assert series["burrow_kafka_topic_partition_in_sync_replicas"][("local", "0", "orders")] == 2
+    assert series["burrow_kafka_topic_partition_replicas"][("local", "0", "orders")] == 3
+    assert series["burrow_kafka_topic_partition_under_replicated"][("local", "0", "orders")] == 1
+    assert series["burrow_kafka_topic_partition_low_watermark"] == {("local", "0", "audit"): 0,
+                                                                    ("local", "0", "orders"): 10}
+    assert series["burrow_kafka_topic_partition_size_bytes"] == {("local", "0", "audit"): 100,
+                                                                 ("local", "0", "orders"): 4096}
+    assert series["burrow_kafka_topic_min_insync_replicas"] == {("local", "audit"): 1, ("local", "orders"): 2}
+    # only topics whose every partition has a rate: audit's one sample gives none, orders/1 neither
+    assert "burrow_kafka_topic_produce_records_per_second" not in series
 
 
 async def test_consumer_list_and_detail(client):

@@ -13,6 +13,7 @@ decode.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer, TopicPartition
-from harness import wait_until
+from harness import Scrape, wait_until
 from kafka_harness import JavaApp, java_peer
-from monitor_support import broker_offsets, committing, create_topic, produce
+from monitor_support import (
+    broker_offsets,
+    cluster_health_counts,
+    committing,
+    create_topic,
+    produce,
+    topic_health,
+)
 from test_dashboard import browser, screenshot  # noqa: F401 (the dashboard's chromium, for the share groups' card)
 
 from broker.protocol import consumer_offsets
@@ -37,7 +45,7 @@ INTERVALS = 4
 @pytest.fixture(scope="module")
 def monitor(kafka, tmp_path_factory) -> Iterator[BurrowpyProcess]:
     settings = MonitorSettings(kafka.bootstrap, intervals=INTERVALS, offset_refresh=1, topic_refresh=1,
-                               expire_cache=1)
+                               expire_cache=1, topic_health_refresh=1)
     with BurrowpyProcess(tmp_path_factory.mktemp("monitor") / "burrowpy", settings) as running:
         yield running
 
@@ -345,6 +353,87 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
                  if line.startswith("burrow_kafka_share_group_partition_lag{") and f'share_group="{group}"' in line}
     assert lag_lines == {f'burrow_kafka_share_group_partition_lag{{cluster="{CLUSTER}",partition="{n}",'
                          f'share_group="{group}",topic="{topic}"}} {float(lag)}' for n, (_, lag) in expected.items()}
+
+
+LOG_DIRS_TOOL = "org.apache.kafka.tools.LogDirsCommand"
+
+
+def test_topic_health(kafka, monitor, producer, browser):  # noqa: F811
+    """Topic health (burrowpy.coordinators.topic_health) on Kafka 4.4: the low watermark follows Kafka's
+    DeleteRecords, the sizes on disk are those of Kafka's ``kafka-log-dirs`` tool, replicas / ISR / leader
+    and min.insync.replicas are Kafka's, the produce rate shows on the partition records go to, and a
+    healthy single node counts no under-replicated, under-min-ISR or offline partition; the dashboard's
+    Topics view and topic page show the figures."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = "health-orders"
+    create_topic(kafka.bootstrap, topic, 2)
+    produce(producer, topic, 0, 50)
+    produce(producer, topic, 1, 80)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 20)]).values():
+        future.result(30)
+    with ThreadPoolExecutor(1) as tool:  # Kafka's tool starts a JVM: run it while the monitor reads
+        described = tool.submit(java_peer, LOG_DIRS_TOOL, "--bootstrap-server", kafka.bootstrap, "--describe",
+                                "--topic-list", topic)
+
+        def read() -> dict | None:
+            health = topic_health(monitor, topic)
+            return health if health and [(p["low_watermark"], p["high_watermark"]) for p in health["partitions"]] \
+                == [(20, 50), (0, 80)] else None
+
+        health = wait_until(read, 30, interval=0.2, message=f"the health of {topic}")
+        output = described.result(120).stdout
+    json_line = next(line for line in output.splitlines() if line.startswith("{"))
+    sizes = {entry["partition"]: entry["size"] for broker in json.loads(json_line)["brokers"]
+             for log_dir in broker["logDirs"] for entry in log_dir["partitions"]}
+    assert {f"{topic}-{p['partition']}": p["size_bytes"] for p in health["partitions"]} == sizes
+    assert all(size > 0 for size in sizes.values())
+    assert health["size_bytes"] == sum(sizes.values()) and health["min_insync_replicas"] == 1
+    for row in health["partitions"]:
+        assert (row["leader"], row["replicas"], row["isr"], row["offline_replicas"]) == (1, [1], [1], [])
+        assert not (row["under_replicated"] or row["under_min_isr"] or row["offline"])
+
+    fed = threading.Event()
+
+    def feed() -> None:
+        while not fed.wait(0.02):
+            producer.produce(topic, value=b"order", partition=1)
+            producer.poll(0)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        def producing() -> dict | None:
+            rows = topic_health(monitor, topic)["partitions"]
+            return rows if rows[1]["produce_rate"] and rows[0]["produce_rate"] == 0.0 else None
+        rows = wait_until(producing, 30, interval=0.2, message=f"a produce rate on {topic}/1 only")
+    finally:
+        fed.set()
+        feeder.join(10)
+    assert 0 < rows[1]["produce_rate"] < 100, rows  # at most one record per 20 ms
+    scrape = Scrape(monitor.port)
+    assert cluster_health_counts(scrape) == {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+    assert scrape.value("burrow_kafka_cluster_brokers", cluster=CLUSTER) == 1
+    labels = {"cluster": CLUSTER, "topic": topic}
+    assert scrape.value("burrow_kafka_topic_partition_low_watermark", **labels, partition="0") == 20
+    assert scrape.value("burrow_kafka_topic_partition_size_bytes", **labels) >= sum(sizes.values())
+    assert scrape.value("burrow_kafka_topic_partition_in_sync_replicas", **labels, partition="1") == 1
+    assert scrape.value("burrow_kafka_topic_min_insync_replicas", **labels) == 1
+    assert scrape.value("burrow_kafka_topic_produce_records_per_second", **labels) > 0
+
+    browser.get(monitor.base + f"/ui/#/topics/{CLUSTER}")
+    row = f"tr[data-topic='{topic}']"
+    wait_until(lambda: (rows := browser.find_elements("css selector", row)) and "OK" in rows[0].text, 30,
+               interval=0.2, message=f"the Topics view's row of {topic}")
+    shown = browser.find_element("css selector", row).text
+    assert "B" in shown and "/s" in shown, shown  # a size and a produce rate
+    assert "1 broker · partitions: OK" in browser.find_element("css selector", ".cluster-health").text
+    screenshot(browser, "topic-health")
+    browser.get(monitor.base + f"/ui/#/topic/{CLUSTER}/{topic}")
+    wait_until(lambda: (cells := browser.find_elements("css selector", "tr[data-partition='0'] td"))
+               and cells[2].text == "20", 30, interval=0.2, message="the topic page's low watermark of partition 0")
+    assert browser.find_element("css selector", "tr[data-partition='0']").text.split()[-1] == "OK"
 
 
 def test_every_record_kafka_wrote_was_understood(monitor):

@@ -267,3 +267,18 @@ def test_broker_ring_keeps_the_last_values(intervals, values):
     # since: when the newest value was first read, once any value has changed
     changes = [number for number in range(1, len(values)) if values[number] != values[number - 1]]
     assert ring.since == (1000 * changes[-1] if changes else None)
+
+
+def test_broker_ring_rate_is_the_growth_over_its_window():
+    ring = BrokerRing(3)
+    assert ring.rate() is None
+    ring.add(100, 1_000)
+    assert ring.rate() is None  # one sample: no rate yet
+    ring.add(100, 1_000)
+    assert ring.rate() is None  # two samples at one time
+    ring.add(400, 4_000)
+    assert ring.rate() == 100.0  # 300 records in 3 s
+    ring.add(400, 5_000)
+    assert ring.rate() == 75.0  # the first sample left the window: 300 records from 1 s to 5 s
+    ring.add(0, 6_000)
+    assert ring.rate() is None  # the log went back (truncated or re-created): no rate spans that

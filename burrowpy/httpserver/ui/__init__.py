@@ -7,7 +7,8 @@ one group at a time; the summaries under ``/ui/api/`` spare the group list one r
 - ``/ui/api/groups``: every group of every cluster with its status, total lag, largest lag in seconds and
   the recent trend of its total lag;
 - ``/ui/api/history/{cluster}/{group}``: the group's sampled history (burrowpy.httpserver.ui.trends);
-- ``/ui/api/topics/{cluster}``: every topic with its partitions' newest offsets and the groups reading it.
+- ``/ui/api/topics/{cluster}``: every topic with its partitions' newest offsets, the groups reading it and
+  its health (burrowpy.coordinators.topic_health), and the cluster's partition counts.
 
 ``/`` stays Burrow's 404 for API clients; only a request that prefers ``text/html`` (a browser) is
 redirected to the dashboard.
@@ -130,9 +131,17 @@ class Dashboard:
         offsets = await asyncio.gather(*(self._fetch(FetchTopic, cluster=cluster, topic=t) for t in topics))
         readers = await asyncio.gather(*(self._fetch(FetchConsumersForTopic, cluster=cluster, topic=t)
                                          for t in topics))
-        return _json({**self._timing(), "cluster": cluster, "topics": [
-            {"topic": topic, "offsets": list(topic_offsets or []), "consumers": sorted(groups or [])}
-            for topic, topic_offsets, groups in zip(topics, offsets, readers, strict=True)]})
+        module = self.ctx.modules.get("cluster", {}).get(cluster)
+        reading = getattr(module, "health", None)
+        healths = await asyncio.gather(*(module.topic_health(t) for t in topics)) if reading is not None \
+            else [None] * len(topics)
+        summary = None if reading is None else {**reading.counts(), "brokers": len(reading.live_brokers),
+                                                "read_at": reading.read_at_ms}
+        return _json({**self._timing(), "cluster": cluster, "health": summary, "topics": [
+            {"topic": topic, "offsets": list(topic_offsets or []), "consumers": sorted(groups or []),
+             "health": None if health is None else {key: value for key, value in health.items()
+                                                    if key != "partitions"}}
+            for topic, topic_offsets, groups, health in zip(topics, offsets, readers, healths, strict=True)]})
 
 
 def mount_dashboard(app: web.Application, ctx: ApplicationContext, trends: GroupTrends | None) -> None:

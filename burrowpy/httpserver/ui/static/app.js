@@ -57,6 +57,26 @@
     return n === null || n === undefined ? DASH : Number(n).toLocaleString("en-US");
   }
 
+  function fmtBytes(n) {
+    if (n === null || n === undefined) return DASH;
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return `${i ? n.toFixed(n < 10 ? 1 : 0) : n} ${units[i]}`;
+  }
+
+  function fmtRate(r) {
+    if (r === null || r === undefined) return DASH;
+    return `${r >= 10 ? Math.round(r).toLocaleString("en-US") : Number(r.toPrecision(2))}/s`;
+  }
+
+  // A topic's or partition's replication problems as words ("OK" when none), from its health figures.
+  function replicationText(x) {
+    const problems = [["offline", "offline"], ["under_min_isr", "under min ISR"], ["under_replicated", "under-replicated"]]
+      .filter(([key]) => x[key]).map(([key, label]) => (x[key] === true ? label : `${x[key]} ${label}`));
+    return problems.length ? problems.join(" \u00b7 ") : "OK";
+  }
+
   function fmtSeconds(s) {
     if (s === null || s === undefined || Number.isNaN(s)) return DASH;
     if (s < 10) return `${s.toFixed(1)} s`;
@@ -528,17 +548,35 @@
     render() {
       if (!this.data) return;
       const text = this.filter.value.trim().toLowerCase();
-      const rows = this.data.topics.filter((t) => !text || t.topic.toLowerCase().includes(text)).map((t) =>
-        h("tr", { "data-topic": t.topic },
+      const rows = this.data.topics.filter((t) => !text || t.topic.toLowerCase().includes(text)).map((t) => {
+        const health = t.health || {};
+        const bad = health.offline || health.under_min_isr || health.under_replicated;
+        return h("tr", { "data-topic": t.topic, class: bad ? "unhealthy" : "" },
           h("td", { class: "wrap" }, h("a", { href: topicLink(this.cluster, t.topic) }, t.topic)),
           h("td", { class: "num" }, t.offsets.length),
           h("td", { class: "num" }, fmtInt(t.offsets.reduce((a, b) => a + b, 0))),
+          h("td", { class: "num" }, fmtRate(health.produce_rate)),
+          h("td", { class: "num" }, fmtBytes(health.size_bytes)),
+          h("td", { class: "replication" }, t.health ? replicationText(health) : DASH),
           h("td", { class: "wrap" }, t.consumers.length ? t.consumers.map((g, i) =>
-            [i ? ", " : "", h("a", { href: groupLink(this.cluster, g) }, g)]) : DASH)));
-      this.list.replaceChildren(table([{ label: "Topic" }, { label: "Partitions", num: true },
-        { label: "Log end offsets (sum)", num: true }, { label: "Read by" }], rows, "No topics."));
+            [i ? ", " : "", h("a", { href: groupLink(this.cluster, g) }, g)]) : DASH));
+      });
+      const summary = this.data.health;
+      this.list.replaceChildren(
+        summary ? h("div", { class: "cluster-health" + (summary.offline || summary.under_min_isr
+          || summary.under_replicated ? " unhealthy" : "") },
+        `${summary.brokers} ${summary.brokers === 1 ? "broker" : "brokers"} \u00b7 partitions: `,
+        replicationText(summary)) : "",
+        table([{ label: "Topic" }, { label: "Partitions", num: true }, { label: "Log end offsets (sum)", num: true },
+          { label: "Produce rate", num: true }, { label: "Size", num: true }, { label: "Replication" },
+          { label: "Read by" }], rows, "No topics."));
     }
   }
+
+  // The topic page's columns from the topic's health figures (GET /v3/kafka/:cluster/topic/:topic, "health").
+  const HEALTH_COLUMNS = [{ label: "Low watermark", num: true }, { label: "Produce rate", num: true },
+    { label: "Size", num: true }, { label: "Leader", num: true }, { label: "Replicas" }, { label: "ISR" },
+    { label: "Replication" }];
 
   class TopicPage {
     constructor(cluster, topic) {
@@ -565,9 +603,17 @@
         return { group: g, partitions };
       });
       const logEnds = offsets.offsets || [];
+      const health = offsets.health ? offsets.health.partitions : [];
+      const nodes = (list) => (list && list.length ? list.join(", ") : DASH);
       const rows = logEnds.map((end, partition) => h("tr", { "data-partition": partition },
         h("td", { class: "num" }, partition),
         h("td", { class: "num" }, fmtInt(end)),
+        ...(offsets.health ? ((p) => (p ? [
+          h("td", { class: "num" }, fmtInt(p.low_watermark)), h("td", { class: "num" }, fmtRate(p.produce_rate)),
+          h("td", { class: "num" }, fmtBytes(p.size_bytes)), h("td", { class: "num" }, p.leader < 0 ? "none" : p.leader),
+          h("td", null, nodes(p.replicas)), h("td", null, nodes(p.isr)),
+          h("td", { class: "replication" + (p.offline || p.under_min_isr || p.under_replicated ? " unhealthy" : "") },
+            replicationText(p))] : HEALTH_COLUMNS.map(() => h("td", null, DASH))))(health[partition]) : []),
         byGroup.map(({ partitions }) => {
           const p = partitions.get(partition);
           return h("td", { class: "num" }, p ? [badge(p.status), " ", fmtInt(p.current_lag), " \u00b7 ",
@@ -576,6 +622,7 @@
       this.list.replaceChildren(
         offsets.error ? h("div", { class: "error" }, offsets.message) : "",
         table([{ label: "Partition", num: true }, { label: "Log end offset", num: true },
+          ...(offsets.health ? HEALTH_COLUMNS : []),
           ...groups.map((g) => ({ label: h("a", { href: groupLink(this.cluster, g) }, g), num: true }))],
         rows, "No partitions."),
         groups.length ? h("div", { class: "note" }, "Each group: partition status, lag in messages \u00b7 time lag.") : "");

@@ -1,0 +1,230 @@
+"""Topic and broker health of a cluster, as KMinion reads it: replicas, ISR, leader, low watermark and size
+on disk of every partition, and the cluster's counts of under-replicated, under-min-ISR and offline
+partitions.
+
+One reading asks any live broker for Metadata (every topic: leader, replicas, ISR, offline replicas, and
+the live brokers) and for the topics' ``min.insync.replicas`` (DescribeConfigs), every live broker for the
+sizes of the replicas it hosts (DescribeLogDirs), and every leader for its partitions' earliest offsets
+(ListOffsets, timestamp -2). A request that fails leaves its figures unknown (None) in that reading and
+is logged; the others still count.
+
+The flags follow Kafka's ``kafka-topics --describe`` options: under-replicated when the ISR is smaller than
+the replica list, under-min-ISR when there is no leader or the ISR is smaller than the topic's
+``min.insync.replicas``, offline (``--unavailable-partitions``) when there is no leader or the leader is not
+a live broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.protocol.api import ApiKey
+from burrowpy.coordinators.codec_request import CodecRequest
+
+TOPIC_RESOURCE = 2  # DescribeConfigs resource type of a topic
+MIN_ISR = "min.insync.replicas"
+EARLIEST = -2  # ListOffsets timestamp of the log start offset
+REQUEST_TIMEOUT_S = 10.0  # a broker that does not answer (paused, partitioned) costs a reading this much
+
+
+@dataclass(frozen=True)
+class PartitionHealth:
+    leader: int  # -1 without a leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    low_watermark: int | None = None
+    size_bytes: int | None = None  # the leader's replica, else the largest one reported
+
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def under_min_isr(self, min_isr: int | None) -> bool:
+        return self.leader < 0 or (min_isr is not None and len(self.isr) < min_isr)
+
+    def offline(self, live_brokers: frozenset[int]) -> bool:
+        return self.leader < 0 or self.leader not in live_brokers
+
+
+@dataclass(frozen=True)
+class ClusterHealth:
+    """One reading of a cluster's topics."""
+
+    read_at_ms: int
+    live_brokers: frozenset[int]
+    topics: Mapping[str, Sequence[PartitionHealth]]  # partitions by index
+    min_isr: Mapping[str, int] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """The cluster's under-replicated, under-min-ISR and offline partitions."""
+        counts = {"under_replicated": 0, "under_min_isr": 0, "offline": 0}
+        for topic, partitions in self.topics.items():
+            for partition in partitions:
+                counts["under_replicated"] += partition.under_replicated()
+                counts["under_min_isr"] += partition.under_min_isr(self.min_isr.get(topic))
+                counts["offline"] += partition.offline(self.live_brokers)
+        return counts
+
+    def topic_json(self, topic: str, high_watermarks: Sequence[int | None],
+                   produce_rates: Sequence[float | None]) -> dict[str, Any] | None:
+        """The topic's figures for ``GET /v3/kafka/{cluster}/topic/{topic}``; None for a topic not read. The
+        high watermarks and produce rates come from the cluster module's offset polls, by partition."""
+        partitions = self.topics.get(topic)
+        if partitions is None:
+            return None
+        min_isr = self.min_isr.get(topic)
+        rows = []
+        for index, partition in enumerate(partitions):
+            rows.append({
+                "partition": index,
+                "leader": partition.leader,
+                "replicas": list(partition.replicas),
+                "isr": list(partition.isr),
+                "offline_replicas": list(partition.offline_replicas),
+                "high_watermark": high_watermarks[index] if index < len(high_watermarks) else None,
+                "low_watermark": partition.low_watermark,
+                "produce_rate": produce_rates[index] if index < len(produce_rates) else None,
+                "size_bytes": partition.size_bytes,
+                "under_replicated": partition.under_replicated(),
+                "under_min_isr": partition.under_min_isr(min_isr),
+                "offline": partition.offline(self.live_brokers),
+            })
+        sizes = [row["size_bytes"] for row in rows]
+        rates = [row["produce_rate"] for row in rows]
+        return {
+            "read_at": self.read_at_ms,
+            "min_insync_replicas": min_isr,
+            "size_bytes": sum(sizes) if rows and None not in sizes else None,
+            "produce_rate": sum(rates) if rows and None not in rates else None,
+            "under_replicated": sum(row["under_replicated"] for row in rows),
+            "under_min_isr": sum(row["under_min_isr"] for row in rows),
+            "offline": sum(row["offline"] for row in rows),
+            "partitions": rows,
+        }
+
+
+class TopicHealthReader:
+    def __init__(self, client: Any, log: Any) -> None:
+        self._client = client
+        self._log = log
+        self._told: dict[str, dict[str, int]] = {}  # per-topic errors last logged, by what was asked
+
+    def _tell_changed(self, what: str, errors: dict[str, int]) -> None:
+        """Log a request's per-topic errors when they differ from the last reading's: a topic the monitor may
+        not describe would otherwise be logged at every reading."""
+        if errors != self._told.get(what, {}):
+            self._told[what] = errors
+            if errors:
+                self._log.warning(f"{what} failed for some topics", error_codes=errors)
+            else:
+                self._log.info(f"{what} answers for every topic again")
+
+    async def read(self, now_ms: int) -> ClusterHealth:
+        metadata = await self._metadata()
+        live = frozenset(broker["node_id"] for broker in metadata["brokers"])
+        layout: dict[str, list[dict[str, Any]]] = {}
+        for topic in metadata["topics"]:
+            if not topic["error_code"]:
+                layout[topic["name"]] = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+        self._tell_changed("Metadata", {topic["name"]: topic["error_code"] for topic in metadata["topics"]
+                                        if topic["error_code"]})
+        min_isr, sizes, earliest = await asyncio.gather(
+            self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
+        topics: dict[str, list[PartitionHealth]] = {}
+        for name, partitions in layout.items():
+            rows = topics[name] = []
+            for partition in partitions:
+                key = (name, partition["partition_index"])
+                leader = partition["leader_id"]
+                replica_sizes = sizes.get(key, {})
+                size = replica_sizes.get(leader, max(replica_sizes.values(), default=None))
+                rows.append(PartitionHealth(leader, tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"]),
+                                            tuple(partition.get("offline_replicas") or ()), earliest.get(key), size))
+        return ClusterHealth(now_ms, live, topics, min_isr)
+
+    async def _send(self, node: int, request: CodecRequest) -> dict[str, Any]:
+        return await asyncio.wait_for(self._client.send(node, request), REQUEST_TIMEOUT_S)
+
+    async def _metadata(self) -> dict[str, Any]:
+        """Metadata of every topic from the first known broker that answers."""
+        nodes = [broker.nodeId for broker in self._client.cluster.brokers()]
+        random.shuffle(nodes)
+        failure: BaseException | None = None
+        for node in nodes:
+            try:
+                return await self._send(node, CodecRequest(ApiKey.METADATA, {
+                    "topics": None, "allow_auto_topic_creation": False}, min_version=1))
+            except Exception as exc:
+                failure = exc
+        raise RuntimeError(f"no broker answered Metadata: {failure!r}")
+
+    async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:
+        if not topics or not live:
+            return {}
+        try:
+            answer = await self._send(random.choice(sorted(live)), CodecRequest(ApiKey.DESCRIBE_CONFIGS, {
+                "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
+                               "configuration_keys": [MIN_ISR]} for topic in topics]}))
+        except Exception as exc:
+            self._log.warning("reading min.insync.replicas failed", error=repr(exc))
+            return {}
+        found: dict[str, int] = {}
+        for result in answer["results"]:
+            for config in result["configs"] if not result["error_code"] else ():
+                if config["name"] == MIN_ISR and config["value"] is not None:
+                    found[result["resource_name"]] = int(config["value"])
+        self._tell_changed("DescribeConfigs", {result["resource_name"]: result["error_code"]
+                                               for result in answer["results"] if result["error_code"]})
+        return found
+
+    async def _sizes(self, live: frozenset[int]) -> dict[tuple[str, int], dict[int, int]]:
+        """Each partition's replica sizes by broker."""
+        nodes = sorted(live)
+        answers = await asyncio.gather(*(self._send(node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}))
+                                         for node in nodes), return_exceptions=True)
+        sizes: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, BaseException) or answer.get("error_code"):
+                self._log.warning("DescribeLogDirs failed", broker=node,
+                                  error=repr(answer) if isinstance(answer, BaseException) else answer["error_code"])
+                continue
+            for log_dir in answer["results"]:
+                if log_dir["error_code"]:
+                    self._log.warning("log dir unreadable", broker=node, log_dir=log_dir["log_dir"],
+                                      error_code=log_dir["error_code"])
+                    continue
+                for topic in log_dir["topics"]:
+                    for partition in topic["partitions"]:
+                        if not partition.get("is_future_key"):  # a move's target copy is not the replica yet
+                            sizes[(topic["name"], partition["partition_index"])][node] = partition["partition_size"]
+        return sizes
+
+    async def _earliest(self, layout: Mapping[str, list[dict[str, Any]]],
+                        live: frozenset[int]) -> dict[tuple[str, int], int]:
+        by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for name, partitions in layout.items():
+            for partition in partitions:
+                if partition["leader_id"] in live:
+                    by_leader[partition["leader_id"]][name].append(partition["partition_index"])
+        leaders = sorted(by_leader)
+        answers = await asyncio.gather(*(self._send(leader, CodecRequest(ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": name, "partitions": [{"partition_index": index, "timestamp": EARLIEST}
+                                                     for index in indexes]}
+                       for name, indexes in sorted(by_leader[leader].items())]}, min_version=1))
+            for leader in leaders), return_exceptions=True)
+        earliest: dict[tuple[str, int], int] = {}
+        for leader, answer in zip(leaders, answers, strict=True):
+            if isinstance(answer, BaseException):
+                self._log.warning("ListOffsets (earliest) failed", broker=leader, error=repr(answer))
+                continue
+            for topic in answer["topics"]:
+                for partition in topic["partitions"]:
+                    if not partition["error_code"] and partition["offset"] >= 0:
+                        earliest[(topic["name"], partition["partition_index"])] = partition["offset"]
+        return earliest
