@@ -145,8 +145,8 @@ async def burrow_metric_families(ctx: ApplicationContext) -> list[Metric]:
         topics = sorted(await _fetch(ctx, FetchTopics, cluster=cluster) or [])
         offsets = await asyncio.gather(*(_fetch(ctx, FetchTopic, cluster=cluster, topic=topic) for topic in topics))
         for topic, topic_offsets in zip(topics, offsets, strict=True):
-            for partition, offset in enumerate(topic_offsets or []):
-                gauges.topic_offset.add_metric([cluster, topic, str(partition)], offset)
+            for index, offset in enumerate(topic_offsets or []):
+                gauges.topic_offset.add_metric([cluster, topic, str(index)], offset)
     return gauges.families()
 
 
