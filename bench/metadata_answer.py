@@ -49,7 +49,7 @@ async def measure(topics: int, requests: int, authorizer: bool) -> tuple[float, 
                                                  "*", Operation.DESCRIBE, Permission.ALLOW)])
             for number in range(topics):
                 broker.create_topic(f"t-{number:05d}", 1, {}, replication_factor=1)
-            ctx = RequestContext(broker, broker.services, ApiKey.METADATA, 12, 1, "bench", "127.0.0.1", "PLAINTEXT",
+            ctx = RequestContext(broker.services, ApiKey.METADATA, 12, 1, "bench", "127.0.0.1", "PLAINTEXT",
                                  None)
             handle = HANDLERS[ApiKey.METADATA]
             times = []

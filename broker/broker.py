@@ -266,7 +266,12 @@ class Broker:
         self.services = Services(
             cluster=self.cluster_view, metadata_cache=MetadataCache(self.logs, self.cluster_view),
             replicas=KafkaReplicaManager(self.logs, self.cluster_view, self.replica_manager, self.append,
-                                         self.wait_for_appends, self.clock))
+                                         self.wait_for_appends, self.clock),
+            node_id=self.node_id, cluster_id=self.cluster_id, api_versions=self.api_versions, config=self.config,
+            dynamic_configs=self.dynamic_configs, logs=self.logs, topic_admin=self.topic_admin, groups=self.groups,
+            transactions=self.transactions, producer_ids=self.producer_ids, authorizer=self.authorizer,
+            client_quotas=self.client_quotas, quota_window=self.quota_window, scram=self.scram,
+            metrics=self.metrics, voters=self.cluster)
         if self.config.listeners:
             for listener in list(self.config.listeners):
                 await self._start_listener(listener)

@@ -487,7 +487,7 @@ class KafkaServer:
                      user=session.user, api_key=header.api_key)
             return False
         handle = HANDLERS[header.api_key]
-        ctx = RequestContext(self.broker, self.broker.services, header.api_key, header.api_version,
+        ctx = RequestContext(self.broker.services, header.api_key, header.api_version,
                              header.correlation_id, header.client_id, client_host, self.listener, self.api_versions,
                              principal, peer.identity)
         metrics = self.broker.metrics

@@ -37,7 +37,7 @@ def _filter(entry: dict[str, Any]) -> AclFilter:
 def _refusal(ctx: RequestContext, operation: Operation,
              no_authorizer: str = NO_AUTHORIZER) -> tuple[ErrorCode, str] | None:
     """Why the request may not touch ACLs at all, if it may not."""
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, no_authorizer
     if not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED
@@ -59,7 +59,7 @@ async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[st
         answer["error_code"], answer["error_message"] = refused
         return answer
     resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
-    for acl in ctx.broker.authorizer.store:
+    for acl in ctx.services.authorizer.store:
         if wanted.matches(acl):
             resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
                 {"principal": acl.principal, "host": acl.host, "operation": acl.operation,
@@ -93,7 +93,7 @@ async def create_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
         results.append({"error_code": ErrorCode.NONE, "error_message": None})
     if accepted:
         try:
-            await ctx.broker.topic_admin.change_acls(accepted, [])  # in a cluster: through the metadata quorum
+            await ctx.services.topic_admin.change_acls(accepted, [])  # in a cluster: through the metadata quorum
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:
@@ -110,7 +110,7 @@ async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
         code, message = refused
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": code, "error_message": message, "matching_acls": []} for _ in request["filters"]]}
-    store = ctx.broker.authorizer.store
+    store = ctx.services.authorizer.store
     results, doomed = [], {}
     for entry in request["filters"]:
         wanted = _filter(entry)
@@ -127,7 +127,7 @@ async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
              "host": acl.host, "operation": acl.operation, "permission_type": acl.permission} for acl in matching]})
     if doomed:
         try:
-            await ctx.broker.topic_admin.change_acls([], list(doomed))
+            await ctx.services.topic_admin.change_acls([], list(doomed))
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:

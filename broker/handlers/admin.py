@@ -25,6 +25,7 @@ from broker.dynamic_config import (
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.quotas import mutation_quota, now_ms
 from broker.handlers.registry import RequestContext, handler
+from broker.handlers.services import Services
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
@@ -76,13 +77,14 @@ def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None, syn
                     documentation: bool) -> list[dict[str, Any]]:
     """A topic's configs as Kafka describes them: the topic's override, else the broker configs that
     provide its default (this broker's dynamic value, the cluster default, the YAML, Kafka's default)."""
-    found = ctx.broker.logs.topics[topic]
-    dynamic = ctx.broker.dynamic_configs
+    found = ctx.services.logs.topics[topic]
+    dynamic = ctx.services.dynamic_configs
     entries = []
     for name in sorted(CONFIG_DEFS):
         if keys is not None and name not in keys:
             continue
-        chain = [(name, found.overrides[name], SOURCE_DYNAMIC_TOPIC)] if name in found.overrides else []
+        chain: list[tuple[str, str | None, int]] = (
+            [(name, found.overrides[name], SOURCE_DYNAMIC_TOPIC)] if name in found.overrides else [])
         for broker_name in TOPIC_SYNONYMS.get(name, ()):
             chain += dynamic.sources(broker_name)
         source = chain[0][2] if chain else SOURCE_DEFAULT
@@ -100,7 +102,7 @@ def _synonyms(chain: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
 
 async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool,
                       quota: MutationQuota) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     name = topic["name"]
     result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
               "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -108,7 +110,7 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
         if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                 or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-        if name in broker.logs.topics:
+        if name in services.logs.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         assignments = topic["assignments"]
         replica_lists = None
@@ -130,14 +132,14 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
             partitions = topic["num_partitions"]
             replication = topic["replication_factor"]
             if partitions == -1:
-                partitions = broker.config["num.partitions"]
+                partitions = services.config["num.partitions"]
             if replication == -1:
-                replication = broker.config["default.replication.factor"]
+                replication = services.config["default.replication.factor"]
         if partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
         if replication <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
-        _check_partition_room(broker, partitions)
+        _check_partition_room(services, partitions)
         if replication > len(ctx.services.cluster.live_brokers()):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication} is larger than the {len(ctx.services.cluster.live_brokers())} "
@@ -145,9 +147,9 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
         configs = {c["name"]: c["value"] for c in topic["configs"]}
         quota.record(partitions, now_ms())  # as Kafka's controller: validate_only counts too
         if validate_only:
-            broker.logs.validate_topic(name, partitions, configs)
+            services.logs.validate_topic(name, partitions, configs)
         else:
-            topic_id = await broker.topic_admin.create_topic(name, partitions, configs, replication, replica_lists)
+            topic_id = await services.topic_admin.create_topic(name, partitions, configs, replication, replica_lists)
         result.update(num_partitions=partitions, replication_factor=replication)
         if not validate_only and not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
             result["topic_id"] = topic_id
@@ -161,36 +163,36 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
     return result
 
 
-async def _caught_up(broker: Any, find: Callable[[], Any]) -> Any:
+async def _caught_up(services: Services, find: Callable[[], Any]) -> Any:
     """``find()``, asked again after catching up with the metadata the quorum has committed when it finds
     nothing: in a cluster a topic created through another broker a moment ago may not have reached this one
     yet, and a request about it must not be told that it does not exist."""
     found = find()
     if found is None:
-        await broker.topic_admin.catch_up()
+        await services.topic_admin.catch_up()
         found = find()
     return found
 
 
-async def _known_topic(broker: Any, name: str) -> Any:
+async def _known_topic(services: Services, name: str) -> Any:
     """The local log of topic ``name``; KafkaError UNKNOWN_TOPIC_OR_PARTITION if, caught up, there is none."""
-    topic = await _caught_up(broker, lambda: broker.logs.topics.get(name))
+    topic = await _caught_up(services, lambda: services.logs.topics.get(name))
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return topic
 
 
-async def _topic_named_by_id(broker: Any, topic_id: bytes) -> str | None:
+async def _topic_named_by_id(services: Services, topic_id: bytes) -> str | None:
     """The name of the topic with ``topic_id`` (None if, caught up, there is none)."""
-    return await _caught_up(broker, lambda: next(
-        (name for name, topic in broker.logs.topics.items() if getattr(topic, "topic_id", None) == topic_id), None))
+    return await _caught_up(services, lambda: next(
+        (name for name, topic in services.logs.topics.items() if getattr(topic, "topic_id", None) == topic_id), None))
 
 
-def _check_partition_room(broker: Any, adding: int) -> None:
+def _check_partition_room(services: Services, adding: int) -> None:
     """POLICY_VIOLATION when ``adding`` more partitions would take the cluster past ``max.partitions``
     (burrowpy's own bound: each partition costs memory, and files once it is used)."""
-    held = sum(topic.partition_count for topic in broker.logs.topics.values())
-    refusal = partitions_past_limit(held, adding, broker.config["max.partitions"])
+    held = sum(topic.partition_count for topic in services.logs.topics.values())
+    refusal = partitions_past_limit(held, adding, services.config["max.partitions"])
     if refusal is not None:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, refusal)
 
@@ -210,7 +212,7 @@ def _requested_partitions(topics: list[dict[str, Any]], default: int) -> int:
 
 @handler(ApiKey.CREATE_TOPICS)
 async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    if _requested_partitions(request["topics"], ctx.broker.config["num.partitions"]) > MAX_PARTITIONS_PER_REQUEST:
+    if _requested_partitions(request["topics"], ctx.services.config["num.partitions"]) > MAX_PARTITIONS_PER_REQUEST:
         # refused whole, before anything else is looked at, in Kafka's words
         return {"throttle_time_ms": 0, "topics": [
             {"name": topic["name"], "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
@@ -223,7 +225,7 @@ async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 @handler(ApiKey.DELETE_TOPICS)
 async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
     else:
@@ -232,19 +234,19 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
     quota = mutation_quota(ctx, strict_since=5)
     for name, topic_id in wanted:
         if name is None:
-            name = await _topic_named_by_id(broker, topic_id)
+            name = await _topic_named_by_id(services, topic_id)
         entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if not broker.config["delete.topic.enable"]:
+            if not services.config["delete.topic.enable"]:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete internal topic {name}")
-            quota.record((await _known_topic(broker, name)).partition_count, now_ms())
-            await broker.topic_admin.delete_topic(name)
+            quota.record((await _known_topic(services, name)).partition_count, now_ms())
+            await services.topic_admin.delete_topic(name)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
@@ -253,7 +255,7 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 @handler(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     results = []
     quota = mutation_quota(ctx, strict_since=3)
     for topic in request["topics"]:
@@ -261,36 +263,36 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
         try:
             if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            existing = await _known_topic(broker, topic["name"])
+            existing = await _known_topic(services, topic["name"])
             if topic["count"] <= existing.partition_count:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic has {existing.partition_count} partitions; {topic['count']} is not more")
-            _check_partition_room(broker, topic["count"] - existing.partition_count)
+            _check_partition_room(services, topic["count"] - existing.partition_count)
             quota.record(topic["count"] - existing.partition_count, now_ms())
             if not request["validate_only"]:
                 assignments = [list(a["broker_ids"]) for a in topic["assignments"] or ()]
-                await broker.topic_admin.create_partitions(topic["name"], topic["count"], assignments or None)
+                await services.topic_admin.create_partitions(topic["name"], topic["count"], assignments or None)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
     return {"throttle_time_ms": quota.throttle_ms(now_ms()), "results": results}
 
 
-def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, synonyms: bool,
-                           documentation: bool) -> list[dict[str, Any]]:
+def _broker_config_entries(services: Services, scope: str, keys: list[str] | None, synonyms: bool,
+                                  documentation: bool) -> list[dict[str, Any]]:
     """Broker configs as Kafka describes them. For this broker: every config Kafka 4.4 has (ours with the
     value this broker runs with, the others with Kafka's default: they have no effect here), burrowpy's own
     keys and any custom dynamic config; for the cluster default ("") only what is set there."""
-    dynamic = broker.dynamic_configs
+    dynamic = services.dynamic_configs
     if scope == CLUSTER_DEFAULT:
         names = dynamic.dynamic_names(CLUSTER_DEFAULT)
     else:
-        names = sorted(set(KAFKA_BROKER_CONFIGS) | set(broker.config.settings) | set(dynamic.dynamic_names()))
+        names = sorted(set(KAFKA_BROKER_CONFIGS) | set(services.config.settings) | set(dynamic.dynamic_names()))
     entries = []
     for name in names:
         if keys is not None and name not in keys:
             continue
-        custom = name not in KAFKA_BROKER_CONFIGS and name not in broker.config.settings
+        custom = name not in KAFKA_BROKER_CONFIGS and name not in services.config.settings
         _, config_type, read_only, sensitive = KAFKA_BROKER_CONFIGS.get(
             name, (None, TYPE_UNKNOWN if custom else 2, True, custom or name in SECRET_KEYS))
         if name in KAFKA_BROKER_CONFIGS:
@@ -318,7 +320,7 @@ def _broker_config_entries(broker: Any, scope: str, keys: list[str] | None, syno
 
 @handler(ApiKey.DESCRIBE_CONFIGS)
 async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     synonyms = bool(request.get("include_synonyms"))
     documentation = bool(request.get("include_documentation"))
     results = []
@@ -329,11 +331,11 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
         try:
             _check_config_access(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
             if kind == RESOURCE_TOPIC:
-                await _known_topic(broker, name)
+                await _known_topic(services, name)
                 entry["configs"] = _config_entries(ctx, name, keys, synonyms, documentation)
             elif kind == RESOURCE_BROKER:
-                scope = broker.dynamic_configs.scope_of(name, describing=True)
-                entry["configs"] = _broker_config_entries(broker, scope, keys, synonyms, documentation)
+                scope = services.dynamic_configs.scope_of(name, describing=True)
+                entry["configs"] = _broker_config_entries(services, scope, keys, synonyms, documentation)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
         except KafkaError as exc:
@@ -351,7 +353,7 @@ def _check_config_access(ctx: RequestContext, operation: Operation, kind: int, n
 
 
 async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     responses = []
     # Kafka refuses every copy of a resource named twice in one request (two changes would race)
     seen = Counter((r["resource_type"], r["resource_name"]) for r in request["resources"])
@@ -363,12 +365,12 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             _check_config_access(ctx, Operation.ALTER_CONFIGS, kind, name)
             if kind == RESOURCE_BROKER:
-                await _alter_broker(broker, name, resource["configs"], incremental, request["validate_only"])
+                await _alter_broker(services, name, resource["configs"], incremental, request["validate_only"])
                 responses.append(entry)
                 continue
             if kind != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
-            await _known_topic(broker, name)
+            await _known_topic(services, name)
             if incremental:
                 updates: dict[str, str | None] = {}
                 for config in resource["configs"]:
@@ -378,27 +380,27 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                     elif op == OP_DELETE:
                         updates[config["name"]] = None
                     elif op in (OP_APPEND, OP_SUBTRACT):
-                        current = updates.get(config["name"], broker.logs.topics[name].overrides.get(config["name"]))
+                        current = updates.get(config["name"], services.logs.topics[name].overrides.get(config["name"]))
                         updates[config["name"]] = _list_operation(config["name"], op, current, config["value"])
                     else:
                         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
-                await broker.topic_admin.alter_configs(name, updates, replace=False,
-                                                       validate_only=request["validate_only"])
+                await services.topic_admin.alter_configs(name, updates, replace=False,
+                                                         validate_only=request["validate_only"])
             else:
                 updates = {c["name"]: c["value"] for c in resource["configs"]}
-                await broker.topic_admin.alter_configs(name, updates, replace=True,
-                                                       validate_only=request["validate_only"])
+                await services.topic_admin.alter_configs(name, updates, replace=True,
+                                                         validate_only=request["validate_only"])
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], incremental: bool,
-                        validate_only: bool) -> None:
+async def _alter_broker(services: Services, name: str, configs: list[dict[str, Any]], incremental: bool,
+                               validate_only: bool) -> None:
     """AlterConfigs (the configs become the whole dynamic layer) or IncrementalAlterConfigs on the
     cluster default ("") or this broker's own dynamic configs."""
-    dynamic = broker.dynamic_configs
+    dynamic = services.dynamic_configs
     scope = dynamic.scope_of(name)
     updates: dict[str, str | None] = {}
     for config in configs:
@@ -419,7 +421,7 @@ async def _alter_broker(broker: Any, name: str, configs: list[dict[str, Any]], i
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
     layer = dynamic.prepare(scope, updates, replace=not incremental)
     if not validate_only:
-        await broker.topic_admin.alter_broker_configs(scope, dynamic.persistent(scope, layer))
+        await services.topic_admin.alter_broker_configs(scope, dynamic.persistent(scope, layer))
         dynamic.reload_files(updates)
 
 
@@ -465,7 +467,7 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": "Cluster authorization failed.", "results": []}
-    known = ctx.broker.scram.users()
+    known = ctx.services.scram.users()
     wanted = [u["name"] for u in request["users"]] if request["users"] else sorted(known)
     results: list[dict[str, Any]] = []
     for name, count in Counter(wanted).items():
@@ -487,7 +489,7 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str
 async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     """Upsert (the client sends the salt and salted password) and delete credentials; a user's changes are
     all applied or none, with Kafka's per-user errors."""
-    store = ctx.broker.scram
+    store = ctx.services.scram
     known = store.users()
     changes: dict[str, list[tuple[str, Any]]] = {}
     for kind in ("deletions", "upsertions"):
@@ -510,7 +512,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, A
                     mechanism, bytes(entry["salt"]), bytes(entry["salted_password"]), entry["iterations"])))
     if upserts or deletions:
         try:
-            await ctx.broker.topic_admin.alter_scram(upserts, deletions)  # in a cluster: through the metadata quorum
+            await ctx.services.topic_admin.alter_scram(upserts, deletions)  # in a cluster: through the metadata quorum
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:

@@ -32,7 +32,7 @@ def operations_field(ctx: RequestContext, wanted: bool, resource_type: ResourceT
 @handler(ApiKey.API_VERSIONS)
 async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     keys = [{"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted((ctx.api_versions or ctx.broker.api_versions).items())]
+            for key, (low, high) in sorted((ctx.api_versions or ctx.services.api_versions).items())]
     return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
 
 
@@ -47,8 +47,8 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     The encoding is kept per topic and version and used again while what it says is unchanged (its
     id, its partitions' leaders, epochs, replicas and ISRs, the live brokers, the operations field), so a
     Metadata of many topics does not build and encode every unchanged one again."""
-    broker = ctx.broker
-    topic = broker.logs.topics[name]
+    services = ctx.services
+    topic = services.logs.topics[name]
     topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
     leaders = tuple(ctx.services.cluster.partition_leader(name, index) for index in range(topic.partition_count))
     if not ctx.services.cluster.caught_up:
@@ -84,14 +84,14 @@ def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
     (``MetadataCache.generation``, taken first), the live brokers, the ACLs and who asks (with an
     authorizer), the version and whether operations are asked for. A monitor or an admin client asking for
     every topic over and over then costs no work per topic."""
-    broker = ctx.broker
-    authorizer = broker.authorizer
+    services = ctx.services
+    authorizer = services.authorizer
     asker = None if authorizer is None else (authorizer.store.generation, ctx.principal, ctx.client_host)
     cache = ctx.services.metadata_cache
     key = (ctx.api_version, operations, cache.generation(), live, asker)
     kept = cache.topic_list(key)
     if kept is None:
-        kept = [_topic_entry(ctx, name, live, operations) for name in sorted(broker.logs.topics) if described(name)]
+        kept = [_topic_entry(ctx, name, live, operations) for name in sorted(services.logs.topics) if described(name)]
         cache.keep_topic_list(key, kept)
     return list(kept)
 
@@ -102,7 +102,7 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID)
 
 @handler(ApiKey.METADATA)
 async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
     live = frozenset(node_id for node_id, *_ in ctx.services.cluster.live_brokers())
@@ -120,9 +120,9 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
         # request, each topic INVALID_REQUEST, a null name answered as "" (the response's name is not nullable)
         topics = [_error_topic(t["name"] or "", ErrorCode.INVALID_REQUEST, t["topic_id"]) for t in requested]
     else:
-        auto_create = broker.config["auto.create.topics.enable"] and (
+        auto_create = services.config["auto.create.topics.enable"] and (
             ctx.api_version < 4 or request["allow_auto_topic_creation"])
-        by_id = {getattr(t, "topic_id", None): name for name, t in broker.logs.topics.items()}
+        by_id = {getattr(t, "topic_id", None): name for name, t in services.logs.topics.items()}
         topics = []
         for wanted in requested:
             name = wanted["name"]
@@ -135,7 +135,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
             if not described(name):
                 topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            if name not in broker.logs.topics:
+            if name not in services.logs.topics:
                 if auto_create and not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                                         or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
                     topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -144,16 +144,16 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                     topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 try:
-                    await broker.topic_admin.create_topic(name, broker.config["num.partitions"], {},
-                                                          broker.config["default.replication.factor"])
+                    await services.topic_admin.create_topic(name, services.config["num.partitions"], {},
+                                                            services.config["default.replication.factor"])
                 except KafkaError as exc:
                     # Another request may have created it meanwhile: that is success too.
-                    if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in broker.logs.topics:
+                    if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in services.logs.topics:
                         topics.append(_error_topic(name, exc.code))
                         continue
             topics.append(_topic_entry(ctx, name, live, operations))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
-    return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": broker.cluster_id,
+    return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": services.cluster_id,
             "controller_id": ctx.services.cluster.controller_id(), "topics": topics,
             "cluster_authorized_operations": operations_field(ctx, cluster_operations, ResourceType.CLUSTER,
                                                               CLUSTER_NAME)}
@@ -162,7 +162,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": ctx.broker.cluster_id, "controller_id": ctx.services.cluster.controller_id(),
+            "cluster_id": ctx.services.cluster_id, "controller_id": ctx.services.cluster.controller_id(),
             "brokers": _broker_entries(ctx, "broker_id"),
             "cluster_authorized_operations": operations_field(
                 ctx, request["include_cluster_authorized_operations"], ResourceType.CLUSTER, CLUSTER_NAME)}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
+from broker.handlers.services import Services
 from broker.log.background import wait_durable
 from broker.protocol.api import ApiKey
 from broker.protocol.responses import (
@@ -27,7 +28,6 @@ from broker.quotas import CONSUMER_BYTE_RATE
 from broker.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.cluster.replication import ReplicaManager
 
 LATEST = -1
@@ -79,7 +79,7 @@ def _partition_answer(index: int, error: ErrorCode = ErrorCode.NONE) -> FetchRes
 
 @handler(ApiKey.FETCH)
 async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
-    broker = ctx.broker
+    services = ctx.services
     if request["session_id"] != 0 or request["session_epoch"] > 0:
         # We never create fetch sessions, so an incremental fetch names a session we do not have.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0,
@@ -101,12 +101,12 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     # the broker's own cap on a response, as Kafka's: fetch.max.bytes for consumers, replica.fetch.response.max.bytes
     # for followers
-    cap = broker.config["replica.fetch.response.max.bytes" if follower else "fetch.max.bytes"]
-    if not follower and (most := broker.client_quotas.max_in_window(CONSUMER_BYTE_RATE, *ctx.quota_client(),
-                                                                    broker.quota_window())) is not None:
+    cap = services.config["replica.fetch.response.max.bytes" if follower else "fetch.max.bytes"]
+    if not follower and (most := services.client_quotas.max_in_window(CONSUMER_BYTE_RATE, *ctx.quota_client(),
+                                                                      services.quota_window())) is not None:
         cap = min(cap, int(most))  # Kafka's: never more than its consumer_byte_rate quota lets through at once
     wanted = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
-    replicas = getattr(broker, "replica_manager", None) if follower else None
+    replicas = ctx.services.replicas.replication if follower else None
     while True:
         # Fetch v3+ caps the whole response; the first partition with data always gets one whole batch
         # (KIP-74), so a batch bigger than the limits can never stall a consumer. The partitions after it
@@ -137,26 +137,26 @@ async def fetch(ctx: RequestContext, request: dict[str, Any]) -> FetchResponse:
             responses.append({"topic": topic["topic"], "partitions": partitions})
         remaining = deadline - time.monotonic()
         if total >= request["min_bytes"] or remaining <= 0:
-            _count_bytes_out(broker, responses, follower, total)
+            _count_bytes_out(services, responses, follower, total)
             if replicas is not None and total:
                 _count_throttled_bytes(replicas, responses)
             for name, error in read:
-                broker.metrics.fetch_answered(name, error)
+                services.metrics.fetch_answered(name, error)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         await ctx.services.replicas.wait_for_appends(wanted, remaining)
 
 
-def _count_bytes_out(broker: Broker, responses: Sequence[Mapping[str, Any]], follower: bool, total: int) -> None:
+def _count_bytes_out(services: Services, responses: Sequence[Mapping[str, Any]], follower: bool, total: int) -> None:
     """Kafka's BytesOut per topic for consumers; followers' bytes are ReplicationBytesOut, for all topics."""
     if not total:
         return
     if follower:
-        broker.metrics.replication_bytes_out += total
+        services.metrics.replication_bytes_out += total
         return
     for topic in responses:
         size = sum(len(part["records"]) for part in topic["partitions"])
         if size:
-            broker.metrics.fetched(topic["topic"], size)
+            services.metrics.fetched(topic["topic"], size)
 
 
 def _count_throttled_bytes(replicas: ReplicaManager, responses: Sequence[Mapping[str, Any]]) -> None:

@@ -61,7 +61,7 @@ def topic_allowed(ctx: RequestContext, operation: Operation, topic: str) -> bool
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     assert groups is not None, "made by the broker's start, before it serves"
     return groups
 
@@ -72,7 +72,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    return ctx.broker.logs.get_log(topic, partition) is not None
+    return ctx.services.logs.get_log(topic, partition) is not None
 
 
 def by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -92,8 +92,8 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorRe
     if key_type == COORDINATOR_KEY_TRANSACTION:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
-        transactions = ctx.broker.transactions
-        if ctx.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
+        transactions = ctx.services.transactions
+        if ctx.services.logs.topics.get(TRANSACTIONS_TOPIC) is None:
             if not transactions.clustered:  # a single node makes it with the first transactional record
                 return _this_broker(ctx, key)
             transactions.request_topic()
@@ -111,14 +111,14 @@ def _leader_of(ctx: RequestContext, key: str, topic: str, partition: int,
     """The coordinator of a key: the leader of its partition of a coordinator topic, at the client's listener."""
     if not ctx.services.cluster.in_quorum:
         # its metadata is stale: the leader it knows may have been fenced (itself among them)
-        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {ctx.broker.node_id} is cut off from the "
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {ctx.services.node_id} is cut off from the "
                      "metadata quorum")
     found = _node_answer(ctx, key, committed_leader(ctx.services.cluster, topic, partition))
     return found or error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader known here")
 
 
 def _this_broker(ctx: RequestContext, key: str) -> FindCoordinatorResponseCoordinator:
-    found = _node_answer(ctx, key, ctx.broker.node_id)
+    found = _node_answer(ctx, key, ctx.services.node_id)
     assert found is not None, "a single node is always live"
     return found
 
@@ -423,7 +423,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
         subscribed_topic_regex=request["subscribed_topic_regex"] if ctx.api_version >= 1 else None,
         server_assignor=request["server_assignor"], owned=request["topic_partitions"],
         client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version,
-        topic_visible=None if ctx.broker.authorizer is None else lambda topic: topic_allowed(
+        topic_visible=None if ctx.services.authorizer is None else lambda topic: topic_allowed(
             ctx, Operation.DESCRIBE, topic)))
     assignment = None
     if result.assignment is not None:
@@ -437,7 +437,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
 
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
 async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    names = {topic.topic_id: name for name, topic in ctx.broker.logs.topics.items()}
+    names = {topic.topic_id: name for name, topic in ctx.services.logs.topics.items()}
     described = []
     for group_id in request["group_ids"]:
         if group_allowed(ctx, Operation.DESCRIBE, group_id):

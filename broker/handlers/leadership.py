@@ -45,7 +45,7 @@ async def elect_leaders(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                                                    "1: unclean)")
     timeout = max(request["timeout_ms"], 0) / 1000
     try:
-        results = await ctx.broker.topic_admin.elect_leaders(election_type == PREFERRED, partitions, timeout)
+        results = await ctx.services.topic_admin.elect_leaders(election_type == PREFERRED, partitions, timeout)
     except KafkaError as exc:
         return _answer(ErrorCode.NONE, [(topic, index, exc.code, exc.message) for topic, index in partitions or ()])
-    return _answer(ErrorCode.NONE, results, None if partitions is not None else sorted(ctx.broker.logs.topics))
+    return _answer(ErrorCode.NONE, results, None if partitions is not None else sorted(ctx.services.logs.topics))

@@ -37,7 +37,7 @@ VOTER_CHANGE_TIMEOUT = 15.0  # s: a voter change, a leadership hand-over before 
 def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
     """Whether this broker holds a replica of the partition (a cluster's brokers keep a log of every partition,
     but only the replicas' are written)."""
-    return ctx.broker.node_id in ctx.services.cluster.partition_leader(topic, partition)[2]
+    return ctx.services.node_id in ctx.services.cluster.partition_leader(topic, partition)[2]
 
 
 # --- DescribeLogDirs ---------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
 async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     wanted: set[tuple[str, int]] | None = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
@@ -76,7 +76,7 @@ async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> dic
 def _producers_of(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
     answer: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
                               "active_producers": []}
-    topic = ctx.broker.logs.topics[name]
+    topic = ctx.services.logs.topics[name]
     if not 0 <= index < topic.partition_count:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     elif not _hosted(ctx, name, index):
@@ -104,7 +104,7 @@ async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> di
             # Kafka names these errors with its default messages
             if not ctx.allowed(Operation.READ, ResourceType.TOPIC, name):
                 error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
-            elif name not in ctx.broker.logs.topics:
+            elif name not in ctx.services.logs.topics:
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         if error != ErrorCode.NONE:
             partitions = [{"partition_index": index, "error_code": error, "error_message": message,
@@ -122,7 +122,7 @@ def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
                        live: frozenset[int]) -> tuple[list[dict[str, Any]], int]:
     """The partitions of a topic from ``start``, at most ``most`` of them, and the index of the first left out
     (-1 when none was)."""
-    count = ctx.broker.logs.topics[name].partition_count
+    count = ctx.services.logs.topics[name].partition_count
     upper = min(count, start + most)
     entries = []
     for index in range(start, upper):
@@ -146,11 +146,11 @@ def _unknown_topic(name: str) -> dict[str, Any]:
 
 @handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     every = not request["topics"]
     cursor = request["cursor"]
     after = cursor["topic_name"] if cursor is not None else ""
-    names = set(broker.logs.topics) if every else {t["name"] for t in request["topics"]}
+    names = set(services.logs.topics) if every else {t["name"] for t in request["topics"]}
     names = {name for name in names if name >= after}
     if (cursor is not None and not every and cursor["topic_name"] not in names) or (
             cursor is not None and cursor["partition_index"] < 0):
@@ -160,7 +160,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
              "partitions": []}
             for t in request["topics"]]}
     live = frozenset(node_id for node_id, *_ in ctx.services.cluster.live_brokers())
-    remaining = max(min(broker.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)
+    remaining = max(min(services.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)
     topics: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     next_cursor = None
@@ -174,7 +174,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        topic = broker.logs.topics.get(name)
+        topic = services.logs.topics.get(name)
         if topic is None:
             if not every:
                 topics.append(_unknown_topic(name))
@@ -255,23 +255,23 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
 def _voter_directory_id(ctx: RequestContext, node_id: int) -> bytes:
     """A voter added at run time has the directory id it was added with; a configured one has none (a static
     quorum's voters, as in Kafka)."""
-    added = ctx.broker.cluster.metadata.raft_voters.get(node_id)
+    added = ctx.services.voters.metadata.raft_voters.get(node_id)
     return ZERO_UUID if added is None else added[1]
 
 
 async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int,
                              unreachable: dict[str, Any], timeout: float = FORWARD_TIMEOUT) -> dict[str, Any]:
     """The Raft leader's answer to the request; ``unreachable`` when it cannot be asked."""
-    broker = ctx.broker
+    services = ctx.services
     addresses = {node_id: (host, port)
-                 for node_id, host, port, _ in ctx.services.cluster.live_brokers(broker.config.inter_broker_listener)}
+                 for node_id, host, port, _ in ctx.services.cluster.live_brokers(services.config.inter_broker_listener)}
     address = addresses.get(leader_id)
     if address is None:
         return unreachable
     try:
         async with await KafkaConnection.connect(
-                f"{address[0]}:{address[1]}", timeout=timeout, security=broker.config.inter_broker_security,
-                broker_credential=broker.replica_manager.broker_credential()) as connection:
+                f"{address[0]}:{address[1]}", timeout=timeout, security=services.config.inter_broker_security,
+                broker_credential=services.replicas.replication.broker_credential()) as connection:
             return await connection.request(ctx.api_key, request, version=ctx.api_version)
     except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
         log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=leader_id,
@@ -291,10 +291,10 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
     it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return _voter_change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if request["cluster_id"] is not None and request["cluster_id"] != ctx.broker.cluster_id:
+    if request["cluster_id"] is not None and request["cluster_id"] != ctx.services.cluster_id:
         return _voter_change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
-                                    f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
-    raft = ctx.broker.cluster.raft
+                                    f"this cluster's id is {ctx.services.cluster_id}, not {request['cluster_id']}")
+    raft = ctx.services.cluster.quorum
     if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
         return _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
     if raft.leader_id != raft.node_id:
@@ -312,13 +312,13 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    cluster = ctx.broker.cluster
+    raft = ctx.services.cluster.quorum
     voter_id = request["voter_id"]
-    if voter_id in cluster.raft.voters():
+    if voter_id in raft.voters():
         return _voter_change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
     if not request["listeners"]:
         return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
-    seen = cluster.sightings().get(voter_id)
+    seen = ctx.services.voters.sightings().get(voter_id)
     if seen is None or seen.state != ALIVE:
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
@@ -327,9 +327,9 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     listener = request["listeners"][0]
     address = f"{listener['host']}:{listener['port']}"
     try:
-        await cluster.raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
+        await raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
                                     "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
-        await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
+        await raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
     except ProposalFailed as exc:
         return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter added", voter_id=voter_id, address=address)
@@ -341,7 +341,7 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    raft = ctx.broker.cluster.raft
+    raft = ctx.services.cluster.quorum
     voter_id = request["voter_id"]
     voters = raft.voters()
     if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):

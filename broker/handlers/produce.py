@@ -48,7 +48,7 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None, lo
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None,
                              acks: int) -> tuple[ProduceResponsePartitionProduceResponse, int | None]:
     """The partition's answer and, after a successful append, the offset following its batch."""
-    broker = ctx.broker
+    services = ctx.services
     if topic in INTERNAL_TOPICS:
         return _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                                 f"cannot append to internal topic {topic}"), None
@@ -68,8 +68,8 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         plog = ctx.services.replicas.partition_log(topic, index)
         if records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
             header = BatchHeader.parse(records)
-            refused = broker.transactions.check_transactional_write(header.producer_id, header.producer_epoch,
-                                                                    topic, index)
+            refused = services.transactions.check_transactional_write(header.producer_id, header.producer_epoch,
+                                                                      topic, index)
             if refused is not None:
                 raise refused
         if acks == -1 and len(isr) < plog.config.min_insync_replicas:
@@ -120,7 +120,7 @@ async def produce(ctx: RequestContext, request: dict[str, Any]) -> ProduceRespon
                 partitions.append(_partition_error(part["index"], refused))
                 continue
             entry, next_offset = await _produce_partition(ctx, name, part["index"], part["records"], acks)
-            ctx.broker.metrics.produce_answered(name, entry["error_code"])
+            ctx.services.metrics.produce_answered(name, entry["error_code"])
             partitions.append(entry)
             if next_offset is not None:
                 appended.append((name, entry, next_offset))
@@ -150,12 +150,12 @@ async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> Init
             # key and answers UNKNOWN_SERVER_ERROR
             return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "producer_id": -1,
                     "producer_epoch": -1}
-        error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
+        error, producer_id, epoch = await ctx.services.transactions.init_producer_id(
             request["transactional_id"], request["transaction_timeout_ms"], request["producer_id"],
             request["producer_epoch"], fenced_error(ctx))
         return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": epoch}
     # An idempotent producer gets a new producer id every time, as Kafka's coordinator answers it: one that
     # names an existing id and epoch (KIP-360, to reset its sequences after an error) is not given that id's
     # next epoch, which would let any client fence another's producer by naming its id.
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": await ctx.broker.producer_ids.allocate(),
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": await ctx.services.producer_ids.allocate(),
             "producer_epoch": 0}

@@ -25,10 +25,10 @@ def now_ms() -> int:
 def mutation_quota(ctx: RequestContext, strict_since: int) -> MutationQuota:
     """The client's controller_mutation_rate for a CreateTopics, CreatePartitions or DeleteTopics, strict from
     the API's version ``strict_since`` on (Kafka's: clients from there know THROTTLING_QUOTA_EXCEEDED)."""
-    config = ctx.broker.config
+    config = ctx.services.config
     window = QuotaWindow(config["controller.quota.window.num"], config["controller.quota.window.size.seconds"] * 1000)
-    return ctx.broker.client_quotas.mutation_quota(*ctx.quota_client(), window,
-                                                   strict=ctx.api_version >= strict_since)
+    return ctx.services.client_quotas.mutation_quota(*ctx.quota_client(), window,
+                                                     strict=ctx.api_version >= strict_since)
 
 
 async def _resolves(name: str) -> bool:
@@ -50,7 +50,7 @@ async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -
                 "error_message": _DENIED, "entries": None}
     components = [(c["entity_type"], c["match_type"], c["match"]) for c in request["components"]]
     try:
-        found = ctx.broker.client_quotas.describe(components, request["strict"])
+        found = ctx.services.client_quotas.describe(components, request["strict"])
     except QuotaRefused as exc:
         return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "entries": None}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": [
@@ -70,11 +70,11 @@ async def alter_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> d
     names = {name for entity, _ops in entries for kind, name in entity
              if kind == IP and name is not None and not is_address(name)}
     resolved = {name for name in names if await _resolves(name)}
-    outcome = ctx.broker.client_quotas.alter(entries, lambda host: is_address(host) or host in resolved)
+    outcome = ctx.services.client_quotas.alter(entries, lambda host: is_address(host) or host in resolved)
     results = dict(outcome.results)
     if outcome.changes and not request["validate_only"]:
         try:
-            await ctx.broker.topic_admin.alter_client_quotas(outcome.changes)
+            await ctx.services.topic_admin.alter_client_quotas(outcome.changes)
         except KafkaError as exc:  # nothing was changed: every entity that would have been gets the error
             results = {entity: (exc.code, exc.message) if code == ErrorCode.NONE else (code, message)
                        for entity, (code, message) in results.items()}

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.handlers.services import Services
 from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Operation, ResourceType
 from broker.security.broker_login import BrokerIdentity
 
-if TYPE_CHECKING:
-    from broker.broker import Broker
-
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
     services: Services
     api_key: int
     api_version: int
@@ -39,7 +35,7 @@ class RequestContext:
         still registered and unfenced at the broker epoch it proved (KIP-903's idea), and that speaks for itself
         (``replica_id``). With an authorizer the principal also needs CLUSTER_ACTION, as in Kafka."""
         peer = self.peer_broker
-        return (peer is not None and self.listener == self.broker.config.inter_broker_listener
+        return (peer is not None and self.listener == self.services.config.inter_broker_listener
                 and replica_id in (None, peer.node_id) and self.services.cluster.broker_epoch(peer.node_id) == peer.epoch
                 and self.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
 
@@ -50,19 +46,19 @@ class RequestContext:
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may do ``operation`` on the resource (always, without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         return authorizer is None or authorizer.authorize(self.principal, self.client_host, operation,
                                                           resource_type, name)
 
     def allowed_on_any(self, operation: Operation, resource_type: ResourceType) -> bool:
         """Whether the principal may do ``operation`` on some resource of the type."""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         return authorizer is None or authorizer.authorize_any(self.principal, self.client_host, operation,
                                                               resource_type)
 
     def operations(self, resource_type: ResourceType, name: str, everything: int) -> int:
         """The authorized-operations bit field of a resource (``everything`` without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         if authorizer is None:
             return everything
         return authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)

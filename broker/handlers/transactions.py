@@ -25,7 +25,6 @@ from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
 from broker.security.acl import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
-from broker.txn.coordinator import write_marker
 
 # The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE: dict[int, int] = {
@@ -54,7 +53,7 @@ def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           topics: list[dict[str, Any]], verify_only: bool = False) -> list[dict[str, Any]]:
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
-    coordinator = ctx.broker.transactions
+    coordinator = ctx.services.transactions
     refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted
                if not topic_allowed(ctx, Operation.WRITE, tp[0])}
     refused |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted
@@ -101,8 +100,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> di
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    partition = ctx.broker.groups.partition_for(request["group_id"])
-    errors = await ctx.broker.transactions.add_partitions(
+    partition = ctx.services.groups.partition_for(request["group_id"])
+    errors = await ctx.services.transactions.add_partitions(
         request["transactional_id"], request["producer_id"], request["producer_epoch"],
         [(OFFSETS_TOPIC, partition)], fenced_error(ctx))
     return {"throttle_time_ms": 0, "error_code": errors[(OFFSETS_TOPIC, partition)]}
@@ -112,8 +111,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> di
 async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     if not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    error = await ctx.broker.transactions.end_txn(request["transactional_id"], request["producer_id"],
-                                                  request["producer_epoch"], request["committed"], fenced_error(ctx))
+    error = await ctx.services.transactions.end_txn(request["transactional_id"], request["producer_id"],
+                                                    request["producer_epoch"], request["committed"], fenced_error(ctx))
     return {"throttle_time_ms": 0, "error_code": error}
 
 
@@ -128,8 +127,8 @@ async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dic
     elif not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
         errors = dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif commits:
-        groups = ctx.broker.groups
-        write_refused = ctx.broker.transactions.check_transactional_write(
+        groups = ctx.services.groups
+        write_refused = ctx.services.transactions.check_transactional_write(
             request["producer_id"], request["producer_epoch"], OFFSETS_TOPIC, groups.partition_for(group_id))
         if write_refused is not None:
             errors.update(dict.fromkeys(commits, _version_error(ctx, write_refused.code)))
@@ -149,7 +148,7 @@ async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) ->
     ids = request["transactional_ids"]
     allowed = [tid for tid in ids if transactional_id_allowed(ctx, Operation.DESCRIBE, tid)]
     states = {state["transactional_id"]: state
-              for state in (await ctx.broker.transactions.describe(allowed) if allowed else [])}
+              for state in (await ctx.services.transactions.describe(allowed) if allowed else [])}
     return {"throttle_time_ms": 0, "transaction_states": [states.get(tid) or {
         "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
         "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
@@ -158,7 +157,7 @@ async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) ->
 
 @handler(ApiKey.LIST_TRANSACTIONS)
 async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    error, unknown, states = await ctx.broker.transactions.list(
+    error, unknown, states = await ctx.services.transactions.list(
         request["state_filters"], request["producer_id_filters"],
         request["duration_filter"] if ctx.api_version >= 1 else -1)
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
@@ -181,11 +180,11 @@ async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dic
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif not partition_exists(ctx, topic["name"], index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif ctx.services.cluster.partition_leader(topic["name"], index)[0] != ctx.broker.node_id:
+                elif ctx.services.cluster.partition_leader(topic["name"], index)[0] != ctx.services.node_id:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
-                    code = await write_marker(ctx.broker, topic["name"], index, marker["producer_id"],
-                                              marker["producer_epoch"], marker["transaction_result"])
+                    code = await ctx.services.transactions.write_marker(
+                        topic["name"], index, marker["producer_id"], marker["producer_epoch"], marker["transaction_result"])
                 partitions.append({"partition_index": index, "error_code": code})
             topics.append({"name": topic["name"], "partitions": partitions})
         results.append({"producer_id": marker["producer_id"], "topics": topics})

@@ -156,6 +156,11 @@ class TransactionCoordinator:
         self._owned: set[int] = set()  # the `__transaction_state` partitions this broker coordinates (cluster)
         self._creating: asyncio.Task | None = None
 
+    async def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                           committed: bool) -> ErrorCode:
+        """A marker another broker's coordinator sends this broker, the partition's leader (WriteTxnMarkers)."""
+        return await write_marker(self.broker, topic, partition, producer_id, producer_epoch, committed)
+
     def _now_ms(self) -> int:
         return int(self.broker.clock() * 1000)
 

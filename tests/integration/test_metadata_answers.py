@@ -43,7 +43,7 @@ def broker_factory(tmp_path):
 def every_topic(loop, broker: Broker, principal: str = "User:ANONYMOUS", version: int = 12) -> dict[str, int]:
     """Topic name -> partition count (internal topics left out), from the encoded and decoded answer, as a
     client reads it."""
-    ctx = RequestContext(broker, broker.services, ApiKey.METADATA, version, 7, "test", "127.0.0.1", "PLAINTEXT",
+    ctx = RequestContext(broker.services, ApiKey.METADATA, version, 7, "test", "127.0.0.1", "PLAINTEXT",
                          None, principal)
     answer = loop.run_until_complete(HANDLERS[ApiKey.METADATA](ctx, dict(EVERY_TOPIC)))
     wire = b"".join(bytes(chunk) for chunk in encode_response_chunks(ApiKey.METADATA, version, 7, answer))
