@@ -48,6 +48,7 @@ CLASSES = ("kafka", "zookeeper")
 DEFAULT_TOPIC = "__burrowpy_notifier"
 RETRY_DELAY = 2.0  # seconds before joining again after Kafka refused or could not be reached
 POLL_TIMEOUT_MS = 1000  # the lock topic carries no records; polling only keeps the member alive
+STATE_READ_TIMEOUT = 30.0  # seconds; a state topic that cannot be read to its end by then is read again later
 TOPIC_EXISTS = 36  # Kafka's TOPIC_ALREADY_EXISTS: another instance created it first
 
 
@@ -208,7 +209,11 @@ class KafkaNotifierLock:
             reader.assign([partition])
             end = (await reader.end_offsets([partition]))[partition]
             await reader.seek_to_beginning(partition)
+            deadline = asyncio.get_running_loop().time() + STATE_READ_TIMEOUT
             while await reader.position(partition) < end:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError(f"the state topic {self.state_topic!r} was not read to offset {end} within "
+                                       f"{STATE_READ_TIMEOUT} s")
                 for record in (await reader.getmany(partition, timeout_ms=POLL_TIMEOUT_MS)).get(partition, []):
                     self._apply(states, record.key, record.value, record.offset)
         finally:
