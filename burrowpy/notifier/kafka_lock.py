@@ -88,6 +88,7 @@ class KafkaNotifierLock:
         self.clock = ctx.clock
         self.generation = 0  # bumped each time the lock is taken: the state must then be read again
         self.since: float | None = None  # when this instance last took the lock
+        self.joined = False  # a member of the group's current generation (false while it rebalances)
         self._held = asyncio.Event()
         self._consumer: Any = None
         self._producer: Any = None
@@ -101,7 +102,8 @@ class KafkaNotifierLock:
         await self._held.wait()
 
     def describe(self) -> dict[str, Any]:
-        return {"lock": self.kind, "instance": self.identifier, "sender": self.held, "since": self.since,
+        return {"lock": self.kind, "instance": self.identifier, "sender": self.held, "joined": self.joined,
+                "since": self.since,
                 "cluster": self.cluster, "group": self.group, "topic": self.topic, "state-topic": self.state_topic,
                 "session-timeout": self.session_timeout}
 
@@ -180,6 +182,7 @@ class KafkaNotifierLock:
     async def _close_clients(self) -> None:
         await stop_clients(self._consumer, self._producer)
         self._consumer = self._producer = None
+        self.joined = False
         self._set_held(False)
 
     def _set_held(self, held: bool) -> None:
@@ -249,7 +252,9 @@ class _Listener(ConsumerRebalanceListener):
         self.lock = lock
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.lock.joined = False
         self.lock._set_held(False)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.lock.joined = True
         self.lock._set_held(any(tp.topic == self.lock.topic for tp in assigned))

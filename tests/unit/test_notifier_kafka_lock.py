@@ -61,6 +61,6 @@ def test_the_choice_is_described_for_the_api_and_metrics() -> None:
     monitor = configured({"class-name": "kafka", "cluster": "local", "instance": "monitor-2"})
     assert monitor.ctx.notifier.lock_kind == "kafka"
     assert monitor.ctx.notifier.describe() == {
-        "lock": "kafka", "instance": "monitor-2", "sender": False, "since": None, "cluster": "local",
+        "lock": "kafka", "instance": "monitor-2", "sender": False, "joined": False, "since": None, "cluster": "local",
         "group": "burrowpy-notifier", "topic": "__burrowpy_notifier", "state-topic": "__burrowpy_notifier-state",
         "session-timeout": 10.0}
