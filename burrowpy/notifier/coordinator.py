@@ -205,16 +205,20 @@ class NotifierCoordinator:
             names = await self._fetch(lambda reply, c=cluster: FetchConsumers(cluster=c, reply=reply)) or []
             tracked = self.groups.get(cluster, {})
             known[cluster] = {
-                group: tracked.get(group) or TrackedGroup(last_eval=now - self._rng.uniform(0, self.min_interval),
-                                                          state=self._carried.pop((cluster, group), GroupState()))
+                group: tracked.get(group) or TrackedGroup(last_eval=now - self._rng.uniform(0, self.min_interval))
                 for group in names
             }
             # Kafka keeps one namespace of group ids for every group type, so a name is never both kinds.
             windows = self._share_groups(cluster)
             for group in windows.groups() if windows is not None else ():
                 known[cluster][group] = tracked.get(group) or TrackedGroup(
-                    last_eval=now - self._rng.uniform(0, self.min_interval), share=True,
-                    state=self._carried.pop((cluster, group), GroupState()))
+                    last_eval=now - self._rng.uniform(0, self.min_interval), share=True)
+        # Only now, after the last await: a takeover while storage answered may have read states for new groups.
+        for cluster, groups in known.items():
+            previous = self.groups.get(cluster, {})
+            for group, tracked_group in groups.items():
+                if previous.get(group) is not tracked_group:
+                    tracked_group.state = self._carried.pop((cluster, group), GroupState())
         self.groups = known
         self._wake.set()
 
