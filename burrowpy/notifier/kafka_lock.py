@@ -246,7 +246,7 @@ class KafkaNotifierLock:
 
 
 class _Listener(ConsumerRebalanceListener):
-    """aiokafka's rebalance callbacks: the lock is held exactly while the lock topic's partition is ours."""
+    """aiokafka's rebalance callbacks: the lock is held exactly while the lock topic's partition 0 is ours."""
 
     def __init__(self, lock: KafkaNotifierLock) -> None:
         self.lock = lock
@@ -257,4 +257,5 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         self.lock.joined = True
-        self.lock._set_held(any(tp.topic == self.lock.topic for tp in assigned))
+        # partition 0 only: a lock topic someone created with more partitions must still choose one sender
+        self.lock._set_held(any(tp.topic == self.lock.topic and tp.partition == 0 for tp in assigned))
