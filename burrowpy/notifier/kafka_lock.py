@@ -24,6 +24,11 @@ an incident already announced is not announced again, and its close is sent with
 killed while a notification was on its way does not record it, so the next sender sends it again: an alert may be
 repeated then, never lost.
 
+The sender confirms its ownership every second by committing offset 0 of the lock partition (the coordinator
+accepts a commit only from the partition's owner in the group's current generation), and sends only while its
+last confirmation is younger than half a session timeout: a process that stalled or was cut off from Kafka may
+have been replaced without hearing of it yet.
+
 Kafka unreachable at start or later never stops the daemon: the lock is not held while its consumer is down, and
 joining is retried in the background, logged once per failure.
 """
@@ -34,9 +39,12 @@ import asyncio
 import json
 import os
 import socket
+import time
 from typing import Any
 
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 from burrowpy.config import Section
 from burrowpy.coordinators.kafka_client import client_settings, stop_clients
@@ -89,14 +97,18 @@ class KafkaNotifierLock:
         self.generation = 0  # bumped each time the lock is taken: the state must then be read again
         self.since: float | None = None  # when this instance last took the lock
         self.joined = False  # a member of the group's current generation (false while it rebalances)
-        self._held = asyncio.Event()
+        self._held = asyncio.Event()  # set while the group assigns us the lock partition
+        self._confirmed = -float("inf")  # monotonic time the coordinator last accepted us as its owner
         self._consumer: Any = None
         self._producer: Any = None
         self._task: asyncio.Task | None = None
 
     @property
     def held(self) -> bool:
-        return self._held.is_set()
+        """Owner of the lock partition, confirmed by the group coordinator within half a session timeout. A
+        process that was paused, or cut off from Kafka, may have been replaced meanwhile without hearing of it
+        yet: it stops sending until the coordinator confirms it again (or revokes the partition)."""
+        return self._held.is_set() and time.monotonic() - self._confirmed < self.session_timeout / 2
 
     async def wait_held(self) -> None:
         await self._held.wait()
@@ -124,6 +136,8 @@ class KafkaNotifierLock:
                 await self._join()
                 while True:
                     await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+                    if self._held.is_set():
+                        await self._confirm()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -149,6 +163,18 @@ class KafkaNotifierLock:
         self._consumer.subscribe([self.topic], listener=_Listener(self))
         await self._consumer.start()
         self.logger.info("joined the notifier group", group=self.group, instance=self.identifier)
+
+    async def _confirm(self) -> None:
+        """Commit offset 0 of the lock partition: the coordinator accepts a commit only from a member of the
+        group's current generation that owns the partition, so its answer is a fresh proof of ownership."""
+        try:
+            await asyncio.wait_for(self._consumer.commit({TopicPartition(self.topic, 0): 0}),
+                                   self.session_timeout / 3)
+        except (KafkaError, TimeoutError) as exc:
+            self.logger.warning("the group coordinator did not confirm this instance as the sender; not sending "
+                                "until it does", error=repr(exc))
+            return
+        self._confirmed = time.monotonic()
 
     async def _ensure_topics(self) -> None:
         from aiokafka import AIOKafkaClient
@@ -186,13 +212,14 @@ class KafkaNotifierLock:
         self._set_held(False)
 
     def _set_held(self, held: bool) -> None:
-        if held and not self.held:
+        if held and not self._held.is_set():
+            self._confirmed = time.monotonic()  # the assignment is the coordinator's answer of this moment
             self.generation += 1
             self.since = self.clock.time()
             self._held.set()
             self.logger.info("took the Kafka notifier lock: this instance sends notifications",
                              instance=self.identifier)
-        elif not held and self.held:
+        elif not held and self._held.is_set():
             self._held.clear()
             self.logger.warning("gave up the Kafka notifier lock", instance=self.identifier)
 
@@ -200,7 +227,7 @@ class KafkaNotifierLock:
 
     async def load_states(self) -> dict[tuple[str, str], GroupState]:
         """Every group's state in the state topic, read to the end it had when asked."""
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
 
         partition = TopicPartition(self.state_topic, 0)
         # earliest: a position aiokafka resolved before the seek below took effect is the log start too

@@ -1,7 +1,8 @@
 """Two `burrowpy serve` processes choose one notifier sender through Kafka (the ``notifier-lock`` block of class
 kafka), on our broker and on Apache Kafka 4.x: the sender is killed with -9 while a group is in ERR, the other
 takes over within the group's session timeout, and the incident is announced once open and once closed, by the
-instance that held the lock at each moment, with the same incident id."""
+instance that held the lock at each moment, with the same incident id. A sender whose process stalled stops
+sending until the group coordinator confirms it again."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
 import yaml
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from harness import BURROWPY, create_topics, free_port, unique_name
 from notifier_support import TEMPLATES, eventually
 from prometheus_client.parser import text_string_to_metric_families
+
+from burrowpy.config import Config, Section
+from burrowpy.context import ApplicationContext
+from burrowpy.notifier.kafka_lock import KafkaNotifierLock
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]  # the assertions are failover times
 
@@ -238,3 +244,25 @@ async def test_the_sender_killed_with_minus_9_is_replaced_and_the_incident_is_an
 
 async def _is_sender(instance: Instance, session: aiohttp.ClientSession) -> bool:
     return bool((await instance.sender(session) or {}).get("sender"))
+
+
+async def test_a_sender_that_stalled_stops_sending_until_the_coordinator_confirms_it(broker):
+    config = Config(file=str(TEMPLATES / "burrowpy.yaml"))
+    config.sections["cluster"] = {"local": Section(config.file, "cluster.local", {"servers": [broker.bootstrap]})}
+    ctx = ApplicationContext(config=config, logger=structlog.get_logger())
+    lock = KafkaNotifierLock(Section(config.file, "notifier-lock", {
+        "class-name": "kafka", "cluster": "local", "topic": unique_name("__burrowpy_notifier"),
+        "group": unique_name("burrowpy-stall"), "session-timeout": SESSION_TIMEOUT}), ctx)
+    await lock.start()
+    try:
+        await eventually(lambda: lock.held, what="the lock")
+        # The fault: the whole process stalls (a long pause, a blocked event loop) for more than half a session
+        # timeout, so the group may have handed the partition to another instance without this one hearing of it.
+        time.sleep(SESSION_TIMEOUT / 2 + 0.5)  # noqa: ASYNC251 (the stall is the fault under test)
+        assert not lock.held, "a stalled sender must not send before the coordinator confirms it again"
+        # Its session outlived the stall: the next commit confirms it, without a rebalance.
+        generation = lock.generation
+        await eventually(lambda: lock.held, timeout=SESSION_TIMEOUT, what="the lock confirmed again")
+        assert lock.generation == generation
+    finally:
+        await lock.stop()
