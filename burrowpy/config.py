@@ -36,7 +36,7 @@ from burrowpy.httpauth import LOGIN_BURST, LOGIN_REFILL_S, HttpAuthProfile
 # Sections that hold named modules (``[kind.NAME]``) and those that are single blocks.
 MODULE_KINDS = ("client-profile", "tls", "sasl", "iam", "http-auth", "httpserver", "storage", "evaluator",
                 "cluster", "consumer", "notifier")
-BLOCK_KINDS = ("general", "logging", "zookeeper", "history", "dashboard")
+BLOCK_KINDS = ("general", "logging", "zookeeper", "history", "dashboard", "notifier-lock")
 
 # Kinds whose sections are modules built by a coordinator from their ``class-name``.
 COORDINATED_KINDS = ("storage", "evaluator", "cluster", "consumer", "notifier")

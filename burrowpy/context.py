@@ -74,6 +74,7 @@ class ApplicationContext:
     registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
     # Built modules by kind and name ("cluster" -> {"local": module}), for /v3/config and /v3/kafka/:cluster.
     modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notifier: Any = None  # the notifier coordinator, when notifiers are configured: who sends, for the API
 
     def submit(self, request: Any) -> None:
         """Send a storage Set request from a cluster or consumer module, teeing it to history capture."""

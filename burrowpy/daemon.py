@@ -142,10 +142,23 @@ class Monitor:
         from burrowpy.notifier import NotifierCoordinator
 
         # Burrow insists on ZooKeeper for notifiers; without a zookeeper block we run them unlocked, which is
-        # right for a single instance (the notifier coordinator logs it).
+        # right for a single instance (the notifier coordinator logs it). A notifier-lock block of class kafka
+        # puts the lock, and the incidents' state, in Kafka instead.
+        lock = None
+        lock_block = self.ctx.config.block("notifier-lock")
+        if lock_block is not None:
+            from burrowpy.notifier.kafka_lock import KafkaNotifierLock, lock_class
+
+            if lock_class(lock_block) == "kafka":
+                lock = KafkaNotifierLock(lock_block, self.ctx)
+            else:
+                lock_block.check_keys(("class-name",))
+                if self.zookeeper is None:
+                    raise lock_block.error("class-name", "is zookeeper, but there is no zookeeper block")
         notifier = NotifierCoordinator(self.ctx, self.ctx.config.modules("notifier"), zookeeper=self.zookeeper,
-                                       registry=self.ctx.registry)
+                                       lock=lock, store=lock, registry=self.ctx.registry)
         self.ctx.modules["notifier"] = notifier.modules
+        self.ctx.notifier = notifier
         self._coordinators.append(("notifier", notifier))
 
     async def start(self) -> None:

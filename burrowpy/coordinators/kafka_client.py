@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from burrowpy.config import ClientProfile, Section
@@ -31,3 +32,12 @@ def client_settings(profile: ClientProfile, section: Section) -> dict[str, Any]:
         settings["sasl_plain_password"] = profile.sasl.password
     settings["security_protocol"] = protocol
     return settings
+
+
+async def stop_clients(*clients: Any) -> None:
+    """Stop aiokafka producers and consumers (None is skipped); a client that fails to stop is already unusable,
+    and stopping the others matters more."""
+    for client in clients:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.stop()

@@ -19,7 +19,6 @@ module's ``group-denylist`` to hide it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import uuid
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from burrowpy.config import Section
+from burrowpy.coordinators.kafka_client import stop_clients
 
 KEYS = ("probe", "probe-topic", "probe-group", "probe-interval", "probe-timeout", "probe-window",
         "probe-replication-factor")
@@ -253,10 +253,7 @@ class EndToEndProbe:
         await self._close_clients()
 
     async def _close_clients(self) -> None:
-        for client in (self._consumer, self._producer):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+        await stop_clients(self._consumer, self._producer)
         self._consumer = self._producer = None
 
     async def _ensure_topic(self, client: Any) -> None:

@@ -263,6 +263,13 @@ class BurrowApi:
         self.ctx.logger.info("log level changed", level=control.level)
         return ok(request, "set log level")
 
+    async def notifier_sender(self, request: web.Request) -> web.Response:
+        """Not Burrow's: whether this instance is the one notifier sender, and by which lock it was chosen."""
+        notifier = self.ctx.notifier
+        if notifier is None:
+            return error(request, 404, "no notifiers are configured")
+        return ok(request, "notifier sender returned", notifier=notifier.describe())
+
     def routes(self) -> list[tuple[str, str, Handler]]:
         table: list[tuple[str, str, Handler]] = [
             ("GET", "/burrow/admin", self.admin),
@@ -286,6 +293,7 @@ class BurrowApi:
             ("GET", "/v3/config", self.config_main),
             ("GET", "/v3/config/cluster/{cluster}", self.cluster_detail),
             ("GET", "/v3/admin/loglevel", self.get_log_level),
+            ("GET", "/v3/admin/notifier", self.notifier_sender),
             ("POST", "/v3/admin/loglevel", self.set_log_level),
         ]
         for kind in CONFIG_KINDS:

@@ -7,7 +7,9 @@ group went unwatched for up to a minute). Only the instance holding the ZooKeepe
 see only the partitions with problems) once per ``interval`` (the smallest of all notifiers), new
 groups with a random offset so that evaluations spread out. Each result goes through the pure
 :func:`~burrowpy.notifier.decision.step`, and the notifications it returns are sent in the background.
-Without a ZooKeeper coordinator the instance assumes it is the only one and always sends.
+Without a ZooKeeper coordinator the instance assumes it is the only one and always sends. Instead of
+ZooKeeper the lock can live in Kafka (``kafka_lock.py``); that lock also stores each group's notification
+state, which a new sender reads before it evaluates anything, so incidents survive the handover.
 
 Sends to one notifier about one group happen in order (a close never overtakes the open it closes),
 while different groups and notifiers do not wait for each other, so a slow or failing endpoint (which
@@ -20,11 +22,13 @@ or register ``coordinator.metrics`` with the HTTP server's registry.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import socket
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
@@ -51,6 +55,31 @@ def build_notifier(name: str, section: Section, ctx: Any) -> Notifier:
         raise section.error("class-name", f"unknown notifier class {class_name!r} "
                                           f"(known: {', '.join(sorted(NOTIFIER_CLASSES))})")
     return NOTIFIER_CLASSES[class_name](name, section, ctx)
+
+
+class NotifierLock(Protocol):
+    """What the coordinator needs of a lock: the ZooKeeper one or the Kafka one."""
+
+    identifier: str
+
+    @property
+    def held(self) -> bool: ...
+
+    async def wait_held(self) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class IncidentStore(Protocol):
+    """Where a sender leaves each group's notification state for the next one (``kafka_lock.py``)."""
+
+    generation: int  # changes each time this instance takes the lock
+
+    async def load_states(self) -> dict[tuple[str, str], GroupState]: ...
+
+    async def save_state(self, cluster: str, group: str, state: GroupState) -> None: ...
 
 
 @dataclass
@@ -82,16 +111,19 @@ class NotifierMetrics:
         yield retries
         yield CounterMetricFamily("burrowpy_notifier_evaluations", "Group evaluations requested by the notifier",
                                   value=coordinator.evaluations)
-        yield GaugeMetricFamily("burrowpy_notifier_leader",
-                                "1 when this instance holds the notifier lock and sends notifications",
-                                value=1 if coordinator.is_leader else 0)
+        leader = GaugeMetricFamily("burrowpy_notifier_leader",
+                                   "1 when this instance holds the notifier lock and sends notifications",
+                                   labels=["instance", "lock"])
+        leader.add_metric([coordinator.instance, coordinator.lock_kind], 1 if coordinator.is_leader else 0)
+        yield leader
 
 
 class NotifierCoordinator:
     """Builds the notifier modules of ``sections`` (name -> Section) and drives them."""
 
     def __init__(self, ctx: Any, sections: Mapping[str, Section], *,
-                 zookeeper: ZookeeperCoordinator | None = None, registry: CollectorRegistry | None = None,
+                 zookeeper: ZookeeperCoordinator | None = None, lock: NotifierLock | None = None,
+                 store: IncidentStore | None = None, registry: CollectorRegistry | None = None,
                  group_refresh: float | None = None, rng: random.Random | None = None) -> None:
         self.ctx = ctx
         self.logger = ctx.logger.bind(coordinator="notifier")
@@ -102,7 +134,15 @@ class NotifierCoordinator:
                                                                                 self.min_interval)
         self.groups: dict[str, dict[str, TrackedGroup]] = {}
         self.evaluations = 0
-        self._lock = zookeeper.lock("notifier") if zookeeper is not None else None
+        self._lock: NotifierLock | None = lock if lock is not None else (
+            zookeeper.lock("notifier") if zookeeper is not None else None)
+        self.lock_kind = getattr(self._lock, "kind", "zookeeper") if self._lock is not None else "none"
+        self.instance = (self._lock.identifier if self._lock is not None
+                         else f"{socket.gethostname()}:{os.getpid()}")
+        self._store = store
+        self._loaded_generation = 0  # the store's generation whose states this instance has read
+        self._carried: dict[tuple[str, str], GroupState] = {}  # read from the store, for groups not tracked yet
+        self._saves: dict[tuple[str, str], asyncio.Task] = {}
         self.metrics = NotifierMetrics(self)
         self._registry = registry
         if registry is not None:
@@ -116,6 +156,13 @@ class NotifierCoordinator:
     def is_leader(self) -> bool:
         """Whether this instance is the one that evaluates groups and sends notifications."""
         return self._lock is None or self._lock.held
+
+    def describe(self) -> dict[str, Any]:
+        """Who sends: this instance's part in the choice, for the HTTP API."""
+        describe = getattr(self._lock, "describe", None)
+        if describe is not None:
+            return describe()
+        return {"lock": self.lock_kind, "instance": self.instance, "sender": self.is_leader}
 
     async def start(self) -> None:
         if not self.modules:
@@ -135,7 +182,7 @@ class NotifierCoordinator:
         await asyncio.gather(*self._loops, return_exceptions=True)
         if self._lock is not None:
             await self._lock.stop()
-        pending = list(self._deliveries.values())
+        pending = list(self._deliveries.values()) + list(self._saves.values())
         if pending:
             self.logger.warning("stopping with notifications still being sent; they are dropped", count=len(pending))
         for task in pending:
@@ -166,6 +213,12 @@ class NotifierCoordinator:
             for group in windows.groups() if windows is not None else ():
                 known[cluster][group] = tracked.get(group) or TrackedGroup(
                     last_eval=now - self._rng.uniform(0, self.min_interval), share=True)
+        # Only now, after the last await: a takeover while storage answered may have read states for new groups.
+        for cluster, groups in known.items():
+            previous = self.groups.get(cluster, {})
+            for group, tracked_group in groups.items():
+                if previous.get(group) is not tracked_group:
+                    tracked_group.state = self._carried.pop((cluster, group), GroupState())
         self.groups = known
         self._wake.set()
 
@@ -214,6 +267,9 @@ class NotifierCoordinator:
                 self.logger.info("not the notifier lock holder: waiting to take over")
                 await self._lock.wait_held()
                 self.logger.info("this instance now evaluates groups and sends notifications")
+            if self._store is not None and self._store.generation != self._loaded_generation:
+                await self._take_over(self._store)
+                continue  # the lock may have gone while the states were read
             self._wake.clear()
             due = self.due_groups(self.ctx.clock.time())
             if due:
@@ -237,12 +293,61 @@ class NotifierCoordinator:
         if status is None or status.status == Status.NOTFOUND:
             return
         tracked = self.groups.get(cluster, {}).get(group)
-        if tracked is None or not self.is_leader:
+        if tracked is None or not self.is_leader or not self._states_current():
             return  # the group vanished, or the lock was lost, while the evaluator worked
+        before = tracked.state
         tracked.state, notifications = step(tracked.state, group, status.status, self.policies,
                                             self.ctx.clock.time(), lambda: str(uuid.uuid4()))
-        for notification in notifications:
-            self._dispatch(status, notification)
+        deliveries = [self._dispatch(status, notification) for notification in notifications]
+        if self._store is not None and tracked.state != before:
+            self._save_after(self._store, cluster, group, tracked.state, deliveries)
+
+    def _states_current(self) -> bool:
+        return self._store is None or self._store.generation == self._loaded_generation
+
+    async def _take_over(self, store: IncidentStore) -> None:
+        """Read the groups' states the previous sender left, before this instance decides anything."""
+        generation = store.generation
+        try:
+            states = await store.load_states()
+        except Exception as exc:  # without the states every open incident would be announced again: wait
+            self.logger.error("cannot read the notification state; not sending until it can be read",
+                              error=repr(exc), retry_seconds=IDLE_WAKEUP)
+            await asyncio.sleep(IDLE_WAKEUP)
+            return
+        for cluster, groups in self.groups.items():
+            for group, tracked in groups.items():
+                tracked.state = states.pop((cluster, group), GroupState())
+        self._carried = states
+        self._loaded_generation = generation
+
+    def _save_after(self, store: IncidentStore, cluster: str, group: str, state: GroupState,
+                    deliveries: list[asyncio.Task]) -> None:
+        """Record ``state`` once the notifications it records are delivered (or given up), after any earlier
+        record of the group: a sender killed meanwhile leaves them to be sent again by the next one."""
+        key = (cluster, group)
+        generation = store.generation
+        waits = deliveries + ([self._saves[key]] if key in self._saves else [])
+
+        async def save() -> None:
+            if waits:
+                await asyncio.wait(waits)
+            if not self.is_leader or store.generation != generation:
+                return  # another instance sends now and has read the state without this change
+            try:
+                await store.save_state(cluster, group, state)
+            except Exception as exc:
+                self.logger.warning("could not record the group's notification state; a new sender would "
+                                    "notify its open incident again", cluster=cluster, group=group, error=repr(exc))
+
+        task = asyncio.create_task(save())
+        self._saves[key] = task
+
+        def forget(done: asyncio.Task) -> None:
+            if self._saves.get(key) is done:
+                del self._saves[key]
+
+        task.add_done_callback(forget)
 
     async def _evaluate(self, cluster: str, group: str, share: bool) -> ConsumerGroupStatus | None:
         if not share:
@@ -252,7 +357,7 @@ class NotifierCoordinator:
                      if windows is not None else None)
         return evaluated.problems() if evaluated is not None else None
 
-    def _dispatch(self, status: ConsumerGroupStatus, notification: Notification) -> None:
+    def _dispatch(self, status: ConsumerGroupStatus, notification: Notification) -> asyncio.Task:
         key = (notification.notifier, status.cluster, status.group)
         previous = self._deliveries.get(key)
         task = asyncio.create_task(self._deliver_after(previous, status, notification))
@@ -263,6 +368,7 @@ class NotifierCoordinator:
                 del self._deliveries[key]
 
         task.add_done_callback(forget)
+        return task
 
     async def _deliver_after(self, previous: asyncio.Task | None, status: ConsumerGroupStatus,
                              notification: Notification) -> None:
@@ -276,5 +382,5 @@ class NotifierCoordinator:
 
     async def wait_idle(self) -> None:
         """Wait until every notification dispatched so far has been sent or given up on."""
-        while self._deliveries:
-            await asyncio.wait(list(self._deliveries.values()))
+        while self._deliveries or self._saves:
+            await asyncio.wait(list(self._deliveries.values()) + list(self._saves.values()))

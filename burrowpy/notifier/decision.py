@@ -139,3 +139,20 @@ def step(state: GroupState, group: str, status: Status, policies: Mapping[str, N
     if status == Status.OK:
         incident = None
     return GroupState(incident, last_open), notifications
+
+
+def state_to_json(state: GroupState) -> dict:
+    """The group's notification state as JSON, so that it can travel to the next sender (``kafka_lock.py``)."""
+    incident = state.incident
+    return {"incident": None if incident is None else {"id": incident.id, "start": incident.start},
+            "last_open": {name: {"at": record.at, "incident_id": record.incident_id}
+                          for name, record in sorted(state.last_open.items())}}
+
+
+def state_from_json(data: Mapping) -> GroupState:
+    """The inverse of :func:`state_to_json`; raises KeyError, TypeError or ValueError on a malformed record."""
+    raw = data["incident"]
+    incident = None if raw is None else Incident(str(raw["id"]), float(raw["start"]))
+    last_open = {str(name): LastOpen(float(record["at"]), str(record["incident_id"]))
+                 for name, record in data["last_open"].items()}
+    return GroupState(incident, last_open)

@@ -406,6 +406,29 @@ def test_probe_alert_rules_fire(tmp_path):
         tmp_path)
 
 
+def test_notifier_sender_alerts_fire(tmp_path):
+    def leader(instance: str, values: str) -> dict:
+        return {"series": f'burrowpy_notifier_leader{{job="burrowpy",instance="{instance}",lock="kafka"}}',
+                "values": values}
+
+    def alert(eval_time: str, name: str, severity: str, summary: str) -> dict:
+        description = {rule["alert"]: rule["annotations"]["description"] for group in yaml.safe_load(
+            (ROOT / "config" / "prometheus-alerts.yml").read_text())["groups"] for rule in group["rules"]}[name]
+        return {"eval_time": eval_time, "alertname": name, "exp_alerts": [{
+            "exp_labels": {"severity": severity, "job": "burrowpy"},
+            "exp_annotations": {"summary": summary, "description": description}}]}
+
+    # a sends for 10 minutes, then nobody for 5 (a and b both down to 0), then both for 5
+    check_alert_rules(
+        "prometheus-alerts.yml",
+        [leader("a", "1x9 0x5 1x5"), leader("b", "0x9 0x5 1x5")],
+        [{"eval_time": "9m", "alertname": "BurrowpyNoNotifierSender", "exp_alerts": []},
+         alert("13m", "BurrowpyNoNotifierSender", "critical", "No burrowpy instance of burrowpy sends notifications"),
+         {"eval_time": "13m", "alertname": "BurrowpyNotifierSenders", "exp_alerts": []},
+         alert("18m", "BurrowpyNotifierSenders", "warning", "2 burrowpy instances of burrowpy send notifications")],
+        tmp_path)
+
+
 def test_share_group_alert_fires(tmp_path):
     partition = 'cluster="local",share_group="jobs",topic="work",partition="0"'
     check_alert_rules(
@@ -468,7 +491,9 @@ def test_topic_health_alert_rules_fire(tmp_path):
 SERVED_IN_A_STATE = {"burrow_kafka_consumer_group_catch_up_seconds": "test_catch_up_forecast.py",
                      # only for share groups, which Kafka has and our broker (the demo's) has not
                      "burrow_kafka_share_group_partition_lag": "test_monitor_real_kafka.py",
-                     "burrow_kafka_share_group_partition_status": "test_monitor_real_kafka.py"}
+                     "burrow_kafka_share_group_partition_status": "test_monitor_real_kafka.py",
+                     # only with notifiers, which the demo has none of
+                     "burrowpy_notifier_leader": "test_notifier_kafka_lock.py"}
 
 
 def test_dashboard_and_alerts_use_only_metrics_the_monitor_serves(demo):

@@ -167,7 +167,8 @@ async def test_metrics_count_notifications_and_evaluations(monitor):
     )
     assert 'burrowpy_notifier_retries_total{notifier="alerts"} 0.0' in text
     assert "burrowpy_notifier_evaluations_total 1.0" in text
-    assert "burrowpy_notifier_leader 1.0" in text  # no ZooKeeper: the only instance sends
+    # no lock: the only instance sends
+    assert f'burrowpy_notifier_leader{{instance="{coordinator.instance}",lock="none"}} 1.0' in text
 
 
 async def eventually(condition, timeout: float = 10.0) -> None:
