@@ -139,6 +139,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "offsets.topic.num.partitions": ("int", 50),
     "offsets.topic.replication.factor": ("int", 1),
+    "offsets.topic.segment.bytes": ("int", 104857600),  # __consumer_offsets' segment.bytes, set as it is created
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("int", 600000),
     "offset.metadata.max.bytes": ("int", 4096),  # a committed offset's metadata: longer is OFFSET_METADATA_TOO_LARGE
@@ -151,6 +152,11 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
+    # the bounds Kafka holds the two above to (checked at start-up, as Kafka's GroupCoordinatorConfig does)
+    "group.consumer.min.session.timeout.ms": ("int", 45000),
+    "group.consumer.max.session.timeout.ms": ("int", 60000),
+    "group.consumer.min.heartbeat.interval.ms": ("int", 5000),
+    "group.consumer.max.heartbeat.interval.ms": ("int", 15000),
     "replica.lag.time.max.ms": ("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
@@ -358,6 +364,28 @@ def _metrics_address(section: Section, text: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
+def _check_consumer_group_bounds(section: Section, settings: dict[str, Any]) -> None:
+    """Kafka's start-up checks of the KIP-848 group timings against their bounds, in Kafka's words."""
+    session, heartbeat = "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"
+    for key in (session, heartbeat, "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+                "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+                "offsets.topic.segment.bytes"):
+        if settings[key] < 1:
+            raise section.error(key, "must be at least 1")
+    for value, low, high in ((heartbeat, "group.consumer.min.heartbeat.interval.ms",
+                              "group.consumer.max.heartbeat.interval.ms"),
+                             (session, "group.consumer.min.session.timeout.ms",
+                              "group.consumer.max.session.timeout.ms")):
+        if settings[high] < settings[low]:
+            raise section.error(high, f"must be greater than or equal to {low}")
+        if settings[value] < settings[low]:
+            raise section.error(value, f"must be greater than or equal to {low}")
+        if settings[value] > settings[high]:
+            raise section.error(value, f"must be less than or equal to {high}")
+    if settings[heartbeat] >= settings[session]:
+        raise section.error(heartbeat, f"must be less than {session}")
+
+
 def _check_cleaner(section: Section, settings: dict[str, Any]) -> None:
     """Kafka's requirements on the log cleaner's buffers, and cleaner_value_problem's."""
     threads = section.get_int("log.cleaner.threads", 1)
@@ -539,6 +567,7 @@ class BrokerConfig:
             raise section.error(exc.key, str(exc)) from None
         metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
+        _check_consumer_group_bounds(section, settings)
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks
