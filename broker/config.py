@@ -148,6 +148,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.max.size": ("int", 2147483647),  # members of a classic group: more get GROUP_MAX_SIZE_REACHED
     "group.consumer.max.size": ("int", 2147483647),  # members of a KIP-848 consumer group, the same
+    # the assignors a KIP-848 group may ask for (uniform, range), the first its default
+    "group.consumer.assignors": ("str", "uniform,range"),
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),
@@ -188,6 +190,32 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # KIP-226's password encoder of dynamic password configs (broker.security.passwords)
     **ENCODER_KEYS,
 }
+
+# The KIP-848 assignors (broker.groups.assignors), by name
+UNIFORM = "uniform"
+RANGE = "range"
+ASSIGNORS = (UNIFORM, RANGE)
+# group.consumer.assignors may name them by Kafka's classes too
+_KAFKA_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
+                  "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE}
+
+
+def parse_assignors(value: str) -> tuple[str, ...]:
+    """``group.consumer.assignors``: the assignors a KIP-848 group may ask for, the first its default when none
+    asks. ValueError for an empty list, a repeated one, or a class this broker cannot load."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError("must name at least one assignor")
+    chosen = []
+    for name in names:
+        assignor = name if name in ASSIGNORS else _KAFKA_CLASSES.get(name)
+        if assignor is None:
+            raise ValueError(f"{name!r} is an assignor this broker cannot load; it has {', '.join(ASSIGNORS)}")
+        if assignor in chosen:
+            raise ValueError(f"names {assignor!r} twice")
+        chosen.append(assignor)
+    return tuple(chosen)
+
 
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
 AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
@@ -568,6 +596,10 @@ class BrokerConfig:
         metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
         _check_consumer_group_bounds(section, settings)
+        try:
+            parse_assignors(settings["group.consumer.assignors"])
+        except ValueError as exc:
+            raise section.error("group.consumer.assignors", str(exc)) from None
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

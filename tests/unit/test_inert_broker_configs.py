@@ -16,6 +16,7 @@ import pytest
 from broker.broker import Broker
 from broker.config import BROKER_KEYS, BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
+from broker.groups.machine import GroupConfig
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.manager import LogManager
 from broker.topics import OFFSETS_TOPIC
@@ -89,7 +90,7 @@ INERT: dict[str, str] = {
         "transaction.two.phase.commit.enable",
     ], NOT_SERVED),
     **dict.fromkeys([
-        "group.consumer.assignors", "group.consumer.migration.policy", "group.consumer.assignment.interval.ms",
+        "group.consumer.migration.policy", "group.consumer.assignment.interval.ms",
         "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms",
         "group.coordinator.rebalance.protocols",
     ], ASSIGNOR_TUNING),
@@ -175,12 +176,24 @@ def test_the_readme_names_each_one(key):
     ("group.consumer.min.session.timeout.ms: 1000\ngroup.consumer.session.timeout.ms: 5000\n",
      "group.consumer.heartbeat.interval.ms", "less than group.consumer.session.timeout.ms"),
     ("offsets.topic.segment.bytes: 0\n", "offsets.topic.segment.bytes", "at least 1"),
+    ("group.consumer.assignors: com.example.MyAssignor\n", "group.consumer.assignors", "cannot load"),
+    ("group.consumer.assignors: range,range\n", "group.consumer.assignors", "twice"),
+    ("group.consumer.assignors: ''\n", "group.consumer.assignors", "at least one"),
 ])
-def test_the_consumer_group_timings_are_held_to_their_bounds_as_kafka_holds_them(tmp_path, text, key, message):
+def test_the_group_settings_are_checked_as_kafka_checks_them(tmp_path, text, key, message):
     path = tmp_path / "broker.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=rf"broker\.yaml.*{re.escape(key)}.*{message}"):
         BrokerConfig.load(path, data_dir=str(tmp_path / "data"))
+
+
+def test_group_consumer_assignors_take_kafkas_names_and_classes(tmp_path):
+    config = BrokerConfig.load(overrides={
+        "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform"},
+        data_dir=str(tmp_path))
+    assert GroupConfig.from_broker_config(config).consumer_assignors == ("range", "uniform") and not config.inert
+    default = BrokerConfig.load(data_dir=str(tmp_path))
+    assert GroupConfig.from_broker_config(default).consumer_assignors == ("uniform", "range")
 
 
 def test_lowered_bounds_let_lower_timings_through(tmp_path):
