@@ -392,6 +392,18 @@ def _metrics_address(section: Section, text: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
+def _check_kafka_types(section: Section, raw: Mapping[str, Any]) -> None:
+    """Kafka's configs this broker does not read still take Kafka's type: a number or a boolean that is not one
+    is refused, as Kafka refuses it, rather than kept and described as given."""
+    getters: dict[int, Callable[[str, Any], Any]] = {1: section.get_bool, 3: section.get_int, 4: section.get_int,
+                                                     5: section.get_int, 6: section.get_float}
+    for key in raw:
+        if key not in BROKER_KEYS and key in KAFKA_BROKER_CONFIGS:
+            getter = getters.get(KAFKA_BROKER_CONFIGS[key][1])
+            if getter is not None:
+                getter(key, None)
+
+
 def _check_consumer_group_bounds(section: Section, settings: dict[str, Any]) -> None:
     """Kafka's start-up checks of the KIP-848 group timings against their bounds, in Kafka's words."""
     session, heartbeat = "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"
@@ -596,6 +608,7 @@ class BrokerConfig:
         metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
         _check_consumer_group_bounds(section, settings)
+        _check_kafka_types(section, raw)
         try:
             parse_assignors(settings["group.consumer.assignors"])
         except ValueError as exc:

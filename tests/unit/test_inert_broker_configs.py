@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import Broker
 from broker.config import BROKER_KEYS, BrokerConfig
-from broker.groups.coordinator import GroupCoordinator
 from broker.groups.machine import GroupConfig
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
-from broker.log.manager import LogManager
-from broker.topics import OFFSETS_TOPIC
 from burrowpy.config import ConfigError
 
 JVM = "a thread, queue or buffer of Kafka's JVM process: one event loop here, compaction on one thread"
@@ -130,12 +126,12 @@ def inert_when_set_alone(tmp_path: Path) -> set[str]:
     """The Kafka broker configs that, each set alone to Kafka's default (or any value where Kafka has none), load
     and land among those the broker names as without effect."""
     inert = set()
-    for key, (default, *_) in KAFKA_BROKER_CONFIGS.items():
+    for key, (default, kind, *_) in KAFKA_BROKER_CONFIGS.items():
         if key in BROKER_KEYS:
             continue
+        value = default if default is not None else {1: "false", 3: "1", 4: "1", 5: "1", 6: "1.0"}.get(kind, "x")
         try:
-            config = BrokerConfig.load(overrides={key: "x" if default is None else default},
-                                       data_dir=str(tmp_path))
+            config = BrokerConfig.load(overrides={key: value}, data_dir=str(tmp_path))
         except ConfigError:
             continue  # refused by name
         if key in config.inert:
@@ -179,6 +175,12 @@ def test_the_readme_names_each_one(key):
     ("group.consumer.assignors: com.example.MyAssignor\n", "group.consumer.assignors", "cannot load"),
     ("group.consumer.assignors: range,range\n", "group.consumer.assignors", "twice"),
     ("group.consumer.assignors: ''\n", "group.consumer.assignors", "at least one"),
+    # read or not, Kafka's configs take Kafka's types
+    ("queued.max.requests: plenty\n", "queued.max.requests", "expected an integer"),
+    ("transaction.partition.verification.enable: maybe\n", "transaction.partition.verification.enable",
+     "expected true or false"),
+    ("remote.log.manager.copy.max.bytes.per.second: fast\n", "remote.log.manager.copy.max.bytes.per.second",
+     "expected an integer"),
 ])
 def test_the_group_settings_are_checked_as_kafka_checks_them(tmp_path, text, key, message):
     path = tmp_path / "broker.yaml"
@@ -203,16 +205,3 @@ def test_lowered_bounds_let_lower_timings_through(tmp_path):
         data_dir=str(tmp_path))
     assert config["group.consumer.session.timeout.ms"] == 6000 and not config.inert
 
-
-async def test_the_offsets_topic_is_created_with_offsets_topic_segment_bytes(tmp_path):
-    broker = Broker(BrokerConfig.load(overrides={"offsets.topic.segment.bytes": 65536,
-                                                 "offsets.topic.num.partitions": 2}, data_dir=str(tmp_path)))
-    broker.logs = LogManager(tmp_path / "logs", broker.config.topic_defaults(), auto_high_watermark=True)
-    broker.groups = GroupCoordinator(broker)
-    try:
-        await broker.groups.start()
-        assert broker.logs.topics[OFFSETS_TOPIC].config.segment_bytes == 65536
-        assert broker.logs.topics[OFFSETS_TOPIC].overrides == {"cleanup.policy": "compact", "segment.bytes": "65536"}
-    finally:
-        await broker.groups.stop()
-        broker.logs.close()
