@@ -139,6 +139,7 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "offsets.topic.num.partitions": ("int", 50),
     "offsets.topic.replication.factor": ("int", 1),
+    "offsets.topic.segment.bytes": ("int", 104857600),  # __consumer_offsets' segment.bytes, set as it is created
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("int", 600000),
     "offset.metadata.max.bytes": ("int", 4096),  # a committed offset's metadata: longer is OFFSET_METADATA_TOO_LARGE
@@ -147,10 +148,17 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1800000),
     "group.max.size": ("int", 2147483647),  # members of a classic group: more get GROUP_MAX_SIZE_REACHED
     "group.consumer.max.size": ("int", 2147483647),  # members of a KIP-848 consumer group, the same
+    # the assignors a KIP-848 group may ask for (uniform, range), the first its default
+    "group.consumer.assignors": ("str", "uniform,range"),
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
+    # the bounds Kafka holds the two above to (checked at start-up, as Kafka's GroupCoordinatorConfig does)
+    "group.consumer.min.session.timeout.ms": ("int", 45000),
+    "group.consumer.max.session.timeout.ms": ("int", 60000),
+    "group.consumer.min.heartbeat.interval.ms": ("int", 5000),
+    "group.consumer.max.heartbeat.interval.ms": ("int", 15000),
     "replica.lag.time.max.ms": ("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ("int", 5000),
     # the replica fetcher's (broker/cluster/replication.py): the bytes it asks for per partition and per response
@@ -182,6 +190,32 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     # KIP-226's password encoder of dynamic password configs (broker.security.passwords)
     **ENCODER_KEYS,
 }
+
+# The KIP-848 assignors (broker.groups.assignors), by name
+UNIFORM = "uniform"
+RANGE = "range"
+ASSIGNORS = (UNIFORM, RANGE)
+# group.consumer.assignors may name them by Kafka's classes too
+_KAFKA_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
+                  "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE}
+
+
+def parse_assignors(value: str) -> tuple[str, ...]:
+    """``group.consumer.assignors``: the assignors a KIP-848 group may ask for, the first its default when none
+    asks. ValueError for an empty list, a repeated one, or a class this broker cannot load."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError("must name at least one assignor")
+    chosen = []
+    for name in names:
+        assignor = name if name in ASSIGNORS else _KAFKA_CLASSES.get(name)
+        if assignor is None:
+            raise ValueError(f"{name!r} is an assignor this broker cannot load; it has {', '.join(ASSIGNORS)}")
+        if assignor in chosen:
+            raise ValueError(f"names {assignor!r} twice")
+        chosen.append(assignor)
+    return tuple(chosen)
+
 
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
 AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
@@ -356,6 +390,40 @@ def _metrics_address(section: Section, text: str) -> tuple[str, int] | None:
         raise section.error("metrics.listen", f"{text!r} is not host:port (127.0.0.1:9308 serves this machine "
                                               "only, 0.0.0.0:9308 every interface)")
     return host.strip("[]"), int(port)
+
+
+def _check_kafka_types(section: Section, raw: Mapping[str, Any]) -> None:
+    """Kafka's configs this broker does not read still take Kafka's type: a number or a boolean that is not one
+    is refused, as Kafka refuses it, rather than kept and described as given."""
+    getters: dict[int, Callable[[str, Any], Any]] = {1: section.get_bool, 3: section.get_int, 4: section.get_int,
+                                                     5: section.get_int, 6: section.get_float}
+    for key in raw:
+        if key not in BROKER_KEYS and key in KAFKA_BROKER_CONFIGS:
+            getter = getters.get(KAFKA_BROKER_CONFIGS[key][1])
+            if getter is not None:
+                getter(key, None)
+
+
+def _check_consumer_group_bounds(section: Section, settings: dict[str, Any]) -> None:
+    """Kafka's start-up checks of the KIP-848 group timings against their bounds, in Kafka's words."""
+    session, heartbeat = "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"
+    for key in (session, heartbeat, "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+                "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+                "offsets.topic.segment.bytes"):
+        if settings[key] < 1:
+            raise section.error(key, "must be at least 1")
+    for value, low, high in ((heartbeat, "group.consumer.min.heartbeat.interval.ms",
+                              "group.consumer.max.heartbeat.interval.ms"),
+                             (session, "group.consumer.min.session.timeout.ms",
+                              "group.consumer.max.session.timeout.ms")):
+        if settings[high] < settings[low]:
+            raise section.error(high, f"must be greater than or equal to {low}")
+        if settings[value] < settings[low]:
+            raise section.error(value, f"must be greater than or equal to {low}")
+        if settings[value] > settings[high]:
+            raise section.error(value, f"must be less than or equal to {high}")
+    if settings[heartbeat] >= settings[session]:
+        raise section.error(heartbeat, f"must be less than {session}")
 
 
 def _check_cleaner(section: Section, settings: dict[str, Any]) -> None:
@@ -539,6 +607,12 @@ class BrokerConfig:
             raise section.error(exc.key, str(exc)) from None
         metrics_address = _metrics_address(section, settings["metrics.listen"])
         _check_cleaner(section, settings)
+        _check_consumer_group_bounds(section, settings)
+        _check_kafka_types(section, raw)
+        try:
+            parse_assignors(settings["group.consumer.assignors"])
+        except ValueError as exc:
+            raise section.error("group.consumer.assignors", str(exc)) from None
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

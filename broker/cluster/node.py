@@ -58,7 +58,7 @@ from broker.log.config import format_value, parse_configs
 from broker.quotas import Change
 from broker.security.acl import Acl
 from broker.security.scram import ScramCredential
-from broker.topics import OFFSETS_TOPIC
+from broker.topics import OFFSETS_TOPIC, offsets_topic_configs
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -85,7 +85,7 @@ class ClusterNode:
         self.controller = Controller(
             self.raft, self.sightings,
             OffsetsTopicSpec(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"],
-                             broker.config["offsets.topic.replication.factor"], {"cleanup.policy": "compact"}),
+                             broker.config["offsets.topic.replication.factor"], offsets_topic_configs(broker.config)),
             preferred_leader_election_interval=(config.preferred_leader_election_interval
                                                 or broker.config["leader.imbalance.check.interval.seconds"]),
             unknown_broker_grace=config.unknown_broker_grace,

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.config import ASSIGNORS, RANGE, UNIFORM
+
+__all__ = ["ASSIGNORS", "RANGE", "UNIFORM", "Assignment", "assign"]  # the names, from the config that lists them
+
 Assignment = dict[bytes, frozenset[int]]  # topic id -> partitions
 
-UNIFORM = "uniform"
-RANGE = "range"
-ASSIGNORS = (UNIFORM, RANGE)
 
 
 def assign(assignor: str, subscriptions: Mapping[str, frozenset[bytes]], partitions: Mapping[bytes, int],

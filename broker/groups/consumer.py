@@ -41,7 +41,7 @@ from typing import Any
 import structlog
 
 from broker.errors import ErrorCode
-from broker.groups.assignors import ASSIGNORS, UNIFORM, Assignment, assign
+from broker.groups.assignors import Assignment, assign
 from broker.groups.requests import GroupDescription, MemberDescription
 from broker.protocol import consumer_offsets
 from broker.protocol.api import encode_struct
@@ -122,11 +122,12 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
-    def assignor(self) -> str:
+    def assignor(self, default: str) -> str:
+        """The assignor a member asked for, else ``default`` (the first of group.consumer.assignors)."""
         for member in self.members.values():
             if member.server_assignor:
                 return member.server_assignor
-        return UNIFORM
+        return default
 
     def subscribed_topics(self, topics: Iterable[str]) -> set[str]:
         return {topic for member in self.members.values() for topic in member.topics(topics)}
@@ -227,9 +228,10 @@ class ConsumerGroups:
         if regex_error is not None:
             reply(HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION, regex_error))
             return
-        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
+        assignors = self.config.consumer_assignors
+        if request.server_assignor is not None and request.server_assignor not in assignors:
             reply(HeartbeatResult(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                                  f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}"))
+                                  f"assignor {request.server_assignor!r} is not one of {', '.join(assignors)}"))
             return
         group = self.groups.get(request.group_id)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -346,7 +348,7 @@ class ConsumerGroups:
         subscriptions = {m.member_id: frozenset(topics[name][0] for name in m.topics(topics) if name in topics)
                          for m in group.members.values()}
         partitions = {topic_id: count for topic_id, count in topics.values()}
-        target = assign(group.assignor(), subscriptions, partitions, group.target)
+        target = assign(group.assignor(self.config.consumer_assignors[0]), subscriptions, partitions, group.target)
         written: list[OffsetsRecord] = []
         for member_id, assignment in target.items():
             if group.target.get(member_id) != assignment:
@@ -557,7 +559,8 @@ class ConsumerGroups:
                 {"topic": names.get(t, ""), "partitions": sorted(p)} for t, p in sorted(m.assigned.items())],
                 "user_data": None}),
         ) for m in group.members.values())
-        return GroupDescription(group_id, group.state, CONSUMER_PROTOCOL_TYPE, group.assignor(), members)
+        return GroupDescription(group_id, group.state, CONSUMER_PROTOCOL_TYPE,
+                                group.assignor(self.config.consumer_assignors[0]), members)
 
     def check_commit(self, group_id: str, member_id: str, member_epoch: int,
                      partitions: Iterable[tuple[str, int]]) -> ErrorCode | None:
@@ -595,7 +598,7 @@ class ConsumerGroups:
                                           "partitions": sorted(p)} for t, p in sorted(assignment.items())]}
 
         return {"group_id": group_id, "group_state": group.state, "group_epoch": group.epoch,
-                "assignment_epoch": group.assignment_epoch, "assignor_name": group.assignor(),
+                "assignment_epoch": group.assignment_epoch, "assignor_name": group.assignor(self.config.consumer_assignors[0]),
                 "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                              "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                              # Kafka 4 shows no regex as an empty one

@@ -43,7 +43,7 @@ from broker.protocol.records import (
     iter_batches,
     marker_committed,
 )
-from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, offsets_topic_configs
 
 if TYPE_CHECKING:
     from broker.cluster.view import ClusterView
@@ -165,7 +165,7 @@ class GroupCoordinator:
         topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
         if load_all_partitions and topic is None:
             topic = self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_partitions,
-                                             {"cleanup.policy": "compact"})
+                                             offsets_topic_configs(self.broker.config))
         elif load_all_partitions and topic.partition_count != self.config.offsets_partitions:
             # Groups live where the existing topic put them; hashing by another count would lose them.
             log.warning("__consumer_offsets has a different partition count than configured; using it",

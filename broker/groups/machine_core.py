@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from broker.config import ASSIGNORS, parse_assignors
 from broker.errors import ErrorCode
 from broker.groups.consumer import ConsumerGroups
 from broker.groups.hashing import offsets_partition_for
@@ -56,6 +57,7 @@ class GroupConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     group_max_size: int = 2147483647  # group.max.size: members of a classic group
     consumer_group_max_size: int = 2147483647  # group.consumer.max.size: members of a KIP-848 group
+    consumer_assignors: tuple[str, ...] = ASSIGNORS  # group.consumer.assignors, the first the default
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
@@ -75,6 +77,7 @@ class GroupConfig:
             offset_metadata_max_bytes=int(get("offset.metadata.max.bytes", d.offset_metadata_max_bytes)),
             group_max_size=int(get("group.max.size", d.group_max_size)),
             consumer_group_max_size=int(get("group.consumer.max.size", d.consumer_group_max_size)),
+            consumer_assignors=parse_assignors(str(get("group.consumer.assignors", ",".join(d.consumer_assignors)))),
             consumer_session_timeout_ms=int(get("group.consumer.session.timeout.ms", d.consumer_session_timeout_ms)),
             consumer_heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms",
                                                    d.consumer_heartbeat_interval_ms)),

@@ -10,6 +10,9 @@ prints the answer times (ms) as JSON. :func:`probing` runs it from a test, :func
 ``python loop_probe.py scram-ghosts PORT SECONDS CONNECTIONS`` is a load: SCRAM-SHA-512 logins of users
 that do not exist, each to its refusal at the proof, over that many connections at once for that long; it
 prints how many logins were refused.
+
+``python loop_probe.py producer-ids PORT COUNT CONNECTIONS`` is a load: COUNT InitProducerId requests of an
+idempotent producer, spread over that many connections at once; it prints the largest producer id answered.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 INTERVAL_S = 0.005
@@ -139,6 +143,12 @@ def _http(url: str, count: int) -> None:
     connection.close()
 
 
+def _at_once(work: Callable[[int], None], connections: int) -> None:
+    """``work(number)`` for that many connections at once; a failure of any fails the load."""
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(work, range(connections)))
+
+
 def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
     from broker.protocol.api import ApiKey, decode_response, encode_request
 
@@ -161,12 +171,29 @@ def _scram_ghosts(port: int, seconds: float, connections: int) -> None:
                 assert final["error_code"] != 0, final
                 refused[number] += 1
 
-    threads = [threading.Thread(target=logins, args=(number,)) for number in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _at_once(logins, connections)
     print(sum(refused), flush=True)
+
+
+def _producer_ids(port: int, count: int, connections: int) -> None:
+    from broker.protocol.api import ApiKey, decode_response, encode_request
+
+    largest = [-1] * connections
+    request = encode_request(ApiKey.INIT_PRODUCER_ID, 4, 1, "ids", {
+        "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+
+    def allocate(number: int) -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for _ in range(count // connections):
+                sock.sendall(request)
+                answer = decode_response(ApiKey.INIT_PRODUCER_ID, 4,
+                                         _exactly(sock, struct.unpack(">i", _exactly(sock, 4))[0]))[1]
+                assert answer["error_code"] == 0, answer
+                largest[number] = max(largest[number], answer["producer_id"])
+
+    _at_once(allocate, connections)
+    print(max(largest), flush=True)
 
 
 if __name__ == "__main__":
@@ -178,5 +205,7 @@ if __name__ == "__main__":
         _http(arguments[1], count)
     elif arguments[0] == "scram-ghosts":
         _scram_ghosts(int(arguments[1]), float(arguments[2]), int(arguments[3]))
+    elif arguments[0] == "producer-ids":
+        _producer_ids(int(arguments[1]), int(arguments[2]), int(arguments[3]))
     else:
         _main(int(arguments[0]), count)

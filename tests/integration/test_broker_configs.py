@@ -245,6 +245,11 @@ def test_bad_topic_config_values_get_kafkas_refusal(broker, kafka):
         assert [asyncio.run(validated(server.bootstrap, "good-value", n, v)) for n, v in good] == [(0, None)] * 5
 
 
+def test_the_offsets_topic_is_made_with_offsets_topic_segment_bytes(broker):
+    """As Kafka makes it: in segments of offsets.topic.segment.bytes (100 MiB), not the log's 1 GiB."""
+    assert topic_config(broker.bootstrap, "__consumer_offsets", "segment.bytes") == "104857600"
+
+
 def test_unclean_leader_election_is_accepted_on_a_single_node(broker):
     """Nothing to elect from on one node: the setting is simply taken, as Kafka takes it (the cluster's
     unclean elections: test_unclean_leader_election.py)."""

@@ -26,7 +26,9 @@ from broker.protocol.api import ApiKey
 pytestmark = pytest.mark.integration
 
 GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
-BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
+                 # below Kafka's bounds, lowered as Kafka's own tests lower them
+                 "group.consumer.min.heartbeat.interval.ms": 300, "group.consumer.min.session.timeout.ms": 6000}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -94,6 +94,15 @@ def test_partitions_are_revoked_before_another_member_gets_them():
     assert g.groups.groups["g"].state == "Stable"
 
 
+def test_group_consumer_assignors_are_those_a_group_may_ask_for_the_first_its_default():
+    g = Groups()
+    g.groups.config = replace(g.groups.config, consumer_assignors=(RANGE,))
+    refused = g.heartbeat("a", 0, topics=["orders"], owned={}, assignor=UNIFORM)
+    assert refused.error == ErrorCode.UNSUPPORTED_ASSIGNOR and "not one of range" in refused.message
+    g.join("a", ["orders"])
+    assert g.groups.describe("g", {})["assignor_name"] == RANGE
+
+
 def test_epochs_fencing_leaving_and_session_timeouts():
     g = Groups()
     g.join("a", ["orders", "payments"])
