@@ -1,7 +1,8 @@
 """What operators' tools ask about the cluster: DescribeLogDirs (kafka-log-dirs), DescribeQuorum
 (kafka-metadata-quorum), DescribeProducers (kafka-transactions describe-producers) and DescribeTopicPartitions
 (kafka-topics --describe of Kafka 3.8+, KIP-966), answered as Kafka's broker answers them; and the quorum's voter
-changes (kafka-metadata-quorum add-controller / remove-controller: AddRaftVoter, RemoveRaftVoter, KIP-853)."""
+changes (kafka-metadata-quorum add-controller / remove-controller: AddRaftVoter, RemoveRaftVoter, KIP-853) and a
+broker's registration dropped (kafka-cluster unregister: UnregisterBroker)."""
 
 from __future__ import annotations
 
@@ -282,7 +283,7 @@ async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leade
 # --- AddRaftVoter, RemoveRaftVoter (KIP-853) ---------------------------------------------------------------
 
 
-def _voter_change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
 
 
@@ -290,19 +291,19 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
     """The answer of a request this broker does not handle itself (refused, or the Raft leader's), or None when
     it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _voter_change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request["cluster_id"] is not None and request["cluster_id"] != ctx.broker.cluster_id:
-        return _voter_change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
+        return _change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
                                     f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
     raft = ctx.broker.cluster.raft
     if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
-        return _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
+        return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
     if raft.leader_id != raft.node_id:
         return await _forward_to_leader(ctx, request, raft.leader_id,
-                                        _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                        _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                                         timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
     if raft.over_tls:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the voters cannot change while Raft runs inside "
+        return _change_answer(ErrorCode.INVALID_REQUEST, "the voters cannot change while Raft runs inside "
                                     "TLS: its tunnels are set up for the configured voters at start")
     return None
 
@@ -315,14 +316,14 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     cluster = ctx.broker.cluster
     voter_id = request["voter_id"]
     if voter_id in cluster.raft.voters():
-        return _voter_change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
+        return _change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
     if not request["listeners"]:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
+        return _change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
     seen = cluster.sightings().get(voter_id)
     if seen is None or seen.state != ALIVE:
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
                                     "first, with cluster.raft.join and the voters as its peers")
     listener = request["listeners"][0]
     address = f"{listener['host']}:{listener['port']}"
@@ -331,9 +332,9 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
                                     "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
         await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
     except ProposalFailed as exc:
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter added", voter_id=voter_id, address=address)
-    return _voter_change_answer(ErrorCode.NONE)
+    return _change_answer(ErrorCode.NONE)
 
 
 @handler(ApiKey.REMOVE_RAFT_VOTER)
@@ -345,19 +346,34 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     voter_id = request["voter_id"]
     voters = raft.voters()
     if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):
-        return _voter_change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
+        return _change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
                                     f"{uuid_text(request['voter_directory_id'])}")
     if len(voters) == 1:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
+        return _change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
     try:
         if voter_id == raft.node_id:
             # the leader leaving: another voter leads first, and removes it
             new_leader = await raft.hand_over_leadership(VOTER_CHANGE_TIMEOUT)
             return await _forward_to_leader(ctx, request, new_leader,
-                                            _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                            _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                                             timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
         await raft.remove_voter(voter_id, VOTER_CHANGE_TIMEOUT)
     except ProposalFailed as exc:
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter removed", voter_id=voter_id)
-    return _voter_change_answer(ErrorCode.NONE)
+    return _change_answer(ErrorCode.NONE)
+
+
+# --- UnregisterBroker (kafka-cluster unregister) -----------------------------------------------------------
+
+
+@handler(ApiKey.UNREGISTER_BROKER)
+async def unregister_broker(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    try:
+        await ctx.services.cluster.unregister_broker(request["broker_id"])
+    except KafkaError as exc:
+        return _change_answer(exc.code, exc.message)
+    log.info("broker unregistered", broker_id=request["broker_id"])
+    return _change_answer(ErrorCode.NONE)
