@@ -121,7 +121,7 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
 # without one (ZooKeeper mode), does not advertise DescribeQuorum.
 CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),
-    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
 }
 

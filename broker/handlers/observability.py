@@ -330,7 +330,9 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     try:
         await cluster.raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
                                     "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
-        await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
+        # v1's AckWhenCommitted false: answered once the leader has the new voter set, before its commit
+        await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT,
+                                     committed=request["ack_when_committed"])
     except ProposalFailed as exc:
         return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter added", voter_id=voter_id, address=address)

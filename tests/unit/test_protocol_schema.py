@@ -144,7 +144,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-        ApiKey.ADD_RAFT_VOTER: (0, 0),
+        ApiKey.ADD_RAFT_VOTER: (0, 1),
         ApiKey.REMOVE_RAFT_VOTER: (0, 0),
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
     }

@@ -207,7 +207,7 @@ ADD_RAFT_VOTER_REQUEST = Message(
     "AddRaftVoterRequest",
     "request",
     api_key=80,
-    versions="0",
+    versions="0-1",
     flexible="0+",
     fields=(
         Field("cluster_id", "string", "0+", nullable="0+"),
@@ -219,10 +219,11 @@ ADD_RAFT_VOTER_REQUEST = Message(
             Field("host", "string", "0+"),
             Field("port", "uint16", "0+"),
         )))),
+        Field("ack_when_committed", "bool", "1+", default=True),
     ),
 )
 
-ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", "response", api_key=80, versions="0", flexible="0+",
+ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", "response", api_key=80, versions="0-1", flexible="0+",
                                   fields=_CHANGE_RESPONSE_FIELDS)
 
 REMOVE_RAFT_VOTER_REQUEST = Message(
