@@ -253,7 +253,7 @@ class RaftNode:
             self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
             await self._tunnels.start()
             conf.bindAddress = self._tunnels.internal
-            transport = tunnelled_transport(self._tunnels.local_ports)
+            transport = tunnelled_transport(self._tunnels.local_port)
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
         if self._join:
@@ -289,10 +289,6 @@ class RaftNode:
                             commit_lag=max(leader_commit - status["last_applied"], 0))
 
     # --- proposing ---------------------------------------------------------------------------------------
-
-    @property
-    def over_tls(self) -> bool:
-        return self._tls is not None
 
     @property
     def in_quorum(self) -> bool:

@@ -294,7 +294,7 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
         return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request["cluster_id"] is not None and request["cluster_id"] != ctx.broker.cluster_id:
         return _change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
-                                    f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
+                              f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
     raft = ctx.broker.cluster.raft
     if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
         return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
@@ -302,9 +302,6 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
         return await _forward_to_leader(ctx, request, raft.leader_id,
                                         _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                                         timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
-    if raft.over_tls:
-        return _change_answer(ErrorCode.INVALID_REQUEST, "the voters cannot change while Raft runs inside "
-                                    "TLS: its tunnels are set up for the configured voters at start")
     return None
 
 
@@ -324,7 +321,7 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
         return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
-                                    "first, with cluster.raft.join and the voters as its peers")
+                              "first, with cluster.raft.join and the voters as its peers")
     listener = request["listeners"][0]
     address = f"{listener['host']}:{listener['port']}"
     try:
@@ -349,7 +346,7 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     voters = raft.voters()
     if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):
         return _change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
-                                    f"{uuid_text(request['voter_directory_id'])}")
+                              f"{uuid_text(request['voter_directory_id'])}")
     if len(voters) == 1:
         return _change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
     try:
