@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.cluster.controller import BrokerSighting
 from broker.cluster.isr import PartitionLeaderState, acts_as_leader
+from broker.cluster.membership import ALIVE
 from broker.cluster.metadata import ClusterMetadata, reassignment_target_problem, unknown_partition_message
 from broker.cluster.reconcile import broker_addresses
 from broker.errors import ErrorCode, KafkaError
@@ -94,7 +96,14 @@ class ClusterView(Protocol):
 
     @property
     def quorum(self) -> RaftNode | None:
-        """The metadata quorum's Raft node (DescribeQuorum), None where there is no quorum."""
+        """The metadata quorum's Raft node (DescribeQuorum, voter changes), None where there is no quorum."""
+
+    def voter_directory_id(self, node_id: int) -> bytes:
+        """The directory id a Raft voter was added with at run time (AddRaftVoter); the zero id for a configured
+        voter, as a static Kafka quorum's voters have none."""
+
+    def seen_alive(self, node_id: int) -> bool:
+        """Whether the broker is running as far as membership (gossip) sees now, registered or not."""
 
 
 class LeaderStates(Protocol):
@@ -120,6 +129,8 @@ class MetadataNode(Protocol):
 
     @property
     def replicas(self) -> LeaderStates: ...
+
+    def sightings(self) -> dict[int, BrokerSighting]: ...
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]: ...
 
@@ -237,6 +248,12 @@ class SingleNodeView:
     def quorum(self) -> RaftNode | None:
         return None
 
+    def voter_directory_id(self, node_id: int) -> bytes:
+        return bytes(16)  # no quorum, so no voter added at run time
+
+    def seen_alive(self, node_id: int) -> bool:
+        return node_id == self.node_id
+
 
 class ReplicatedView:
     """A node of a cluster: every answer from the replicated metadata it has applied."""
@@ -311,3 +328,11 @@ class ReplicatedView:
     @property
     def quorum(self) -> RaftNode | None:
         return self._node.raft
+
+    def voter_directory_id(self, node_id: int) -> bytes:
+        added = self._node.metadata.raft_voters.get(node_id)
+        return bytes(16) if added is None else added[1]
+
+    def seen_alive(self, node_id: int) -> bool:
+        seen = self._node.sightings().get(node_id)
+        return seen is not None and seen.state == ALIVE

@@ -14,8 +14,7 @@ from typing import Any
 import structlog
 
 from broker.client import ClientError, KafkaConnection
-from broker.cluster.membership import ALIVE
-from broker.cluster.raft import ProposalFailed
+from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.cluster_info import ZERO_UUID, operations_field
 from broker.handlers.registry import RequestContext, handler
@@ -236,7 +235,7 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     voters = []
     for node_id, log_end in sorted(state.log_ends.items()):
         leader = node_id == raft.node_id
-        voters.append({"replica_id": node_id, "replica_directory_id": _voter_directory_id(ctx, node_id),
+        voters.append({"replica_id": node_id, "replica_directory_id": ctx.services.cluster.voter_directory_id(node_id),
                        "log_end_offset": log_end,
                        # pysyncobj keeps no fetch times of its followers: unknown (-1), as Kafka says of a voter
                        "last_fetch_timestamp": now_ms if leader else -1,
@@ -251,13 +250,6 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
             {"partition_index": 0, "error_code": 0, "error_message": None, "leader_id": state.leader_id,
              "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
              "observers": []}]}]}
-
-
-def _voter_directory_id(ctx: RequestContext, node_id: int) -> bytes:
-    """A voter added at run time has the directory id it was added with; a configured one has none (a static
-    quorum's voters, as in Kafka)."""
-    added = ctx.broker.cluster.metadata.raft_voters.get(node_id)
-    return ZERO_UUID if added is None else added[1]
 
 
 async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int,
@@ -287,6 +279,14 @@ def _change_answer(error: ErrorCode, message: str | None = None) -> dict[str, An
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
 
 
+def _quorum(ctx: RequestContext) -> RaftNode:
+    # only a cluster's brokers advertise the voter changes (broker.CLUSTER_VERSIONS), so a request gets here only
+    # where there is a quorum
+    raft = ctx.services.cluster.quorum
+    assert raft is not None
+    return raft
+
+
 async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
     """The answer of a request this broker does not handle itself (refused, or the Raft leader's), or None when
     it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
@@ -295,7 +295,7 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
     if request["cluster_id"] is not None and request["cluster_id"] != ctx.broker.cluster_id:
         return _change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
                               f"this cluster's id is {ctx.broker.cluster_id}, not {request['cluster_id']}")
-    raft = ctx.broker.cluster.raft
+    raft = _quorum(ctx)
     if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
         return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
     if raft.leader_id != raft.node_id:
@@ -310,14 +310,13 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    cluster = ctx.broker.cluster
+    raft = _quorum(ctx)
     voter_id = request["voter_id"]
-    if voter_id in cluster.raft.voters():
+    if voter_id in raft.voters():
         return _change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
     if not request["listeners"]:
         return _change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
-    seen = cluster.sightings().get(voter_id)
-    if seen is None or seen.state != ALIVE:
+    if not ctx.services.cluster.seen_alive(voter_id):
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
         return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
@@ -325,11 +324,10 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     listener = request["listeners"][0]
     address = f"{listener['host']}:{listener['port']}"
     try:
-        await cluster.raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
-                                    "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
+        await raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
+                            "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
         # v1's AckWhenCommitted false: answered once the leader has the new voter set, before its commit
-        await cluster.raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT,
-                                     committed=request["ack_when_committed"])
+        await raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT, committed=request["ack_when_committed"])
     except ProposalFailed as exc:
         return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter added", voter_id=voter_id, address=address)
@@ -341,10 +339,10 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    raft = ctx.broker.cluster.raft
+    raft = _quorum(ctx)
     voter_id = request["voter_id"]
     voters = raft.voters()
-    if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):
+    if voter_id not in voters or request["voter_directory_id"] != ctx.services.cluster.voter_directory_id(voter_id):
         return _change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
                               f"{uuid_text(request['voter_directory_id'])}")
     if len(voters) == 1:
