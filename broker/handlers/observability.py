@@ -245,9 +245,10 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     for node_id, address in sorted(addresses.items()):
         host, _, port = address.rpartition(":")
         nodes.append({"node_id": node_id, "listeners": [{"name": RAFT_LISTENER, "host": host, "port": int(port)}]})
-    return {"error_code": 0, "error_message": None, "nodes": nodes, "topics": [
+    # no error is an empty message in Kafka's answer (v2), not a null one
+    return {"error_code": 0, "error_message": "", "nodes": nodes, "topics": [
         {"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "error_code": 0, "error_message": None, "leader_id": state.leader_id,
+            {"partition_index": 0, "error_code": 0, "error_message": "", "leader_id": state.leader_id,
              "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
              "observers": []}]}]}
 
@@ -312,16 +313,20 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
         return answer
     raft = _quorum(ctx)
     voter_id = request["voter_id"]
+    # as Kafka's quorum: a new voter has a directory id, and an endpoint on the voters' listener
+    if request["voter_directory_id"] == ZERO_UUID:
+        return _change_answer(ErrorCode.INVALID_REQUEST, "Add voter request didn't include a valid voter")
+    listener = next((entry for entry in request["listeners"] if entry["name"] == RAFT_LISTENER), None)
+    if listener is None:
+        return _change_answer(ErrorCode.INVALID_REQUEST, "Add voter request didn't include the endpoint for the "
+                              f"default listener {RAFT_LISTENER} (the new voter's Raft address)")
     if voter_id in raft.voters():
         return _change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
-    if not request["listeners"]:
-        return _change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
     if not ctx.services.cluster.seen_alive(voter_id):
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
         return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
                               "first, with cluster.raft.join and the voters as its peers")
-    listener = request["listeners"][0]
     address = f"{listener['host']}:{listener['port']}"
     try:
         await raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,

@@ -180,7 +180,7 @@ def test_a_fourth_broker_joins_becomes_a_voter_and_takes_partitions_under_acks_a
     check_after(cluster, workload, tmp_path / "scratch")
     # a second add of the same voter is Kafka's DUPLICATE_VOTER
     again = voter_change(cluster, ApiKey.ADD_RAFT_VOTER, {
-        "timeout_ms": 10000, "voter_id": 4, "voter_directory_id": bytes(16),
+        "timeout_ms": 10000, "voter_id": 4, "voter_directory_id": b"\x01" * 16,
         "listeners": [{"name": "RAFT", "host": "127.0.0.1", "port": 1}]})
     assert again["error_code"] == 126, again
 
