@@ -70,9 +70,9 @@ def voter_ids(cluster: BrokerCluster, node_id: int = 1) -> list[int]:
     return sorted(voter["replica_id"] for voter in quorum(cluster, node_id).get("current_voters", []))
 
 
-def voters(cluster: BrokerCluster) -> dict[int, list[str]]:
+def voters(cluster: BrokerCluster, bootstrap: str | None = None) -> dict[int, list[str]]:
     """kafka-metadata-quorum describe --status: the voters and their endpoints."""
-    printed = java_peer(QUORUM, "--bootstrap-server", cluster.bootstrap, "describe", "--status").stdout
+    printed = java_peer(QUORUM, "--bootstrap-server", bootstrap or cluster.bootstrap, "describe", "--status").stdout
     status = dict(line.split(":", 1) for line in printed.splitlines() if ":" in line)
     return {voter["id"]: voter["endpoints"] for voter in json.loads(status["CurrentVoters"])}
 
@@ -204,7 +204,11 @@ def test_a_broker_is_retired_and_the_cluster_keeps_its_quorum(cluster, tmp_path)
     removed = java_peer(QUORUM, "--bootstrap-server", cluster.bootstrap, "remove-controller", "--controller-id", "3",
                         "--controller-directory-id", uuid_text(ZERO_UUID)).stdout
     assert re.search(r"Removed ?KRaft controller 3", removed), removed
-    assert voters(cluster) == {i: [f"RAFT://{cluster.raft_addresses[i]}"] for i in (1, 2, 4)}
+    # asked of the voters left: broker 3, running until it is stopped below, no longer follows the metadata log;
+    # with it among the bootstrap servers the tool's admin client stalled until its call timed out in about half
+    # the runs here (never without it)
+    remaining = ",".join(cluster.brokers[i].bootstrap for i in (1, 2, 4))
+    assert voters(cluster, remaining) == {i: [f"RAFT://{cluster.raft_addresses[i]}"] for i in (1, 2, 4)}
     cluster.brokers[3].terminate()
     cluster.brokers[3].stop()
     wait_until(lambda: 3 not in [b["node_id"] for b in cluster.metadata(1)["brokers"]], 30,
