@@ -102,12 +102,13 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # Kafka 4 removed v0 (KIP-896)
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.UNREGISTER_BROKER: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
@@ -120,7 +121,7 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
 # without one (ZooKeeper mode), does not advertise DescribeQuorum.
 CLUSTER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_QUORUM: (0, 2),
-    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
 }
 

@@ -17,6 +17,8 @@ The rules follow Kafka's KRaft controller:
 * Fencing a broker (it died) removes it from every ISR it is in, unless it is the last member (then the
   partition has no leader until that broker returns: no unclean election), and moves each leadership
   it held to the first live ISR member in replica order.
+* Unregistering a broker (``unregister_broker``, Kafka's UnregisterBroker) fences it if it is alive, then drops
+  its registration: it is no longer a broker of the cluster (its id may stay in replica lists, as in Kafka).
 * A broker that registers again becomes leader of the partitions that were offline waiting for it.
 * Every registration gives the broker a new broker epoch, higher than any before (KRaft's broker epoch):
   what a broker proves it is when it logs in to another (:mod:`broker.security.broker_login`), so that a
@@ -263,10 +265,27 @@ class ClusterMetadata:
 
     def _fence_broker(self, command: Command) -> Result:
         node_id = int(command["node_id"])
+        self._registered(node_id).alive = False
+        self._leave_isrs(node_id)
+        return ok()
+
+    def _unregister_broker(self, command: Command) -> Result:
+        node_id = int(command["node_id"])
+        self._registered(node_id).alive = False
+        self._leave_isrs(node_id)
+        del self.brokers[node_id]
+        return ok()
+
+    def _registered(self, node_id: int) -> BrokerRegistration:
         broker = self.brokers.get(node_id)
         if broker is None:
-            raise CommandRefused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {node_id} is not registered")
-        broker.alive = False
+            # Kafka's controller's words
+            raise CommandRefused(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                 f"Broker ID {node_id} is not currently registered")
+        return broker
+
+    def _leave_isrs(self, node_id: int) -> None:
+        """A broker no longer alive leaves every ISR, and hands each leadership to the next live ISR member."""
         for _name, _index, state in self.partitions():
             if node_id not in state.isr or (state.isr == [node_id] and state.leader != node_id):
                 continue  # not in the ISR, or already the offline partition's last ISR member
@@ -276,7 +295,6 @@ class ClusterMetadata:
                 state.leader = next((r for r in state.replicas if r in state.isr and self._alive(r)), NO_LEADER)
                 state.leader_epoch += 1
             state.partition_epoch += 1
-        return ok()
 
     def _create_topic(self, command: Command) -> Result:
         name = str(command["name"])
@@ -583,6 +601,7 @@ class ClusterMetadata:
     _HANDLERS = {
         "register_broker": _register_broker,
         "fence_broker": _fence_broker,
+        "unregister_broker": _unregister_broker,
         "create_topic": _create_topic,
         "delete_topic": _delete_topic,
         "create_partitions": _create_partitions,

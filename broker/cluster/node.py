@@ -247,7 +247,7 @@ class ClusterNode:
         return False
 
     async def _wait_fenced(self) -> None:
-        while self.metadata.brokers[self.node_id].alive:
+        while self.metadata.broker_epoch(self.node_id) is not None:  # fenced, or unregistered
             self._fenced.clear()
             await self._fenced.wait()
 
@@ -373,8 +373,7 @@ class ClusterNode:
         if not self.raft.ready:
             return False  # an old view (a journal being replayed) must not delete or move anything
         metadata = self.metadata
-        registered = metadata.brokers.get(self.node_id)
-        if registered is not None and not registered.alive:
+        if metadata.broker_epoch(self.node_id) is None:  # fenced, or unregistered
             self._fenced.set()
         dynamic = self.broker.dynamic_configs
         for scope in dynamic.layers:  # before the topics, so that a new topic gets the current defaults

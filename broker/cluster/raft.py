@@ -104,6 +104,12 @@ class RaftListener(Protocol):
 _STORAGE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
 
 
+def _log_late_failure(change: asyncio.Future[Any]) -> None:
+    """A voter change answered before its commit: whether it was committed after all shows in the voters."""
+    if not change.cancelled() and change.exception() is not None:
+        log.warning("a voter change answered before its commit was not committed", error=str(change.exception()))
+
+
 def reserve_beyond_end(path: Path, length: int) -> bool:
     """Allocate the first ``length`` bytes of the file's blocks without changing its size (Linux fallocate,
     KEEP_SIZE); False where the file system or platform cannot. OSError when the disk refuses (full, failing).
@@ -247,7 +253,7 @@ class RaftNode:
             self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
             await self._tunnels.start()
             conf.bindAddress = self._tunnels.internal
-            transport = tunnelled_transport(self._tunnels.local_ports)
+            transport = tunnelled_transport(self._tunnels.local_port)
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
         if self._join:
@@ -283,10 +289,6 @@ class RaftNode:
                             commit_lag=max(leader_commit - status["last_applied"], 0))
 
     # --- proposing ---------------------------------------------------------------------------------------
-
-    @property
-    def over_tls(self) -> bool:
-        return self._tls is not None
 
     @property
     def in_quorum(self) -> bool:
@@ -364,12 +366,15 @@ class RaftNode:
         voters[self.node_id] = self.listen
         return voters
 
-    async def add_voter(self, node_id: int, address: str, timeout: float = 10.0) -> None:
+    async def add_voter(self, node_id: int, address: str, timeout: float = 10.0, *, committed: bool = True) -> None:
         """Make the node at ``address`` a voter (it should be running, with the voters as its peers, so that it
-        catches up at once). ProposalFailed when the quorum did not commit it, as for :meth:`propose`."""
+        catches up at once). ProposalFailed when the quorum did not commit it, as for :meth:`propose`. Without
+        ``committed`` the wait ends once the change is in this node's log and in effect here (pysyncobj's leader
+        takes a new voter set as it appends it), before the quorum commits it: AddRaftVoter's AckWhenCommitted
+        false, which Kafka's leader answers once it wrote the change locally."""
         self.learn_address(node_id, address)
         await self._change_membership("addNodeToCluster", address, lambda: node_id in self.voters(),
-                                      time.monotonic() + timeout)
+                                      time.monotonic() + timeout, committed=committed)
 
     async def remove_voter(self, node_id: int, timeout: float = 10.0) -> None:
         """Take another node out of the voter set. A node does not remove itself: pysyncobj's leader refuses to,
@@ -397,18 +402,23 @@ class RaftNode:
             await asyncio.sleep(self.timing.heartbeat_interval)
         return self.leader_id
 
-    async def _change_membership(self, method: str, address: str, done: Callable[[], bool], deadline: float) -> None:
-        """Propose a membership change until it is in effect here. pysyncobj refuses one while another is not
-        committed yet or no leader is known, and a leader change fails what was on its way: each may be retried,
-        and one that was committed after all is seen in the voters."""
+    async def _change_membership(self, method: str, address: str, done: Callable[[], bool], deadline: float, *,
+                                 committed: bool = True) -> None:
+        """Propose a membership change until it is in effect here (and committed, with ``committed``). pysyncobj
+        refuses one while another is not committed yet or no leader is known, and a leader change fails what was
+        on its way: each may be retried, and one that was committed after all is seen in the voters."""
         while True:
             sync = self._sync
             if sync is None:
                 raise ProposalFailed("raft is not running")
+            # pysyncobj's change takes (node, callback): the callback is what _settled passes
+            change = asyncio.ensure_future(self._settled(functools.partial(getattr(sync, method), address),
+                                                         max(deadline - time.monotonic(), 0.1)))
             try:
-                # pysyncobj's change takes (node, callback): the callback is what _settled passes
-                await self._settled(functools.partial(getattr(sync, method), address),
-                                    max(deadline - time.monotonic(), 0.1))
+                if committed:
+                    await change
+                else:
+                    await self._in_effect(change, done, deadline)
                 break
             except ProposalFailed:
                 if done():
@@ -417,6 +427,18 @@ class RaftNode:
                     raise
                 await asyncio.sleep(self.timing.heartbeat_interval)
         log.info("raft voters changed", change=method, address=address, voters=self.voters())
+
+    async def _in_effect(self, change: asyncio.Future[Any], done: Callable[[], bool], deadline: float) -> None:
+        """Wait until ``done()`` says a membership change is in effect here, or ``change`` (its commit) settles
+        first; its outcome, once it comes, is only logged."""
+        change.add_done_callback(_log_late_failure)
+        while not done():
+            if change.done():
+                change.result()  # refused before it was in effect: its ProposalFailed
+                return
+            if time.monotonic() >= deadline:
+                raise ProposalFailed("the voter change was not in effect in time")
+            await asyncio.sleep(self.timing.heartbeat_interval / 2)
 
     # --- the Raft thread ---------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ it rather than into it:
   is relayed to pysyncobj, which listens on a loopback port of its own;
 * for each peer there is a loopback port that pysyncobj connects to instead of the peer's address
   (:func:`tunnelled_transport`); each connection there is relayed to the peer's Raft address over TLS,
-  checking its certificate with the inter-broker listener's truststore.
+  checking its certificate with the inter-broker listener's truststore. A voter added at run time (or replayed
+  from the journal) gets its port the first time pysyncobj connects to it, so the voters may change.
 
 Peers keep their names (addresses) and pysyncobj's own encryption (the cluster secret's raft key) stays on inside
 the tunnel. The relays run on the broker's event loop.
@@ -21,6 +22,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
+from collections.abc import Callable
 from functools import partial
 
 import structlog
@@ -56,18 +58,52 @@ class RaftTlsTunnels:
         self.local_ports: dict[str, int] = {}
         self._servers: list[asyncio.Server] = []
         self._pipes: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # peers whose tunnel is being opened, and the tasks opening them
+        self._opening: set[str] = set()
+        self._openers: set[asyncio.Task] = set()
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         host, port = _split(self.listen)
         self._servers.append(await asyncio.start_server(self._inbound, host, port, ssl=self.server_context,
                                                         reuse_address=True, ssl_handshake_timeout=10.0))
         for peer in self.peers:
-            server = await asyncio.start_server(partial(self._outbound, peer), "127.0.0.1", 0)
-            self.local_ports[peer] = server.sockets[0].getsockname()[1]
-            self._servers.append(server)
+            await self._open(peer)
         log.info("raft traffic goes over TLS", listen=self.listen, internal=self.internal)
 
+    async def _open(self, peer: str) -> None:
+        server = await asyncio.start_server(partial(self._outbound, peer), "127.0.0.1", 0)
+        self._servers.append(server)
+        self.local_ports[peer] = server.sockets[0].getsockname()[1]
+
+    def local_port(self, peer: str) -> int | None:
+        """The loopback port of the tunnel to ``peer``, or None while it is being opened: called on pysyncobj's
+        thread, which tries again after its connection retry time."""
+        port = self.local_ports.get(peer)
+        if port is None and peer not in self._opening and self._loop is not None:
+            self._opening.add(peer)
+            self._loop.call_soon_threadsafe(self._open_later, peer)
+        return port
+
+    def _open_later(self, peer: str) -> None:
+        async def open_tunnel() -> None:
+            try:
+                await self._open(peer)
+                log.info("raft tunnel opened for a new voter", peer=peer)
+            except OSError as exc:
+                log.warning("raft tunnel for a new voter not opened", peer=peer, error=str(exc))
+            finally:
+                self._opening.discard(peer)
+
+        task = asyncio.ensure_future(open_tunnel())
+        self._openers.add(task)
+        task.add_done_callback(self._openers.discard)
+
     async def stop(self) -> None:
+        for task in list(self._openers):
+            task.cancel()
+        await asyncio.gather(*self._openers, return_exceptions=True)
         for server in self._servers:
             server.close()
         for task in list(self._pipes):
@@ -125,8 +161,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def tunnelled_transport(local_ports: dict[str, int]) -> type[TCPTransport]:
-    """pysyncobj's TCP transport, connecting to each peer through its loopback tunnel port."""
+def tunnelled_transport(local_port: Callable[[str], int | None]) -> type[TCPTransport]:
+    """pysyncobj's TCP transport, connecting to each peer through its loopback tunnel port (``local_port`` of
+    its address, None while there is none yet)."""
 
     class TunnelledTransport(TCPTransport):
         def _connectIfNecessarySingle(self, node):  # noqa: N802 (pysyncobj's name)
@@ -139,7 +176,8 @@ def tunnelled_transport(local_ports: dict[str, int]) -> type[TCPTransport]:
             if node in self._lastConnectAttempt and monotonic() - self._lastConnectAttempt[node] < conf.connectionRetryTime:
                 return False
             self._lastConnectAttempt[node] = monotonic()
-            return self._connections[node].connect("127.0.0.1", local_ports[node.address])
+            port = local_port(node.address)
+            return port is not None and self._connections[node].connect("127.0.0.1", port)
 
     return TunnelledTransport
 

@@ -13,8 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.cluster.controller import BrokerSighting
 from broker.cluster.isr import PartitionLeaderState, acts_as_leader
+from broker.cluster.membership import ALIVE
 from broker.cluster.metadata import ClusterMetadata, reassignment_target_problem, unknown_partition_message
+from broker.cluster.reconcile import broker_addresses
 from broker.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -40,6 +43,9 @@ class ClusterView(Protocol):
     def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
         """The live brokers' addresses, on ``listener`` when given (a client is told those of the listener it
         connected to)."""
+
+    def fenced_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
+        """The registered brokers that are fenced (not alive), as :meth:`live_brokers` gives the live ones."""
 
     def controller_id(self) -> int:
         """The controller's node id, -1 while none is known."""
@@ -79,13 +85,25 @@ class ClusterView(Protocol):
     async def reassign(self, topic: str, partition: int, replicas: list[int] | None) -> None:
         """Start (``replicas``) or cancel (None) a partition's reassignment; KafkaError when refused."""
 
+    async def unregister_broker(self, node_id: int) -> None:
+        """Drop a broker's registration (Kafka's UnregisterBroker): it leaves every ISR and the cluster's broker
+        list. One still running is registered again (a new broker epoch), as gossip sees it alive. KafkaError
+        BROKER_ID_NOT_REGISTERED for a broker that is not registered."""
+
     def reassignments(self, wanted: Iterable[tuple[str, Iterable[int]]] | None) -> dict[str, list[Reassignment]]:
         """The reassignments in progress of the ``wanted`` (topic, partitions), of every partition when None;
         partitions that do not exist are left out, as Kafka's controller does."""
 
     @property
     def quorum(self) -> RaftNode | None:
-        """The metadata quorum's Raft node (DescribeQuorum), None where there is no quorum."""
+        """The metadata quorum's Raft node (DescribeQuorum, voter changes), None where there is no quorum."""
+
+    def voter_directory_id(self, node_id: int) -> bytes:
+        """The directory id a Raft voter was added with at run time (AddRaftVoter); the zero id for a configured
+        voter, as a static Kafka quorum's voters have none."""
+
+    def seen_alive(self, node_id: int) -> bool:
+        """Whether the broker is running as far as membership (gossip) sees now, registered or not."""
 
 
 class LeaderStates(Protocol):
@@ -111,6 +129,8 @@ class MetadataNode(Protocol):
 
     @property
     def replicas(self) -> LeaderStates: ...
+
+    def sightings(self) -> dict[int, BrokerSighting]: ...
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]: ...
 
@@ -171,6 +191,9 @@ class SingleNodeView:
         host, port = self._endpoints.get(listener, self._address()) if listener else self._address()
         return [(self.node_id, host, port, self._rack())]
 
+    def fenced_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
+        return []
+
     def controller_id(self) -> int:
         return self.node_id
 
@@ -213,12 +236,23 @@ class SingleNodeView:
         if problem is not None:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
 
+    async def unregister_broker(self, node_id: int) -> None:
+        """Its one broker is running, so it stays registered; any other id names no broker."""
+        if node_id != self.node_id:
+            raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {node_id} is not currently registered")
+
     def reassignments(self, wanted: Iterable[tuple[str, Iterable[int]]] | None) -> dict[str, list[Reassignment]]:
         return {}
 
     @property
     def quorum(self) -> RaftNode | None:
         return None
+
+    def voter_directory_id(self, node_id: int) -> bytes:
+        return bytes(16)  # no quorum, so no voter added at run time
+
+    def seen_alive(self, node_id: int) -> bool:
+        return node_id == self.node_id
 
 
 class ReplicatedView:
@@ -229,6 +263,10 @@ class ReplicatedView:
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
         return self._node.live_brokers(listener)
+
+    def fenced_brokers(self, listener: str | None = None) -> list[BrokerAddress]:
+        return broker_addresses(sorted((b for b in self._node.metadata.brokers.values() if not b.alive),
+                                       key=lambda b: b.node_id), listener)
 
     def controller_id(self) -> int:
         return self._node.controller_id()
@@ -267,6 +305,10 @@ class ReplicatedView:
                                   "unclean": replicas is None and self._node.unclean_election_enabled(topic)},
                                  retry=replicas is not None)
 
+    async def unregister_broker(self, node_id: int) -> None:
+        # not retried: after an unknown outcome a second try would be refused, or drop a registration made since
+        await self._node.propose({"op": "unregister_broker", "node_id": node_id}, retry=False)
+
     def reassignments(self, wanted: Iterable[tuple[str, Iterable[int]]] | None) -> dict[str, list[Reassignment]]:
         metadata = self._node.metadata
         if wanted is None:
@@ -286,3 +328,11 @@ class ReplicatedView:
     @property
     def quorum(self) -> RaftNode | None:
         return self._node.raft
+
+    def voter_directory_id(self, node_id: int) -> bytes:
+        added = self._node.metadata.raft_voters.get(node_id)
+        return bytes(16) if added is None else added[1]
+
+    def seen_alive(self, node_id: int) -> bool:
+        seen = self._node.sightings().get(node_id)
+        return seen is not None and seen.state == ALIVE

@@ -161,8 +161,14 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
 async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    brokers = _broker_entries(ctx, "broker_id")
+    if ctx.api_version >= 2:  # KIP-1073: whether each is fenced, and the fenced ones too when asked
+        brokers = [{**entry, "is_fenced": False} for entry in brokers]
+        if request["include_fenced_brokers"]:
+            brokers += [{"broker_id": node_id, "host": host, "port": port, "rack": rack, "is_fenced": True}
+                        for node_id, host, port, rack in ctx.services.cluster.fenced_brokers(ctx.listener)]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
             "cluster_id": ctx.services.cluster_id, "controller_id": ctx.services.cluster.controller_id(),
-            "brokers": _broker_entries(ctx, "broker_id"),
+            "brokers": brokers,
             "cluster_authorized_operations": operations_field(
                 ctx, request["include_cluster_authorized_operations"], ResourceType.CLUSTER, CLUSTER_NAME)}

@@ -1,7 +1,8 @@
 """What operators' tools ask about the cluster: DescribeLogDirs (kafka-log-dirs), DescribeQuorum
 (kafka-metadata-quorum), DescribeProducers (kafka-transactions describe-producers) and DescribeTopicPartitions
 (kafka-topics --describe of Kafka 3.8+, KIP-966), answered as Kafka's broker answers them; and the quorum's voter
-changes (kafka-metadata-quorum add-controller / remove-controller: AddRaftVoter, RemoveRaftVoter, KIP-853)."""
+changes (kafka-metadata-quorum add-controller / remove-controller: AddRaftVoter, RemoveRaftVoter, KIP-853) and a
+broker's registration dropped (kafka-cluster unregister: UnregisterBroker)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from typing import Any
 import structlog
 
 from broker.client import ClientError, KafkaConnection
-from broker.cluster.membership import ALIVE
-from broker.cluster.raft import ProposalFailed
+from broker.cluster.raft import ProposalFailed, RaftNode
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.cluster_info import ZERO_UUID, operations_field
 from broker.handlers.registry import RequestContext, handler
@@ -235,7 +235,7 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     voters = []
     for node_id, log_end in sorted(state.log_ends.items()):
         leader = node_id == raft.node_id
-        voters.append({"replica_id": node_id, "replica_directory_id": _voter_directory_id(ctx, node_id),
+        voters.append({"replica_id": node_id, "replica_directory_id": ctx.services.cluster.voter_directory_id(node_id),
                        "log_end_offset": log_end,
                        # pysyncobj keeps no fetch times of its followers: unknown (-1), as Kafka says of a voter
                        "last_fetch_timestamp": now_ms if leader else -1,
@@ -245,18 +245,12 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     for node_id, address in sorted(addresses.items()):
         host, _, port = address.rpartition(":")
         nodes.append({"node_id": node_id, "listeners": [{"name": RAFT_LISTENER, "host": host, "port": int(port)}]})
-    return {"error_code": 0, "error_message": None, "nodes": nodes, "topics": [
+    # no error is an empty message in Kafka's answer (v2), not a null one
+    return {"error_code": 0, "error_message": "", "nodes": nodes, "topics": [
         {"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "error_code": 0, "error_message": None, "leader_id": state.leader_id,
+            {"partition_index": 0, "error_code": 0, "error_message": "", "leader_id": state.leader_id,
              "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
              "observers": []}]}]}
-
-
-def _voter_directory_id(ctx: RequestContext, node_id: int) -> bytes:
-    """A voter added at run time has the directory id it was added with; a configured one has none (a static
-    quorum's voters, as in Kafka)."""
-    added = ctx.services.voters.metadata.raft_voters.get(node_id)
-    return ZERO_UUID if added is None else added[1]
 
 
 async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int,
@@ -282,28 +276,33 @@ async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leade
 # --- AddRaftVoter, RemoveRaftVoter (KIP-853) ---------------------------------------------------------------
 
 
-def _voter_change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
+
+
+def _quorum(ctx: RequestContext) -> RaftNode:
+    # only a cluster's brokers advertise the voter changes (broker.CLUSTER_VERSIONS), so a request gets here only
+    # where there is a quorum
+    raft = ctx.services.cluster.quorum
+    assert raft is not None
+    return raft
 
 
 async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
     """The answer of a request this broker does not handle itself (refused, or the Raft leader's), or None when
     it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _voter_change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request["cluster_id"] is not None and request["cluster_id"] != ctx.services.cluster_id:
-        return _voter_change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
-                                    f"this cluster's id is {ctx.services.cluster_id}, not {request['cluster_id']}")
-    raft = ctx.services.cluster.quorum
+        return _change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                              f"this cluster's id is {ctx.services.cluster_id}, not {request['cluster_id']}")
+    raft = _quorum(ctx)
     if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
-        return _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
+        return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
     if raft.leader_id != raft.node_id:
         return await _forward_to_leader(ctx, request, raft.leader_id,
-                                        _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                        _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                                         timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
-    if raft.over_tls:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the voters cannot change while Raft runs inside "
-                                    "TLS: its tunnels are set up for the configured voters at start")
     return None
 
 
@@ -312,28 +311,32 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    raft = ctx.services.cluster.quorum
+    raft = _quorum(ctx)
     voter_id = request["voter_id"]
+    # as Kafka's quorum: a new voter has a directory id, and an endpoint on the voters' listener
+    if request["voter_directory_id"] == ZERO_UUID:
+        return _change_answer(ErrorCode.INVALID_REQUEST, "Add voter request didn't include a valid voter")
+    listener = next((entry for entry in request["listeners"] if entry["name"] == RAFT_LISTENER), None)
+    if listener is None:
+        return _change_answer(ErrorCode.INVALID_REQUEST, "Add voter request didn't include the endpoint for the "
+                              f"default listener {RAFT_LISTENER} (the new voter's Raft address)")
     if voter_id in raft.voters():
-        return _voter_change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
-    if not request["listeners"]:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the new voter's Raft address (a listener) is missing")
-    seen = ctx.services.voters.sightings().get(voter_id)
-    if seen is None or seen.state != ALIVE:
+        return _change_answer(ErrorCode.DUPLICATE_VOTER, f"broker {voter_id} is already a voter")
+    if not ctx.services.cluster.seen_alive(voter_id):
         # the new voter must be running with the voters as its peers, else the quorum would wait for a voter
         # that is not there (Kafka too refuses a voter that is not replicating yet)
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
-                                    "first, with cluster.raft.join and the voters as its peers")
-    listener = request["listeners"][0]
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"broker {voter_id} is not seen alive: start it "
+                              "first, with cluster.raft.join and the voters as its peers")
     address = f"{listener['host']}:{listener['port']}"
     try:
         await raft.propose({"op": "set_raft_voter", "node_id": voter_id, "address": address,
-                                    "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
-        await raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT)
+                            "directory_id": request["voter_directory_id"].hex()}, VOTER_CHANGE_TIMEOUT)
+        # v1's AckWhenCommitted false: answered once the leader has the new voter set, before its commit
+        await raft.add_voter(voter_id, address, VOTER_CHANGE_TIMEOUT, committed=request["ack_when_committed"])
     except ProposalFailed as exc:
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter added", voter_id=voter_id, address=address)
-    return _voter_change_answer(ErrorCode.NONE)
+    return _change_answer(ErrorCode.NONE)
 
 
 @handler(ApiKey.REMOVE_RAFT_VOTER)
@@ -341,23 +344,38 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
-    raft = ctx.services.cluster.quorum
+    raft = _quorum(ctx)
     voter_id = request["voter_id"]
     voters = raft.voters()
-    if voter_id not in voters or request["voter_directory_id"] != _voter_directory_id(ctx, voter_id):
-        return _voter_change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
-                                    f"{uuid_text(request['voter_directory_id'])}")
+    if voter_id not in voters or request["voter_directory_id"] != ctx.services.cluster.voter_directory_id(voter_id):
+        return _change_answer(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id "
+                              f"{uuid_text(request['voter_directory_id'])}")
     if len(voters) == 1:
-        return _voter_change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
+        return _change_answer(ErrorCode.INVALID_REQUEST, "the last voter cannot leave the quorum")
     try:
         if voter_id == raft.node_id:
             # the leader leaving: another voter leads first, and removes it
             new_leader = await raft.hand_over_leadership(VOTER_CHANGE_TIMEOUT)
             return await _forward_to_leader(ctx, request, new_leader,
-                                            _voter_change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                            _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
                                             timeout=VOTER_CHANGE_TIMEOUT + FORWARD_TIMEOUT)
         await raft.remove_voter(voter_id, VOTER_CHANGE_TIMEOUT)
     except ProposalFailed as exc:
-        return _voter_change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
+        return _change_answer(ErrorCode.REQUEST_TIMED_OUT, f"the voter set did not change: {exc}")
     log.info("raft voter removed", voter_id=voter_id)
-    return _voter_change_answer(ErrorCode.NONE)
+    return _change_answer(ErrorCode.NONE)
+
+
+# --- UnregisterBroker (kafka-cluster unregister) -----------------------------------------------------------
+
+
+@handler(ApiKey.UNREGISTER_BROKER)
+async def unregister_broker(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    try:
+        await ctx.services.cluster.unregister_broker(request["broker_id"])
+    except KafkaError as exc:
+        return _change_answer(exc.code, exc.message)
+    log.info("broker unregistered", broker_id=request["broker_id"])
+    return _change_answer(ErrorCode.NONE)

@@ -89,10 +89,10 @@ class BrokerCluster:
         return BrokerProcess(self.root / f"broker-{node_id}" / "data", port=port, node_id=node_id,
                              extra_config=config, args=self._args)
 
-    def add_broker(self, node_id: int, voters: list[int]) -> BrokerProcess:
+    def add_broker(self, node_id: int, voters: list[int], raft_address: str | None = None) -> BrokerProcess:
         """A new broker joining the running cluster (``raft.join``, the ``voters`` as its Raft peers, every broker
         so far as its gossip seeds), started and serving; it is not a voter until one is added for it."""
-        self.raft_addresses[node_id] = f"127.0.0.1:{free_port()}"
+        self.raft_addresses[node_id] = raft_address or f"127.0.0.1:{free_port()}"
         self.gossip_addresses[node_id] = f"127.0.0.1:{free_udp_port()}"
         broker = self._broker(node_id, {j: self.raft_addresses[j] for j in voters}, join=True)
         self.brokers[node_id] = broker

@@ -102,7 +102,9 @@ class KafkaServer:
                  controller_port: int | None = None, voters: str | None = None,
                  cluster_id: str | None = None, config: dict | None = None,
                  jvm_opts: Sequence[str] = JVM_OPTS, log_level: str = "INFO",
-                 format_args: Sequence[str] = (), new_session: bool = False) -> None:
+                 format_args: Sequence[str] = (), new_session: bool = False, dynamic_quorum: bool = False) -> None:
+        """``dynamic_quorum``: a KIP-853 quorum (formatted ``--standalone``, found through
+        controller.quorum.bootstrap.servers), whose voters may change, instead of controller.quorum.voters."""
         self.directory = Path(directory)
         self.node_id = node_id
         self.port = port or free_port()
@@ -117,6 +119,7 @@ class KafkaServer:
         self.jvm_opts = list(jvm_opts)
         self.log_level = log_level
         self.new_session = new_session  # a session of its own (harness.BrokerProcess says why)
+        self.dynamic_quorum = dynamic_quorum
         self.process: subprocess.Popen | None = None
         self._formatted = False
 
@@ -160,6 +163,9 @@ class KafkaServer:
             "group.share.min.heartbeat.interval.ms": "1000",
             "group.share.heartbeat.interval.ms": "1000",
         }
+        if self.dynamic_quorum:
+            del props["controller.quorum.voters"]
+            props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{self.controller_port}"
         props.update({key: str(value) for key, value in self.extra_config.items()})
         return props
 
@@ -178,7 +184,8 @@ class KafkaServer:
         self._write_config()
         # one token: a cluster id may start with "-", which would read as an option
         java_peer("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-                  "-c", str(self.properties_path), "--ignore-formatted", *self.format_args, log_dir=self.directory)
+                  "-c", str(self.properties_path), "--ignore-formatted", *self.format_args,
+                  *(["--standalone"] if self.dynamic_quorum else []), log_dir=self.directory)
         self._formatted = True
 
     def launch(self) -> None:

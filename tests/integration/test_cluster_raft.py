@@ -262,3 +262,16 @@ async def test_a_joining_node_becomes_a_voter_and_a_leading_voter_leaves(three, 
         assert sorted(restarted.voters()) == sorted(m.node_id for m in rest)
     finally:
         await joining.stop()
+
+
+async def test_a_voter_added_without_waiting_for_its_commit_is_in_effect_before_the_quorum_commits_it(three):
+    """AddRaftVoter v1's AckWhenCommitted false: the leader answers once it has the new voter set. With one of
+    three voters stopped and the new one not running, two of four cannot commit it, nor anything after it."""
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    await next(n for n in nodes if n is not leader).stop()
+    addresses[4] = f"127.0.0.1:{free_port()}"  # nothing listens there
+    await leader.add_voter(4, addresses[4], timeout=5, committed=False)
+    assert sorted(leader.voters()) == [1, 2, 3, 4]
+    with pytest.raises(ProposalFailed):
+        await leader.propose(register(9), timeout=1)

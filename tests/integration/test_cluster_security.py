@@ -265,3 +265,51 @@ def test_a_password_set_on_one_broker_is_in_the_metadata_only_encrypted(secured)
                    30, message=f"broker {node}'s journal to hold the encrypted password")
         assert [path for path in files(node) if password in path.read_bytes()] == []
     assert alter_broker_configs(brokers[2].bootstrap, {key: None}, node="2") == (0, None)
+
+
+def test_a_broker_becomes_a_voter_and_leaves_again_while_raft_runs_inside_tls(secured):
+    """KIP-853's voter changes where the brokers' Raft traffic goes inside TLS: each voter opens its tunnel to
+    the new voter's Raft address when the change reaches it, so the fourth broker (the admin user asks, a super
+    user: ALTER on the cluster) catches up, is registered, and is taken out of the voters again."""
+    cluster = secured.cluster
+    security = ClientSecurity(ssl_context=ssl.create_default_context(cafile=str(secured.ca.path)),
+                              sasl_mechanism="PLAIN", username="admin", password="admin-secret")
+    directory_id = bytes(range(1, 17))
+
+    def ask(api: ApiKey, request: dict) -> dict:
+        async def request_once() -> dict:
+            async with await KafkaConnection.connect(f"127.0.0.1:{secured.secure_ports[1]}", timeout=30,
+                                                     security=security) as connection:
+                return await connection.request(api, request)
+        return asyncio.run(request_once())
+
+    def voters() -> dict[int, int]:
+        """Voter id -> log end offset, as the Raft leader reports them (DescribeQuorum)."""
+        answer = ask(ApiKey.DESCRIBE_QUORUM, {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        partition = answer["topics"][0]["partitions"][0]
+        return {voter["replica_id"]: voter["log_end_offset"] for voter in partition["current_voters"]}
+
+    # pysyncobj connects only from the greater address to the lesser: one below every voter's makes each voter
+    # connect to the new one, through a tunnel that did not exist when it started
+    address = next(a for a in (f"127.0.0.1:{free_port()}" for _ in range(1000))
+                   if a < min(cluster.raft_addresses[i] for i in (1, 2, 3)))
+    broker = cluster.add_broker(4, voters=[1, 2, 3], raft_address=address)
+    try:
+        host, _, port = address.rpartition(":")
+        added = wait_until(lambda: (answer := ask(ApiKey.ADD_RAFT_VOTER, {
+            "cluster_id": None, "timeout_ms": 30_000, "voter_id": 4, "voter_directory_id": directory_id,
+            "listeners": [{"name": "RAFT", "host": host, "port": int(port)}]}))["error_code"] != 15 and answer,
+            60, message="broker 4 seen alive by gossip")  # REQUEST_TIMED_OUT (15) until then
+        assert added["error_code"] == 0, added
+        # caught up over the tunnels: its log end is the leader's, and the controller registers it
+        wait_until(lambda: len(set((ends := voters()).values())) == 1 and sorted(ends) == [1, 2, 3, 4], 60,
+                   message="broker 4 a caught-up voter")
+        wait_until(lambda: 4 in [b["node_id"] for b in cluster.metadata(1)["brokers"]], 60,
+                   message="broker 4 registered")
+        removed = ask(ApiKey.REMOVE_RAFT_VOTER, {"cluster_id": None, "voter_id": 4, "voter_directory_id": directory_id})
+        assert removed["error_code"] == 0, removed
+        wait_until(lambda: sorted(voters()) == [1, 2, 3], 30, message="broker 4 out of the voters")
+    finally:
+        broker.terminate()
+        broker.stop()

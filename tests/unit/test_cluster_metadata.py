@@ -158,6 +158,26 @@ def test_fencing_an_unknown_broker_is_refused():
     assert cluster(1).apply({"op": "fence_broker", "node_id": 7})["error_code"] == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
+def test_unregistering_drops_the_registration_and_moves_a_live_brokers_leaderships():
+    metadata = cluster(1, 2, 3)
+    metadata.apply(create(partitions=1))  # leader 1, ISR [1, 2, 3]
+    metadata.apply({"op": "fence_broker", "node_id": 3})
+    assert metadata.apply({"op": "unregister_broker", "node_id": 3}) == {"error_code": 0, "error_message": None}
+    assert sorted(metadata.brokers) == [1, 2] and metadata.broker_epoch(3) is None
+    # a broker still alive leaves the ISRs and its leaderships as if fenced, then its registration goes
+    assert metadata.apply({"op": "unregister_broker", "node_id": 1})["error_code"] == 0
+    state = metadata.partition("t", 0)
+    assert (state.leader, state.leader_epoch, state.isr, state.replicas) == (2, 1, [2], [1, 2, 3])
+    assert sorted(metadata.brokers) == [2]
+    assert metadata.apply({"op": "unregister_broker", "node_id": 3}) == {
+        "error_code": ErrorCode.BROKER_ID_NOT_REGISTERED, "error_message": "Broker ID 3 is not currently registered"}
+    # it may register again (a broker still running does, as the controller sees it alive), with a new epoch
+    metadata.apply(register(1))
+    assert metadata.broker_epoch(1) == 3
+    restored = ClusterMetadata.from_snapshot(json.loads(json.dumps(metadata.to_snapshot())))
+    assert sorted(restored.brokers) == [1, 2]
+
+
 def change_isr(isr: list[int], leader: int = 2, epoch: int = 1, partition: int = 0) -> dict:
     return {"op": "change_isr", "topic": "t", "partition": partition, "leader": leader, "leader_epoch": epoch,
             "isr": isr}

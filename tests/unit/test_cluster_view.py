@@ -31,6 +31,15 @@ def test_a_single_node_is_the_whole_cluster() -> None:
     assert alone.leader_epoch("orders", 1) == 0 and committed_leader(alone, "orders", 1) == ME
     assert alone.caught_up and alone.metadata_version() == 0 and alone.quorum is None
     assert alone.reassignments(None) == {}
+    assert alone.fenced_brokers() == [] and alone.seen_alive(ME) and not alone.seen_alive(4)
+
+
+async def test_a_single_node_stays_registered_and_knows_no_other_broker() -> None:
+    await view({}).unregister_broker(ME)  # running, so registered again at once: nothing changes
+    with pytest.raises(KafkaError) as refused:
+        await view({}).unregister_broker(4)
+    assert (refused.value.code, refused.value.message) == (ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                                           "Broker ID 4 is not currently registered")
 
 
 @pytest.mark.parametrize(("topic", "partition", "replicas", "code", "message"), [

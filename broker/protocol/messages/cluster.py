@@ -104,11 +104,12 @@ DESCRIBE_CLUSTER_REQUEST = Message(
     "DescribeClusterRequest",
     "request",
     api_key=60,
-    versions="0-1",
+    versions="0-2",
     flexible="0+",
     fields=(
         Field("include_cluster_authorized_operations", "bool", "0+"),
         Field("endpoint_type", "int8", "1+", default=1),
+        Field("include_fenced_brokers", "bool", "2+"),
     ),
 )
 
@@ -116,7 +117,7 @@ DESCRIBE_CLUSTER_RESPONSE = Message(
     "DescribeClusterResponse",
     "response",
     api_key=60,
-    versions="0-1",
+    versions="0-2",
     flexible="0+",
     fields=(
         Field("throttle_time_ms", "int32", "0+"),
@@ -130,6 +131,7 @@ DESCRIBE_CLUSTER_RESPONSE = Message(
             Field("host", "string", "0+"),
             Field("port", "int32", "0+"),
             Field("rack", "string", "0+", nullable="0+", default=None),
+            Field("is_fenced", "bool", "2+"),
         )))),
         Field("cluster_authorized_operations", "int32", "0+", default=-2147483648),
     ),

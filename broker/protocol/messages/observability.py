@@ -1,5 +1,6 @@
 """What operators' tools ask a cluster about itself: DescribeLogDirs, DescribeQuorum, DescribeProducers,
-DescribeTopicPartitions; and how they change its quorum: AddRaftVoter, RemoveRaftVoter (KIP-853).
+DescribeTopicPartitions; and how they change its quorum and membership: AddRaftVoter, RemoveRaftVoter (KIP-853),
+UnregisterBroker.
 
 Transcribed from Apache Kafka 4.4's JSON message specs (clients/src/main/resources/common/message/),
 restricted to the versions this codec supports. Field names are the specs' names in snake_case."""
@@ -196,7 +197,7 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE = Message(
     ),
 )
 
-_VOTER_CHANGE_RESPONSE_FIELDS = (
+_CHANGE_RESPONSE_FIELDS = (
     Field("throttle_time_ms", "int32", "0+"),
     Field("error_code", "int16", "0+"),
     Field("error_message", "string", "0+", nullable="0+", default=None),
@@ -206,7 +207,7 @@ ADD_RAFT_VOTER_REQUEST = Message(
     "AddRaftVoterRequest",
     "request",
     api_key=80,
-    versions="0",
+    versions="0-1",
     flexible="0+",
     fields=(
         Field("cluster_id", "string", "0+", nullable="0+"),
@@ -218,11 +219,12 @@ ADD_RAFT_VOTER_REQUEST = Message(
             Field("host", "string", "0+"),
             Field("port", "uint16", "0+"),
         )))),
+        Field("ack_when_committed", "bool", "1+", default=True),
     ),
 )
 
-ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", "response", api_key=80, versions="0", flexible="0+",
-                                  fields=_VOTER_CHANGE_RESPONSE_FIELDS)
+ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", "response", api_key=80, versions="0-1", flexible="0+",
+                                  fields=_CHANGE_RESPONSE_FIELDS)
 
 REMOVE_RAFT_VOTER_REQUEST = Message(
     "RemoveRaftVoterRequest",
@@ -238,7 +240,13 @@ REMOVE_RAFT_VOTER_REQUEST = Message(
 )
 
 REMOVE_RAFT_VOTER_RESPONSE = Message("RemoveRaftVoterResponse", "response", api_key=81, versions="0",
-                                     flexible="0+", fields=_VOTER_CHANGE_RESPONSE_FIELDS)
+                                     flexible="0+", fields=_CHANGE_RESPONSE_FIELDS)
+
+UNREGISTER_BROKER_REQUEST = Message("UnregisterBrokerRequest", "request", api_key=64, versions="0", flexible="0+",
+                                    fields=(Field("broker_id", "int32", "0+"),))
+
+UNREGISTER_BROKER_RESPONSE = Message("UnregisterBrokerResponse", "response", api_key=64, versions="0",
+                                     flexible="0+", fields=_CHANGE_RESPONSE_FIELDS)
 
 MESSAGES = (
     DESCRIBE_LOG_DIRS_REQUEST,
@@ -253,4 +261,6 @@ MESSAGES = (
     ADD_RAFT_VOTER_RESPONSE,
     REMOVE_RAFT_VOTER_REQUEST,
     REMOVE_RAFT_VOTER_RESPONSE,
+    UNREGISTER_BROKER_REQUEST,
+    UNREGISTER_BROKER_RESPONSE,
 )

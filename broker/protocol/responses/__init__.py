@@ -122,6 +122,7 @@ from broker.protocol.responses.observability import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
     RemoveRaftVoterResponse,
+    UnregisterBrokerResponse,
 )
 from broker.protocol.responses.offsets import (
     OffsetCommitResponse,
@@ -331,6 +332,7 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "TxnOffsetCommitResponsePartition",
     "TxnOffsetCommitResponseTopic",
+    "UnregisterBrokerResponse",
     "WriteTxnMarkersResponse",
     "WriteTxnMarkersResponseWritableTxnMarkerPartitionResult",
     "WriteTxnMarkersResponseWritableTxnMarkerResult",

@@ -42,6 +42,7 @@ class DescribeClusterResponseBroker(TypedDict, total=False):
     host: str
     port: int
     rack: str | None
+    is_fenced: bool
 
 
 class DescribeClusterResponse(TypedDict, total=False):

@@ -146,3 +146,9 @@ class RemoveRaftVoterResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+
+
+class UnregisterBrokerResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
