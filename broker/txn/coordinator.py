@@ -479,7 +479,7 @@ class TransactionCoordinator:
     async def describe(self, transactional_ids: list[str]) -> list[dict]:
         described = []
         for transactional_id in transactional_ids:
-            error = await self._ready(transactional_id)
+            error = await self._ready(transactional_id) if transactional_id else ErrorCode.INVALID_REQUEST
             meta = self.machine.get(transactional_id) if error is None else None
             if meta is None:
                 # Kafka leaves the other fields at their zero defaults

@@ -222,3 +222,6 @@ async def test_list_and_describe_show_kafkas_names(broker, clock):
     [described] = await coordinator.describe(["t"])
     assert described["topics"] == [{"topic": "orders", "partitions": [0, 1]}]
     assert described["transaction_timeout_ms"] == TIMEOUT_MS
+    # Kafka's handleDescribeTransactions: an empty id is an invalid request, an unknown one is not found
+    assert [d["error_code"] for d in await coordinator.describe(["", "nobody"])] == [
+        ErrorCode.INVALID_REQUEST, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND]
