@@ -6,6 +6,10 @@ DIFFERENCES, each asserted to still be there so that the list cannot go stale.
 Both clusters first get the same state: topic ``diff`` (2 partitions) with one batch of three records in
 partition 0, and a group ``diff-simple`` that committed offset 2 of it. Requests that change state (create,
 delete, commit, produce) are sent once per version to both, in the same order, so both change alike.
+
+Then, after the comparison, the transaction coordinator's answers step by step (a transactional id taken
+through its error paths, and a second librdkafka producer instance aborting the first's open transaction),
+the same from both.
 """
 
 from __future__ import annotations
