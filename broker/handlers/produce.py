@@ -142,6 +142,9 @@ async def init_producer_id(ctx: RequestContext, request: dict[str, Any]) -> Init
               or ctx.allowed_on_any(Operation.WRITE, ResourceType.TOPIC)):
         # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if (request["producer_id"] == -1) != (request["producer_epoch"] == -1):
+        # a producer id without its epoch, or the reverse: Kafka refuses it before asking any coordinator
+        refused = ErrorCode.INVALID_REQUEST
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": refused, "producer_id": -1, "producer_epoch": -1}
     if request["transactional_id"] is not None:

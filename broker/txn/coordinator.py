@@ -4,7 +4,8 @@ What it does, as Kafka's coordinator does with ``transaction.version`` 1 (the pr
 client against a broker that does not advertise version 2):
 
 * InitProducerId with a transactional id gives the id's producer id with a bumped epoch, which fences
-  every older instance of the producer. A transaction still open is aborted first.
+  every older instance of the producer. A transaction still open is aborted first, with a bumped epoch,
+  and answered CONCURRENT_TRANSACTIONS: the client's retry gets the next epoch.
 * AddPartitionsToTxn / AddOffsetsToTxn add partitions (and a group's `__consumer_offsets` partition) to
   the open transaction; the first one opens it (Ongoing).
 * EndTxn writes PrepareCommit/PrepareAbort to `__transaction_state`, then a COMMIT/ABORT marker to every
@@ -46,6 +47,8 @@ from broker.protocol.types import ProtocolError
 from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 from broker.txn.machine import InitStep, TxnMachine
 from broker.txn.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     TxnMetadata,
     TxnState,
     decode_record,
@@ -388,19 +391,29 @@ class TransactionCoordinator:
             if isinstance(step, ErrorCode):
                 return step, -1, -1
             if step == InitStep.FENCE_FIRST:
-                open_txn = self.machine.get(transactional_id)
-                assert open_txn is not None  # only a known id has a transaction to fence
-                if await self._end(self.machine.fenced(open_txn, self._now_ms())) != ErrorCode.NONE:
-                    return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1  # the client retries; so do we
-                step = self.machine.init_producer_id(transactional_id, producer_id, producer_epoch, fenced)
-                if isinstance(step, ErrorCode):
-                    return step, -1, -1
+                return await self._fence(transactional_id), -1, -1
             new_producer_id = await self.broker.producer_ids.allocate() if step == InitStep.NEW_PRODUCER_ID else None
-            meta = self.machine.initialised(transactional_id, timeout_ms, self._now_ms(), new_producer_id)
+            meta = self.machine.initialised(transactional_id, timeout_ms, self._now_ms(), new_producer_id,
+                                            producer_epoch if producer_id != NO_PRODUCER_ID else NO_PRODUCER_EPOCH)
             error = await self._transition(meta)
             if error != ErrorCode.NONE:
                 return error, -1, -1
             return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
+
+    async def _fence(self, transactional_id: str) -> ErrorCode:
+        """InitProducerId on an open transaction, as Kafka answers it: the transaction is aborted with its
+        producer's epoch bumped (fencing it), and the answer is CONCURRENT_TRANSACTIONS, so the client retries
+        and its retry bumps the epoch again. The answer waits for the markers, as EndTxn's does here; markers
+        that fail are left to the periodic check (the retry gets CONCURRENT_TRANSACTIONS meanwhile). A failed
+        write of the abort is answered with its own error."""
+        open_txn = self.machine.get(transactional_id)
+        assert open_txn is not None  # only a known id has a transaction to fence
+        fence = self.machine.fenced(open_txn, self._now_ms())
+        error = await self._transition(fence)
+        if error != ErrorCode.NONE:
+            return error
+        await self._complete(fence, committed=False)
+        return ErrorCode.CONCURRENT_TRANSACTIONS
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition], fenced: ErrorCode
@@ -471,7 +484,7 @@ class TransactionCoordinator:
     async def describe(self, transactional_ids: list[str]) -> list[dict]:
         described = []
         for transactional_id in transactional_ids:
-            error = await self._ready(transactional_id)
+            error = await self._ready(transactional_id) if transactional_id else ErrorCode.INVALID_REQUEST
             meta = self.machine.get(transactional_id) if error is None else None
             if meta is None:
                 # Kafka leaves the other fields at their zero defaults

@@ -24,6 +24,7 @@ from broker.txn.state import (
     IDLE_STATES,
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     STATE_BY_NAME,
     TxnMetadata,
     TxnState,
@@ -55,7 +56,8 @@ class InitStep(Enum):
 
     NEW_PRODUCER_ID = "new producer id"  # an unknown transactional id, or its epochs are exhausted
     BUMP = "bump"  # the next epoch of the same producer id
-    FENCE_FIRST = "fence first"  # an open transaction is aborted (fencing its producer) before the bump
+    FENCE_FIRST = "fence first"  # an open transaction is aborted (fencing its producer); the client retries
+    RETRY = "retry"  # a recovering producer asks again for the epoch its last InitProducerId gave it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,44 +130,60 @@ class TxnMachine:
 
     def init_producer_id(self, transactional_id: str, producer_id: int, producer_epoch: int,
                          fenced: ErrorCode) -> ErrorCode | InitStep:
-        """The first step of InitProducerId (its timeout and id are checked by the coordinator first).
+        """The first step of InitProducerId (its timeout and id are checked by the coordinator first), as
+        Kafka's prepareInitProducerIdTransit decides it.
 
-        ``producer_id`` >= 0 is a producer recovering its own id (KIP-360): only the current producer, or the
-        one a timeout fenced, may bump the epoch; any other is ``fenced``."""
+        A ``producer_id`` is a producer recovering its own id (KIP-360): it must name the id's producer id
+        (or the one rotated away from, at its exhausted epoch) and then the current epoch, to bump it, or the
+        epoch a bump already gave it (a retry whose answer was lost); anything else is ``fenced``. A
+        transaction still open is aborted first (FENCE_FIRST) whatever the request names, and the client is
+        told to retry."""
         meta = self._txns.get(transactional_id)
         if meta is None:
             return InitStep.NEW_PRODUCER_ID
-        if producer_id >= 0 and (producer_id != meta.producer_id or
-                                 producer_epoch not in (meta.producer_epoch, meta.last_producer_epoch)):
+        if producer_id != NO_PRODUCER_ID and producer_id != meta.producer_id and not (
+                producer_id == meta.previous_producer_id and producer_epoch >= MAX_PRODUCER_EPOCH):
             return fenced
         if meta.state in PREPARING:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state == TxnState.ONGOING:
             return InitStep.FENCE_FIRST
-        return InitStep.NEW_PRODUCER_ID if self.epochs_exhausted(meta) else InitStep.BUMP
+        if producer_id == NO_PRODUCER_ID or producer_epoch == meta.producer_epoch:
+            return InitStep.NEW_PRODUCER_ID if self.epochs_exhausted(meta) else InitStep.BUMP
+        if producer_epoch == meta.last_producer_epoch:
+            return InitStep.RETRY
+        return fenced
 
     @staticmethod
     def epochs_exhausted(meta: TxnMetadata) -> bool:
-        return meta.producer_epoch + 1 >= MAX_PRODUCER_EPOCH
+        return meta.producer_epoch >= MAX_PRODUCER_EPOCH
 
-    def initialised(self, transactional_id: str, timeout_ms: int, now_ms: int,
-                    new_producer_id: int | None) -> TxnMetadata:
-        """The id's state after InitProducerId: a new producer id at epoch 0 (when one was needed), else the
-        next epoch; Empty, no partitions. Call after :meth:`init_producer_id` said BUMP or NEW_PRODUCER_ID
-        (FENCE_FIRST: once the fencing abort is complete)."""
+    def initialised(self, transactional_id: str, timeout_ms: int, now_ms: int, new_producer_id: int | None,
+                    producer_epoch: int = NO_PRODUCER_EPOCH) -> TxnMetadata:
+        """The id's state after InitProducerId, Empty with no partitions: a new producer id at epoch 0 (when
+        one was needed), else the next epoch, or for a RETRY the epoch the first attempt gave. Call after
+        :meth:`init_producer_id` said so, with the request's ``producer_epoch``: a recovering producer's
+        epoch is remembered (in memory, as Kafka does) so that its retry gets the same answer."""
         meta = self._txns.get(transactional_id)
         if meta is None:
             if new_producer_id is None:
                 raise ValueError(f"{transactional_id!r} is new: it needs a producer id")
             return TxnMetadata(transactional_id, new_producer_id, 0, timeout_ms, last_update_ms=now_ms)
-        if self.epochs_exhausted(meta):
+        recovering = producer_epoch != NO_PRODUCER_EPOCH
+        if recovering and producer_epoch != meta.producer_epoch:
+            if producer_epoch != meta.last_producer_epoch:
+                raise ValueError(f"{transactional_id!r}: epoch {producer_epoch} is neither the current nor the last")
+            bumped = meta.copy()
+        elif self.epochs_exhausted(meta):
             if new_producer_id is None:
                 raise ValueError(f"{transactional_id!r} has used its epochs: it needs a new producer id")
-            bumped = meta.copy(producer_id=new_producer_id, producer_epoch=0, previous_producer_id=meta.producer_id)
+            bumped = meta.copy(producer_id=new_producer_id, producer_epoch=0, previous_producer_id=meta.producer_id,
+                               last_producer_epoch=meta.producer_epoch if recovering else NO_PRODUCER_EPOCH)
         else:
-            bumped = meta.copy(producer_epoch=meta.producer_epoch + 1)
+            bumped = meta.copy(producer_epoch=meta.producer_epoch + 1,
+                               last_producer_epoch=meta.producer_epoch if recovering else NO_PRODUCER_EPOCH)
         return bumped.copy(timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=set(), start_ms=-1,
-                           last_update_ms=now_ms, last_producer_epoch=NO_PRODUCER_EPOCH)
+                           last_update_ms=now_ms)
 
     # --- a transaction ------------------------------------------------------------------------------------
 
@@ -262,12 +280,12 @@ class TxnMachine:
 
     @staticmethod
     def fenced(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
-        """Kafka's epoch fence: an open transaction's abort with the epoch bumped (unless exhausted), so its
-        producer can no longer write; the old epoch is kept, in memory, so that producer's InitProducerId
-        is still recognised."""
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_PRODUCER_EPOCH else meta.producer_epoch
-        return TxnMachine.prepared(meta.copy(producer_epoch=epoch, last_producer_epoch=meta.producer_epoch),
-                                   committed=False, now_ms=now_ms)
+        """Kafka's epoch fence (prepareFenceProducerEpoch): an open transaction's abort with the epoch bumped,
+        so its producer can no longer write, nor recover its id with InitProducerId (no last epoch is kept).
+        The bumped epoch is never handed out: the InitProducerId that fenced is answered
+        CONCURRENT_TRANSACTIONS and its retry bumps again (a new producer id if that exhausts the epochs)."""
+        return TxnMachine.prepared(meta.copy(producer_epoch=meta.producer_epoch + 1,
+                                             last_producer_epoch=NO_PRODUCER_EPOCH), committed=False, now_ms=now_ms)
 
     @staticmethod
     def completed(meta: TxnMetadata, now_ms: int) -> TxnMetadata:

@@ -64,8 +64,8 @@ class TxnMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
-    # In memory only, as in Kafka: the epoch before the coordinator fenced the producer (a timed-out
-    # transaction's abort), so that the fenced producer's InitProducerId is still recognised.
+    # In memory only, as in Kafka: the epoch a recovering producer (KIP-360) named in its last InitProducerId,
+    # so that a retry of it gets the same epoch; a bump by a new instance or a fence forgets it.
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
 

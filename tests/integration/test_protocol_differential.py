@@ -9,6 +9,10 @@ delete, commit, produce) are sent once per version to both, in the same order, s
 
 The APIs only a cluster of ours serves (its Raft quorum: DescribeQuorum, AddRaftVoter, RemoveRaftVoter) are asked
 of a one-broker cluster of ours; Kafka runs a dynamic quorum (KIP-853), whose voters may change, as ours may.
+
+Then, after the comparison, the transaction coordinator's answers step by step (a transactional id taken
+through its error paths, and a second librdkafka producer instance aborting the first's open transaction),
+the same from both.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from typing import Any
 
 import pytest
 from cluster_harness import BrokerCluster
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from harness import wait_until
 from kafka_harness import KafkaServer
 
 from broker.broker import ADVERTISED_VERSIONS, CLUSTER_VERSIONS
 from broker.client import KafkaConnection
+from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
 
@@ -529,3 +536,164 @@ def test_the_quorum_apis_answer_as_kafkas(answers, one_broker_cluster, kafka):
     ours = asyncio.run(ask(one_broker_cluster.bootstrap, pairs, QUORUM_REQUESTS, VOLATILE | QUORUM_VOLATILE))
     kafkas = asyncio.run(ask(kafka.bootstrap, pairs, QUORUM_REQUESTS, VOLATILE | QUORUM_VOLATILE))
     assert_same_apart_from_the_listed_differences(pairs, ours, kafkas)
+
+
+# --- the transaction coordinator's answers, request by request -------------------------------------------------
+
+async def transaction_answers(bootstrap: str) -> list[tuple[str, Any]]:
+    """A transactional id taken through Kafka's error paths of InitProducerId, AddPartitionsToTxn, EndTxn and
+    DescribeTransactions; each step's answer (error code, and the epoch where one is given)."""
+    tid = "diff-txn-paths"
+    steps: list[tuple[str, Any]] = []
+    async with await KafkaConnection.connect(bootstrap, client_id="diff") as connection:
+        async def init(version: int, producer_id: int = -1, epoch: int = -1) -> tuple[int, int]:
+            answer = await connection.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": producer_id,
+                "producer_epoch": epoch}, version=version)
+            return answer["error_code"], answer["producer_epoch"]
+
+        async def add(version: int, producer_id: int, epoch: int, transactional_id: str = tid) -> int:
+            answer = await connection.request(ApiKey.ADD_PARTITIONS_TO_TXN, {
+                "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [1]}]}, version=version)
+            return answer["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"]
+
+        async def end(version: int, producer_id: int, epoch: int, committed: bool, transactional_id: str = tid) -> int:
+            answer = await connection.request(ApiKey.END_TXN, {
+                "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": epoch,
+                "committed": committed}, version=version)
+            return answer["error_code"]
+
+        first: tuple[int, int] = (-1, -1)
+
+        async def initialised() -> bool:
+            nonlocal first
+            first = await init(4)
+            return first[0] == 0
+        await until(f"{tid} initialised on {bootstrap}", initialised)
+        producer_id = (await connection.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]}))[
+            "transaction_states"][0]["producer_id"]
+        steps.append(("init", first))
+        steps.append(("init naming a producer id without its epoch", await init(4, producer_id, -1)))
+        steps.append(("commit with no transaction", await end(3, producer_id, 0, True)))
+        steps.append(("add", await add(3, producer_id, 0)))
+        steps.append(("add, another producer id", await add(3, producer_id + 1, 0)))
+        steps.append(("add, a stale epoch, v1", await add(1, producer_id, 5)))
+        steps.append(("add, a stale epoch, v3", await add(3, producer_id, 5)))
+        steps.append(("init on the open transaction", await init(4)))
+        retried: tuple[int, int] = (-1, -1)
+
+        async def retried_until_done() -> bool:  # Kafka writes the abort's markers after its answer
+            nonlocal retried
+            retried = await init(4)
+            return retried[0] != ErrorCode.CONCURRENT_TRANSACTIONS
+        await until(f"{tid}'s retried init on {bootstrap}", retried_until_done, timeout=30)
+        steps.append(("the retry", retried))
+        steps.append(("abort by the fenced producer, v1", await end(1, producer_id, 0, False)))
+        steps.append(("abort by the fenced producer, v3", await end(3, producer_id, 0, False)))
+        steps.append(("the fenced producer recovering, v3", await init(3, producer_id, 0)))
+        steps.append(("the fenced producer recovering, v4", await init(4, producer_id, 0)))
+        steps.append(("the current producer recovering", await init(4, producer_id, 2)))
+        steps.append(("its retry", await init(4, producer_id, 2)))
+        steps.append(("abort with no transaction", await end(3, producer_id, 3, False)))
+        steps.append(("end of an unknown transactional id", await end(3, producer_id, 3, False, "diff-txn-nobody")))
+        steps.append(("add with an empty transactional id", await add(3, producer_id, 3, "")))
+        described = await connection.request(ApiKey.DESCRIBE_TRANSACTIONS, {
+            "transactional_ids": [tid, "", "diff-txn-nobody"]})
+        steps.append(("describe", [(state["error_code"], state["transaction_state"], state["producer_epoch"])
+                                   for state in described["transaction_states"]]))
+    return steps
+
+
+def test_the_transaction_coordinators_error_paths_are_kafkas(answers, broker, kafka):
+    theirs = asyncio.run(transaction_answers(kafka.bootstrap))
+    ours = asyncio.run(transaction_answers(broker.bootstrap))
+    assert ours == theirs
+    fenced, old_fenced = ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH
+    assert dict(ours) == {
+        "init": (0, 0),
+        "init naming a producer id without its epoch": (ErrorCode.INVALID_REQUEST, -1),
+        "commit with no transaction": ErrorCode.INVALID_TXN_STATE,
+        "add": 0,
+        "add, another producer id": ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        "add, a stale epoch, v1": old_fenced,
+        "add, a stale epoch, v3": fenced,
+        # the open transaction is aborted with a bumped epoch and the client told to retry
+        "init on the open transaction": (ErrorCode.CONCURRENT_TRANSACTIONS, -1),
+        "the retry": (0, 2),
+        "abort by the fenced producer, v1": old_fenced,
+        "abort by the fenced producer, v3": fenced,
+        "the fenced producer recovering, v3": (old_fenced, -1),
+        "the fenced producer recovering, v4": (fenced, -1),
+        "the current producer recovering": (0, 3),
+        "its retry": (0, 3),
+        "abort with no transaction": ErrorCode.INVALID_TXN_STATE,
+        "end of an unknown transactional id": ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        "add with an empty transactional id": ErrorCode.INVALID_REQUEST,
+        "describe": [(0, "Empty", 3), (ErrorCode.INVALID_REQUEST, "", 0),
+                     (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "", 0)],
+    }
+
+
+def values_to_the_end(bootstrap: str, partition: int, isolation: str) -> list[bytes]:
+    """The values a consumer with ``isolation`` reads of TOPIC's ``partition`` (read_committed: to its last
+    stable offset)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"diff-reader-{isolation}",
+                         "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
+    # from the log's start, wherever the comparison's requests left it
+    consumer.assign([TopicPartition(TOPIC, partition, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    try:
+        def at_end() -> bool:
+            for message in consumer.consume(100, timeout=0.2):
+                if message.error() is None:
+                    values.append(message.value())
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    return True
+            return False
+        wait_until(at_end, 30, message=f"{isolation} read of {TOPIC}-{partition}")
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.mark.parametrize("server", ["broker", "kafka"])
+def test_a_second_producer_instance_aborts_the_first_ones_open_transaction(answers, request, server):
+    """librdkafka's transactional producer: a second instance's init_transactions, while the first has records
+    in an open transaction, is answered CONCURRENT_TRANSACTIONS (the open transaction is aborted, fencing the
+    first) and succeeds when retried; the first's records are never read committed."""
+    bootstrap = request.getfixturevalue(server).bootstrap
+    tid = "diff-txn-second-instance"
+    committed_before = values_to_the_end(bootstrap, 0, "read_committed")
+    first = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    first.init_transactions(60)
+    first.begin_transaction()
+    for n in range(3):
+        first.produce(TOPIC, value=b"zombie-%d" % n, partition=0)
+    first.flush(30)
+
+    async def second_instances_first_attempt() -> dict:
+        async with await KafkaConnection.connect(bootstrap, client_id="diff") as connection:
+            return await connection.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": -1,
+                "producer_epoch": -1}, version=4)
+    attempt = asyncio.run(second_instances_first_attempt())
+    assert (attempt["error_code"], attempt["producer_epoch"]) == (ErrorCode.CONCURRENT_TRANSACTIONS, -1)
+
+    second = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    second.init_transactions(60)  # retried while the abort's markers are written
+    try:
+        first.commit_transaction(30)
+    except KafkaException as exc:
+        fenced = exc.args[0]  # not the exception: its traceback would keep the producer past the test
+    else:
+        pytest.fail("the first instance committed after the second's init_transactions")
+    assert fenced.fatal()
+    second.begin_transaction()
+    second.produce(TOPIC, value=b"live", partition=0)
+    second.commit_transaction(30)
+
+    assert values_to_the_end(bootstrap, 0, "read_committed") == committed_before + [b"live"]
+    assert values_to_the_end(bootstrap, 0, "read_uncommitted")[-4:] == [b"zombie-0", b"zombie-1", b"zombie-2",
+                                                                         b"live"]

@@ -154,18 +154,22 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker
     assert await coordinator.end_txn("t", producer_id, epoch, True, FENCED) == FENCED
     assert coordinator.check_transactional_write(producer_id, epoch, "orders", 0).code == \
         ErrorCode.INVALID_PRODUCER_EPOCH
-    # the fenced producer may still initialise again with the epoch it had (its last epoch)
-    assert await coordinator.init_producer_id("t", TIMEOUT_MS, producer_id, epoch, FENCED) == (
-        ErrorCode.NONE, producer_id, epoch + 2)
+    # nor may it recover its id with the epoch it had: Kafka's fence keeps no last epoch
+    assert await coordinator.init_producer_id("t", TIMEOUT_MS, producer_id, epoch, FENCED) == (FENCED, -1, -1)
 
 
 async def test_a_new_instance_aborts_the_open_transaction_of_the_old_one(broker):
     coordinator = broker.transactions
     producer_id, epoch = await begin(coordinator)
+    # Kafka's answer to the first attempt: the transaction is aborted, fencing its producer, and the client
+    # is told to retry; the retry gets the epoch after the fence's
+    assert await coordinator.init_producer_id("t", TIMEOUT_MS, -1, -1, FENCED) == (
+        ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
+    assert markers(broker, "orders", 1) == [(producer_id, False)]
+    assert states_written(broker, "t")[-2:] == [TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT]
     assert await coordinator.init_producer_id("t", TIMEOUT_MS, -1, -1, FENCED) == (
         ErrorCode.NONE, producer_id, epoch + 2)
-    assert markers(broker, "orders", 1) == [(producer_id, False)]
-    assert states_written(broker, "t")[-3:] == [TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT, TxnState.EMPTY]
+    assert states_written(broker, "t")[-1] == TxnState.EMPTY
     assert await coordinator.add_partitions("t", producer_id, epoch, [("orders", 0)], FENCED) == {
         ("orders", 0): FENCED}
 
@@ -218,3 +222,6 @@ async def test_list_and_describe_show_kafkas_names(broker, clock):
     [described] = await coordinator.describe(["t"])
     assert described["topics"] == [{"topic": "orders", "partitions": [0, 1]}]
     assert described["transaction_timeout_ms"] == TIMEOUT_MS
+    # Kafka's handleDescribeTransactions: an empty id is an invalid request, an unknown one is not found
+    assert [d["error_code"] for d in await coordinator.describe(["", "nobody"])] == [
+        ErrorCode.INVALID_REQUEST, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND]

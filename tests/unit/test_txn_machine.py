@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from broker.errors import ErrorCode
 from broker.txn.machine import IllegalTransition, InitStep, TxnMachine
-from broker.txn.state import MAX_PRODUCER_EPOCH, TxnMetadata, TxnState
+from broker.txn.state import IDLE_STATES, MAX_PRODUCER_EPOCH, TxnMetadata, TxnState
 
 FENCED = ErrorCode.PRODUCER_FENCED
 TP = ("orders", 0)
@@ -63,12 +63,24 @@ def test_init_in_an_idle_state_bumps_the_epoch(state):
     assert (meta.producer_id, meta.producer_epoch, meta.timeout_ms, meta.partitions) == (7, 4, 1000, set())
 
 
-def test_init_with_an_open_transaction_fences_it_first():
-    # Kafka: Ongoing -> prepareFenceProducerEpoch, the open transaction is aborted with a bumped epoch
+def test_init_with_an_open_transaction_fences_it_and_is_retried():
+    # Kafka: Ongoing -> prepareFenceProducerEpoch (whatever producer the request names), the open transaction
+    # is aborted with a bumped epoch that is never handed out, the answer is CONCURRENT_TRANSACTIONS, and the
+    # client's retry bumps the epoch a second time
     machine = with_producer(TxnState.ONGOING, epoch=3)
+    assert machine.init_producer_id("t", 7, 3, FENCED) == InitStep.FENCE_FIRST
     assert machine.init_producer_id("t", -1, -1, FENCED) == InitStep.FENCE_FIRST
-    fence = TxnMachine.fenced(machine.get("t"), 40)
-    assert (fence.state, fence.producer_epoch, fence.last_producer_epoch) == (TxnState.PREPARE_ABORT, 4, 3)
+    fence = apply_all(machine, TxnMachine.fenced(machine.get("t"), 40))
+    assert (fence.state, fence.producer_epoch, fence.last_producer_epoch, fence.partitions) == (
+        TxnState.PREPARE_ABORT, 4, -1, {TP})
+    assert machine.init_producer_id("t", -1, -1, FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS  # markers pending
+    machine.apply(TxnMachine.completed(fence, 41))
+    assert machine.init_producer_id("t", -1, -1, FENCED) == InitStep.BUMP
+    retried = apply_all(machine, machine.initialised("t", 1000, 42, None))
+    assert (retried.state, retried.producer_epoch) == (TxnState.EMPTY, 5)
+    # the fenced producer can neither write nor recover its id
+    assert machine.add_partitions("t", 7, 3, [TP], FENCED, 43) == FENCED
+    assert machine.init_producer_id("t", 7, 3, FENCED) == FENCED
 
 
 @pytest.mark.parametrize("state", [TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT])
@@ -82,19 +94,39 @@ def test_init_naming_another_producer_or_a_stale_epoch_is_fenced():
     assert machine.init_producer_id("t", 8, 3, FENCED) == FENCED
     assert machine.init_producer_id("t", 7, 2, ErrorCode.INVALID_PRODUCER_EPOCH) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert machine.init_producer_id("t", 7, 3, FENCED) == InitStep.BUMP
+    # the id is checked before the state: a stranger is fenced even while markers are written
+    assert with_producer(TxnState.PREPARE_COMMIT, epoch=3).init_producer_id("t", 8, 3, FENCED) == FENCED
 
 
-def test_the_producer_a_timeout_fenced_may_still_initialise():
+def test_a_recovering_producers_retry_gets_the_epoch_its_first_attempt_got():
+    # prepareIncrementProducerEpoch: the expected epoch is remembered as the last epoch, so the same request
+    # again (its answer lost) gets the same epoch; a new instance's bump forgets it
+    machine = with_producer(epoch=3)
+    bumped = apply_all(machine, machine.initialised("t", 1000, 50, None, producer_epoch=3))
+    assert (bumped.producer_epoch, bumped.last_producer_epoch) == (4, 3)
+    assert machine.init_producer_id("t", 7, 3, FENCED) == InitStep.RETRY
+    again = apply_all(machine, machine.initialised("t", 1000, 51, None, producer_epoch=3))
+    assert (again.producer_id, again.producer_epoch, again.last_producer_epoch) == (7, 4, 3)
+    assert machine.init_producer_id("t", 7, 2, FENCED) == FENCED
+    fresh = apply_all(machine, machine.initialised("t", 1000, 52, None))
+    assert (fresh.producer_epoch, fresh.last_producer_epoch) == (5, -1)
+    assert machine.init_producer_id("t", 7, 3, FENCED) == FENCED
+
+
+def test_the_producer_a_timeout_fenced_cannot_recover_its_id():
+    # a fence keeps no last epoch (Kafka: lastProducerEpoch = -1), so the timed-out producer is fenced
     machine = with_producer(TxnState.ONGOING, epoch=3)
     prepared = apply_all(machine, TxnMachine.fenced(machine.get("t"), 40))
     machine.apply(TxnMachine.completed(prepared, 41))
     assert machine.get("t").producer_epoch == 4
-    assert machine.init_producer_id("t", 7, 3, FENCED) == InitStep.BUMP  # its last epoch
-    assert machine.init_producer_id("t", 7, 2, FENCED) == FENCED
+    assert machine.init_producer_id("t", 7, 3, FENCED) == FENCED
+    assert machine.init_producer_id("t", 7, 4, FENCED) == InitStep.BUMP
 
 
 def test_exhausted_epochs_rotate_to_a_new_producer_id():
-    machine = with_producer(epoch=MAX_PRODUCER_EPOCH - 1)
+    # Kafka hands out epochs up to Short.MaxValue - 1, then a new producer id
+    assert with_producer(epoch=MAX_PRODUCER_EPOCH - 1).init_producer_id("t", -1, -1, FENCED) == InitStep.BUMP
+    machine = with_producer(epoch=MAX_PRODUCER_EPOCH)
     assert machine.init_producer_id("t", -1, -1, FENCED) == InitStep.NEW_PRODUCER_ID
     with pytest.raises(ValueError, match="new producer id"):
         machine.initialised("t", 1000, 50, None)
@@ -102,6 +134,25 @@ def test_exhausted_epochs_rotate_to_a_new_producer_id():
     machine.apply(meta)
     assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (99, 0, 7)
     assert machine.transactional_id_of(7) is None and machine.transactional_id_of(99) == "t"
+
+
+def test_a_retry_naming_the_producer_id_rotated_away_from_gets_the_new_one():
+    machine = with_producer(epoch=MAX_PRODUCER_EPOCH)
+    assert machine.init_producer_id("t", 7, MAX_PRODUCER_EPOCH, FENCED) == InitStep.NEW_PRODUCER_ID
+    rotated = apply_all(machine, machine.initialised("t", 1000, 50, 99, producer_epoch=MAX_PRODUCER_EPOCH))
+    assert (rotated.producer_id, rotated.producer_epoch, rotated.last_producer_epoch) == (99, 0, MAX_PRODUCER_EPOCH)
+    assert machine.init_producer_id("t", 7, MAX_PRODUCER_EPOCH, FENCED) == InitStep.RETRY
+    again = machine.initialised("t", 1000, 51, None, producer_epoch=MAX_PRODUCER_EPOCH)
+    assert (again.producer_id, again.producer_epoch) == (99, 0)
+    assert machine.init_producer_id("t", 7, MAX_PRODUCER_EPOCH - 1, FENCED) == FENCED
+
+
+def test_a_fence_at_the_last_epoch_uses_the_reserved_one_and_the_retry_rotates():
+    machine = with_producer(TxnState.ONGOING, epoch=MAX_PRODUCER_EPOCH)
+    fence = apply_all(machine, TxnMachine.fenced(machine.get("t"), 40))
+    assert fence.producer_epoch == MAX_PRODUCER_EPOCH + 1
+    machine.apply(TxnMachine.completed(fence, 41))
+    assert machine.init_producer_id("t", -1, -1, FENCED) == InitStep.NEW_PRODUCER_ID
 
 
 # --- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------------
@@ -294,16 +345,18 @@ class World:
         if step == InitStep.FENCE_FIRST:
             open_txn = self.machine.get(client.transactional_id)
             assert open_txn is not None
-            if self.end(TxnMachine.fenced(open_txn, self.now), ok, markers_ok) != ErrorCode.NONE:
-                return ErrorCode.CONCURRENT_TRANSACTIONS
-            step = self.machine.init_producer_id(client.transactional_id, producer_id, epoch, FENCED)
+            fence = TxnMachine.fenced(open_txn, self.now)
+            error = self.write(fence, ok)
+            if error == ErrorCode.NONE and markers_ok:
+                self.write(TxnMachine.completed(fence, self.now), True)
+            return error if error != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS
         if isinstance(step, ErrorCode):
             return step
         new_producer_id = None
         if step == InitStep.NEW_PRODUCER_ID:
             new_producer_id = self.next_producer_id
             self.next_producer_id += 1
-        meta = self.machine.initialised(client.transactional_id, 1000, self.now, new_producer_id)
+        meta = self.machine.initialised(client.transactional_id, 1000, self.now, new_producer_id, epoch)
         error = self.write(meta, ok)
         if error == ErrorCode.NONE:
             assert (meta.producer_id, meta.producer_epoch) not in self.handed_out
@@ -362,11 +415,16 @@ def test_random_requests_keep_the_machines_invariants(steps):
             client = world.clients[index]
             current = machine.get(client.transactional_id)
             stale = recover and client.producer_id >= 0 and current is not None and (
-                client.producer_id != current.producer_id or
-                client.epoch not in (current.producer_epoch, current.last_producer_epoch))
+                (client.producer_id != current.producer_id and not (
+                    client.producer_id == current.previous_producer_id and client.epoch >= MAX_PRODUCER_EPOCH))
+                or (current.state in IDLE_STATES and
+                    client.epoch not in (current.producer_epoch, current.last_producer_epoch)))
+            was_open = current is not None and current.state == TxnState.ONGOING and not stale
             answer = world.init(client, recover, ok, markers_ok)
             if stale:
-                assert answer == FENCED  # only the current producer, or the one a timeout fenced, may bump
+                assert answer == FENCED  # only the current producer may bump, or retry its last bump
+            if was_open:
+                assert answer != ErrorCode.NONE  # an open transaction is aborted first, and the client retries
         elif kind == "add":
             _, index, partitions, ok = command
             client = world.clients[index]
