@@ -20,8 +20,10 @@ One run, one Kafka (a single KRaft node from the test peers), one fleet, both mo
    shows (every commit read) and until a sweep of every group's ``/status`` finds each with a full window
    (complete 1) and its expected lag; the sweep's own cost (a second sweep, everything already there).
    Then it stays idle (nothing commits, nobody asks) for ``--refreshes`` offset-refresh periods: its CPU
-   over that span divided by the periods is its CPU per broker-offset refresh (the refresh is what an idle
-   monitor does: ListOffsets of every partition into storage; burrowpy also reads record timestamps).
+   over that span divided by the periods is its CPU per broker-offset refresh period: everything an idle
+   monitor does, which for Burrow is the ListOffsets of every partition into storage, and for burrowpy
+   also reading the timestamps of the records groups sit at (lag in seconds) and the dashboard's sampling
+   of every group's status every 5 s.
 3. Both monitors together, started again, and once both show every group: ``--live`` seconds of live
    ingest, every fleet group committing all its partitions every ``--commit-interval`` seconds (the
    consumers' auto-commit), while a client in a process of its own asks each big group's ``/status`` and
@@ -31,7 +33,8 @@ One run, one Kafka (a single KRaft node from the test peers), one fleet, both mo
    move it, while latencies are each taken under both monitors' ingest.
 
 Peak RSS is the process's VmHWM at the end of each phase (the larger one reported). Results go to
-``bench/results/monitor_fleet_daemon-<UTC time>.json``; the table is printed.
+``bench/results/monitor_fleet_daemon-<UTC time>.json``; the table is printed (``--table FILE`` prints
+it again from a results file).
 """
 
 from __future__ import annotations
@@ -86,8 +89,9 @@ from broker.client import KafkaConnection  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 INTERVALS = 10
 BIG_TOPIC = "fleet-big-topic"
-# Kafka keeps every partition's log segment open (its indexes are opened when first read)
-FILES_PER_PARTITION = 2
+# Kafka 4.4 opens a partition's files when it first holds records (2,000 empty partitions: 9 more descriptors);
+# one holding records keeps its log open and its two indexes mapped
+FILES_PER_PARTITION = 3
 
 CLIENT = r"""
 import http.client, json, sys, time
@@ -297,7 +301,11 @@ def main() -> int:
                         help="directory for py-spy samples of burrowpy while idle and under live ingest (they cost "
                              "it some CPU: not for the figures)")
     parser.add_argument("--results", type=Path, help="results file (default: bench/results/monitor_fleet_daemon-<UTC time>.json)")
+    parser.add_argument("--table", type=Path, help="print the table of an earlier results file and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return 0
     # a SIGTERM (timeout, a CI runner) unwinds the context managers, which stop Kafka, ZooKeeper and the monitors
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not 0 < args.big_groups < args.groups:
@@ -307,7 +315,7 @@ def main() -> int:
     if current_burrow_version() is None:
         parser.error(f"{CURRENT_BURROW_BINARY} is missing (make install builds it)")
     fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
-    raise_file_limit(fleet.partitions * FILES_PER_PARTITION + 10_000)
+    raise_file_limit(sum(p for p, records in fleet.topics.values() if records) * FILES_PER_PARTITION + 10_000)
     binary, _, kafka_version = BURROWS["current"]
     began_at = datetime.now(UTC)
     load_before = os.getloadavg()

@@ -67,6 +67,8 @@ OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
 POLL_INTERVAL = 0.1
 INTERVALS = 10  # the monitors' default window
 COORDINATOR_NOT_READY = {14, 15, 16}
+# seconds a new Apache Kafka may take to create and load its offsets topic (over a minute on a loaded machine)
+COORDINATOR_TIMEOUT = 300
 # Burrow binaries by --burrow name: (binary, Sarama's kafka-version for our broker, for Apache Kafka 4.4)
 BURROWS = {"current": (CURRENT_BURROW_BINARY, "4.0.0", "4.0.0"), "1.2.1": (BURROW_BINARY, "0.10.0", None)}
 
@@ -129,7 +131,7 @@ async def commit(connection: KafkaConnection, group: str, topic: str, offsets: d
     body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
                                                        "committed_metadata": ""} for p, o in offsets.items()]}]}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + COORDINATOR_TIMEOUT
     while True:
         answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
         errors = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
@@ -145,7 +147,7 @@ async def commit(connection: KafkaConnection, group: str, topic: str, offsets: d
 async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> None:
     """Ask for the groups' coordinators until every one is there: Apache Kafka creates its offsets topic on
     the first FindCoordinator (a commit alone would get NOT_COORDINATOR until then)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + COORDINATOR_TIMEOUT
     while True:
         answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": groups},
                                           version=4)
