@@ -67,6 +67,8 @@ OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
 POLL_INTERVAL = 0.1
 INTERVALS = 10  # the monitors' default window
 COORDINATOR_NOT_READY = {14, 15, 16}
+# seconds a new Apache Kafka may take to create and load its offsets topic (over a minute on a loaded machine)
+COORDINATOR_TIMEOUT = 300
 # Burrow binaries by --burrow name: (binary, Sarama's kafka-version for our broker, for Apache Kafka 4.4)
 BURROWS = {"current": (CURRENT_BURROW_BINARY, "4.0.0", "4.0.0"), "1.2.1": (BURROW_BINARY, "0.10.0", None)}
 
@@ -100,26 +102,36 @@ def marker_groups(partitions: int) -> list[str]:
     raise AssertionError("unreachable: itertools.count() does not end")
 
 
-def prepare_topics(bootstrap: str, partitions: int, rounds: int) -> None:
+def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: int = 100) -> None:
+    """Create ``topics`` (name: partitions, records per partition) and the marker topic, ``batch`` topics per
+    CreateTopics request, then write the records to every partition (and one to the marker topic)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1), NewTopic(MARKER_TOPIC, 1, 1)]).values():
-        future.result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for partition in range(partitions):
-        for number in range(rounds):
-            producer.produce(TOPIC, value=b"record %d" % number, partition=partition)
+    wanted = [NewTopic(name, partitions, 1) for name, (partitions, _) in topics.items()] + [NewTopic(MARKER_TOPIC, 1, 1)]
+    for start in range(0, len(wanted), batch):
+        for future in admin.create_topics(wanted[start:start + batch], operation_timeout=60).values():
+            future.result(120)
+    # librdkafka queues every record before the first is acknowledged: its queue must hold them all. Idempotence:
+    # a retry after a timed-out request (a loaded Kafka creating partitions is slow) must not write a record twice.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                         "queue.buffering.max.messages": max(100_000, sum(p * r for p, r in topics.values()) + 1)})
+    for name, (partitions, records) in topics.items():
+        for partition in range(partitions):
+            for number in range(records):
+                producer.produce(name, value=b"record %d" % number, partition=partition)
+        producer.poll(0)
     producer.produce(MARKER_TOPIC, value=b"done", partition=0)
-    assert producer.flush(60) == 0
+    if producer.flush(300) != 0:
+        raise RuntimeError("records still unacknowledged after 300 s")
 
 
 async def commit(connection: KafkaConnection, group: str, topic: str, offsets: dict[int, int]) -> None:
     body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
             "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
                                                        "committed_metadata": ""} for p, o in offsets.items()]}]}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + COORDINATOR_TIMEOUT
     while True:
         answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
         errors = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
@@ -135,7 +147,7 @@ async def commit(connection: KafkaConnection, group: str, topic: str, offsets: d
 async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> None:
     """Ask for the groups' coordinators until every one is there: Apache Kafka creates its offsets topic on
     the first FindCoordinator (a commit alone would get NOT_COORDINATOR until then)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + COORDINATOR_TIMEOUT
     while True:
         answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": groups},
                                           version=4)
@@ -147,20 +159,24 @@ async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> 
         await asyncio.sleep(0.2)
 
 
-async def fill(bootstrap: str, groups: list[str], partitions: int, rounds: int, connections: int,
+async def fill(bootstrap: str, groups: dict[str, tuple[str, int, int]], rounds: int, connections: int,
                markers: list[str]) -> None:
-    """Every group commits every partition ``rounds`` times; then each marker group commits once."""
+    """Every group (name: its topic, its partitions, its last offset) commits every partition of its topic
+    ``rounds`` times, round r (1 to ``rounds``) at offset last - rounds + r, never below 0; then each marker
+    group commits once."""
     async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
-        await coordinators_ready(connection, groups + markers)
+        await coordinators_ready(connection, [*groups, *markers])
 
     async def committer(own_groups: list[str]) -> None:
         async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
-            for round_number in range(rounds):
-                offsets = dict.fromkeys(range(partitions), round_number + 1)
+            for round_number in range(1, rounds + 1):
                 for group in own_groups:
-                    await commit(connection, group, TOPIC, offsets)
+                    topic, partitions, last = groups[group]
+                    offset = max(0, last - rounds + round_number)
+                    await commit(connection, group, topic, dict.fromkeys(range(partitions), offset))
 
-    await asyncio.gather(*(committer(groups[i::connections]) for i in range(connections)))
+    names = list(groups)
+    await asyncio.gather(*(committer(names[i::connections]) for i in range(connections)))
     async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
         for group in markers:
             await commit(connection, group, MARKER_TOPIC, {0: 1})
@@ -173,16 +189,17 @@ def marker_seen(monitor: MonitorProcess, group: str) -> bool:
     return any(o and o["offset"] == 1 for entry in entries for o in entry["offsets"])
 
 
-def group_complete(monitor: MonitorProcess, group: str, partitions: int) -> bool:
+def group_complete(monitor: MonitorProcess, group: str, partitions: int, lag: int = 0) -> bool:
     """Every partition of the group's topic has its last commit: with ``rounds`` records per partition and
-    ``rounds`` >= intervals, that is a full window on every partition (complete 1) and no lag anywhere.
+    ``rounds`` >= intervals, that is a full window on every partition (complete 1) and the group's total lag
+    what its last commits leave (none for a group that commits the log's end).
     ``/status`` is asked rather than the consumer detail: its answer is small, so the question costs the
     monitor little."""
     status, body = monitor.get(f"/v3/kafka/local/consumer/{group}/status")
     if status != 200:
         return False
     answer = body["status"]
-    return answer["partition_count"] == partitions and answer["complete"] == 1 and answer["totallag"] == 0
+    return answer["partition_count"] == partitions and answer["complete"] == 1 and answer["totallag"] == lag
 
 
 def wait_for_each(monitor: MonitorProcess, items: list[str], done: Callable[[str], bool], timeout: float) -> None:
@@ -252,9 +269,10 @@ def main() -> int:
         else:
             server, broker_name = BrokerProcess(directory / "data"), "our broker"
         with server:
-            prepare_topics(server.bootstrap, args.partitions, rounds)
+            prepare_topics(server.bootstrap, {TOPIC: (args.partitions, rounds)})
             began = time.monotonic()
-            asyncio.run(fill(server.bootstrap, groups, args.partitions, rounds, args.connections, markers))
+            asyncio.run(fill(server.bootstrap, {group: (TOPIC, args.partitions, rounds) for group in groups}, rounds,
+                             args.connections, markers))
             filled = time.monotonic() - began
             print(f"fill through {broker_name}: {filled:.1f} s, {commits / filled:,.0f} commits/s "
                   f"({args.connections} connections, {args.partitions} partitions per OffsetCommit)")
