@@ -299,8 +299,8 @@ def test_a_broker_becomes_a_voter_and_leaves_again_while_raft_runs_inside_tls(se
         host, _, port = address.rpartition(":")
         added = wait_until(lambda: (answer := ask(ApiKey.ADD_RAFT_VOTER, {
             "cluster_id": None, "timeout_ms": 30_000, "voter_id": 4, "voter_directory_id": directory_id,
-            "listeners": [{"name": "RAFT", "host": host, "port": int(port)}]}))["error_code"] != 15 and answer,
-            60, message="broker 4 seen alive by gossip")  # REQUEST_TIMED_OUT (15) until then
+            "listeners": [{"name": "RAFT", "host": host, "port": int(port)}]}))["error_code"]
+            != ErrorCode.REQUEST_TIMED_OUT and answer, 60, message="broker 4 seen alive by gossip")  # refused until then
         assert added["error_code"] == 0, added
         # caught up over the tunnels: its log end is the leader's, and the controller registers it
         wait_until(lambda: len(set((ends := voters()).values())) == 1 and sorted(ends) == [1, 2, 3, 4], 60,
