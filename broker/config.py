@@ -29,6 +29,7 @@ from broker.security.listeners import (
     PLAINTEXT,
     SASL_PLAINTEXT,
     SASL_SSL,
+    SSL,
     Listener,
     ListenerError,
     parse_listeners,
@@ -268,7 +269,7 @@ _HONOURED_KEYS = frozenset({
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth",
     "ssl.enabled.protocols", "ssl.cipher.suites", "inter.broker.listener.name", "ssl.endpoint.identification.algorithm",
-    "ssl.allow.dn.changes", "ssl.allow.san.changes",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes", "security.inter.broker.protocol",
 })
 # Kafka configs that name Java classes (a policy, a quota callback, a TLS engine): refused when set, rather than
 # run without the policy or limit they would enforce
@@ -331,18 +332,33 @@ def listener_security(listeners: list[Listener], settings: Mapping[str, Any]
     return ssl_contexts, sasl_settings
 
 
+def _inter_broker_listener(section: Section, raw: dict[str, Any], listeners: list[Listener]) -> Listener:
+    """The listener ``inter.broker.listener.name`` names or, as Kafka's older form, the one
+    ``security.inter.broker.protocol`` names by its protocol (a listener called as the protocol is); PLAINTEXT
+    when neither is set. Kafka refuses both at once."""
+    named, protocol = raw.get("inter.broker.listener.name"), raw.get("security.inter.broker.protocol")
+    if named and protocol:
+        raise section.error("security.inter.broker.protocol", "only one of inter.broker.listener.name and "
+                                                              "security.inter.broker.protocol may be set")
+    key = "security.inter.broker.protocol" if protocol else "inter.broker.listener.name"
+    wanted = str(named or protocol or "PLAINTEXT").upper()
+    if protocol and wanted not in (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL):
+        raise section.error(key, f"{protocol!r} is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                                 "SASL_SSL)")
+    found = next((listener for listener in listeners if listener.name == wanted), None)
+    if found is None:
+        raise section.error(key, f"{wanted} is not one of the listeners ({', '.join(x.name for x in listeners)}); "
+                                 "name the one brokers reach each other on")
+    return found
+
+
 def _inter_broker(section: Section, raw: dict[str, Any], listeners: list[Listener],
                   sasl_settings: dict[str, SaslSettings]) -> tuple[Listener, ClientSecurity | None]:
     """The listener a cluster's brokers reach each other on (``inter.broker.listener.name``, else the one
     named PLAINTEXT, as in Kafka) and what connecting to it takes: a TLS client context from the listener's
     stores, a SASL login (``sasl.mechanism.inter.broker.protocol``, with the username and password of the
     listener's JAAS line for it)."""
-    wanted = str(raw.get("inter.broker.listener.name") or "PLAINTEXT").upper()
-    found = next((listener for listener in listeners if listener.name == wanted), None)
-    if found is None:
-        raise section.error("inter.broker.listener.name",
-                            f"{wanted} is not one of the listeners ({', '.join(x.name for x in listeners)}); "
-                            "name the one brokers reach each other on")
+    found = _inter_broker_listener(section, raw, listeners)
     if found.protocol == PLAINTEXT:
         return found, None
     lookup = listener_lookup(found.name, raw)
@@ -531,7 +547,7 @@ class BrokerConfig:
             if key not in BROKER_KEYS and key not in KAFKA_BROKER_CONFIGS:
                 raise section.error(key, "unknown key: neither a broker config of Apache Kafka 4.4 nor one of "
                                          "burrowpy's own (config/broker.yaml lists those)")
-            if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS:
+            if key.startswith(SECURITY_PREFIXES) and key not in BROKER_KEYS and key != "security.inter.broker.protocol":
                 raise section.error(key, "this SASL or authorization setting is not available in this broker (it "
                                          "has TLS, SASL PLAIN and SCRAM, and Kafka's StandardAuthorizer); "
                                          "refusing it rather than running without the security it asks for")
@@ -659,6 +675,7 @@ class BrokerConfig:
             cluster_section = Section(file, "cluster", cluster_block)
             inter_broker, inter_broker_security = _inter_broker(section, raw, listeners, sasl_settings)
         else:
+            _inter_broker_listener(section, raw, listeners)  # checked as Kafka checks it, with no peer to reach
             inter_broker, inter_broker_security = main, None
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],

@@ -76,6 +76,12 @@ def test_a_congestion_control_the_kernel_has_is_taken_and_one_it_lacks_is_a_conf
      "ssl.keystore.location: cannot load"),
     ("listeners: INTERNAL://127.0.0.1:0\nlistener.security.protocol.map: INTERNAL:PLAINTEXT\ncluster: {}\n",
      "inter.broker.listener.name: PLAINTEXT is not one of the listeners (INTERNAL)"),
+    # Kafka's older way of naming it: by its protocol, never together with the listener's name
+    ("listeners: PLAINTEXT://127.0.0.1:0\nsecurity.inter.broker.protocol: SSL\n",
+     "security.inter.broker.protocol: SSL is not one of the listeners (PLAINTEXT)"),
+    ("security.inter.broker.protocol: TLS\n", "security.inter.broker.protocol: 'TLS' is not a security protocol"),
+    ("security.inter.broker.protocol: PLAINTEXT\ninter.broker.listener.name: PLAINTEXT\n",
+     "only one of inter.broker.listener.name and security.inter.broker.protocol may be set"),
     ("listeners: PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\n"
      "inter.broker.listener.name: SASL_PLAINTEXT\nsasl.enabled.mechanisms: PLAIN\n"
      "listener.name.sasl_plaintext.plain.sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -188,6 +194,16 @@ def test_brokers_check_each_others_host_names_unless_told_not_to(tmp_path, self_
         text += f"ssl.endpoint.identification.algorithm: '{algorithm}'\n"
     security = load(tmp_path, text).inter_broker_security
     assert security.sasl_mechanism is None and security.ssl_context.check_hostname is checked
+
+
+def test_the_inter_broker_listener_named_by_its_protocol(tmp_path, self_signed):
+    """security.inter.broker.protocol, as in many a server.properties: the listener called as the protocol."""
+    text = (f"listeners: PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\nsecurity.inter.broker.protocol: SSL\n"
+            f"ssl.keystore.type: PEM\nssl.keystore.location: {self_signed.store}\n"
+            f"ssl.truststore.type: PEM\nssl.truststore.location: {self_signed.certificate}\ncluster: {{}}\n")
+    config = load(tmp_path, text)
+    assert config.inter_broker_listener == "SSL" and config.inter_broker_security.ssl_context is not None
+    assert load(tmp_path, "security.inter.broker.protocol: PLAINTEXT\n").inter_broker_security is None
 
 
 def test_kafkas_other_names_for_a_setting_are_honoured(tmp_path):
