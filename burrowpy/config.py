@@ -216,7 +216,8 @@ class HistoryConfig:
 @dataclass(frozen=True)
 class DashboardConfig:
     """The dashboard's chart history: every group's status sampled every ``sample_interval`` seconds, kept
-    for ``retention`` seconds (an evaluation of every group per sample: large fleets may sample less often)."""
+    for ``retention`` seconds (an evaluation of every group per sample: large fleets may sample less often, or
+    turn the history off with 0)."""
 
     sample_interval: float = 5.0
     retention: float = 3600.0
@@ -537,8 +538,10 @@ def _dashboard(section: Section | None) -> DashboardConfig:
     section.check_keys(DASHBOARD_KEYS)
     interval = section.get_float("sample-interval", DashboardConfig.sample_interval)
     retention = section.get_float("retention", DashboardConfig.retention)
+    if interval == 0:  # no chart history: the pages show statuses and figures without their trends
+        return DashboardConfig(0.0, retention)
     if interval < 1:
-        raise section.error("sample-interval", f"must be at least 1 second, got {interval}")
+        raise section.error("sample-interval", f"must be at least 1 second (or 0: no chart history), got {interval}")
     if retention < interval:
         raise section.error("retention", f"must be at least the sample interval ({interval} s), got {retention}")
     return DashboardConfig(interval, retention)

@@ -34,13 +34,16 @@ class HttpServerCoordinator:
                                       f"{exc}") from None
         register_process_metrics(ctx.registry)
         self._runners: list[web.AppRunner] = []
-        # One history for the dashboard, shared by every listener.
-        self.trends = GroupTrends(ctx, ctx.config.dashboard.sample_interval, ctx.config.dashboard.retention)
+        # One history for the dashboard, shared by every listener (none when its sampling is turned off).
+        dashboard = ctx.config.dashboard
+        self.trends = GroupTrends(ctx, dashboard.sample_interval, dashboard.retention) \
+            if dashboard.sample_interval else None
         # Bound (host, port) of each listener once started; port 0 in the config becomes the real port here.
         self.addresses: dict[str, list[tuple[str, int]]] = {}
 
     async def start(self) -> None:
-        await self.trends.start()
+        if self.trends is not None:
+            await self.trends.start()
         try:
             for name, listener in self.listeners.items():
                 await self._start_listener(name, listener)
@@ -69,7 +72,8 @@ class HttpServerCoordinator:
     async def stop(self) -> None:
         while self._runners:
             await self._runners.pop().cleanup()
-        await self.trends.stop()
+        if self.trends is not None:
+            await self.trends.stop()
         self.addresses.clear()
 
     def url(self, name: str | None = None) -> str:

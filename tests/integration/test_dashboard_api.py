@@ -211,3 +211,7 @@ def test_the_sample_interval_and_retention_come_from_the_config():
     default = HttpServerCoordinator(ApplicationContext(config=parse_config({}, "b.yaml", {}),
                                                        logger=structlog.get_logger()))
     assert (default.trends.interval, default.trends.retention) == (5, 3600)
+    # a large fleet may turn the history off: no sampler evaluating every group, the pages without trends
+    off = HttpServerCoordinator(ApplicationContext(config=parse_config({"dashboard": {"sample-interval": 0}}, "b.yaml",
+                                                                       {}), logger=structlog.get_logger()))
+    assert off.trends is None

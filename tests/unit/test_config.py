@@ -248,6 +248,7 @@ def error_of(doc: dict, file: str = "burrowpy.yaml", environ: dict | None = None
         ({"history": {}}, "history.dir", "is required"),
         ({"history": {"dir": "h", "roll-interval": 0}}, "history.roll-interval", "at least 1"),
         ({"dashboard": {"sample-interval": 0.5}}, "dashboard.sample-interval", "at least 1 second"),
+        ({"dashboard": {"sample-interval": -1}}, "dashboard.sample-interval", "at least 1 second"),
         ({"dashboard": {"sample-interval": 60, "retention": 30}}, "dashboard.retention", "at least the sample"),
         ({"dashboard": {"samples": 3}}, "dashboard.samples", "unknown key"),
         ({"httpserver": {"api": {}}}, "httpserver.api.address", "is required"),

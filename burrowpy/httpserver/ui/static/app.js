@@ -399,7 +399,9 @@
       this.notes.textContent = history.time.length
         ? `Group charts: one sample every ${history.sample_interval} s, kept ${Math.round(history.retention / 60)} min` +
           " in the monitor's memory; the window chart shows the commits storage keeps for evaluation."
-        : "Collecting samples for the group charts\u2026";
+        : history.sample_interval === null
+          ? "No chart history: the monitor keeps none (its dashboard sample-interval is 0)."
+          : "Collecting samples for the group charts\u2026";
 
       const rows = (status.partitions || []).slice()
         .sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition)
