@@ -675,7 +675,8 @@ class BrokerConfig:
             cluster_section = Section(file, "cluster", cluster_block)
             inter_broker, inter_broker_security = _inter_broker(section, raw, listeners, sasl_settings)
         else:
-            _inter_broker_listener(section, raw, listeners)  # checked as Kafka checks it, with no peer to reach
+            if raw.get("inter.broker.listener.name") or raw.get("security.inter.broker.protocol"):
+                _inter_broker_listener(section, raw, listeners)  # checked as Kafka does, with no peer to reach
             inter_broker, inter_broker_security = main, None
         return cls(node_id=settings["node.id"], host=main.host, port=main.port, advertised_host=main.advertised_host,
                    advertised_port=main.advertised_port, data_dir=data, cluster_id=settings["cluster.id"],
