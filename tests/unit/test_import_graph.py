@@ -25,6 +25,7 @@ OUTSIDE_EVERY_CYCLE = [
     "broker.groups.coordinator",
     "broker.cluster.replication",
     "broker.txn.coordinator",
+    "broker.server",
 ]
 
 
