@@ -12,8 +12,9 @@ monitor's ``/metrics`` does, so nothing is kept for topics and partitions that a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -28,12 +29,15 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 
 from broker.cluster.metadata import NO_LEADER
+from broker.cluster.view import ClusterView
 from broker.errors import ErrorCode
 from broker.process_metrics import register_process_metrics
 from broker.protocol.api import ApiKey
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.cluster.node import ClusterNode
+    from broker.cluster.replication import ReplicaManager
+    from broker.log.manager import LogManager
     from broker.log.partition import PartitionLog
 
 log = structlog.get_logger("broker.metrics")
@@ -55,6 +59,39 @@ _NOT_FAILED_FETCHES = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PART
                                  ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH,
                                  ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
                                  ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.INCONSISTENT_TOPIC_ID})
+
+
+class Listening(Protocol):
+    """A listener as the connection count sees it (broker.server.KafkaServer, a sibling not imported here)."""
+
+    @property
+    def listener(self) -> str: ...
+    @property
+    def connection_count(self) -> int: ...
+
+
+class MeteredBroker(Protocol):
+    """The broker state a scrape reads: the broker hands itself over as this, so that the metrics never import
+    the broker (issue 32: no import cycle)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def logs(self) -> LogManager | None: ...
+    @property
+    def servers(self) -> Sequence[Listening]: ...
+    @property
+    def failed_log_dirs(self) -> set[str]: ...
+    @property
+    def storage_errors(self) -> Counter[str]: ...
+    @property
+    def cluster_view(self) -> ClusterView: ...
+    @property
+    def cluster(self) -> ClusterNode | None: ...
+    @property
+    def replica_manager(self) -> ReplicaManager | None: ...
 
 
 class _TopicCounts:
@@ -84,7 +121,7 @@ class _RequestTimes:
 class BrokerMetrics:
     """What the broker counts as it works; :meth:`collect` turns it and the broker's state into families."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MeteredBroker) -> None:
         self.broker = broker
         self._topics: dict[str, _TopicCounts] = {}
         # what deleted topics had counted: the all-topics series keeps it, a counter never goes down

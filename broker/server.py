@@ -19,15 +19,18 @@ import ssl
 import struct
 import time
 from collections.abc import Awaitable, Generator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import structlog
 
 from broker.client import set_buffer_size
-from broker.connection_limits import ListenerGate
+from broker.cluster.view import ClusterView
+from broker.config import BrokerConfig
+from broker.connection_limits import ConnectionQuotas, ListenerGate
 from broker.errors import ErrorCode
-from broker.framing import FrameReader, FrameServer, start_frame_server
+from broker.framing import FrameReader, FrameServer, MemoryBudget, start_frame_server
 from broker.handlers import HANDLERS, RequestContext
+from broker.handlers.services import Services
 from broker.protocol.api import (
     ApiKey,
     DecodeError,
@@ -39,17 +42,56 @@ from broker.protocol.api import (
     encode_response_chunks,
 )
 from broker.protocol.types import Chunk, FileRegion, StringTooLongError
-from broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from broker.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotas,
+    QuotaWindow,
+)
 from broker.security.acl import ANONYMOUS, certificate_principal
 from broker.security.broker_login import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_login import BrokerIdentity, BrokerLoginError, BrokerLoginServer
 from broker.security.sasl import PLAIN, SaslSettings
-from broker.security.scram import ScramError, ScramExchange
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from broker.security.scram import ScramError, ScramExchange, ScramStore
 
 log = structlog.get_logger("broker.server")
+
+
+class RequestMetrics(Protocol):
+    """What the server counts of each request (broker.metrics.BrokerMetrics, a sibling it does not import)."""
+
+    requests_in_flight: int
+
+    def request_handled(self, api_key: int, api_version: int, body: dict[str, Any], seconds: float) -> None: ...
+
+
+class ServedBroker(Protocol):
+    """The part of the broker a listener serves: the broker builds its listeners and hands itself over as this,
+    so the server never imports the broker (issue 32: no import cycle)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def api_versions(self) -> dict[int, tuple[int, int]]: ...
+    @property
+    def services(self) -> Services: ...
+    @property
+    def metrics(self) -> RequestMetrics: ...
+    @property
+    def connection_quotas(self) -> ConnectionQuotas: ...
+    @property
+    def request_memory(self) -> MemoryBudget: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
+    @property
+    def scram(self) -> ScramStore: ...
+    @property
+    def inter_broker_key(self) -> bytes | None: ...
+    @property
+    def cluster_view(self) -> ClusterView: ...
+
+    def quota_window(self) -> QuotaWindow: ...
 
 _SIZE = struct.Struct(">i")
 SASL_VERSIONS: dict[int, tuple[int, int]] = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
@@ -199,7 +241,7 @@ class _LastAnswer:
 class KafkaServer:
     """One listener: plain TCP, or TLS with the listener's context (``ssl_context``)."""
 
-    def __init__(self, broker: Broker, host: str, port: int, max_request_bytes: int, *,
+    def __init__(self, broker: ServedBroker, host: str, port: int, max_request_bytes: int, *,
                  ssl_context: ssl.SSLContext | None = None, listener: str = "PLAINTEXT",
                  sasl: SaslSettings | None = None) -> None:
         self.broker = broker

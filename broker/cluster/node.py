@@ -31,7 +31,7 @@ import copy
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -50,18 +50,18 @@ from broker.cluster.reconcile import (
     sighting,
     topic_changes,
 )
-from broker.cluster.replication import ReplicaManager
+from broker.cluster.replication import ReplicaHost, ReplicaManager
 from broker.cluster.shared_call import SharedCall
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import wait_durable
 from broker.log.config import format_value, parse_configs
-from broker.quotas import Change
-from broker.security.acl import Acl
-from broker.security.scram import ScramCredential
+from broker.quotas import Change, ClientQuotas
+from broker.security.acl import Acl, Authorizer
+from broker.security.scram import ScramCredential, ScramStore
 from broker.topics import OFFSETS_TOPIC, offsets_topic_configs
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.log.manager import LogManager
 
 # how many partitions a new topic's reconciling changes the role of between two turns of the event loop
 ROLE_CHANGES_AT_ONCE = 50
@@ -72,8 +72,43 @@ ADMIN_TIMEOUT = 15.0
 CATCH_UP_TIMEOUT = 5.0
 
 
+class PartitionCoordinator(Protocol):
+    """A coordinator whose state lives in an internal topic's partitions (groups, transactions): it takes over
+    and hands over a partition as its leadership comes and goes."""
+
+    async def load_partition(self, partition: int) -> None: ...
+
+    def unload_partition(self, partition: int) -> None: ...
+
+
+class ClusterHost(ReplicaHost, Protocol):
+    """What the cluster node uses of its broker besides what replication does: the broker builds its node and
+    hands itself over as this, so that the cluster never imports the broker (issue 32: no import cycle)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def endpoints(self) -> dict[str, tuple[str, int]]: ...
+    @property
+    def logs(self) -> LogManager | None: ...
+    @property
+    def groups(self) -> PartitionCoordinator | None: ...
+    @property
+    def transactions(self) -> PartitionCoordinator | None: ...
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
+    @property
+    def scram(self) -> ScramStore: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+
 class ClusterNode:
-    def __init__(self, broker: Broker, config: ClusterConfig) -> None:
+    def __init__(self, broker: ClusterHost, config: ClusterConfig) -> None:
         self.broker = broker
         self.config = config
         self.node_id = broker.node_id
