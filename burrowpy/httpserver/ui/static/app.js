@@ -453,11 +453,14 @@
   class ClustersPage {
     constructor() {
       view.replaceChildren(h("h1", null, "Clusters"), h("div", { class: "sub" }, "The Kafka clusters the monitor reads."),
-        this.list = h("div", { class: "clusters" }));
+        this.sender = h("div", { class: "notifier-sender" }), this.list = h("div", { class: "clusters" }));
     }
 
     async refresh() {
-      const [clusters, groups] = await Promise.all([getJSON("../v3/kafka"), getJSON("api/groups")]);
+      const [clusters, groups, notifier] = await Promise.all([getJSON("../v3/kafka"), getJSON("api/groups"),
+        getJSON("../v3/admin/notifier")]);
+      // with no notifier configured the API answers 404 with no notifier: there is no sender to show
+      this.sender.replaceChildren(...(notifier.notifier ? [senderLine(notifier.notifier)] : []));
       const details = await Promise.all((clusters.clusters || []).map(async (name) => {
         const [detail, topics] = await Promise.all([getJSON(api(name)), getJSON(api(name, "topic"))]);
         const module = detail.module || {};
@@ -483,6 +486,18 @@
       }));
       if (!details.length) this.list.replaceChildren(h("div", { class: "empty" }, "No cluster is configured."));
     }
+  }
+
+  // Whether this instance sends the notifications or stands by (GET /v3/admin/notifier): with two or more
+  // instances only the holder of the notifier lock sends, and the on-call engineer asks which one it is.
+  function senderLine(n) {
+    const lock = n.lock === "none" ? "no notifier lock: it assumes it is the only instance" : `${n.lock} lock`;
+    const since = n.sender && n.since ? [" held since ", h("time", { datetime: new Date(n.since * 1000).toISOString() },
+      `${new Date(n.since * 1000).toLocaleString()} (${fmtSeconds(Date.now() / 1000 - n.since)} ago)`)] : [];
+    return h("div", { class: `sender ${n.sender ? "sending" : "standby"}`, "data-sender": String(n.sender) },
+      h("strong", null, `Notifier: this instance (${n.instance || DASH}) `,
+        n.sender ? "sends the notifications" : "stands by while another instance sends the notifications"),
+      ` \u00b7 ${lock}`, ...since);
   }
 
   // The share groups of a cluster (GET /v3/kafka/:cluster/share-group, then each one's /lag).
