@@ -508,18 +508,21 @@
     return answers.filter((a) => a.status).map((a) => a.status);
   }
 
-  // One row per share group: its status from the window rules on the start offsets, and per partition
-  // start offset / log end (lag).
+  // One row per share group: its status from the window rules on the start offsets, its member count, and per
+  // partition start offset / log end (lag) and the members it is assigned to (client id @ host).
   function shareGroupTable(shares) {
+    const owners = (p) => (p.owners.length ? p.owners.map((o) => `${o.client_id} @ ${o.host}`).join(", ") : "no member");
     const rows = shares.map((g) => h("tr", { "data-share-group": g.group },
       h("td", null, g.group), h("td", null, badge(g.status)), h("td", null, g.group_state || DASH),
-      h("td", { class: "num" }, fmtInt(g.totallag)),
+      h("td", { class: "num" }, fmtInt(g.members)), h("td", { class: "num" }, fmtInt(g.totallag)),
       h("td", null, g.partitions.map((p) => h("div", { "data-partition": `${p.topic}/${p.partition}` },
         `${p.topic}/${p.partition} `, badge(p.status),
-        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)})`)))));
+        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)}) \u00b7 `,
+        h("span", { class: "owners" }, owners(p)))))));
     return h("div", { class: "share-groups" }, h("h3", null, "Share groups"),
-      table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Lag", num: true },
-        { label: "Partitions: start offset / log end" }], rows, "No share group."));
+      table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Members", num: true },
+        { label: "Lag", num: true }, { label: "Partitions: start offset / log end \u00b7 members" }], rows,
+      "No share group."));
   }
 
   // The end-to-end probes of a cluster (GET /v3/kafka/:cluster/probe): one row per broker.
