@@ -2,7 +2,8 @@
 
 Every broker is asked for the share groups it coordinates (ListGroups v5 with the type filter "share"), and
 the same broker, being their coordinator, for their share-partitions' start offsets and lags
-(DescribeShareGroupOffsets with null topics: every partition the group has state for). A cluster whose
+(DescribeShareGroupOffsets with null topics: every partition the group has state for) and for their members
+and the share-partitions assigned to each (ShareGroupDescribe, as ``--describe --members``). A cluster whose
 brokers cannot list groups by type (ListGroups before v5) has no share groups, and nothing is asked.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from broker.protocol.api import ApiKey
 from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
-from burrowpy.evaluator.share import ShareGroupWindows, SharePartitionOffset
+from burrowpy.evaluator.share import ShareGroupMember, ShareGroupWindows, SharePartitionOffset
 
 
 class ShareGroupReader:
@@ -23,6 +24,7 @@ class ShareGroupReader:
         self.windows = windows
         self._log = log
         self._unsupported: set[int] = set()  # brokers that cannot list groups by type, told once
+        self._undescribed: set[int] = set()  # brokers that cannot describe share groups' members, told once
 
     async def read(self, log_ends: Mapping[tuple[str, int], int], now_ms: int) -> None:
         """One reading of every share group of the cluster into the windows. A broker that fails keeps its
@@ -55,9 +57,11 @@ class ShareGroupReader:
         states = {group["group_id"]: group["group_state"] for group in answer["groups"]}
         if not states:
             return set()
-        described = await self._client.send(node, CodecRequest(
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-            {"groups": [{"group_id": group, "topics": None} for group in sorted(states)]}))
+        described, members = await asyncio.gather(
+            self._client.send(node, CodecRequest(
+                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                {"groups": [{"group_id": group, "topics": None} for group in sorted(states)]})),
+            self._members(node, sorted(states)))
         for group in described["groups"]:
             group_id = group["group_id"]
             if group["error_code"]:
@@ -75,5 +79,31 @@ class ShareGroupReader:
                         continue
                     readings.append(SharePartitionOffset(topic["topic_name"], partition["partition_index"],
                                                          partition["start_offset"], partition["lag"]))
-            self.windows.observe(group_id, states.get(group_id, ""), readings, log_ends, now_ms)
+            self.windows.observe(group_id, states.get(group_id, ""), readings, log_ends, now_ms,
+                                 members.get(group_id, ()))
         return set(states)
+
+    async def _members(self, node: int, groups: list[str]) -> dict[str, list[ShareGroupMember]]:
+        """The members of each of ``groups`` that the broker describes; a group it fails to describe has none
+        listed this time (its offsets are still read)."""
+        try:
+            answer = await self._client.send(node, CodecRequest(
+                ApiKey.SHARE_GROUP_DESCRIBE, {"group_ids": groups, "include_authorized_operations": False},
+                min_version=1))
+        except NoCommonVersion as exc:  # Kafka 4.0 had only the early-access version 0
+            if node not in self._undescribed:
+                self._undescribed.add(node)
+                self._log.info("broker cannot describe share group members", broker=node, reason=str(exc))
+            return {}
+        members: dict[str, list[ShareGroupMember]] = {}
+        for group in answer["groups"]:
+            if group["error_code"]:
+                self._log.warning("describing share group members failed", group=group["group_id"],
+                                  error_code=group["error_code"], error_message=group["error_message"])
+                continue
+            members[group["group_id"]] = [
+                ShareGroupMember(member["member_id"], member["client_id"], member["client_host"], frozenset(
+                    (topic["topic_name"], partition) for topic in member["assignment"]["topic_partitions"]
+                    for partition in topic["partitions"]))
+                for member in group["members"]]
+        return members

@@ -33,6 +33,20 @@ class SharePartitionOffset:
     lag: int | None  # Kafka's (version 1); None or negative when the broker gives none
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupMember:
+    """One member of a share group as ShareGroupDescribe reports it, with the share-partitions it is assigned
+    (in a share group several members may be assigned the same partition)."""
+
+    member_id: str
+    client_id: str
+    host: str
+    partitions: frozenset[tuple[str, int]]
+
+    def to_json(self) -> dict[str, str]:
+        return {"member_id": self.member_id, "client_id": self.client_id, "host": self.host}
+
+
 @dataclass(slots=True)
 class _Readings:
     starts: deque[ConsumerOffset]
@@ -46,6 +60,7 @@ class ShareGroupStatus:
     status: ConsumerGroupStatus
     state: str  # the group's state as ListGroups gives it (Empty, Stable, Dead)
     log_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    members: list[ShareGroupMember] = field(default_factory=list)
 
     def problems(self) -> ConsumerGroupStatus:
         """The group's status listing only the partitions worse than OK (what ``/status`` and notifiers show)."""
@@ -54,10 +69,13 @@ class ShareGroupStatus:
     def to_json(self, showall: bool = True) -> dict[str, Any]:
         body = (self.status if showall else self.problems()).to_json()
         body["group_state"] = self.state
+        body["members"] = len(self.members)
         for partition in (*body["partitions"], *([body["maxlag"]] if body["maxlag"] else [])):
+            key = (partition["topic"], partition["partition"])
             end = partition["end"]
             partition["start_offset"] = end["offset"] if end else None
-            partition["log_end_offset"] = self.log_ends.get((partition["topic"], partition["partition"]))
+            partition["log_end_offset"] = self.log_ends.get(key)
+            partition["owners"] = [member.to_json() for member in self.members if key in member.partitions]
         return body
 
 
@@ -83,11 +101,13 @@ class ShareGroupWindows:
     intervals: int = 10
     _groups: dict[str, dict[tuple[str, int], _Readings]] = field(default_factory=dict)
     _states: dict[str, str] = field(default_factory=dict)
+    _members: dict[str, list[ShareGroupMember]] = field(default_factory=dict)
 
     def observe(self, group: str, state: str, readings: Iterable[SharePartitionOffset],
-                log_ends: Mapping[tuple[str, int], int], now_ms: int) -> None:
-        """One reading of a group's share-partitions; partitions it no longer has state for are dropped.
-        A partition without a start offset yet (-1: nothing delivered) is not a reading."""
+                log_ends: Mapping[tuple[str, int], int], now_ms: int,
+                members: Iterable[ShareGroupMember] = ()) -> None:
+        """One reading of a group's share-partitions and its members; partitions it no longer has state for
+        are dropped. A partition without a start offset yet (-1: nothing delivered) is not a reading."""
         partitions = self._groups.setdefault(group, {})
         seen = set()
         for reading in readings:
@@ -104,6 +124,7 @@ class ShareGroupWindows:
         for gone in set(partitions) - seen:
             del partitions[gone]
         self._states[group] = state
+        self._members[group] = sorted(members, key=lambda member: member.member_id)
 
     def retain(self, groups: Iterable[str]) -> None:
         """Forget the groups Kafka no longer lists."""
@@ -111,6 +132,7 @@ class ShareGroupWindows:
         for group in set(self._groups) - keep:
             del self._groups[group]
             self._states.pop(group, None)
+            self._members.pop(group, None)
 
     def groups(self) -> list[str]:
         return sorted(self._groups)
@@ -124,16 +146,21 @@ class ShareGroupWindows:
             return None
         statuses: list[PartitionStatus] = []
         log_ends: dict[tuple[str, int], int | None] = {}
+        members = self._members.get(group, [])
         for (topic, partition), entry in sorted(partitions.items()):
+            # Burrow's one owner and client id per partition; a share-partition's several are comma-separated
+            owners = [member for member in members if (topic, partition) in member.partitions]
             window: list[ConsumerOffset | None] = [None] * (self.intervals - len(entry.starts))
             window.extend(entry.starts)
             lag = entry.starts[-1].lag or 0
             statuses.append(evaluate_partition(window, list(entry.log_ends), lag, now_s, allowed_lag,
-                                               minimum_complete, topic=topic, partition=partition))
+                                               minimum_complete, topic=topic, partition=partition,
+                                               owner=",".join(member.host for member in owners),
+                                               client_id=",".join(member.client_id for member in owners)))
             log_ends[(topic, partition)] = entry.log_ends[-1]
         maxlag = max(statuses, key=lambda status: status.current_lag, default=None)
         complete = (sum(1 for status in statuses if status.complete >= 1.0) / len(statuses)) if statuses else 1.0
         overall = group_status(status.status for status in statuses) if statuses else Status.OK
         result = ConsumerGroupStatus(self.cluster, group, overall, complete, statuses, len(statuses), maxlag,
                                      sum(status.current_lag for status in statuses), kind="share")
-        return ShareGroupStatus(result, self._states.get(group, ""), log_ends)
+        return ShareGroupStatus(result, self._states.get(group, ""), log_ends, members)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from browser_support import chromium
 from harness import BURROWPY, ROOT, Scrape, free_port, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,8 +29,6 @@ BROKER_METRICS_PORT = free_port()
 BROKER_CONFIG = {"metrics.listen": f"127.0.0.1:{BROKER_METRICS_PORT}"}
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 DEMO_STATUSES = {"demo-healthy": "OK", "demo-lagging": "WARN", "demo-stopped": "ERR"}
 # A figure of fmtSeconds in app.js ("4.2 s", "33 s", "2 m 5 s", "1 h 3 m", "2 d 1 h").
 SECONDS_FIGURE = r"(\d+(\.\d)? s|\d+ [mhd] \d+ [smh])"
@@ -66,24 +65,9 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), \
-        "chromium and chromium-driver are missing: make install puts them in (apt, as root)"
-    options = Options()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,800", "--hide-scrollbars"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1280, 800)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def group_rows(browser) -> dict[str, dict[str, str]]:

@@ -259,9 +259,9 @@ class ShareReader(threading.Thread):
     polling in a thread of its own, the only one that touches it, until ``stop``; closing commits its last
     acknowledgements and leaves the group."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str) -> None:
         super().__init__(daemon=True)
-        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id})
         self.consumer.subscribe([topic])
         self.stopping = threading.Event()
 
@@ -283,10 +283,11 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
     receiving records: the monitor lists it with each share-partition's start offset, log end and lag, OK while
     it consumes; once its consumer stops, the start offsets stop moving while records wait, and the partitions
     STALL, as the dashboard's cluster card shows. The figures are those of Kafka's own ``kafka-share-groups
-    --describe --offsets``."""
-    topic, group = "shared-jobs", "share-workers"
+    --describe --offsets``. While the consumer runs it is each share-partition's owner (ShareGroupDescribe);
+    once it stops, no partition has one."""
+    topic, group, client_id = "shared-jobs", "share-workers", "share-worker-1"
     create_topic(kafka.bootstrap, topic, 2)
-    reader = ShareReader(kafka.bootstrap, group, topic)
+    reader = ShareReader(kafka.bootstrap, group, topic, client_id)
     reader.start()
     fed = threading.Event()
 
@@ -308,6 +309,18 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
                                                                   for n in (0, 1)) and parts,
                            60, interval=0.2, message=f"the start offsets of {group} to move on")
         assert all(p["log_end_offset"] >= p["start_offset"] for p in moved.values())
+        owned = wait_until(lambda: (parts := consuming()) and parts[0]["group"]["members"] == 1
+                           and all(p["owners"] for p in parts.values()) and parts,
+                           30, interval=0.2, message=f"the member of {group} as its partitions' owner")
+        [member] = owned[0]["owners"]
+        assert member["client_id"] == client_id and member["member_id"] and member["host"].endswith("127.0.0.1")
+        assert all((p["owners"], p["owner"], p["client_id"]) == ([member], member["host"], client_id)
+                   for p in owned.values()), owned
+        browser.get(monitor.base + "/ui/#/clusters")
+        row = f".share-groups tr[data-share-group='{group}']"
+        wait_until(lambda: (rows := browser.find_elements("css selector", row))
+                   and rows[0].text.count(f"{client_id} @ {member['host']}") == 2,
+                   30, interval=0.2, message=f"the dashboard's row of {group} with its member")
     finally:
         reader.stop()
         fed.set()
@@ -324,7 +337,8 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
             return parts if all(p["status"] == "STALL" and p["current_lag"] >= 30 for p in parts.values()) \
                 and parts[0]["group"]["status"] == "ERR" else None
         stalled_parts = wait_until(stalled, 60, interval=0.2, message=f"{group} to STALL once its consumer stopped")
-        assert stalled_parts[0]["group"]["group_state"] == "Empty"
+        assert stalled_parts[0]["group"]["group_state"] == "Empty" and stalled_parts[0]["group"]["members"] == 0
+        assert all((p["owners"], p["owner"], p["client_id"]) == ([], "", "") for p in stalled_parts.values())
         status, body = monitor.get(f"/v3/kafka/{CLUSTER}/share-group/{group}/status")
         assert status == 200 and body["status"]["status"] == "ERR"
         assert sorted((p["partition"], p["status"]) for p in body["status"]["partitions"]) == [(0, "STALL"),
@@ -335,11 +349,11 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
         assert f'burrow_kafka_share_group_partition_status{{cluster="{CLUSTER}",partition="0",share_group="{group}",' \
                f'topic="{topic}"}} 5.0' in share_series, share_series
         browser.get(monitor.base + "/ui/#/clusters")
-        row = f".share-groups tr[data-share-group='{group}']"
         wait_until(lambda: (rows := browser.find_elements("css selector", row)) and rows[0].text.count("STALL") == 2,
                    30, interval=0.2, message=f"the dashboard's row of {group} with its STALLed partitions")
         shown = browser.find_element("css selector", row).text
         assert "ERR" in shown and "Empty" in shown and f"{topic}/0" in shown and f"{topic}/1" in shown, shown
+        assert shown.count("no member") == 2 and client_id not in shown, shown
         screenshot(browser, "share-groups")
         output = described.result(120).stdout
 

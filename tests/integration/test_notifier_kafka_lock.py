@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import structlog
 import yaml
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from harness import BURROWPY, create_topics, free_port, unique_name
+from browser_support import chromium
+from harness import BURROWPY, create_topics, free_port, unique_name, wait_until
 from notifier_support import TEMPLATES, eventually
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -141,7 +143,20 @@ def monitor_config(bootstrap: str, receiver: Receiver, lock_topic: str, lock_gro
     }
 
 
-async def test_the_sender_killed_with_minus_9_is_replaced_and_the_incident_is_announced_once(bootstrap, tmp_path):
+def sender_lines(instances: list[Instance]) -> dict[str, str]:
+    """The notifier line of each instance's Clusters page in the dashboard, once it shows one."""
+    lines = {}
+    with chromium() as browser:
+        for instance in instances:
+            browser.get(f"http://127.0.0.1:{instance.port}/ui/#/clusters")
+            wait_until(lambda: browser.find_elements("css selector", ".notifier-sender .sender"), 30,
+                       message=f"{instance.name}'s notifier line")
+            lines[instance.name] = browser.find_element("css selector", ".notifier-sender .sender").text
+    return lines
+
+
+async def test_the_sender_killed_with_minus_9_is_replaced_and_the_incident_is_announced_once(bootstrap, tmp_path,
+                                                                                              request):
     topic, group = unique_name("ha-orders"), unique_name("ha-stopper")
     await asyncio.to_thread(create_topics, {"bootstrap.servers": bootstrap}, topic)
     receiver = Receiver()
@@ -187,6 +202,12 @@ async def test_the_sender_killed_with_minus_9_is_replaced_and_the_incident_is_an
 
         (sender,) = await eventually(one_sender, timeout=30, what=lambda: "one sender chosen\n" + outputs())
         (survivor,) = [i for i in instances if i is not sender]
+        if request.node.callspec.params["bootstrap"] == "ours":  # the page is the same whichever broker
+            lines = await asyncio.to_thread(sender_lines, instances)
+            assert re.fullmatch(rf"Notifier: this instance \({sender.name}\) sends the notifications · kafka lock "
+                                r"held since .+ \(.+ ago\)", lines[sender.name]), lines
+            assert lines[survivor.name] == (f"Notifier: this instance ({survivor.name}) stands by while another "
+                                            "instance sends the notifications · kafka lock"), lines
         assert (await survivor.metric(session, "burrowpy_notifier_leader")) == {
             (("instance", survivor.name), ("lock", "kafka")): 0.0}
         assert (await sender.metric(session, "burrowpy_notifier_leader")) == {

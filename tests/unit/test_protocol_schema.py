@@ -146,6 +146,7 @@ def test_schema_versions_cover_the_required_ranges():
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.ADD_RAFT_VOTER: (0, 1),
         ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+        ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
     }
     assert required == SCHEMA_VERSIONS

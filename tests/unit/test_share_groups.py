@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from burrowpy.evaluator.share import ShareGroupWindows, SharePartitionOffset, share_lag
+from burrowpy.evaluator.share import ShareGroupMember, ShareGroupWindows, SharePartitionOffset, share_lag
 from burrowpy.protocol import Status
 
 T0 = 1_700_000_000_000  # ms
@@ -72,3 +72,23 @@ def test_partitions_without_state_and_groups_kafka_no_longer_lists_go():
     windows.retain(["h"])
     assert windows.groups() == ["h"] and windows.evaluate("g", T0 / 1000) is None
     assert windows.evaluate("h", T0 / 1000).status.status == Status.OK
+
+
+def test_each_share_partition_names_its_members_as_owners_and_the_status_counts_them():
+    windows = ShareGroupWindows("c", intervals=2)
+    both = frozenset({("t", 0), ("t", 1)})
+    members = [ShareGroupMember("m2", "worker-2", "/10.0.0.2", frozenset({("t", 0)})),
+               ShareGroupMember("m1", "worker-1", "/10.0.0.1", both)]
+    readings = [SharePartitionOffset("t", 0, 5, 0), SharePartitionOffset("t", 1, 7, 3)]
+    windows.observe("g", "Stable", readings, {}, T0, members)
+    body = windows.evaluate("g", T0 / 1000).to_json()
+    assert body["members"] == 2
+    first, second = body["partitions"]
+    # several members share a partition in a share group: Burrow's fields list them all, comma-separated
+    assert (first["owner"], first["client_id"]) == ("/10.0.0.1,/10.0.0.2", "worker-1,worker-2")
+    assert [owner["member_id"] for owner in first["owners"]] == ["m1", "m2"]
+    assert second["owners"] == [{"member_id": "m1", "client_id": "worker-1", "host": "/10.0.0.1"}]
+    assert body["maxlag"]["owner"] == "/10.0.0.1"
+    windows.observe("g", "Empty", readings, {}, T0 + 1000)  # the consumers left
+    body = windows.evaluate("g", T0 / 1000 + 1).to_json()
+    assert body["members"] == 0 and all(p["owners"] == [] and p["owner"] == "" for p in body["partitions"])

@@ -159,6 +159,11 @@ from broker.protocol.responses.share_groups import (
     DescribeShareGroupOffsetsResponseGroup,
     DescribeShareGroupOffsetsResponsePartition,
     DescribeShareGroupOffsetsResponseTopic,
+    ShareGroupDescribeResponse,
+    ShareGroupDescribeResponseAssignment,
+    ShareGroupDescribeResponseGroup,
+    ShareGroupDescribeResponseMember,
+    ShareGroupDescribeResponseTopicPartitions,
 )
 from broker.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
@@ -328,6 +333,11 @@ __all__ = [
     "RemoveRaftVoterResponse",
     "SaslAuthenticateResponse",
     "SaslHandshakeResponse",
+    "ShareGroupDescribeResponse",
+    "ShareGroupDescribeResponseAssignment",
+    "ShareGroupDescribeResponseGroup",
+    "ShareGroupDescribeResponseMember",
+    "ShareGroupDescribeResponseTopicPartitions",
     "SyncGroupResponse",
     "TxnOffsetCommitResponse",
     "TxnOffsetCommitResponsePartition",

@@ -34,3 +34,40 @@ class DescribeShareGroupOffsetsResponseGroup(TypedDict, total=False):
 class DescribeShareGroupOffsetsResponse(TypedDict, total=False):
     throttle_time_ms: int
     groups: Sequence[DescribeShareGroupOffsetsResponseGroup | Encoded]
+
+
+class ShareGroupDescribeResponseTopicPartitions(TypedDict, total=False):
+    topic_id: bytes
+    topic_name: str
+    partitions: Sequence[int]
+
+
+class ShareGroupDescribeResponseAssignment(TypedDict, total=False):
+    topic_partitions: Sequence[ShareGroupDescribeResponseTopicPartitions | Encoded]
+
+
+class ShareGroupDescribeResponseMember(TypedDict, total=False):
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: Sequence[str]
+    assignment: ShareGroupDescribeResponseAssignment
+
+
+class ShareGroupDescribeResponseGroup(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: Sequence[ShareGroupDescribeResponseMember | Encoded]
+    authorized_operations: int
+
+
+class ShareGroupDescribeResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    groups: Sequence[ShareGroupDescribeResponseGroup | Encoded]

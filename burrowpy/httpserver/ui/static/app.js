@@ -455,11 +455,14 @@
   class ClustersPage {
     constructor() {
       view.replaceChildren(h("h1", null, "Clusters"), h("div", { class: "sub" }, "The Kafka clusters the monitor reads."),
-        this.list = h("div", { class: "clusters" }));
+        this.sender = h("div", { class: "notifier-sender" }), this.list = h("div", { class: "clusters" }));
     }
 
     async refresh() {
-      const [clusters, groups] = await Promise.all([getJSON("../v3/kafka"), getJSON("api/groups")]);
+      const [clusters, groups, notifier] = await Promise.all([getJSON("../v3/kafka"), getJSON("api/groups"),
+        getJSON("../v3/admin/notifier")]);
+      // with no notifier configured the API answers 404 with no notifier: there is no sender to show
+      this.sender.replaceChildren(...(notifier.notifier ? [senderLine(notifier.notifier)] : []));
       const details = await Promise.all((clusters.clusters || []).map(async (name) => {
         const [detail, topics] = await Promise.all([getJSON(api(name)), getJSON(api(name, "topic"))]);
         const module = detail.module || {};
@@ -487,6 +490,18 @@
     }
   }
 
+  // Whether this instance sends the notifications or stands by (GET /v3/admin/notifier): with two or more
+  // instances only the holder of the notifier lock sends, and the on-call engineer asks which one it is.
+  function senderLine(n) {
+    const lock = n.lock === "none" ? "no notifier lock: it assumes it is the only instance" : `${n.lock} lock`;
+    const since = n.sender && n.since ? [" held since ", h("time", { datetime: new Date(n.since * 1000).toISOString() },
+      `${new Date(n.since * 1000).toLocaleString()} (${fmtSeconds(Date.now() / 1000 - n.since)} ago)`)] : [];
+    return h("div", { class: `sender ${n.sender ? "sending" : "standby"}`, "data-sender": String(n.sender) },
+      h("strong", null, `Notifier: this instance (${n.instance || DASH}) `,
+        n.sender ? "sends the notifications" : "stands by while another instance sends the notifications"),
+      ` \u00b7 ${lock}`, ...since);
+  }
+
   // The share groups of a cluster (GET /v3/kafka/:cluster/share-group, then each one's /lag).
   async function shareGroups(cluster) {
     // a cluster module that reads no share groups answers 404 with no list; a group gone since has no status
@@ -495,18 +510,21 @@
     return answers.filter((a) => a.status).map((a) => a.status);
   }
 
-  // One row per share group: its status from the window rules on the start offsets, and per partition
-  // start offset / log end (lag).
+  // One row per share group: its status from the window rules on the start offsets, its member count, and per
+  // partition start offset / log end (lag) and the members it is assigned to (client id @ host).
   function shareGroupTable(shares) {
+    const owners = (p) => (p.owners.length ? p.owners.map((o) => `${o.client_id} @ ${o.host}`).join(", ") : "no member");
     const rows = shares.map((g) => h("tr", { "data-share-group": g.group },
       h("td", null, g.group), h("td", null, badge(g.status)), h("td", null, g.group_state || DASH),
-      h("td", { class: "num" }, fmtInt(g.totallag)),
+      h("td", { class: "num" }, fmtInt(g.members)), h("td", { class: "num" }, fmtInt(g.totallag)),
       h("td", null, g.partitions.map((p) => h("div", { "data-partition": `${p.topic}/${p.partition}` },
         `${p.topic}/${p.partition} `, badge(p.status),
-        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)})`)))));
+        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)}) \u00b7 `,
+        h("span", { class: "owners" }, owners(p)))))));
     return h("div", { class: "share-groups" }, h("h3", null, "Share groups"),
-      table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Lag", num: true },
-        { label: "Partitions: start offset / log end" }], rows, "No share group."));
+      table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Members", num: true },
+        { label: "Lag", num: true }, { label: "Partitions: start offset / log end \u00b7 members" }], rows,
+      "No share group."));
   }
 
   // The end-to-end probes of a cluster (GET /v3/kafka/:cluster/probe): one row per broker.
