@@ -7,6 +7,8 @@ from typing import Any
 
 from burrowpy.config import ClientProfile, Section
 
+TOPIC_ALREADY_EXISTS = 36  # Kafka's error code: another instance created the topic first
+
 SASL_MECHANISMS = {"PLAIN": "PLAIN", "SCRAM-SHA-256": "SCRAM-SHA-256", "SCRAM-SHA-512": "SCRAM-SHA-512"}
 
 
@@ -32,6 +34,22 @@ def client_settings(profile: ClientProfile, section: Section) -> dict[str, Any]:
         settings["sasl_plain_password"] = profile.sasl.password
     settings["security_protocol"] = protocol
     return settings
+
+
+async def create_topics(servers: list[str], settings: dict[str, Any], topics: list[Any], what: str) -> None:
+    """Create aiokafka ``NewTopic``s through the admin API; one another instance created first is no error
+    (TOPIC_ALREADY_EXISTS), any other refusal raises naming ``what`` the topic is for."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=servers, **settings)
+    await admin.start()
+    try:
+        response = await admin.create_topics(topics)
+    finally:
+        await admin.close()
+    for topic, code, *rest in response.topic_errors:
+        if code not in (0, TOPIC_ALREADY_EXISTS):
+            raise RuntimeError(f"creating {what} {topic!r} failed with error code {code}: {rest[0] if rest else ''}")
 
 
 async def stop_clients(*clients: Any) -> None:

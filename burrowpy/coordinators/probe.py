@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from burrowpy.config import Section
-from burrowpy.coordinators.kafka_client import stop_clients
+from burrowpy.coordinators.kafka_client import create_topics, stop_clients
 
 KEYS = ("probe", "probe-topic", "probe-group", "probe-interval", "probe-timeout", "probe-window",
         "probe-replication-factor")
@@ -257,7 +257,7 @@ class EndToEndProbe:
         self._consumer = self._producer = None
 
     async def _ensure_topic(self, client: Any) -> None:
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+        from aiokafka.admin import NewTopic
 
         metadata = await client.fetch_all_metadata()
         if self.settings.topic not in metadata.topics(exclude_internal_topics=False):
@@ -268,17 +268,8 @@ class EndToEndProbe:
                                    f"{len(brokers)} brokers")
             # Partition i's replicas start at broker i: each broker is the preferred leader of one partition.
             assignment = {i: [brokers[(i + k) % len(brokers)] for k in range(factor)] for i in range(len(brokers))}
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, **self.client_settings)
-            await admin.start()
-            try:
-                response = await admin.create_topics([NewTopic(self.settings.topic, -1, -1, assignment)])
-            finally:
-                await admin.close()
-            for _topic, code, *rest in response.topic_errors:
-                # 36 TOPIC_ALREADY_EXISTS: another monitor created it first
-                if code not in (0, 36):
-                    raise RuntimeError(f"creating probe topic {self.settings.topic!r} failed with error code "
-                                       f"{code}: {rest[0] if rest else ''}")
+            await create_topics(self.servers, self.client_settings,
+                                [NewTopic(self.settings.topic, -1, -1, assignment)], "probe topic")
             self.log.info("probe topic created", assignment=assignment)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TOPIC_READY_S

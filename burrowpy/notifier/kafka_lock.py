@@ -47,7 +47,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from burrowpy.config import Section
-from burrowpy.coordinators.kafka_client import client_settings, stop_clients
+from burrowpy.coordinators.kafka_client import client_settings, create_topics, stop_clients
 from burrowpy.notifier.decision import GroupState, state_from_json, state_to_json
 
 KEYS = ("class-name", "cluster", "topic", "state-topic", "group", "session-timeout", "replication-factor",
@@ -57,7 +57,6 @@ DEFAULT_TOPIC = "__burrowpy_notifier"
 RETRY_DELAY = 2.0  # seconds before joining again after Kafka refused or could not be reached
 POLL_TIMEOUT_MS = 1000  # the lock topic carries no records; polling only keeps the member alive
 STATE_READ_TIMEOUT = 30.0  # seconds; a state topic that cannot be read to its end by then is read again later
-TOPIC_EXISTS = 36  # Kafka's TOPIC_ALREADY_EXISTS: another instance created it first
 
 
 def lock_class(section: Section) -> str:
@@ -178,7 +177,7 @@ class KafkaNotifierLock:
 
     async def _ensure_topics(self) -> None:
         from aiokafka import AIOKafkaClient
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+        from aiokafka.admin import NewTopic
 
         client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
         try:
@@ -193,16 +192,7 @@ class KafkaNotifierLock:
             wanted.append(NewTopic(self.state_topic, 1, factor, topic_configs={"cleanup.policy": "compact"}))
         if not wanted:
             return
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, **self.settings)
-        await admin.start()
-        try:
-            response = await admin.create_topics(wanted)
-        finally:
-            await admin.close()
-        for topic, code, *rest in response.topic_errors:
-            if code not in (0, TOPIC_EXISTS):
-                raise RuntimeError(f"creating the notifier topic {topic!r} failed with error code {code}: "
-                                   f"{rest[0] if rest else ''}")
+        await create_topics(self.servers, self.settings, wanted, "the notifier topic")
         self.logger.info("created the notifier topics", topics=[t.name for t in wanted], replication_factor=factor)
 
     async def _close_clients(self) -> None:
