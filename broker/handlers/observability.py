@@ -221,16 +221,16 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
     raft = ctx.services.cluster.quorum
     assert raft is not None
     state = raft.quorum_state()
-    if state is None or state.leader_id is None:
-        return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if state.leader_id != raft.node_id:
+    leader_id = None if state is None else state.leader_id
+    if leader_id != raft.node_id:
         if ctx.peer_broker is not None:
             # forwarded once only, as Kafka's controller answers a forwarded request itself: brokers whose views
             # of the leader differ during an election must not pass it back and forth
             return _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # as Kafka's brokers forward it to the active controller: only the leader knows its voters' progress
-        return await _forward_to_leader(ctx, request, state.leader_id,
+        return await _forward_to_leader(ctx, request, leader_id,
                                         _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    assert state is not None
     now_ms = int(time.time() * 1000)
     voters = []
     for node_id, log_end in sorted(state.log_ends.items()):
@@ -253,24 +253,42 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
              "observers": []}]}]}
 
 
-async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int,
+async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int | None,
                              unreachable: dict[str, Any], timeout: float = FORWARD_TIMEOUT) -> dict[str, Any]:
-    """The Raft leader's answer to the request; ``unreachable`` when it cannot be asked."""
+    """The Raft leader's answer to the request; ``unreachable`` when it cannot be asked.
+
+    With no leader known here (a broker removed from the voters no longer follows the quorum, nor does one that
+    lost it) the other live brokers are asked in turn: a follower refuses a forwarded request, the leader answers
+    it. Refused here instead, an admin client that has this broker's connection open would pick it for every
+    retry of its call until the call timed out, as Kafka's tools do (they prefer a node already connected)."""
     services = ctx.services
     addresses = {node_id: (host, port)
                  for node_id, host, port, _ in ctx.services.cluster.live_brokers(services.config.inter_broker_listener)}
-    address = addresses.get(leader_id)
-    if address is None:
-        return unreachable
-    try:
-        async with await KafkaConnection.connect(
-                f"{address[0]}:{address[1]}", timeout=timeout, security=services.config.inter_broker_security,
-                broker_credential=services.replicas.replication.broker_credential()) as connection:
-            return await connection.request(ctx.api_key, request, version=ctx.api_version)
-    except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
-        log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=leader_id,
-                    error=str(exc))
-        return unreachable
+    candidates = [leader_id] if leader_id is not None else sorted(set(addresses) - {services.node_id})
+    for candidate in candidates:
+        address = addresses.get(candidate)
+        if address is None:
+            continue
+        try:
+            async with await KafkaConnection.connect(
+                    f"{address[0]}:{address[1]}", timeout=timeout, security=services.config.inter_broker_security,
+                    broker_credential=services.replicas.replication.broker_credential()) as connection:
+                answer = await connection.request(ctx.api_key, request, version=ctx.api_version)
+        except (TimeoutError, OSError, ProtocolError, ClientError) as exc:
+            log.warning("forwarding to the Raft leader failed", api=ApiKey(ctx.api_key).name, leader=candidate,
+                        error=str(exc))
+            continue
+        if leader_id is not None or not _not_leader(answer):
+            return answer
+    return unreachable
+
+
+def _not_leader(answer: dict[str, Any]) -> bool:
+    """Whether a forwarded request was refused for not reaching the Raft leader (at the top or, in
+    DescribeQuorum's answer, at its partition)."""
+    codes = [answer.get("error_code")] + [partition["error_code"] for topic in answer.get("topics", [])
+                                          for partition in topic["partitions"]]
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER in codes
 
 
 # --- AddRaftVoter, RemoveRaftVoter (KIP-853) ---------------------------------------------------------------
@@ -297,8 +315,8 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
         return _change_answer(ErrorCode.INCONSISTENT_CLUSTER_ID,
                               f"this cluster's id is {ctx.services.cluster_id}, not {request['cluster_id']}")
     raft = _quorum(ctx)
-    if raft.leader_id is None or (raft.leader_id != raft.node_id and ctx.peer_broker is not None):
-        return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no Raft leader known here")
+    if raft.leader_id != raft.node_id and ctx.peer_broker is not None:
+        return _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, "this broker is not the Raft leader")
     if raft.leader_id != raft.node_id:
         return await _forward_to_leader(ctx, request, raft.leader_id,
                                         _change_answer(ErrorCode.NOT_LEADER_OR_FOLLOWER),
