@@ -174,6 +174,7 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
         self.server: KafkaServer | None = None  # the first listener's
+        self._serving_held = False  # listening, not accepting yet (a joining broker, until it caught up)
         self.servers: list[KafkaServer] = []
         self._listener_changes: asyncio.Task | None = None  # listeners being started and stopped (dynamic configs)
         # shared by all listeners: Kafka's broker-wide max.connections and queued.max.request.bytes
@@ -273,19 +274,24 @@ class Broker:
             transactions=self.transactions, producer_ids=self.producer_ids, authorizer=self.authorizer,
             client_quotas=self.client_quotas, quota_window=self.quota_window, scram=self.scram,
             metrics=self.metrics, voters=self.cluster)
+        # a broker joining a running cluster has no metadata until a voter is added for it and it caught up: as
+        # Kafka's, it accepts no client before (one that bootstrapped from it would learn of no broker at all)
+        self._serving_held = cluster_config is not None and cluster_config.raft_join
         if self.config.listeners:
             for listener in list(self.config.listeners):
                 await self._start_listener(listener)
         else:
             self.servers.append(KafkaServer(self, self.config.host, self.config.port,
                                             self.config["socket.request.max.bytes"]))
-            await self.servers[0].start()
+            await self.servers[0].start(serve=not self._serving_held)
         self.server = self.servers[0]
         self.dynamic_configs.on_change.append(self._reconfigure_listeners)
         if self.config.port == 0:
             self.port = self.server.port
         if self.cluster is not None:
             await self.cluster.start()
+            if self._serving_held:
+                self._tasks.append(asyncio.create_task(self._serve_once_caught_up(self.cluster)))
         else:
             await self.transactions.start()
         self._every(lambda: self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000,
@@ -308,6 +314,17 @@ class Broker:
         log.info("broker started", node_id=self.node_id, host=self.host, port=self.port,
                  data_dir=str(self.config.data_dir), cluster_id=self.cluster_id)
 
+    async def _serve_once_caught_up(self, cluster: ClusterNode) -> None:
+        if not cluster.caught_up:
+            log.info("listening; accepting clients once a voter is added for this broker and it has caught up "
+                     "with the cluster's metadata (kafka-metadata-quorum add-controller)", node_id=self.node_id)
+        while not cluster.caught_up:
+            await asyncio.sleep(0.1)
+        self._serving_held = False
+        for server in list(self.servers):
+            await server.serve()
+        log.info("caught up with the cluster's metadata: accepting clients", node_id=self.node_id)
+
     def _cluster_config(self) -> ClusterConfig | None:
         """The parsed ``cluster:`` block, or None on a single node (raises ConfigError naming file and key)."""
         if self.config.cluster is None:
@@ -320,7 +337,7 @@ class Broker:
         server = KafkaServer(self, listener.host, listener.port, self.config["socket.request.max.bytes"],
                              ssl_context=self.config.ssl_contexts.get(listener.name), listener=listener.name,
                              sasl=self.config.sasl_settings.get(listener.name))
-        await server.start()
+        await server.start(serve=not self._serving_held)
         self.servers.append(server)
         if listener.port == 0:
             # a listener on port 0 (tests) keeps the port it got, and is advertised with it

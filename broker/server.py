@@ -255,6 +255,7 @@ class KafkaServer:
         self.api_versions: dict[int, tuple[int, int]] = (
             broker.api_versions if sasl is None else {**broker.api_versions, **SASL_VERSIONS})
         self._server: FrameServer | None = None
+        self._serving = False
         self._connections: set[asyncio.Task] = set()
 
     def reconfigure(self, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None) -> None:
@@ -275,7 +276,9 @@ class KafkaServer:
         idle_ms = self.broker.config["connections.max.idle.ms"]
         return idle_ms / 1000 if idle_ms >= 0 else None
 
-    async def start(self) -> None:
+    async def start(self, serve: bool = True) -> None:
+        """Listen; accept connections now, or (``serve`` false) once ``serve()`` is called: until then the kernel
+        queues them, as Kafka's acceptors do before a broker has caught up with the metadata."""
         config = self.broker.config
         # Kafka's exemption: brokers of a cluster reach each other whatever the clients hold
         exempt = config.cluster is not None and self.listener == config.inter_broker_listener
@@ -287,8 +290,16 @@ class KafkaServer:
                                                 backlog=config["socket.listen.backlog.size"], start_serving=False)
         self._size_socket_buffers()
         self._choose_congestion_control()
-        await self._server.start_serving()
         self.port = self._server.sockets[0].getsockname()[1]
+        if serve:
+            await self.serve()
+
+    async def serve(self) -> None:
+        """Accept connections (once: a second call does nothing)."""
+        assert self._server is not None
+        if not self._serving:
+            self._serving = True
+            await self._server.start_serving()
 
     def _size_socket_buffers(self) -> None:
         """socket.receive.buffer.bytes and socket.send.buffer.bytes on the listening sockets, before the first

@@ -91,14 +91,15 @@ class BrokerCluster:
 
     def add_broker(self, node_id: int, voters: list[int], raft_address: str | None = None) -> BrokerProcess:
         """A new broker joining the running cluster (``raft.join``, the ``voters`` as its Raft peers, every broker
-        so far as its gossip seeds), started and serving; it is not a voter until one is added for it."""
+        so far as its gossip seeds), started; it is not a voter until one is added for it, and accepts clients only
+        once it is one and has caught up."""
         self.raft_addresses[node_id] = raft_address or f"127.0.0.1:{free_port()}"
         self.gossip_addresses[node_id] = f"127.0.0.1:{free_udp_port()}"
         broker = self._broker(node_id, {j: self.raft_addresses[j] for j in voters}, join=True)
         self.brokers[node_id] = broker
         self.ids.append(node_id)
         broker.launch()
-        broker.wait_ready(90)  # while the cluster is under load
+        broker.wait_logged("accepting clients once a voter is added", 90)  # while the cluster is under load
         return broker
 
     @property

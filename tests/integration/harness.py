@@ -280,6 +280,18 @@ class BrokerProcess:
                    message=f"broker on port {self.port} to answer")
         return self
 
+    def answers(self) -> bool:
+        """Whether the broker answers an ApiVersions request within 2 s (not while it accepts no connection)."""
+        try:
+            return _answers_api_versions(self.port)
+        except OSError:
+            return False
+
+    def wait_logged(self, text: str, timeout: float = 30.0) -> BrokerProcess:
+        wait_until(lambda: self._check_alive() and text in self.log_path.read_text(errors="replace"), timeout,
+                   message=f"broker on port {self.port} to log {text!r}")
+        return self
+
     def _check_alive(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:

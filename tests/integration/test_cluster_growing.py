@@ -141,16 +141,17 @@ def test_a_fourth_broker_joins_becomes_a_voter_and_takes_partitions_under_acks_a
     try:
         workload.wait_for_acks(100)
         cluster.add_broker(4, voters=[1, 2, 3])
-        # running, but no voter, so without the metadata: not registered, clients are not sent to it
+        # running, but no voter, so without the metadata: not registered, clients are not sent to it, and as
+        # Kafka's broker it accepts none before it has caught up (it would tell them of no broker at all)
         assert voter_ids(cluster) == [1, 2, 3]
         assert 4 not in [b["node_id"] for b in cluster.metadata(1)["brokers"]]
+        assert not cluster.brokers[4].answers()
 
         properties = controller_properties(cluster, 4, tmp_path / "controller-4.properties")
 
         refusals: list[str] = []
 
-        # not through broker 4: until it has caught up its Metadata names no broker, and an admin client that
-        # bootstrapped from it waits for one until its call times out
+        # not through broker 4, which accepts no connection yet
         founders = ",".join(cluster.brokers[i].bootstrap for i in (1, 2, 3))
 
         def add_controller() -> str | None:
@@ -169,6 +170,9 @@ def test_a_fourth_broker_joins_becomes_a_voter_and_takes_partitions_under_acks_a
         # it caught up with the metadata, and then the controller registered it
         wait_until(lambda: 4 in [b["node_id"] for b in cluster.metadata(1)["brokers"]], 60,
                    message="broker 4 in Metadata")
+        wait_until(cluster.brokers[4].answers, 30, message="broker 4 to accept clients")
+        wait_until(lambda: 4 in [b["node_id"] for b in cluster.metadata(4)["brokers"]], 30,
+                   message="broker 4 to know itself registered")
         rows = replication_rows(cluster)
         assert sorted(rows) == [1, 2, 3, 4]
         assert rows[4][1] == directory_id(cluster, 4)
@@ -207,7 +211,7 @@ def test_a_broker_is_retired_and_the_cluster_keeps_its_quorum(cluster, tmp_path)
     # broker 3, running until it is stopped below, no longer follows the quorum, yet answers as Kafka's brokers
     # do: with the leader's view (it asks the others until the leader answers). When it refused, the tool's admin
     # client, which retries on the node it is connected to, stalled on it until its call timed out.
-    wait_until(lambda: cluster.metadata(3)["controller_id"] == -1, 30, message="broker 3 to lose the quorum's leader")
+    # (it refused once it had noticed it no longer hears from a leader: within a few seconds in most runs)
     assert voter_ids(cluster, 3) == [1, 2, 4]
     assert voters(cluster) == {i: [f"RAFT://{cluster.raft_addresses[i]}"] for i in (1, 2, 4)}
     cluster.brokers[3].terminate()
