@@ -4,8 +4,10 @@ data directory, catching up from a snapshot, and refusal of a peer without the c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import stat
+import time
 
 import pytest
 from harness import free_port, poll_until
@@ -269,9 +271,30 @@ async def test_a_voter_added_without_waiting_for_its_commit_is_in_effect_before_
     three voters stopped and the new one not running, two of four cannot commit it, nor anything after it."""
     nodes, addresses = three
     leader = await leader_of(nodes)
-    await next(n for n in nodes if n is not leader).stop()
+    stopped = next(n for n in nodes if n is not leader)
+    await stopped.stop()
     addresses[4] = f"127.0.0.1:{free_port()}"  # nothing listens there
     await leader.add_voter(4, addresses[4], timeout=5, committed=False)
     assert sorted(leader.voters()) == [1, 2, 3, 4]
     with pytest.raises(ProposalFailed):
         await leader.propose(register(9), timeout=1)
+    # the stopped voter back (from its journal, which lacks the new voter): three of four, a quorum again, which
+    # elects and commits the new voter set and what follows (within a second here, unloaded; 20 s is the bound)
+    back = make_node(stopped.node_id, {i: a for i, a in addresses.items() if i != 4}, stopped.data_dir.parent)
+    back.learn_address(4, addresses[4])
+    nodes[nodes.index(stopped)] = back  # the fixture stops it
+    await back.start()
+
+    async def committed() -> bool:
+        leading = [n for n in nodes if n.is_leader]
+        with contextlib.suppress(ProposalFailed):
+            return bool(leading) and (await leading[0].propose(register(10), timeout=1))["error_code"] == 0
+        return False
+
+    deadline = time.monotonic() + 20
+    while not await committed():
+        assert time.monotonic() < deadline, [(n.node_id, n.leader_id, sorted(n.voters())) for n in nodes]
+        await asyncio.sleep(0.2)
+    for node in nodes:  # (a broker learns a new voter's address from the metadata: set_raft_voter)
+        node.learn_address(4, addresses[4])
+    await poll_until(lambda: all(sorted(n.voters()) == [1, 2, 3, 4] for n in nodes), message="every voter to have 4")
