@@ -130,6 +130,9 @@ class BrokerMetrics:
         self._times: dict[str, _RequestTimes] = {}
         self.replication_bytes_out = 0
         self.replication_bytes_in = 0
+        # of those, the bytes of partitions a reassignment is moving (Kafka's ReassignmentBytesOut/InPerSec)
+        self.reassignment_bytes_out = 0
+        self.reassignment_bytes_in = 0
         self.requests_in_flight = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -245,6 +248,12 @@ class BrokerMetrics:
                                   "Record bytes sent to followers", value=self.replication_bytes_out)
         yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
                                   "Record bytes fetched from leaders", value=self.replication_bytes_in)
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_reassignmentbytesout",
+                                  "Record bytes sent to followers of partitions being reassigned",
+                                  value=self.reassignment_bytes_out)
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_reassignmentbytesin",
+                                  "Record bytes fetched, as a replica a reassignment adds, from leaders",
+                                  value=self.reassignment_bytes_in)
 
     def _request_families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled",

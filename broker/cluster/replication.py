@@ -366,7 +366,11 @@ class LeaderFetcher:
                 if append_leader_batches(plog, records, fetch_offset):
                     followed.fetch_offset = None
                 self.manager.broker.storage_written()
-                self.manager.broker.metrics.replication_bytes_in += len(records)
+                metrics = self.manager.broker.metrics
+                metrics.replication_bytes_in += len(records)
+                adding = self.manager.broker.cluster_view.adding_replicas(followed.topic, followed.partition)
+                if adding is not None and self.manager.node_id in adding:
+                    metrics.reassignment_bytes_in += len(records)
                 self.manager.count_follower_bytes(followed, len(records))
             except KafkaError as exc:
                 if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
@@ -406,11 +410,14 @@ class ReplicationView(Protocol):
 
     def broker_epoch(self, node_id: int) -> int | None: ...
 
+    def adding_replicas(self, topic: str, partition: int) -> list[int] | None: ...
+
     async def propose_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool: ...
 
 
 class ReplicationMetrics(Protocol):
     replication_bytes_in: int
+    reassignment_bytes_in: int
 
     def isr_changed(self, before: tuple[int, ...], after: tuple[int, ...]) -> None: ...
 

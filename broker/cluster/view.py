@@ -56,6 +56,9 @@ class ClusterView(Protocol):
     def partition_leader(self, topic: str, partition: int) -> PartitionLeader:
         """(leader id, leader epoch, replicas, isr) of a partition."""
 
+    def adding_replicas(self, topic: str, partition: int) -> list[int] | None:
+        """The replicas a reassignment of the partition in progress adds; None when none is in progress."""
+
     @property
     def caught_up(self) -> bool:
         """Whether this broker's view is the quorum's, as of some moment since it started. Until then a
@@ -203,6 +206,9 @@ class SingleNodeView:
     def partition_leader(self, topic: str, partition: int) -> PartitionLeader:
         return self.node_id, 0, [self.node_id], [self.node_id]
 
+    def adding_replicas(self, topic: str, partition: int) -> list[int] | None:
+        return None
+
     @property
     def caught_up(self) -> bool:
         return True
@@ -276,6 +282,10 @@ class ReplicatedView:
 
     def partition_leader(self, topic: str, partition: int) -> PartitionLeader:
         return self._node.partition_leader(topic, partition)
+
+    def adding_replicas(self, topic: str, partition: int) -> list[int] | None:
+        state = self._node.metadata.partition(topic, partition)
+        return list(state.adding) if state is not None and state.reassigning else None
 
     @property
     def caught_up(self) -> bool:

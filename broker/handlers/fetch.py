@@ -152,6 +152,9 @@ def _count_bytes_out(services: Services, responses: Sequence[Mapping[str, Any]],
         return
     if follower:
         services.metrics.replication_bytes_out += total
+        services.metrics.reassignment_bytes_out += sum(
+            len(part["records"]) for topic in responses for part in topic["partitions"]
+            if part["records"] and services.cluster.adding_replicas(topic["topic"], part["partition_index"]) is not None)
         return
     for topic in responses:
         size = sum(len(part["records"]) for part in topic["partitions"])

@@ -54,6 +54,7 @@ class RequestMetrics(Protocol):
     """The counters the Produce and Fetch answers move (:class:`broker.metrics.BrokerMetrics`)."""
 
     replication_bytes_out: int
+    reassignment_bytes_out: int
 
     def produce_answered(self, topic: str, error: int) -> None: ...
 

@@ -183,6 +183,11 @@ def test_a_throttled_move_keeps_to_its_rate_and_verify_lifts_the_throttle(cluste
         copy_s = samples[-1][0] - first_at
         return copy_s, first_bytes, (sizes[topic] - first_bytes) / max(copy_s, 1e-3)
 
+    def reassignment_bytes() -> dict[tuple[int, str], float]:
+        return {(node, side): Scrape(cluster.metrics_ports[node]).value(
+            f"kafka_server_brokertopicmetrics_reassignmentbytes{side}_total") for node in (1, 2, 3) for side in ("in", "out")}
+
+    before = reassignment_bytes()
     unthrottled_s, _, _ = move(free)
     throttled_s, first_bytes, measured = move(throttled, "--throttle", str(THROTTLE))
     for node in (1, 2, 3):  # every broker of the move was given the rates
@@ -203,6 +208,13 @@ def test_a_throttled_move_keeps_to_its_rate_and_verify_lifts_the_throttle(cluste
 
     # the move ends (broker 3 joins the ISR, broker 1 leaves) before the tool is asked: its JVM is slow to start
     wait_until(lambda: replicas_of(cluster, throttled) == {0: [3, 2]}, 60, interval=0.1, message="the move to end")
+    # Kafka's ReassignmentBytesIn/OutPerSec: broker 3, the replica both moves add, fetched both partitions from
+    # their leader, broker 1, which sent them; broker 2, a replica before and after, fetched nothing new
+    moved = {key: value - before[key] for key, value in reassignment_bytes().items()}
+    total = sum(sizes.values())
+    assert total <= moved[(3, "in")] <= total * 1.05, (moved, total)
+    assert total <= moved[(1, "out")] <= total * 1.05, (moved, total)
+    assert moved[(2, "in")] == moved[(3, "out")] == 0, moved
     verified = reassign(cluster, "--reassignment-json-file", str(tmp_path / f"{throttled}.json"), "--verify")
     assert f"Reassignment of partition {throttled}-0 is completed" in verified, verified
     assert "Clearing broker-level throttles on brokers 1,2,3" in verified, verified
