@@ -12,6 +12,7 @@ monitor's ``/metrics`` does, so nothing is kept for topics and partitions that a
 from __future__ import annotations
 
 import bisect
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,6 +34,13 @@ from broker.cluster.view import ClusterView
 from broker.errors import ErrorCode
 from broker.process_metrics import register_process_metrics
 from broker.protocol.api import ApiKey
+from broker.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotas,
+    QuotaWindow,
+)
 
 if TYPE_CHECKING:
     from broker.cluster.node import ClusterNode
@@ -92,6 +100,10 @@ class MeteredBroker(Protocol):
     def cluster(self) -> ClusterNode | None: ...
     @property
     def replica_manager(self) -> ReplicaManager | None: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
+
+    def quota_window(self) -> QuotaWindow: ...
 
 
 class _TopicCounts:
@@ -214,6 +226,7 @@ class BrokerMetrics:
         yield from self._replica_families()
         yield from self._log_families()
         yield from self._raft_families()
+        yield from self._quota_families()
 
     def _local_logs(self) -> Iterator[tuple[str, int, PartitionLog]]:
         logs = self.broker.logs
@@ -282,6 +295,29 @@ class BrokerMetrics:
         for server in self.broker.servers:
             connections.add_metric([server.listener, "0"], server.connection_count)
         yield connections
+
+    def _quota_families(self) -> Iterator[Metric]:
+        """Kafka's per-client quota metrics, labelled with the tags of the rate a quota holds the client to (the
+        user, the client id, or both, the other empty, as Kafka's default quota callback tags them); only clients
+        held to a quota have them, as on Kafka."""
+        families = {key: (GaugeMetricFamily(f"kafka_server_{kind}_{rate}", rate_help, labels=["user", "client_id"]),
+                          GaugeMetricFamily(f"kafka_server_{kind}_throttle_time",
+                                            f"Average throttle in ms of a {kind} request in the quota window",
+                                            labels=["user", "client_id"]))
+                    for key, kind, rate, rate_help in (
+                        (PRODUCER_BYTE_RATE, "produce", "byte_rate", "Produce bytes a second"),
+                        (CONSUMER_BYTE_RATE, "fetch", "byte_rate", "Fetch answer bytes a second"),
+                        (REQUEST_PERCENTAGE, "request", "request_time",
+                         "Percent of a thread's time spent on the client's requests"))}
+        now_ms = int(time.monotonic() * 1000)  # the quotas' clock (broker.server records on it)
+        for key, user, client_id, rate, throttle in self.broker.client_quotas.client_figures(
+                now_ms, self.broker.quota_window()):
+            if key in families:
+                families[key][0].add_metric([user, client_id], rate)
+                families[key][1].add_metric([user, client_id], throttle)
+        for rate_family, throttle_family in families.values():
+            yield rate_family
+            yield throttle_family
 
     def _replica_families(self) -> Iterator[Metric]:
         broker = self.broker

@@ -167,6 +167,9 @@ class ClientQuotas:
     def __init__(self) -> None:
         self.entries: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], RateSensor] = {}
+        # the same tags: the throttle times given and the requests counted, sampled alike (their ratio is Kafka's
+        # throttle-time, the average throttle of a request in the window, zeros included)
+        self._throttles: dict[tuple[str, str, str], tuple[RateSensor, RateSensor]] = {}
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         # connection_creation_rate by address (None: the default ip entity's), names resolved as Kafka resolves them
         self._ip_quotas: dict[str | None, float] = {}
@@ -341,12 +344,30 @@ class ClientQuotas:
         if sensor is None:
             self._forget_idle(now_ms)
             sensor = self._sensors[tags] = RateSensor()
+            self._throttles[tags] = (RateSensor(), RateSensor())
         sensor.record(value, now_ms, window)
         rate, span_ms = sensor.rate(now_ms, window)
-        if rate <= quota:
-            return 0
-        throttle = round((rate - quota) / quota * span_ms)
-        return min(throttle, window.size_ms) if bounded else throttle
+        throttle = 0 if rate <= quota else round((rate - quota) / quota * span_ms)
+        if bounded:
+            throttle = min(throttle, window.size_ms)
+        given, requests = self._throttles[tags]
+        given.record(throttle, now_ms, window)
+        requests.record(1, now_ms, window)
+        return throttle
+
+    def client_figures(self, now_ms: int, window: QuotaWindow) -> list[tuple[str, str, str, float, float]]:
+        """(quota key, user tag, client id tag, its rate, the average throttle in ms of its requests) of each
+        client rate held to a quota: Kafka's per-client quota metrics (kafka.server:type=Produce|Fetch|Request,
+        user=..., client-id=..., byte-rate / request-time and throttle-time). Connection rates are left out."""
+        figures = []
+        for tags, sensor in sorted(self._sensors.items()):
+            if tags[0] == CONNECTION_CREATION_RATE:
+                continue
+            given, requests = self._throttles[tags]
+            counted = requests.rate(now_ms, window)[0]
+            average = given.rate(now_ms, window)[0] / counted if counted else 0.0
+            figures.append((*tags, sensor.rate(now_ms, window)[0], average))
+        return figures
 
     def unrecord(self, key: str, user: str, client_id: str, value: float, now_ms: int, window: QuotaWindow) -> None:
         """Take back what :meth:`record` counted (a throttled fetch is answered empty, so its bytes do not count)."""
@@ -371,6 +392,7 @@ class ClientQuotas:
         """Drop the rates of clients not seen for an hour, as Kafka expires a client's quota sensors."""
         for tags in [tags for tags, sensor in self._sensors.items() if now_ms - sensor.last_ms >= SENSOR_EXPIRY_MS]:
             del self._sensors[tags]
+            del self._throttles[tags]
 
 
 def apply_changes(stored: dict[str, dict[str, float]], changes: Sequence[Change]) -> None:

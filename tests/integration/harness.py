@@ -152,6 +152,21 @@ class Scrape:
         return {sample.name for sample in self.samples}
 
 
+def set_quota(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float | None) -> None:
+    """AlterClientQuotas of one key straight from our client (None removes it; test_client_quotas checks Kafka's
+    tool, whose JVM takes seconds to start)."""
+
+    async def alter() -> dict[str, Any]:
+        async with await KafkaConnection.connect(bootstrap) as connection:
+            return await connection.request(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [{
+                "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity],
+                "ops": [{"key": key, "value": value or 0.0, "remove": value is None}]}], "validate_only": False},
+                version=1)
+
+    answer = asyncio.run(alter())
+    assert [entry["error_code"] for entry in answer["entries"]] == [0], answer
+
+
 def alter_broker_configs(bootstrap: str, configs: dict[str, str | None], node: str = "1",
                          validate_only: bool = False) -> tuple[int, str | None]:
     """IncrementalAlterConfigs on one BROKER resource (None deletes a config): (error code, message)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from harness import BrokerProcess, create_topics, wait_until
+from harness import BrokerProcess, Scrape, create_topics, free_port, set_quota, wait_until
 from kafka_harness import java_peer
 
 from broker.client import KafkaConnection
@@ -24,22 +24,9 @@ from broker.protocol.api import ApiKey
 
 pytestmark = pytest.mark.integration
 
-BROKER_CONFIG = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+METRICS_PORT = free_port()
+BROKER_CONFIG = {"quota.window.num": 2, "quota.window.size.seconds": 1, "metrics.listen": f"127.0.0.1:{METRICS_PORT}"}
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
-
-
-def set_quota(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float | None) -> None:
-    """AlterClientQuotas straight from our client (the tool is checked above; a JVM takes seconds to start)."""
-
-    async def alter() -> dict[str, Any]:
-        async with await KafkaConnection.connect(bootstrap) as connection:
-            return await connection.request(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [{
-                "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity],
-                "ops": [{"key": key, "value": value or 0.0, "remove": value is None}]}], "validate_only": False},
-                version=1)
-
-    answer = asyncio.run(alter())
-    assert [entry["error_code"] for entry in answer["entries"]] == [0], answer
 
 
 def configs(bootstrap: str, *args: str) -> list[str]:
@@ -136,6 +123,8 @@ def test_a_producer_over_its_quota_is_held_to_its_rate(broker):
             except BufferError:
                 producer.poll(0.05)
             producer.poll(0)
+        # Kafka's per-client quota metrics, tagged with the entity the quota was found at (the client id alone)
+        scrape = Scrape(METRICS_PORT)
         producer.purge()  # what is still queued would take seconds at the quota
         producer.flush(10)
     finally:
@@ -144,6 +133,10 @@ def test_a_producer_over_its_quota_is_held_to_its_rate(broker):
     steady = sum(size for at, size in acked if started + 2 <= at < started + 6) / 4
     assert 0.6 * quota <= steady <= 1.3 * quota, steady
     assert throttles and max(throttles) > 0
+    assert 0.6 * quota <= scrape.value("kafka_server_produce_byte_rate", user="", client_id="held") <= 2 * quota
+    assert scrape.value("kafka_server_produce_throttle_time", user="", client_id="held") > 0
+    # (no consumer quota holds it: no fetch figures, as Kafka keeps none for a client without a quota)
+    assert not [s for s in scrape.samples if s.name == "kafka_server_fetch_byte_rate" and s.labels["client_id"] == "held"]
 
 
 def test_a_consumer_over_its_quota_is_held_to_its_rate(broker):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from browser_support import chromium
-from harness import BURROWPY, ROOT, Scrape, free_port, wait_until
+from harness import BURROWPY, ROOT, Scrape, free_port, set_quota, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
@@ -548,10 +548,13 @@ def test_the_broker_dashboard_and_alerts_use_only_metrics_the_broker_serves(brok
             "kafka_network_requestmetrics_totaltimems_bucket", "burrowpy_broker_storage_errors_total"} <= referenced
     topic = "broker-dashboard"
     create_topic(broker.bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    # quotas far above what it sends hold this client, so that it has Kafka's per-client quota figures
+    for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage"):
+        set_quota(broker.bootstrap, [("client-id", topic)], key, 10**9)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": topic})
     producer.produce(topic, b"a record")
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic, "client.id": topic})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     try:
         wait_until(lambda: consumer.poll(0.5) is not None, 30, interval=0, message="the record back")

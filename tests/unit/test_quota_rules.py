@@ -156,6 +156,16 @@ def test_throttle_time_is_what_brings_the_rate_back_to_the_quota():
     assert quotas.record(PRODUCER_BYTE_RATE, "u", "app", 500, 30_000, WINDOW) == 0
 
 
+def test_the_client_figures_are_its_rate_and_the_average_throttle_of_its_requests():
+    """Kafka's byte-rate and throttle-time of a client: two requests, throttled 0 and 20,000 ms, average 10,000;
+    the rate is the one the throttle was computed from."""
+    quotas = quotas_with(([(CLIENT_ID, "app")], 100.0))
+    assert quotas.client_figures(0, WINDOW) == []
+    quotas.record(PRODUCER_BYTE_RATE, "u", "app", 1000, 0, WINDOW)
+    quotas.record(PRODUCER_BYTE_RATE, "u", "app", 2000, 0, WINDOW)
+    assert quotas.client_figures(0, WINDOW) == [(PRODUCER_BYTE_RATE, "", "app", 300.0, 10_000.0)]
+
+
 def test_a_held_client_converges_on_its_quota():
     """A client that sends 1000 bytes whenever it may (after each throttle) averages the quota."""
     quotas = quotas_with(([(CLIENT_ID, "app")], 1000.0))
