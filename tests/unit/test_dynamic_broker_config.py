@@ -78,6 +78,10 @@ def test_a_single_node_keeps_its_layers_in_the_data_dir(tmp_path):
     ("leader.replication.throttled.rate", "fast", "Not a number of type LONG"),
     ("follower.replication.throttled.rate", "-1", "Invalid value -1 for configuration "
                                                   "follower.replication.throttled.rate: Value must be at least 0"),
+    # dynamic keys this broker accepts without using them (README's inert list) are checked as Kafka's too
+    ("remote.fetch.max.wait.ms", "soon", "Not a number of type INT"),
+    ("sasl.login.refresh.window.factor", "big", "Not a number of type DOUBLE"),
+    ("follower.fetch.last.tiered.offset.enable", "maybe", "Expected value to be either true or false"),
 ])
 def test_bad_values_are_refused_in_kafkas_words(name, value, message):
     with pytest.raises(KafkaError, match=message) as err:
