@@ -8,6 +8,7 @@ the key and the command exits 1.
 from __future__ import annotations
 
 import errno
+import functools
 import socket
 import ssl
 import uuid
@@ -151,6 +152,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "group.consumer.max.size": ("int", 2147483647),  # members of a KIP-848 consumer group, the same
     # the assignors a KIP-848 group may ask for (uniform, range), the first its default
     "group.consumer.assignors": ("str", "uniform,range"),
+    # without consumer, KIP-848's APIs answer UNSUPPORTED_VERSION (share and streams groups: not served here)
+    "group.coordinator.rebalance.protocols": ("str", "classic,consumer,streams"),
     "group.metadata.value.version": ("int", 3),
     "group.consumer.session.timeout.ms": ("int", 45000),
     "connections.max.reauth.ms": ("int", 0),
@@ -216,6 +219,22 @@ def parse_assignors(value: str) -> tuple[str, ...]:
             raise ValueError(f"names {assignor!r} twice")
         chosen.append(assignor)
     return tuple(chosen)
+
+
+REBALANCE_PROTOCOLS = ("consumer", "classic", "share", "streams")
+
+
+@functools.lru_cache(maxsize=8)
+def parse_rebalance_protocols(value: str) -> frozenset[str]:
+    """``group.coordinator.rebalance.protocols``, checked in Kafka's words (ValueError)."""
+    names = frozenset(name.strip() for name in value.split(",") if name.strip())
+    unknown = sorted(names - set(REBALANCE_PROTOCOLS))
+    if unknown:
+        raise ValueError(f"Invalid value {unknown[0]} for configuration group.coordinator.rebalance.protocols: "
+                         f"String must be one of: {', '.join(REBALANCE_PROTOCOLS)}")
+    if "classic" not in names:
+        raise ValueError("Disabling the 'classic' protocol is not supported.")
+    return names
 
 
 # The authorizer's settings (broker.security.acl): Kafka hands all three to its StandardAuthorizer.
@@ -625,10 +644,12 @@ class BrokerConfig:
         _check_cleaner(section, settings)
         _check_consumer_group_bounds(section, settings)
         _check_kafka_types(section, raw)
-        try:
-            parse_assignors(settings["group.consumer.assignors"])
-        except ValueError as exc:
-            raise section.error("group.consumer.assignors", str(exc)) from None
+        for key, parse in (("group.consumer.assignors", parse_assignors),
+                           ("group.coordinator.rebalance.protocols", parse_rebalance_protocols)):
+            try:
+                parse(settings[key])
+            except ValueError as exc:
+                raise section.error(key, str(exc)) from None
         if settings["group.metadata.value.version"] not in (0, 1, 2, 3):
             raise section.error("group.metadata.value.version", "must be 0, 1, 2 or 3")
         for broker_key, topic_key in TOPIC_DEFAULTS.items():  # topic defaults take the topic configs' checks

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.cluster.view import committed_leader
+from broker.config import parse_rebalance_protocols
 from broker.errors import ErrorCode
 from broker.groups.consumer import HeartbeatRequest
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -400,9 +401,19 @@ async def delete_groups(ctx: RequestContext, request: dict[str, Any]) -> DeleteG
 
 # --- the consumer group protocol (KIP-848) ------------------------------------------------------------------
 
+
+def _consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """Whether group.coordinator.rebalance.protocols lists ``consumer``: without it Kafka answers KIP-848's APIs
+    UNSUPPORTED_VERSION (while ApiVersions still lists them, as Kafka's does)."""
+    return "consumer" in parse_rebalance_protocols(ctx.services.config["group.coordinator.rebalance.protocols"])
+
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     refused = None
+    if not _consumer_protocol_enabled(ctx):
+        # Kafka's answer, before any authorization: no member id, epoch 0
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "error_message": None,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
         refused = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
     else:
@@ -440,7 +451,9 @@ async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) 
     names = {topic.topic_id: name for name, topic in ctx.services.logs.topics.items()}
     described = []
     for group_id in request["group_ids"]:
-        if group_allowed(ctx, Operation.DESCRIBE, group_id):
+        if not _consumer_protocol_enabled(ctx):
+            error, message, group = ErrorCode.UNSUPPORTED_VERSION, None, None
+        elif group_allowed(ctx, Operation.DESCRIBE, group_id):
             error, message, group = _coordinator(ctx).describe_consumer_group(group_id, names)
         else:
             error, message, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", None

@@ -313,3 +313,43 @@ def test_transactional_offsets_of_a_consumer_protocol_group(broker):
     finally:
         consumer.close()
     assert [tp.offset for tp in committed] == [10, 10]
+
+
+def test_without_the_consumer_protocol_kip_848_is_answered_unsupported_as_kafka_does(tmp_path):
+    """group.coordinator.rebalance.protocols without ``consumer``: Kafka 4.4 (same setting, checked by hand with
+    these requests) answers ConsumerGroupHeartbeat and each group of ConsumerGroupDescribe UNSUPPORTED_VERSION,
+    while ApiVersions still lists both; classic groups carry on."""
+    with BrokerProcess(tmp_path / "data", extra_config={
+            "group.coordinator.rebalance.protocols": "classic"}).start() as broker:
+        async def ask() -> tuple[dict, dict, dict]:
+            async with await KafkaConnection.connect(broker.bootstrap) as connection:
+                versions = await connection.request(ApiKey.API_VERSIONS, {
+                    "client_software_name": "t", "client_software_version": "1"}, version=3)
+                heartbeat = await connection.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
+                    "group_id": "g", "member_id": "m" * 22, "member_epoch": 0, "instance_id": None, "rack_id": None,
+                    "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+                    "server_assignor": None, "topic_partitions": []}, version=1)
+                described = await connection.request(ApiKey.CONSUMER_GROUP_DESCRIBE, {
+                    "group_ids": ["g"], "include_authorized_operations": False}, version=0)
+                return versions, heartbeat, described
+
+        versions, heartbeat, described = asyncio.run(ask())
+        assert {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE} <= {
+            entry["api_key"] for entry in versions["api_keys"]}
+        assert (heartbeat["error_code"], heartbeat["member_id"], heartbeat["member_epoch"]) == (
+            ErrorCode.UNSUPPORTED_VERSION, None, 0)
+        assert [(g["group_id"], g["error_code"], g["group_state"]) for g in described["groups"]] == [
+            ("g", ErrorCode.UNSUPPORTED_VERSION, "")]
+        # a classic consumer group works as before
+        create_topic(broker.bootstrap, "classic-only", 1)
+        produce(broker.bootstrap, "classic-only", 1, 0, 3)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "classic-group",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["classic-only"])
+        try:
+            seen: list[bytes] = []
+            wait_until(lambda: (message := consumer.poll(0.5)) is not None and not message.error()
+                       and seen.append(message.value()) is None and len(seen) == 3, 60, interval=0,
+                       message="the classic group's records")
+        finally:
+            consumer.close()

@@ -88,7 +88,6 @@ INERT: dict[str, str] = {
     **dict.fromkeys([
         "group.consumer.migration.policy", "group.consumer.assignment.interval.ms",
         "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms",
-        "group.coordinator.rebalance.protocols",
     ], ASSIGNOR_TUNING),
     **dict.fromkeys([
         "metric.reporters", "kafka.metrics.polling.interval.secs", "kafka.metrics.reporters", "metrics.num.samples",
@@ -175,6 +174,11 @@ def test_the_readme_names_each_one(key):
     ("group.consumer.assignors: com.example.MyAssignor\n", "group.consumer.assignors", "cannot load"),
     ("group.consumer.assignors: range,range\n", "group.consumer.assignors", "twice"),
     ("group.consumer.assignors: ''\n", "group.consumer.assignors", "at least one"),
+    # Kafka 4.4's words for these two (its storage tool refuses both)
+    ("group.coordinator.rebalance.protocols: consumer\n", "group.coordinator.rebalance.protocols",
+     "Disabling the 'classic' protocol is not supported"),
+    ("group.coordinator.rebalance.protocols: classic,bogus\n", "group.coordinator.rebalance.protocols",
+     "Invalid value bogus .* String must be one of: consumer, classic, share, streams"),
     # read or not, Kafka's configs take Kafka's types
     ("queued.max.requests: plenty\n", "queued.max.requests", "expected an integer"),
     ("transaction.partition.verification.enable: maybe\n", "transaction.partition.verification.enable",
