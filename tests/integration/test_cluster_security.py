@@ -307,6 +307,9 @@ def test_a_broker_becomes_a_voter_and_leaves_again_while_raft_runs_inside_tls(se
                    message="broker 4 a caught-up voter")
         wait_until(lambda: 4 in [b["node_id"] for b in cluster.metadata(1)["brokers"]], 60,
                    message="broker 4 registered")
+        # a voter added with a directory id is removed by it only: the zero id (a configured voter's) names no voter
+        zero = ask(ApiKey.REMOVE_RAFT_VOTER, {"cluster_id": None, "voter_id": 4, "voter_directory_id": bytes(16)})
+        assert zero["error_code"] == ErrorCode.VOTER_NOT_FOUND, zero
         removed = ask(ApiKey.REMOVE_RAFT_VOTER, {"cluster_id": None, "voter_id": 4, "voter_directory_id": directory_id})
         assert removed["error_code"] == 0, removed
         wait_until(lambda: sorted(voters()) == [1, 2, 3], 30, message="broker 4 out of the voters")
