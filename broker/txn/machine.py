@@ -229,12 +229,16 @@ class TxnMachine:
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition], fenced: ErrorCode
                           ) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn v4+ ``verify_only``: are these partitions in the open transaction?"""
+        """AddPartitionsToTxn v4+ ``verify_only``: are these partitions in the open transaction? As Kafka's
+        coordinator answers it: CONCURRENT_TRANSACTIONS while its markers are being written, and a partition
+        outside it TRANSACTION_ABORTABLE (the broker that asked turns it into the producer's error)."""
         meta = self._open_for(transactional_id, producer_id, producer_epoch, fenced)
         if isinstance(meta, ErrorCode):
             return dict.fromkeys(partitions, meta)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
         return {tp: ErrorCode.NONE if meta.state == TxnState.ONGOING and tp in meta.partitions
-                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+                else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
     def check_transactional_write(self, producer_id: int, producer_epoch: int, topic: str, partition: int,
                                   clustered: bool) -> KafkaError | None:

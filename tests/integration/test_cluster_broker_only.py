@@ -262,7 +262,7 @@ def test_a_client_adds_nothing_to_a_transaction_with_the_brokers_add_partitions(
                            ApiKey.ADD_PARTITIONS_TO_TXN, add([0, 1], True), version=5)
         results = answer["results_by_transaction"][0]["topic_results"][0]["results_by_partition"]
         assert {r["partition_index"]: r["partition_error_code"] for r in results} == {
-            0: ErrorCode.NONE, 1: ErrorCode.INVALID_TXN_STATE}
+            0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
     finally:
         producer.abort_transaction(30)
 

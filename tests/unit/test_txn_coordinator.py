@@ -162,7 +162,7 @@ async def test_a_transaction_is_verified_before_its_writes(broker):
     assert coordinator.check_transactional_write(producer_id + 1, 0, "orders", 1).code == \
         ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert await coordinator.verify_partitions("t", producer_id, epoch, [("orders", 1), ("other", 0)], FENCED) == {
-        ("orders", 1): ErrorCode.NONE, ("other", 0): ErrorCode.INVALID_TXN_STATE}
+        ("orders", 1): ErrorCode.NONE, ("other", 0): ErrorCode.TRANSACTION_ABORTABLE}
 
 
 async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker, clock):

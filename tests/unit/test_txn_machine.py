@@ -193,11 +193,17 @@ def test_add_partitions_while_markers_are_written_is_concurrent_transactions(sta
     assert with_producer(state).add_partitions("t", 7, 0, [TP], FENCED, 50) == ErrorCode.CONCURRENT_TRANSACTIONS
 
 
-def test_verify_only_answers_per_partition():
+def test_verify_only_answers_per_partition_as_kafkas_coordinator():
     machine = with_producer(TxnState.ONGOING)
     assert machine.verify_partitions("t", 7, 0, [TP, ("orders", 1)], FENCED) == {
-        TP: ErrorCode.NONE, ("orders", 1): ErrorCode.INVALID_TXN_STATE}
+        TP: ErrorCode.NONE, ("orders", 1): ErrorCode.TRANSACTION_ABORTABLE}
     assert machine.verify_partitions("t", 7, 1, [TP], FENCED) == {TP: FENCED}
+    assert machine.verify_partitions("t", 8, 0, [TP], FENCED) == {TP: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert with_producer(TxnState.COMPLETE_COMMIT).verify_partitions("t", 7, 0, [TP], FENCED) == {
+        TP: ErrorCode.TRANSACTION_ABORTABLE}
+    for state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        assert with_producer(state).verify_partitions("t", 7, 0, [TP], FENCED) == {
+            TP: ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
 # --- partition verification (KIP-890) ---------------------------------------------------------------------
