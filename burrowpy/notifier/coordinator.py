@@ -201,8 +201,13 @@ class NotifierCoordinator:
         clusters = await self._fetch(lambda reply: FetchClusters(reply=reply)) or []
         now = self.ctx.clock.time()
         known: dict[str, dict[str, TrackedGroup]] = {}
+        answered: set[str] = set()  # clusters whose group list storage gave: only there a missing group vanished
         for cluster in clusters:
-            names = await self._fetch(lambda reply, c=cluster: FetchConsumers(cluster=c, reply=reply)) or []
+            names = await self._fetch(lambda reply, c=cluster: FetchConsumers(cluster=c, reply=reply))
+            if names is None:
+                names = []
+            else:
+                answered.add(cluster)
             tracked = self.groups.get(cluster, {})
             known[cluster] = {
                 group: tracked.get(group) or TrackedGroup(last_eval=now - self._rng.uniform(0, self.min_interval))
@@ -219,8 +224,18 @@ class NotifierCoordinator:
             for group, tracked_group in groups.items():
                 if previous.get(group) is not tracked_group:
                     tracked_group.state = self._carried.pop((cluster, group), GroupState())
+        for cluster in answered:
+            for group, tracked_group in self.groups.get(cluster, {}).items():
+                if group not in known[cluster] and tracked_group.state != GroupState():
+                    self._forget(cluster, group)
         self.groups = known
         self._wake.set()
+
+    def _forget(self, cluster: str, group: str) -> None:
+        """Tombstone a vanished group's record in the state store, so the compacted topic does not keep the
+        record of every group that ever had an incident."""
+        if self._store is not None and self.is_leader and self._states_current():
+            self._save_after(self._store, cluster, group, GroupState(), [])
 
     def _share_groups(self, cluster: str) -> Any:
         return getattr(self.ctx.modules.get("cluster", {}).get(cluster), "share_groups", None)

@@ -19,10 +19,11 @@ member, which rejoins on its next heartbeat (a third of the session timeout).
 
 The sender writes each group's notification state (open incident, last open notification per notifier) to
 ``state-topic``, keyed by cluster and group, once the notifications that state records have been delivered; a
-state with nothing in it is a tombstone. A new sender reads the topic to its end before it evaluates anything, so
-an incident already announced is not announced again, and its close is sent with the same incident id. A sender
-killed while a notification was on its way does not record it, so the next sender sends it again: an alert may be
-repeated then, never lost.
+state with nothing in it, or a group that vanished from the monitor, is written as a tombstone, so the compacted
+topic keeps only the groups that still have something to remember. A new sender reads the topic to its end
+before it evaluates anything, so an incident already announced is not announced again, and its close is sent with
+the same incident id. A sender killed while a notification was on its way does not record it, so the next sender
+sends it again: an alert may be repeated then, never lost.
 
 The sender confirms its ownership every second by committing offset 0 of the lock partition (the coordinator
 accepts a commit only from the partition's owner in the group's current generation), and sends only while its

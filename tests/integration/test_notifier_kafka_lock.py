@@ -177,8 +177,8 @@ class Scenario:
         self.topic, self.group = unique_name("ha-orders"), unique_name("ha-stopper")
         self.bootstrap = bootstrap
         self.receiver = Receiver()
-        config = monitor_config(bootstrap, self.receiver, unique_name("__burrowpy_notifier"),
-                                unique_name("burrowpy-ha"))
+        self.lock_topic = unique_name("__burrowpy_notifier")
+        config = monitor_config(bootstrap, self.receiver, self.lock_topic, unique_name("burrowpy-ha"))
         config["notifier"]["hooks"].update(notifier)
         self.instances = []
         for name in ("A", "B"):
@@ -379,6 +379,52 @@ async def test_a_sender_cut_off_from_kafka_falls_silent_while_the_other_takes_ov
     assert {body["events"][0]["id"] for _, _, body in requests} == {requests[0][2]["events"][0]["id"]}
     print(f"takeover after the cut: {takeover:.2f} s; the sender's last notification "
           f"{max(from_sender) - cut_at:.2f} s after the cut")
+
+
+async def test_the_state_record_of_a_vanished_group_is_tombstoned(broker, tmp_path):
+    """A group deleted while its incident is open leaves no record in the compacted state topic: the sender
+    writes a tombstone for it, so the topic does not keep every group that ever had an incident."""
+    scenario = Scenario(broker.bootstrap, tmp_path)
+    try:
+        await scenario.start()
+        await scenario.open_incident()
+        key = json.dumps(["local", scenario.group]).encode()
+
+        async def last_record() -> list[bytes | None]:
+            """The group's last record in the state topic, in a list (empty while it has none)."""
+            return (await state_records(broker.bootstrap, f"{scenario.lock_topic}-state", key))[-1:]
+
+        await eventually(lambda: last_record(), what="the open incident's state record")
+        assert (await last_record())[0] is not None
+        await scenario.consumer.stop()  # no member, no commit: nothing brings the group back
+        url = f"http://127.0.0.1:{scenario.sender.port}/v3/kafka/local/consumer/{scenario.group}"
+        async with scenario.session.delete(url) as reply:  # Burrow's removal of a group from the monitor
+            assert reply.status == 200, await reply.text()
+
+        async def tombstoned() -> bool:
+            return await last_record() == [None]
+
+        await eventually(tombstoned, what=lambda: "the tombstone\n" + scenario.outputs())
+    finally:
+        await scenario.stop()
+
+
+async def state_records(bootstrap: str, topic: str, key: bytes) -> list[bytes | None]:
+    """The values of ``key`` in the state topic, oldest first (None for a tombstone)."""
+    partition = TopicPartition(topic, 0)
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await reader.start()
+    try:
+        reader.assign([partition])
+        end = (await reader.end_offsets([partition]))[partition]
+        values = []
+        while await reader.position(partition) < end:
+            for record in (await reader.getmany(partition, timeout_ms=1000)).get(partition, []):
+                if record.key == key:
+                    values.append(record.value)
+        return values
+    finally:
+        await reader.stop()
 
 
 async def _is_sender(instance: Instance, session: aiohttp.ClientSession) -> bool:
