@@ -32,11 +32,6 @@ def test_every_response_has_its_typed_dict_with_the_fields_of_all_its_versions()
     assert set(responses.FetchResponsePartitionData.__annotations__) >= {"error_code", "records", "current_leader"}
 
 
-# the handler modules whose answers are still dict[str, Any]: only ever shrinks, each name leaving as its
-# module is converted
-_UNTYPED_MODULES = {"admin.py"}
-
-
 def _handler_functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     found = []
     for path in sorted(Path(handlers.__file__).parent.glob("*.py")):
@@ -57,7 +52,4 @@ def test_every_handler_answers_with_the_typed_dict_of_its_response():
             untyped.append(f"{where} -> {returns or '(unannotated)'}")
         elif "dict[str, Any]" in returns:
             untyped.append(f"{where} -> {returns}")
-    still = {where.partition(":")[0] for where in untyped}
-    assert not _UNTYPED_MODULES - still, f"typed now, drop from _UNTYPED_MODULES: {_UNTYPED_MODULES - still}"
-    untyped = [where for where in untyped if where.partition(":")[0] not in _UNTYPED_MODULES]
     assert not untyped, "answers built as dict[str, Any]:\n" + "\n".join(untyped)
