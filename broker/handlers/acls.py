@@ -13,6 +13,14 @@ import structlog
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    CreateAclsResponse,
+    CreateAclsResponseAclCreationResult,
+    DeleteAclsResponse,
+    DeleteAclsResponseFilterResult,
+    DescribeAclsResponse,
+    DescribeAclsResponseAclDescription,
+)
 from broker.security.acl import (
     CLUSTER_NAME,
     Acl,
@@ -45,9 +53,9 @@ def _refusal(ctx: RequestContext, operation: Operation,
 
 
 @handler(ApiKey.DESCRIBE_ACLS)
-async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                              "resources": []}
+async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> DescribeAclsResponse:
+    answer: DescribeAclsResponse = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                                  "resources": []}
     refused = _refusal(ctx, Operation.DESCRIBE, "No Authorizer is configured on the broker")  # Kafka's words
     if refused is None:
         wanted = _filter(request)
@@ -58,7 +66,7 @@ async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[st
     if refused is not None:
         answer["error_code"], answer["error_message"] = refused
         return answer
-    resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    resources: dict[tuple[int, str, int], list[DescribeAclsResponseAclDescription]] = {}
     for acl in ctx.services.authorizer.store:
         if wanted.matches(acl):
             resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
@@ -70,13 +78,14 @@ async def describe_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 
 @handler(ApiKey.CREATE_ACLS)
-async def create_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def create_acls(ctx: RequestContext, request: dict[str, Any]) -> CreateAclsResponse:
     refused = _refusal(ctx, Operation.ALTER)
     if refused is not None:
         code, message = refused
         return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": message}
                                                    for _ in request["creations"]]}
-    results, accepted = [], []
+    results: list[CreateAclsResponseAclCreationResult] = []
+    accepted: list[Acl] = []
     for entry in request["creations"]:
         acl = Acl(entry["resource_type"], entry["resource_name"], entry["resource_pattern_type"],
                   entry["principal"], entry["host"], entry["operation"], entry["permission_type"])
@@ -97,21 +106,22 @@ async def create_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:
-                    result.update(error_code=exc.code, error_message=exc.message)
+                    result["error_code"], result["error_message"] = exc.code, exc.message
             return {"throttle_time_ms": 0, "results": results}
         log.info("ACLs created", principal=ctx.principal, acls=[acl.describe() for acl in accepted])
     return {"throttle_time_ms": 0, "results": results}
 
 
 @handler(ApiKey.DELETE_ACLS)
-async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> DeleteAclsResponse:
     refused = _refusal(ctx, Operation.ALTER)
     if refused is not None:
         code, message = refused
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": code, "error_message": message, "matching_acls": []} for _ in request["filters"]]}
     store = ctx.services.authorizer.store
-    results, doomed = [], {}
+    results: list[DeleteAclsResponseFilterResult] = []
+    doomed: dict[Acl, None] = {}
     for entry in request["filters"]:
         wanted = _filter(entry)
         try:
@@ -131,7 +141,7 @@ async def delete_acls(ctx: RequestContext, request: dict[str, Any]) -> dict[str,
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:
-                    result.update(error_code=exc.code, error_message=exc.message, matching_acls=[])
+                    result["error_code"], result["error_message"], result["matching_acls"] = exc.code, exc.message, []
             return {"throttle_time_ms": 0, "filter_results": results}
         log.info("ACLs deleted", principal=ctx.principal, acls=[acl.describe() for acl in doomed])
     return {"throttle_time_ms": 0, "filter_results": results}

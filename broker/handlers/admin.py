@@ -29,6 +29,25 @@ from broker.handlers.services import Services
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import CONFIG_DEFS, format_value
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    AlterConfigsResponse,
+    AlterConfigsResponseResourceResponse,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponseResult,
+    CreatePartitionsResponse,
+    CreatePartitionsResponseTopicResult,
+    CreateTopicsResponse,
+    CreateTopicsResponseCreatableTopicResult,
+    DeleteTopicsResponse,
+    DeleteTopicsResponseDeletableTopicResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResponseResourceResult,
+    DescribeConfigsResponseResult,
+    DescribeConfigsResponseSynonym,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponseResult,
+    IncrementalAlterConfigsResponse,
+)
 from broker.quotas import MutationQuota
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.passwords import SECRET_KEYS
@@ -74,12 +93,12 @@ CONFIG_TYPES = {"boolean": 1, "int": 3, "long": 5, "double": 6, "string": 2, "li
 
 
 def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None, synonyms: bool,
-                    documentation: bool) -> list[dict[str, Any]]:
+                    documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
     """A topic's configs as Kafka describes them: the topic's override, else the broker configs that
     provide its default (this broker's dynamic value, the cluster default, the YAML, Kafka's default)."""
     found = ctx.services.logs.topics[topic]
     dynamic = ctx.services.dynamic_configs
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     for name in sorted(CONFIG_DEFS):
         if keys is not None and name not in keys:
             continue
@@ -96,15 +115,15 @@ def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None, syn
     return entries
 
 
-def _synonyms(chain: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
+def _synonyms(chain: list[tuple[str, str | None, int]]) -> list[DescribeConfigsResponseSynonym]:
     return [{"name": name, "value": value, "source": source} for name, value, source in chain]
 
 
 async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only: bool,
-                      quota: MutationQuota) -> dict[str, Any]:
+                      quota: MutationQuota) -> CreateTopicsResponseCreatableTopicResult:
     services = ctx.services
     name = topic["name"]
-    result = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
+    result: CreateTopicsResponseCreatableTopicResult = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None,
               "num_partitions": -1, "replication_factor": -1, "configs": None}
     try:
         if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -150,16 +169,17 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
             services.logs.validate_topic(name, partitions, configs)
         else:
             topic_id = await services.topic_admin.create_topic(name, partitions, configs, replication, replica_lists)
-        result.update(num_partitions=partitions, replication_factor=replication)
+        result["num_partitions"], result["replication_factor"] = partitions, replication
         if not validate_only and not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
             result["topic_id"] = topic_id
             result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not validate_only:
             result["topic_id"] = topic_id
-            result["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            result["configs"] = [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                                  "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                                  for e in _config_entries(ctx, name, None, False, False)]
     except KafkaError as exc:
-        result.update(error_code=exc.code, error_message=exc.message)
+        result["error_code"], result["error_message"] = exc.code, exc.message
     return result
 
 
@@ -211,7 +231,7 @@ def _requested_partitions(topics: list[dict[str, Any]], default: int) -> int:
 
 
 @handler(ApiKey.CREATE_TOPICS)
-async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> CreateTopicsResponse:
     if _requested_partitions(request["topics"], ctx.services.config["num.partitions"]) > MAX_PARTITIONS_PER_REQUEST:
         # refused whole, before anything else is looked at, in Kafka's words
         return {"throttle_time_ms": 0, "topics": [
@@ -224,18 +244,19 @@ async def create_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
 
 
 @handler(ApiKey.DELETE_TOPICS)
-async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> DeleteTopicsResponse:
     services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in request["topics"]]
     else:
         wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
-    responses = []
+    responses: list[DeleteTopicsResponseDeletableTopicResult] = []
     quota = mutation_quota(ctx, strict_since=5)
     for name, topic_id in wanted:
         if name is None:
             name = await _topic_named_by_id(services, topic_id)
-        entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        entry: DeleteTopicsResponseDeletableTopicResult = {"name": name, "topic_id": topic_id, "error_code": 0,
+                                                           "error_message": None}
         try:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -248,18 +269,18 @@ async def delete_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[st
             quota.record((await _known_topic(services, name)).partition_count, now_ms())
             await services.topic_admin.delete_topic(name)
         except KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry["error_code"], entry["error_message"] = exc.code, exc.message
         responses.append(entry)
     return {"throttle_time_ms": quota.throttle_ms(now_ms()), "responses": responses}
 
 
 @handler(ApiKey.CREATE_PARTITIONS)
-async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> CreatePartitionsResponse:
     services = ctx.services
-    results = []
+    results: list[CreatePartitionsResponseTopicResult] = []
     quota = mutation_quota(ctx, strict_since=3)
     for topic in request["topics"]:
-        entry = {"name": topic["name"], "error_code": 0, "error_message": None}
+        entry: CreatePartitionsResponseTopicResult = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
             if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic["name"]):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -273,13 +294,13 @@ async def create_partitions(ctx: RequestContext, request: dict[str, Any]) -> dic
                 assignments = [list(a["broker_ids"]) for a in topic["assignments"] or ()]
                 await services.topic_admin.create_partitions(topic["name"], topic["count"], assignments or None)
         except KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry["error_code"], entry["error_message"] = exc.code, exc.message
         results.append(entry)
     return {"throttle_time_ms": quota.throttle_ms(now_ms()), "results": results}
 
 
 def _broker_config_entries(services: Services, scope: str, keys: list[str] | None, synonyms: bool,
-                                  documentation: bool) -> list[dict[str, Any]]:
+                                  documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
     """Broker configs as Kafka describes them. For this broker: every config Kafka 4.4 has (ours with the
     value this broker runs with, the others with Kafka's default: they have no effect here), burrowpy's own
     keys and any custom dynamic config; for the cluster default ("") only what is set there."""
@@ -288,7 +309,7 @@ def _broker_config_entries(services: Services, scope: str, keys: list[str] | Non
         names = dynamic.dynamic_names(CLUSTER_DEFAULT)
     else:
         names = sorted(set(KAFKA_BROKER_CONFIGS) | set(services.config.settings) | set(dynamic.dynamic_names()))
-    entries = []
+    entries: list[DescribeConfigsResponseResourceResult] = []
     for name in names:
         if keys is not None and name not in keys:
             continue
@@ -319,14 +340,14 @@ def _broker_config_entries(services: Services, scope: str, keys: list[str] | Non
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS)
-async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> DescribeConfigsResponse:
     services = ctx.services
     synonyms = bool(request.get("include_synonyms"))
     documentation = bool(request.get("include_documentation"))
-    results = []
+    results: list[DescribeConfigsResponseResult] = []
     for resource in request["resources"]:
         kind, name, keys = resource["resource_type"], resource["resource_name"], resource["configuration_keys"]
-        entry = {"error_code": 0, "error_message": "", "resource_type": kind, "resource_name": name,
+        entry: DescribeConfigsResponseResult = {"error_code": 0, "error_message": "", "resource_type": kind, "resource_name": name,
                  "configs": []}
         try:
             _check_config_access(ctx, Operation.DESCRIBE_CONFIGS, kind, name)
@@ -339,7 +360,7 @@ async def describe_configs(ctx: RequestContext, request: dict[str, Any]) -> dict
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
         except KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry["error_code"], entry["error_message"] = exc.code, exc.message
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
@@ -352,14 +373,16 @@ def _check_config_access(ctx: RequestContext, operation: Operation, kind: int, n
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
+async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool) -> AlterConfigsResponse:
+    """AlterConfigs' answer, or IncrementalAlterConfigs' (the same fields)."""
     services = ctx.services
-    responses = []
+    responses: list[AlterConfigsResponseResourceResponse] = []
     # Kafka refuses every copy of a resource named twice in one request (two changes would race)
     seen = Counter((r["resource_type"], r["resource_name"]) for r in request["resources"])
     for resource in request["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
-        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
+        entry: AlterConfigsResponseResourceResponse = {"error_code": 0, "error_message": None, "resource_type": kind,
+                                                       "resource_name": name}
         try:
             if seen[(kind, name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
@@ -391,7 +414,7 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                 await services.topic_admin.alter_configs(name, updates, replace=True,
                                                          validate_only=request["validate_only"])
         except KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry["error_code"], entry["error_message"] = exc.code, exc.message
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
@@ -449,19 +472,20 @@ def _merge_list(op: int, current: str | None, value: str | None) -> str:
 
 
 @handler(ApiKey.ALTER_CONFIGS)
-async def alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def alter_configs(ctx: RequestContext, request: dict[str, Any]) -> AlterConfigsResponse:
     return await _alter(ctx, request, incremental=False)
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def incremental_alter_configs(ctx: RequestContext, request: dict[str, Any]) -> IncrementalAlterConfigsResponse:
     return await _alter(ctx, request, incremental=True)
 
 
 # --- SCRAM credentials (KIP-554) ------------------------------------------------------------------------------
 
 @handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
-async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_user_scram_credentials(ctx: RequestContext,
+                                          request: dict[str, Any]) -> DescribeUserScramCredentialsResponse:
     """Users and their mechanisms and iterations (never salts or keys); every user when ``users`` is null or
     empty, as in Kafka."""
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -469,7 +493,7 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str
                 "error_message": "Cluster authorization failed.", "results": []}
     known = ctx.services.scram.users()
     wanted = [u["name"] for u in request["users"]] if request["users"] else sorted(known)
-    results: list[dict[str, Any]] = []
+    results: list[DescribeUserScramCredentialsResponseResult] = []
     for name, count in Counter(wanted).items():
         if count > 1:
             results.append({"user": name, "error_code": ErrorCode.DUPLICATE_RESOURCE,
@@ -486,7 +510,8 @@ async def describe_user_scram_credentials(ctx: RequestContext, request: dict[str
 
 
 @handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def alter_user_scram_credentials(ctx: RequestContext,
+                                       request: dict[str, Any]) -> AlterUserScramCredentialsResponse:
     """Upsert (the client sends the salt and salted password) and delete credentials; a user's changes are
     all applied or none, with Kafka's per-user errors."""
     store = ctx.services.scram
@@ -495,7 +520,8 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, A
     for kind in ("deletions", "upsertions"):
         for entry in request[kind]:
             changes.setdefault(entry["name"], []).append((kind, entry))
-    results, upserts, deletions = [], [], []
+    results: list[AlterUserScramCredentialsResponseResult] = []
+    upserts, deletions = [], []
     permitted = ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     for user, entries in changes.items():
         error, message = ((ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") if not permitted
@@ -516,7 +542,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: dict[str, A
         except KafkaError as exc:
             for result in results:
                 if result["error_code"] == ErrorCode.NONE:
-                    result.update(error_code=exc.code, error_message=exc.message)
+                    result["error_code"], result["error_message"] = exc.code, exc.message
     return {"throttle_time_ms": 0, "results": results}
 
 

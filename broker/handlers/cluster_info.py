@@ -8,6 +8,14 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey, encode_element
+from broker.protocol.responses import (
+    ApiVersionsResponse,
+    DescribeClusterResponse,
+    DescribeClusterResponseBroker,
+    MetadataResponse,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 from broker.protocol.types import Encoded
 from broker.security.acl import CLUSTER_NAME, RESOURCE_OPERATIONS, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
@@ -30,15 +38,10 @@ def operations_field(ctx: RequestContext, wanted: bool, resource_type: ResourceT
 
 
 @handler(ApiKey.API_VERSIONS)
-async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    keys = [{"api_key": key, "min_version": low, "max_version": high}
-            for key, (low, high) in sorted((ctx.api_versions or ctx.services.api_versions).items())]
-    return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
-
-
-def _broker_entries(ctx: RequestContext, id_field: str) -> list[dict[str, Any]]:
-    return [{id_field: node_id, "host": host, "port": port, "rack": rack}
-            for node_id, host, port, rack in ctx.services.cluster.live_brokers(ctx.listener)]
+async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> ApiVersionsResponse:
+    versions = sorted((ctx.api_versions or ctx.services.api_versions).items())
+    return {"error_code": 0, "throttle_time_ms": 0,
+            "api_keys": [{"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in versions]}
 
 
 def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded:
@@ -61,7 +64,7 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
     cached = cache.entry(key, signature)
     if cached is not None:
         return cached
-    partitions = []
+    partitions: list[MetadataResponsePartition] = []
     for index, (leader, epoch, replicas, isr) in enumerate(leaders):
         # A partition whose ISR is all down has no leader until one of them returns, nor any while this broker
         # has not caught up with the quorum (clients retry).
@@ -69,15 +72,16 @@ def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operation
         partitions.append({"error_code": error, "partition_index": index, "leader_id": leader,
                            "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
-    encoded = encode_element(ApiKey.METADATA, ctx.api_version, "topics", {
+    entry: MetadataResponseTopic = {
         "error_code": 0, "name": name, "topic_id": topic_id, "is_internal": name in INTERNAL_TOPICS,
-        "partitions": partitions, "topic_authorized_operations": operations_value})
+        "partitions": partitions, "topic_authorized_operations": operations_value}
+    encoded = encode_element(ApiKey.METADATA, ctx.api_version, "topics", entry)
     cache.keep_entry(key, signature, encoded)
     return encoded
 
 
 def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
-                 described: Callable[[str], bool]) -> list[Encoded | dict[str, Any]]:
+                 described: Callable[[str], bool]) -> list[Encoded | MetadataResponseTopic]:
     """The entries of every topic the principal may describe, in name order.
 
     Kept and used again while nothing they depend on changes: the topics and the cluster's metadata
@@ -96,12 +100,12 @@ def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
     return list(kept)
 
 
-def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> dict[str, Any]:
+def _error_topic(name: str | None, code: ErrorCode, topic_id: bytes = ZERO_UUID) -> MetadataResponseTopic:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
 
 @handler(ApiKey.METADATA)
-async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def metadata(ctx: RequestContext, request: dict[str, Any]) -> MetadataResponse:
     services = ctx.services
     requested = request["topics"]
     operations = ctx.api_version >= 8 and request["include_topic_authorized_operations"]
@@ -111,7 +115,7 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
 
     # v0: an empty list means every topic; v1+: null means every topic and [] means none.
-    topics: list[Encoded | dict[str, Any]]
+    topics: list[Encoded | MetadataResponseTopic]
     if requested is None or (ctx.api_version == 0 and not requested):
         # every topic the principal may describe; the others are left out
         topics = _every_topic(ctx, live, operations, described)
@@ -153,17 +157,23 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> dict[str, An
                         continue
             topics.append(_topic_entry(ctx, name, live, operations))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
-    return {"throttle_time_ms": 0, "brokers": _broker_entries(ctx, "node_id"), "cluster_id": services.cluster_id,
+    brokers = ctx.services.cluster.live_brokers(ctx.listener)
+    return {"throttle_time_ms": 0, "cluster_id": services.cluster_id,
+            "brokers": [{"node_id": node_id, "host": host, "port": port, "rack": rack}
+                        for node_id, host, port, rack in brokers],
             "controller_id": ctx.services.cluster.controller_id(), "topics": topics,
             "cluster_authorized_operations": operations_field(ctx, cluster_operations, ResourceType.CLUSTER,
                                                               CLUSTER_NAME)}
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER)
-async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    brokers = _broker_entries(ctx, "broker_id")
+async def describe_cluster(ctx: RequestContext, request: dict[str, Any]) -> DescribeClusterResponse:
+    brokers: list[DescribeClusterResponseBroker] = [
+        {"broker_id": node_id, "host": host, "port": port, "rack": rack}
+        for node_id, host, port, rack in ctx.services.cluster.live_brokers(ctx.listener)]
     if ctx.api_version >= 2:  # KIP-1073: whether each is fenced, and the fenced ones too when asked
-        brokers = [{**entry, "is_fenced": False} for entry in brokers]
+        for entry in brokers:
+            entry["is_fenced"] = False
         if request["include_fenced_brokers"]:
             brokers += [{"broker_id": node_id, "host": host, "port": port, "rack": rack, "is_fenced": True}
                         for node_id, host, port, rack in ctx.services.cluster.fenced_brokers(ctx.listener)]

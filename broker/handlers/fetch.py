@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
@@ -20,9 +20,18 @@ from broker.handlers.services import Services
 from broker.log.background import wait_durable
 from broker.protocol.api import ApiKey
 from broker.protocol.responses import (
+    DeleteRecordsResponse,
+    DeleteRecordsResponsePartitionResult,
+    DeleteRecordsResponseTopicResult,
     FetchResponse,
     FetchResponseFetchableTopicResponse,
     FetchResponsePartitionData,
+    ListOffsetsResponse,
+    ListOffsetsResponsePartitionResponse,
+    ListOffsetsResponseTopicResponse,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpochResponseEpochEndOffset,
+    OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
 )
 from broker.quotas import CONSUMER_BYTE_RATE
 from broker.security.acl import Operation, ResourceType
@@ -36,6 +45,10 @@ MAX_TIMESTAMP = -3
 
 
 READ_COMMITTED = 1
+
+_Partition = TypeVar("_Partition")
+_Topic = TypeVar("_Topic")
+_Requested = TypeVar("_Requested", bound=Mapping[str, Any])
 
 
 def _fetch_partition(ctx: RequestContext, topic: str, part: dict[str, Any], max_bytes: int,
@@ -170,44 +183,47 @@ def _count_throttled_bytes(replicas: ReplicaManager, responses: Sequence[Mapping
 
 
 def _answer_partitions(ctx: RequestContext, operation: Operation, topics: list[dict[str, Any]], topic_key: str,
-                       index_key: str, blank: dict[str, Any],
-                       fill: Callable[[str, dict[str, Any], dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """The topics/partitions of a response: each requested partition gets a copy of ``blank`` that
-    ``fill(topic, requested_partition, entry)`` completes; a KafkaError it raises becomes that partition's
-    error code, and the other partitions are answered as usual. The partitions of a topic the principal may
-    not do ``operation`` on get TOPIC_AUTHORIZATION_FAILED."""
+                       index_key: str, blank: Callable[[int, ErrorCode], _Partition],
+                       fill: Callable[[str, dict[str, Any], _Partition], None],
+                       topic_answer: Callable[[str, list[_Partition]], _Topic]) -> list[_Topic]:
+    """The topics/partitions of a response: each requested partition gets ``blank(index, NONE)`` that
+    ``fill(topic, requested_partition, entry)`` completes; for a KafkaError it raises the partition is answered
+    ``blank(index, its code)``, and the other partitions as usual. The partitions of a topic the principal may
+    not do ``operation`` on get TOPIC_AUTHORIZATION_FAILED. ``topic_answer(name, partitions)``: a topic's entry."""
     answered = []
     for topic in topics:
         partitions = []
-        permitted = ctx.allowed(operation, ResourceType.TOPIC, topic[topic_key])
+        name = topic[topic_key]
+        permitted = ctx.allowed(operation, ResourceType.TOPIC, name)
         for part in topic["partitions"]:
-            entry = {**blank, index_key: part[index_key], "error_code": 0}
             try:
                 if not permitted:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                fill(topic[topic_key], part, entry)
+                entry = blank(part[index_key], ErrorCode.NONE)
+                fill(name, part, entry)
             except KafkaError as exc:
-                entry["error_code"] = exc.code
+                # every fill raises before it changes the entry, so nothing of a half-filled one is lost
+                entry = blank(part[index_key], exc.code)
             partitions.append(entry)
-        answered.append({topic_key: topic[topic_key], "partitions": partitions})
+        answered.append(topic_answer(name, partitions))
     return answered
 
 
-def _first_of_each(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    unique: dict[int, dict[str, Any]] = {}
+def _first_of_each(partitions: list[_Requested]) -> list[_Requested]:
+    unique: dict[int, _Requested] = {}
     for part in partitions:
         unique.setdefault(part["partition_index"], part)
     return list(unique.values())
 
 
 @handler(ApiKey.LIST_OFFSETS)
-async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> ListOffsetsResponse:
     # A partition asked for more than once gets one answer, INVALID_REQUEST, as Kafka gives.
     asked = Counter((topic["name"], part["partition_index"]) for topic in request["topics"]
                     for part in topic["partitions"])
     topics = [{**topic, "partitions": _first_of_each(topic["partitions"])} for topic in request["topics"]]
 
-    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+    def fill(topic: str, part: dict[str, Any], entry: ListOffsetsResponsePartitionResponse) -> None:
         if asked[(topic, part["partition_index"])] > 1:
             raise KafkaError(ErrorCode.INVALID_REQUEST)
         plog, epoch = ctx.services.replicas.leader_log(topic, part["partition_index"], part["current_leader_epoch"])
@@ -223,30 +239,44 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> dict[str
         if ctx.api_version == 0:
             # Burrow 1.2.1 reads offsets[0] of a v0 answer: never send an empty array for a hit.
             entry["old_style_offsets"] = [offset] if offset >= 0 else []
-        entry.update(offset=offset, timestamp=found_ts, leader_epoch=epoch)
+        entry["offset"], entry["timestamp"], entry["leader_epoch"] = offset, found_ts, epoch
 
-    blank = {"old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    def blank(index: int, error: ErrorCode) -> ListOffsetsResponsePartitionResponse:
+        return {"partition_index": index, "error_code": error, "old_style_offsets": [], "timestamp": -1,
+                "offset": -1, "leader_epoch": -1}
+
+    def topic_answer(name: str, partitions: list[ListOffsetsResponsePartitionResponse]
+                     ) -> ListOffsetsResponseTopicResponse:
+        return {"name": name, "partitions": partitions}
+
     return {"throttle_time_ms": 0, "topics": _answer_partitions(ctx, Operation.DESCRIBE, topics, "name",
-                                                                "partition_index", blank, fill)}
+                                                                "partition_index", blank, fill, topic_answer)}
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+async def offset_for_leader_epoch(ctx: RequestContext, request: dict[str, Any]) -> OffsetForLeaderEpochResponse:
+    def fill(topic: str, part: dict[str, Any], entry: OffsetForLeaderEpochResponseEpochEndOffset) -> None:
         plog, _epoch = ctx.services.replicas.leader_log(topic, part["partition"], part["current_leader_epoch"])
         entry["leader_epoch"], entry["end_offset"] = plog.end_offset_for_epoch(part["leader_epoch"])
 
-    blank = {"leader_epoch": -1, "end_offset": -1}
+    def blank(index: int, error: ErrorCode) -> OffsetForLeaderEpochResponseEpochEndOffset:
+        return {"partition": index, "error_code": error, "leader_epoch": -1, "end_offset": -1}
+
+    def topic_answer(name: str, partitions: list[OffsetForLeaderEpochResponseEpochEndOffset]
+                     ) -> OffsetForLeaderEpochResponseOffsetForLeaderTopicResult:
+        return {"topic": name, "partitions": partitions}
+
     return {"throttle_time_ms": 0,
             "topics": _answer_partitions(ctx, Operation.DESCRIBE, request["topics"], "topic", "partition", blank,
-                                         fill)}
+                                         fill, topic_answer)}
 
 
 @handler(ApiKey.DELETE_RECORDS)
-async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    moved: list[tuple[str, dict[str, Any], Any]] = []  # (partition, entry, its log's pending checkpoint)
+async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> DeleteRecordsResponse:
+    # (partition, entry, its log's pending checkpoint)
+    moved: list[tuple[str, DeleteRecordsResponsePartitionResult, Any]] = []
 
-    def fill(topic: str, part: dict[str, Any], entry: dict[str, Any]) -> None:
+    def fill(topic: str, part: dict[str, Any], entry: DeleteRecordsResponsePartitionResult) -> None:
         plog, _epoch = ctx.services.replicas.leader_log(topic, part["partition_index"])
         offset = plog.high_watermark if part["offset"] == -1 else part["offset"]
         if offset < 0 or offset > plog.high_watermark:
@@ -254,8 +284,15 @@ async def delete_records(ctx: RequestContext, request: dict[str, Any]) -> dict[s
         entry["low_watermark"] = plog.delete_records_before(offset)
         moved.append((f"{topic}-{part['partition_index']}", entry, plog.pending_durability()))
 
-    blank = {"low_watermark": -1}
-    topics = _answer_partitions(ctx, Operation.DELETE, request["topics"], "name", "partition_index", blank, fill)
+    def blank(index: int, error: ErrorCode) -> DeleteRecordsResponsePartitionResult:
+        return {"partition_index": index, "error_code": error, "low_watermark": -1}
+
+    def topic_answer(name: str, partitions: list[DeleteRecordsResponsePartitionResult]
+                     ) -> DeleteRecordsResponseTopicResult:
+        return {"name": name, "partitions": partitions}
+
+    topics = _answer_partitions(ctx, Operation.DELETE, request["topics"], "name", "partition_index", blank, fill,
+                                topic_answer)
     # the new log starts are on disk (written off the event loop) before the answer says so
     for name, entry, pending in moved:
         try:

@@ -22,7 +22,7 @@ These handlers translate between request/response bodies and the group coordinat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.cluster.view import committed_leader
 from broker.config import parse_rebalance_protocols
@@ -36,13 +36,27 @@ from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
 from broker.protocol.consumer_offsets import NO_LEADER_EPOCH, OffsetAndMetadata
 from broker.protocol.responses import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeResponseDescribedGroup,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResponseAssignment,
     DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    DescribeGroupsResponseDescribedGroup,
     FindCoordinatorResponse,
     FindCoordinatorResponseCoordinator,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
     ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
     SyncGroupResponse,
 )
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
@@ -51,6 +65,8 @@ from broker.topics import TRANSACTIONS_TOPIC
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
 NO_OFFSET = -1
+
+_Partition = TypeVar("_Partition")
 
 
 def group_allowed(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
@@ -76,12 +92,21 @@ def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return ctx.services.logs.get_log(topic, partition) is not None
 
 
-def by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> list[dict[str, Any]]:
+def by_topic(entries: Iterable[tuple[str, _Partition]]) -> dict[str, list[_Partition]]:
     """Partition entries grouped under their topic, in first-seen order."""
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), entry in entries:
-        topics.setdefault(topic, []).append({"partition_index": partition, **entry})
-    return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
+    topics: dict[str, list[_Partition]] = {}
+    for topic, entry in entries:
+        topics.setdefault(topic, []).append(entry)
+    return topics
+
+
+def partition_errors(requested: Iterable[TopicPartition],
+                     errors: Callable[[TopicPartition], ErrorCode]) -> list[OffsetCommitResponseTopic]:
+    """The topics of an answer whose partitions carry only an error code: OffsetCommit's, and TxnOffsetCommit's
+    and OffsetDelete's, whose generated types have the same fields (a TypedDict is matched by its fields)."""
+    partitions = by_topic((tp[0], OffsetCommitResponsePartition(partition_index=tp[1], error_code=errors(tp)))
+                          for tp in requested)
+    return [{"name": name, "partitions": found} for name, found in partitions.items()]
 
 
 # --- FindCoordinator ----------------------------------------------------------------------------------------
@@ -262,7 +287,7 @@ def requested_commits(ctx: RequestContext, topics: list[dict[str, Any]], *, lead
 
 
 @handler(ApiKey.OFFSET_COMMIT)
-async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> OffsetCommitResponse:
     version = ctx.api_version
     requested, refused, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 6,
                                                     timestamp=version == 1)
@@ -278,62 +303,69 @@ async def offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[st
             offsets=commits,
             retention_time_ms=request["retention_time_ms"] if 2 <= version <= 4 else -1,
         ))
-    return {"throttle_time_ms": 0, "topics": by_topic((tp, {"error_code": errors[tp]}) for tp in requested)}
+    return {"throttle_time_ms": 0, "topics": partition_errors(requested, errors.__getitem__)}
 
 
-def _fetched(offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+def _fetched(partition: int, offset: OffsetAndMetadata | None,
+             error: ErrorCode = ErrorCode.NONE) -> OffsetFetchResponsePartition:
     if offset is None:
-        return {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_LEADER_EPOCH, "metadata": "",
+        return {"partition_index": partition, "committed_offset": NO_OFFSET, "committed_leader_epoch": NO_LEADER_EPOCH, "metadata": "",
                 "error_code": error}
-    return {"committed_offset": offset.offset, "committed_leader_epoch": offset.leader_epoch,
+    return {"partition_index": partition, "committed_offset": offset.offset, "committed_leader_epoch": offset.leader_epoch,
             "metadata": offset.metadata, "error_code": error}
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]] | None,
-                 require_stable: bool = False) -> tuple[ErrorCode, list[tuple[TopicPartition, dict[str, Any]]]]:
+                 require_stable: bool = False) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
     # OffsetFetch v9 carries the fetching member's id and epoch (KIP-848); offsets are readable by anyone
     # here, as Kafka lets admin clients read them, so they are not checked.
     """``require_stable`` (v7+, read_committed consumers): a partition with an offset of a transaction still
     open answers UNSTABLE_OFFSET_COMMIT, and the client asks again."""
     wanted = None if topics is None else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
     if not group_allowed(ctx, Operation.DESCRIBE, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, [(tp, _fetched(None, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-                                                      for tp in wanted or []]
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _fetched_topics(
+            (tp[0], _fetched(tp[1], None, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for tp in wanted or [])
     error, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE:
-        return error, [(tp, _fetched(None, error)) for tp in wanted or []]
+        return error, _fetched_topics((tp[0], _fetched(tp[1], None, error)) for tp in wanted or [])
     unstable = _coordinator(ctx).unstable_offsets(group_id) if require_stable else set()
     described = {topic: topic_allowed(ctx, Operation.DESCRIBE, topic) for topic, _ in offsets}
-    entries = []
-    for tp, offset in offsets.items():
-        if not described[tp[0]]:
+    entries: list[tuple[str, OffsetFetchResponsePartition]] = []
+    for (topic, partition), offset in offsets.items():
+        if not described[topic]:
             if wanted is not None:  # asked for by name: refused; else the topic is left out, as Kafka does
-                entries.append((tp, _fetched(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+                entries.append((topic, _fetched(partition, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
             continue
-        entries.append((tp, _fetched(None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if tp in unstable else _fetched(offset)))
-    return error, entries
+        entries.append((topic, _fetched(partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                        if (topic, partition) in unstable else _fetched(partition, offset)))
+    return error, _fetched_topics(entries)
+
+
+def _fetched_topics(entries: Iterable[tuple[str, OffsetFetchResponsePartition]]) -> list[OffsetFetchResponseTopic]:
+    # v8's OffsetFetchResponseTopics has the same fields as OffsetFetchResponseTopic, so these serve both
+    return [{"name": name, "partitions": partitions} for name, partitions in by_topic(entries).items()]
 
 
 @handler(ApiKey.OFFSET_FETCH)
-async def offset_fetch(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def offset_fetch(ctx: RequestContext, request: dict[str, Any]) -> OffsetFetchResponse:
     if ctx.api_version >= 8:
-        groups = []
+        groups: list[OffsetFetchResponseGroup] = []
         for group in request["groups"]:
             error, entries = _fetch_group(ctx, group["group_id"], group["topics"], request["require_stable"])
             groups.append({"group_id": group["group_id"], "error_code": error,
-                           "topics": [] if error != ErrorCode.NONE else by_topic(entries)})
+                           "topics": [] if error != ErrorCode.NONE else entries})
         return {"throttle_time_ms": 0, "groups": groups}
     error, entries = _fetch_group(ctx, request["group_id"], request["topics"],
                                   ctx.api_version >= 7 and request["require_stable"])
     if ctx.api_version < 2:
         # No top-level error before v2: each partition carries the group's error.
-        return {"throttle_time_ms": 0, "topics": by_topic(entries)}
+        return {"throttle_time_ms": 0, "topics": entries}
     return {"throttle_time_ms": 0, "error_code": error,
-            "topics": [] if error != ErrorCode.NONE else by_topic(entries)}
+            "topics": [] if error != ErrorCode.NONE else entries}
 
 
 @handler(ApiKey.OFFSET_DELETE)
-async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> OffsetDeleteResponse:
     if not group_allowed(ctx, Operation.DELETE, request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     requested = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
@@ -341,12 +373,12 @@ async def offset_delete(ctx: RequestContext, request: dict[str, Any]) -> dict[st
                if not topic_allowed(ctx, Operation.READ, tp[0])}
     refused |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
                 if tp not in refused and not partition_exists(ctx, *tp)}
-    error, partition_errors = await _coordinator(ctx).delete_offsets(
+    error, deleted = await _coordinator(ctx).delete_offsets(
         request["group_id"], [tp for tp in requested if tp not in refused])
     if error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": error, "topics": []}
-    return {"throttle_time_ms": 0, "error_code": error, "topics": by_topic(
-        (tp, {"error_code": refused.get(tp) or partition_errors[tp]}) for tp in requested)}
+    return {"throttle_time_ms": 0, "error_code": error, "topics": partition_errors(
+        requested, lambda tp: refused.get(tp) or deleted[tp])}
 
 
 # --- admin -----------------------------------------------------------------------------------------------
@@ -366,9 +398,9 @@ async def list_groups(ctx: RequestContext, request: dict[str, Any]) -> ListGroup
 
 
 @handler(ApiKey.DESCRIBE_GROUPS)
-async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_groups(ctx: RequestContext, request: dict[str, Any]) -> DescribeGroupsResponse:
     include_operations = ctx.api_version >= 3 and request["include_authorized_operations"]
-    described = []
+    described: list[DescribeGroupsResponseDescribedGroup] = []
     for group_id in request["groups"]:
         if not group_allowed(ctx, Operation.DESCRIBE, group_id):
             described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
@@ -408,7 +440,7 @@ def _consumer_protocol_enabled(ctx: RequestContext) -> bool:
     return "consumer" in parse_rebalance_protocols(ctx.services.config["group.coordinator.rebalance.protocols"])
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any]) -> ConsumerGroupHeartbeatResponse:
     refused = None
     if not _consumer_protocol_enabled(ctx):
         # Kafka's answer, before any authorization: no member id, epoch 0
@@ -436,7 +468,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
         client_id=ctx.client_id or "", client_host=_client_host(ctx), version=ctx.api_version,
         topic_visible=None if ctx.services.authorizer is None else lambda topic: topic_allowed(
             ctx, Operation.DESCRIBE, topic)))
-    assignment = None
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(partitions)}
                                            for topic, partitions in sorted(result.assignment.items())]}
@@ -447,9 +479,9 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: dict[str, Any])
 
 
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE)
-async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) -> ConsumerGroupDescribeResponse:
     names = {topic.topic_id: name for name, topic in ctx.services.logs.topics.items()}
-    described = []
+    described: list[ConsumerGroupDescribeResponseDescribedGroup] = []
     for group_id in request["group_ids"]:
         if not _consumer_protocol_enabled(ctx):
             error, message, group = ErrorCode.UNSUPPORTED_VERSION, None, None
@@ -457,10 +489,11 @@ async def consumer_group_describe(ctx: RequestContext, request: dict[str, Any]) 
             error, message, group = _coordinator(ctx).describe_consumer_group(group_id, names)
         else:
             error, message, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", None
-        entry = {"error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
-                 "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                 "authorized_operations": operations_field(ctx, request["include_authorized_operations"]
-                                                           and group is not None, ResourceType.GROUP, group_id)}
+        entry: ConsumerGroupDescribeResponseDescribedGroup = {
+            "error_code": error, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+            "authorized_operations": operations_field(ctx, request["include_authorized_operations"]
+                                                      and group is not None, ResourceType.GROUP, group_id)}
         if group is not None:
             entry.update(group)
         described.append(entry)

@@ -7,6 +7,7 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import ElectLeadersResponse, ElectLeadersResponsePartitionResult
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 PREFERRED, UNCLEAN = 0, 1
@@ -15,9 +16,9 @@ PREFERRED, UNCLEAN = 0, 1
 ElectionResult = tuple[str, int, int, str | None]
 
 
-def _answer(error_code: int, results: list[ElectionResult], topics: list[str] | None = None) -> dict[str, Any]:
+def _answer(error_code: int, results: list[ElectionResult], topics: list[str] | None = None) -> ElectLeadersResponse:
     """``topics``: every topic, each answered even without a partition (Kafka's answer for all partitions)."""
-    by_topic: dict[str, list[dict[str, Any]]] = {topic: [] for topic in topics or ()}
+    by_topic: dict[str, list[ElectLeadersResponsePartitionResult]] = {topic: [] for topic in topics or ()}
     for topic, partition, code, message in results:
         by_topic.setdefault(topic, []).append({"partition_id": partition, "error_code": code,
                                                "error_message": message})
@@ -26,7 +27,7 @@ def _answer(error_code: int, results: list[ElectionResult], topics: list[str] | 
 
 
 @handler(ApiKey.ELECT_LEADERS)
-async def elect_leaders(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def elect_leaders(ctx: RequestContext, request: dict[str, Any]) -> ElectLeadersResponse:
     """Version 0 has no election type: it asks for preferred elections. Without ``topic_partitions`` every
     partition of the cluster is considered and only those that needed an election are answered (Kafka's
     controller does the same)."""
@@ -34,7 +35,7 @@ async def elect_leaders(ctx: RequestContext, request: dict[str, Any]) -> dict[st
     partitions = None if listed is None else list(dict.fromkeys(
         (entry["topic"], index) for entry in listed for index in entry["partitions"]))
 
-    def everyone(code: ErrorCode, message: str) -> dict[str, Any]:
+    def everyone(code: ErrorCode, message: str) -> ElectLeadersResponse:
         return _answer(code, [(topic, index, code, message) for topic, index in partitions or ()])
 
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):

@@ -4,7 +4,6 @@ entry, and whole every-topic answers, with what tells whether they still hold. O
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 from broker.cluster.view import ClusterView
 from broker.log.manager import LogManager
@@ -21,7 +20,7 @@ class MetadataCache:
         # (topic, version) -> (what its entry says, the entry encoded)
         self._entries: dict[tuple[str, int], tuple[Hashable, Encoded]] = {}
         # (version, who asks, the state they were made from) -> every topic's entries
-        self._topic_lists: dict[Hashable, list[Encoded | dict[str, Any]]] = {}
+        self._topic_lists: dict[Hashable, list[Encoded]] = {}
 
     def generation(self) -> tuple[int, int, bool]:
         """Changes whenever a topic is created, deleted or grown here or the cluster's metadata changes (its
@@ -39,10 +38,10 @@ class MetadataCache:
             self._entries.clear()  # deleted topics' entries go
         self._entries[key] = (signature, encoded)
 
-    def topic_list(self, key: Hashable) -> list[Encoded | dict[str, Any]] | None:
+    def topic_list(self, key: Hashable) -> list[Encoded] | None:
         return self._topic_lists.get(key)
 
-    def keep_topic_list(self, key: Hashable, entries: list[Encoded | dict[str, Any]]) -> None:
+    def keep_topic_list(self, key: Hashable, entries: list[Encoded]) -> None:
         if len(self._topic_lists) >= TOPIC_LISTS_KEPT:
             self._topic_lists.clear()
         self._topic_lists[key] = entries

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -20,6 +20,25 @@ from broker.handlers.cluster_info import ZERO_UUID, operations_field
 from broker.handlers.registry import RequestContext, handler
 from broker.log.manager import validate_topic_name
 from broker.protocol.api import ApiKey, ProtocolError
+from broker.protocol.responses import (
+    AddRaftVoterResponse,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResponsePartition,
+    DescribeLogDirsResponseTopic,
+    DescribeProducersResponse,
+    DescribeProducersResponsePartitionResponse,
+    DescribeProducersResponseTopicResponse,
+    DescribeQuorumResponse,
+    DescribeQuorumResponseNode,
+    DescribeQuorumResponsePartitionData,
+    DescribeQuorumResponseReplicaState,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponseCursor,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+    RemoveRaftVoterResponse,
+    UnregisterBrokerResponse,
+)
 from broker.protocol.types import uuid_text
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
@@ -33,6 +52,8 @@ RAFT_LISTENER = "RAFT"
 FORWARD_TIMEOUT = 10.0
 VOTER_CHANGE_TIMEOUT = 15.0  # s: a voter change, a leadership hand-over before it included
 
+_Answer = TypeVar("_Answer")
+
 
 def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
     """Whether this broker holds a replica of the partition (a cluster's brokers keep a log of every partition,
@@ -44,16 +65,16 @@ def _hosted(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS)
-async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> DescribeLogDirsResponse:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     logs = ctx.services.logs
     wanted: set[tuple[str, int]] | None = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}
-    topics = []
+    topics: list[DescribeLogDirsResponseTopic] = []
     for name, topic in sorted(logs.topics.items()):
-        partitions = []
+        partitions: list[DescribeLogDirsResponsePartition] = []
         for index, plog in enumerate(topic.partitions):
             if (wanted is not None and (name, index) not in wanted) or not _hosted(ctx, name, index):
                 continue
@@ -73,9 +94,9 @@ async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> dic
 # --- DescribeProducers -------------------------------------------------------------------------------------
 
 
-def _producers_of(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
-    answer: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
-                              "active_producers": []}
+def _producers_of(ctx: RequestContext, name: str, index: int) -> DescribeProducersResponsePartitionResponse:
+    answer: DescribeProducersResponsePartitionResponse = {"partition_index": index, "error_code": 0,
+                                                          "error_message": None, "active_producers": []}
     topic = ctx.services.logs.topics[name]
     if not 0 <= index < topic.partition_count:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -91,8 +112,8 @@ def _producers_of(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
 
 
 @handler(ApiKey.DESCRIBE_PRODUCERS)
-async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    topics = []
+async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> DescribeProducersResponse:
+    topics: list[DescribeProducersResponseTopicResponse] = []
     for wanted in request["topics"]:
         name = wanted["name"]
         error, message = ErrorCode.NONE, None
@@ -106,6 +127,7 @@ async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> di
                 error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
             elif name not in ctx.services.logs.topics:
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        partitions: list[DescribeProducersResponsePartitionResponse]
         if error != ErrorCode.NONE:
             partitions = [{"partition_index": index, "error_code": error, "error_message": message,
                            "active_producers": []} for index in wanted["partition_indexes"]]
@@ -119,12 +141,12 @@ async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> di
 
 
 def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
-                       live: frozenset[int]) -> tuple[list[dict[str, Any]], int]:
+                       live: frozenset[int]) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
     """The partitions of a topic from ``start``, at most ``most`` of them, and the index of the first left out
     (-1 when none was)."""
     count = ctx.services.logs.topics[name].partition_count
     upper = min(count, start + most)
-    entries = []
+    entries: list[DescribeTopicPartitionsResponsePartition] = []
     for index in range(start, upper):
         leader, epoch, replicas, isr = ctx.services.cluster.partition_leader(name, index)
         entries.append({"error_code": 0, "partition_index": index, "leader_id": leader if leader in live else -1,
@@ -134,7 +156,7 @@ def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
     return entries, upper if upper < count else -1
 
 
-def _unknown_topic(name: str) -> dict[str, Any]:
+def _unknown_topic(name: str) -> DescribeTopicPartitionsResponseTopic:
     try:
         validate_topic_name(name)
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -145,7 +167,7 @@ def _unknown_topic(name: str) -> dict[str, Any]:
 
 
 @handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
-async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]) -> DescribeTopicPartitionsResponse:
     services = ctx.services
     every = not request["topics"]
     cursor = request["cursor"]
@@ -161,9 +183,9 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
             for t in request["topics"]]}
     live = frozenset(node_id for node_id, *_ in ctx.services.cluster.live_brokers())
     remaining = max(min(services.config["max.request.partition.size.limit"], request["response_partition_limit"]), 1)
-    topics: list[dict[str, Any]] = []
-    refused: list[dict[str, Any]] = []
-    next_cursor = None
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    refused: list[DescribeTopicPartitionsResponseTopic] = []
+    next_cursor: DescribeTopicPartitionsResponseCursor | None = None
     for name in sorted(names):
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
             # asked for by name: refused, without saying whether it exists; asked for all: left out
@@ -194,7 +216,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
 # --- DescribeQuorum ----------------------------------------------------------------------------------------
 
 
-def _quorum_error(request: dict[str, Any], error: ErrorCode) -> dict[str, Any]:
+def _quorum_error(request: dict[str, Any], error: ErrorCode) -> DescribeQuorumResponse:
     """Kafka's answer naming the error at each partition asked for (the rest at the zero values Kafka's own
     error answer leaves them at)."""
     return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
@@ -211,7 +233,7 @@ def _asks_for_metadata_log(request: dict[str, Any]) -> bool:
 
 
 @handler(ApiKey.DESCRIBE_QUORUM)
-async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> DescribeQuorumResponse:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "nodes": [],
                 "topics": []}
@@ -232,7 +254,7 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
                                         _quorum_error(request, ErrorCode.NOT_LEADER_OR_FOLLOWER))
     assert state is not None
     now_ms = int(time.time() * 1000)
-    voters = []
+    voters: list[DescribeQuorumResponseReplicaState] = []
     for node_id, log_end in sorted(state.log_ends.items()):
         leader = node_id == raft.node_id
         voters.append({"replica_id": node_id, "replica_directory_id": ctx.services.cluster.voter_directory_id(node_id),
@@ -241,20 +263,21 @@ async def describe_quorum(ctx: RequestContext, request: dict[str, Any]) -> dict[
                        "last_fetch_timestamp": now_ms if leader else -1,
                        "last_caught_up_timestamp": now_ms if leader else -1})
     addresses = raft.voters()
-    nodes = []
+    nodes: list[DescribeQuorumResponseNode] = []
     for node_id, address in sorted(addresses.items()):
         host, _, port = address.rpartition(":")
         nodes.append({"node_id": node_id, "listeners": [{"name": RAFT_LISTENER, "host": host, "port": int(port)}]})
     # no error is an empty message in Kafka's answer (v2), not a null one
-    return {"error_code": 0, "error_message": "", "nodes": nodes, "topics": [
-        {"topic_name": METADATA_TOPIC, "partitions": [
-            {"partition_index": 0, "error_code": 0, "error_message": "", "leader_id": state.leader_id,
-             "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
-             "observers": []}]}]}
+    partition: DescribeQuorumResponsePartitionData = {
+        "partition_index": 0, "error_code": 0, "error_message": "", "leader_id": raft.node_id,  # this broker leads (checked above)
+        "leader_epoch": state.term, "high_watermark": state.high_watermark, "current_voters": voters,
+        "observers": []}
+    return {"error_code": 0, "error_message": "", "nodes": nodes,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}]}
 
 
 async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leader_id: int | None,
-                             unreachable: dict[str, Any], timeout: float = FORWARD_TIMEOUT) -> dict[str, Any]:
+                             unreachable: _Answer, timeout: float = FORWARD_TIMEOUT) -> _Answer:
     """The Raft leader's answer to the request; ``unreachable`` when it cannot be asked.
 
     With no leader known here (a broker removed from the voters no longer follows the quorum, nor does one that
@@ -279,7 +302,8 @@ async def _forward_to_leader(ctx: RequestContext, request: dict[str, Any], leade
                         error=str(exc))
             continue
         if leader_id is not None or not _not_leader(answer):
-            return answer
+            # decoded from the same API and version as the request: the fields of the answer this broker gives
+            return cast(_Answer, answer)
     return unreachable
 
 
@@ -294,7 +318,8 @@ def _not_leader(answer: dict[str, Any]) -> bool:
 # --- AddRaftVoter, RemoveRaftVoter (KIP-853) ---------------------------------------------------------------
 
 
-def _change_answer(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _change_answer(error: ErrorCode, message: str | None = None) -> AddRaftVoterResponse:
+    # RemoveRaftVoter's and UnregisterBroker's answers have the same fields, so this serves all three
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message}
 
 
@@ -306,7 +331,7 @@ def _quorum(ctx: RequestContext) -> RaftNode:
     return raft
 
 
-async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
+async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> AddRaftVoterResponse | None:
     """The answer of a request this broker does not handle itself (refused, or the Raft leader's), or None when
     it is the leader and handles it: as Kafka's brokers forward these to the active controller."""
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -325,7 +350,7 @@ async def _at_raft_leader(ctx: RequestContext, request: dict[str, Any]) -> dict[
 
 
 @handler(ApiKey.ADD_RAFT_VOTER)
-async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> AddRaftVoterResponse:
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
@@ -358,7 +383,7 @@ async def add_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[s
 
 
 @handler(ApiKey.REMOVE_RAFT_VOTER)
-async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> RemoveRaftVoterResponse:
     answer = await _at_raft_leader(ctx, request)
     if answer is not None:
         return answer
@@ -388,7 +413,7 @@ async def remove_raft_voter(ctx: RequestContext, request: dict[str, Any]) -> dic
 
 
 @handler(ApiKey.UNREGISTER_BROKER)
-async def unregister_broker(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def unregister_broker(ctx: RequestContext, request: dict[str, Any]) -> UnregisterBrokerResponse:
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return _change_answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:

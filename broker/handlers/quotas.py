@@ -11,6 +11,11 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    AlterClientQuotasResponse,
+    DescribeClientQuotasResponse,
+    DescribeClientQuotasResponseEntityData,
+)
 from broker.quotas import IP, Entity, MutationQuota, QuotaRefused, QuotaWindow, entity_of, is_address
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
@@ -39,12 +44,13 @@ async def _resolves(name: str) -> bool:
         return False
 
 
-def _entity_data(entity: Entity) -> list[dict[str, Any]]:
+def _entity_data(entity: Entity) -> list[DescribeClientQuotasResponseEntityData]:
+    # AlterClientQuotas' entity data has the same fields, so the one list serves both answers
     return [{"entity_type": kind, "entity_name": name} for kind, name in entity]
 
 
 @handler(ApiKey.DESCRIBE_CLIENT_QUOTAS)
-async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> DescribeClientQuotasResponse:
     if not ctx.allowed(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": _DENIED, "entries": None}
@@ -59,7 +65,7 @@ async def describe_client_quotas(ctx: RequestContext, request: dict[str, Any]) -
 
 
 @handler(ApiKey.ALTER_CLIENT_QUOTAS)
-async def alter_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def alter_client_quotas(ctx: RequestContext, request: dict[str, Any]) -> AlterClientQuotasResponse:
     entries = [(entity_of((e["entity_type"], e["entity_name"]) for e in entry["entity"]),
                 [(op["key"], op["value"], op["remove"]) for op in entry["ops"]]) for entry in request["entries"]]
     if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):

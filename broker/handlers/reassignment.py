@@ -10,23 +10,31 @@ from typing import Any
 from broker.errors import ErrorCode, KafkaError
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+    AlterPartitionReassignmentsResponseReassignableTopicResponse,
+    ListPartitionReassignmentsResponse,
+)
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 
-async def _reassign(ctx: RequestContext, topic: str, partition: dict[str, Any]) -> dict[str, Any]:
+async def _reassign(ctx: RequestContext, topic: str, partition: dict[str, Any]
+                   ) -> AlterPartitionReassignmentsResponseReassignablePartitionResponse:
     replicas = partition["replicas"]
-    answer = {"partition_index": partition["partition_index"], "error_code": 0, "error_message": None}
+    answer: AlterPartitionReassignmentsResponseReassignablePartitionResponse = {"partition_index": partition["partition_index"], "error_code": 0, "error_message": None}
     try:
         await ctx.services.cluster.reassign(topic, partition["partition_index"], replicas)
     except KafkaError as exc:
         # Kafka gives no words with NO_REASSIGNMENT_IN_PROGRESS
-        answer.update(error_code=exc.code,
-                      error_message=None if exc.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS else exc.message)
+        answer["error_code"] = exc.code
+        answer["error_message"] = None if exc.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS else exc.message
     return answer
 
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def alter_partition_reassignments(ctx: RequestContext,
+                                        request: dict[str, Any]) -> AlterPartitionReassignmentsResponse:
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return {"throttle_time_ms": 0, "error_code": error, "error_message": None, "responses": [
@@ -34,7 +42,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, 
                 {"partition_index": p["partition_index"], "error_code": error, "error_message": None}
                 for p in topic["partitions"]]} for topic in request["topics"]]}
     await ctx.services.cluster.catch_up()
-    responses = []
+    responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse] = []
     for topic in request["topics"]:
         partitions = await asyncio.gather(*(_reassign(ctx, topic["name"], p) for p in topic["partitions"]))
         responses.append({"name": topic["name"], "partitions": list(partitions)})
@@ -42,7 +50,8 @@ async def alter_partition_reassignments(ctx: RequestContext, request: dict[str, 
 
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS)
-async def list_partition_reassignments(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def list_partition_reassignments(ctx: RequestContext,
+                                       request: dict[str, Any]) -> ListPartitionReassignmentsResponse:
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
                 "topics": []}

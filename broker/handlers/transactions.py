@@ -20,9 +20,31 @@ from typing import Any
 from broker.errors import ErrorCode
 from broker.groups.coordinator import OFFSETS_TOPIC
 from broker.groups.requests import CommitRequest
-from broker.handlers.groups import by_topic, group_allowed, partition_exists, requested_commits, topic_allowed
+from broker.handlers.groups import (
+    by_topic,
+    group_allowed,
+    partition_errors,
+    partition_exists,
+    requested_commits,
+    topic_allowed,
+)
 from broker.handlers.registry import RequestContext, handler
 from broker.protocol.api import ApiKey
+from broker.protocol.responses import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResponsePartitionResult,
+    AddPartitionsToTxnResponseResult,
+    AddPartitionsToTxnResponseTopicResult,
+    DescribeTransactionsResponse,
+    EndTxnResponse,
+    ListTransactionsResponse,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersResponse,
+    WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+    WriteTxnMarkersResponseWritableTxnMarkerResult,
+    WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+)
 from broker.security.acl import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
 
@@ -51,7 +73,8 @@ def _version_error(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 
 
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
-                          topics: list[dict[str, Any]], verify_only: bool = False) -> list[dict[str, Any]]:
+                          topics: list[dict[str, Any]], verify_only: bool = False
+                          ) -> list[AddPartitionsToTxnResponseTopicResult]:
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
     coordinator = ctx.services.transactions
     refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted
@@ -68,15 +91,13 @@ async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_i
     else:
         errors = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted,
                                                   fenced_error(ctx))
-    results: dict[str, list[dict[str, Any]]] = {}
-    for topic, partition in wanted:
-        results.setdefault(topic, []).append({"partition_index": partition,
-                                              "partition_error_code": errors[(topic, partition)]})
+    results = by_topic((topic, AddPartitionsToTxnResponsePartitionResult(
+        partition_index=partition, partition_error_code=errors[(topic, partition)])) for topic, partition in wanted)
     return [{"name": name, "results_by_partition": partitions} for name, partitions in results.items()]
 
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN)
-async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) -> AddPartitionsToTxnResponse:
     if ctx.api_version <= 3:
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _add_partitions(
             ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
@@ -86,7 +107,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) ->
         # to clients as CLUSTER_ACTION is; here, as follower fetches and markers, to anyone but a broker of ours
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
-    results = []
+    results: list[AddPartitionsToTxnResponseResult] = []
     for txn in request["transactions"]:
         results.append({"transactional_id": txn["transactional_id"], "topic_results": await _add_partitions(
             ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
@@ -95,7 +116,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict[str, Any]) ->
 
 
 @handler(ApiKey.ADD_OFFSETS_TO_TXN)
-async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> AddOffsetsToTxnResponse:
     if not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not group_allowed(ctx, Operation.READ, request["group_id"]):
@@ -108,7 +129,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: dict[str, Any]) -> di
 
 
 @handler(ApiKey.END_TXN)
-async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> EndTxnResponse:
     if not transactional_id_allowed(ctx, Operation.WRITE, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     error = await ctx.services.transactions.end_txn(request["transactional_id"], request["producer_id"],
@@ -117,7 +138,7 @@ async def end_txn(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any
 
 
 @handler(ApiKey.TXN_OFFSET_COMMIT)
-async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     group_id = request["group_id"]
     requested, refused, commits = requested_commits(ctx, request["topics"], leader_epoch=version >= 2)
@@ -140,11 +161,11 @@ async def txn_offset_commit(ctx: RequestContext, request: dict[str, Any]) -> dic
                 group_instance_id=request["group_instance_id"] if version >= 3 else None,
                 offsets=commits,
             ), request["producer_id"], request["producer_epoch"]))
-    return {"throttle_time_ms": 0, "topics": by_topic((tp, {"error_code": errors[tp]}) for tp in requested)}
+    return {"throttle_time_ms": 0, "topics": partition_errors(requested, errors.__getitem__)}
 
 
 @handler(ApiKey.DESCRIBE_TRANSACTIONS)
-async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) -> DescribeTransactionsResponse:
     ids = request["transactional_ids"]
     allowed = [tid for tid in ids if transactional_id_allowed(ctx, Operation.DESCRIBE, tid)]
     states = {state["transactional_id"]: state
@@ -156,7 +177,7 @@ async def describe_transactions(ctx: RequestContext, request: dict[str, Any]) ->
 
 
 @handler(ApiKey.LIST_TRANSACTIONS)
-async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> ListTransactionsResponse:
     error, unknown, states = await ctx.services.transactions.list(
         request["state_filters"], request["producer_id_filters"],
         request["duration_filter"] if ctx.api_version >= 1 else -1)
@@ -166,15 +187,15 @@ async def list_transactions(ctx: RequestContext, request: dict[str, Any]) -> dic
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS)
-async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+async def write_txn_markers(ctx: RequestContext, request: dict[str, Any]) -> WriteTxnMarkersResponse:
     """Markers a transaction coordinator asks this broker to write to partitions it leads (in a cluster): only
     from a broker of this cluster, for any client could end other producers' transactions with them."""
     permitted = ctx.from_cluster_broker()
-    results = []
+    results: list[WriteTxnMarkersResponseWritableTxnMarkerResult] = []
     for marker in request["markers"]:
-        topics = []
+        topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult] = []
         for topic in marker["topics"]:
-            partitions = []
+            partitions: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult] = []
             for index in topic["partition_indexes"]:
                 if not permitted:
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED

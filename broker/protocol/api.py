@@ -306,7 +306,7 @@ def _data_struct(name: str) -> Message:
     return schema
 
 
-def encode_element(api_key: int, api_version: int, path: str, element: dict[str, Any]) -> types.Encoded:
+def encode_element(api_key: int, api_version: int, path: str, element: Mapping[str, Any]) -> types.Encoded:
     """One element of an array of structs of a response (``path``: the array's field, e.g. ``"topics"``),
     encoded now to be placed in a response body later, where the encoder writes it as it is."""
     schema = _schema(messages.RESPONSES, api_key, api_version)

@@ -43,6 +43,10 @@ from broker.groups.coordinator import read_partition_entries
 from broker.groups.hashing import offsets_partition_for
 from broker.protocol.api import ApiKey
 from broker.protocol.records import Record, build_batch
+from broker.protocol.responses import (
+    DescribeTransactionsResponseTransactionState,
+    ListTransactionsResponseTransactionState,
+)
 from broker.protocol.types import ProtocolError
 from broker.topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 from broker.txn.machine import InitStep, TxnMachine
@@ -488,8 +492,8 @@ class TransactionCoordinator:
 
     # --- admin ----------------------------------------------------------------------------------------------
 
-    async def describe(self, transactional_ids: list[str]) -> list[dict]:
-        described = []
+    async def describe(self, transactional_ids: list[str]) -> list[DescribeTransactionsResponseTransactionState]:
+        described: list[DescribeTransactionsResponseTransactionState] = []
         for transactional_id in transactional_ids:
             error = await self._ready(transactional_id) if transactional_id else ErrorCode.INVALID_REQUEST
             meta = self.machine.get(transactional_id) if error is None else None
@@ -511,7 +515,7 @@ class TransactionCoordinator:
         return described
 
     async def list(self, states: list[str], producer_ids: list[int], min_duration_ms: int
-                   ) -> tuple[ErrorCode, list[str], list[dict]]:
+                   ) -> tuple[ErrorCode, list[str], list[ListTransactionsResponseTransactionState]]:
         """The transactions this broker coordinates (an admin client asks every broker and merges)."""
         if not self.clustered:
             await self._ensure_loaded()

@@ -3,6 +3,10 @@ schemas."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+from broker import handlers
 from broker.protocol import messages, responses, typed_gen
 
 
@@ -26,3 +30,26 @@ def test_every_response_has_its_typed_dict_with_the_fields_of_all_its_versions()
         assert set(typed.__annotations__) == {f.name for f in schema.fields}
         assert typed.__total__ is False  # a missing key is the field's default
     assert set(responses.FetchResponsePartitionData.__annotations__) >= {"error_code", "records", "current_leader"}
+
+
+def _handler_functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    found = []
+    for path in sorted(Path(handlers.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((f"{path.name}:{node.lineno} {node.name}", node))
+    return found
+
+
+def test_every_handler_answers_with_the_typed_dict_of_its_response():
+    """So a misspelt or missing field of an answer is a type checker's error, not a silent default."""
+    untyped = []
+    for where, fn in _handler_functions():
+        registered = any(isinstance(d, ast.Call) and ast.unparse(d.func) == "handler" for d in fn.decorator_list)
+        returns = ast.unparse(fn.returns) if fn.returns is not None else ""
+        names = {n.id for n in ast.walk(fn.returns) if isinstance(n, ast.Name)} if fn.returns is not None else set()
+        if registered and not names & set(responses.__all__):
+            untyped.append(f"{where} -> {returns or '(unannotated)'}")
+        elif "dict[str, Any]" in returns:
+            untyped.append(f"{where} -> {returns}")
+    assert not untyped, "answers built as dict[str, Any]:\n" + "\n".join(untyped)
