@@ -229,6 +229,7 @@ def evaluate_history(
 ) -> EvaluationSummary:
     """Run the batch job: read the history, write every output (overwriting), return counts."""
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from .report import write_report
@@ -244,11 +245,14 @@ def evaluate_history(
     partitions = partition_evaluations(events, points_s, settings).persist(StorageLevel.MEMORY_AND_DISK)
     groups = None
     try:
-        partitions.select(*PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(
-            f"{output}/partition_status"
-        )
+        # The row counts are taken while each output is written: a count() of its own would be one more
+        # Spark job over the cache, with its own generated code to compile.
+        partition_rows, group_rows = Observation("partition_rows"), Observation("group_rows")
+        partitions.select(*PARTITION_STATUS_COLUMNS).observe(partition_rows, F.count(F.lit(1)).alias("rows")) \
+            .write.mode("overwrite").parquet(f"{output}/partition_status")
         groups = group_evaluations(partitions).persist(StorageLevel.MEMORY_AND_DISK)
-        groups.select(*GROUP_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{output}/group_status")
+        groups.select(*GROUP_STATUS_COLUMNS).observe(group_rows, F.count(F.lit(1)).alias("rows")) \
+            .write.mode("overwrite").parquet(f"{output}/group_status")
         report = lag_report(groups, step_s)
         report.write.mode("overwrite").parquet(f"{output}/lag_report")
         report_rows = spark.read.parquet(f"{output}/lag_report").toPandas()
@@ -271,8 +275,8 @@ def evaluate_history(
             points=len(points_s),
             first_point_s=points_s[0],
             last_point_s=points_s[-1],
-            partition_rows=partitions.count(),
-            group_rows=groups.count(),
+            partition_rows=int(partition_rows.get["rows"]),
+            group_rows=int(group_rows.get["rows"]),
             groups=len(report_rows),
         )
         write_report(Path(output), summary, step_s, report_rows, timelines)
