@@ -75,20 +75,23 @@ def history_stats(directory: Path) -> dict:
     return {"rows": rows, "commits": commits, "first_ms": first, "last_ms": last}
 
 
-def run_spark_worker(master: str, history: Path, output: Path, step: int, shuffle_partitions: int | None) -> dict:
-    """In a child process: one SparkSession for ``master``, one timed job."""
+def run_spark_worker(master: str, history: Path, output: Path, step: int, shuffle_partitions: int | None,
+                     conf: dict[str, str]) -> dict:
+    """In a child process: one SparkSession for ``master`` (``conf`` over the bench's own settings), one timed
+    job."""
     from burrowpy.pipeline.evaluate import evaluate_history
     from burrowpy.pipeline.session import build_session
 
     started = time.perf_counter()
     spark = build_session(master, app_name="burrowpy-bench", shuffle_partitions=shuffle_partitions,
-                          conf={"spark.driver.memory": "4g"})
+                          conf={"spark.driver.memory": "4g", **conf})
     spark.range(1).count()  # the JVM and a first Python worker are up
     startup_s = time.perf_counter() - started
-    started, cpu_before = time.perf_counter(), tree_cpu_s(os.getpid())
+    started, cpu_before, jit_before = time.perf_counter(), tree_cpu_s(os.getpid()), jit_cpu_s(os.getpid())
     summary = evaluate_history(spark, history, output, ReplaySettings(), step_s=step)
     job_s = time.perf_counter() - started
     job_cpu_s = tree_cpu_s(os.getpid()) - cpu_before
+    job_jit_cpu_s = jit_cpu_s(os.getpid()) - jit_before
     split = time_split(spark, history, step)
     spark.stop()
     return {
@@ -96,33 +99,57 @@ def run_spark_worker(master: str, history: Path, output: Path, step: int, shuffl
         "startup_s": startup_s,
         "job_s": job_s,
         "job_cpu_s": job_cpu_s,
+        "jit_cpu_s": job_jit_cpu_s,
         "partition_rows": summary.partition_rows,
         "group_rows": summary.group_rows,
         **split,
     }
 
 
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds of a process and all its descendants (the driver, Spark's JVM, the Python workers),
-    those that ended included: what the job cost whatever else the machine was running."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+def stat_fields(path: Path) -> list[str] | None:
+    """The fields of a /proc stat file after the command name; None if the process or thread ended."""
+    try:
+        return (path / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def process_tree(root: int) -> dict[int, list[str]]:
+    """The stat fields of a process and all its live descendants, by pid."""
+    stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        if entry.name.isdigit() and (fields := stat_fields(entry)) is not None:
+            stats[int(entry.name)] = fields
     tree, frontier = {root}, [root]
     while frontier:
         parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        children = [pid for pid, fields in stats.items() if int(fields[1]) == parent and pid not in tree]
         tree.update(children)
         frontier.extend(children)
-    return sum(times.get(pid, 0.0) for pid in tree)
+    return {pid: stats[pid] for pid in tree if pid in stats}
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of a process and all its descendants (the driver, Spark's JVM, the Python workers),
+    those that ended included: what the job cost whatever else the machine was running."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(sum(int(value) for value in fields[11:15]) / ticks for fields in process_tree(root).values())
+
+
+def jit_cpu_s(root: int) -> float:
+    """CPU seconds of the JVM's JIT compiler threads under ``root``: HotSpot compiling Spark's generated
+    code, a cost per JVM and per query shape rather than per row. Live threads only: HotSpot retires idle
+    compiler threads, and what they spent goes with them, so this is a lower bound."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in process_tree(root):
+        for thread in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                name = (thread / "comm").read_text()
+            except OSError:
+                continue
+            if name.startswith(("C1 CompilerThre", "C2 CompilerThre")) and (fields := stat_fields(thread)):
+                total += sum(int(value) for value in fields[11:13]) / ticks
+    return total
 
 
 def time_split(spark: object, history: Path, step: int) -> dict:
@@ -148,6 +175,13 @@ def time_split(spark: object, history: Path, step: int) -> dict:
             "evaluation_s": max(0.0, evaluated_s - shuffled_s)}
 
 
+def parse_conf(item: str) -> tuple[str, str]:
+    key, equals, value = item.partition("=")
+    if not equals or not key.startswith("spark."):
+        raise SystemExit(f"--conf takes spark.KEY=VALUE, not {item!r}")
+    return key, value
+
+
 def local_cores(master: str) -> int:
     """Cores of a local master (local, local[N], local[*]); other masters sort last."""
     if master == "local":
@@ -164,7 +198,7 @@ def load() -> str:
 
 
 def spark_run(master: str, history: Path, output: Path, step: int, env: dict[str, str] | None = None,
-              shuffle_partitions: int | None = None) -> dict:
+              shuffle_partitions: int | None = None, conf: dict[str, str] | None = None) -> dict:
     completed = subprocess.run(
         [
             sys.executable,
@@ -178,6 +212,7 @@ def spark_run(master: str, history: Path, output: Path, step: int, env: dict[str
             "--step",
             str(step),
             *(["--shuffle-partitions", str(shuffle_partitions)] if shuffle_partitions else []),
+            *(f"--conf={key}={value}" for key, value in (conf or {}).items()),
         ],
         capture_output=True,
         text=True,
@@ -241,12 +276,17 @@ def main() -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--history", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--shuffle-partitions", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--shuffle-partitions", type=int,
+                        help="Spark shuffle partitions of the local runs (default: two per core)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for every Spark run (repeatable), e.g. "
+                             "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1")
     args = parser.parse_args()
+    conf = dict(parse_conf(item) for item in args.conf)
 
     if args.worker:
         print(json.dumps(run_spark_worker(args.worker, args.history, args.output, args.step,
-                                          args.shuffle_partitions)))
+                                          args.shuffle_partitions, conf)))
         return 0
 
     with tempfile.TemporaryDirectory(prefix="burrowpy-bench-", dir=args.work) as work_dir:
@@ -267,14 +307,16 @@ def main() -> int:
 
         results = []
         for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
-            run = spark_run(master, work / "history", work / f"out-{index}", args.step)
+            run = spark_run(master, work / "history", work / f"out-{index}", args.step,
+                            shuffle_partitions=args.shuffle_partitions, conf=conf)
             results.append(run)
             cores = local_cores(master)
             print(
                 f"Spark {master}: job {run['job_s']:.1f} s (JVM start-up {run['startup_s']:.1f} s apart), "
                 f"{stats['commits'] / run['job_s']:,.0f} commits/s, {stats['rows'] / run['job_s']:,.0f} rows/s, "
                 f"{stats['rows'] / run['job_s'] / cores:,.0f} rows/s per core, "
-                f"{run['job_cpu_s']:.1f} CPU s ({stats['rows'] / run['job_cpu_s']:,.0f} rows per CPU second), "
+                f"{run['job_cpu_s']:.1f} CPU s ({stats['rows'] / run['job_cpu_s']:,.0f} rows per CPU second; "
+                f"JIT compiler threads {run['jit_cpu_s']:.1f} s of it), "
                 f"{run['partition_rows']:,} partition statuses; {load()} after",
                 flush=True,
             )
@@ -297,7 +339,7 @@ def main() -> int:
             with SparkStandalone(work / f"standalone-{count}", workers=count, memory_per_worker="3g") as cluster:
                 # two shuffle partitions per worker core, as local mode has per local core
                 run = spark_run(cluster.master_url, work / "history", work / f"out-standalone-{count}",
-                                args.step, env=cluster.env(), shuffle_partitions=2 * count)
+                                args.step, env=cluster.env(), shuffle_partitions=2 * count, conf=conf)
             rate = stats["rows"] / run["job_s"]
             print(
                 f"Spark standalone, {count} one-core worker{'s' * (count > 1)}: job {run['job_s']:.1f} s "
