@@ -80,7 +80,7 @@ class GroupEvaluation:
     """The outcome of one evaluation of a group, from which each kind of answer is built once."""
 
     __slots__ = ("cluster", "group", "status", "complete", "partition_count", "totallag", "max_lag_seconds",
-                 "forecast", "topics", "_maxlag", "_results")
+                 "forecast", "topics", "_maxlag", "_results", "answers")
 
     def __init__(self, cluster: str, group: str, status: Status, complete: float,
                  topics: list[TopicEvaluation] | None = None, partition_count: int = 0,
@@ -97,6 +97,9 @@ class GroupEvaluation:
         self.max_lag_seconds = max_lag_seconds
         self.forecast = forecast
         self._results: dict[bool, ConsumerGroupStatus] = {}
+        # A caller's own forms of a result (the HTTP API's encoded bodies), built once per evaluation: a
+        # new evaluation is a new object, so nothing kept here outlives the data it was made from.
+        self.answers: dict[Any, Any] = {}
 
     def result(self, showall: bool = True) -> ConsumerGroupStatus:
         """The group's status listing every partition, or with ``showall`` False only those worse than OK.

@@ -205,14 +205,17 @@ class BurrowApi:
         return ok(request, "consumer detail returned", topics=detail)
 
     async def _status(self, request: web.Request, showall: bool) -> web.Response:
-        status = await self.ctx.evaluator.evaluate(request.match_info["cluster"], request.match_info["group"],
-                                                   showall)
+        evaluation = await self.ctx.evaluator.evaluation(request.match_info["cluster"], request.match_info["group"])
         # Burrow answers an unknown group with the NOTFOUND status body, 404, and error false.
-        code = 404 if status.status == Status.NOTFOUND else 200
-        try:
-            body: Any = gojson.RawJSON(status_json(status))
-        except (TypeError, ValueError):
-            body = status.to_json()  # refused again by json_response, which answers as for any such body
+        code = 404 if evaluation.status == Status.NOTFOUND else 200
+        # Every request for the group within expire-cache shares one evaluation, and so one encoding.
+        body = evaluation.answers.get(showall)
+        if body is None:
+            status = evaluation.result(showall)
+            try:
+                body = evaluation.answers[showall] = gojson.RawJSON(status_json(status))
+            except (TypeError, ValueError):
+                body = status.to_json()  # refused again by json_response, which answers as for any such body
         return ok(request, "consumer status returned", http_status=code, status=body)
 
     async def consumer_status(self, request: web.Request) -> web.Response:
