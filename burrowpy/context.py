@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from burrowpy.config import Config
+from burrowpy.evaluator.group import GroupEvaluation
 from burrowpy.protocol import ConsumerGroupStatus
 
 
@@ -43,6 +44,8 @@ class Storage(Protocol):
 
 class Evaluator(Protocol):
     async def evaluate(self, cluster: str, group: str, showall: bool) -> ConsumerGroupStatus: ...
+
+    async def evaluation(self, cluster: str, group: str) -> GroupEvaluation: ...
 
 
 class HistoryRecorder(Protocol):

@@ -90,6 +90,11 @@ class CachingEvaluator:
 
         The result (and the status objects in it) may be shared with other callers: read, don't modify.
         """
+        return (await self.evaluation(cluster, group)).result(showall)
+
+    async def evaluation(self, cluster: str, group: str) -> GroupEvaluation:
+        """The group's evaluation, shared as :meth:`evaluate`'s: its figures (status, total lag, lag in
+        seconds) are read without building any partition's answer."""
         key = (cluster, group)
         cached = self._cache.get(key)
         if cached is not None and cached[0] > self._clock.time():
@@ -101,7 +106,7 @@ class CachingEvaluator:
                 task.add_done_callback(lambda _: self._evaluating.pop(key, None))
             # Shielded: a caller that gives up must not cancel the evaluation others are waiting for.
             evaluation = await asyncio.shield(task)
-        return evaluation.result(showall)
+        return evaluation
 
     def submit(self, request: EvaluatorRequest) -> None:
         """Channel-style entry point: answer ``request.reply`` with the group's status."""

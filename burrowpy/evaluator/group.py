@@ -80,7 +80,7 @@ class GroupEvaluation:
     """The outcome of one evaluation of a group, from which each kind of answer is built once."""
 
     __slots__ = ("cluster", "group", "status", "complete", "partition_count", "totallag", "max_lag_seconds",
-                 "forecast", "topics", "_maxlag", "_results")
+                 "forecast", "topics", "_maxlag", "_results", "answers")
 
     def __init__(self, cluster: str, group: str, status: Status, complete: float,
                  topics: list[TopicEvaluation] | None = None, partition_count: int = 0,
@@ -97,6 +97,9 @@ class GroupEvaluation:
         self.max_lag_seconds = max_lag_seconds
         self.forecast = forecast
         self._results: dict[bool, ConsumerGroupStatus] = {}
+        # A caller's own forms of a result (the HTTP API's encoded bodies), built once per evaluation: a
+        # new evaluation is a new object, so nothing kept here outlives the data it was made from.
+        self.answers: dict[Any, Any] = {}
 
     def result(self, showall: bool = True) -> ConsumerGroupStatus:
         """The group's status listing every partition, or with ``showall`` False only those worse than OK.
@@ -269,10 +272,17 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
         # below the last commit. The broker offsets are read only for the partitions that stopped.
         last = timestamps[:, -1]
         stopped = going & (_whole_seconds_ms(now) - last > last - timestamps[:, 0])
-        for index in np.flatnonzero(stopped).tolist():
-            broker_offsets = snapshot[index].broker_offsets
-            if broker_offsets and min(broker_offsets) <= int(newest[index]):
-                stopped[index] = False
+        samples = snapshot.samples[0]
+        if samples and snapshot.samples.count(samples) == total:
+            # Every partition with as many samples: the smallest of each read from the packed pairs, rather
+            # than a partition object made for each stopped one (an ERR group stops them all).
+            smallest = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)[:, :, 0].min(axis=1)
+            stopped &= smallest > newest
+        else:
+            for index in np.flatnonzero(stopped).tolist():
+                broker_offsets = snapshot[index].broker_offsets
+                if broker_offsets and min(broker_offsets) <= int(newest[index]):
+                    stopped[index] = False
         codes[stopped] = Status.STOP
         going &= ~stopped
         # Rule 3, REWIND: an offset below its predecessor, not recovered by a later commit.

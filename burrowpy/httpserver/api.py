@@ -22,6 +22,7 @@ from burrowpy.evaluator.share import ShareGroupWindows, rule_settings
 from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
+from burrowpy.httpserver.status_json import status_json
 from burrowpy.httpserver.ui import browser_entry, mount_dashboard
 from burrowpy.httpserver.ui.trends import GroupTrends
 from burrowpy.protocol import (
@@ -204,11 +205,18 @@ class BurrowApi:
         return ok(request, "consumer detail returned", topics=detail)
 
     async def _status(self, request: web.Request, showall: bool) -> web.Response:
-        status = await self.ctx.evaluator.evaluate(request.match_info["cluster"], request.match_info["group"],
-                                                   showall)
+        evaluation = await self.ctx.evaluator.evaluation(request.match_info["cluster"], request.match_info["group"])
         # Burrow answers an unknown group with the NOTFOUND status body, 404, and error false.
-        code = 404 if status.status == Status.NOTFOUND else 200
-        return ok(request, "consumer status returned", http_status=code, status=status.to_json())
+        code = 404 if evaluation.status == Status.NOTFOUND else 200
+        # Every request for the group within expire-cache shares one evaluation, and so one encoding.
+        body = evaluation.answers.get(showall)
+        if body is None:
+            status = evaluation.result(showall)
+            try:
+                body = evaluation.answers[showall] = gojson.RawJSON(status_json(status))
+            except (TypeError, ValueError):
+                body = status.to_json()  # refused again by json_response, which answers as for any such body
+        return ok(request, "consumer status returned", http_status=code, status=body)
 
     async def consumer_status(self, request: web.Request) -> web.Response:
         return await self._status(request, showall=False)

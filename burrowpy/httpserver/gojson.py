@@ -24,6 +24,11 @@ _KEY_TEXT: dict[str, str] = {}
 _KEY_TEXT_LIMIT = 4096
 
 
+class RawJSON(str):
+    """Text already encoded as this module would encode it, written as it is (an answer's part written
+    by a faster path of its own, such as :mod:`burrowpy.httpserver.status_json`)."""
+
+
 def dumps(value: Any) -> str:
     """Encode ``value`` (dict, list, tuple, str, int, float, bool, None); ValueError for NaN or infinity."""
     parts: list[str] = []
@@ -38,6 +43,8 @@ def _encode_fast(value: Any, add: Callable[[str], None]) -> None:
     kind = type(value)
     if kind is str:
         add(encode_string(value))
+    elif kind is RawJSON:
+        add(value)
     elif kind is dict:
         add("{")
         first = True
@@ -141,9 +148,23 @@ def _as_float32(value: float) -> float | None:
 
 _numpy: Any = None
 
+# Texts of floats already written: a group's ``complete`` figures are a few fractions of the window.
+_FLOAT_TEXT: dict[float, str] = {}
+_FLOAT_TEXT_LIMIT = 4096
+
 
 def format_float32(value: float) -> str:
     """The shortest decimal that reads back as the same float32, in Go's notation."""
+    text = _FLOAT_TEXT.get(value)
+    if text is None:
+        text = _format_float32(value)
+        if len(_FLOAT_TEXT) >= _FLOAT_TEXT_LIMIT:
+            _FLOAT_TEXT.clear()
+        _FLOAT_TEXT[value] = text
+    return text
+
+
+def _format_float32(value: float) -> str:
     if 0 < abs(value) < 1e21:  # the usual magnitudes: numpy's shortest float32 digits (Dragon4), in C
         global _numpy
         if _numpy is None:

@@ -110,6 +110,17 @@ async def test_group_summary_agrees_with_burrows_status_and_carries_the_trend(ct
     assert (stuck["status"], stuck["totallag"]) == ("ERR", 500)
 
 
+async def test_sampling_reads_the_figures_without_building_any_partitions_answer(ctx, trends):  # noqa: F811
+    await trends.sample()
+    # The sample's own evaluation, kept by the evaluator (expire-cache 10 s, the clock stands still).
+    evaluation = await ctx.evaluator.evaluation("local", "stuck")
+    assert evaluation._results == {}  # an ERR group of 1,000 partitions would have had 1,000 built
+    series = trends.series("local", "stuck")
+    assert (list(series.total_lag), series.statuses[0]) == ([evaluation.totallag], Status.ERR)
+    status = await ctx.evaluator.evaluate("local", "stuck", False)
+    assert status.totallag == 500 and status.partitions
+
+
 async def test_history_of_a_group_and_since(ctx, client, trends):  # noqa: F811
     first = ctx.clock.now
     for _ in range(3):

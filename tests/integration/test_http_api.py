@@ -297,6 +297,20 @@ async def test_status_and_lag(client):
     )
 
 
+async def test_an_encoded_status_is_shared_until_the_evaluation_expires_then_a_new_commit_shows(client, ctx):
+    path = "/v3/kafka/local/consumer/stuck/status"
+    first = await (await client.get(path)).text()
+    # "stuck" moves to the log's end: within expire-cache (10 s) the shared evaluation, and its encoding, stand.
+    ctx.storage.submit(SetConsumerOffset("local", "stuck", "orders", 0, 1000, 40, (NOW + 5) * 1000))
+    await ctx.storage.flush()
+    ctx.clock.now = NOW + 5
+    assert await (await client.get(path)).text() == first
+    ctx.clock.now = NOW + 11  # a new evaluation: the cached body must not outlive the one it was made from
+    status = (await get_json(client, path))["status"]
+    assert (status["totallag"], status["partitions"]) == (0, [])
+    assert (await get_json(client, "/v3/kafka/local/consumer/stuck/lag"))["status"]["totallag"] == 0
+
+
 async def test_probe_is_404_where_probes_are_off_or_the_cluster_unknown(client):
     assert await get_json(client, "/v3/kafka/local/probe", status=404) == {
         "error": True,

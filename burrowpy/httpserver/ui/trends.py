@@ -16,22 +16,29 @@ from array import array
 from typing import Any
 
 from burrowpy.context import ApplicationContext
+from burrowpy.evaluator.group import GroupEvaluation
 from burrowpy.protocol import ConsumerGroupStatus, FetchClusters, FetchConsumers, Status
 
 SAMPLE_INTERVAL = 5.0
 RETENTION = 3600.0
 
 
+async def every_group_evaluation(ctx: ApplicationContext) -> tuple[list[str], list[GroupEvaluation]]:
+    """The clusters, and the evaluation of every group storage knows in them, ordered by cluster and group."""
+    clusters = sorted(await ctx.fetch(FetchClusters(reply=ctx.new_reply())) or [])
+    found: list[GroupEvaluation] = []
+    for cluster in clusters:
+        groups = sorted(await ctx.fetch(FetchConsumers(cluster=cluster, reply=ctx.new_reply())) or [])
+        evaluations = await asyncio.gather(*(ctx.evaluator.evaluation(cluster, group) for group in groups))
+        found.extend(evaluation for evaluation in evaluations if evaluation.status != Status.NOTFOUND)
+    return clusters, found
+
+
 async def every_group_status(ctx: ApplicationContext) -> tuple[list[str], list[ConsumerGroupStatus]]:
     """The clusters, and the status of every group storage knows in them (partitions worse than OK only),
     ordered by cluster and group."""
-    clusters = sorted(await ctx.fetch(FetchClusters(reply=ctx.new_reply())) or [])
-    found: list[ConsumerGroupStatus] = []
-    for cluster in clusters:
-        groups = sorted(await ctx.fetch(FetchConsumers(cluster=cluster, reply=ctx.new_reply())) or [])
-        statuses = await asyncio.gather(*(ctx.evaluator.evaluate(cluster, group, False) for group in groups))
-        found.extend(status for status in statuses if status.status != Status.NOTFOUND)
-    return clusters, found
+    clusters, evaluations = await every_group_evaluation(ctx)
+    return clusters, [evaluation.result(False) for evaluation in evaluations]
 
 
 class GroupSeries:
@@ -108,14 +115,15 @@ class GroupTrends:
     async def sample(self) -> None:
         now = self.ctx.clock.time()
         seen: set[tuple[str, str]] = set()
-        _, statuses = await every_group_status(self.ctx)
-        for status in statuses:
-            key = (status.cluster, status.group)
+        # The figures alone: an ERR group of 1,000 partitions would otherwise build an answer for each.
+        _, evaluations = await every_group_evaluation(self.ctx)
+        for evaluation in evaluations:
+            key = (evaluation.cluster, evaluation.group)
             seen.add(key)
             series = self._series.get(key)
             if series is None:
                 series = self._series[key] = GroupSeries(self._capacity)
-            series.append(now, status.totallag, status.max_lag_seconds, status.status)
+            series.append(now, evaluation.totallag, evaluation.max_lag_seconds, evaluation.status)
         for key in self._series.keys() - seen:
             del self._series[key]
 
