@@ -23,6 +23,7 @@ from broker.connection_limits import parse_ip_overrides
 from broker.errors import KafkaError
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.log.config import parse_configs
+from broker.protocol.records import COMPRESSION_NAMES
 from broker.protocol.types import uuid_from_text, uuid_text
 from broker.security import SecurityConfigError
 from broker.security.acl import STANDARD_AUTHORIZER, AclError, parse_principal, parse_super_users
@@ -142,6 +143,8 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "offsets.topic.num.partitions": ("int", 50),
     "offsets.topic.replication.factor": ("int", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),  # __consumer_offsets' segment.bytes, set as it is created
+    # the codec of the group coordinator's batches (Kafka's compression type ids: 0 none ... 4 zstd)
+    "offsets.topic.compression.codec": ("int", 0),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("int", 600000),
     "offset.metadata.max.bytes": ("int", 4096),  # a committed offset's metadata: longer is OFFSET_METADATA_TOO_LARGE
@@ -447,6 +450,10 @@ def _check_consumer_group_bounds(section: Section, settings: dict[str, Any]) -> 
                 "offsets.topic.segment.bytes"):
         if settings[key] < 1:
             raise section.error(key, "must be at least 1")
+    codec = settings["offsets.topic.compression.codec"]
+    if codec not in COMPRESSION_NAMES:
+        raise section.error("offsets.topic.compression.codec", f"Unknown compression type id: {codec} (Kafka's ids: "
+                            + ", ".join(f"{i} {name}" for i, name in COMPRESSION_NAMES.items()) + ")")
     for value, low, high in ((heartbeat, "group.consumer.min.heartbeat.interval.ms",
                               "group.consumer.max.heartbeat.interval.ms"),
                              (session, "group.consumer.min.session.timeout.ms",

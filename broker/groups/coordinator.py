@@ -249,7 +249,8 @@ class GroupCoordinator:
         batch = build_batch((Record(offset=i, timestamp=now, key=key, value=value)
                              for i, (key, value) in enumerate(records)),
                             producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
-                            is_transactional=producer is not None)
+                            is_transactional=producer is not None,
+                            compression=self.broker.config["offsets.topic.compression.codec"])
         try:
             await self.broker.append(OFFSETS_TOPIC, partition, batch, from_coordinator=producer is not None)
         except KafkaError as exc:

@@ -283,3 +283,48 @@ async def test_offset_delete(broker, conn, topic):
         (topic, E.GROUP_SUBSCRIBED_TO_TOPIC), (other, E.NONE), ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION)}
     missing = await conn.request(ApiKey.OFFSET_DELETE, {"group_id": unique_name("none"), "topics": []}, version=0)
     assert missing["error_code"] == E.GROUP_ID_NOT_FOUND
+
+
+def test_offsets_topic_compression_codec_compresses_the_coordinators_batches(tmp_path):
+    """offsets.topic.compression.codec 4 (zstd): the coordinator's batches in __consumer_offsets are zstd; the
+    commit survives a restart (the coordinator reads its compressed batches back) and kcat decodes them."""
+    import shutil
+    import struct
+    import subprocess
+
+    from confluent_kafka import Consumer, TopicPartition
+    from harness import BrokerProcess, create_topics
+
+    with BrokerProcess(tmp_path / "data", extra_config={"offsets.topic.compression.codec": 4,
+                                                        "offsets.topic.num.partitions": 1}) as broker:
+        broker.start()
+        create_topics({"bootstrap.servers": broker.bootstrap}, "zstd-offsets")
+
+        def committed_offset() -> int:
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "zstd-group"})
+            try:
+                return consumer.committed([TopicPartition("zstd-offsets", 0)], timeout=30)[0].offset
+            finally:
+                consumer.close()
+
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "zstd-group"})
+        try:
+            consumer.commit(offsets=[TopicPartition("zstd-offsets", 0, 5)], asynchronous=False)
+        finally:
+            consumer.close()
+        broker.stop()
+        codecs = []
+        for segment in sorted((tmp_path / "data" / "logs" / "__consumer_offsets-0").glob("*.log")):
+            data, position = segment.read_bytes(), 0
+            while position + 61 <= len(data):
+                length = struct.unpack_from(">i", data, position + 8)[0]
+                codecs.append(struct.unpack_from(">h", data, position + 21)[0] & 0x07)
+                position += 12 + length
+        assert codecs and set(codecs) == {4}, codecs
+        broker.start()
+        assert committed_offset() == 5
+        kcat = shutil.which("kcat")
+        assert kcat is not None
+        read = subprocess.run([kcat, "-b", broker.bootstrap, "-C", "-t", "__consumer_offsets", "-o", "beginning",
+                               "-e", "-q", "-f", "%k|%s\n"], capture_output=True, timeout=60)
+        assert b"zstd-group" in read.stdout and b"zstd-offsets" in read.stdout, read

@@ -106,7 +106,7 @@ INERT: dict[str, str] = {
         "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
         # transactional writes are always verified (KIP-890)
         "transaction.partition.verification.enable",
-        "transaction.state.log.min.isr", "offsets.commit.timeout.ms", "offsets.topic.compression.codec",
+        "transaction.state.log.min.isr", "offsets.commit.timeout.ms",
         "delete.records.purgatory.purge.interval.requests", "fetch.purgatory.purge.interval.requests",
         "producer.purgatory.purge.interval.requests",
     ], AS_CLIENT),
@@ -171,6 +171,7 @@ def test_the_readme_names_each_one(key):
     ("group.consumer.min.session.timeout.ms: 1000\ngroup.consumer.session.timeout.ms: 5000\n",
      "group.consumer.heartbeat.interval.ms", "less than group.consumer.session.timeout.ms"),
     ("offsets.topic.segment.bytes: 0\n", "offsets.topic.segment.bytes", "at least 1"),
+    ("offsets.topic.compression.codec: 9\n", "offsets.topic.compression.codec", "Unknown compression type id: 9"),
     ("group.consumer.assignors: com.example.MyAssignor\n", "group.consumer.assignors", "cannot load"),
     ("group.consumer.assignors: range,range\n", "group.consumer.assignors", "twice"),
     ("group.consumer.assignors: ''\n", "group.consumer.assignors", "at least one"),
