@@ -30,6 +30,7 @@ BROKER_CONFIG = {"metrics.listen": f"127.0.0.1:{BROKER_METRICS_PORT}"}
 
 SCREENSHOTS = ROOT / "build" / "screenshots"
 DEMO_STATUSES = {"demo-healthy": "OK", "demo-lagging": "WARN", "demo-stopped": "ERR"}
+DEMO_BROKER = f"127.0.0.1:{free_port()}"
 # A figure of fmtSeconds in app.js ("4.2 s", "33 s", "2 m 5 s", "1 h 3 m", "2 d 1 h").
 SECONDS_FIGURE = r"(\d+(\.\d)? s|\d+ [mhd] \d+ [smh])"
 DASH = "\u2014"
@@ -52,8 +53,8 @@ def demo(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     data = tmp_path_factory.mktemp("dashboard-demo")
     proc = subprocess.Popen([BURROWPY, "demo", "--http", f"127.0.0.1:{port}", "--data-dir", str(data / "broker"),
-                             "--duration", "600"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+                             "--broker", DEMO_BROKER, "--duration", "600"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     try:
         first_line = proc.stdout.readline()
         assert first_line.strip() == f"burrowpy demo dashboard: {base}/ui/", first_line
@@ -229,6 +230,35 @@ def test_clusters_and_topics_pages(demo, browser):
                message="the topic's partitions")
     assert browser.current_url.endswith("#/topic/local/demo-events")
     screenshot(browser, "topic")
+
+    # a topic under its min.insync.replicas (2, with one replica on the demo's one broker) is shown unhealthy
+    # in the error colour, in the list, the cluster's summary and on its page; the healthy one is not
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": DEMO_BROKER})
+    admin.create_topics([NewTopic("demo-under-min-isr", 1, 1, config={"min.insync.replicas": "2"})])[
+        "demo-under-min-isr"].result(30)
+
+    def colour(selector: str) -> str:
+        return browser.execute_script("return getComputedStyle(document.querySelector(arguments[0])).color;", selector)
+
+    def shown_unhealthy() -> bool:
+        browser.get(demo + "/ui/#/topics")
+        wait_until(lambda: browser.find_elements("css selector", "tr[data-topic='demo-events']"), 30,
+                   message="the topic list")
+        return bool(browser.find_elements("css selector", "tr.unhealthy[data-topic='demo-under-min-isr']"))
+
+    wait_until(shown_unhealthy, 60, interval=1, message="the topic under min ISR shown unhealthy")
+    err = browser.execute_script("return getComputedStyle(document.documentElement).getPropertyValue('--err');")
+    unhealthy = colour("tr[data-topic='demo-under-min-isr'] td.replication")
+    assert unhealthy != colour("tr[data-topic='demo-events'] td.replication"), unhealthy
+    assert browser.find_elements("css selector", ".cluster-health.unhealthy")
+    assert "min ISR" in browser.find_element("css selector", "tr[data-topic='demo-under-min-isr']").text
+    screenshot(browser, "topics-unhealthy")
+    browser.get(demo + "/ui/#/topic/local/demo-under-min-isr")
+    wait_until(lambda: browser.find_elements("css selector", "tr[data-partition='0'] td.replication.unhealthy"), 30,
+               message="the partition's replication shown unhealthy")
+    assert colour("tr[data-partition='0'] td.replication") == unhealthy, err
 
 
 def test_readable_on_a_phone(demo, browser):
