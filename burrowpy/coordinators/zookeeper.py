@@ -184,6 +184,8 @@ class ZookeeperLock:
         self.logger = zookeeper.logger.bind(lock=path)
         self._holding = False
         self._held = asyncio.Event()
+        self.generation = 0  # bumped each time this instance takes the lock
+        self.node_path: str | None = None  # this instance's lock node while it holds the lock
         self._recipe: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task | None = None
@@ -233,10 +235,13 @@ class ZookeeperLock:
             if alive is None:
                 await self._release(recipe)
                 continue
+            self.node_path = f"{self.path}/{recipe.node}"
+            self.generation += 1
             self._set_holding(True)
             self.logger.info("took the ZooKeeper lock", identifier=self.identifier)
             await self.zookeeper.wait_session_end(generation)
             self._set_holding(False)
+            self.node_path = None
             self.logger.warning("gave up the ZooKeeper lock: its session expired; contending again")
             await self._release(recipe)
 

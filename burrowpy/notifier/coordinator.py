@@ -75,7 +75,9 @@ class NotifierLock(Protocol):
 class IncidentStore(Protocol):
     """Where a sender leaves each group's notification state for the next one (``kafka_lock.py``)."""
 
-    generation: int  # changes each time this instance takes the lock
+    @property
+    def generation(self) -> int:
+        """Changes each time this instance takes the lock."""
 
     async def load_states(self) -> dict[tuple[str, str], GroupState]: ...
 
@@ -134,8 +136,13 @@ class NotifierCoordinator:
                                                                                 self.min_interval)
         self.groups: dict[str, dict[str, TrackedGroup]] = {}
         self.evaluations = 0
-        self._lock: NotifierLock | None = lock if lock is not None else (
-            zookeeper.lock("notifier") if zookeeper is not None else None)
+        if lock is None and zookeeper is not None:
+            from burrowpy.notifier.zookeeper_state import ZookeeperIncidentStore
+
+            # Burrow's lock, with the incidents' state beside it (Burrow keeps that in memory only)
+            zookeeper_lock = zookeeper.lock("notifier")
+            lock, store = zookeeper_lock, store or ZookeeperIncidentStore(zookeeper_lock)
+        self._lock: NotifierLock | None = lock
         self.lock_kind = getattr(self._lock, "kind", "zookeeper") if self._lock is not None else "none"
         self.instance = (self._lock.identifier if self._lock is not None
                          else f"{socket.gethostname()}:{os.getpid()}")

@@ -47,7 +47,8 @@ async def main(hosts: str, root_path: str, url: str, name: str) -> None:
         Section(CONFIG_FILE, "zookeeper", {"servers": [hosts], "timeout": 2, "root-path": root_path}), core.ctx)
     await zookeeper.start()
     notifier = {"class-name": "http", "interval": 1, "send-interval": 3600, "url-open": url,
-                "template-open": "default-http-open.tmpl", "headers": {"X-Instance": name}}
+                "template-open": "default-http-open.tmpl", "url-close": url.replace("/open", "/close"),
+                "template-close": "default-http-close.tmpl", "send-close": True, "headers": {"X-Instance": name}}
     coordinator = NotifierCoordinator(core.ctx, notifier_sections(alerts=notifier), zookeeper=zookeeper)
     await coordinator.start()
     print("started", flush=True)

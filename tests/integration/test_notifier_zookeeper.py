@@ -79,6 +79,16 @@ async def test_root_path_is_created_and_the_only_instance_takes_the_lock(zookeep
         client.stop()
 
 
+def zookeeper_children(hosts: str, path: str) -> list[str]:
+    client = KazooClient(hosts=hosts)
+    client.start(10)
+    try:
+        return client.get_children(path)
+    finally:
+        client.stop()
+        client.close()
+
+
 class Receiver:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict]] = []  # (X-Instance, body)
@@ -89,10 +99,14 @@ class Receiver:
 
 
 async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper, monitor, tmp_path):
+    """A sends the open; killed with -9, B takes the lock and the incident's state beside it (Burrow's B would
+    announce the open incident again, with a new id): B announces nothing again, and closes A's incident with
+    A's id once the group recovers."""
     root = "/burrowpy/tests/takeover"
     receiver = Receiver()
     app = web.Application()
     app.router.add_post("/open", receiver.handle)
+    app.router.add_post("/close", receiver.handle)
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
@@ -113,7 +127,8 @@ async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper
     reader = asyncio.create_task(count_peer_evaluations())
     zk_b = ZookeeperCoordinator(zookeeper_section(zookeeper.hosts, root), monitor.ctx)
     notifier = {"class-name": "http", "interval": 1, "send-interval": 3600, "url-open": url,
-                "template-open": "default-http-open.tmpl", "headers": {"X-Instance": "B"}}
+                "template-open": "default-http-open.tmpl", "url-close": url.replace("/open", "/close"),
+                "template-close": "default-http-close.tmpl", "send-close": True, "headers": {"X-Instance": "B"}}
     coordinator_b = NotifierCoordinator(monitor.ctx, notifier_sections(alerts=notifier), zookeeper=zk_b)
     try:
         await eventually(lambda: receiver.requests, timeout=60, what="instance A's notification")
@@ -128,9 +143,15 @@ async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper
         assert [instance for instance, _ in receiver.requests] == ["A"]
         assert not coordinator_b.is_leader and coordinator_b.evaluations == 0
 
+        # A recorded the incident beside the lock once its notification was delivered
+        await eventually(lambda: zk_b.client.get_children(f"{root}/notifier-state"), what="A's incident state")
         peer.kill()  # SIGKILL: no clean-up; A's lock node lives until its session expires
         await peer.wait()
-        await eventually(lambda: len(receiver.requests) == 2, what="B taking over and notifying")
+        await eventually(lambda: coordinator_b.is_leader and coordinator_b.evaluations >= 3,
+                         what="B taking over and evaluating")
+        assert [instance for instance, _ in receiver.requests] == ["A"]  # the open incident is not announced again
+        await monitor.recover_group("payments")
+        await eventually(lambda: len(receiver.requests) == 2, what="B closing the incident")
     finally:
         if peer.returncode is None:
             peer.kill()
@@ -140,10 +161,12 @@ async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper
         await coordinator_b.stop()
         await zk_b.stop()
         await runner.cleanup()
-    (_, opened_a), (instance, opened_b) = receiver.requests
+    (_, opened_a), (instance, closed_b) = receiver.requests
     assert instance == "B"
-    assert opened_a["events"][0]["event"]["group"] == opened_b["events"][0]["event"]["group"] == "payments"
-    assert opened_a["events"][0]["id"] != opened_b["events"][0]["id"]
+    assert opened_a["events"][0]["event"]["group"] == "payments"
+    assert closed_b["ids"] == [opened_a["events"][0]["id"]]
+    # the closed incident's state went with it
+    assert await asyncio.to_thread(lambda: zookeeper_children(zookeeper.hosts, f"{root}/notifier-state")) == []
     assert events(monitor.logs, "took the ZooKeeper lock")
 
 
