@@ -299,13 +299,6 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    def _pending(self, transactional_id: str) -> ErrorCode | None:
-        """CONCURRENT_TRANSACTIONS while a change of the id's state is being written (its markers included), as
-        Kafka answers a request that finds a pending transition: the client retries, rather than queueing here
-        behind a write that may take as long as a marker's round trip to another broker."""
-        lock = self._locks.get(transactional_id)
-        return ErrorCode.CONCURRENT_TRANSACTIONS if lock is not None and lock.locked() else None
-
     async def _transition(self, meta: TxnMetadata) -> ErrorCode:
         """Write a new state and, once it is in the log, make it the id's state."""
         self.machine.validate(meta)
@@ -394,7 +387,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
-        error = await self._ready(transactional_id) or self._pending(transactional_id)
+        error = await self._ready(transactional_id)
         if error is not None:
             return error, -1, -1
         async with self._locks[transactional_id]:
@@ -430,7 +423,7 @@ class TransactionCoordinator:
                              partitions: Iterable[TopicPartition], fenced: ErrorCode
                              ) -> dict[TopicPartition, ErrorCode]:
         partitions = list(partitions)
-        error = await self._ready(transactional_id) or self._pending(transactional_id)
+        error = await self._ready(transactional_id)
         if error is not None:
             return dict.fromkeys(partitions, error)
         async with self._locks[transactional_id]:
@@ -457,7 +450,7 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
                       fenced: ErrorCode) -> ErrorCode:
-        error = await self._ready(transactional_id) or self._pending(transactional_id)
+        error = await self._ready(transactional_id)
         if error is not None:
             return error
         async with self._locks[transactional_id]:

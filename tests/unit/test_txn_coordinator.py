@@ -4,7 +4,6 @@ on a clock the test moves."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -36,11 +35,10 @@ class Clock:
         self.seconds += ms / 1000
 
 
-def storage_only_broker(data_dir: Path, clock: Clock, **settings: object) -> Broker:
+def storage_only_broker(data_dir: Path, clock: Clock) -> Broker:
     """A single-node broker with its logs and producer ids, as start() makes them, and no listener."""
     broker = Broker(BrokerConfig.load(None, data_dir=str(data_dir), overrides={
-        "transaction.state.log.num.partitions": 3, "transactional.id.expiration.ms": EXPIRATION_MS, **settings}),
-        clock=clock)
+        "transaction.state.log.num.partitions": 3, "transactional.id.expiration.ms": EXPIRATION_MS}), clock=clock)
     broker.logs = LogManager(data_dir / "logs", broker.config.topic_defaults(), auto_high_watermark=True)
     broker.producer_ids = ProducerIdAllocator(data_dir / "producer-ids.json")
     broker.create_topic("orders", 2, {})
@@ -130,29 +128,6 @@ async def test_end_txn_writes_both_phases_and_a_marker_on_every_partition(broker
     assert await coordinator.end_txn("t", producer_id, epoch, committed, FENCED) == ErrorCode.NONE
     assert await coordinator.end_txn("t", producer_id, epoch, not committed, FENCED) == ErrorCode.INVALID_TXN_STATE
     assert len(states_written(broker, "t")) == 4
-
-
-async def test_a_request_meeting_a_state_change_being_written_is_answered_concurrent_transactions(tmp_path, clock):
-    """As Kafka answers a request that finds a pending transition: at once, and the client retries (before,
-    the request waited behind the write, markers included); once the commit is done the retry is answered."""
-    # every append waits for its fsync, off the event loop: a write in flight the requests below can meet
-    broker = storage_only_broker(tmp_path / "data", clock, **{"log.flush.interval.messages": 1})
-    broker.transactions = coordinator = TransactionCoordinator(broker)
-    await coordinator.start()
-    producer_id, epoch = await begin(coordinator)
-    ending = asyncio.create_task(coordinator.end_txn("t", producer_id, epoch, True, FENCED))
-    await asyncio.sleep(0)  # it takes the id's lock and starts writing PrepareCommit
-    assert not ending.done()
-    assert await coordinator.end_txn("t", producer_id, epoch, True, FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
-    assert await coordinator.add_partitions("t", producer_id, epoch, [("orders", 0)], FENCED) == {
-        ("orders", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
-    assert await coordinator.init_producer_id("t", TIMEOUT_MS, -1, -1, FENCED) == (
-        ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
-    assert await ending == ErrorCode.NONE
-    assert await coordinator.end_txn("t", producer_id, epoch, True, FENCED) == ErrorCode.NONE  # the retry
-    assert states_written(broker, "t") == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT,
-                                           TxnState.COMPLETE_COMMIT]
-    broker.logs.close()
 
 
 async def test_a_transaction_is_verified_before_its_writes(broker):
