@@ -320,7 +320,7 @@ def test_without_the_consumer_protocol_kip_848_is_answered_unsupported_as_kafka_
     these requests) answers ConsumerGroupHeartbeat and each group of ConsumerGroupDescribe UNSUPPORTED_VERSION,
     while ApiVersions still lists both; classic groups carry on."""
     with BrokerProcess(tmp_path / "data", extra_config={
-            "group.coordinator.rebalance.protocols": "classic"}).start() as broker:
+            "group.coordinator.rebalance.protocols": "classic"}) as broker:
         async def ask() -> tuple[dict, dict, dict]:
             async with await KafkaConnection.connect(broker.bootstrap) as connection:
                 versions = await connection.request(ApiKey.API_VERSIONS, {

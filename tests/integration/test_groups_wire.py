@@ -297,7 +297,6 @@ def test_offsets_topic_compression_codec_compresses_the_coordinators_batches(tmp
 
     with BrokerProcess(tmp_path / "data", extra_config={"offsets.topic.compression.codec": 4,
                                                         "offsets.topic.num.partitions": 1}) as broker:
-        broker.start()
         create_topics({"bootstrap.servers": broker.bootstrap}, "zstd-offsets")
 
         def committed_offset() -> int:
