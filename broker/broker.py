@@ -318,8 +318,7 @@ class Broker:
         if not cluster.caught_up:
             log.info("listening; accepting clients once a voter is added for this broker and it has caught up "
                      "with the cluster's metadata (kafka-metadata-quorum add-controller)", node_id=self.node_id)
-        while not cluster.caught_up:
-            await asyncio.sleep(0.1)
+        await cluster.wait_caught_up()
         self._serving_held = False
         for server in list(self.servers):
             await server.serve()

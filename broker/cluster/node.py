@@ -117,6 +117,7 @@ class ClusterNode:
                              timing=config.raft_timing, listener=self, tls=self._raft_tls(), join=config.raft_join)
         self.replicas = ReplicaManager(broker)
         self.gossip: GossipNode | None = None
+        self._ready = asyncio.Event()  # set once Raft has caught up (on_ready)
         self.controller = Controller(
             self.raft, self.sightings,
             OffsetsTopicSpec(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"],
@@ -210,8 +211,7 @@ class ClusterNode:
     async def _share_scram_additions(self) -> None:
         """``--add-scram`` credentials go into the cluster's metadata (as kafka-storage's go into its bootstrap
         metadata), unless the metadata already has one for that user and mechanism."""
-        while not self.raft.ready:
-            await asyncio.sleep(0.1)
+        await self.wait_caught_up()
         missing = [(user, mechanism, credential) for user, mechanism, credential in self.broker.config.scram_additions
                    if mechanism not in self.metadata.scram.get(user, {})]
         if missing:
@@ -391,7 +391,12 @@ class ClusterNode:
         self.reconcile()
         self.controller.wake()
 
+    async def wait_caught_up(self) -> None:
+        """Return once this broker's metadata is the quorum's (:attr:`caught_up`)."""
+        await self._ready.wait()
+
     def on_ready(self) -> None:
+        self._ready.set()
         if self.config.raft_join and self.gossip is not None:
             self.gossip.set_meta(self._gossip_meta())  # caught up: the controller may register it now
         self.reconcile()

@@ -239,8 +239,8 @@ class NotifierCoordinator:
         self._wake.set()
 
     def _forget(self, cluster: str, group: str) -> None:
-        """Tombstone a vanished group's record in the state store, so the compacted topic does not keep the
-        record of every group that ever had an incident."""
+        """Delete a vanished group's record in the state store (a tombstone in the Kafka lock's compacted topic,
+        the znode beside the ZooKeeper lock), so the store does not keep every group that ever had an incident."""
         if self._store is not None and self.is_leader and self._states_current():
             self._save_after(self._store, cluster, group, GroupState(), [])
 
