@@ -64,6 +64,12 @@ class ReplicaManager:
         check_leader_epoch(epoch, requested_epoch)
         return plog, epoch
 
+    def high_watermark_known(self, topic: str, partition: int) -> bool:
+        """False while this broker leads the partition with a high watermark still below the start of its
+        leader epoch (:attr:`broker.cluster.isr.PartitionLeaderState.high_watermark_lags_epoch`)."""
+        state = None if self.replication is None else self.replication.leader_state(topic, partition)
+        return state is None or not state.high_watermark_lags_epoch
+
     async def append(self, topic: str, partition: int, batch: bytes | memoryview, leader_epoch: int) -> AppendResult:
         """Append a client's batch as the partition's leader in ``leader_epoch`` (the one its caller checked)."""
         return await self._append(topic, partition, batch, leader_epoch=leader_epoch)

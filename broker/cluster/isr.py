@@ -123,6 +123,14 @@ class PartitionLeaderState:
         extra = tuple(r for r in self.pending_change.isr if r not in self.isr)
         return self.isr + extra
 
+    @property
+    def high_watermark_lags_epoch(self) -> bool:
+        """Whether the high watermark is still below the offset this leader epoch began at: a new leader's
+        high watermark is the one it knew as a follower, which may be a fetch round behind what the previous
+        leader acknowledged, until its ISR's fetches move it. Until then offsets answered from it could hide
+        acknowledged records (Kafka answers OFFSET_NOT_AVAILABLE meanwhile)."""
+        return self.high_watermark < self.epoch_start_offset
+
     def has_enough_replicas(self, min_insync_replicas: int) -> bool:
         return len(self.isr) >= min_insync_replicas
 

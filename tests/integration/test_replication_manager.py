@@ -186,3 +186,44 @@ async def test_acks_all_never_treats_a_partition_it_does_not_lead_as_a_single_no
     plog.append(build_batch([Record(0, 0, None, b"x")]))  # this log commits by itself (auto high watermark)
     assert plog.high_watermark == 1
     assert not await leader.replica_manager.wait_for_isr(TOPIC, 0, 1, 0.5)
+
+
+async def list_offsets(broker: StaticClusterBroker, timestamp: int, isolation_level: int = 0) -> dict:
+    async with await KafkaConnection.connect(f"127.0.0.1:{broker.port}") as connection:
+        answer = await connection.request(ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": isolation_level, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
+    return answer["topics"][0]["partitions"][0]
+
+
+async def test_a_new_leader_names_no_offset_until_its_high_watermark_reaches_its_epoch(brokers):
+    """A follower's high watermark trails the leader's by a fetch round. Elected then, it must not answer a
+    log end below what its predecessor acknowledged (a consumer reading up to it would miss acknowledged
+    records): OFFSET_NOT_AVAILABLE, as Kafka answers, until a fetch of its ISR moves the high watermark."""
+    old, new = brokers
+    old.lead(TOPIC, 0, 0, [1, 2], [1, 2])
+    new.follow(TOPIC, 0, 0, 1, [1, 2])
+    assert (await produce(old, ["a", "b"]))["error_code"] == 0  # acknowledged: offsets 0 and 1
+    await poll_until(lambda: log_of(new).log_end_offset == 2, message="replication")
+    log_of(new).high_watermark = 1  # as it is when the answer carrying the last move is still on its way
+    new.lead(TOPIC, 0, 1, [2, 1], [2, 1])
+    for timestamp in (-1, 1 << 42):  # the log end; a timestamp lookup with no answer below the high watermark
+        answer = await list_offsets(new, timestamp)
+        assert answer["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE, (timestamp, answer)
+    # the log start, and a lookup answered below the high watermark, need no more than what it knows
+    assert [(await list_offsets(new, timestamp))["offset"] for timestamp in (-2, 0)] == [0, 0]
+    old.follow(TOPIC, 0, 1, 2, [2, 1])
+    await poll_until(lambda: log_of(new).high_watermark == 2, message="the ISR's fetch moving the high watermark")
+    latest = await list_offsets(new, -1)
+    assert (latest["error_code"], latest["offset"]) == (0, 2)
+    assert (await list_offsets(new, 0))["offset"] == 0
+
+
+async def test_a_timestamp_lookup_answers_no_record_above_the_high_watermark(brokers):
+    leader, _follower = brokers
+    leader.lead(TOPIC, 0, 0, [1, 2], [1, 2])  # 2 is in the ISR but does not fetch: nothing commits
+    assert (await produce(leader, ["x"], acks=1))["error_code"] == 0
+    assert log_of(leader).high_watermark == 0
+    for timestamp in (0, -3):
+        answer = await list_offsets(leader, timestamp)
+        assert (answer["error_code"], answer["offset"], answer["timestamp"]) == (0, -1, -1), answer

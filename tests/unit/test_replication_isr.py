@@ -57,6 +57,11 @@ def test_new_leader_keeps_its_high_watermark_until_followers_report():
     assert state.high_watermark == 80
     assert all(follower.log_end_offset == UNKNOWN_OFFSET for follower in state.followers.values())
     assert state.epoch_start_offset == 100
+    assert state.high_watermark_lags_epoch  # offsets from it would hide what the last leader acknowledged
+    fetch(state, 2, 100, now=1)
+    assert state.high_watermark_lags_epoch
+    fetch(state, 3, 100, now=1)
+    assert (state.high_watermark, state.high_watermark_lags_epoch) == (100, False)
 
 
 def test_high_watermark_is_capped_by_the_leader_log_end():
