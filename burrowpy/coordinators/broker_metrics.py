@@ -22,6 +22,24 @@ from prometheus_client.parser import text_string_to_metric_families
 from burrowpy.evaluator.share import InFlightCounts
 
 IN_FLIGHT_METRIC = "kafka_server_share_partition_in_flight_messages"
+_JMX_ESCAPES = {"n": "\n"}
+
+
+def jmx_unquote(value: str) -> str:
+    """A name as Kafka wrote it into an MBean name: one with a character JMX reserves (``,=:*?"`` or a newline)
+    is quoted there (``ObjectName.quote``), and the exporter passes the quoted form on as the label."""
+    if len(value) < 2 or not value.startswith('"') or not value.endswith('"'):
+        return value
+    out, escaped = [], False
+    for char in value[1:-1]:
+        if escaped:
+            out.append(_JMX_ESCAPES.get(char, char))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def parse_in_flight(text: str) -> dict[tuple[str, str, int], int]:
@@ -34,7 +52,7 @@ def parse_in_flight(text: str) -> dict[tuple[str, str, int], int]:
         for sample in family.samples:
             labels = sample.labels
             try:
-                key = (labels["group"], labels["topic"], int(labels["partition"]))
+                key = (jmx_unquote(labels["group"]), jmx_unquote(labels["topic"]), int(labels["partition"]))
             except (KeyError, ValueError):
                 raise ValueError(f"{IN_FLIGHT_METRIC} sample without group, topic and partition labels: "
                                  f"{labels}") from None

@@ -7,7 +7,7 @@ import pytest
 
 from broker.config_loading import ConfigError, Section
 from burrowpy.config import http_urls
-from burrowpy.coordinators.broker_metrics import IN_FLIGHT_METRIC, parse_in_flight
+from burrowpy.coordinators.broker_metrics import IN_FLIGHT_METRIC, jmx_unquote, parse_in_flight
 
 # What the exporter with config/kafka-share-jmx-exporter.yml serves, among the JVM's own series
 EXPORTED = f"""\
@@ -25,6 +25,14 @@ jvm_threads_current 93.0
 def test_the_exporters_text_gives_the_count_per_group_topic_and_partition():
     assert parse_in_flight(EXPORTED) == {("workers", "jobs", 0): 7, ("workers", "jobs", 1): 0, ("other", "jobs", 0): 2}
     assert parse_in_flight("# TYPE up gauge\nup 1.0\n") == {}
+
+
+def test_names_kafka_quoted_in_the_mbean_name_are_the_groups_own():
+    # Kafka quotes a tag value holding a character JMX reserves (Sanitizer.jmxSanitize, ObjectName.quote)
+    text = f'{IN_FLIGHT_METRIC}{{group="\\"team:a,b\\"",partition="0",topic="jobs"}} 3.0\n'
+    assert parse_in_flight(text) == {("team:a,b", "jobs", 0): 3}
+    assert jmx_unquote('"a\\"b\\\\c\\nd\\*"') == 'a"b\\c\nd*'
+    assert jmx_unquote("plain") == "plain" and jmx_unquote('"') == '"'
 
 
 @pytest.mark.parametrize(("text", "message"), [
