@@ -139,6 +139,10 @@ class ShareGroupWindows:
             key = (reading.topic, reading.partition)
             seen.add(key)
             log_end = log_ends.get(key)
+            if log_end is not None:
+                # the broker-offset poll came before this reading, and records acknowledged since moved the start
+                # offset past it: the log reaches at least as far as the start offset
+                log_end = max(log_end, reading.start_offset)
             entry = partitions.get(key)
             if entry is None:
                 entry = partitions[key] = _Readings(deque(maxlen=self.intervals), deque(maxlen=self.intervals))

@@ -100,6 +100,13 @@ def test_each_share_partition_names_its_members_as_owners_and_the_status_counts_
     assert body["members"] == 0 and all(p["owners"] == [] and p["owner"] == "" for p in body["partitions"])
 
 
+def test_a_log_end_polled_before_the_start_offset_moved_past_it_is_the_start_offset():
+    windows = ShareGroupWindows("c", intervals=2)
+    windows.observe("g", "Stable", [SharePartitionOffset("t", 0, 52, None)], {("t", 0): 50}, T0)
+    [partition] = windows.evaluate("g", T0 / 1000).to_json()["partitions"]
+    assert (partition["start_offset"], partition["log_end_offset"], partition["current_lag"]) == (52, 52, 0)
+
+
 def test_in_flight_counts_show_per_partition_and_are_null_while_unknown():
     windows = ShareGroupWindows("c", intervals=2)
     readings = [SharePartitionOffset("t", 0, 10, 5), SharePartitionOffset("t", 1, 3, 0)]
