@@ -394,10 +394,10 @@ def jmx_in_flight(port: int, group: str, topic: str) -> int | None:
     return int(values[0]) if values else None
 
 
-def test_records_in_flight_while_held_unacknowledged(kafka, exporter_port, monitor, producer):
+def test_records_in_flight_while_held_unacknowledged(kafka, exporter_port, monitor, producer, browser):  # noqa: F811
     """A share consumer in explicit acknowledgement mode acquires records and holds them: the monitor's
-    ``in_flight`` (API and /metrics) is the broker's own JMX figure, above 0, through the exporter agent; once
-    it acknowledges them both go back to 0."""
+    ``in_flight`` (API, /metrics and the dashboard's share-group row) is the broker's own JMX figure, above 0,
+    through the exporter agent; once it acknowledges them both go back to 0."""
     if exporter_port is None:
         pytest.skip("the Prometheus JMX exporter agent is missing: run `make install`")
     topic, group = "held-jobs", "holders"
@@ -439,6 +439,11 @@ def test_records_in_flight_while_held_unacknowledged(kafka, exporter_port, monit
                  f'share_group="{group}",topic="{topic}"}}'
         assert any(line.startswith(series) and float(line.split()[-1]) > 0
                    for line in monitor.get("/metrics")[1].splitlines()), series
+        browser.get(monitor.base + "/ui/#/clusters")
+        row = f".share-groups tr[data-share-group='{group}'] [data-partition='{topic}/0']"
+        wait_until(lambda: (cells := browser.find_elements("css selector", row))
+                   and f", in flight {in_flight})" in cells[0].text,
+                   30, interval=0.2, message=f"the dashboard's row of {group} with {in_flight} records in flight")
 
         for message in held:
             consumer.acknowledge(message)
