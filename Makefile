@@ -15,6 +15,10 @@ SPARK_CONNECTOR_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-1
 JAVA_PEERS := tests/peers/java
 JAVA_STAMP := $(JAVA_PEERS)/target/.installed
 GO_PEERS := tests/peers/go
+# The Prometheus JMX exporter java agent, which tests start Kafka with to read share-partitions' in-flight counts
+# (config/kafka-share-jmx-exporter.yml); from Maven Central, cached in ~/.m2 like the Java peers.
+JMX_EXPORTER_VERSION := 1.0.1
+JMX_EXPORTER := tests/peers/jmx-exporter/jmx_prometheus_javaagent.jar
 CONFIG_DOCS := broker/kafka_config_docs.json
 GO_STAMP := $(GO_PEERS)/bin/.installed
 # Test peers built from source once per machine, outside the checkout, so that a fresh clone reuses them (as it
@@ -39,7 +43,7 @@ LIBRDKAFKA_BUILD_DEPS := gcc g++ make libssl-dev zlib1g-dev
 .PHONY: install run test unit integration lint bench clean ui-vendor
 
 # The Go peers join the install once their module exists.
-install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP) \
+install: $(STAMP) $(SPARK_STAMP) $(JAVA_STAMP) $(JMX_EXPORTER) $(if $(wildcard $(GO_PEERS)/go.mod),$(GO_STAMP)) $(BURROW_STAMP) \
 	$(LIBRDKAFKA_STAMP) $(CONFIG_DOCS)
 	@# Bytecode of the project's own modules, which the editable install leaves to the first import: where
 	@# PYTHONDONTWRITEBYTECODE is set (as on the CI machine) every process start compiled them again, ~50 ms.
@@ -72,6 +76,11 @@ $(SPARK_STAMP): spark-connector/pom.xml $(STAMP)
 
 $(JAVA_STAMP): $(JAVA_PEERS)/pom.xml $(shell find $(JAVA_PEERS)/src -type f)
 	mvn -q -B -f $(JAVA_PEERS)/pom.xml package
+	touch $@
+
+$(JMX_EXPORTER): Makefile
+	mvn -q -B dependency:copy -Dartifact=io.prometheus.jmx:jmx_prometheus_javaagent:$(JMX_EXPORTER_VERSION) \
+		-DoutputDirectory=$(abspath $(dir $@)) -Dmdep.stripVersion=true
 	touch $@
 
 # Kafka's documentation of its configs, which the broker's DescribeConfigs gives (include_documentation):

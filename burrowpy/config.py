@@ -586,3 +586,22 @@ def _check_references(config: Config) -> None:
         _reference(section, "cluster", clusters, "cluster")
         if not section.get_str("cluster", ""):
             raise section.error("cluster", "is required: the name of the cluster section this consumer reads")
+
+
+def http_urls(section: Section, key: str) -> list[str]:
+    """A list of distinct http(s) URLs (``broker-metrics``: the brokers' Prometheus endpoints), [] when unset."""
+    from urllib.parse import urlsplit
+
+    urls = section.get_list(key, [])
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (raises on a port that is not a number in range)
+        except ValueError as exc:
+            raise section.error(key, f"{url!r} is not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise section.error(key, f"{url!r} is not an http:// or https:// URL with a host")
+    duplicates = sorted({url for url in urls if urls.count(url) > 1})
+    if duplicates:
+        raise section.error(key, f"lists {', '.join(duplicates)} more than once")
+    return urls

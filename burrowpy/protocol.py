@@ -144,9 +144,12 @@ class PartitionStatus:
     catch_up_forecast: str | None = None
     catch_up_seconds: float | None = None
     falling_behind_per_second: float | None = None
+    # A share-partition's records acquired and not yet acknowledged (burrowpy.evaluator.share), None when
+    # unknown; not Burrow's, so a consumer group's JSON never has the key.
+    in_flight: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "topic": self.topic,
             "partition": self.partition,
             "owner": self.owner,
@@ -162,6 +165,9 @@ class PartitionStatus:
             "catch_up_seconds": self.catch_up_seconds,
             "falling_behind_per_second": self.falling_behind_per_second,
         }
+        if self.in_flight is not None:
+            body["in_flight"] = self.in_flight
+        return body
 
 
 @dataclass(slots=True)

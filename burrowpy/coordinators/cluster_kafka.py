@@ -9,7 +9,9 @@ Not Burrow's: after each poll it reads the timestamps of the records groups sit 
 (:mod:`burrowpy.coordinators.record_times`): at most ``time-lag-reads`` partitions per broker per poll,
 0 turns the reads off (lag in seconds is then interpolated from broker offset samples). After each poll it
 also reads the cluster's share groups (:mod:`burrowpy.coordinators.share_groups`) into windows of
-``share-group-intervals`` readings per share-partition (:mod:`burrowpy.evaluator.share`). Every
+``share-group-intervals`` readings per share-partition (:mod:`burrowpy.evaluator.share`), with their
+in-flight records from the brokers' Prometheus endpoints listed in ``broker-metrics``
+(:mod:`burrowpy.coordinators.broker_metrics`; unknown without them). Every
 ``topic-health-refresh`` seconds (0: never) it reads the topics' replicas, ISR, leaders, low watermarks and
 sizes on disk (:mod:`burrowpy.coordinators.topic_health`) into ``health``.
 """
@@ -21,7 +23,7 @@ import contextlib
 from collections import defaultdict
 from typing import Any
 
-from burrowpy.config import Section
+from burrowpy.config import Section, http_urls
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
 from burrowpy.coordinators.kafka_client import client_settings
@@ -40,7 +42,7 @@ from burrowpy.protocol import (
 )
 
 KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
-        "time-lag-reads", "share-group-intervals", "topic-health-refresh", *probe.KEYS)
+        "time-lag-reads", "share-group-intervals", "broker-metrics", "topic-health-refresh", *probe.KEYS)
 
 
 class KafkaCluster:
@@ -62,6 +64,8 @@ class KafkaCluster:
         self._record_times: RecordTimeReader | None = None
         self.share_groups = ShareGroupWindows(name, section.get_int("share-group-intervals", 10, minimum=1))
         self._share_reader: ShareGroupReader | None = None
+        self.broker_metrics = http_urls(section, "broker-metrics")
+        self._metrics_scraper: Any = None
         self.health_refresh = section.get_int("topic-health-refresh", 30, minimum=0)
         self.health: ClusterHealth | None = None  # the latest reading of the topics' health
         self.log_ends: dict[tuple[str, int], int] = {}  # the newest broker offset of each partition
@@ -84,7 +88,9 @@ class KafkaCluster:
         await self._client.bootstrap()
         if self.time_lag_reads:
             self._record_times = RecordTimeReader(self._client, self.log, self.time_lag_reads)
-        self._share_reader = ShareGroupReader(self._client, self.share_groups, self.log)
+        if self.broker_metrics:
+            self._metrics_scraper = self._broker_metrics_scraper()
+        self._share_reader = ShareGroupReader(self._client, self.share_groups, self.log, self._metrics_scraper)
         await self.poll_once()
         await self._read_share_groups()
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
@@ -116,7 +122,20 @@ class KafkaCluster:
                 await self._admin.close()
         if self._client is not None:
             await self._client.close()
+        if self._metrics_scraper is not None:
+            await self._metrics_scraper.close()
         self.log.info("stopped")
+
+    def _broker_metrics_scraper(self) -> Any:
+        import aiohttp
+
+        from burrowpy.coordinators.broker_metrics import BrokerMetricsScraper
+
+        # The client profile's timeouts, as for the brokers themselves; a scrape never outlasts the poll it
+        # belongs to, so a hung endpoint cannot hold the share-group readings back.
+        timeout = aiohttp.ClientTimeout(total=self.offset_refresh, sock_connect=self.profile.dial_timeout,
+                                        sock_read=self.profile.read_timeout)
+        return BrokerMetricsScraper(self.broker_metrics, timeout, self.log)
 
     # --- loops ----------------------------------------------------------------------------------------
 

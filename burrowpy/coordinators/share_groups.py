@@ -4,23 +4,28 @@ Every broker is asked for the share groups it coordinates (ListGroups v5 with th
 the same broker, being their coordinator, for their share-partitions' start offsets and lags
 (DescribeShareGroupOffsets with null topics: every partition the group has state for) and for their members
 and the share-partitions assigned to each (ShareGroupDescribe, as ``--describe --members``). A cluster whose
-brokers cannot list groups by type (ListGroups before v5) has no share groups, and nothing is asked.
+brokers cannot list groups by type (ListGroups before v5) has no share groups, and nothing is asked. With
+the brokers' metrics endpoints configured, they are scraped for the share-partitions' in-flight records
+(:mod:`burrowpy.coordinators.broker_metrics`) side by side with those requests.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.protocol.api import ApiKey
 from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
-from burrowpy.evaluator.share import ShareGroupMember, ShareGroupWindows, SharePartitionOffset
+from burrowpy.evaluator.share import InFlightCounts, ShareGroupMember, ShareGroupWindows, SharePartitionOffset
 
 
 class ShareGroupReader:
-    def __init__(self, client: Any, windows: ShareGroupWindows, log: Any) -> None:
+    def __init__(self, client: Any, windows: ShareGroupWindows, log: Any, metrics: Any = None) -> None:
+        """``metrics``: a :class:`burrowpy.coordinators.broker_metrics.BrokerMetricsScraper`, or None when the
+        cluster names no broker metrics (in-flight counts are then unknown)."""
         self._client = client
+        self._metrics = metrics
         self.windows = windows
         self._log = log
         self._unsupported: set[int] = set()  # brokers that cannot list groups by type, told once
@@ -30,8 +35,19 @@ class ShareGroupReader:
         """One reading of every share group of the cluster into the windows. A broker that fails keeps its
         groups' windows as they were (a group is forgotten only once a full listing lacks it)."""
         brokers = sorted(broker.nodeId for broker in self._client.cluster.brokers())
-        results = await asyncio.gather(*(self._read_broker(node, log_ends, now_ms) for node in brokers),
-                                       return_exceptions=True)
+        scrape: list[asyncio.Future[InFlightCounts | None]] = []  # one per reading, begun by the first group
+
+        def in_flight() -> asyncio.Future[InFlightCounts | None]:
+            if not scrape:
+                scrape.append(asyncio.ensure_future(self._in_flight()))
+            return scrape[0]
+
+        try:
+            results = await asyncio.gather(*(self._read_broker(node, log_ends, now_ms, in_flight)
+                                             for node in brokers), return_exceptions=True)
+        finally:
+            for pending in scrape:  # a reading cancelled midway leaves no scrape behind
+                pending.cancel()
         listed: set[str] = set()
         complete = True
         for node, result in zip(brokers, results, strict=True):
@@ -43,7 +59,11 @@ class ShareGroupReader:
         if complete:
             self.windows.retain(listed)
 
-    async def _read_broker(self, node: int, log_ends: Mapping[tuple[str, int], int], now_ms: int) -> set[str]:
+    async def _in_flight(self) -> InFlightCounts | None:
+        return await self._metrics.in_flight() if self._metrics is not None else None
+
+    async def _read_broker(self, node: int, log_ends: Mapping[tuple[str, int], int], now_ms: int,
+                           in_flight: Callable[[], asyncio.Future[InFlightCounts | None]]) -> set[str]:
         try:
             answer = await self._client.send(node, CodecRequest(ApiKey.LIST_GROUPS, {"types_filter": ["share"]},
                                                                 min_version=5))
@@ -57,6 +77,7 @@ class ShareGroupReader:
         states = {group["group_id"]: group["group_state"] for group in answer["groups"]}
         if not states:
             return set()
+        counts = in_flight()
         described, members = await asyncio.gather(
             self._client.send(node, CodecRequest(
                 ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
@@ -80,7 +101,7 @@ class ShareGroupReader:
                     readings.append(SharePartitionOffset(topic["topic_name"], partition["partition_index"],
                                                          partition["start_offset"], partition["lag"]))
             self.windows.observe(group_id, states.get(group_id, ""), readings, log_ends, now_ms,
-                                 members.get(group_id, ()))
+                                 members.get(group_id, ()), await counts)
         return set(states)
 
     async def _members(self, node: int, groups: list[str]) -> dict[str, list[ShareGroupMember]]:

@@ -7,7 +7,9 @@ module reads both every offset refresh; each reading is kept like a commit in a 
 readings per partition, and :func:`burrowpy.evaluator.rules.evaluate_partition` judges that window as it
 judges a consumer group's commits. A start offset that stops moving while records wait therefore makes
 the partition STALL once the window is full of that offset (WARN before, while the lag does not shrink),
-and STOP when readings stop arriving for longer than the window spans.
+and STOP when readings stop arriving for longer than the window spans. Each partition's newest reading
+also keeps its in-flight records (acquired by a consumer, not yet acknowledged) when the brokers' metrics
+give them (:class:`InFlightCounts`): a figure shown, not judged.
 
 Pure: no IO, no clock (``now`` is passed in).
 """
@@ -47,10 +49,28 @@ class ShareGroupMember:
         return {"member_id": self.member_id, "client_id": self.client_id, "host": self.host}
 
 
+@dataclass(frozen=True, slots=True)
+class InFlightCounts:
+    """Records in flight per (group, topic, partition) as the brokers' metrics gave them
+    (:mod:`burrowpy.coordinators.broker_metrics`); ``complete`` when every endpoint answered."""
+
+    counts: Mapping[tuple[str, str, int], int]
+    complete: bool
+
+    def of(self, group: str, topic: str, partition: int) -> int | None:
+        """The count, or None when unknown. A share-partition no endpoint reports has none in flight when all
+        answered: its leader reports every share-partition it has loaded, and only a loaded one acquires."""
+        count = self.counts.get((group, topic, partition))
+        if count is None and self.complete:
+            return 0
+        return count
+
+
 @dataclass(slots=True)
 class _Readings:
     starts: deque[ConsumerOffset]
     log_ends: deque[int]
+    in_flight: int | None = None  # the newest reading's; None when unknown or not read
 
 
 @dataclass(slots=True)
@@ -70,11 +90,13 @@ class ShareGroupStatus:
         body = (self.status if showall else self.problems()).to_json()
         body["group_state"] = self.state
         body["members"] = len(self.members)
+        in_flight = {(p.topic, p.partition): p.in_flight for p in self.status.partitions}
         for partition in (*body["partitions"], *([body["maxlag"]] if body["maxlag"] else [])):
             key = (partition["topic"], partition["partition"])
             end = partition["end"]
             partition["start_offset"] = end["offset"] if end else None
             partition["log_end_offset"] = self.log_ends.get(key)
+            partition["in_flight"] = in_flight.get(key)
             partition["owners"] = [member.to_json() for member in self.members if key in member.partitions]
         return body
 
@@ -105,9 +127,10 @@ class ShareGroupWindows:
 
     def observe(self, group: str, state: str, readings: Iterable[SharePartitionOffset],
                 log_ends: Mapping[tuple[str, int], int], now_ms: int,
-                members: Iterable[ShareGroupMember] = ()) -> None:
-        """One reading of a group's share-partitions and its members; partitions it no longer has state for
-        are dropped. A partition without a start offset yet (-1: nothing delivered) is not a reading."""
+                members: Iterable[ShareGroupMember] = (), in_flight: InFlightCounts | None = None) -> None:
+        """One reading of a group's share-partitions, its members and (when the brokers' metrics are read)
+        their in-flight records; partitions it no longer has state for are dropped. A partition without a
+        start offset yet (-1: nothing delivered) is not a reading."""
         partitions = self._groups.setdefault(group, {})
         seen = set()
         for reading in readings:
@@ -116,11 +139,16 @@ class ShareGroupWindows:
             key = (reading.topic, reading.partition)
             seen.add(key)
             log_end = log_ends.get(key)
+            if log_end is not None:
+                # the broker-offset poll came before this reading, and records acknowledged since moved the start
+                # offset past it: the log reaches at least as far as the start offset
+                log_end = max(log_end, reading.start_offset)
             entry = partitions.get(key)
             if entry is None:
                 entry = partitions[key] = _Readings(deque(maxlen=self.intervals), deque(maxlen=self.intervals))
             entry.starts.append(ConsumerOffset(reading.start_offset, now_ms, now_ms, share_lag(reading, log_end)))
             entry.log_ends.append(log_end if log_end is not None else reading.start_offset)
+            entry.in_flight = in_flight.of(group, *key) if in_flight is not None else None
         for gone in set(partitions) - seen:
             del partitions[gone]
         self._states[group] = state
@@ -157,6 +185,7 @@ class ShareGroupWindows:
                                                minimum_complete, topic=topic, partition=partition,
                                                owner=",".join(member.host for member in owners),
                                                client_id=",".join(member.client_id for member in owners)))
+            statuses[-1].in_flight = entry.in_flight
             log_ends[(topic, partition)] = entry.log_ends[-1]
         maxlag = max(statuses, key=lambda status: status.current_lag, default=None)
         complete = (sum(1 for status in statuses if status.complete >= 1.0) / len(statuses)) if statuses else 1.0

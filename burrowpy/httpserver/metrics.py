@@ -162,6 +162,10 @@ def share_group_metric_families(ctx: ApplicationContext) -> list[Metric]:
                           "rules on its start offset: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND"),
         position=("burrow_kafka_share_group_partition_start_offset",
                   "The share-partition start offset: every record below it is acknowledged"))
+    in_flight = GaugeMetricFamily(
+        "burrow_kafka_share_group_partition_in_flight", "Records of the share-partition acquired by a share "
+        "consumer and not yet acknowledged (the brokers' JMX through the Prometheus JMX exporter; absent while "
+        "unknown)", labels=("cluster", "share_group", "topic", "partition"))
     now = ctx.clock.time()
     for cluster, module in sorted(ctx.modules.get("cluster", {}).items()):
         windows = getattr(module, "share_groups", None)
@@ -169,9 +173,15 @@ def share_group_metric_families(ctx: ApplicationContext) -> list[Metric]:
             continue
         for group in windows.groups():
             evaluated = windows.evaluate(group, now, *rule_settings(ctx.evaluator))
-            if evaluated is not None:
-                families.add(cluster, evaluated.status)
-    return sorted((family for family in families.every() if family.samples), key=lambda family: family.name)
+            if evaluated is None:
+                continue
+            families.add(cluster, evaluated.status)
+            for partition in _in_order(evaluated.status.partitions):
+                if partition.in_flight is not None:
+                    in_flight.add_metric([cluster, group, partition.topic, str(partition.partition)],
+                                         partition.in_flight)
+    return sorted((family for family in [*families.every(), in_flight] if family.samples),
+                  key=lambda family: family.name)
 
 
 PROBE_LABELS = ("cluster", "broker")

@@ -78,6 +78,7 @@ class MonitorSettings:
     zookeeper_offsets: tuple[str, str] | None = None
     log_level: str = "info"
     topic_health_refresh: int | None = None  # burrowpy's own (None: its default)
+    broker_metrics: tuple[str, ...] = ()  # burrowpy's own: the brokers' JMX exporter endpoints (in-flight counts)
 
 
 class MonitorProcess(abc.ABC):
@@ -289,6 +290,8 @@ class BurrowpyProcess(MonitorProcess):
         }
         if s.topic_health_refresh is not None:
             config["cluster"][CLUSTER]["topic-health-refresh"] = s.topic_health_refresh
+        if s.broker_metrics:
+            config["cluster"][CLUSTER]["broker-metrics"] = list(s.broker_metrics)
         if s.zookeeper_offsets is not None:
             hosts, path = s.zookeeper_offsets
             config["consumer"][f"{CONSUMER}_zk"] = {"class-name": "kafka_zk", "cluster": CLUSTER, "servers": [hosts],

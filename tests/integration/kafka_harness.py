@@ -28,6 +28,9 @@ from pathlib import Path
 from harness import ROOT, JsonLinesProcess, free_port, wait_until
 
 PEERS_DIR = ROOT / "tests" / "peers" / "java" / "target"
+# The Prometheus JMX exporter java agent (`make install`) and the rules the project ships for it
+JMX_EXPORTER_JAR = ROOT / "tests" / "peers" / "jmx-exporter" / "jmx_prometheus_javaagent.jar"
+JMX_EXPORTER_RULES = ROOT / "config" / "kafka-share-jmx-exporter.yml"
 START_TIMEOUT = 120.0  # seconds; a cold JVM on a busy two-core machine is slow
 JVM_OPTS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true"]
@@ -53,6 +56,14 @@ def unavailable() -> str | None:
     if not (PEERS_DIR / "lib").is_dir() or not (PEERS_DIR / "peers.jar").is_file():
         return f"{PEERS_DIR} is missing: run `make install` (Maven builds the Java peers)"
     return None
+
+
+def jmx_exporter_agent(port: int) -> str | None:
+    """The JVM option that runs the JMX exporter agent on 127.0.0.1:``port`` with the project's rules, or None
+    when `make install` has not fetched the agent."""
+    if not JMX_EXPORTER_JAR.is_file():
+        return None
+    return f"-javaagent:{JMX_EXPORTER_JAR}=127.0.0.1:{port}:{JMX_EXPORTER_RULES}"
 
 
 def classpath() -> str:

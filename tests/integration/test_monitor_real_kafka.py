@@ -7,8 +7,9 @@ the classic AND the consumer-protocol group (whose members Kafka writes as separ
 by id). Kafka's own ``kafka-consumer-groups`` tool drives the rest: ``--reset-offsets`` shows as REWIND,
 ``--delete-offsets`` and ``--delete`` make the topic's partitions and the group disappear. Kafka's records of
 a consumer-protocol member's assignment (with KIP-1251's assignment epochs) are our codec's byte for byte.
-Last, nothing Kafka wrote to ``__consumer_offsets`` during the module was a record the monitor could not
-decode.
+Share groups read by librdkafka's share consumer show their start offsets, lags and owners, and, with the
+module's Kafka running the Prometheus JMX exporter agent, their in-flight records. Last, nothing Kafka wrote
+to ``__consumer_offsets`` during the module was a record the monitor could not decode.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from burrow_support import CLUSTER, BurrowpyProcess, MonitorSettings
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer, TopicPartition
-from harness import Scrape, wait_until
-from kafka_harness import JavaApp, java_peer
+from harness import Scrape, free_port, wait_until
+from kafka_harness import JVM_OPTS, JavaApp, KafkaServer, java_peer, jmx_exporter_agent
 from monitor_support import (
     broker_offsets,
     cluster_health_counts,
@@ -34,6 +35,7 @@ from monitor_support import (
 from test_dashboard import browser, screenshot  # noqa: F401 (the dashboard's chromium, for the share groups' card)
 
 from broker.protocol import consumer_offsets
+from burrowpy.coordinators.broker_metrics import IN_FLIGHT_METRIC
 
 pytestmark = pytest.mark.integration
 OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions default
@@ -43,9 +45,25 @@ INTERVALS = 4
 
 
 @pytest.fixture(scope="module")
-def monitor(kafka, tmp_path_factory) -> Iterator[BurrowpyProcess]:
+def exporter_port() -> int | None:
+    """The port of the module's Kafka's JMX exporter agent, or None when `make install` has not fetched it."""
+    port = free_port()
+    return port if jmx_exporter_agent(port) else None
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory, exporter_port) -> Iterator[KafkaServer]:
+    """The module's one Kafka, with the JMX exporter agent (config/kafka-share-jmx-exporter.yml's rules)."""
+    agent = [jmx_exporter_agent(exporter_port)] if exporter_port else []
+    with KafkaServer(tmp_path_factory.mktemp("kafka"), jvm_opts=[*JVM_OPTS, *agent]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def monitor(kafka, exporter_port, tmp_path_factory) -> Iterator[BurrowpyProcess]:
     settings = MonitorSettings(kafka.bootstrap, intervals=INTERVALS, offset_refresh=1, topic_refresh=1,
-                               expire_cache=1, topic_health_refresh=1)
+                               expire_cache=1, topic_health_refresh=1,
+                               broker_metrics=(f"http://127.0.0.1:{exporter_port}/metrics",) if exporter_port else ())
     with BurrowpyProcess(tmp_path_factory.mktemp("monitor") / "burrowpy", settings) as running:
         yield running
 
@@ -367,6 +385,73 @@ def test_a_share_group_running_then_stopped(kafka, monitor, producer, browser): 
                  if line.startswith("burrow_kafka_share_group_partition_lag{") and f'share_group="{group}"' in line}
     assert lag_lines == {f'burrow_kafka_share_group_partition_lag{{cluster="{CLUSTER}",partition="{n}",'
                          f'share_group="{group}",topic="{topic}"}} {float(lag)}' for n, (_, lag) in expected.items()}
+
+
+def jmx_in_flight(port: int, group: str, topic: str) -> int | None:
+    """The partition-0 gauge ``InFlightMessageCount`` of the share group as the broker's JMX exporter serves it."""
+    values = [sample.value for sample in Scrape(port).samples if sample.name == IN_FLIGHT_METRIC
+              and (sample.labels["group"], sample.labels["topic"], sample.labels["partition"]) == (group, topic, "0")]
+    return int(values[0]) if values else None
+
+
+def test_records_in_flight_while_held_unacknowledged(kafka, exporter_port, monitor, producer, browser):  # noqa: F811
+    """A share consumer in explicit acknowledgement mode acquires records and holds them: the monitor's
+    ``in_flight`` (API, /metrics and the dashboard's share-group row) is the broker's own JMX figure, above 0,
+    through the exporter agent; once it acknowledges them both go back to 0."""
+    if exporter_port is None:
+        pytest.skip("the Prometheus JMX exporter agent is missing: run `make install`")
+    topic, group = "held-jobs", "holders"
+    create_topic(kafka.bootstrap, topic, 1)
+    consumer = ShareConsumer({"bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": "holder-1",
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        held: list = []
+
+        def acquired() -> list:  # a share group starts at the log end: records keep coming until it gets some
+            produce(producer, topic, 0, 5)
+            held.extend(message for message in consumer.poll(0.5) if message.error() is None)
+            return held
+        wait_until(acquired, 60, interval=0, message=f"{group} to acquire records of {topic}")
+        # Kafka describes no start offset for the share-partition until a first acknowledgement is persisted
+        for message in held:
+            consumer.acknowledge(message)
+        consumer.commit_sync(30)
+        wait_until(lambda: share_partitions(monitor, group), 30, interval=0.2,
+                   message=f"the monitor to show {group}'s share-partition")
+        held.clear()
+        wait_until(acquired, 30, interval=0, message=f"{group} to acquire more records of {topic}")
+
+        seen: list = []  # the latest (monitor's figure, JMX's), for a failure's message
+
+        def agreed(count: int | None = None) -> int | None:
+            parts = share_partitions(monitor, group)
+            jmx = jmx_in_flight(exporter_port, group, topic)
+            shown = parts[0]["in_flight"] if parts and 0 in parts else None
+            seen[:] = [shown, jmx]
+            return shown if shown == jmx and shown is not None and (count is None or shown == count) else None
+        try:
+            in_flight = wait_until(agreed, 30, interval=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"the monitor's in-flight count of {group} is not JMX's: {seen}") from exc
+        assert in_flight >= len(held) > 0
+        series = f'burrow_kafka_share_group_partition_in_flight{{cluster="{CLUSTER}",partition="0",' \
+                 f'share_group="{group}",topic="{topic}"}}'
+        assert any(line.startswith(series) and float(line.split()[-1]) > 0
+                   for line in monitor.get("/metrics")[1].splitlines()), series
+        browser.get(monitor.base + "/ui/#/clusters")
+        row = f".share-groups tr[data-share-group='{group}'] [data-partition='{topic}/0']"
+        wait_until(lambda: (cells := browser.find_elements("css selector", row))
+                   and f", in flight {in_flight})" in cells[0].text,
+                   30, interval=0.2, message=f"the dashboard's row of {group} with {in_flight} records in flight")
+
+        for message in held:
+            consumer.acknowledge(message)
+        consumer.commit_sync(30)
+        wait_until(lambda: agreed(0) == 0, 30, interval=0.2, message=f"{group}'s in-flight count to go back to 0")
+        assert f"{series} 0.0" in monitor.get("/metrics")[1].splitlines()
+    finally:
+        consumer.close()
 
 
 LOG_DIRS_TOOL = "org.apache.kafka.tools.LogDirsCommand"

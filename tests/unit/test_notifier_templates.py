@@ -354,6 +354,20 @@ def test_default_email_open_lists_the_partitions():
     )
 
 
+def test_a_share_partitions_records_in_flight_reach_the_templates():
+    status = group_status()
+    status.kind = "share"
+    status.partitions[0].in_flight = 4
+    body = build_message(render(shipped("default-email-open.tmpl"), data(status)), "burrow@example.com",
+                         ["ops@example.com"]).get_content()
+    assert "          STOP orders:0 lag 70 (1h 02m 03s), 4 in flight (1699999000000, 100, 5) -> " \
+           "(1699999600000, 140, 70)" in body.splitlines()
+    assert "          WARN orders:1 lag 12 (42.2s) (1699999000000, 100, 5) -> (1699999600000, 140, 12)" \
+           in body.splitlines()  # unknown: nothing said
+    encoded = render(inline("{{ result.partitions | jsonencoder }}"), data(status))
+    assert '"in_flight":4' in encoded and encoded.count("in_flight") == 1
+
+
 def test_default_email_close():
     text = render(shipped("default-email-close.tmpl"), data(group_status(Status.OK)))
     message = build_message(text, "burrow@example.com", ["ops@example.com"])

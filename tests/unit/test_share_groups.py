@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from burrowpy.evaluator.share import ShareGroupMember, ShareGroupWindows, SharePartitionOffset, share_lag
+from burrowpy.evaluator.share import (
+    InFlightCounts,
+    ShareGroupMember,
+    ShareGroupWindows,
+    SharePartitionOffset,
+    share_lag,
+)
 from burrowpy.protocol import Status
 
 T0 = 1_700_000_000_000  # ms
@@ -92,3 +98,28 @@ def test_each_share_partition_names_its_members_as_owners_and_the_status_counts_
     windows.observe("g", "Empty", readings, {}, T0 + 1000)  # the consumers left
     body = windows.evaluate("g", T0 / 1000 + 1).to_json()
     assert body["members"] == 0 and all(p["owners"] == [] and p["owner"] == "" for p in body["partitions"])
+
+
+def test_a_log_end_polled_before_the_start_offset_moved_past_it_is_the_start_offset():
+    windows = ShareGroupWindows("c", intervals=2)
+    windows.observe("g", "Stable", [SharePartitionOffset("t", 0, 52, None)], {("t", 0): 50}, T0)
+    [partition] = windows.evaluate("g", T0 / 1000).to_json()["partitions"]
+    assert (partition["start_offset"], partition["log_end_offset"], partition["current_lag"]) == (52, 52, 0)
+
+
+def test_in_flight_counts_show_per_partition_and_are_null_while_unknown():
+    windows = ShareGroupWindows("c", intervals=2)
+    readings = [SharePartitionOffset("t", 0, 10, 5), SharePartitionOffset("t", 1, 3, 0)]
+    ends = {("t", 0): 15, ("t", 1): 3}
+    windows.observe("g", "Stable", readings, ends, T0)
+    assert [p["in_flight"] for p in windows.evaluate("g", T0 / 1000).to_json()["partitions"]] == [None, None]
+    # every endpoint answered: a share-partition none reports has nothing acquired
+    windows.observe("g", "Stable", readings, ends, T0 + 1000, in_flight=InFlightCounts({("g", "t", 0): 4}, True))
+    status = windows.evaluate("g", T0 / 1000 + 1)
+    body = status.to_json()
+    assert [p["in_flight"] for p in body["partitions"]] == [4, 0] and body["maxlag"]["in_flight"] == 4
+    assert [p.to_json()["in_flight"] for p in status.status.partitions] == [4, 0]
+    # an endpoint failed: counts only where one was given
+    windows.observe("g", "Stable", readings, ends, T0 + 2000, in_flight=InFlightCounts({("g", "t", 0): 2}, False))
+    assert [p["in_flight"] for p in windows.evaluate("g", T0 / 1000 + 2).to_json()["partitions"]] == [2, None]
+    assert "in_flight" not in windows.evaluate("g", T0 / 1000 + 2).status.partitions[1].to_json()

@@ -511,15 +511,17 @@
   }
 
   // One row per share group: its status from the window rules on the start offsets, its member count, and per
-  // partition start offset / log end (lag) and the members it is assigned to (client id @ host).
+  // partition start offset / log end (lag, and records in flight when the brokers' metrics give them) and the
+  // members it is assigned to (client id @ host).
   function shareGroupTable(shares) {
+    const inFlight = (p) => (p.in_flight === null || p.in_flight === undefined ? "" : `, in flight ${fmtInt(p.in_flight)}`);
     const owners = (p) => (p.owners.length ? p.owners.map((o) => `${o.client_id} @ ${o.host}`).join(", ") : "no member");
     const rows = shares.map((g) => h("tr", { "data-share-group": g.group },
       h("td", null, g.group), h("td", null, badge(g.status)), h("td", null, g.group_state || DASH),
       h("td", { class: "num" }, fmtInt(g.members)), h("td", { class: "num" }, fmtInt(g.totallag)),
       h("td", null, g.partitions.map((p) => h("div", { "data-partition": `${p.topic}/${p.partition}` },
         `${p.topic}/${p.partition} `, badge(p.status),
-        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)}) \u00b7 `,
+        ` ${fmtInt(p.start_offset)} / ${fmtInt(p.log_end_offset)} (lag ${fmtInt(p.current_lag)}${inFlight(p)}) \u00b7 `,
         h("span", { class: "owners" }, owners(p)))))));
     return h("div", { class: "share-groups" }, h("h3", null, "Share groups"),
       table([{ label: "Share group" }, { label: "Status" }, { label: "State" }, { label: "Members", num: true },
