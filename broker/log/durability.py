@@ -183,6 +183,7 @@ class LogDurability(PartitionState):
     def close(self) -> None:
         """fsync everything, checkpoint producer state, and mark the shutdown clean."""
         with self._lock:
+            self._wait_for_roll()
             if self._closed:
                 return
             self._closed = True
@@ -191,7 +192,7 @@ class LogDurability(PartitionState):
             self._sync_rolled_now()
             active.flush()
             end = self.log_end_offset
-            write_snapshot(self.directory, end, self._producers)
+            write_snapshot(self.directory, end, self._producers.to_json())
             write_atomically(self._path(RECOVERY_POINT_FILE), str(active.base_offset).encode(), durable=False)
             for segment in self._segments:
                 segment.close()
