@@ -54,6 +54,7 @@ from broker.cluster.replication_quota import NO_THROTTLE, ReplicationQuota, thro
 from broker.config import BROKER_KEYS
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import wait_durable
+from broker.log.partition import RollPending
 from broker.protocol.api import ApiKey
 from broker.quotas import QuotaWindow
 from broker.security.broker_login import BrokerCredential
@@ -336,6 +337,11 @@ class LeaderFetcher:
         # fsyncs the appends asked for (run off the event loop) are done
         for followed, _offset in sent.values():
             await wait_durable(followed.plog.pending_flush(), f"{followed.topic}-{followed.partition}")
+            try:  # and a roll an append started off the event loop
+                await wait_durable(followed.plog.pending_roll(), f"{followed.topic}-{followed.partition}")
+            except KafkaError as exc:  # the disk refused it: KAFKA_STORAGE_ERROR
+                self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
+                raise
 
     def _apply_fetched(self, followed: FollowedPartition, fetch_offset: int, part: dict[str, Any]) -> None:
         error = part["error_code"]
@@ -363,7 +369,11 @@ class LeaderFetcher:
         records = part["records"]
         if records:
             try:
-                if append_leader_batches(plog, records, fetch_offset):
+                try:
+                    appended = append_leader_batches(plog, records, fetch_offset)
+                except RollPending:  # the rest comes again in the next fetch, from the new segment's base
+                    appended = True
+                if appended:
                     followed.fetch_offset = None
                 self.manager.broker.storage_written()
                 metrics = self.manager.broker.metrics

@@ -123,7 +123,7 @@ def _roll_failed(directory: str, exc: OSError) -> KafkaError:
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {directory}: {exc}")
 
 
-class RollPending(Exception):  # noqa: N818 (not an error: the append is to be made again)
+class RollPending(Exception):
     """A batch not appended because the partition's active segment is rolling off the caller's thread: append
     it again once ``rolled`` is done (it fails with KafkaError KAFKA_STORAGE_ERROR when the roll did)."""
 
@@ -253,49 +253,63 @@ class PartitionLog(LogRecovery, LogReads):
                 f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
             )
 
-    def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
+    def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None,
+                          roll_off_thread: bool = False) -> int:
         """Append batches whose offsets a leader assigned (a follower's fetch); return the new log end.
 
         Each whole batch must have a valid CRC and start at or after the log end (gaps are allowed: the
         leader's log may be compacted). A truncated tail is ignored. No producer checks are made, but the
-        producer state and leader epochs are updated from the headers.
+        producer state and leader epochs are updated from the headers. ``roll_off_thread``: as for
+        :meth:`append`, the batches before the one that needs a roll are appended, and RollPending raised.
         """
         if now_ms is None:
             now_ms = self._now_ms()
         view = memoryview(batches)
         with self._lock:
             self._check_open()
-            self._wait_for_roll()
-            self._check_open()
+            if self._rolling is not None:
+                if roll_off_thread:
+                    raise RollPending(self._rolling)
+                self._wait_for_roll()
+                self._check_open()
             records = 0
-            for pos, header in iter_batches(view):
-                if crc_of(view, pos, header.size) != header.crc:
-                    raise KafkaError(
-                        ErrorCode.CORRUPT_MESSAGE,
-                        f"replicated batch at offset {header.base_offset} has a bad CRC",
+            try:
+                for pos, header in iter_batches(view):
+                    if crc_of(view, pos, header.size) != header.crc:
+                        raise KafkaError(
+                            ErrorCode.CORRUPT_MESSAGE,
+                            f"replicated batch at offset {header.base_offset} has a bad CRC",
+                        )
+                    if header.base_offset < self.log_end_offset or header.last_offset_delta < 0:
+                        raise KafkaError(
+                            ErrorCode.INVALID_RECORD,
+                            f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
+                        )
+                    if self._roll_due(header.size, header.last_offset, header.max_timestamp, now_ms):
+                        if roll_off_thread and self._segments[-1].size:
+                            raise RollPending(self._start_roll(now_ms, header.base_offset))
+                        self._roll(now_ms, header.base_offset)
+                    self._segments[-1].append(
+                        (view[pos : pos + header.size],),
+                        header.base_offset,
+                        header.next_offset,
+                        header.max_timestamp,
                     )
-                if header.base_offset < self.log_end_offset or header.last_offset_delta < 0:
-                    raise KafkaError(
-                        ErrorCode.INVALID_RECORD,
-                        f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
-                    )
-                if self._roll_due(header.size, header.last_offset, header.max_timestamp, now_ms):
-                    self._roll(now_ms, header.base_offset)
-                self._segments[-1].append(
-                    (view[pos : pos + header.size],),
-                    header.base_offset,
-                    header.next_offset,
-                    header.max_timestamp,
-                )
-                marker = read_marker(view[pos : pos + header.size]) if header.is_control else None
-                self._note_completed(self._producers.update(header, marker))
-                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
-                records += header.records_count
-            if self.auto_high_watermark:
-                self.high_watermark = self.log_end_offset
-            if records:
-                self._after_write(records, now_ms)
+                    marker = read_marker(view[pos : pos + header.size]) if header.is_control else None
+                    self._note_completed(self._producers.update(header, marker))
+                    self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+                    records += header.records_count
+            finally:  # what was appended before a batch refused or a roll counts
+                if self.auto_high_watermark:
+                    self.high_watermark = self.log_end_offset
+                if records:
+                    self._after_write(records, now_ms)
             return self.log_end_offset
+
+    def pending_roll(self) -> concurrent.futures.Future[None] | None:
+        """The future of the roll under way off the caller's thread, if one is."""
+        with self._lock:
+            return self._rolling
 
     def _roll_due(self, size: int, last_offset: int, max_timestamp: int, now_ms: int) -> bool:
         """Whether a batch must go to a new segment: it would overfill the active one, arrives after

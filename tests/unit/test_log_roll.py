@@ -14,6 +14,7 @@ import time
 import pytest
 from log_harness import Clock, all_records, batch, config
 
+from broker.cluster.follower_log import append_leader_batches
 from broker.errors import ErrorCode, KafkaError
 from broker.log.partition import PartitionLog, RollPending
 from broker.log.segment import segment_file
@@ -178,3 +179,24 @@ def test_truncation_and_close_wait_for_a_roll_under_way(tmp_path):
     assert log.closed and not closing.is_alive()
     reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
     assert [r.offset for r in all_records(reopened)] == list(range(reopened.log_end_offset))
+
+
+def test_a_follower_appends_up_to_the_roll_and_the_rest_after_it(tmp_path):
+    leader = PartitionLog(tmp_path / "leader", config(), Clock())
+    for _ in range(7):
+        leader.append(RECORD)
+    fetched = leader.read(0, 1 << 20)  # one leader's answer: seven batches, which need three rolls here
+    follower, jobs = rolling_log(tmp_path / "follower")
+    rolls = 0
+    while follower.log_end_offset < leader.log_end_offset:
+        before = follower.log_end_offset
+        try:
+            append_leader_batches(follower, fetched, before)
+        except RollPending as pending:
+            assert follower.log_end_offset > before and follower.log_end_offset == follower._segments[-1].next_offset
+            jobs.run()
+            pending.rolled.result(0)
+            assert follower._segments[-1].base_offset == follower.log_end_offset  # the next fetch starts there
+            rolls += 1
+    assert rolls == 3 and follower.segment_count == 4
+    assert all_records(follower) == all_records(leader)
