@@ -39,6 +39,7 @@ must not move the high watermark itself), and give the manager to the handlers' 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
@@ -93,6 +94,7 @@ class FollowedPartition:
     retry_at: float = 0.0  # monotonic time before which the partition is not fetched (after an error)
     lag: int = 0  # the leader's high watermark past our next offset at the last fetch (Kafka's replica lag)
     in_sync: bool = False  # the last fetch reached the leader's high watermark (never throttled then)
+    rolling: concurrent.futures.Future[None] | None = None  # a roll an append started, awaited before a fetch
 
     @property
     def next_offset(self) -> int:
@@ -337,8 +339,9 @@ class LeaderFetcher:
         # fsyncs the appends asked for (run off the event loop) are done
         for followed, _offset in sent.values():
             await wait_durable(followed.plog.pending_flush(), f"{followed.topic}-{followed.partition}")
+            rolling, followed.rolling = followed.rolling, None
             try:  # and a roll an append started off the event loop
-                await wait_durable(followed.plog.pending_roll(), f"{followed.topic}-{followed.partition}")
+                await wait_durable(rolling, f"{followed.topic}-{followed.partition}")
             except KafkaError as exc:  # the disk refused it: KAFKA_STORAGE_ERROR
                 self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
                 raise
@@ -371,8 +374,8 @@ class LeaderFetcher:
             try:
                 try:
                     appended = append_leader_batches(plog, records, fetch_offset)
-                except RollPending:  # the rest comes again in the next fetch, from the new segment's base
-                    appended = True
+                except RollPending as pending:  # the rest comes again, from the new segment's base
+                    followed.rolling, appended = pending.rolled, True
                 if appended:
                     followed.fetch_offset = None
                 self.manager.broker.storage_written()

@@ -306,11 +306,6 @@ class PartitionLog(LogRecovery, LogReads):
                     self._after_write(records, now_ms)
             return self.log_end_offset
 
-    def pending_roll(self) -> concurrent.futures.Future[None] | None:
-        """The future of the roll under way off the caller's thread, if one is."""
-        with self._lock:
-            return self._rolling
-
     def _roll_due(self, size: int, last_offset: int, max_timestamp: int, now_ms: int) -> bool:
         """Whether a batch must go to a new segment: it would overfill the active one, arrives after
         ``segment.ms`` (Kafka measures from the first batch's timestamp to this one's), or its offsets
