@@ -48,14 +48,15 @@ Rolls
 -----
 A roll's file work (the finished segment's last index entries and the release of the disk it reserved, the new
 segment's three files, the producer-state snapshot) takes tens to hundreds of milliseconds now and then on a
-busy disk, where creating a file waits for the journal. The event loop's appends (``roll_off_thread``) hand it
-to the roller thread (:data:`broker.log.background.ROLLER`): the append that needs a roll seals the active
-segment under the lock (memory only) and raises :class:`RollPending`; until the new segment is active every
-append of the partition gets RollPending too, with the same future, and is made again once it is done, in the
-order they came. No batch is written before the new segment is open and active, and reads meanwhile see the
-sealed segment, which holds every record appended. A crash during a roll leaves the sealed segment whole and
-at most an empty new one, which recovery opens as the active segment. Truncation, a follower's append,
-retention and close() wait for a roll under way; other callers roll on their own thread.
+busy disk, where creating a file waits for the journal. The event loop's appends (``roll_off_thread``: a
+leader's produce, a follower's fetched batches) hand it to the roller thread
+(:data:`broker.log.background.ROLLER`): the append that needs a roll seals the active segment under the lock
+(memory only) and raises :class:`RollPending`; until the new segment is active every append of the partition
+gets RollPending too, with the same future, and is made again once it is done, in the order they came. No
+batch is written before the new segment is open and active, and reads meanwhile see the sealed segment, which
+holds every record appended. A crash during a roll leaves the sealed segment whole and at most an empty new
+one, which recovery opens as the active segment. Truncation, retention, close() and appends without
+``roll_off_thread`` (which roll on their own thread) wait for a roll under way.
 
 The parts
 ---------
