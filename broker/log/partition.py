@@ -500,7 +500,7 @@ class PartitionLog(LogRecovery, LogReads):
         self._write_later(self._path(LOG_START_FILE), str(offset).encode())
         # a follower's truncation is not acknowledged to anyone who could wait: it writes at once, as before
         self._write_now()
-        write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode(), durable=False)
+        self._write_recovery_point(*self._note_recovery_point(offset))
         self._epochs.clear()
 
     def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
