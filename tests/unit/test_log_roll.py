@@ -16,7 +16,8 @@ from log_harness import Clock, all_records, batch, config
 
 from broker.cluster.follower_log import append_leader_batches
 from broker.errors import ErrorCode, KafkaError
-from broker.log.partition import PartitionLog, RollPending
+from broker.log.files import read_int
+from broker.log.partition import RECOVERY_POINT_FILE, PartitionLog, RollPending
 from broker.log.segment import segment_file
 
 SMALL = config(segment_bytes=300)
@@ -200,3 +201,15 @@ def test_a_follower_appends_up_to_the_roll_and_the_rest_after_it(tmp_path):
             rolls += 1
     assert rolls == 3 and follower.segment_count == 4
     assert all_records(follower) == all_records(leader)
+
+
+def test_a_recovery_point_noted_earlier_never_replaces_one_written_later(tmp_path):
+    """The flusher writes the point it noted after a roll's fsync without the log's lock: a close, flush or
+    truncation may write a newer one meanwhile, which stays."""
+    log, _ = rolling_log(tmp_path / "p")
+    with log._lock:
+        early = log._note_recovery_point(5)
+        late = log._note_recovery_point(9)
+    log._write_recovery_point(*late)
+    log._write_recovery_point(*early)
+    assert read_int(os.path.join(tmp_path / "p", RECOVERY_POINT_FILE)) == 9
