@@ -35,6 +35,7 @@ from broker.log.background import wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
 from broker.log.manager import LogManager
+from broker.log.partition import RollPending
 from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
 from broker.protocol.records import build_marker_batch
@@ -506,13 +507,19 @@ class Broker:
         acks=all: a commit that was answered survives a failover.
         """
         plog = self.partition_log(topic, partition)
-        epoch = self.cluster_view.leader_epoch(topic, partition)
-        if leader_epoch is not None and leader_epoch != epoch:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                             f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
         try:
-            result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
-                                 from_coordinator=from_coordinator)
+            while True:
+                epoch = self.cluster_view.leader_epoch(topic, partition)
+                if leader_epoch is not None and leader_epoch != epoch:
+                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                     f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
+                try:
+                    result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
+                                         from_coordinator=from_coordinator, roll_off_thread=True)
+                    break
+                except RollPending as pending:
+                    # the roll's files are made off the event loop; the batches waiting go in their order
+                    await asyncio.wrap_future(pending.rolled)
         except KafkaError as exc:
             if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 self.storage_failed(topic, partition, exc)

@@ -69,7 +69,8 @@ def append_leader_batches(plog: PartitionLog, records: bytes, fetch_offset: int)
     The leader answers from the start of the batch holding ``fetch_offset``, so earlier records of that
     batch may be here already. ``fetch_offset`` may lie past our log end (the leader's log starts there);
     the log then has a gap. A batch starting inside our last batch means that batch was cut differently
-    on the leader: ours goes.
+    on the leader: ours goes. A batch that needs a roll starts it off the caller's thread and ends the
+    appending (:class:`broker.log.partition.RollPending`): the batches from it on come again in the next fetch.
     """
     view = memoryview(records)
     for pos, header in iter_batches(view):
@@ -77,6 +78,6 @@ def append_leader_batches(plog: PartitionLog, records: bytes, fetch_offset: int)
             continue
         if header.base_offset < plog.log_end_offset:
             plog.truncate_to(header.base_offset)
-        plog.append_replicated(view[pos:])
+        plog.append_replicated(view[pos:], roll_off_thread=True)
         return True
     return False

@@ -39,6 +39,7 @@ must not move the high watermark itself), and give the manager to the handlers' 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
@@ -54,6 +55,7 @@ from broker.cluster.replication_quota import NO_THROTTLE, ReplicationQuota, thro
 from broker.config import BROKER_KEYS
 from broker.errors import ErrorCode, KafkaError
 from broker.log.background import wait_durable
+from broker.log.partition import RollPending
 from broker.protocol.api import ApiKey
 from broker.quotas import QuotaWindow
 from broker.security.broker_login import BrokerCredential
@@ -92,6 +94,7 @@ class FollowedPartition:
     retry_at: float = 0.0  # monotonic time before which the partition is not fetched (after an error)
     lag: int = 0  # the leader's high watermark past our next offset at the last fetch (Kafka's replica lag)
     in_sync: bool = False  # the last fetch reached the leader's high watermark (never throttled then)
+    rolling: concurrent.futures.Future[None] | None = None  # a roll an append started, awaited before a fetch
 
     @property
     def next_offset(self) -> int:
@@ -336,6 +339,12 @@ class LeaderFetcher:
         # fsyncs the appends asked for (run off the event loop) are done
         for followed, _offset in sent.values():
             await wait_durable(followed.plog.pending_flush(), f"{followed.topic}-{followed.partition}")
+            rolling, followed.rolling = followed.rolling, None
+            try:  # and a roll an append started off the event loop
+                await wait_durable(rolling, f"{followed.topic}-{followed.partition}")
+            except KafkaError as exc:  # the disk refused it: KAFKA_STORAGE_ERROR
+                self.manager.broker.storage_failed(followed.topic, followed.partition, exc)
+                raise
 
     def _apply_fetched(self, followed: FollowedPartition, fetch_offset: int, part: dict[str, Any]) -> None:
         error = part["error_code"]
@@ -363,7 +372,11 @@ class LeaderFetcher:
         records = part["records"]
         if records:
             try:
-                if append_leader_batches(plog, records, fetch_offset):
+                try:
+                    appended = append_leader_batches(plog, records, fetch_offset)
+                except RollPending as pending:  # the rest comes again, from the new segment's base
+                    followed.rolling, appended = pending.rolled, True
+                if appended:
                     followed.fetch_offset = None
                 self.manager.broker.storage_written()
                 metrics = self.manager.broker.metrics

@@ -63,6 +63,9 @@ class BackgroundThread:
 
 # the one every log uses unless given another
 FLUSHER = BackgroundThread("log-flusher")
+# the file work of segment rolls (the new segment's files, the finished one's last index entries): a thread of
+# its own, so that a roll, which an append waits for, does not queue behind the fsync of a gigabyte segment
+ROLLER = BackgroundThread("log-roller")
 # the broker's small metadata files (topic files, dynamic configs, ACLs, SCRAM credentials): a thread of their
 # own, so that an AlterConfigs does not queue behind the fsync of a gigabyte segment
 METADATA_WRITER = BackgroundThread("metadata-writer")

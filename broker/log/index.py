@@ -46,6 +46,24 @@ def _read_file(path: str) -> bytes:
 PENDING_ENTRIES = 32
 
 
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    written = os.write(fd, data)
+    while written < len(data):  # a regular file writes short only when something is wrong
+        written += os.write(fd, data[written:])
+
+
+def append_entries(path: str, entries: bytes) -> None:
+    """Append packed entries (:meth:`_IndexFile.take_pending`) to the index file ``path``, on a descriptor of
+    the caller's own."""
+    if not entries:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        _write_all(fd, entries)
+    finally:
+        os.close(fd)
+
+
 class _IndexFile:
     """The file under an index: entries written in groups, all of them on flush and close, closed once. Its
     descriptor is opened when entries are first written and given back by :meth:`release` (a segment no
@@ -84,11 +102,15 @@ class _IndexFile:
         pending = self._pending
         if not pending:
             return
-        fd = self._descriptor()
-        written = os.write(fd, pending)
-        while written < len(pending):  # a regular file writes short only when something is wrong
-            written += os.write(fd, pending[written:])
+        _write_all(self._descriptor(), pending)
         pending.clear()
+
+    def take_pending(self) -> bytes:
+        """The entries held in memory, for the caller to write with :func:`append_entries` (a segment that
+        rolls writes its last ones off the partition's lock, where its own descriptor may be taken back)."""
+        pending = bytes(self._pending)
+        self._pending.clear()
+        return pending
 
     def flush(self) -> None:
         self.write_pending()

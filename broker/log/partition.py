@@ -44,6 +44,20 @@ recovery point moves past what is durable. An append that asked for a flush carr
 (:attr:`AppendResult.durable`) that completes when the data is on disk, and the producer's answer waits for it;
 :meth:`pending_durability` is the same for everything asked so far (DeleteRecords waits for its log start).
 
+Rolls
+-----
+A roll's file work (the finished segment's last index entries and the release of the disk it reserved, the new
+segment's three files, the producer-state snapshot) takes tens to hundreds of milliseconds now and then on a
+busy disk, where creating a file waits for the journal. The event loop's appends (``roll_off_thread``: a
+leader's produce, a follower's fetched batches) hand it to the roller thread
+(:data:`broker.log.background.ROLLER`): the append that needs a roll seals the active segment under the lock
+(memory only) and raises :class:`RollPending`; until the new segment is active every append of the partition
+gets RollPending too, with the same future, and is made again once it is done, in the order they came. No
+batch is written before the new segment is open and active, and reads meanwhile see the sealed segment, which
+holds every record appended. A crash during a roll leaves the sealed segment whole and at most an empty new
+one, which recovery opens as the active segment. Truncation, retention, close() and appends without
+``roll_off_thread`` (which roll on their own thread) wait for a roll under way.
+
 The parts
 ---------
 The log is built in layers, each a module of :mod:`broker.log`: the state they share
@@ -66,8 +80,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import structlog
+
 from broker.errors import ErrorCode, KafkaError
-from broker.log.background import FLUSHER, run_later
+from broker.log.background import FLUSHER, ROLLER, run_later
 from broker.log.config import LogConfig
 from broker.log.descriptors import DescriptorBudget
 from broker.log.epoch_cache import LeaderEpochCache
@@ -82,7 +98,7 @@ from broker.log.partition_state import (
 from broker.log.producer_state import write_snapshot
 from broker.log.reads import LogReads
 from broker.log.recovery import LogRecovery
-from broker.log.segment import LogSegment
+from broker.log.segment import LogSegment, SealedTail
 from broker.log.txn_index import write_entries
 from broker.protocol.record_walk import RecordChecks, validate_records
 from broker.protocol.records import (
@@ -99,7 +115,22 @@ from broker.protocol.records import (
 )
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "CLEANED_SUFFIX", "CLEANING_SUFFIX", "LOG_START_FILE", "RECOVERY_POINT_FILE",
-           "AppendResult", "PartitionLog"]
+           "AppendResult", "PartitionLog", "RollPending"]
+
+log = structlog.get_logger("broker.log")
+
+
+def _roll_failed(directory: str, exc: OSError) -> KafkaError:
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {directory}: {exc}")
+
+
+class RollPending(Exception):
+    """A batch not appended because the partition's active segment is rolling off the caller's thread: append
+    it again once ``rolled`` is done (it fails with KafkaError KAFKA_STORAGE_ERROR when the roll did)."""
+
+    def __init__(self, rolled: concurrent.futures.Future[None]) -> None:
+        super().__init__("the partition's active segment is rolling")
+        self.rolled = rolled
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +160,10 @@ class PartitionLog(LogRecovery, LogReads):
         auto_high_watermark: bool = True,
         background: Callable[[Callable[[], None]], None] = FLUSHER.submit,
         descriptors: DescriptorBudget | None = None,
+        roll_in: Callable[[Callable[[], None]], None] = ROLLER.submit,
     ) -> None:
         super().__init__(directory, config, clock, auto_high_watermark, background, descriptors)
+        self._roll_in = roll_in  # runs the file work of rolls asked with roll_off_thread
         self._epochs = LeaderEpochCache(self.directory, write=self._write_later)
         self._open()
 
@@ -138,12 +171,14 @@ class PartitionLog(LogRecovery, LogReads):
 
     def append(
         self, batch: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None,
-        from_coordinator: bool = False,
+        from_coordinator: bool = False, roll_off_thread: bool = False,
     ) -> AppendResult:
         """Append one producer batch: validate, check the producer's sequence, assign offsets, write.
 
         ``from_coordinator``: a batch of the broker's coordinators (a transaction marker, transactional offset
         commits): no sequence check, and it may be a control batch, which clients may not write.
+        ``roll_off_thread`` (the event loop's appends): a batch that needs a roll, or meets one under way, is
+        not appended; :class:`RollPending` is raised for the caller to append it again once the roll is done.
         """
         header = validate_batch(batch, from_coordinator=from_coordinator)
         self._check_size(header)
@@ -170,6 +205,11 @@ class PartitionLog(LogRecovery, LogReads):
                              f"batch of {header.size} bytes exceeds segment.bytes {config.segment_bytes}")
         with self._lock:
             self._check_open()
+            if self._rolling is not None:
+                if roll_off_thread:
+                    raise RollPending(self._rolling)
+                self._wait_for_roll()
+                self._check_open()
             if header.producer_id >= 0 and not from_coordinator:
                 original = self._producers.check_append(header)
                 if original is not None:
@@ -181,10 +221,13 @@ class PartitionLog(LogRecovery, LogReads):
             append_time = now_ms if self.config.log_append_time else None
             if append_time is not None:
                 max_timestamp = append_time
+            if self._roll_due(header.size, last_offset, max_timestamp, now_ms):
+                if roll_off_thread and self._segments[-1].size:
+                    raise RollPending(self._start_roll(now_ms, base_offset))
+                self._roll(now_ms, base_offset)
             # The records' own largest timestamp is stored, whatever the header claimed, as Kafka stores it.
             patched = patched_header(batch, base_offset, leader_epoch, log_append_time_ms=append_time,
                                      max_timestamp=max_timestamp)
-            self._maybe_roll(header.size, base_offset, last_offset, max_timestamp, now_ms)
             self._segments[-1].append(
                 (patched, memoryview(batch)[HEADER_SIZE:]), base_offset, last_offset + 1, max_timestamp
             )
@@ -211,67 +254,73 @@ class PartitionLog(LogRecovery, LogReads):
                 f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}",
             )
 
-    def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
+    def append_replicated(self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None,
+                          roll_off_thread: bool = False) -> int:
         """Append batches whose offsets a leader assigned (a follower's fetch); return the new log end.
 
         Each whole batch must have a valid CRC and start at or after the log end (gaps are allowed: the
         leader's log may be compacted). A truncated tail is ignored. No producer checks are made, but the
-        producer state and leader epochs are updated from the headers.
+        producer state and leader epochs are updated from the headers. ``roll_off_thread``: as for
+        :meth:`append`, the batches before the one that needs a roll are appended, and RollPending raised.
         """
         if now_ms is None:
             now_ms = self._now_ms()
         view = memoryview(batches)
         with self._lock:
             self._check_open()
+            if self._rolling is not None:
+                if roll_off_thread:
+                    raise RollPending(self._rolling)
+                self._wait_for_roll()
+                self._check_open()
             records = 0
-            for pos, header in iter_batches(view):
-                if crc_of(view, pos, header.size) != header.crc:
-                    raise KafkaError(
-                        ErrorCode.CORRUPT_MESSAGE,
-                        f"replicated batch at offset {header.base_offset} has a bad CRC",
+            try:
+                for pos, header in iter_batches(view):
+                    if crc_of(view, pos, header.size) != header.crc:
+                        raise KafkaError(
+                            ErrorCode.CORRUPT_MESSAGE,
+                            f"replicated batch at offset {header.base_offset} has a bad CRC",
+                        )
+                    if header.base_offset < self.log_end_offset or header.last_offset_delta < 0:
+                        raise KafkaError(
+                            ErrorCode.INVALID_RECORD,
+                            f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
+                        )
+                    if self._roll_due(header.size, header.last_offset, header.max_timestamp, now_ms):
+                        if roll_off_thread and self._segments[-1].size:
+                            raise RollPending(self._start_roll(now_ms, header.base_offset))
+                        self._roll(now_ms, header.base_offset)
+                    self._segments[-1].append(
+                        (view[pos : pos + header.size],),
+                        header.base_offset,
+                        header.next_offset,
+                        header.max_timestamp,
                     )
-                if header.base_offset < self.log_end_offset or header.last_offset_delta < 0:
-                    raise KafkaError(
-                        ErrorCode.INVALID_RECORD,
-                        f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
-                    )
-                self._maybe_roll(
-                    header.size, header.base_offset, header.last_offset, header.max_timestamp, now_ms
-                )
-                self._segments[-1].append(
-                    (view[pos : pos + header.size],),
-                    header.base_offset,
-                    header.next_offset,
-                    header.max_timestamp,
-                )
-                marker = read_marker(view[pos : pos + header.size]) if header.is_control else None
-                self._note_completed(self._producers.update(header, marker))
-                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
-                records += header.records_count
-            if self.auto_high_watermark:
-                self.high_watermark = self.log_end_offset
-            if records:
-                self._after_write(records, now_ms)
+                    marker = read_marker(view[pos : pos + header.size]) if header.is_control else None
+                    self._note_completed(self._producers.update(header, marker))
+                    self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+                    records += header.records_count
+            finally:  # what was appended before a batch refused or a roll counts
+                if self.auto_high_watermark:
+                    self.high_watermark = self.log_end_offset
+                if records:
+                    self._after_write(records, now_ms)
             return self.log_end_offset
 
-    def _maybe_roll(
-        self, size: int, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int
-    ) -> None:
-        """Roll before writing a batch that would overfill the active segment, arrives after
-        ``segment.ms`` (Kafka measures from the first batch's timestamp to this one's), or whose offsets
+    def _roll_due(self, size: int, last_offset: int, max_timestamp: int, now_ms: int) -> bool:
+        """Whether a batch must go to a new segment: it would overfill the active one, arrives after
+        ``segment.ms`` (Kafka measures from the first batch's timestamp to this one's), or its offsets
         do not fit the segment's 32-bit relative range."""
         active = self._segments[-1]
         if last_offset - active.base_offset > INT32_MAX:
-            self._roll(now_ms, base_offset)
-            return
+            return True
         if active.size == 0:
-            return
+            return False
         if active.rolling_base_ms is not None:
             waited = max_timestamp - active.rolling_base_ms
         else:
             waited = now_ms - active.created_ms
-        if active.size + size > self.config.segment_bytes or waited > self.config.segment_ms - self._roll_jitter_ms:
-            self._roll(now_ms, base_offset)
+        return active.size + size > self.config.segment_bytes or waited > self.config.segment_ms - self._roll_jitter_ms
 
     @property
     def _roll_jitter_ms(self) -> int:
@@ -286,11 +335,8 @@ class PartitionLog(LogRecovery, LogReads):
         return min(self._jitter_ms, jitter - 1)
 
     def _roll(self, now_ms: int, base_offset: int) -> None:
-        """Start a new active segment at ``base_offset``; the finished one is fsynced in the background,
-        and the recovery point moves past it once it is.
-
-        A full or failing disk fails the batch that needed the roll with KAFKA_STORAGE_ERROR, as in Kafka
-        (clients retry it); a finished segment stays the active one until a roll succeeds."""
+        """Start a new active segment at ``base_offset`` on this thread; the caller holds the lock and no roll
+        is under way (see "Rolls")."""
         old = self._segments[-1]
         try:
             if old.size == 0:
@@ -298,21 +344,74 @@ class PartitionLog(LogRecovery, LogReads):
                 old.delete()
                 self._segments.pop()
                 self._bases.pop()
-                new = self._new_segment(base_offset, now_ms)
+                self._segments.append(self._new_segment(base_offset, now_ms))
+                self._bases.append(base_offset)
+                self._schedule_durability()
+                snapshot = self._producers.to_json()
             else:
-                new = self._new_segment(base_offset, now_ms)
-                try:
-                    old.close_for_appends()  # writes its last index entries
-                except OSError:
-                    new.delete()  # the next roll creates it again
-                    raise
-                self._unsynced.append(old)
-            self._segments.append(new)
-            self._bases.append(base_offset)
-            write_snapshot(self.directory, base_offset, self._producers)
+                snapshot = self._install_roll(old, self._roll_files(old.seal(), base_offset, now_ms), base_offset)
         except OSError as exc:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {self.directory}: {exc}") from exc
+            raise _roll_failed(self.directory, exc) from exc
+        self._write_roll_snapshot(base_offset, snapshot)
+
+    def _start_roll(self, now_ms: int, base_offset: int) -> concurrent.futures.Future[None]:
+        """Seal the active segment and hand the roll's file work to the roller; the caller holds the lock."""
+        old = self._segments[-1]
+        rolled: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._rolling = rolled
+        self._roll_in(partial(self._roll_job, old, old.seal(), base_offset, now_ms, rolled))
+        return rolled
+
+    def _roll_job(self, old: LogSegment, tail: SealedTail, base_offset: int, now_ms: int,
+                  rolled: concurrent.futures.Future[None]) -> None:
+        """The roller's part of a roll: the files without the lock, then the new segment made active under it."""
+        snapshot = None
+        failure: BaseException | None = None
+        try:
+            new = self._roll_files(tail, base_offset, now_ms)
+            with self._lock:
+                if self._closed or self._segments[-1] is not old:
+                    new.delete()  # the log was closed meanwhile (its topic deleted): no files left behind
+                else:
+                    snapshot = self._install_roll(old, new, base_offset)
+        except OSError as exc:
+            failure = _roll_failed(self.directory, exc)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            with self._lock:
+                self._rolling = None
+                self._roll_finished.notify_all()
+            if failure is None:
+                rolled.set_result(None)
+            else:
+                rolled.set_exception(failure)
+        if snapshot is not None:
+            self._write_roll_snapshot(base_offset, snapshot)
+
+    def _roll_files(self, tail: SealedTail, base_offset: int, now_ms: int) -> LogSegment:
+        """The file work of a roll, which needs no lock: the sealed segment's tail, then the new segment."""
+        tail.write()
+        return self._new_segment(base_offset, now_ms)
+
+    def _install_roll(self, old: LogSegment, new: LogSegment, base_offset: int) -> bytes:
+        """Make ``new`` the active segment; the producer state as of its base, for the snapshot. The caller holds
+        the lock. Memory only (but for closing descriptors)."""
+        old.release_descriptor()
+        self._unsynced.append(old)
+        self._segments.append(new)
+        self._bases.append(base_offset)
         self._schedule_durability()
+        return self._producers.to_json()
+
+    def _write_roll_snapshot(self, base_offset: int, snapshot: bytes) -> None:
+        """The producer state at a new segment's base. Only a shortcut for recovery (which replays the batch
+        headers after the newest snapshot): the roll stands without it."""
+        try:
+            write_snapshot(self.directory, base_offset, snapshot)
+        except OSError as exc:
+            log.warning("cannot write a producer state snapshot", directory=self.directory, error=str(exc))
 
     # --- removing data -----------------------------------------------------------------------------------
 
@@ -365,6 +464,8 @@ class PartitionLog(LogRecovery, LogReads):
         """
         with self._lock:
             self._check_open()
+            self._wait_for_roll()
+            self._check_open()
             if offset >= self.log_end_offset:
                 return
             self.structure_version += 1
@@ -399,7 +500,7 @@ class PartitionLog(LogRecovery, LogReads):
         self._write_later(self._path(LOG_START_FILE), str(offset).encode())
         # a follower's truncation is not acknowledged to anyone who could wait: it writes at once, as before
         self._write_now()
-        write_atomically(self._path(RECOVERY_POINT_FILE), str(offset).encode(), durable=False)
+        self._write_recovery_point(*self._note_recovery_point(offset))
         self._epochs.clear()
 
     def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
@@ -418,6 +519,8 @@ class PartitionLog(LogRecovery, LogReads):
         if now_ms is None:
             now_ms = self._now_ms()
         with self._lock:
+            self._check_open()
+            self._wait_for_roll()  # its roll of the active segment would be the second
             self._check_open()
             if not self.config.delete:
                 return 0

@@ -61,6 +61,10 @@ class PartitionState:
         self._durable_future: concurrent.futures.Future[None] | None = None
         self._flush_requested: concurrent.futures.Future[None] | None = None  # the future of the flush asked
         self._truncated = False  # a truncation's new length and removed files wait for the background's fsyncs
+        # a roll under way off the caller's thread (see "Rolls" in broker.log.partition): done once the new
+        # segment is active, or failed with KAFKA_STORAGE_ERROR
+        self._rolling: concurrent.futures.Future[None] | None = None
+        self._roll_finished = threading.Condition(self._lock)
         self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
         self._write_sequence = 0
         self._written: dict[str, int] = {}  # path -> sequence number of the content on disk
@@ -137,6 +141,13 @@ class PartitionState:
             return True
         finally:
             lock.release()
+
+    def _wait_for_roll(self) -> None:
+        """Wait (releasing the lock meanwhile) for a roll under way to finish; the caller holds the lock. For
+        what changes the active segment otherwise (truncation, a follower's append, close), which is rare
+        while an append of the same partition waits for its roll."""
+        while self._rolling is not None:
+            self._roll_finished.wait()
 
     def _check_open(self) -> None:
         if self._closed:

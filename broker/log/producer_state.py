@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.files import write_atomically
+from broker.log.files import unlink_quietly, write_atomically
 from broker.protocol.records import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, Marker
 
 MAX_CACHED_BATCHES = 5
@@ -230,14 +230,15 @@ def snapshot_offsets(directory: str) -> list[int]:
     return sorted(offsets)
 
 
-def write_snapshot(directory: str, offset: int, state: ProducerStateManager) -> None:
-    """Save the state as of ``offset`` (all batches below it applied); keep only the newest few.
+def write_snapshot(directory: str, offset: int, state: bytes) -> None:
+    """Save the state as of ``offset`` (all batches below it applied: :meth:`ProducerStateManager.to_json`
+    then); keep only the newest few.
 
-    Not fsynced: a snapshot lost or damaged in a power loss is skipped, and batch headers replayed.
+    Not fsynced: a snapshot lost or damaged in a power loss is skipped, and batch headers replayed. Two writers
+    may prune at once (a roll finishing off the caller's thread, and close()).
     """
-    write_atomically(snapshot_path(directory, offset), state.to_json(), durable=False)
-    for old in snapshot_offsets(directory)[:-SNAPSHOTS_KEPT]:
-        os.unlink(snapshot_path(directory, old))
+    write_atomically(snapshot_path(directory, offset), state, durable=False)
+    unlink_quietly(*(snapshot_path(directory, old) for old in snapshot_offsets(directory)[:-SNAPSHOTS_KEPT]))
 
 
 def load_latest_snapshot(directory: str, state: ProducerStateManager, max_offset: int) -> int | None:

@@ -17,7 +17,7 @@ import structlog
 from broker.errors import ErrorCode, KafkaError
 from broker.log.descriptors import DescriptorAccount
 from broker.log.files import release_space_after, reserve_space, unlink_quietly
-from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.index import OffsetIndex, TimeIndex, append_entries
 from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
 
 _SCAN_CHUNK = 1 << 16
@@ -117,6 +117,37 @@ class BatchScan:
             pos += size
             self.valid_end = pos
             yield pos - size, header
+
+
+def _release_reserved(fd: int, size: int, path: str) -> None:
+    try:
+        release_space_after(fd, size)
+    except OSError as exc:  # the data is whole either way; only the reservation stays
+        log.warning("cannot free the disk reserved past a segment's data", path=path, error=str(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class SealedTail:
+    """What a sealed segment still has to write (:meth:`LogSegment.seal`). Written through descriptors of its
+    own, by path: the segment's cached ones may be taken back meanwhile (the budget of open files) or be in a
+    reader's use, and nothing appends to the segment any more."""
+
+    index_path: str
+    index_entries: bytes
+    time_index_path: str
+    time_index_entries: bytes
+    log_path: str
+    reserved_from: int | None  # the end of the data, when disk was reserved past it
+
+    def write(self) -> None:
+        append_entries(self.index_path, self.index_entries)
+        append_entries(self.time_index_path, self.time_index_entries)
+        if self.reserved_from is not None:
+            fd = os.open(self.log_path, os.O_WRONLY)
+            try:
+                _release_reserved(fd, self.reserved_from, self.log_path)
+            finally:
+                os.close(fd)
 
 
 @dataclass(slots=True)
@@ -365,21 +396,24 @@ class LogSegment:
             return
         self._reserved = False
         was_open = self._fd >= 0
-        try:
-            release_space_after(self.fd, self.size)
-        except OSError as exc:  # the data is whole either way; only the reservation stays
-            log.warning("cannot free the disk reserved past a segment's data", path=self.log_path, error=str(exc))
+        _release_reserved(self.fd, self.size, self.log_path)
         if not was_open:  # a segment recovered at start-up, say: it keeps no descriptor for this
             self._close_log_file()
 
-    def close_for_appends(self) -> None:
-        """The segment stops being active: record its final max timestamp so reopening need not scan, write
-        the index entries still held in memory, and free the disk space it reserved past its data."""
+    def seal(self) -> SealedTail:
+        """The segment stops taking appends: its final max timestamp goes into the time index (reopening then
+        need not scan), and what is left to write, the index entries held in memory and the release of the
+        disk reserved past its data, is handed to the caller. Memory only: a roll seals under the partition's
+        lock and writes the tail without it."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
-        self.release_reserved_space()
+        reserved, self._reserved = self._reserved, False
+        return SealedTail(self.offset_index.path, self.offset_index.take_pending(), self.time_index.path,
+                          self.time_index.take_pending(), self.log_path, self.size if reserved else None)
+
+    def close_for_appends(self) -> None:
+        """Seal the segment, write its tail and give its descriptors back."""
+        self.seal().write()
         self.release_descriptor()
 
     def truncate_to(self, offset: int) -> None:

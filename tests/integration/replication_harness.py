@@ -124,6 +124,7 @@ class StaticClusterBroker(Broker):
             "log_end_offset": plog.log_end_offset,
             "high_watermark": plog.high_watermark,
             "log_start_offset": plog.log_start_offset,
+            "segments": plog.segment_count,
             "epochs": plog.leader_epoch_entries(),
             "isr": None if state is None else list(state.isr),
             "following": self.replica_manager.following(topic, partition),

@@ -1,7 +1,7 @@
 """A partition log on a disk that fills up (a small tmpfs, so this needs root): every write the disk refuses
-is a KAFKA_STORAGE_ERROR with nothing appended, whether it fails writing a batch or starting a segment
-(with the producer state snapshot a roll writes), and once there is room again the log takes writes and
-holds every batch it acknowledged, in order."""
+is a KAFKA_STORAGE_ERROR with nothing appended, whether it fails writing a batch or starting a segment (on
+the appending thread, or on the roller as the broker's appends roll), and once there is room again the log
+takes writes and holds every batch it acknowledged, in order."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from fault_harness import disk_filled, tmpfs
 
 from broker.errors import ErrorCode, KafkaError
 from broker.log.config import LogConfig
-from broker.log.partition import PartitionLog
+from broker.log.partition import PartitionLog, RollPending
 from broker.protocol.records import Record, build_batch, decode_records_any
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 
 
-def test_a_full_disk_refuses_writes_with_a_storage_error_and_loses_nothing(tmp_path):
+@pytest.mark.parametrize("roll_off_thread", [False, True], ids=["roll-inline", "roll-off-thread"])
+def test_a_full_disk_refuses_writes_with_a_storage_error_and_loses_nothing(tmp_path, roll_off_thread):
     with tmpfs(tmp_path / "disk", "1m"):
         log = PartitionLog(tmp_path / "disk" / "p-0", LogConfig(segment_bytes=2048, index_interval_bytes=256))
         acknowledged: list[bytes] = []
@@ -32,7 +33,12 @@ def test_a_full_disk_refuses_writes_with_a_storage_error_and_loses_nothing(tmp_p
             batch = build_batch([Record(0, 1_700_000_000_000 + sequence, None, value)], producer_id=7,
                                 producer_epoch=0, base_sequence=sequence)
             try:
-                log.append(batch)
+                while True:
+                    try:
+                        log.append(batch, roll_off_thread=roll_off_thread)
+                        break
+                    except RollPending as pending:  # appended again once the roll is done, as the broker does
+                        pending.rolled.result(30)
             except KafkaError as exc:
                 refused.append(exc)
                 return

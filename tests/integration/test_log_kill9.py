@@ -26,10 +26,10 @@ WRITER = textwrap.dedent(
     import sys, threading
     from broker.log.cleaner import clean_partition
     from broker.log.config import LogConfig
-    from broker.log.partition import PartitionLog
+    from broker.log.partition import PartitionLog, RollPending
     from broker.protocol.records import Record, build_batch
 
-    directory, policy = sys.argv[1], sys.argv[2]
+    directory, policy, roll_off_thread = sys.argv[1], sys.argv[2], sys.argv[3] == "roller"
     log = PartitionLog(directory, LogConfig(segment_bytes=4096, index_interval_bytes=256, cleanup_policy=(policy,)))
     out = threading.Lock()
 
@@ -49,7 +49,12 @@ WRITER = textwrap.dedent(
         key = b"key-%d" % (i % 7)
         value = b"value-%d-" % i + b"x" * (i % 300)
         records = [Record(0, 1_700_000_000_000 + i, key, value, [])]
-        result = log.append(build_batch(records, compression=i % 3))
+        while True:
+            try:
+                result = log.append(build_batch(records, compression=i % 3), roll_off_thread=roll_off_thread)
+                break
+            except RollPending as pending:  # the roll is the roller thread's (as the broker's appends roll)
+                pending.rolled.result()
         report(f"{result.base_offset} {key.decode()} {value.decode()}")
         i += 1
     """
@@ -57,12 +62,12 @@ WRITER = textwrap.dedent(
 
 
 def run_and_kill(
-    directory: Path, policy: str, acks_before_kill: int, cleans_before_kill: int = 0
+    directory: Path, policy: str, acks_before_kill: int, cleans_before_kill: int = 0, rolls: str = "inline"
 ) -> tuple[list[tuple[int, bytes, bytes]], int]:
     """Start the writer, read its acknowledgements (and compaction passes), SIGKILL it once enough
     have been seen; return what it acknowledged and the offset the last pass reported cleaned up to."""
     child = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(directory), policy],
+        [sys.executable, "-c", WRITER, str(directory), policy, rolls],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
@@ -97,10 +102,11 @@ def run_and_kill(
     return acked, cleaned_through
 
 
-@pytest.mark.parametrize("acks_before_kill", [150, 1200, 4000])
-def test_every_acknowledged_append_survives_kill_9(tmp_path, acks_before_kill):
+@pytest.mark.parametrize(("acks_before_kill", "rolls"), [(150, "inline"), (1200, "inline"), (4000, "inline"),
+                                                       (1200, "roller"), (4000, "roller")])
+def test_every_acknowledged_append_survives_kill_9(tmp_path, acks_before_kill, rolls):
     directory = tmp_path / "p"
-    acked, _ = run_and_kill(directory, "delete", acks_before_kill)
+    acked, _ = run_and_kill(directory, "delete", acks_before_kill, rolls=rolls)
     log = PartitionLog(directory, LogConfig(segment_bytes=4096, index_interval_bytes=256))
     stored = {r.offset: (r.key, r.value) for r in decode_records_any(log.read(0, 1 << 30))}
     assert log.log_end_offset >= acked[-1][0] + 1

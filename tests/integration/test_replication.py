@@ -83,10 +83,12 @@ def same_log(leader: ReplicationNode, *followers: ReplicationNode, topic: str):
 def test_followers_catch_up_join_the_isr_and_serve_real_clients(nodes):
     leader, f2, f3 = nodes[1], nodes[2], nodes[3]
     topic = "catch-up"
-    create_everywhere(nodes.values(), topic)
+    # small segments: the leader's appends and the followers' roll them (off the event loop) a few times over
+    create_everywhere(nodes.values(), topic, {"segment.bytes": 2048})
     leader.command("lead", topic=topic, partition=0, epoch=0, replicas=[1, 2, 3], isr=[1])
 
-    producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "all", "linger.ms": 5,
+                         "batch.num.messages": 20})
     for text in values("early-", 300):
         producer.produce(topic, value=text.encode(), partition=0)
     assert producer.flush(30) == 0
@@ -108,6 +110,7 @@ def test_followers_catch_up_join_the_isr_and_serve_real_clients(nodes):
     state = wait_until(lambda: same_log(leader, f2, f3, topic=topic), 30, message="followers up to date")
     assert state["values"] == values("early-", 300) + values("late-", 200)
     assert state["high_watermark"] == 500
+    assert min(node.describe(topic)["segments"] for node in (leader, f2, f3)) >= 4
 
     consumer = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": "replication-reader",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
