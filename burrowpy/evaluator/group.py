@@ -70,7 +70,8 @@ class TopicBasis:
     was appended, and its forecast or what the clock finishes it from (:meth:`at`).
     """
 
-    __slots__ = ("topic", "codes", "stops", "lags", "appended", "methods", "forecasts", "complete_count", "make")
+    __slots__ = ("topic", "codes", "stops", "lags", "appended", "methods", "forecasts", "complete_count", "make",
+                 "clock_free", "_fixed")
 
     def __init__(self, topic: str, codes: list[int], stops: list[tuple[int, int]], lags: list[int],
                  appended: list[float | None], methods: list[str | None],
@@ -85,9 +86,16 @@ class TopicBasis:
         self.forecasts = forecasts
         self.complete_count = complete_count
         self.make = make  # fills in the status objects of these partitions from an evaluation of the topic
+        # Nothing that can stop, no record whose age grows, no forecast a clock can change (a topic whose
+        # consumers have caught up): every evaluation is the same, so the first is kept and shared.
+        self.clock_free = (not stops and appended.count(None) == len(appended)
+                           and not any(forecast.__class__ is ForecastBasis for forecast in forecasts))
+        self._fixed: TopicEvaluation | None = None
 
     def at(self, now: float, max_lag_seconds: float) -> TopicEvaluation:
         """The topic evaluated at ``now`` (seconds)."""
+        if self._fixed is not None:
+            return self._fixed  # lag in seconds is 0 or unknown throughout: max-lag-seconds changes nothing
         now_ms = now * 1000.0
         codes = self.codes
         whole_ms = int(now) * 1000  # the rules read whole seconds (Burrow truncates)
@@ -105,7 +113,10 @@ class TopicBasis:
                     codes[index] = _WARN_CODE  # the oldest unconsumed record is too old
         forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
                      for forecast in self.forecasts]
-        return TopicEvaluation(self, codes, seconds, forecasts)  # type: ignore[arg-type]
+        evaluation = TopicEvaluation(self, codes, seconds, forecasts)  # type: ignore[arg-type]
+        if self.clock_free:
+            self._fixed = evaluation
+        return evaluation
 
 
 class TopicEvaluation:
@@ -182,7 +193,7 @@ class GroupBasis:
     """A group's partitions through everything that does not read the clock: :meth:`at` evaluates it at any
     time, as :func:`assess_group` would from the same storage answer."""
 
-    __slots__ = ("topics", "partition_count", "complete", "totallag", "maxlag")
+    __slots__ = ("topics", "partition_count", "complete", "totallag", "maxlag", "_fixed")
 
     def __init__(self, topics: list[TopicBasis]) -> None:
         self.topics = topics
@@ -202,8 +213,13 @@ class GroupBasis:
         self.complete = complete_count / count if count else 0.0
         self.totallag = totallag
         self.maxlag = maxlag  # (topic number, partition) of the largest current lag, the first on ties
+        # The evaluation of a group whose every topic is clock-free, kept and shared (as TopicBasis does).
+        self._fixed: GroupEvaluation | None = None
 
     def at(self, cluster: str, group: str, now: float, max_lag_seconds: float = 0.0) -> GroupEvaluation:
+        fixed = self._fixed
+        if fixed is not None and fixed.cluster == cluster and fixed.group == group:
+            return fixed
         worst = 1
         group_seconds: float | None = None
         evaluated = [topic.at(now, max_lag_seconds) for topic in self.topics]
@@ -219,8 +235,11 @@ class GroupBasis:
         forecast = group_forecast(forecast for topic_evaluation in evaluated
                                   for forecast in topic_evaluation.forecasts)
         maxlag = (evaluated[self.maxlag[0]], self.maxlag[1]) if self.maxlag is not None else None
-        return GroupEvaluation(cluster, group, group_status_of(_BY_CODE[worst]), self.complete, evaluated,
-                               self.partition_count, maxlag, self.totallag, group_seconds, forecast)
+        evaluation = GroupEvaluation(cluster, group, group_status_of(_BY_CODE[worst]), self.complete, evaluated,
+                                     self.partition_count, maxlag, self.totallag, group_seconds, forecast)
+        if all(topic.clock_free for topic in self.topics):
+            self._fixed = evaluation
+        return evaluation
 
 
 def not_found(cluster: str, group: str) -> GroupEvaluation:
@@ -276,7 +295,7 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
 def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int,
                 minimum_complete: float) -> TopicBasis:
     codes, stops, lags, appended, methods, forecasts = [], [], [], [], [], []
-    completes, starts, ends = [], [], []
+    completes, starts, ends, owners, client_ids = [], [], [], [], []
     for partition_id, partition in enumerate(parts):
         offsets = partition.offsets
         broker_offsets = partition.broker_offsets
@@ -290,6 +309,8 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
         completes.append(verdict.complete)
         starts.append(verdict.start)
         ends.append(end)
+        owners.append(partition.owner)
+        client_ids.append(partition.client_id)
         when, method = partition_appended(end.offset if end is not None else None, broker_offsets,
                                           partition.broker_times, partition.record_time, partition.broker_since)
         appended.append(when)
@@ -306,8 +327,6 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
             forecast = forecast_basis(current_lag, commit_offsets, commit_times, broker_offsets,
                                       partition.broker_times)
         forecasts.append(forecast)
-    owners = [partition.owner for partition in parts]
-    client_ids = [partition.client_id for partition in parts]
 
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
         codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts

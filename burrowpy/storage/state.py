@@ -59,13 +59,16 @@ class PartitionEntry:
 
 
 class GroupEntry:
-    __slots__ = ("topics", "last_commit", "last_owner_update", "version")
+    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[PartitionEntry]] = {}
         self.last_commit = 0  # timestamp (ms) of the latest appended commit
         self.last_owner_update = 0  # when owners were last set (ms); with last_commit, drives expiry
         self.version = next(_VERSIONS)  # a new number on every change of its commits, owners or topics
+        # (version, {topic: (the topic's newest-offsets version, whether every partition has caught up)}):
+        # the answer holds while neither number changes (StorageState._group_version).
+        self.caught_up: tuple[int, dict[str, tuple[int, bool]]] = (0, {})
 
 
 class TopicVersions:
@@ -459,21 +462,29 @@ class StorageState:
     @staticmethod
     def _group_version(cluster: ClusterEntry, group: GroupEntry) -> list[Any]:
         version: list[Any] = [group.version]
+        if group.caught_up[0] != group.version:
+            group.caught_up = (group.version, {})
+        known = group.caught_up[1]
         for topic, entries in group.topics.items():
             rings = cluster.brokers.get(topic)
             versions = cluster.versions.get(topic)
             if rings is None or versions is None:
                 version.append(None)
                 continue
-            broker_count = len(rings)
-            caught_up = True
-            for partition_id, entry in enumerate(entries):
-                packed = entry.ring.packed if entry.ring is not None else None
-                if packed and partition_id < broker_count:
-                    pairs = rings[partition_id].packed
-                    if pairs and packed[len(packed) - COMMIT_STRIDE] < pairs[len(pairs) - 2]:
-                        caught_up = False
-                        break
+            seen = known.get(topic)
+            if seen is not None and seen[0] == versions.newest:
+                caught_up = seen[1]
+            else:
+                caught_up = True
+                # zip ends with the shorter: partitions the brokers do not know have no lag either
+                for entry, broker_ring in zip(entries, rings, strict=False):
+                    packed = entry.ring.packed if entry.ring is not None else None
+                    if packed:
+                        pairs = broker_ring.packed
+                        if pairs and packed[len(packed) - COMMIT_STRIDE] < pairs[len(pairs) - 2]:
+                            caught_up = False
+                            break
+                known[topic] = (versions.newest, caught_up)
             # Two kinds of entry, which never compare equal: a number, or a pair.
             version.append(versions.newest if caught_up else (versions.samples, versions.record_times))
         return version
