@@ -27,10 +27,9 @@ from typing import Any, cast
 from burrowpy.evaluator.forecast import (
     Forecast,
     ForecastBasis,
-    SeriesBasis,
     forecast_at,
     forecast_basis,
-    forecast_of_series,
+    forecast_from_rates,
     group_forecast,
 )
 from burrowpy.evaluator.rules import NEVER, group_status_of, window_verdict
@@ -66,37 +65,36 @@ class TopicBasis:
 
     STOP is the only rule that reads the clock; lag in seconds is the age of a record whose time is known
     here; a forecast moves with the clock only once a series has missed its beat. So these columns hold
-    each partition's status as long as it has not stopped and when it stops, when the record at its commit
-    was appended, and its forecast or what the clock finishes it from (:meth:`at`).
+    each partition's status as long as it has not stopped and when it stops, and ``clock`` what lag in
+    seconds and the forecasts are finished from at a time (:meth:`at`).
     """
 
-    __slots__ = ("topic", "codes", "stops", "lags", "appended", "methods", "forecasts", "complete_count", "make",
-                 "clock_free", "_fixed")
+    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "clock", "_fixed")
 
     def __init__(self, topic: str, codes: list[int], stops: list[tuple[int, int]], lags: list[int],
-                 appended: list[float | None], methods: list[str | None],
-                 forecasts: list[ForecastBasis | Forecast | None], complete_count: int,
-                 make: Callable[[TopicEvaluation, list[int], list[PartitionStatus | None]], None]) -> None:
+                 methods: list[str | None], complete_count: int,
+                 make: Callable[[TopicEvaluation, list[int], list[PartitionStatus | None]], None],
+                 clock: _EachClock | _ColumnsClock) -> None:
         self.topic = topic
         self.codes = codes  # while not stopped, before the max-lag-seconds WARN
         self.stops = stops  # (index, time in ms after which it has stopped) of each partition that can stop
         self.lags = lags
-        self.appended = appended
         self.methods = methods
-        self.forecasts = forecasts
         self.complete_count = complete_count
         self.make = make  # fills in the status objects of these partitions from an evaluation of the topic
-        # Nothing that can stop, no record whose age grows, no forecast a clock can change (a topic whose
-        # consumers have caught up): every evaluation is the same, so the first is kept and shared.
-        self.clock_free = (not stops and appended.count(None) == len(appended)
-                           and not any(forecast.__class__ is ForecastBasis for forecast in forecasts))
+        self.clock = clock
         self._fixed: TopicEvaluation | None = None
+
+    @property
+    def clock_free(self) -> bool:
+        """Nothing can stop, no record's age grows, no forecast a clock changes (a topic whose consumers have
+        caught up): every evaluation is the same, so the first is kept and shared."""
+        return not self.stops and self.clock.clock_free
 
     def at(self, now: float, max_lag_seconds: float) -> TopicEvaluation:
         """The topic evaluated at ``now`` (seconds)."""
         if self._fixed is not None:
             return self._fixed  # lag in seconds is 0 or unknown throughout: max-lag-seconds changes nothing
-        now_ms = now * 1000.0
         codes = self.codes
         whole_ms = int(now) * 1000  # the rules read whole seconds (Burrow truncates)
         stopped = [index for index, after in self.stops if whole_ms > after]
@@ -104,19 +102,37 @@ class TopicBasis:
             codes = codes.copy()
             for index in stopped:
                 codes[index] = _STOP_CODE
-        seconds = list(map(lag_seconds_at, self.appended, self.methods, repeat(now_ms)))
+        seconds, forecasts = self.clock.figures(now * 1000.0)
         if max_lag_seconds > 0:
             for index, value in enumerate(seconds):
                 if value is not None and max_lag_seconds < value and codes[index] == _OK_CODE:
                     if codes is self.codes:
                         codes = codes.copy()
                     codes[index] = _WARN_CODE  # the oldest unconsumed record is too old
-        forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
-                     for forecast in self.forecasts]
-        evaluation = TopicEvaluation(self, codes, seconds, forecasts)  # type: ignore[arg-type]
+        evaluation = TopicEvaluation(self, codes, seconds, forecasts)
         if self.clock_free:
             self._fixed = evaluation
         return evaluation
+
+
+class _EachClock:
+    """Lag in seconds and the forecasts of a topic's partitions, one by one (:func:`_each_basis`)."""
+
+    __slots__ = ("appended", "methods", "forecasts", "clock_free")
+
+    def __init__(self, appended: list[float | None], methods: list[str | None],
+                 forecasts: list[ForecastBasis | Forecast | None]) -> None:
+        self.appended = appended  # when the record at each commit was appended (timelag.partition_appended)
+        self.methods = methods
+        self.forecasts = forecasts
+        self.clock_free = (appended.count(None) == len(appended)
+                           and not any(forecast.__class__ is ForecastBasis for forecast in forecasts))
+
+    def figures(self, now_ms: float) -> tuple[list[float | None], list[Forecast | None]]:
+        seconds = list(map(lag_seconds_at, self.appended, self.methods, repeat(now_ms)))
+        forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
+                     for forecast in self.forecasts]
+        return seconds, forecasts  # type: ignore[return-value]
 
 
 class TopicEvaluation:
@@ -335,8 +351,8 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
                                            starts[index], ends[index], owners[index], client_ids[index],
                                            seconds[index], methods[index], *(forecasts[index] or _NO_FORECAST))
 
-    return TopicBasis(topic, codes, stops, lags, appended, methods, forecasts,
-                      sum(1 for complete in completes if complete == 1.0), make)
+    return TopicBasis(topic, codes, stops, lags, methods, sum(1 for complete in completes if complete == 1.0),
+                      make, _EachClock(appended, methods, forecasts))
 
 
 # --- all partitions of a topic at once ---------------------------------------------------------------
@@ -421,8 +437,9 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
             going &= ~falls.any(axis=1)
         codes[going] = Status.WARN
 
-    appended, methods = _appended_columns(np, snapshot, newest)
-    forecasts = _forecasts_columns(np, snapshot, offsets, timestamps)
+    appended, method_codes = _appended_columns(np, snapshot, newest)
+    methods = list(map(_METHODS.__getitem__, method_codes.tolist()))
+    clock = _ColumnsClock(np, appended, method_codes, current_lags, *_forecasts_columns(np, snapshot, offsets, timestamps))
     owners, client_ids = snapshot.owners, snapshot.client_ids
 
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
@@ -441,7 +458,43 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
                                            client_ids[index], seconds[index], methods[index],
                                            *(forecasts[index] or _NO_FORECAST))
 
-    return TopicBasis(topic, codes.tolist(), stops, current_lags, appended, methods, forecasts, total, make)
+    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make, clock)
+
+
+class _ColumnsClock:
+    """Lag in seconds and the forecasts of a topic's partitions on arrays (:func:`_columns_basis`)."""
+
+    __slots__ = ("np", "appended", "method_codes", "current_lags", "start", "consume", "produce", "forecasts",
+                 "clock_free")
+
+    def __init__(self, np: Any, appended: Any, method_codes: Any, current_lags: list[int], start: Any,
+                 consume: tuple[Any, ...] | None, produce: tuple[Any, ...] | None,
+                 forecasts: list[ForecastBasis | Forecast | None] | None) -> None:
+        self.np = np
+        self.appended = appended  # ms, where method_codes is 2 or 3 (see _appended_columns)
+        self.method_codes = method_codes
+        self.current_lags = current_lags
+        # Both series of every partition (_series_columns), measured from start; or else the forecasts one by
+        # one (forecast_basis).
+        self.start, self.consume, self.produce, self.forecasts = start, consume, produce, forecasts
+        self.clock_free = bool((method_codes <= 1).all()) and (
+            not any(forecast.__class__ is ForecastBasis for forecast in forecasts) if forecasts is not None
+            else max(current_lags) <= 0)
+
+    def figures(self, now_ms: float) -> tuple[list[float | None], list[Forecast | None]]:
+        np = self.np
+        codes = self.method_codes
+        age = now_ms - np.where(codes == 1, now_ms, self.appended)  # caught up: the record is appended now
+        seconds: list[float | None] = [round(value, 3) if code else None for code, value in
+                                       zip(codes.tolist(), (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(),
+                                           strict=True)]
+        if self.forecasts is not None:
+            forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
+                         for forecast in self.forecasts]
+        else:
+            forecasts = list(map(forecast_from_rates, self.current_lags, _rates_at(np, self.consume, self.start, now_ms),
+                                 _rates_at(np, self.produce, self.start, now_ms)))
+        return seconds, forecasts  # type: ignore[return-value]
 
 
 def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
@@ -467,14 +520,15 @@ def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
                          [part.client_id for part in parts], [part.record_time for part in parts])
 
 
-def _appended_columns(np: Any, snapshot: TopicSnapshot,
-                      committed: Any) -> tuple[list[float | None], list[str | None]]:
-    """:func:`timelag.partition_appended` of every partition of a topic (each has a commit)."""
+def _appended_columns(np: Any, snapshot: TopicSnapshot, committed: Any) -> tuple[Any, Any]:
+    """:func:`timelag.partition_appended` of every partition of a topic (each has a commit), as two arrays: when
+    the record at the commit was appended (ms) and the method's code (``_METHODS``; the time is read for 2
+    and 3 only)."""
     total = len(snapshot.stored)
     samples = snapshot.samples[0]
     if not samples or snapshot.samples.count(samples) != total:
         # Some partition without a broker offset, or a different number of samples: one at a time.
-        return _appended_each(snapshot, committed.tolist())
+        return _appended_each(np, snapshot, committed.tolist())
     pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
     caught_up = committed >= pairs[:, -1, 0]
     method = caught_up.astype(np.int8)  # 1: caught up, 0: no figure (yet)
@@ -515,39 +569,37 @@ def _appended_columns(np: Any, snapshot: TopicSnapshot,
                 found[slot] = True
         method[rest] = np.where(found, 3, 0)
         appended[rest] = result
-    codes = method.tolist()
-    return ([value if code > 1 else None for code, value in zip(codes, appended.tolist(), strict=True)],
-            list(map(_METHODS.__getitem__, codes)))
+    return appended, method
 
 
-def _appended_each(parts: Sequence[ConsumerPartition],
-                   committed: Sequence[int]) -> tuple[list[float | None], list[str | None]]:
+def _appended_each(np: Any, parts: Sequence[ConsumerPartition], committed: Sequence[int]) -> tuple[Any, Any]:
     figures = [partition_appended(offset, part.broker_offsets, part.broker_times, part.record_time, part.broker_since)
                for offset, part in zip(committed, parts, strict=True)]
-    return [appended for appended, _ in figures], [method for _, method in figures]
+    return (np.array([appended or 0.0 for appended, _ in figures]),
+            np.array([_METHODS.index(method) for _, method in figures], dtype=np.int8))
 
 
-def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any,
-                       timestamps: Any) -> list[ForecastBasis | Forecast | None]:
-    """:func:`forecast.forecast_basis` of every partition of a topic whose windows are all full: the series on
-    arrays (the same operations in the same order, so the same floats), the verdict partition by partition."""
+def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any, timestamps: Any) -> tuple[
+        Any, tuple[Any, ...] | None, tuple[Any, ...] | None, list[ForecastBasis | Forecast | None] | None]:
+    """What :class:`_ColumnsClock` finishes the forecasts of a topic whose windows are all full from: (start,
+    both series on arrays, None), or (None, None, None, each partition's :func:`forecast.forecast_basis`)."""
     total = len(snapshot.stored)
     samples = snapshot.samples[0]
     if samples < 2 or snapshot.samples.count(samples) != total or timestamps.shape[1] < 2:
         # Some partition with fewer or more broker samples than the others, or too few for a rate.
         parts = list(snapshot)
-        return list(map(forecast_basis, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
-                        [part.broker_offsets for part in parts], [part.broker_times for part in parts]))
+        return None, None, None, list(map(forecast_basis, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
+                                          [part.broker_offsets for part in parts], [part.broker_times for part in parts]))
     pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
     broker_offsets, broker_times = pairs[:, :, 0], pairs[:, :, 1]
     start = np.maximum(timestamps[:, 0], broker_times[:, 0])
-    consume = _series_columns(np, offsets, timestamps, start)
-    produce = _series_columns(np, broker_offsets, broker_times, start)
-    return list(map(forecast_of_series, snapshot.current_lags, consume, produce))
+    return start, _series_columns(np, offsets, timestamps, start), _series_columns(np, broker_offsets, broker_times,
+                                                                                  start), None
 
 
-def _series_columns(np: Any, values: Any, times: Any, start: Any) -> list[SeriesBasis | None]:
-    """``forecast.series_basis`` of each row of a series (rows of at least two points, oldest first)."""
+def _series_columns(np: Any, values: Any, times: Any, start: Any) -> tuple[Any, ...]:
+    """``forecast.series_basis`` of each row of a series (rows of at least two points, oldest first), as arrays:
+    (first time, newest time, beat, grown)."""
     count = times.shape[1]
     rows = np.arange(len(times))
     first, newest = times[:, 0], times[:, -1]
@@ -563,6 +615,16 @@ def _series_columns(np: Any, values: Any, times: Any, start: Any) -> list[Series
         at_start = np.where(later.any(axis=1) & (after_time != before_time), between,
                             np.where(later.any(axis=1), after_value, values[:, -1]))
         grown = values[:, -1] - at_start
-    return [SeriesBasis(row_start, row_newest, row_beat, row_grown) if row_newest > row_first else None
-            for row_start, row_first, row_newest, row_beat, row_grown in
-            zip(start.tolist(), first.tolist(), newest.tolist(), beat.tolist(), grown.tolist(), strict=True)]
+    return first, newest, beat, grown
+
+
+def _rates_at(np: Any, series: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
+    """``forecast.rate_at`` of each row of :func:`_series_columns`' arrays."""
+    first, newest, beat, grown = series
+    end = np.where(now_ms - newest > beat, now_ms, newest)
+    known = (newest > first) & (end > start)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = grown * 1000.0 / (end - start)
+    spans = (end - start) / 1000.0
+    return [(rate, span) if ok else None
+            for rate, span, ok in zip(rates.tolist(), spans.tolist(), known.tolist(), strict=True)]
