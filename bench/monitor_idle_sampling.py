@@ -33,7 +33,7 @@ import structlog
 
 from burrowpy.config import Section
 from burrowpy.evaluator.caching import CachingEvaluator
-from burrowpy.evaluator.group import assess_group
+from burrowpy.evaluator.group import GroupEvaluation, assess_group
 from burrowpy.httpserver.ui.trends import every_group_evaluation
 from burrowpy.protocol import FetchConsumer, SetBrokerOffset, SetConsumerOffsets
 from burrowpy.storage.inmemory import InMemoryStorage
@@ -106,10 +106,13 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
         await work()
         figures[name] = time.process_time() - started
 
-    async def from_the_windows() -> None:
-        for group in plan:
-            topics_of_group = await ctx.fetch(FetchConsumer(CLUSTER, group, ctx.new_reply()))
-            assess_group(CLUSTER, group, topics_of_group, clock.now)
+    async def fresh(group: str) -> GroupEvaluation:
+        topics_of_group = await ctx.fetch(FetchConsumer(CLUSTER, group, ctx.new_reply()))
+        return assess_group(CLUSTER, group, topics_of_group, clock.now)
+
+    async def from_the_windows() -> list[GroupEvaluation]:
+        # as every_group_evaluation asks: every group at once, the evaluations kept until all are done
+        return await asyncio.gather(*(fresh(group) for group in plan))
 
     try:
         await timed("from the windows", from_the_windows)
