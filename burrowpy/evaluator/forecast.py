@@ -153,14 +153,6 @@ def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
     return slowest
 
 
-def _rate_since(start: float, values: Sequence[int], times: Sequence[int], count: int,
-                now_ms: float) -> tuple[float, float] | None:
-    """(per second, over seconds): how much the series grew from ``start`` to its end, its newest point or
-    ``now`` when it has missed its beat. None when the series has no length in time or ends at or before
-    ``start``."""
-    return rate_at(series_basis(start, values, times, count), now_ms)
-
-
 class SeriesBasis(NamedTuple):
     """What a series' rate since ``start`` takes from the series, without the clock (:func:`rate_at` adds it)."""
 
@@ -171,7 +163,8 @@ class SeriesBasis(NamedTuple):
 
 
 def series_basis(start: float, values: Sequence[int], times: Sequence[int], count: int) -> SeriesBasis | None:
-    """The clock-free part of :func:`_rate_since`; None for a series without length in time (no rate, ever)."""
+    """The clock-free part of a series' rate since ``start`` (:func:`rate_at`); None for a series without length
+    in time (no rate, ever)."""
     first, newest = times[0], times[count - 1]
     if newest <= first:
         return None
@@ -180,7 +173,9 @@ def series_basis(start: float, values: Sequence[int], times: Sequence[int], coun
 
 
 def rate_at(basis: SeriesBasis | None, now_ms: float) -> tuple[float, float] | None:
-    """:func:`_rate_since` at ``now_ms`` of a series reduced to its :class:`SeriesBasis`."""
+    """(per second, over seconds): how much the series grew from ``start`` to its end, its newest point or
+    ``now_ms`` when it has missed its beat. None when the series has no length in time or ends at or before
+    ``start``."""
     if basis is None:
         return None
     start, newest = basis.start, basis.newest
