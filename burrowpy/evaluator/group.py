@@ -39,6 +39,7 @@ from burrowpy.protocol import (
     NO_LAG,
     CommitWindow,
     ConsumerGroupStatus,
+    ConsumerOffset,
     ConsumerPartition,
     ConsumerTopics,
     PartitionStatus,
@@ -311,7 +312,12 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
 def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int,
                 minimum_complete: float) -> TopicBasis:
     codes, stops, lags, appended, methods, forecasts = [], [], [], [], [], []
-    completes, starts, ends, owners, client_ids = [], [], [], [], []
+    completes, owners, client_ids = [], [], []
+    # Each partition's first and last commit, kept while the basis is (for the partition objects an answer
+    # lists): storage's packed windows as their values (two commits' worth a partition in one array, a
+    # tenth of the objects' memory), other commits as the objects themselves.
+    bounds = array("q")
+    at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]] = []
     for partition_id, partition in enumerate(parts):
         offsets = partition.offsets
         broker_offsets = partition.broker_offsets
@@ -323,8 +329,13 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
             stops.append((partition_id, verdict.stop_after))
         lags.append(current_lag)
         completes.append(verdict.complete)
-        starts.append(verdict.start)
-        ends.append(end)
+        if offsets.__class__ is CommitWindow and end is not None:
+            at.append(len(bounds))
+            slots = offsets.slots
+            bounds += slots[:COMMIT_STRIDE]
+            bounds += slots[len(slots) - COMMIT_STRIDE:]
+        else:
+            at.append((verdict.start, end))
         owners.append(partition.owner)
         client_ids.append(partition.client_id)
         when, method = partition_appended(end.offset if end is not None else None, broker_offsets,
@@ -347,8 +358,16 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
         codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
         for index in indexes:
+            where = at[index]
+            start: ConsumerOffset | None
+            end: ConsumerOffset | None
+            if isinstance(where, int):
+                values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
+                start, end = commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
+            else:
+                start, end = where
             built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], lags[index], completes[index],
-                                           starts[index], ends[index], owners[index], client_ids[index],
+                                           start, end, owners[index], client_ids[index],
                                            seconds[index], methods[index], *(forecasts[index] or _NO_FORECAST))
 
     return TopicBasis(topic, codes, stops, lags, methods, sum(1 for complete in completes if complete == 1.0),
@@ -377,7 +396,6 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
         return None
     import numpy as np
 
-    width = intervals * COMMIT_STRIDE
     slots = np.frombuffer(snapshot.commits, dtype=np.int64).reshape(total, intervals, COMMIT_STRIDE)
     offsets = slots[:, :, 0]
     timestamps = slots[:, :, 1]
@@ -441,18 +459,19 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
     methods = list(map(_METHODS.__getitem__, method_codes.tolist()))
     clock = _ColumnsClock(np, appended, method_codes, current_lags, *_forecasts_columns(np, snapshot, offsets, timestamps))
     owners, client_ids = snapshot.owners, snapshot.client_ids
+    # Each partition's first and last commit, copied: the basis is kept, the rest of storage's copy is not.
+    bounds = slots[:, [0, -1], :]
 
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
         codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
         many = len(indexes) > 16
         if many:  # an answer listing every partition: every first and last commit in two reads of the arrays
-            firsts, lasts = slots[:, 0, :].tolist(), slots[:, -1, :].tolist()
+            firsts, lasts = bounds[:, 0, :].tolist(), bounds[:, 1, :].tolist()
         for index in indexes:
             if many:
                 first, last = firsts[index], lasts[index]
             else:
-                values = snapshot.window_values(index).tolist()
-                first, last = values[:COMMIT_STRIDE], values[width - COMMIT_STRIDE:]
+                first, last = bounds[index].tolist()
             built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], current_lags[index], 1.0,
                                            commit_from_values(first), commit_from_values(last), owners[index],
                                            client_ids[index], seconds[index], methods[index],
@@ -602,7 +621,7 @@ def _series_columns(np: Any, values: Any, times: Any, start: Any) -> tuple[Any, 
     (first time, newest time, beat, grown)."""
     count = times.shape[1]
     rows = np.arange(len(times))
-    first, newest = times[:, 0], times[:, -1]
+    first, newest = times[:, 0].copy(), times[:, -1].copy()  # copies: views would keep storage's copy alive
     beat = 2 * (newest - first) / (count - 1)
     # The first point at or after start (from the second on), or the newest when none is.
     later = times[:, 1:] >= start[:, None]
