@@ -1,7 +1,7 @@
 """What the dashboard's sampling of every group costs an idle monitor, in process: the evaluator's rounds.
 
     .venv/bin/python bench/monitor_idle_sampling.py [--groups 2000] [--partitions 50000] [--big-groups 10]
-                                                    [--big-partitions 1000] [--repeat 3]
+                                                    [--big-partitions 1000] [--repeat 3] [--memory]
 
 The fleet of ``bench/monitor_fleet_daemon.py`` without Kafka: the groups each consume a topic of their own,
 caught up at its end, and ``--big-groups`` groups one topic of ``--big-partitions`` partitions one record
@@ -19,14 +19,17 @@ in the daemon, on a fake clock. CPU seconds (``time.process_time``) of one round
   topic lags, so its new samples count and those groups are evaluated from their windows again; the
   caught-up topics keep their version.
 
-The smallest of ``--repeat`` runs of each is printed.
+The smallest of ``--repeat`` runs of each is printed. ``--memory`` instead measures what the evaluator keeps
+after its first round (its bases: ``tracemalloc``, which slows the round many times over).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -115,6 +118,17 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
         return await asyncio.gather(*(fresh(group) for group in plan))
 
     try:
+        if args.memory:
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.take_snapshot()
+            await every_group_evaluation(ctx)
+            evaluator._cache.clear()  # the evaluations of expire-cache: what stays is the bases
+            gc.collect()
+            kept = tracemalloc.take_snapshot().compare_to(before, "filename")
+            tracemalloc.stop()
+            figures["kept after the first round, MiB"] = sum(stat.size_diff for stat in kept) / 2**20
+            return figures
         await timed("from the windows", from_the_windows)
         await timed("first round", lambda: every_group_evaluation(ctx))
         clock.now += 5
@@ -138,13 +152,15 @@ def main() -> int:
     parser.add_argument("--big-groups", type=int, default=10)
     parser.add_argument("--big-partitions", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory", action="store_true", help="measure what the evaluator keeps instead")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))  # errors only
-    runs = [asyncio.run(measure(args)) for _ in range(args.repeat)]
+    runs = [asyncio.run(measure(args)) for _ in range(1 if args.memory else args.repeat)]
     print(f"{args.groups:,} groups, {args.partitions:,} partitions ({args.big_groups} groups on "
-          f"{args.big_partitions:,} partitions in ERR); CPU seconds of one round, the smallest of {args.repeat}:")
+          f"{args.big_partitions:,} partitions in ERR)"
+          + ("" if args.memory else f"; CPU seconds of one round, the smallest of {args.repeat}:"))
     for name in runs[0]:
-        print(f"  {name}: {min(run[name] for run in runs):.3f} s")
+        print(f"  {name}: {min(run[name] for run in runs):.3f}" + ("" if args.memory else " s"))
     return 0
 
 
