@@ -490,6 +490,18 @@ class FetchConsumer:
 
 
 @dataclass(slots=True)
+class FetchConsumerIfChanged:
+    """FetchConsumer for an evaluator that keeps what it made of an earlier answer: the reply is None for an
+    unknown group, else (version, partitions), the partitions None (not copied) when the version is still
+    ``known`` (an earlier reply's version; None the first time)."""
+
+    cluster: str
+    group: str
+    known: Any
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
 class FetchConsumersForTopic:
     cluster: str
     topic: str
@@ -517,7 +529,7 @@ class SetRecordTimes:
 
 
 GROUP_SCOPED_REQUESTS = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
-                         ClearConsumerOwners, FetchConsumer)
+                         ClearConsumerOwners, FetchConsumer, FetchConsumerIfChanged)
 
 
 @dataclass(slots=True)

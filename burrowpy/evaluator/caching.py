@@ -1,11 +1,18 @@
 """The ``caching`` evaluator module: group status from storage through the rules, cached (burrow-spec 1.1-1.2).
 
-A group's status is computed from one FetchConsumer answer with :func:`group.assess_group` and kept
-for ``expire-cache`` seconds, whether the group was found or not, so the HTTP API, ``/metrics`` and the
-notifier asking about the same group share one evaluation. What is kept is the evaluation itself; the
-answer listing every partition and the one listing only the problems (``/status``) are each built from
-it when first asked for, so a ``/status`` makes objects only for the partitions it lists. Concurrent
-requests for a group that is being evaluated wait for that evaluation instead of starting another.
+A group's status is computed from one storage answer (FetchConsumerIfChanged) with
+:func:`group.group_basis` and :meth:`group.GroupBasis.at`, and kept for ``expire-cache`` seconds,
+whether the group was found or not, so the HTTP API, ``/metrics`` and the notifier asking about the same
+group share one evaluation. What is kept is the evaluation itself; the answer listing every partition and
+the one listing only the problems (``/status``) are each built from it when first asked for, so a
+``/status`` makes objects only for the partitions it lists. Concurrent requests for a group that is being
+evaluated wait for that evaluation instead of starting another.
+
+Past ``expire-cache`` the group is evaluated again at the new time, but from its basis (everything that does
+not read the clock) when storage says that nothing it was made from has changed since: then storage copies
+nothing and the windows are not gone through again, while the figures that move with the clock (STOP, lag
+in seconds, forecasts) are those of a fresh evaluation. The dashboard's trend sampler asks for every group
+every few seconds; an idle fleet's groups are thus evaluated from their windows once per change.
 
 Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
 names containing a space work.
@@ -18,8 +25,13 @@ import re
 from typing import Any
 
 from broker.config_loading import Section
-from burrowpy.evaluator.group import GroupEvaluation, assess_group, not_found
-from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumer
+from burrowpy.evaluator.group import GroupBasis, GroupEvaluation, group_basis, not_found
+from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumerIfChanged
+
+# A group's basis is kept this long (seconds) after it was last used, or expire-cache if longer: long enough
+# for the dashboard's sampling rounds (every 5 s by default) to find it, short enough that the bases of
+# groups nobody asks about any more do not stay in memory.
+BASIS_KEPT = 120.0
 
 CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
                "max-lag-seconds-groups")
@@ -59,6 +71,8 @@ class CachingEvaluator:
             self.group_max_lag_seconds.append((regex, seconds))
         # (cluster, group) -> (expiry time in clock seconds, the group's evaluation)
         self._cache: dict[tuple[str, str], tuple[float, GroupEvaluation]] = {}
+        # (cluster, group) -> (storage's version of the group's data, its basis, when last used)
+        self._bases: dict[tuple[str, str], tuple[Any, GroupBasis, float]] = {}
         self._evaluating: dict[tuple[str, str], asyncio.Task[GroupEvaluation]] = {}
         self._answering: set[asyncio.Task[Any]] = set()
         self._next_sweep = 0.0
@@ -84,6 +98,7 @@ class CachingEvaluator:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         self._cache.clear()
+        self._bases.clear()
 
     async def evaluate(self, cluster: str, group: str, showall: bool) -> ConsumerGroupStatus:
         """The group's status; with ``showall`` False only partitions worse than OK are listed.
@@ -125,15 +140,25 @@ class CachingEvaluator:
             request.reply.set_result(status)
 
     async def _evaluate_fresh(self, cluster: str, group: str) -> GroupEvaluation:
+        key = (cluster, group)
+        known = self._bases.get(key)
         reply = asyncio.get_running_loop().create_future()
-        self._storage.submit(FetchConsumer(cluster, group, reply))
-        topics = await reply
+        # Evaluations of one group do not overlap (see evaluation), so the basis is still the one asked with.
+        self._storage.submit(FetchConsumerIfChanged(cluster, group, known[0] if known is not None else None, reply))
+        answer = await reply
         now = self._clock.time()
-        if topics is None:
+        if answer is None:
+            self._bases.pop(key, None)
             evaluation = not_found(cluster, group)
         else:
-            evaluation = assess_group(cluster, group, topics, now, self.allowed_lag, self.minimum_complete,
-                                      max_lag_seconds=self.max_lag_seconds_for(group))
+            version, topics = answer
+            if topics is None:
+                assert known is not None  # storage leaves the partitions out only for the version it was given
+                basis = known[1]
+            else:
+                basis = group_basis(topics, self.allowed_lag, self.minimum_complete)
+            self._bases[key] = (version, basis, now)
+            evaluation = basis.at(cluster, group, now, self.max_lag_seconds_for(group))
         self._log.debug("evaluation result", cluster=cluster, group=group, status=evaluation.status.name,
                         complete=evaluation.complete, totallag=evaluation.totallag,
                         partition_count=evaluation.partition_count)
@@ -146,4 +171,7 @@ class CachingEvaluator:
         """Forget expired results, so groups nobody asks about any more do not stay in memory."""
         for key in [key for key, (expiry, _) in self._cache.items() if expiry <= now]:
             del self._cache[key]
+        unused_since = now - max(self.expire_cache, BASIS_KEPT)
+        for key in [key for key, (_, _, used) in self._bases.items() if used <= unused_since]:
+            del self._bases[key]
         self._next_sweep = now + max(self.expire_cache, 1)

@@ -62,6 +62,24 @@ def partition_forecast(current_lag: int, commit_offsets: Sequence[int], commit_t
 
     Commits and broker samples are oldest first; times in ms.
     """
+    basis = forecast_basis(current_lag, commit_offsets, commit_times, broker_offsets, broker_times)
+    return forecast_at(basis, now_ms) if basis.__class__ is ForecastBasis else basis  # type: ignore[return-value]
+
+
+class ForecastBasis(NamedTuple):
+    """A partition's forecast without the clock: both series' rates as of their newest points, and the
+    forecast they give (``steady``), which holds until either series misses its beat."""
+
+    current_lag: int
+    consume: SeriesBasis
+    produce: SeriesBasis
+    steady: Forecast | None
+
+
+def forecast_basis(current_lag: int, commit_offsets: Sequence[int], commit_times: Sequence[int],
+                   broker_offsets: Sequence[int], broker_times: Sequence[int]) -> ForecastBasis | Forecast | None:
+    """The clock-free part of :func:`partition_forecast`: the forecast itself when no clock can change it
+    (caught up, or a series that never gives a rate), else a :class:`ForecastBasis` for :func:`forecast_at`."""
     if current_lag <= 0:
         return _CAUGHT_UP
     commits = min(len(commit_offsets), len(commit_times))
@@ -69,8 +87,28 @@ def partition_forecast(current_lag: int, commit_offsets: Sequence[int], commit_t
     if commits < 2 or samples < 2:
         return None
     start = max(commit_times[0], broker_times[0])
-    return forecast_from_rates(current_lag, _rate_since(start, commit_offsets, commit_times, commits, now_ms),
-                               _rate_since(start, broker_offsets, broker_times, samples, now_ms))
+    return forecast_of_series(current_lag, series_basis(start, commit_offsets, commit_times, commits),
+                              series_basis(start, broker_offsets, broker_times, samples))
+
+
+def forecast_of_series(current_lag: int, consume: SeriesBasis | None,
+                       produce: SeriesBasis | None) -> ForecastBasis | Forecast | None:
+    """:func:`forecast_basis` from both series' bases (measured from the same ``start``)."""
+    if current_lag <= 0:
+        return _CAUGHT_UP
+    if consume is None or produce is None:
+        return None
+    return ForecastBasis(current_lag, consume, produce,
+                         forecast_from_rates(current_lag, rate_at(consume, consume.newest),
+                                             rate_at(produce, produce.newest)))
+
+
+def forecast_at(basis: ForecastBasis, now_ms: float) -> Forecast | None:
+    """:func:`partition_forecast` at ``now_ms`` of a partition reduced to its :class:`ForecastBasis`."""
+    consume, produce = basis.consume, basis.produce
+    if now_ms - consume.newest > consume.beat or now_ms - produce.newest > produce.beat:
+        return forecast_from_rates(basis.current_lag, rate_at(consume, now_ms), rate_at(produce, now_ms))
+    return basis.steady
 
 
 def forecast_from_rates(current_lag: int, consume: tuple[float, float] | None,
@@ -115,18 +153,36 @@ def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
     return slowest
 
 
-def _rate_since(start: float, values: Sequence[int], times: Sequence[int], count: int,
-                now_ms: float) -> tuple[float, float] | None:
-    """(per second, over seconds): how much the series grew from ``start`` to its end, its newest point or
-    ``now`` when it has missed its beat. None when the series has no length in time or ends at or before
-    ``start``."""
+class SeriesBasis(NamedTuple):
+    """What a series' rate since ``start`` takes from the series, without the clock (:func:`rate_at` adds it)."""
+
+    start: float
+    newest: int  # time of the newest point, ms
+    beat: float  # a gap after ``newest`` longer than this (ms) means the series has missed its beat
+    grown: float  # the newest value less the value at ``start``
+
+
+def series_basis(start: float, values: Sequence[int], times: Sequence[int], count: int) -> SeriesBasis | None:
+    """The clock-free part of a series' rate since ``start`` (:func:`rate_at`); None for a series without length
+    in time (no rate, ever)."""
     first, newest = times[0], times[count - 1]
     if newest <= first:
         return None
-    end = now_ms if now_ms - newest > 2 * (newest - first) / (count - 1) else newest
+    return SeriesBasis(start, newest, 2 * (newest - first) / (count - 1),
+                       values[count - 1] - _value_at(start, values, times, count))
+
+
+def rate_at(basis: SeriesBasis | None, now_ms: float) -> tuple[float, float] | None:
+    """(per second, over seconds): how much the series grew from ``start`` to its end, its newest point or
+    ``now_ms`` when it has missed its beat. None when the series has no length in time or ends at or before
+    ``start``."""
+    if basis is None:
+        return None
+    start, newest = basis.start, basis.newest
+    end = now_ms if now_ms - newest > basis.beat else newest
     if end <= start:
         return None
-    return (values[count - 1] - _value_at(start, values, times, count)) * 1000.0 / (end - start), (end - start) / 1000.0
+    return basis.grown * 1000.0 / (end - start), (end - start) / 1000.0
 
 
 def _value_at(when: float, values: Sequence[int], times: Sequence[int], count: int) -> float:

@@ -6,9 +6,14 @@ the :class:`~burrowpy.protocol.PartitionStatus` objects only for the partitions 
 ``result(showall=False)``, what ``/status`` and the notifiers of problems read, makes objects for the
 partitions worse than OK and for ``maxlag``, not for every partition of the group.
 
+It does so in two steps: :func:`group_basis` takes the group through everything that does not read the
+clock (:class:`GroupBasis`), and :meth:`GroupBasis.at` finishes it at a time, so that a group whose data has
+not changed since is evaluated again without going through its windows again
+(:mod:`burrowpy.evaluator.caching`).
+
 A topic with many partitions whose windows are all full (the steady state of a monitored group) goes
-through the rules as arrays, all its partitions at once (:func:`_assess_columns`, numpy); any other topic
-goes partition by partition through :func:`burrowpy.evaluator.rules.evaluate_partition`. Both give the
+through the rules as arrays, all its partitions at once (:func:`_columns_basis`, numpy); any other topic
+goes partition by partition through :func:`burrowpy.evaluator.rules.window_verdict`. Both give the
 same answer, which the tests hold them to.
 """
 
@@ -16,16 +21,25 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any, cast
 
-from burrowpy.evaluator.forecast import Forecast, forecast_from_rates, group_forecast, partition_forecast
-from burrowpy.evaluator.rules import evaluate_partition, evaluate_window, group_status_of
-from burrowpy.evaluator.timelag import CAUGHT_UP, FETCH, INTERPOLATED, partition_lag_seconds
+from burrowpy.evaluator.forecast import (
+    Forecast,
+    ForecastBasis,
+    forecast_at,
+    forecast_basis,
+    forecast_from_rates,
+    group_forecast,
+)
+from burrowpy.evaluator.rules import NEVER, group_status_of, window_verdict
+from burrowpy.evaluator.timelag import CAUGHT_UP, FETCH, INTERPOLATED, lag_seconds_at, partition_appended
 from burrowpy.protocol import (
     COMMIT_STRIDE,
     NO_LAG,
     CommitWindow,
     ConsumerGroupStatus,
+    ConsumerOffset,
     ConsumerPartition,
     ConsumerTopics,
     PartitionStatus,
@@ -34,7 +48,8 @@ from burrowpy.protocol import (
     commit_from_values,
 )
 
-_OK, _WARN = Status.OK, Status.WARN
+_OK = Status.OK
+_OK_CODE, _WARN_CODE, _STOP_CODE = Status.OK.value, Status.WARN.value, Status.STOP.value
 _BY_CODE = tuple(Status)  # Status(code) without the Enum call
 
 # Topics with fewer partitions than this go partition by partition: below it the fixed cost of the array
@@ -46,33 +61,104 @@ _METHODS = (None, CAUGHT_UP, FETCH, INTERPOLATED)  # the lag-in-seconds method b
 _NO_FORECAST = (None, None, None)  # (catch_up_forecast, catch_up_seconds, falling_behind_per_second)
 
 
+class TopicBasis:
+    """One topic's partitions through everything that does not read the clock (:func:`group_basis`).
+
+    STOP is the only rule that reads the clock; lag in seconds is the age of a record whose time is known
+    here; a forecast moves with the clock only once a series has missed its beat. So these columns hold
+    each partition's status as long as it has not stopped and when it stops, and ``clock`` what lag in
+    seconds and the forecasts are finished from at a time (:meth:`at`).
+    """
+
+    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "clock", "_fixed")
+
+    def __init__(self, topic: str, codes: list[int], stops: list[tuple[int, int]], lags: list[int],
+                 methods: list[str | None], complete_count: int,
+                 make: Callable[[TopicEvaluation, list[int], list[PartitionStatus | None]], None],
+                 clock: _EachClock | _ColumnsClock) -> None:
+        self.topic = topic
+        self.codes = codes  # while not stopped, before the max-lag-seconds WARN
+        self.stops = stops  # (index, time in ms after which it has stopped) of each partition that can stop
+        self.lags = lags
+        self.methods = methods
+        self.complete_count = complete_count
+        self.make = make  # fills in the status objects of these partitions from an evaluation of the topic
+        self.clock = clock
+        self._fixed: TopicEvaluation | None = None
+
+    @property
+    def clock_free(self) -> bool:
+        """Nothing can stop, no record's age grows, no forecast a clock changes (a topic whose consumers have
+        caught up): every evaluation is the same, so the first is kept and shared."""
+        return not self.stops and self.clock.clock_free
+
+    def at(self, now: float, max_lag_seconds: float) -> TopicEvaluation:
+        """The topic evaluated at ``now`` (seconds)."""
+        if self._fixed is not None:
+            return self._fixed  # lag in seconds is 0 or unknown throughout: max-lag-seconds changes nothing
+        codes = self.codes
+        whole_ms = int(now) * 1000  # the rules read whole seconds (Burrow truncates)
+        stopped = [index for index, after in self.stops if whole_ms > after]
+        if stopped:
+            codes = codes.copy()
+            for index in stopped:
+                codes[index] = _STOP_CODE
+        seconds, forecasts = self.clock.figures(now * 1000.0)
+        if max_lag_seconds > 0:
+            for index, value in enumerate(seconds):
+                if value is not None and max_lag_seconds < value and codes[index] == _OK_CODE:
+                    if codes is self.codes:
+                        codes = codes.copy()
+                    codes[index] = _WARN_CODE  # the oldest unconsumed record is too old
+        evaluation = TopicEvaluation(self, codes, seconds, forecasts)
+        if self.clock_free:
+            self._fixed = evaluation
+        return evaluation
+
+
+class _EachClock:
+    """Lag in seconds and the forecasts of a topic's partitions, one by one (:func:`_each_basis`)."""
+
+    __slots__ = ("appended", "methods", "forecasts", "clock_free")
+
+    def __init__(self, appended: list[float | None], methods: list[str | None],
+                 forecasts: list[ForecastBasis | Forecast | None]) -> None:
+        self.appended = appended  # when the record at each commit was appended (timelag.partition_appended)
+        self.methods = methods
+        self.forecasts = forecasts
+        self.clock_free = (appended.count(None) == len(appended)
+                           and not any(forecast.__class__ is ForecastBasis for forecast in forecasts))
+
+    def figures(self, now_ms: float) -> tuple[list[float | None], list[Forecast | None]]:
+        seconds = list(map(lag_seconds_at, self.appended, self.methods, repeat(now_ms)))
+        forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
+                     for forecast in self.forecasts]
+        return seconds, forecasts  # type: ignore[return-value]
+
+
 class TopicEvaluation:
     """One topic's partitions, evaluated: codes and figures per partition, objects made on demand."""
 
-    __slots__ = ("topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built", "_make")
+    __slots__ = ("basis", "topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built")
 
-    def __init__(self, topic: str, codes: list[int], lags: list[int],
-                 seconds: list[float | None], methods: list[str | None], forecasts: list[Forecast | None],
-                 complete_count: int, make: Callable[[list[int], list[PartitionStatus | None]], None] | None = None,
-                 built: Sequence[PartitionStatus] | None = None) -> None:
-        self.topic = topic
+    def __init__(self, basis: TopicBasis, codes: list[int], seconds: list[float | None],
+                 forecasts: list[Forecast | None]) -> None:
+        self.basis = basis
+        self.topic = basis.topic
         self.codes = codes
-        self.lags = lags
+        self.lags = basis.lags
         self.seconds = seconds
-        self.methods = methods
+        self.methods = basis.methods
         self.forecasts = forecasts
-        self.complete_count = complete_count
-        self._make = make
-        self._built: list[PartitionStatus | None] = list(built) if built is not None else [None] * len(codes)
+        self.complete_count = basis.complete_count
+        self._built: list[PartitionStatus | None] = [None] * len(codes)
 
     def partitions(self, indexes: Sequence[int]) -> list[PartitionStatus]:
         """The status objects of these partitions of the topic (each the same object on every call)."""
         built = self._built
         missing = [index for index in indexes if built[index] is None]
         if missing:
-            make = self._make
-            assert make is not None  # an evaluation made without make came with every status built
-            make(missing, built)
+            self.basis.make(self, missing, built)
         return cast("list[PartitionStatus]", [built[index] for index in indexes])  # make filled the missing
 
 
@@ -120,6 +206,59 @@ class GroupEvaluation:
         return result
 
 
+class GroupBasis:
+    """A group's partitions through everything that does not read the clock: :meth:`at` evaluates it at any
+    time, as :func:`assess_group` would from the same storage answer."""
+
+    __slots__ = ("topics", "partition_count", "complete", "totallag", "maxlag", "_fixed")
+
+    def __init__(self, topics: list[TopicBasis]) -> None:
+        self.topics = topics
+        count = complete_count = totallag = 0
+        maxlag: tuple[int, int] | None = None
+        maxlag_lag = 0
+        for number, topic in enumerate(topics):
+            lags = topic.lags
+            totallag += sum(lags)
+            largest = max(lags)
+            if maxlag is None or largest > maxlag_lag:
+                maxlag = (number, lags.index(largest))
+                maxlag_lag = largest
+            count += len(lags)
+            complete_count += topic.complete_count
+        self.partition_count = count
+        self.complete = complete_count / count if count else 0.0
+        self.totallag = totallag
+        self.maxlag = maxlag  # (topic number, partition) of the largest current lag, the first on ties
+        # The evaluation of a group whose every topic is clock-free, kept and shared (as TopicBasis does).
+        self._fixed: GroupEvaluation | None = None
+
+    def at(self, cluster: str, group: str, now: float, max_lag_seconds: float = 0.0) -> GroupEvaluation:
+        fixed = self._fixed
+        if fixed is not None and fixed.cluster == cluster and fixed.group == group:
+            return fixed
+        worst = 1
+        group_seconds: float | None = None
+        evaluated = [topic.at(now, max_lag_seconds) for topic in self.topics]
+        for topic_evaluation in evaluated:
+            topic_worst = max(topic_evaluation.codes)
+            if topic_worst > worst:
+                worst = topic_worst
+            known = [seconds for seconds in topic_evaluation.seconds if seconds is not None]
+            if known:
+                largest_seconds = max(known)
+                if group_seconds is None or largest_seconds > group_seconds:
+                    group_seconds = largest_seconds
+        forecast = group_forecast(forecast for topic_evaluation in evaluated
+                                  for forecast in topic_evaluation.forecasts)
+        maxlag = (evaluated[self.maxlag[0]], self.maxlag[1]) if self.maxlag is not None else None
+        evaluation = GroupEvaluation(cluster, group, group_status_of(_BY_CODE[worst]), self.complete, evaluated,
+                                     self.partition_count, maxlag, self.totallag, group_seconds, forecast)
+        if all(topic.clock_free for topic in self.topics):
+            self._fixed = evaluation
+        return evaluation
+
+
 def not_found(cluster: str, group: str) -> GroupEvaluation:
     """Burrow's answer for an unknown cluster or group (or one that expired)."""
     return GroupEvaluation(cluster, group, Status.NOTFOUND, 1.0)
@@ -139,42 +278,23 @@ def assess_group(cluster: str, group: str, topics: ConsumerTopics, now: float, a
     partition gets its catch-up forecast (:mod:`burrowpy.evaluator.forecast`, at ``now``) and the group
     its slowest partition's.
     """
-    evaluated = []
-    worst = 1
-    count = complete_count = totallag = 0
-    maxlag: tuple[TopicEvaluation, int] | None = None
-    maxlag_lag = 0
-    group_seconds: float | None = None
+    return group_basis(topics, allowed_lag, minimum_complete).at(cluster, group, now, max_lag_seconds)
+
+
+def group_basis(topics: ConsumerTopics, allowed_lag: int = 0, minimum_complete: float = 0.0) -> GroupBasis:
+    """:func:`assess_group` without the clock: what it evaluates a group at any time from."""
+    bases = []
     for topic in sorted(topics):
         parts = topics[topic]
         if not parts:
             continue
-        topic_evaluation = None
+        basis = None
         if len(parts) >= COLUMNS_FROM:
-            topic_evaluation = _assess_columns(topic, parts, now, allowed_lag, max_lag_seconds)
-        if topic_evaluation is None:
-            topic_evaluation = _assess_each(topic, parts, now, allowed_lag, minimum_complete, max_lag_seconds)
-        evaluated.append(topic_evaluation)
-        topic_worst = max(topic_evaluation.codes)
-        if topic_worst > worst:
-            worst = topic_worst
-        lags = topic_evaluation.lags
-        totallag += sum(lags)
-        largest = max(lags)
-        if maxlag is None or largest > maxlag_lag:
-            maxlag = (topic_evaluation, lags.index(largest))
-            maxlag_lag = largest
-        count += len(parts)
-        complete_count += topic_evaluation.complete_count
-        known = [seconds for seconds in topic_evaluation.seconds if seconds is not None]
-        if known:
-            largest_seconds = max(known)
-            if group_seconds is None or largest_seconds > group_seconds:
-                group_seconds = largest_seconds
-    forecast = group_forecast(forecast for topic_evaluation in evaluated for forecast in topic_evaluation.forecasts)
-    return GroupEvaluation(cluster, group, group_status_of(_BY_CODE[worst]),
-                           complete_count / count if count else 0.0, evaluated, count, maxlag, totallag,
-                           group_seconds, forecast)
+            basis = _columns_basis(topic, parts, allowed_lag)
+        if basis is None:
+            basis = _each_basis(topic, parts, allowed_lag, minimum_complete)
+        bases.append(basis)
+    return GroupBasis(bases)
 
 
 def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,
@@ -189,27 +309,40 @@ def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float,
 # --- partition by partition --------------------------------------------------------------------------
 
 
-def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, allowed_lag: int,
-                 minimum_complete: float, max_lag_seconds: float) -> TopicEvaluation:
-    built = []
-    now_ms = now * 1000.0
-    now_s = int(now)
+def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int,
+                minimum_complete: float) -> TopicBasis:
+    codes, stops, lags, appended, methods, forecasts = [], [], [], [], [], []
+    completes, owners, client_ids = [], [], []
+    # Each partition's first and last commit, kept while the basis is (for the partition objects an answer
+    # lists): storage's packed windows as their values (two commits' worth a partition in one array, a
+    # tenth of the objects' memory), other commits as the objects themselves.
+    bounds = array("q")
+    at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]] = []
     for partition_id, partition in enumerate(parts):
         offsets = partition.offsets
         broker_offsets = partition.broker_offsets
-        if offsets.__class__ is CommitWindow:  # storage's packed window: positional, no keywords (hot loop)
-            status = evaluate_window(offsets, broker_offsets, partition.current_lag, now_s, allowed_lag,
-                                     minimum_complete, topic, partition_id, partition.owner, partition.client_id)
+        current_lag = partition.current_lag
+        verdict = window_verdict(offsets, broker_offsets, current_lag, allowed_lag, minimum_complete)
+        end = verdict.end
+        codes.append(verdict.status.value)
+        if verdict.stop_after != NEVER:
+            stops.append((partition_id, verdict.stop_after))
+        lags.append(current_lag)
+        completes.append(verdict.complete)
+        if offsets.__class__ is CommitWindow and end is not None:
+            at.append(len(bounds))
+            slots = offsets.slots
+            bounds += slots[:COMMIT_STRIDE]
+            bounds += slots[len(slots) - COMMIT_STRIDE:]
         else:
-            status = evaluate_partition(offsets, broker_offsets, partition.current_lag, now, allowed_lag,
-                                        minimum_complete, topic=topic, partition=partition_id,
-                                        owner=partition.owner, client_id=partition.client_id)
-        end = status.end
-        seconds, method = partition_lag_seconds(end.offset if end is not None else None, broker_offsets,
-                                                partition.broker_times, partition.record_time, now_ms,
-                                                partition.broker_since)
-        status.lag_seconds = seconds
-        status.lag_seconds_method = method
+            at.append((verdict.start, end))
+        owners.append(partition.owner)
+        client_ids.append(partition.client_id)
+        when, method = partition_appended(end.offset if end is not None else None, broker_offsets,
+                                          partition.broker_times, partition.record_time, partition.broker_since)
+        appended.append(when)
+        methods.append(method)
+        forecast = None
         if end is not None:
             commit_offsets: Sequence[int]
             commit_times: Sequence[int]
@@ -218,27 +351,35 @@ def _assess_each(topic: str, parts: Sequence[ConsumerPartition], now: float, all
             else:
                 stored = [commit for commit in offsets if commit is not None]
                 commit_offsets, commit_times = [c.offset for c in stored], [c.timestamp for c in stored]
-            forecast = partition_forecast(partition.current_lag, commit_offsets, commit_times, broker_offsets,
-                                          partition.broker_times, now_ms)
-            if forecast is not None:
-                status.catch_up_forecast, status.catch_up_seconds, status.falling_behind_per_second = forecast
-        if seconds is not None and 0 < max_lag_seconds < seconds and status.status == _OK and end is not None:
-            status.status = _WARN
-        built.append(status)
-    return TopicEvaluation(topic, [status.status.value for status in built],
-                           [status.current_lag for status in built], [status.lag_seconds for status in built],
-                           [status.lag_seconds_method for status in built],
-                           [Forecast(status.catch_up_forecast, status.catch_up_seconds, status.falling_behind_per_second)
-                            if status.catch_up_forecast is not None else None for status in built],
-                           sum(1 for status in built if status.complete == 1.0), built=built)
+            forecast = forecast_basis(current_lag, commit_offsets, commit_times, broker_offsets,
+                                      partition.broker_times)
+        forecasts.append(forecast)
+
+    def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
+        codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
+        for index in indexes:
+            where = at[index]
+            start: ConsumerOffset | None
+            end: ConsumerOffset | None
+            if isinstance(where, int):
+                values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
+                start, end = commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
+            else:
+                start, end = where
+            built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], lags[index], completes[index],
+                                           start, end, owners[index], client_ids[index],
+                                           seconds[index], methods[index], *(forecasts[index] or _NO_FORECAST))
+
+    return TopicBasis(topic, codes, stops, lags, methods, sum(1 for complete in completes if complete == 1.0),
+                      make, _EachClock(appended, methods, forecasts))
 
 
 # --- all partitions of a topic at once ---------------------------------------------------------------
 
 
-def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, allowed_lag: int,
-                    max_lag_seconds: float) -> TopicEvaluation | None:
-    """The rules of spec 1.5 (in :func:`rules.partition_status`'s order) and lag in seconds on arrays.
+def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int) -> TopicBasis | None:
+    """The rules of spec 1.5 (in :func:`rules.partition_verdict`'s order), lag in seconds and the forecasts on
+    arrays, without the clock (:class:`TopicBasis`).
 
     Only for a topic whose partitions all hold a full window of storage's packed commits (so every
     window is complete and has a start and an end); None for any other, which then goes partition by
@@ -255,7 +396,6 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
         return None
     import numpy as np
 
-    width = intervals * COMMIT_STRIDE
     slots = np.frombuffer(snapshot.commits, dtype=np.int64).reshape(total, intervals, COMMIT_STRIDE)
     offsets = slots[:, :, 0]
     timestamps = slots[:, :, 1]
@@ -267,24 +407,26 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
 
     # Rule 1: a caught-up consumer is OK; the others go on (every window is full, so complete).
     going = current > allowed_lag
+    stops: list[tuple[int, int]] = []
     if going.any():
-        # Rule 2, STOP: no commit for longer than the window spans, and no recent broker offset at or
-        # below the last commit. The broker offsets are read only for the partitions that stopped.
+        # Rule 2, STOP: no commit for longer than the window spans (after stop_time), and no recent broker
+        # offset at or below the last commit. Only the first reads the clock: the other rules' codes hold
+        # until the partition stops, which TopicBasis.at tells.
         last = timestamps[:, -1]
-        stopped = going & (_whole_seconds_ms(now) - last > last - timestamps[:, 0])
+        can_stop = going.copy()
         samples = snapshot.samples[0]
         if samples and snapshot.samples.count(samples) == total:
             # Every partition with as many samples: the smallest of each read from the packed pairs, rather
-            # than a partition object made for each stopped one (an ERR group stops them all).
+            # than a partition object made for each (an ERR group can stop them all).
             smallest = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)[:, :, 0].min(axis=1)
-            stopped &= smallest > newest
+            can_stop &= smallest > newest
         else:
-            for index in np.flatnonzero(stopped).tolist():
+            for index in np.flatnonzero(can_stop).tolist():
                 broker_offsets = snapshot[index].broker_offsets
                 if broker_offsets and min(broker_offsets) <= int(newest[index]):
-                    stopped[index] = False
-        codes[stopped] = Status.STOP
-        going &= ~stopped
+                    can_stop[index] = False
+        stopping = np.flatnonzero(can_stop)
+        stops = list(zip(stopping.tolist(), (2 * last - timestamps[:, 0])[stopping].tolist(), strict=True))
         # Rule 3, REWIND: an offset below its predecessor, not recovered by a later commit.
         if intervals > 1:
             drops = offsets[:, 1:] < offsets[:, :-1]
@@ -313,32 +455,65 @@ def _assess_columns(topic: str, parts: Sequence[ConsumerPartition], now: float, 
             going &= ~falls.any(axis=1)
         codes[going] = Status.WARN
 
-    seconds, methods = _lag_seconds_columns(np, snapshot, newest, now * 1000.0)
-    code_list = codes.tolist()
-    if max_lag_seconds > 0:
-        for index, value in enumerate(seconds):
-            if value is not None and max_lag_seconds < value and code_list[index] == 1:
-                code_list[index] = 2  # WARN: the oldest unconsumed record is too old
-
-    forecasts = _forecasts_columns(np, snapshot, offsets, timestamps, now * 1000.0)
+    appended, method_codes = _appended_columns(np, snapshot, newest)
+    methods = list(map(_METHODS.__getitem__, method_codes.tolist()))
+    clock = _ColumnsClock(np, appended, method_codes, current_lags, *_forecasts_columns(np, snapshot, offsets, timestamps))
     owners, client_ids = snapshot.owners, snapshot.client_ids
+    # Each partition's first and last commit, copied: the basis is kept, the rest of storage's copy is not.
+    bounds = slots[:, [0, -1], :]
 
-    def make(indexes: list[int], built: list[PartitionStatus | None]) -> None:
+    def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
+        codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
         many = len(indexes) > 16
         if many:  # an answer listing every partition: every first and last commit in two reads of the arrays
-            firsts, lasts = slots[:, 0, :].tolist(), slots[:, -1, :].tolist()
+            firsts, lasts = bounds[:, 0, :].tolist(), bounds[:, 1, :].tolist()
         for index in indexes:
             if many:
                 first, last = firsts[index], lasts[index]
             else:
-                values = snapshot.window_values(index).tolist()
-                first, last = values[:COMMIT_STRIDE], values[width - COMMIT_STRIDE:]
-            built[index] = PartitionStatus(topic, index, _BY_CODE[code_list[index]], current_lags[index], 1.0,
+                first, last = bounds[index].tolist()
+            built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], current_lags[index], 1.0,
                                            commit_from_values(first), commit_from_values(last), owners[index],
                                            client_ids[index], seconds[index], methods[index],
                                            *(forecasts[index] or _NO_FORECAST))
 
-    return TopicEvaluation(topic, code_list, current_lags, seconds, methods, forecasts, total, make=make)
+    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make, clock)
+
+
+class _ColumnsClock:
+    """Lag in seconds and the forecasts of a topic's partitions on arrays (:func:`_columns_basis`)."""
+
+    __slots__ = ("np", "appended", "method_codes", "current_lags", "start", "consume", "produce", "forecasts",
+                 "clock_free")
+
+    def __init__(self, np: Any, appended: Any, method_codes: Any, current_lags: list[int], start: Any,
+                 consume: tuple[Any, ...] | None, produce: tuple[Any, ...] | None,
+                 forecasts: list[ForecastBasis | Forecast | None] | None) -> None:
+        self.np = np
+        self.appended = appended  # ms, where method_codes is 2 or 3 (see _appended_columns)
+        self.method_codes = method_codes
+        self.current_lags = current_lags
+        # Both series of every partition (_series_columns), measured from start; or else the forecasts one by
+        # one (forecast_basis).
+        self.start, self.consume, self.produce, self.forecasts = start, consume, produce, forecasts
+        self.clock_free = bool((method_codes <= 1).all()) and (
+            not any(forecast.__class__ is ForecastBasis for forecast in forecasts) if forecasts is not None
+            else max(current_lags) <= 0)
+
+    def figures(self, now_ms: float) -> tuple[list[float | None], list[Forecast | None]]:
+        np = self.np
+        codes = self.method_codes
+        age = now_ms - np.where(codes == 1, now_ms, self.appended)  # caught up: the record is appended now
+        seconds: list[float | None] = [round(value, 3) if code else None for code, value in
+                                       zip(codes.tolist(), (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(),
+                                           strict=True)]
+        if self.forecasts is not None:
+            forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
+                         for forecast in self.forecasts]
+        else:
+            forecasts = list(map(forecast_from_rates, self.current_lags, _rates_at(np, self.consume, self.start, now_ms),
+                                 _rates_at(np, self.produce, self.start, now_ms)))
+        return seconds, forecasts  # type: ignore[return-value]
 
 
 def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
@@ -364,23 +539,19 @@ def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
                          [part.client_id for part in parts], [part.record_time for part in parts])
 
 
-def _whole_seconds_ms(now: float) -> int:
-    """``now`` as the rules read it: whole seconds (Burrow truncates), in ms."""
-    return int(now) * 1000
-
-
-def _lag_seconds_columns(np: Any, snapshot: TopicSnapshot, committed: Any,
-                         now_ms: float) -> tuple[list[float | None], list[str | None]]:
-    """:func:`timelag.partition_lag_seconds` of every partition of a topic (each has a commit)."""
+def _appended_columns(np: Any, snapshot: TopicSnapshot, committed: Any) -> tuple[Any, Any]:
+    """:func:`timelag.partition_appended` of every partition of a topic (each has a commit), as two arrays: when
+    the record at the commit was appended (ms) and the method's code (``_METHODS``; the time is read for 2
+    and 3 only)."""
     total = len(snapshot.stored)
     samples = snapshot.samples[0]
     if not samples or snapshot.samples.count(samples) != total:
         # Some partition without a broker offset, or a different number of samples: one at a time.
-        return _lag_seconds_each(snapshot, committed.tolist(), now_ms)
+        return _appended_each(np, snapshot, committed.tolist())
     pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
     caught_up = committed >= pairs[:, -1, 0]
     method = caught_up.astype(np.int8)  # 1: caught up, 0: no figure (yet)
-    appended = np.where(caught_up, now_ms, 0.0)  # when the record at the commit was appended, ms
+    appended = np.zeros(total)  # when the record at the commit was appended, ms
     record_times = snapshot.record_times
     if record_times.count(None) != total:
         known = np.array([value is not None for value in record_times]) & ~caught_up
@@ -417,48 +588,41 @@ def _lag_seconds_columns(np: Any, snapshot: TopicSnapshot, committed: Any,
                 found[slot] = True
         method[rest] = np.where(found, 3, 0)
         appended[rest] = result
-    age = now_ms - appended
-    codes = method.tolist()
-    seconds: list[float | None] = [round(value, 3) if code else None for code, value in
-                                   zip(codes, (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(), strict=True)]
-    return seconds, list(map(_METHODS.__getitem__, codes))
+    return appended, method
 
 
-def _lag_seconds_each(parts: Sequence[ConsumerPartition], committed: Sequence[int],
-                      now_ms: float) -> tuple[list[float | None], list[str | None]]:
-    figures = [partition_lag_seconds(offset, part.broker_offsets, part.broker_times, part.record_time, now_ms,
-                                     part.broker_since) for offset, part in zip(committed, parts, strict=True)]
-    return [seconds for seconds, _ in figures], [method for _, method in figures]
+def _appended_each(np: Any, parts: Sequence[ConsumerPartition], committed: Sequence[int]) -> tuple[Any, Any]:
+    figures = [partition_appended(offset, part.broker_offsets, part.broker_times, part.record_time, part.broker_since)
+               for offset, part in zip(committed, parts, strict=True)]
+    return (np.array([appended or 0.0 for appended, _ in figures]),
+            np.array([_METHODS.index(method) for _, method in figures], dtype=np.int8))
 
 
-def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any, timestamps: Any,
-                       now_ms: float) -> list[Forecast | None]:
-    """:func:`forecast.partition_forecast` of every partition of a topic whose windows are all full: the rates
-    on arrays (the same operations in the same order, so the same floats), the verdict partition by
-    partition."""
+def _forecasts_columns(np: Any, snapshot: TopicSnapshot, offsets: Any, timestamps: Any) -> tuple[
+        Any, tuple[Any, ...] | None, tuple[Any, ...] | None, list[ForecastBasis | Forecast | None] | None]:
+    """What :class:`_ColumnsClock` finishes the forecasts of a topic whose windows are all full from: (start,
+    both series on arrays, None), or (None, None, None, each partition's :func:`forecast.forecast_basis`)."""
     total = len(snapshot.stored)
     samples = snapshot.samples[0]
     if samples < 2 or snapshot.samples.count(samples) != total or timestamps.shape[1] < 2:
         # Some partition with fewer or more broker samples than the others, or too few for a rate.
         parts = list(snapshot)
-        return list(map(partition_forecast, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
-                        [part.broker_offsets for part in parts], [part.broker_times for part in parts],
-                        [now_ms] * total))
+        return None, None, None, list(map(forecast_basis, snapshot.current_lags, offsets.tolist(), timestamps.tolist(),
+                                          [part.broker_offsets for part in parts], [part.broker_times for part in parts]))
     pairs = np.frombuffer(snapshot.broker, dtype=np.int64).reshape(total, samples, 2)
     broker_offsets, broker_times = pairs[:, :, 0], pairs[:, :, 1]
     start = np.maximum(timestamps[:, 0], broker_times[:, 0])
-    consume = _rates_columns(np, offsets, timestamps, start, now_ms)
-    produce = _rates_columns(np, broker_offsets, broker_times, start, now_ms)
-    return list(map(forecast_from_rates, snapshot.current_lags, consume, produce))
+    return start, _series_columns(np, offsets, timestamps, start), _series_columns(np, broker_offsets, broker_times,
+                                                                                  start), None
 
 
-def _rates_columns(np: Any, values: Any, times: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
-    """``forecast._rate_since`` of each row of a series (rows of at least two points, oldest first)."""
+def _series_columns(np: Any, values: Any, times: Any, start: Any) -> tuple[Any, ...]:
+    """``forecast.series_basis`` of each row of a series (rows of at least two points, oldest first), as arrays:
+    (first time, newest time, beat, grown)."""
     count = times.shape[1]
     rows = np.arange(len(times))
-    first, newest = times[:, 0], times[:, -1]
-    end = np.where(now_ms - newest > 2 * (newest - first) / (count - 1), now_ms, newest)
-    known = (newest > first) & (end > start)
+    first, newest = times[:, 0].copy(), times[:, -1].copy()  # copies: views would keep storage's copy alive
+    beat = 2 * (newest - first) / (count - 1)
     # The first point at or after start (from the second on), or the newest when none is.
     later = times[:, 1:] >= start[:, None]
     index = np.where(later.any(axis=1), later.argmax(axis=1) + 1, count - 1)
@@ -469,7 +633,17 @@ def _rates_columns(np: Any, values: Any, times: Any, start: Any, now_ms: float) 
         between = before_value + share * (after_value - before_value)
         at_start = np.where(later.any(axis=1) & (after_time != before_time), between,
                             np.where(later.any(axis=1), after_value, values[:, -1]))
-        rates = (values[:, -1] - at_start) * 1000.0 / (end - start)
+        grown = values[:, -1] - at_start
+    return first, newest, beat, grown
+
+
+def _rates_at(np: Any, series: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
+    """``forecast.rate_at`` of each row of :func:`_series_columns`' arrays."""
+    first, newest, beat, grown = series
+    end = np.where(now_ms - newest > beat, now_ms, newest)
+    known = (newest > first) & (end > start)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = grown * 1000.0 / (end - start)
     spans = (end - start) / 1000.0
     return [(rate, span) if ok else None
             for rate, span, ok in zip(rates.tolist(), spans.tolist(), known.tolist(), strict=True)]

@@ -112,10 +112,11 @@ def rewind_recovered(commits: CommitColumns, index: int) -> bool:
     return any(offset >= before for offset in offsets[index:])
 
 
-def is_stopped(commits: CommitColumns, now: int) -> bool:
-    """The time since the last commit exceeds the time the window spans (a single commit: any time)."""
+def stop_time(commits: CommitColumns) -> int:
+    """The time (ms) after which the consumer has stopped: the time since the last commit exceeds the time the
+    window spans (a single commit: any time)."""
     last = commits.last_timestamp
-    return now * 1000 - last > last - commits.first_timestamp
+    return 2 * last - commits.first_timestamp
 
 
 def is_stalled(commits: CommitColumns) -> bool:
@@ -143,24 +144,46 @@ def is_recent_lag_zero(commits: CommitColumns, broker_offsets: Sequence[int]) ->
 def partition_status(commits: CommitColumns, broker_offsets: Sequence[int], current_lag: int, now: int,
                      allowed_lag: int = 0) -> Status:
     """The rules of spec 1.5 in Burrow's order, on a non-empty window without empty slots."""
+    status, stop_after = partition_verdict(commits, broker_offsets, current_lag, allowed_lag)
+    return _STOP if now * 1000 > stop_after else status
+
+
+# A partition that can never stop: the bound of :func:`partition_verdict` no clock passes (int64's largest).
+NEVER = 2**63 - 1
+
+
+def partition_verdict(commits: CommitColumns, broker_offsets: Sequence[int], current_lag: int,
+                      allowed_lag: int = 0) -> tuple[Status, int]:
+    """:func:`partition_status` without the clock: (the status while the partition has not stopped, the time
+    in ms after which it has, NEVER when it cannot). STOP is the only rule that reads the clock, and it
+    comes before the others, so the rest of the answer does not depend on when it is asked."""
     if current_lag <= allowed_lag:
-        return _OK  # a caught-up consumer is never in trouble, whatever its history
-    if is_stopped(commits, now) and not is_recent_lag_zero(commits, broker_offsets):
-        return _STOP
+        return _OK, NEVER  # a caught-up consumer is never in trouble, whatever its history
+    stop_after = NEVER if is_recent_lag_zero(commits, broker_offsets) else stop_time(commits)
     # A rewind counts only until the consumer is back where it was: rebalances often re-commit a
     # slightly older offset, which is harmless.
     index = rewind_index(commits)
     if index > 0 and not rewind_recovered(commits, index):
-        return _REWIND
+        return _REWIND, stop_after
     if is_lag_always_nonzero(commits, allowed_lag):
         if is_stalled(commits):
-            return _STALL
+            return _STALL, stop_after
         if is_lag_not_decreasing(commits):
-            return _WARN
-    return _OK
+            return _WARN, stop_after
+    return _OK, stop_after
 
 
 # --- partitions and groups (spec 1.3, 1.4) -----------------------------------------------------------
+
+
+class WindowVerdict(NamedTuple):
+    """A partition's window through the rules without the clock (:func:`window_verdict`)."""
+
+    status: Status  # while the partition has not stopped
+    stop_after: int  # ms; STOP once ``now * 1000`` passes it (NEVER: cannot stop)
+    complete: float
+    start: ConsumerOffset | None
+    end: ConsumerOffset | None
 
 
 def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], current_lag: int, now: float,
@@ -175,57 +198,59 @@ def evaluate_partition(offsets: Sequence[Any], broker_offsets: Sequence[int], cu
     fills them). A ``None`` after the first commit (which storage never produces) is skipped rather than
     failing.
     """
+    verdict = window_verdict(offsets, broker_offsets, current_lag, allowed_lag, minimum_complete)
+    return PartitionStatus(topic, partition, _STOP if int(now) * 1000 > verdict.stop_after else verdict.status,
+                           current_lag, verdict.complete, verdict.start, verdict.end, owner, client_id)
+
+
+def window_verdict(offsets: Sequence[Any], broker_offsets: Sequence[int], current_lag: int, allowed_lag: int = 0,
+                   minimum_complete: float = 0.0) -> WindowVerdict:
+    """:func:`evaluate_partition` without the clock (see :func:`partition_verdict`)."""
     if offsets.__class__ is CommitWindow:
-        return evaluate_window(offsets, broker_offsets, current_lag, int(now), allowed_lag, minimum_complete,
-                               topic, partition, owner, client_id)
-    result = PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
+        return _packed_verdict(offsets, broker_offsets, current_lag, allowed_lag, minimum_complete)
     total = len(offsets)
     if total == 0:
-        return result  # never committed: nothing to judge, and not complete at all
+        return WindowVerdict(_OK, NEVER, 0.0, None, None)  # never committed: nothing to judge, not complete
     first = 0
     while first < total and offsets[first] is None:
         first += 1
     if first == total:
         # Burrow keeps the final (empty) slot here, which makes the window 1/len complete; it would
         # then crash on the empty entry if the partition had lag. There is nothing to judge: stay OK.
-        result.complete = 1 / total
-        return result
+        return WindowVerdict(_OK, NEVER, 1 / total, None, None)
     window = offsets[first:]
     for item in window:
         if item.__class__ is not ConsumerOffset:  # mappings or gaps: normalise
             window = [_as_offset(item) for item in window if item is not None]
             break
-    result.start = window[0]
-    result.end = window[-1]
-    result.complete = (total - first) / total if first else 1.0
+    complete = (total - first) / total if first else 1.0
+    status, stop_after = _OK, NEVER
     # A caught-up partition is OK whatever its window holds (the rules' first one): no columns to build.
-    if result.complete >= minimum_complete and current_lag > allowed_lag:
-        result.status = partition_status(columns_of(window), broker_offsets, current_lag, int(now), allowed_lag)
-    return result
+    if complete >= minimum_complete and current_lag > allowed_lag:
+        status, stop_after = partition_verdict(columns_of(window), broker_offsets, current_lag, allowed_lag)
+    return WindowVerdict(status, stop_after, complete, window[0], window[-1])
 
 
-def evaluate_window(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, now: int,
-                    allowed_lag: int, minimum_complete: float, topic: str, partition: int, owner: str,
-                    client_id: str) -> PartitionStatus:
-    """:func:`evaluate_partition` of storage's packed window (``now`` whole seconds), the path a group's
-    partitions take one by one: one list of the window's values, and columns only when the rules run."""
+def _packed_verdict(window: CommitWindow, broker_offsets: Sequence[int], current_lag: int, allowed_lag: int,
+                    minimum_complete: float) -> WindowVerdict:
+    """:func:`window_verdict` of storage's packed window, the path a group's partitions take one by one: one
+    list of the window's values, and columns only when the rules run."""
     slots = window.slots
     size = len(slots)
     if not size:
-        return PartitionStatus(topic, partition, _OK, current_lag, 0.0, None, None, owner, client_id)
+        return WindowVerdict(_OK, NEVER, 0.0, None, None)
     values = slots.tolist()
     stored = size // COMMIT_STRIDE
     complete = 1.0 if stored == window.intervals else stored / window.intervals
-    status = _OK
+    status, stop_after = _OK, NEVER
     # A caught-up partition is OK whatever its window holds (the rules' first one): no columns to build.
     if complete >= minimum_complete and current_lag > allowed_lag:
         # Lists, not arrays: the rules read values several times, and an array boxes them on every read.
         columns = _new_tuple(CommitColumns, (values[0::COMMIT_STRIDE], values[3::COMMIT_STRIDE], values[1],
                                              values[size - COMMIT_STRIDE + 1]))
-        status = partition_status(columns, broker_offsets, current_lag, now, allowed_lag)
-    return PartitionStatus(topic, partition, status, current_lag, complete,
-                           commit_from_values(values[:COMMIT_STRIDE]),
-                           commit_from_values(values[size - COMMIT_STRIDE:]), owner, client_id)
+        status, stop_after = partition_verdict(columns, broker_offsets, current_lag, allowed_lag)
+    return WindowVerdict(status, stop_after, complete, commit_from_values(values[:COMMIT_STRIDE]),
+                         commit_from_values(values[size - COMMIT_STRIDE:]))
 
 
 # --- a group from its partitions ---------------------------------------------------------------------

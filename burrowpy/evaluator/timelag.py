@@ -74,17 +74,29 @@ def partition_lag_seconds(committed: int | None, broker_offsets: Sequence[int], 
     the fetched timestamp of the record at that offset, if known; ``unchanged_since`` as for
     :func:`record_time_from_samples`.
     """
+    appended, method = partition_appended(committed, broker_offsets, broker_times, record_time_ms, unchanged_since)
+    return lag_seconds_at(appended, method, now_ms), method
+
+
+def partition_appended(committed: int | None, broker_offsets: Sequence[int], broker_times: Sequence[int],
+                       record_time_ms: float | None,
+                       unchanged_since: int | None = None) -> tuple[float | None, str | None]:
+    """The clock-free part of :func:`partition_lag_seconds`: (when the record at the commit was appended in ms,
+    method); the time is None when caught up (nothing waits) or when there is no figure (method None)."""
     if committed is None or not broker_offsets:
         return None, None
     if committed >= broker_offsets[-1]:
-        return 0.0, CAUGHT_UP
+        return None, CAUGHT_UP
     if record_time_ms is not None:
-        return _age(now_ms, record_time_ms), FETCH
+        return record_time_ms, FETCH
     appended = record_time_from_samples(committed, broker_offsets, broker_times, unchanged_since)
     if appended is None:
         return None, None
-    return _age(now_ms, appended), INTERPOLATED
+    return appended, INTERPOLATED
 
 
-def _age(now_ms: float, then_ms: float) -> float:
-    return round(max(0.0, now_ms - then_ms) / 1000.0, 3)
+def lag_seconds_at(appended: float | None, method: str | None, now_ms: float) -> float | None:
+    """:func:`partition_lag_seconds`' figure at ``now_ms`` from :func:`partition_appended`'s answer."""
+    if appended is None:
+        return None if method is None else 0.0
+    return round(max(0.0, now_ms - appended) / 1000.0, 3)

@@ -1,8 +1,8 @@
 """The ``inmemory`` storage module: Burrow's storage behind per-group asyncio workers (burrow-spec 3).
 
 Requests are the dataclasses of :mod:`burrowpy.protocol`. Every request about one group (commits,
-owners, deletes, FetchConsumer) goes to the worker ``xxhash64(cluster + group) % workers``, so one
-group's requests are handled in the order they were submitted; requests about one topic go to the
+owners, deletes, FetchConsumer, FetchConsumerIfChanged) goes to the worker ``xxhash64(cluster + group) %
+workers``, so one group's requests are handled in the order they were submitted; requests about one topic go to the
 worker of ``cluster + topic`` (Burrow picks a random worker, which lets a topic delete overtake an
 earlier broker offset); cluster-wide fetches go round-robin. The data and its rules live in
 :class:`~burrowpy.storage.state.StorageState`; this module only routes, runs and logs.
@@ -28,6 +28,7 @@ from burrowpy.protocol import (
     ClearConsumerOwners,
     FetchClusters,
     FetchConsumer,
+    FetchConsumerIfChanged,
     FetchConsumers,
     FetchConsumersForTopic,
     FetchRecordTimeWants,
@@ -53,7 +54,7 @@ CONFIG_KEYS = ("class-name", "intervals", "expire-group", "workers", "queue-dept
 _BATCH = 512
 
 _GROUP_SCOPED = (SetConsumerOffset, SetConsumerOffsets, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
-                 ClearConsumerOwners, FetchConsumer)
+                 ClearConsumerOwners, FetchConsumer, FetchConsumerIfChanged)
 _TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchTopicRates, FetchConsumersForTopic)
 _CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
 
@@ -132,6 +133,8 @@ class InMemoryStorage:
             FetchConsumersForTopic: lambda r: _resolve(r.reply, self.state.consumers_of_topic(r.cluster, r.topic)),
             FetchConsumer: lambda r: _resolve(r.reply, self.state.consumer(r.cluster, r.group,
                                                                            int(self._clock.time()))),
+            FetchConsumerIfChanged: lambda r: _resolve(r.reply, self.state.consumer_if_changed(
+                r.cluster, r.group, int(self._clock.time()), r.known)),
             _Barrier: lambda r: _resolve(r.reply, None),
         }
 

@@ -21,6 +21,8 @@ Differences from Burrow, on purpose:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import count
+from typing import Any
 
 from burrowpy.protocol import (
     COMMIT_STRIDE,
@@ -39,6 +41,9 @@ from burrowpy.protocol import (
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 _APPENDED = CommitOutcome.APPENDED  # a plain constant: Enum member lookups cost on the per-commit path
+# Every change to a group or to a topic's broker offsets or record times takes the next number, never used
+# before, so equal numbers mean unchanged data (see StorageState.consumer_if_changed).
+_VERSIONS = count(1)
 _DUPLICATE = "duplicate, or older than everything in a full window"
 
 
@@ -54,19 +59,35 @@ class PartitionEntry:
 
 
 class GroupEntry:
-    __slots__ = ("topics", "last_commit", "last_owner_update")
+    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[PartitionEntry]] = {}
         self.last_commit = 0  # timestamp (ms) of the latest appended commit
         self.last_owner_update = 0  # when owners were last set (ms); with last_commit, drives expiry
+        self.version = next(_VERSIONS)  # a new number on every change of its commits, owners or topics
+        # (version, {topic: (the topic's newest-offsets version, whether every partition has caught up)}):
+        # the answer holds while neither number changes (StorageState._group_version).
+        self.caught_up: tuple[int, dict[str, tuple[int, bool]]] = (0, {})
+
+
+class TopicVersions:
+    """The numbers a topic's broker data takes on each change (from ``_VERSIONS``)."""
+
+    __slots__ = ("samples", "newest", "record_times")
+
+    def __init__(self) -> None:
+        self.samples = next(_VERSIONS)  # any broker offset sample added
+        self.newest = self.samples  # some partition's newest broker offset changed, or the partition count
+        self.record_times = 0  # the record timestamps kept for the topic's partitions
 
 
 class ClusterEntry:
-    __slots__ = ("brokers", "groups", "record_times")
+    __slots__ = ("brokers", "groups", "record_times", "versions")
 
     def __init__(self) -> None:
         self.brokers: dict[str, list[BrokerRing]] = {}
+        self.versions: dict[str, TopicVersions] = {}  # by topic, for each topic in brokers
         self.groups: dict[str, GroupEntry] = {}
         # (topic, partition) -> {offset: timestamp ms of the record there, None when it is gone}: the
         # records at groups' committed offsets, for lag in seconds. Only offsets some group sits at are kept.
@@ -101,9 +122,15 @@ class StorageState:
             return "partition beyond the topic's partition count"
         if rings is None:
             rings = cluster.brokers[request.topic] = []
+            cluster.versions[request.topic] = TopicVersions()
+        versions = cluster.versions[request.topic]
+        ring = rings[request.partition] if request.partition < len(rings) else None
+        if ring is None or ring.newest() != request.offset or len(rings) < request.partition_count:
+            versions.newest = next(_VERSIONS)
         while len(rings) < request.partition_count:
             rings.append(BrokerRing(self.intervals))
         rings[request.partition].add(request.offset, request.timestamp)
+        versions.samples = next(_VERSIONS)
         return None
 
     # --- record timestamps (lag in seconds) -------------------------------------------------------------
@@ -137,8 +164,16 @@ class StorageState:
                         kept.setdefault((topic, partition), {})[committed] = times[committed]
                     else:
                         wanted.add((topic, partition, committed))
+        for topic in {key[0] for key, times in known.items() if kept.get(key) != times}:
+            self._record_times_changed(cluster, topic)
         cluster.record_times = kept
         return sorted(wanted)
+
+    @staticmethod
+    def _record_times_changed(cluster: ClusterEntry, topic: str) -> None:
+        versions = cluster.versions.get(topic)
+        if versions is not None:
+            versions.record_times = next(_VERSIONS)
 
     def set_record_times(self, request: SetRecordTimes) -> str | None:
         cluster = self.clusters.get(request.cluster)
@@ -146,6 +181,8 @@ class StorageState:
             return "unknown cluster"
         for topic, partition, offset, timestamp in request.times:
             cluster.record_times.setdefault((topic, partition), {})[offset] = timestamp
+        for topic in {topic for topic, *_ in request.times}:
+            self._record_times_changed(cluster, topic)
         return None
 
     def _broker_position(self, cluster: ClusterEntry, topic: str, partition: int) -> tuple[int, int] | str:
@@ -214,6 +251,7 @@ class StorageState:
             group.last_commit = timestamp
         elif not outcome:
             return _DUPLICATE
+        group.version = next(_VERSIONS)
         return None
 
     def _observed_ms(self, now_s: int) -> int:
@@ -271,6 +309,8 @@ class StorageState:
                 group.last_commit = timestamp
             elif not outcome:
                 dropped.append((index, _DUPLICATE))
+        if group is not None and len(dropped) < len(run):  # every commit not dropped was stored
+            group.version = next(_VERSIONS)
         return dropped
 
     def add_consumer_owner(self, request: SetConsumerOwner, now_s: int) -> str | None:
@@ -291,6 +331,7 @@ class StorageState:
         entry = self._partition_entry(group, request.topic, request.partition, position[1])
         entry.owner = request.owner
         entry.client_id = request.client_id
+        group.version = next(_VERSIONS)
         return None
 
     def clear_consumer_owners(self, request: ClearConsumerOwners) -> str | None:
@@ -306,6 +347,7 @@ class StorageState:
             for entry in entries:
                 entry.owner = ""
                 entry.client_id = ""
+        group.version = next(_VERSIONS)
         return None
 
     def delete_topic(self, request: SetDeleteTopic) -> str | None:
@@ -314,8 +356,10 @@ class StorageState:
             return "unknown cluster"
         # Groups left without topics stay (status OK, no partitions) until they expire, as in Burrow.
         for group in cluster.groups.values():
-            group.topics.pop(request.topic, None)
+            if group.topics.pop(request.topic, None) is not None:
+                group.version = next(_VERSIONS)
         cluster.brokers.pop(request.topic, None)
+        cluster.versions.pop(request.topic, None)
         return None
 
     def delete_group(self, request: SetDeleteGroup) -> str | None:
@@ -325,6 +369,7 @@ class StorageState:
         group = cluster.groups.get(request.group)
         if group is not None and request.topic:
             group.topics.pop(request.topic, None)
+            group.version = next(_VERSIONS)
             if not group.topics:
                 del cluster.groups[request.group]
         else:
@@ -340,6 +385,7 @@ class StorageState:
         if group is None or entries is None or not 0 <= request.partition < len(entries):
             return "no commits stored for the partition"
         entries[request.partition].ring = None
+        group.version = next(_VERSIONS)
         if all(entry.ring is None for entry in entries):
             del group.topics[request.topic]
             if not group.topics:
@@ -382,13 +428,68 @@ class StorageState:
     def consumer(self, cluster_name: str, group_name: str, now_s: int) -> ConsumerTopics | None:
         """A group's partitions with broker history and current lag; an expired group is purged."""
         cluster = self.clusters.get(cluster_name)
+        group = self._live_group(cluster, group_name, now_s)
+        return None if cluster is None or group is None else self._consumer_topics(cluster, group)
+
+    def consumer_if_changed(self, cluster_name: str, group_name: str, now_s: int,
+                            known: Any) -> tuple[Any, ConsumerTopics | None] | None:
+        """:meth:`consumer` for a caller that may have evaluated the group before: (the version of everything
+        an evaluation of the group reads, its partitions), and no partitions (nothing copied) when that
+        version is ``known``, the one of an earlier answer. None for an unknown or expired group.
+
+        The version of a topic whose every partition has caught up (or has no commit) is that of its newest
+        broker offsets alone: such partitions are OK, with no lag, lag in seconds 0 and caught up, whatever
+        the older samples and the record timestamps; so an idle fleet's evaluations stay valid across the
+        broker offset refreshes that change nothing but the samples' times.
+        """
+        cluster = self.clusters.get(cluster_name)
+        group = self._live_group(cluster, group_name, now_s)
+        if cluster is None or group is None:
+            return None
+        version = self._group_version(cluster, group)
+        return version, None if version == known else self._consumer_topics(cluster, group)
+
+    def _live_group(self, cluster: ClusterEntry | None, group_name: str, now_s: int) -> GroupEntry | None:
+        """The group, unless it is unknown or expired (then purged)."""
         group = cluster.groups.get(group_name) if cluster is not None else None
         if cluster is None or group is None:
             return None
         if (now_s - self.expire_group_s) * 1000 > max(group.last_commit, group.last_owner_update):
             del cluster.groups[group_name]
             return None
+        return group
 
+    @staticmethod
+    def _group_version(cluster: ClusterEntry, group: GroupEntry) -> list[Any]:
+        version: list[Any] = [group.version]
+        if group.caught_up[0] != group.version:
+            group.caught_up = (group.version, {})
+        known = group.caught_up[1]
+        for topic, entries in group.topics.items():
+            rings = cluster.brokers.get(topic)
+            versions = cluster.versions.get(topic)
+            if rings is None or versions is None:
+                version.append(None)
+                continue
+            seen = known.get(topic)
+            if seen is not None and seen[0] == versions.newest:
+                caught_up = seen[1]
+            else:
+                caught_up = True
+                # zip ends with the shorter: partitions the brokers do not know have no lag either
+                for entry, broker_ring in zip(entries, rings, strict=False):
+                    packed = entry.ring.packed if entry.ring is not None else None
+                    if packed:
+                        pairs = broker_ring.packed
+                        if pairs and packed[len(packed) - COMMIT_STRIDE] < pairs[len(pairs) - 2]:
+                            caught_up = False
+                            break
+                known[topic] = (versions.newest, caught_up)
+            # Two kinds of entry, which never compare equal: a number, or a pair.
+            version.append(versions.newest if caught_up else (versions.samples, versions.record_times))
+        return version
+
+    def _consumer_topics(self, cluster: ClusterEntry, group: GroupEntry) -> ConsumerTopics:
         topics: ConsumerTopics = {}
         record_times = cluster.record_times
         for topic in sorted(group.topics):

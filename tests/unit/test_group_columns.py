@@ -97,12 +97,12 @@ def test_the_columns_are_taken_for_a_topic_of_full_windows():
     for order in range(10):
         window.extend((1000 + order * 100, (NOW - 100 + order * 10) * 1000, NOW * 1000, 5000 - order * 100, order))
     part = ConsumerPartition(CommitWindow(window, 10), [6000], 4100, broker_times=[NOW * 1000])
-    evaluated = group._assess_columns("t", [part] * 3, NOW, 0, 0.0)
-    assert evaluated is not None and evaluated.codes == [Status.OK] * 3
+    evaluated = group._columns_basis("t", [part] * 3, 0)
+    assert evaluated is not None and evaluated.at(NOW, 0.0).codes == [Status.OK] * 3
     # A window that is not full goes partition by partition.
     short = ConsumerPartition(CommitWindow(window[:25], 10), [6000], 4100)
-    assert group._assess_columns("t", [part, short], NOW, 0, 0.0) is None
-    assert group._assess_columns("t", [part, ConsumerPartition([], [6000], 0)], NOW, 0, 0.0) is None
+    assert group._columns_basis("t", [part, short], 0) is None
+    assert group._columns_basis("t", [part, ConsumerPartition([], [6000], 0)], 0) is None
 
 
 def test_each_status_from_the_columns():
@@ -127,7 +127,7 @@ def test_each_status_from_the_columns():
     ]
     with columns_from(1):
         evaluated = assess_group("c", "g", {"t": parts}, NOW)
-    assert evaluated.topics[0]._make is not None  # the arrays' path
+    assert evaluated.topics[0].basis.make.__qualname__.startswith("_columns_basis")  # the arrays' path
     assert [p.status for p in evaluated.result().partitions] == [
         Status.OK, Status.WARN, Status.STALL, Status.REWIND, Status.STOP, Status.OK, Status.WARN]
     assert evaluated.status is Status.ERR

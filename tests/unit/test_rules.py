@@ -220,7 +220,7 @@ def test_upstream_rule_case(case):
     columns = rules.columns_of(offsets)
     assert rules.is_lag_always_nonzero(columns, allowed) is always_nonzero
     assert rules.rewind_index(columns) == rewind
-    assert rules.is_stopped(columns, now) is stopped
+    assert (now * 1000 > rules.stop_time(columns)) is stopped
     assert rules.is_stalled(columns) is stalled
     assert rules.is_lag_not_decreasing(columns) is not_decreasing
     assert rules.is_recent_lag_zero(columns, brokers) is recent_zero
