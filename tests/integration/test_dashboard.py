@@ -506,6 +506,7 @@ SERVED_IN_A_STATE = {"burrow_kafka_consumer_group_catch_up_seconds": "test_catch
                      # only for share groups, which Kafka has and our broker (the demo's) has not
                      "burrow_kafka_share_group_partition_lag": "test_monitor_real_kafka.py",
                      "burrow_kafka_share_group_partition_status": "test_monitor_real_kafka.py",
+                     "burrow_kafka_share_group_partition_in_flight": "test_monitor_real_kafka.py",
                      # only with notifiers, which the demo has none of
                      "burrowpy_notifier_leader": "test_notifier_kafka_lock.py"}
 
