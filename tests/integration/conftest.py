@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest_zk import zookeeper, zookeeper_module  # noqa: F401  (real ZooKeeper fixtures)
 from harness import BrokerProcess
+from spark_cluster import TEST_JVM_OPTIONS
 
 HERE = Path(__file__).resolve().parent
 
@@ -17,6 +20,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_test_jvms() -> Iterator[None]:
+    """Every Spark driver the tests start (in-process sessions and `burrowpy spark` subprocesses alike) is
+    launched by spark-submit, which adds ``SPARK_SUBMIT_OPTS`` to its JVM's options."""
+    before = os.environ.get("SPARK_SUBMIT_OPTS")
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{before} {TEST_JVM_OPTIONS}" if before else TEST_JVM_OPTIONS
+    yield
+    if before is None:
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    else:
+        os.environ["SPARK_SUBMIT_OPTS"] = before
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,10 @@ from burrowpy.pipeline.stream import StreamSettings, start_stream
 
 pytestmark = pytest.mark.integration
 
+# Each look at a stream's output is a Spark job (a scan, a sort) competing with the stream's own
+# micro-batches for the JVM: polled every 50 ms it took a core; the output changes at most once a trigger.
+POLL_S = 1.0
+
 
 @pytest.fixture(scope="module", params=["broker", "kafka"])
 def server(request):
@@ -143,9 +147,9 @@ def test_stream_read_picks_up_new_records(spark, server, tmp_path):
         def count() -> int:
             return spark.sql("select count(*) from pipeline_stream_read").first()[0]
 
-        wait_until(lambda: count() == 10, timeout=60, message="the first 10 records")
+        wait_until(lambda: count() == 10, timeout=60, interval=POLL_S, message="the first 10 records")
         produce(server.bootstrap, "pipeline-stream-read", 10, 2)
-        wait_until(lambda: count() == 20, timeout=60, message="10 more records")
+        wait_until(lambda: count() == 20, timeout=60, interval=POLL_S, message="10 more records")
         batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
         assert max(batches) <= 7  # admission control: at most maxOffsetsPerTrigger per micro-batch
         rows = spark.sql("select partition, offset from pipeline_stream_read").collect()
@@ -218,16 +222,19 @@ def test_stream_job_sees_a_group_go_ok_stop_ok(spark, server, tmp_path):
         wait_until(
             # the first micro-batches include the stream's start: on a busy machine (the suite's other worker)
             # that alone has taken over a minute
-            lambda: "OK" in statuses(), timeout=240, message="the group evaluated OK while it keeps up"
+            lambda: "OK" in statuses(), timeout=240, interval=POLL_S,
+            message="the group evaluated OK while it keeps up",
         )
         consuming.clear()
         # silent while the log end moves on: STOP once the window and the broker history are passed
-        wait_until(lambda: "STOP" in statuses(), timeout=60, message="STOP after the consumer went silent")
+        wait_until(lambda: "STOP" in statuses(), timeout=60, interval=POLL_S,
+                   message="STOP after the consumer went silent")
         producing.clear()
         consuming.set()
         wait_until(
             lambda: statuses()[-1] == "OK" and "STOP" in statuses(),
             timeout=60,
+            interval=POLL_S,
             message="OK again after the consumer caught up",
         )
         changes = statuses()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from spark_cluster import SparkStandalone
+from spark_cluster import EXECUTOR_JVM_CONF, SparkStandalone
 
 from burrowpy.pipeline.history import read_history
 from burrowpy.pipeline.inprocess import statuses_through_storage
@@ -41,7 +41,8 @@ def history(tmp_path_factory):
 def evaluate(history: Path, output: Path, master: str, env: dict[str, str] | None = None) -> str:
     completed = subprocess.run(
         [sys.executable, "-m", "burrowpy.cli", "spark", "evaluate", "--input", str(history), "--output",
-         str(output), "--step", str(STEP_S), "--master", master, "--shuffle-partitions", "4"],
+         str(output), "--step", str(STEP_S), "--master", master, "--shuffle-partitions", "4",
+         "--conf", EXECUTOR_JVM_CONF],
         capture_output=True, text=True, timeout=300, env=env)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout
