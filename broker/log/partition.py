@@ -204,12 +204,7 @@ class PartitionLog(LogRecovery, LogReads):
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                              f"batch of {header.size} bytes exceeds segment.bytes {config.segment_bytes}")
         with self._lock:
-            self._check_open()
-            if self._rolling is not None:
-                if roll_off_thread:
-                    raise RollPending(self._rolling)
-                self._wait_for_roll()
-                self._check_open()
+            self._settle_roll(roll_off_thread)
             if header.producer_id >= 0 and not from_coordinator:
                 original = self._producers.check_append(header)
                 if original is not None:
@@ -221,10 +216,7 @@ class PartitionLog(LogRecovery, LogReads):
             append_time = now_ms if self.config.log_append_time else None
             if append_time is not None:
                 max_timestamp = append_time
-            if self._roll_due(header.size, last_offset, max_timestamp, now_ms):
-                if roll_off_thread and self._segments[-1].size:
-                    raise RollPending(self._start_roll(now_ms, base_offset))
-                self._roll(now_ms, base_offset)
+            self._maybe_roll(header.size, base_offset, last_offset, max_timestamp, now_ms, roll_off_thread)
             # The records' own largest timestamp is stored, whatever the header claimed, as Kafka stores it.
             patched = patched_header(batch, base_offset, leader_epoch, log_append_time_ms=append_time,
                                      max_timestamp=max_timestamp)
@@ -267,12 +259,7 @@ class PartitionLog(LogRecovery, LogReads):
             now_ms = self._now_ms()
         view = memoryview(batches)
         with self._lock:
-            self._check_open()
-            if self._rolling is not None:
-                if roll_off_thread:
-                    raise RollPending(self._rolling)
-                self._wait_for_roll()
-                self._check_open()
+            self._settle_roll(roll_off_thread)
             records = 0
             try:
                 for pos, header in iter_batches(view):
@@ -286,10 +273,8 @@ class PartitionLog(LogRecovery, LogReads):
                             ErrorCode.INVALID_RECORD,
                             f"replicated batch at offset {header.base_offset} does not follow log end {self.log_end_offset}",
                         )
-                    if self._roll_due(header.size, header.last_offset, header.max_timestamp, now_ms):
-                        if roll_off_thread and self._segments[-1].size:
-                            raise RollPending(self._start_roll(now_ms, header.base_offset))
-                        self._roll(now_ms, header.base_offset)
+                    self._maybe_roll(header.size, header.base_offset, header.last_offset, header.max_timestamp,
+                                     now_ms, roll_off_thread)
                     self._segments[-1].append(
                         (view[pos : pos + header.size],),
                         header.base_offset,
@@ -306,6 +291,26 @@ class PartitionLog(LogRecovery, LogReads):
                 if records:
                     self._after_write(records, now_ms)
             return self.log_end_offset
+
+    def _settle_roll(self, roll_off_thread: bool = False) -> None:
+        """Before the active segment changes (the caller holds the lock): the log is open and no roll is under
+        way, waited for, or with ``roll_off_thread`` RollPending raised for the caller to come again."""
+        self._check_open()
+        if self._rolling is not None:
+            if roll_off_thread:
+                raise RollPending(self._rolling)
+            self._wait_for_roll()
+            self._check_open()
+
+    def _maybe_roll(self, size: int, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
+                    roll_off_thread: bool) -> None:
+        """Roll before writing a batch that needs it (:meth:`_roll_due`): on this thread, or with
+        ``roll_off_thread`` (a segment holding data) on the roller, raising RollPending."""
+        if not self._roll_due(size, last_offset, max_timestamp, now_ms):
+            return
+        if roll_off_thread and self._segments[-1].size:
+            raise RollPending(self._start_roll(now_ms, base_offset))
+        self._roll(now_ms, base_offset)
 
     def _roll_due(self, size: int, last_offset: int, max_timestamp: int, now_ms: int) -> bool:
         """Whether a batch must go to a new segment: it would overfill the active one, arrives after
@@ -463,9 +468,7 @@ class PartitionLog(LogRecovery, LogReads):
         ``offset`` began below the log start, the log is emptied and restarts at the log start.
         """
         with self._lock:
-            self._check_open()
-            self._wait_for_roll()
-            self._check_open()
+            self._settle_roll()
             if offset >= self.log_end_offset:
                 return
             self.structure_version += 1
@@ -519,9 +522,7 @@ class PartitionLog(LogRecovery, LogReads):
         if now_ms is None:
             now_ms = self._now_ms()
         with self._lock:
-            self._check_open()
-            self._wait_for_roll()  # its roll of the active segment would be the second
-            self._check_open()
+            self._settle_roll()  # its roll of the active segment would be the second
             if not self.config.delete:
                 return 0
             deleted = 0
