@@ -227,27 +227,25 @@ async def list_offsets(ctx: RequestContext, request: dict[str, Any]) -> ListOffs
         if asked[(topic, part["partition_index"])] > 1:
             raise KafkaError(ErrorCode.INVALID_REQUEST)
         plog, epoch = ctx.services.replicas.leader_log(topic, part["partition_index"], part["current_leader_epoch"])
-        # A leader just elected may not know yet how far its predecessor acknowledged: rather than an offset
-        # that hides acknowledged records, OFFSET_NOT_AVAILABLE (retriable) until its ISR's fetches tell it.
-        not_available = KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{part['partition_index']}: the high "
-                                   "watermark is behind the start of this leader epoch")
-        known = ctx.services.replicas.high_watermark_known(topic, part["partition_index"])
         timestamp = part["timestamp"]
         found_ts = -1
         last_fetchable = plog.last_stable_offset if request["isolation_level"] == READ_COMMITTED else plog.high_watermark
+        uncertain = False  # whether the answer rests on the high watermark being the ISR's
         if timestamp == LATEST:
-            if not known:
-                raise not_available
-            offset = last_fetchable
+            offset, uncertain = last_fetchable, True
         elif timestamp == EARLIEST:
             offset = plog.log_start_offset
         else:
             found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
-            if (found is None or found[0] >= last_fetchable) and not known:
-                raise not_available
             # as Kafka: a record not yet readable (above the high watermark, or the last stable offset for
             # read_committed) is not an answer to a timestamp lookup
-            offset, found_ts = found if found and found[0] < last_fetchable else (-1, -1)
+            uncertain = found is None or found[0] >= last_fetchable
+            offset, found_ts = (-1, -1) if found is None or uncertain else found
+        if uncertain and not ctx.services.replicas.high_watermark_known(topic, part["partition_index"]):
+            # A leader just elected may not know yet how far its predecessor acknowledged: rather than an offset
+            # that hides acknowledged records, OFFSET_NOT_AVAILABLE (retriable) until its ISR's fetches tell it.
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{part['partition_index']}: the high "
+                             "watermark is behind the start of this leader epoch")
         if ctx.api_version == 0:
             # Burrow 1.2.1 reads offsets[0] of a v0 answer: never send an empty array for a hit.
             entry["old_style_offsets"] = [offset] if offset >= 0 else []
