@@ -528,8 +528,9 @@ class SetRecordTimes:
     times: list[tuple[str, int, int, int | None]]
 
 
-GROUP_SCOPED_REQUESTS = (SetConsumerOffset, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
-                         ClearConsumerOwners, FetchConsumer, FetchConsumerIfChanged)
+# The requests about one group, which storage handles in the order they were submitted.
+GROUP_SCOPED_REQUESTS = (SetConsumerOffset, SetConsumerOffsets, SetConsumerOwner, SetDeleteGroup,
+                         SetDeletePartitionOffsets, ClearConsumerOwners, FetchConsumer, FetchConsumerIfChanged)
 
 
 @dataclass(slots=True)

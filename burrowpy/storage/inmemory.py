@@ -25,6 +25,7 @@ import xxhash
 
 from burrowpy.config import Section
 from burrowpy.protocol import (
+    GROUP_SCOPED_REQUESTS,
     ClearConsumerOwners,
     FetchClusters,
     FetchConsumer,
@@ -53,8 +54,6 @@ CONFIG_KEYS = ("class-name", "intervals", "expire-group", "workers", "queue-dept
 # commits counts as many requests as it has commits.
 _BATCH = 512
 
-_GROUP_SCOPED = (SetConsumerOffset, SetConsumerOffsets, SetConsumerOwner, SetDeleteGroup, SetDeletePartitionOffsets,
-                 ClearConsumerOwners, FetchConsumer, FetchConsumerIfChanged)
 _TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchTopicRates, FetchConsumersForTopic)
 _CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
 
@@ -201,7 +200,7 @@ class InMemoryStorage:
         last_cluster = last_group = None
         worker: _Worker | None = None
         for request in requests:
-            if not isinstance(request, _GROUP_SCOPED):
+            if not isinstance(request, GROUP_SCOPED_REQUESTS):
                 self.submit(request)
                 continue
             if worker is None or request.group != last_group or request.cluster != last_cluster:  # else: the same worker
@@ -245,7 +244,7 @@ class InMemoryStorage:
         if not self._running:
             raise RuntimeError(f"storage {self.name} is not running")
         workers = self._workers
-        if isinstance(request, _GROUP_SCOPED):
+        if isinstance(request, GROUP_SCOPED_REQUESTS):
             key = request.cluster + request.group
         elif isinstance(request, _TOPIC_SCOPED):
             key = request.cluster + request.topic
