@@ -19,6 +19,7 @@ from burrowpy.config import ConfigError, Section
 from burrowpy.coordinators.zookeeper import ZookeeperCoordinator
 from burrowpy.notifier.coordinator import NotifierCoordinator
 from burrowpy.notifier.decision import Action
+from burrowpy.notifier.zookeeper_state import STATE_NODE
 
 pytestmark = pytest.mark.integration
 
@@ -164,13 +165,20 @@ async def test_one_incident_one_notification_and_takeover_after_kill_9(zookeeper
 async def test_session_expiry_is_logged_and_the_lock_is_taken_again(zookeeper, monitor):
     zk = ZookeeperCoordinator(zookeeper_section(zookeeper.hosts, "/burrowpy/tests/expiry"), monitor.ctx)
     await zk.start()
-    sections = notifier_sections(alerts={"class-name": "null", "interval": 1, "send-close": True})
+    # No repeat of an open incident within the test: the one notification after the expiry must be its close.
+    sections = notifier_sections(alerts={"class-name": "null", "interval": 1, "send-interval": 3600,
+                                         "send-close": True})
     coordinator = NotifierCoordinator(monitor.ctx, sections, zookeeper=zk)
     await monitor.stop_group("payments")
     await coordinator.start()
     calls = coordinator.modules["alerts"].calls
     try:
         await eventually(lambda: calls, what="the open notification")
+        # The open incident is recorded beside the lock once it is sent; only then does expiring the session
+        # test carrying it over (an incident whose record a lost session kept from being written is not closed).
+        state_node = f"{zk.root_path}/{STATE_NODE}"
+        await eventually(lambda: asyncio.to_thread(zk.client.get_children, state_node),
+                         what="the open incident recorded in ZooKeeper")
         # Expire the session the way ZooKeeper does it: another client takes it over and closes it.
         session_id, password = zk.client.client_id
         intruder = KazooClient(hosts=zookeeper.hosts, client_id=(session_id, password))
@@ -182,7 +190,7 @@ async def test_session_expiry_is_logged_and_the_lock_is_taken_again(zookeeper, m
                                     "again once a new session is up")[0]["log_level"] == "error"
         await eventually(lambda: len(events(monitor.logs, "took the ZooKeeper lock")) == 2, what="the lock retaken")
         await monitor.recover_group("payments")
-        await eventually(lambda: len(calls) == 2, what="the close notification after the expiry")
+        await eventually(lambda: calls[-1].action == Action.CLOSE, what="the close notification after the expiry")
     finally:
         await coordinator.stop()
         await zk.stop()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from log_harness import BASE_TS, Clock, batch, config
 
 from broker.cluster.follower_log import append_leader_batches, cut_divergent_tail, truncation_for_epoch_answer
-from broker.log.partition import PartitionLog
+from broker.log.partition import PartitionLog, RollPending
 from tests.examples import examples
 
 UNDEFINED = -1
@@ -69,9 +69,14 @@ def settle(follower: Replica, leader: Replica) -> int:
 
 
 def replicate(follower: Replica, leader: Replica, max_bytes: int = 1 << 30) -> None:
-    offset = follower.log.log_end_offset
-    if offset < leader.log.log_end_offset:
-        append_leader_batches(follower.log, leader.log.read(offset, max_bytes), offset)
+    """One fetch of at most ``max_bytes``. A batch that needs a roll ends the appending (the roll runs on the
+    roller thread); as the fetcher does, wait for the roll and fetch again from the new log end."""
+    while (offset := follower.log.log_end_offset) < leader.log.log_end_offset:
+        try:
+            append_leader_batches(follower.log, leader.log.read(offset, max_bytes), offset)
+            return
+        except RollPending as pending:
+            pending.rolled.result(timeout=10)
 
 
 @pytest.fixture
@@ -217,25 +222,27 @@ def test_logs_converge_to_the_leader_whatever_the_elections(ops):
     with tempfile.TemporaryDirectory() as tmp:
         clock = Clock()
         replicas = [Replica(Path(tmp) / f"r{i}", clock) for i in range(3)]
-        leader, epoch = 0, 0
-        settled = {0, 1, 2}
-        for op in ops:
-            if op[0] == "write":
-                write(replicas[leader], epoch, op[1])
-            elif op[0] == "replicate" and op[1] != leader:
-                if op[1] not in settled:
-                    settle(replicas[op[1]], replicas[leader])
-                    settled.add(op[1])
-                replicate(replicas[op[1]], replicas[leader], op[2])
-            elif op[0] == "elect" and op[1] != leader:
-                leader, epoch = op[1], epoch + 1
-                settled = {leader}
-        for index, replica in enumerate(replicas):
-            if index != leader:
-                if index not in settled:
-                    settle(replica, replicas[leader])
-                replicate(replica, replicas[leader])
-                assert replica.contents() == replicas[leader].contents()
-                assert replica.log.leader_epoch_entries() == replicas[leader].log.leader_epoch_entries()
-        for replica in replicas:
-            replica.log.close()
+        try:
+            leader, epoch = 0, 0
+            settled = {0, 1, 2}
+            for op in ops:
+                if op[0] == "write":
+                    write(replicas[leader], epoch, op[1])
+                elif op[0] == "replicate" and op[1] != leader:
+                    if op[1] not in settled:
+                        settle(replicas[op[1]], replicas[leader])
+                        settled.add(op[1])
+                    replicate(replicas[op[1]], replicas[leader], op[2])
+                elif op[0] == "elect" and op[1] != leader:
+                    leader, epoch = op[1], epoch + 1
+                    settled = {leader}
+            for index, replica in enumerate(replicas):
+                if index != leader:
+                    if index not in settled:
+                        settle(replica, replicas[leader])
+                    replicate(replica, replicas[leader])
+                    assert replica.contents() == replicas[leader].contents()
+                    assert replica.log.leader_epoch_entries() == replicas[leader].log.leader_epoch_entries()
+        finally:  # closed before the directory goes, or their pending background writes fail
+            for replica in replicas:
+                replica.log.close()
