@@ -305,8 +305,7 @@ def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
     numpy: a fraction of the walk's cost for a batch of many records.
     """
     count = walk.count
-    data = np.zeros(end + _MAX_VARINT_BYTES, np.uint8)  # zeros after the end end any varint read past it
-    data[:end] = np.frombuffer(batch, np.uint8, end)
+    data = np.frombuffer(batch, np.uint8, end)
     record_ends = _record_ends(batch, data, end, count)
     if record_ends is None:
         return None
@@ -450,17 +449,27 @@ def _record_ends(batch: Buffer, data: np.ndarray, end: int, count: int) -> np.nd
 
 def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The zigzag varints starting at each of the positions ``at`` and the positions after them, or
-    None when one is longer than nine bytes (a value no record field honestly holds)."""
-    byte = data[at]
+    None when one is longer than nine bytes (a value no record field honestly holds).
+
+    ``data`` is the batch itself: a read past its end takes its last byte instead (``mode="clip"``). Only a
+    malformed batch reads there, and its fields then end past the records' ends, which the callers refuse.
+    """
+    byte = data.take(at, mode="clip")
     more = byte >= 0x80
     if not np.count_nonzero(more):
         value = byte.astype(np.int64)
         return (value >> 1) ^ -(value & 1), at + 1
+    second = data.take(at + 1, mode="clip")
+    if not np.count_nonzero(more & (second >= 0x80)):
+        # one or two bytes each: record lengths from 64 B to 8 KiB, and deltas past 63, all land here
+        value = (byte & 0x7F).astype(np.int64)
+        value += ((second & 0x7F).astype(np.int64) << 7) * more
+        return (value >> 1) ^ -(value & 1), at + 1 + more
     value = (byte & 0x7F).astype(np.int64)
     size = 1 + more
     shift = 7
     while True:
-        byte = data[at + 1] if shift == 7 else data[at + size - 1]
+        byte = second if shift == 7 else data.take(at + size - 1, mode="clip")
         value |= np.where(more, (byte & 0x7F).astype(np.int64) << shift, 0)
         more &= byte >= 0x80
         if not np.count_nonzero(more):
