@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -67,15 +68,16 @@ from burrow_support import (  # noqa: E402
     MonitorSettings,
     current_burrow_version,
 )
-from kafka_harness import JVM_OPTS, KafkaServer  # noqa: E402
+from kafka_harness import JVM_OPTS, KafkaCluster, KafkaServer  # noqa: E402
 from monitor_ingest import (  # noqa: E402
     BURROWS,
     OFFSETS_PARTITIONS,
     POLL_INTERVAL,
-    commit,
+    CoordinatorConnections,
     cpu_seconds,
     fill,
     group_complete,
+    group_coordinators,
     marker_groups,
     marker_seen,
     prepare_topics,
@@ -84,14 +86,13 @@ from monitor_ingest import (  # noqa: E402
 from monitor_status_http import percentiles  # noqa: E402
 from zk import ZooKeeperServer  # noqa: E402
 
-from broker.client import KafkaConnection  # noqa: E402
-
 RESULTS = ROOT / "bench" / "results"
 INTERVALS = 10
 BIG_TOPIC = "fleet-big-topic"
-# Kafka 4.4 opens a partition's files when it first holds records (2,000 empty partitions: 9 more descriptors);
-# one holding records keeps its log open and its two indexes mapped
-FILES_PER_PARTITION = 3
+# Kafka 4.4 keeps every partition's active log file open, empty or not (its indexes are mapped, not held open):
+# a node of 50,000 partitions needs more descriptors than a process may have on this machine (20,000), and
+# ran out of them creating the 19,913th (2026-11-28); --kafka-nodes spreads the partitions
+FILES_PER_PARTITION = 1
 
 CLIENT = r"""
 import http.client, json, sys, time
@@ -173,7 +174,7 @@ class Phase:
     extra: dict = field(default_factory=dict)
 
 
-def raise_file_limit(needed: int) -> None:
+def raise_file_limit(needed: int, remedy: str) -> None:
     """Kafka inherits this process's limit on open files: raise it to what the fleet needs."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= needed:
@@ -182,7 +183,8 @@ def raise_file_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, max(hard, needed)))
     except (ValueError, OSError) as error:
         raise SystemExit(f"Kafka needs about {needed} open files for this fleet; the limit is {soft} (hard {hard}) "
-                         f"and could not be raised ({error}): run with a higher `ulimit -n` or a smaller fleet") from error
+                         f"and could not be raised ({error}): run with a higher `ulimit -n`, more {remedy} or a smaller "
+                         "fleet") from error
 
 
 def start_and_fill(monitor: MonitorProcess, fleet: Fleet, timeout: float) -> Phase:
@@ -241,15 +243,16 @@ async def live_commits(bootstrap: str, fleet: Fleet, interval: float, connection
     """Every fleet group commits all its partitions (at the log's end) once per ``interval``, the groups spread
     evenly over it, until ``stop`` is set; ``sent[0]`` counts the partitions committed."""
     committing = [group for group in fleet.groups if group not in fleet.big]
+    coordinators = await group_coordinators(bootstrap, committing)
 
     async def committer(own: list[str]) -> None:
-        async with await KafkaConnection.connect(bootstrap, client_id="fleet-bench") as connection:
+        async with CoordinatorConnections(coordinators, "fleet-bench") as connections_of_own:
             began = time.monotonic()
             for number, group in enumerate(itertools.cycle(own)):
                 if stop.is_set():
                     return
                 topic, partitions, last = fleet.groups[group]
-                await commit(connection, group, topic, dict.fromkeys(range(partitions), last))
+                await connections_of_own.commit(group, topic, dict.fromkeys(range(partitions), last))
                 sent[0] += partitions
                 due = began + (number + 1) * interval / len(own)
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
@@ -295,12 +298,17 @@ def main() -> int:
     parser.add_argument("--refreshes", type=int, default=6, help="idle offset-refresh periods whose CPU is counted")
     parser.add_argument("--live", type=float, default=60.0, help="seconds of live ingest while timing requests")
     parser.add_argument("--commit-interval", type=float, default=5.0, help="seconds between a group's live commits")
-    parser.add_argument("--kafka-heap", default="3g", help="Kafka's JVM heap (-Xms and -Xmx)")
+    parser.add_argument("--kafka-heap", default="3g", help="Kafka's JVM heap (-Xms and -Xmx), of each node")
+    parser.add_argument("--kafka-nodes", type=int, default=1,
+                        help="Kafka nodes holding the fleet (every topic with one replica, spread over them): a "
+                             "node holds an open file per partition, and a process may be limited to fewer")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a monitor may take to show the fleet")
     parser.add_argument("--profile", type=Path,
                         help="directory for py-spy samples of burrowpy while idle and under live ingest (they cost "
                              "it some CPU: not for the figures)")
     parser.add_argument("--results", type=Path, help="results file (default: bench/results/monitor_fleet_daemon-<UTC time>.json)")
+    parser.add_argument("--keep", type=Path, help="work in this new directory and keep it (Kafka's, ZooKeeper's and "
+                        "the monitors' logs) instead of a temporary one")
     parser.add_argument("--table", type=Path, help="print the table of an earlier results file and stop")
     args = parser.parse_args()
     if args.table:
@@ -315,7 +323,8 @@ def main() -> int:
     if current_burrow_version() is None:
         parser.error(f"{CURRENT_BURROW_BINARY} is missing (make install builds it)")
     fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
-    raise_file_limit(sum(p for p, records in fleet.topics.values() if records) * FILES_PER_PARTITION + 10_000)
+    per_node = -(-sum(partitions for partitions, _ in fleet.topics.values()) // args.kafka_nodes)
+    raise_file_limit(per_node * FILES_PER_PARTITION + 2_000, "--kafka-nodes")
     binary, _, kafka_version = BURROWS["current"]
     began_at = datetime.now(UTC)
     load_before = os.getloadavg()
@@ -330,11 +339,23 @@ def main() -> int:
                      "big_partitions": args.big_partitions, "intervals": INTERVALS,
                      "offset_refresh_s": settings.offset_refresh, "expire_cache_s": settings.expire_cache,
                      "burrow": current_burrow_version(), "load_before": load_before}
-    with tempfile.TemporaryDirectory(prefix="monitor-fleet-") as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True)  # a new one: a run never mixes its files with an earlier run's
+    with (contextlib.nullcontext(str(args.keep)) if args.keep
+          else tempfile.TemporaryDirectory(prefix="monitor-fleet-")) as tmp:
         directory = Path(tmp)
         heap = [f"-Xms{args.kafka_heap}", f"-Xmx{args.kafka_heap}"]
-        kafka = KafkaServer(directory / "kafka", config={"offsets.topic.num.partitions": OFFSETS_PARTITIONS},
-                            jvm_opts=[*heap, *(o for o in JVM_OPTS if not o.startswith(("-Xms", "-Xmx")))])
+        jvm_opts = [*heap, *(o for o in JVM_OPTS if not o.startswith(("-Xms", "-Xmx")))]
+        kafka: KafkaServer | KafkaCluster
+        if args.kafka_nodes == 1:
+            kafka = KafkaServer(directory / "kafka", config={"offsets.topic.num.partitions": OFFSETS_PARTITIONS},
+                                jvm_opts=jvm_opts)
+        else:
+            one_replica = {key: "1" for key in ("offsets.topic.replication.factor", "default.replication.factor",
+                                                "transaction.state.log.replication.factor",
+                                                "share.coordinator.state.topic.replication.factor")}
+            kafka = KafkaCluster(directory / "kafka", nodes=args.kafka_nodes, jvm_opts=jvm_opts,
+                                 config={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **one_replica})
         with kafka, ZooKeeperServer(directory / "zookeeper") as zookeeper:
             settings = MonitorSettings(kafka.bootstrap, intervals=INTERVALS, expire_cache=1)
             clock = time.monotonic()

@@ -144,42 +144,71 @@ async def commit(connection: KafkaConnection, group: str, topic: str, offsets: d
         await asyncio.sleep(0.1)
 
 
-async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> None:
-    """Ask for the groups' coordinators until every one is there: Apache Kafka creates its offsets topic on
-    the first FindCoordinator (a commit alone would get NOT_COORDINATOR until then)."""
+async def coordinators_ready(connection: KafkaConnection, groups: list[str]) -> dict[str, str]:
+    """Ask for the groups' coordinators until every one is there (Apache Kafka creates its offsets topic on
+    the first FindCoordinator; a commit alone would get NOT_COORDINATOR until then); return each group's
+    coordinator as host:port."""
     deadline = time.monotonic() + COORDINATOR_TIMEOUT
     while True:
         answer = await connection.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": groups},
                                           version=4)
         errors = {c["error_code"] for c in answer["coordinators"]}
         if errors == {0}:
-            return
+            return {c["key"]: f"{c['host']}:{c['port']}" for c in answer["coordinators"]}
         if time.monotonic() > deadline:
             raise RuntimeError(f"FindCoordinator still answers error codes {sorted(errors)}")
         await asyncio.sleep(0.2)
+
+
+async def group_coordinators(bootstrap: str, groups: list[str]) -> dict[str, str]:
+    """Each group's coordinator (host:port), asked of the first broker of ``bootstrap``."""
+    async with await KafkaConnection.connect(bootstrap.split(",")[0], client_id="ingest-bench") as connection:
+        return await coordinators_ready(connection, groups)
+
+
+class CoordinatorConnections:
+    """One committer's connections, one to each coordinator its groups have (a cluster spreads the groups over
+    its brokers), opened on first use."""
+
+    def __init__(self, coordinators: dict[str, str], client_id: str) -> None:
+        self.coordinators = coordinators
+        self.client_id = client_id
+        self.open: dict[str, KafkaConnection] = {}
+
+    async def __aenter__(self) -> CoordinatorConnections:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for connection in self.open.values():
+            await connection.close()
+
+    async def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        address = self.coordinators[group]
+        if address not in self.open:
+            self.open[address] = await KafkaConnection.connect(address, client_id=self.client_id)
+        await commit(self.open[address], group, topic, offsets)
 
 
 async def fill(bootstrap: str, groups: dict[str, tuple[str, int, int]], rounds: int, connections: int,
                markers: list[str]) -> None:
     """Every group (name: its topic, its partitions, its last offset) commits every partition of its topic
     ``rounds`` times, round r (1 to ``rounds``) at offset last - rounds + r, never below 0; then each marker
-    group commits once."""
-    async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
-        await coordinators_ready(connection, [*groups, *markers])
+    group commits once. Each commit goes to the group's coordinator."""
+    coordinators = await group_coordinators(bootstrap, [*groups, *markers])
 
     async def committer(own_groups: list[str]) -> None:
-        async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
+        async with CoordinatorConnections(coordinators, "ingest-bench") as committing:
             for round_number in range(1, rounds + 1):
                 for group in own_groups:
                     topic, partitions, last = groups[group]
                     offset = max(0, last - rounds + round_number)
-                    await commit(connection, group, topic, dict.fromkeys(range(partitions), offset))
+                    await committing.commit(group, topic, dict.fromkeys(range(partitions), offset))
 
     names = list(groups)
     await asyncio.gather(*(committer(names[i::connections]) for i in range(connections)))
-    async with await KafkaConnection.connect(bootstrap, client_id="ingest-bench") as connection:
+    async with CoordinatorConnections(coordinators, "ingest-bench") as committing:
         for group in markers:
-            await commit(connection, group, MARKER_TOPIC, {0: 1})
+            await committing.commit(group, MARKER_TOPIC, {0: 1})
 
 
 def marker_seen(monitor: MonitorProcess, group: str) -> bool:

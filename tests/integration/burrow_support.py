@@ -67,7 +67,7 @@ def proc_status_bytes(pid: int, field: str) -> int:
 class MonitorSettings:
     """What both monitors are told, under each one's own key names."""
 
-    bootstrap: str
+    bootstrap: str  # host:port, or several joined by commas (a cluster)
     intervals: int = 10
     offset_refresh: int = 10
     topic_refresh: int = 60
@@ -199,7 +199,7 @@ class BurrowProcess(MonitorProcess):
 
     def config_text(self) -> str:
         s = self.settings
-        servers = toml_list([s.bootstrap])
+        servers = toml_list(s.bootstrap.split(","))
         text = f"""
 [general]
 pidfile="{self.directory}/burrow.pid"
@@ -284,9 +284,9 @@ class BurrowpyProcess(MonitorProcess):
             "evaluator": {"default": {"class-name": "caching", "expire-cache": s.expire_cache,
                                       "minimum-complete": s.minimum_complete}},
             # share groups are judged over as many readings as consumer groups over commits
-            "cluster": {CLUSTER: {"class-name": "kafka", "servers": [s.bootstrap], "offset-refresh": s.offset_refresh,
+            "cluster": {CLUSTER: {"class-name": "kafka", "servers": s.bootstrap.split(","), "offset-refresh": s.offset_refresh,
                                   "topic-refresh": s.topic_refresh, "share-group-intervals": s.intervals}},
-            "consumer": {CONSUMER: {"class-name": "kafka", "cluster": CLUSTER, "servers": [s.bootstrap]}},
+            "consumer": {CONSUMER: {"class-name": "kafka", "cluster": CLUSTER, "servers": s.bootstrap.split(",")}},
         }
         if s.topic_health_refresh is not None:
             config["cluster"][CLUSTER]["topic-health-refresh"] = s.topic_health_refresh
