@@ -17,8 +17,9 @@ from log_harness import Clock, all_records, batch, config
 from broker.cluster.follower_log import append_leader_batches
 from broker.errors import ErrorCode, KafkaError
 from broker.log.files import read_int
-from broker.log.partition import RECOVERY_POINT_FILE, PartitionLog, RollPending
+from broker.log.partition import LOG_START_FILE, RECOVERY_POINT_FILE, PartitionLog, RollPending
 from broker.log.segment import segment_file
+from broker.protocol.records import HEADER_SIZE, patched_header
 
 SMALL = config(segment_bytes=300)
 RECORD = batch(2, value=b"x" * 30)  # two fit a segment, the third rolls
@@ -213,3 +214,96 @@ def test_a_recovery_point_noted_earlier_never_replaces_one_written_later(tmp_pat
     log._write_recovery_point(*late)
     log._write_recovery_point(*early)
     assert read_int(os.path.join(tmp_path / "p", RECOVERY_POINT_FILE)) == 9
+
+
+def test_an_empty_segment_rolls_on_the_roller_and_its_files_go(tmp_path):
+    """A follower's batch past the empty active segment's 32-bit range (the leader's log start moved far)."""
+    follower, jobs = rolling_log(tmp_path / "p")
+    far = 2**31 + 10
+    produced = batch(2)
+    moved = bytes(patched_header(produced, far, 0)) + produced[HEADER_SIZE:]
+    with pytest.raises(RollPending) as pending:
+        follower.append_replicated(moved, roll_off_thread=True)
+    assert len(jobs) == 1 and segment_files(tmp_path / "p") == [f"{0:020d}.log"]  # nothing made on this thread
+    assert follower.log_end_offset == 0 and all_records(follower) == []
+    with pytest.raises(RollPending) as again:
+        follower.append(RECORD, roll_off_thread=True)
+    assert again.value.rolled is pending.value.rolled
+
+    jobs.run()
+    pending.value.rolled.result(0)
+    assert segment_files(tmp_path / "p") == [f"{far:020d}.log"]  # the empty segment went with its files
+    assert follower.segment_count == 1 and follower.log_end_offset == far
+    assert follower.append_replicated(moved, roll_off_thread=True) == far + 2
+    assert [r.offset for r in all_records(follower, far)] == [far, far + 1]
+
+
+def log_of_three_segments(directory) -> tuple[PartitionLog, Jobs]:
+    log, jobs = rolling_log(directory)
+    for _ in range(6):
+        log.append(RECORD)  # rolls on this thread: no roll_off_thread
+    assert log.segment_count == 3 and log.log_end_offset == 12
+    log.delete_records_before(5)
+    log.flush()  # the log start checkpoint written (the test's flusher runs nothing)
+    return log, jobs
+
+
+def test_a_truncation_that_empties_the_log_rolls_on_the_roller(tmp_path):
+    log, jobs = log_of_three_segments(tmp_path / "p")
+    before = segment_files(tmp_path / "p")
+    log.truncate_to(3, roll_off_thread=True)  # below the log start: the log restarts at 3
+    assert (log.log_start_offset, log.log_end_offset, log.segment_count) == (3, 3, 1)
+    assert len(jobs) == 1 and segment_files(tmp_path / "p") == before  # no file made, renamed or written here
+    assert all_records(log) == [] and log.latest_epoch == -1
+    with pytest.raises(RollPending) as pending:
+        log.append(RECORD, roll_off_thread=True)
+    waiting = threading.Thread(target=log.append, args=(RECORD,))  # an append without roll_off_thread waits
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and log.log_end_offset == 3
+
+    jobs.run()
+    waiting.join(10)
+    pending.value.rolled.result(0)
+    assert segment_files(tmp_path / "p") == [f"{3:020d}.log"]
+    assert log.append(RECORD, roll_off_thread=True).base_offset == 5
+    assert [r.offset for r in all_records(log)] == [3, 4, 5, 6]
+    assert read_int(os.path.join(tmp_path / "p", LOG_START_FILE)) == 3
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
+    assert (reopened.log_start_offset, [r.offset for r in all_records(reopened)]) == (3, [3, 4, 5, 6])
+
+
+def test_a_crash_before_a_truncations_roll_finds_the_old_log(tmp_path):
+    log, _jobs = log_of_three_segments(tmp_path / "p")
+    records = all_records(log)
+    log.truncate_to(3, roll_off_thread=True)
+    log.close_without_checkpoint()  # the process dies; the roller never ran: as if the truncation had not begun
+    recovered = PartitionLog(tmp_path / "p", SMALL, Clock())
+    assert (recovered.log_start_offset, all_records(recovered)) == (5, records)
+
+
+def test_a_truncations_roll_that_fails_leaves_a_log_at_its_new_start_and_is_made_again(tmp_path):
+    """The roller wrote the checkpoints and renamed the old segments, then could not make the new segment: what a
+    crash at that moment leaves too."""
+    log, jobs = log_of_three_segments(tmp_path / "p")
+    blocker = segment_file(str(tmp_path / "p"), 3, ".log")
+    log.truncate_to(3, roll_off_thread=True)
+    os.mkdir(blocker)
+    jobs.run()
+    assert segment_files(tmp_path / "p") == [f"{3:020d}.log"] and os.path.isdir(blocker)  # the old ones renamed
+    shutil.copytree(tmp_path / "p", tmp_path / "crashed", ignore=shutil.ignore_patterns("*.log"))
+    crashed = PartitionLog(tmp_path / "crashed", SMALL, Clock())
+    assert (crashed.log_start_offset, crashed.log_end_offset, crashed.latest_epoch) == (3, 3, -1)
+
+    retried = append_until_rolling(log)  # the next append makes the roll again
+    jobs.run()
+    with pytest.raises(KafkaError) as failed:
+        retried.rolled.result(0)
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    os.rmdir(blocker)
+    again = append_until_rolling(log)
+    jobs.run()
+    again.rolled.result(0)
+    assert log.append(RECORD, roll_off_thread=True).base_offset == 3
+    assert [r.offset for r in all_records(log)] == [3, 4]
