@@ -546,6 +546,15 @@ class PartitionLog(LogRecovery, LogReads):
         self._write_later(self._path(LOG_START_FILE), str(offset).encode())
         self._epochs.clear()
 
+    def close(self) -> None:
+        """See :meth:`LogDurability.close`. A restart whose roll failed (the active segment still planned) is rolled
+        first, on this thread: the old segments it has not renamed would otherwise be opened, trusted, next time."""
+        with self._lock:
+            self._wait_for_roll()
+            if not self._closed and self._segments[-1].planned:
+                self._roll(self._now_ms(), self.log_end_offset)
+            super().close()
+
     def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
         """Forget the producers idle ``max_idle_ms`` (producer.id.expiration.ms), but for those with an open
         transaction: a later batch of one is then a new producer's, and a retried one no longer a duplicate."""

@@ -307,3 +307,17 @@ def test_a_truncations_roll_that_fails_leaves_a_log_at_its_new_start_and_is_made
     again.rolled.result(0)
     assert log.append(RECORD, roll_off_thread=True).base_offset == 3
     assert [r.offset for r in all_records(log)] == [3, 4]
+
+
+def test_a_truncations_roll_that_failed_before_the_renames_is_made_on_close(tmp_path):
+    log, jobs = log_of_three_segments(tmp_path / "p")
+    blocker = os.path.join(tmp_path / "p", LOG_START_FILE)
+    os.unlink(blocker)
+    os.mkdir(blocker)  # the new log start cannot be written: the roll fails before it renames anything
+    log.truncate_to(3, roll_off_thread=True)
+    jobs.run()
+    assert log.log_end_offset == 3 and len(segment_files(tmp_path / "p")) == 2
+    os.rmdir(blocker)
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
+    assert (reopened.log_start_offset, reopened.log_end_offset, all_records(reopened)) == (3, 3, [])
