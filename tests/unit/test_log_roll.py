@@ -321,3 +321,33 @@ def test_a_truncations_roll_that_failed_before_the_renames_is_made_on_close(tmp_
     log.close()
     reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
     assert (reopened.log_start_offset, reopened.log_end_offset, all_records(reopened)) == (3, 3, [])
+
+
+def test_a_crash_while_an_empty_segment_rolls_recovers_at_the_new_base(tmp_path):
+    """The roller made the new segment's log file (not its indexes) and has not taken the empty one out."""
+    made: list[concurrent.futures.Future[None]] = []
+
+    def roll_in(job) -> None:
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        made.append(done)
+        threading.Thread(target=lambda: (job(), done.set_result(None))).start()
+
+    follower, _ = rolling_log(tmp_path / "p", roll_in)
+    far = 2**31 + 10
+    moved = bytes(patched_header(RECORD, far, 0)) + RECORD[HEADER_SIZE:]
+    with follower._lock:  # the roller can make the files, not make the new segment active
+        with pytest.raises(RollPending) as pending:
+            follower.append_replicated(moved, roll_off_thread=True)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(segment_file(str(tmp_path / "p"), far, ".timeindex")):
+            assert time.monotonic() < deadline, "the roller did not make the new segment's files"
+            time.sleep(0.01)
+        shutil.copytree(tmp_path / "p", tmp_path / "crashed")
+    pending.value.rolled.result(10)
+    made[0].result(10)
+    for suffix in (".index", ".timeindex"):
+        os.unlink(segment_file(str(tmp_path / "crashed"), far, suffix))
+    recovered = PartitionLog(tmp_path / "crashed", SMALL, Clock())
+    assert recovered.log_end_offset == far and recovered._segments[-1].base_offset == far
+    assert recovered.append_replicated(moved) == far + 2
+    assert [r.offset for r in all_records(recovered, far)] == [far, far + 1]
