@@ -56,7 +56,8 @@ gets RollPending too, with the same future, and is made again once it is done, i
 batch is written before the new segment is open and active, and reads meanwhile see the sealed segment, which
 holds every record appended. A crash during a roll leaves the sealed segment whole and at most an empty new
 one, which recovery opens as the active segment. Truncation, retention, close() and appends without
-``roll_off_thread`` (which roll on their own thread) wait for a roll under way.
+``roll_off_thread`` (which roll on their own thread) wait for a roll under way. Retention's roll of an expired
+active segment is the roller's too, waited for with the lock released.
 
 Two rolls have no data to seal. An empty active segment rolls when a follower's batch lies past its 32-bit range
 (the leader's log start moved far): the new segment takes its place and its files go. A follower's truncation
@@ -599,7 +600,13 @@ class PartitionLog(LogRecovery, LogReads):
             if (len(self._segments) == 1 and first.size == 0) or not predicate(first, now_ms):
                 return deleted
             if len(self._segments) == 1:
-                self._roll(now_ms, self.log_end_offset)
+                # on the roller, waited for with the lock released: made here, under it, the roll held up the event
+                # loop's appends and reads of the partition as long as the disk took to make the new segment
+                rolled = self._start_roll(now_ms, self.log_end_offset)
+                self._wait_for_roll()
+                rolled.result()
+                if self._closed or len(self._segments) == 1 or self._segments[0] is not first:
+                    return deleted  # the log changed meanwhile (closed, truncated): the next pass looks again
             self._delete_first_segment()
             deleted += 1
 

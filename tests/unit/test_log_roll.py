@@ -351,3 +351,26 @@ def test_a_crash_while_an_empty_segment_rolls_recovers_at_the_new_base(tmp_path)
     assert recovered.log_end_offset == far and recovered._segments[-1].base_offset == far
     assert recovered.append_replicated(moved) == far + 2
     assert [r.offset for r in all_records(recovered, far)] == [far, far + 1]
+
+
+def test_retention_rolls_the_active_segment_on_the_roller_with_the_lock_released(tmp_path):
+    clock = Clock()
+    jobs = Jobs()
+    log = PartitionLog(tmp_path / "p", config(retention_ms=1000), clock, background=Jobs().append, roll_in=jobs.append)
+    log.append(RECORD)
+    clock.advance(5000)
+    deleted: list[int] = []
+    retention = threading.Thread(target=lambda: deleted.append(log.apply_retention()))
+    retention.start()
+    deadline = time.monotonic() + 10
+    while not jobs:
+        assert time.monotonic() < deadline, "retention did not hand its roll to the roller"
+        time.sleep(0.01)
+    with pytest.raises(RollPending):  # the lock is free: the event loop's append is answered, and waits
+        log.append(RECORD, roll_off_thread=True)
+    assert [r.offset for r in all_records(log)] == [0, 1]  # reads see every record meanwhile
+    assert segment_files(tmp_path / "p") == [f"{0:020d}.log"]
+    jobs.run()
+    retention.join(10)
+    assert deleted == [1] and (log.log_start_offset, log.log_end_offset, log.segment_count) == (2, 2, 1)
+    assert log.append(RECORD, roll_off_thread=True).base_offset == 2
