@@ -217,8 +217,8 @@ class LogSegment:
     @classmethod
     def plan(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> LogSegment:
         """An empty segment without files, never written to: a log emptied by a follower's truncation stands on
-        it until the roller has made the files of the segment that replaces it (in the log, made on the
-        event loop, they waited for the disk's journal)."""
+        it until the roller has made the files of the segment that replaces it (made on the event loop, they
+        held it up whenever the disk's journal was busy)."""
         segment = cls(directory, base_offset, index_interval_bytes, now_ms)
         segment.planned = True
         segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False, make=False)

@@ -35,7 +35,7 @@ class Jobs(list):
 
 def rolling_log(directory, roll_in=None, settings=SMALL) -> tuple[PartitionLog, Jobs]:
     jobs = Jobs()
-    log = PartitionLog(directory, settings, Clock(), background=Jobs().append, roll_in=roll_in or jobs.append)
+    log = PartitionLog(directory, settings, Clock(), background=Jobs().append, roll_in=jobs.append if roll_in is None else roll_in)
     return log, jobs
 
 
@@ -107,23 +107,31 @@ def test_a_roll_the_disk_refuses_fails_the_waiting_appends_and_the_next_roll_suc
     assert log.segment_count == 2
 
 
-def test_a_crash_while_the_roller_makes_the_new_segment_recovers_every_record(tmp_path):
-    """The roller made the new segment's files but has not made it active when the process dies."""
-    made: list[concurrent.futures.Future[None]] = []
+class ThreadedRoller(list):
+    """Each roll on a thread of its own; the futures say when each is over."""
 
-    def roll_in(job) -> None:
+    def __call__(self, job) -> None:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        made.append(done)
+        self.append(done)
         threading.Thread(target=lambda: (job(), done.set_result(None))).start()
 
-    log, _ = rolling_log(tmp_path / "p", roll_in)
+
+def wait_for_files(directory, base: int) -> None:
+    """Until the roller has made the segment at ``base`` (its time index is the last of its files)."""
+    deadline = time.monotonic() + 10
+    while not os.path.exists(segment_file(str(directory), base, ".timeindex")):
+        assert time.monotonic() < deadline, "the roller did not make the new segment's files"
+        time.sleep(0.01)
+
+
+def test_a_crash_while_the_roller_makes_the_new_segment_recovers_every_record(tmp_path):
+    """The roller made the new segment's files but has not made it active when the process dies."""
+    made = ThreadedRoller()
+    log, _ = rolling_log(tmp_path / "p", made)
     with log._lock:  # the roller can make the files, not make the new segment active
         pending = append_until_rolling(log)
         end = log.log_end_offset
-        deadline = time.monotonic() + 10
-        while not os.path.exists(segment_file(str(tmp_path / "p"), end, ".timeindex")):
-            assert time.monotonic() < deadline, "the roller did not make the new segment's files"
-            time.sleep(0.01)
+        wait_for_files(tmp_path / "p", end)
         shutil.copytree(tmp_path / "p", tmp_path / "crashed")
     pending.rolled.result(10)
     made[0].result(10)
@@ -325,23 +333,14 @@ def test_a_truncations_roll_that_failed_before_the_renames_is_made_on_close(tmp_
 
 def test_a_crash_while_an_empty_segment_rolls_recovers_at_the_new_base(tmp_path):
     """The roller made the new segment's log file (not its indexes) and has not taken the empty one out."""
-    made: list[concurrent.futures.Future[None]] = []
-
-    def roll_in(job) -> None:
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        made.append(done)
-        threading.Thread(target=lambda: (job(), done.set_result(None))).start()
-
-    follower, _ = rolling_log(tmp_path / "p", roll_in)
+    made = ThreadedRoller()
+    follower, _ = rolling_log(tmp_path / "p", made)
     far = 2**31 + 10
     moved = bytes(patched_header(RECORD, far, 0)) + RECORD[HEADER_SIZE:]
     with follower._lock:  # the roller can make the files, not make the new segment active
         with pytest.raises(RollPending) as pending:
             follower.append_replicated(moved, roll_off_thread=True)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(segment_file(str(tmp_path / "p"), far, ".timeindex")):
-            assert time.monotonic() < deadline, "the roller did not make the new segment's files"
-            time.sleep(0.01)
+        wait_for_files(tmp_path / "p", far)
         shutil.copytree(tmp_path / "p", tmp_path / "crashed")
     pending.value.rolled.result(10)
     made[0].result(10)
@@ -374,3 +373,21 @@ def test_retention_rolls_the_active_segment_on_the_roller_with_the_lock_released
     retention.join(10)
     assert deleted == [1] and (log.log_start_offset, log.log_end_offset, log.segment_count) == (2, 2, 1)
     assert log.append(RECORD, roll_off_thread=True).base_offset == 2
+
+
+def test_a_crash_while_the_roller_makes_a_restarted_logs_segment_recovers_at_its_start(tmp_path):
+    """The roller wrote the checkpoints, renamed the old segments and made the new segment's log file (not its
+    indexes), and has not made it active."""
+    made = ThreadedRoller()
+    log, _ = log_of_three_segments(tmp_path / "p")
+    log._roll_in = made
+    with log._lock:
+        log.truncate_to(3, roll_off_thread=True)
+        wait_for_files(tmp_path / "p", 3)
+        shutil.copytree(tmp_path / "p", tmp_path / "crashed")
+    made[0].result(10)
+    for suffix in (".index", ".timeindex"):
+        os.unlink(segment_file(str(tmp_path / "crashed"), 3, suffix))
+    recovered = PartitionLog(tmp_path / "crashed", SMALL, Clock())
+    assert (recovered.log_start_offset, recovered.log_end_offset, all_records(recovered)) == (3, 3, [])
+    assert recovered.append(RECORD).base_offset == 3
