@@ -300,7 +300,7 @@ def test_a_truncations_roll_that_fails_leaves_a_log_at_its_new_start_and_is_made
     os.mkdir(blocker)
     jobs.run()
     assert segment_files(tmp_path / "p") == [f"{3:020d}.log"] and os.path.isdir(blocker)  # the old ones renamed
-    shutil.copytree(tmp_path / "p", tmp_path / "crashed", ignore=shutil.ignore_patterns("*.log"))
+    shutil.copytree(tmp_path / "p", tmp_path / "crashed", ignore=shutil.ignore_patterns("*.log"))  # all but the blocker
     crashed = PartitionLog(tmp_path / "crashed", SMALL, Clock())
     assert (crashed.log_start_offset, crashed.log_end_offset, crashed.latest_epoch) == (3, 3, -1)
 
