@@ -58,7 +58,7 @@ def cut_divergent_tail(plog: PartitionLog, asked_epoch: int, asked_epoch_start: 
     if offset < plog.log_end_offset:
         log.info("truncating divergent log tail", directory=plog.directory, from_offset=plog.log_end_offset,
                  to_offset=offset, epoch=asked_epoch)
-        plog.truncate_to(offset)
+        plog.truncate_to(offset, roll_off_thread=True)  # a log emptied rolls on the roller: the event loop goes on
     # A round that cut nothing older cannot make the next answer differ: stop rather than loop.
     return agreed or plog.latest_epoch >= asked_epoch
 
@@ -77,7 +77,7 @@ def append_leader_batches(plog: PartitionLog, records: bytes, fetch_offset: int)
         if header.next_offset <= fetch_offset:
             continue
         if header.base_offset < plog.log_end_offset:
-            plog.truncate_to(header.base_offset)
+            plog.truncate_to(header.base_offset, roll_off_thread=True)
         plog.append_replicated(view[pos:], roll_off_thread=True)
         return True
     return False

@@ -83,7 +83,9 @@ class LogDurability(PartitionState):
             writes = self._in_flight = self._take_writes()
             rolled = [] if self._closed else self._pending_sync()  # close() fsynced them
             flush = done is not None and self._flush_requested is done
-            flushing = [self._segments[-1]] if flush and not self._closed else []
+            active = self._segments[-1]
+            # a planned segment (a restarted log's until its roll) has no file, nor anything written
+            flushing = [active] if flush and not self._closed and not active.planned else []
             syncing = [*rolled, *flushing]
             loaned = self._descriptors.borrow(len(syncing))
             descriptors = [os.dup(segment.fd) for segment in syncing] if loaned else []

@@ -76,9 +76,11 @@ class _IndexFile:
     _entry: struct.Struct
     _pending: bytearray  # packed entries not yet written
 
-    def _open_file(self, path: str, *, fresh: bool) -> None:
-        """Make sure the file exists; ``fresh``: empty it (a new segment's index), else keep what it holds."""
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else 0), 0o644))
+    def _open_file(self, path: str, *, fresh: bool, make: bool) -> None:
+        """Make sure the file exists (unless not ``make``: a planned segment's, which never has one); ``fresh``:
+        empty it (a new segment's index), else keep what it holds."""
+        if make:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else 0), 0o644))
         self._fd = -1
         self._closed = False
         self._pending = bytearray()
@@ -136,7 +138,7 @@ class OffsetIndex(_IndexFile):
 
     _entry = _OFFSET_ENTRY
 
-    def __init__(self, path: str, base_offset: int, *, load: bool = True,
+    def __init__(self, path: str, base_offset: int, *, load: bool = True, make: bool = True,
                  account: DescriptorAccount | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
@@ -153,7 +155,7 @@ class OffsetIndex(_IndexFile):
                 raw.byteswap()
             self._relative_offsets = raw[0::2]
             self._positions = raw[1::2]
-        self._open_file(path, fresh=not load)
+        self._open_file(path, fresh=not load, make=make)
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -196,7 +198,7 @@ class TimeIndex(_IndexFile):
 
     _entry = _TIME_ENTRY
 
-    def __init__(self, path: str, base_offset: int, *, load: bool = True,
+    def __init__(self, path: str, base_offset: int, *, load: bool = True, make: bool = True,
                  account: DescriptorAccount | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
@@ -209,7 +211,7 @@ class TimeIndex(_IndexFile):
         for timestamp, relative in _TIME_ENTRY.iter_unpack(data[:usable]):
             self._timestamps.append(timestamp)
             self._relative_offsets.append(relative)
-        self._open_file(path, fresh=not load)
+        self._open_file(path, fresh=not load, make=make)
 
     def __len__(self) -> int:
         return len(self._timestamps)

@@ -56,7 +56,15 @@ gets RollPending too, with the same future, and is made again once it is done, i
 batch is written before the new segment is open and active, and reads meanwhile see the sealed segment, which
 holds every record appended. A crash during a roll leaves the sealed segment whole and at most an empty new
 one, which recovery opens as the active segment. Truncation, retention, close() and appends without
-``roll_off_thread`` (which roll on their own thread) wait for a roll under way.
+``roll_off_thread`` (which roll on their own thread) wait for a roll under way. Retention's roll of an expired
+active segment is the roller's too, waited for with the lock released.
+
+Two rolls have no data to seal. An empty active segment rolls when a follower's batch lies past its 32-bit range
+(the leader's log start moved far): the new segment takes its place and its files go. A follower's truncation
+that empties the log (``truncate_to`` with ``roll_off_thread``) leaves it at once on a *planned* segment, memory
+only and never written to, and rolls from it: the roller writes the log's new checkpoints, renames the old
+segments' files and makes the new segment's, in that order, so that a crash finds either the old log or the new
+start.
 
 The parts
 ---------
@@ -98,7 +106,7 @@ from broker.log.partition_state import (
 from broker.log.producer_state import write_snapshot
 from broker.log.reads import LogReads
 from broker.log.recovery import LogRecovery
-from broker.log.segment import LogSegment, SealedTail
+from broker.log.segment import LogSegment
 from broker.log.txn_index import write_entries
 from broker.protocol.record_walk import RecordChecks, validate_records
 from broker.protocol.records import (
@@ -164,6 +172,7 @@ class PartitionLog(LogRecovery, LogReads):
     ) -> None:
         super().__init__(directory, config, clock, auto_high_watermark, background, descriptors)
         self._roll_in = roll_in  # runs the file work of rolls asked with roll_off_thread
+        self._retiring: list[LogSegment] = []  # segments a restart took out of the log, until its roll renames them
         self._epochs = LeaderEpochCache(self.directory, write=self._write_later)
         self._open()
 
@@ -305,18 +314,21 @@ class PartitionLog(LogRecovery, LogReads):
     def _maybe_roll(self, size: int, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
                     roll_off_thread: bool) -> None:
         """Roll before writing a batch that needs it (:meth:`_roll_due`): on this thread, or with
-        ``roll_off_thread`` (a segment holding data) on the roller, raising RollPending."""
+        ``roll_off_thread`` on the roller, raising RollPending."""
         if not self._roll_due(size, last_offset, max_timestamp, now_ms):
             return
-        if roll_off_thread and self._segments[-1].size:
+        if roll_off_thread:
             raise RollPending(self._start_roll(now_ms, base_offset))
         self._roll(now_ms, base_offset)
 
     def _roll_due(self, size: int, last_offset: int, max_timestamp: int, now_ms: int) -> bool:
         """Whether a batch must go to a new segment: it would overfill the active one, arrives after
         ``segment.ms`` (Kafka measures from the first batch's timestamp to this one's), or its offsets
-        do not fit the segment's 32-bit relative range."""
+        do not fit the segment's 32-bit relative range; and always on a planned segment (a restarted log's whose
+        roll failed), which has no files to write to."""
         active = self._segments[-1]
+        if active.planned:
+            return True
         if last_offset - active.base_offset > INT32_MAX:
             return True
         if active.size == 0:
@@ -344,19 +356,10 @@ class PartitionLog(LogRecovery, LogReads):
         is under way (see "Rolls")."""
         old = self._segments[-1]
         try:
-            if old.size == 0:
-                # nothing to keep: its files go first, as the new segment may have its very base offset
-                old.delete()
-                self._segments.pop()
-                self._bases.pop()
-                self._segments.append(self._new_segment(base_offset, now_ms))
-                self._bases.append(base_offset)
-                self._schedule_durability()
-                snapshot = self._producers.to_json()
-            else:
-                snapshot = self._install_roll(old, self._roll_files(old.seal(), base_offset, now_ms), base_offset)
+            snapshot = self._install_roll(old, self._roll_work(old, base_offset, now_ms)(), base_offset)
         except OSError as exc:
             raise _roll_failed(self.directory, exc) from exc
+        self._delete_if_empty(old)
         self._write_roll_snapshot(base_offset, snapshot)
 
     def _start_roll(self, now_ms: int, base_offset: int) -> concurrent.futures.Future[None]:
@@ -364,16 +367,16 @@ class PartitionLog(LogRecovery, LogReads):
         old = self._segments[-1]
         rolled: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._rolling = rolled
-        self._roll_in(partial(self._roll_job, old, old.seal(), base_offset, now_ms, rolled))
+        self._roll_in(partial(self._roll_job, old, self._roll_work(old, base_offset, now_ms), base_offset, rolled))
         return rolled
 
-    def _roll_job(self, old: LogSegment, tail: SealedTail, base_offset: int, now_ms: int,
+    def _roll_job(self, old: LogSegment, work: Callable[[], LogSegment], base_offset: int,
                   rolled: concurrent.futures.Future[None]) -> None:
         """The roller's part of a roll: the files without the lock, then the new segment made active under it."""
         snapshot = None
         failure: BaseException | None = None
         try:
-            new = self._roll_files(tail, base_offset, now_ms)
+            new = work()
             with self._lock:
                 if self._closed or self._segments[-1] is not old:
                     new.delete()  # the log was closed meanwhile (its topic deleted): no files left behind
@@ -393,22 +396,55 @@ class PartitionLog(LogRecovery, LogReads):
             else:
                 rolled.set_exception(failure)
         if snapshot is not None:
+            self._delete_if_empty(old)
             self._write_roll_snapshot(base_offset, snapshot)
 
-    def _roll_files(self, tail: SealedTail, base_offset: int, now_ms: int) -> LogSegment:
-        """The file work of a roll, which needs no lock: the sealed segment's tail, then the new segment."""
-        tail.write()
-        return self._new_segment(base_offset, now_ms)
+    def _roll_work(self, old: LogSegment, base_offset: int, now_ms: int) -> Callable[[], LogSegment]:
+        """Seal ``old`` (the caller holds the lock); the file work of the roll, which needs no lock: the sealed
+        segment's tail, then the new segment. Before a restarted log's (a planned ``old``) come its checkpoints (log
+        start, leader epochs; the flusher's too, whichever writes first), the recovery point at the new base,
+        then the renames of the segments it took out: a crash at any point finds either the old segments or the
+        log's new start, and no later segment is trusted unchecked because of an older recovery point."""
+        tail = old.seal()
+        restart = None
+        if old.planned:
+            restart = dict(self._pending_writes), self._note_recovery_point(base_offset), list(self._retiring)
+
+        def work() -> LogSegment:
+            tail.write()
+            if restart is not None:
+                checkpoints, point, retiring = restart
+                self._write_files(checkpoints)
+                self._write_recovery_point(*point)
+                for segment in retiring:  # done again, harmlessly, if this roll fails and is made again
+                    self._discard(segment)
+            return self._new_segment(base_offset, now_ms)
+
+        return work
 
     def _install_roll(self, old: LogSegment, new: LogSegment, base_offset: int) -> bytes:
         """Make ``new`` the active segment; the producer state as of its base, for the snapshot. The caller holds
-        the lock. Memory only (but for closing descriptors)."""
-        old.release_descriptor()
-        self._unsynced.append(old)
+        the lock. Memory only (but for closing descriptors). An empty ``old`` leaves the log (its files go
+        afterwards, :meth:`_delete_if_empty`): only a gap of offsets or a restart rolls one."""
+        if old.size:
+            old.release_descriptor()
+            self._unsynced.append(old)
+        else:
+            self._segments.pop()
+            self._bases.pop()
+            if old.planned:
+                self._retiring = []
         self._segments.append(new)
         self._bases.append(base_offset)
         self._schedule_durability()
         return self._producers.to_json()
+
+    @staticmethod
+    def _delete_if_empty(old: LogSegment) -> None:
+        """The files of an empty segment a roll took out of the log; a planned one has none (and its base may be
+        the new segment's)."""
+        if not old.size and not old.planned:
+            old.delete()
 
     def _write_roll_snapshot(self, base_offset: int, snapshot: bytes) -> None:
         """The producer state at a new segment's base. Only a shortcut for recovery (which replays the batch
@@ -460,12 +496,14 @@ class PartitionLog(LogRecovery, LogReads):
         if self.log_start_offset < self._segments[0].base_offset:
             self._set_log_start(self._segments[0].base_offset)
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int, *, roll_off_thread: bool = False) -> None:
         """Remove every batch holding ``offset`` or later (a follower diverged from its leader).
 
         The log then ends at ``offset`` or, if that falls inside a batch, at that batch's base offset.
         At or below the log start the log is emptied and restarts at ``offset``; if the batch holding
-        ``offset`` began below the log start, the log is emptied and restarts at the log start.
+        ``offset`` began below the log start, the log is emptied and restarts at the log start. A restart
+        rolls to a new segment (:meth:`_restart_at`): with ``roll_off_thread`` (the event loop's truncations) on
+        the roller, the partition's appends getting RollPending until it is done.
         """
         with self._lock:
             self._settle_roll()
@@ -491,20 +529,32 @@ class PartitionLog(LogRecovery, LogReads):
             self._producers.clear()
             self._rebuild_producer_state()
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            if self._segments[-1].planned:
+                if roll_off_thread:
+                    self._start_roll(self._now_ms(), self.log_end_offset)
+                else:
+                    self._roll(self._now_ms(), self.log_end_offset)
 
     def _restart_at(self, offset: int) -> None:
-        """Delete every segment; the log continues, empty, at ``offset``."""
-        for segment in self._segments:
-            self._discard(segment)
+        """Take every segment out of the log; it continues, empty, at ``offset``, on a planned segment (memory
+        only) that the caller rolls. The roll's file work retires the old segments' files, after the log's new
+        checkpoints (:meth:`_roll_work`)."""
+        self._retiring += [segment for segment in self._segments if not segment.planned]
         self._aborted.replace([])
-        self._segments = [self._new_segment(offset, self._now_ms())]
+        self._segments = [LogSegment.plan(self.directory, offset, self.config.index_interval_bytes, self._now_ms())]
         self._bases = [offset]
         self.log_start_offset = offset
         self._write_later(self._path(LOG_START_FILE), str(offset).encode())
-        # a follower's truncation is not acknowledged to anyone who could wait: it writes at once, as before
-        self._write_now()
-        self._write_recovery_point(*self._note_recovery_point(offset))
         self._epochs.clear()
+
+    def close(self) -> None:
+        """See :meth:`LogDurability.close`. A restart whose roll failed (the active segment still planned) is rolled
+        first, on this thread: the old segments it has not renamed would otherwise be opened, trusted, next time."""
+        with self._lock:
+            self._wait_for_roll()
+            if not self._closed and self._segments[-1].planned:
+                self._roll(self._now_ms(), self.log_end_offset)
+            super().close()
 
     def expire_producers(self, now_ms: int, max_idle_ms: int) -> None:
         """Forget the producers idle ``max_idle_ms`` (producer.id.expiration.ms), but for those with an open
@@ -550,7 +600,13 @@ class PartitionLog(LogRecovery, LogReads):
             if (len(self._segments) == 1 and first.size == 0) or not predicate(first, now_ms):
                 return deleted
             if len(self._segments) == 1:
-                self._roll(now_ms, self.log_end_offset)
+                # on the roller, waited for with the lock released: made here, under it, the roll held up the event
+                # loop's appends and reads of the partition as long as the disk took to make the new segment
+                rolled = self._start_roll(now_ms, self.log_end_offset)
+                self._wait_for_roll()
+                rolled.result()
+                if self._closed or len(self._segments) == 1 or self._segments[0] is not first:
+                    return deleted  # the log changed meanwhile (closed, truncated): the next pass looks again
             self._delete_first_segment()
             deleted += 1
 

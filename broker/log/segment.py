@@ -186,6 +186,7 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         # Whether disk space may be reserved past the data (the topic's ``preallocate``).
         self._reserved = False
+        self.planned = False  # see plan()
 
     # --- opening ---------------------------------------------------------------------------------------
 
@@ -211,6 +212,17 @@ class LogSegment:
         segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX) + suffix, base_offset, load=False,
                                        account=account)
         segment.release_descriptor()
+        return segment
+
+    @classmethod
+    def plan(cls, directory: str, base_offset: int, index_interval_bytes: int, now_ms: int) -> LogSegment:
+        """An empty segment without files, never written to: a log emptied by a follower's truncation stands on
+        it until the roller has made the files of the segment that replaces it (made on the event loop, they
+        held it up whenever the disk's journal was busy)."""
+        segment = cls(directory, base_offset, index_interval_bytes, now_ms)
+        segment.planned = True
+        segment.offset_index = OffsetIndex(segment._path(INDEX_SUFFIX), base_offset, load=False, make=False)
+        segment.time_index = TimeIndex(segment._path(TIME_INDEX_SUFFIX), base_offset, load=False, make=False)
         return segment
 
     @classmethod
@@ -447,6 +459,8 @@ class LogSegment:
 
     def batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches from file position ``start`` on."""
+        if start >= self.size:
+            return iter(())  # no descriptor opened for nothing (a planned segment has no file to open)
         return iter(BatchScan(self.fd, start, self.size, self.base_offset, min_offset=-1))
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
@@ -510,6 +524,8 @@ class LogSegment:
     # --- durability and lifetime -------------------------------------------------------------------------
 
     def flush(self) -> None:
+        if self.planned:
+            return  # nothing written, and no file to sync
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
