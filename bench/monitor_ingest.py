@@ -117,14 +117,31 @@ def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: in
     # a retry after a timed-out request (a loaded Kafka creating partitions is slow) must not write a record twice.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
                          "queue.buffering.max.messages": max(100_000, sum(p * r for p, r in topics.values()) + 1)})
-    for name, (partitions, records) in topics.items():
-        for partition in range(partitions):
-            for number in range(records):
-                producer.produce(name, value=b"record %d" % number, partition=partition)
-        producer.poll(0)
-    producer.produce(MARKER_TOPIC, value=b"done", partition=0)
-    if producer.flush(300) != 0:
-        raise RuntimeError("records still unacknowledged after 300 s")
+    # A record may fail rather than wait (a cluster's brokers learn of new partitions one after the other, and
+    # librdkafka fails a record for a partition its metadata does not have yet): such records are written again,
+    # each partition's in order, until every one is acknowledged.
+    failed: list[tuple[str, int, bytes]] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is not None:
+            failed.append((message.topic(), message.partition(), message.value()))  # type: ignore[attr-defined]
+
+    wanted_records = [(name, partition, b"record %d" % number) for name, (partitions, records) in topics.items()
+                      for partition in range(partitions) for number in range(records)]
+    wanted_records.append((MARKER_TOPIC, 0, b"done"))
+    deadline = time.monotonic() + 300
+    while wanted_records:
+        for count, (name, partition, value) in enumerate(wanted_records):
+            producer.produce(name, value=value, partition=partition, on_delivery=delivered)
+            if count % 10_000 == 0:
+                producer.poll(0)
+        if producer.flush(max(1.0, deadline - time.monotonic())) != 0:
+            raise RuntimeError("records still unacknowledged after 300 s")
+        wanted_records, failed = sorted(failed, key=lambda record: (record[0], record[1])), []
+        if wanted_records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(wanted_records)} records could not be written in 300 s")
+            time.sleep(1)
 
 
 async def commit(connection: KafkaConnection, group: str, topic: str, offsets: dict[int, int]) -> None:
