@@ -113,13 +113,28 @@ def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: in
     for start in range(0, len(wanted), batch):
         for future in admin.create_topics(wanted[start:start + batch], operation_timeout=60).values():
             future.result(120)
+    # Every broker must know the partitions before records go to them (a cluster's brokers learn of new ones one
+    # after the other, and librdkafka fails or holds a record for a partition its metadata lacks).
+    written = [name for name, (_, records) in topics.items() if records] + [MARKER_TOPIC]
+    deadline = time.monotonic() + 300
+    for address in bootstrap.split(","):
+        node = AdminClient({"bootstrap.servers": address})
+        for name in written:
+            while True:
+                found = node.list_topics(name, timeout=30).topics.get(name)
+                if found is not None and found.error is None and len(found.partitions) == (
+                        topics[name][0] if name in topics else 1) and all(
+                        partition.leader >= 0 for partition in found.partitions.values()):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{address} does not know every partition of {name} after 300 s")
+                time.sleep(0.5)
     # librdkafka queues every record before the first is acknowledged: its queue must hold them all. Idempotence:
     # a retry after a timed-out request (a loaded Kafka creating partitions is slow) must not write a record twice.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                         "queue.buffering.max.messages": max(100_000, sum(p * r for p, r in topics.values()) + 1)})
-    # A record may fail rather than wait (a cluster's brokers learn of new partitions one after the other, and
-    # librdkafka fails a record for a partition its metadata does not have yet): such records are written again,
-    # each partition's in order, until every one is acknowledged.
+                         "queue.buffering.max.messages": max(100_000, sum(p * r for p, r in topics.values()) + 1),
+                         "message.timeout.ms": 120_000})
+    # A record that fails all the same (flush() does not say) is written again, until every one is acknowledged.
     failed: list[tuple[str, int, bytes]] = []
 
     def delivered(error: object, message: object) -> None:
@@ -129,18 +144,18 @@ def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: in
     wanted_records = [(name, partition, b"record %d" % number) for name, (partitions, records) in topics.items()
                       for partition in range(partitions) for number in range(records)]
     wanted_records.append((MARKER_TOPIC, 0, b"done"))
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600
     while wanted_records:
         for count, (name, partition, value) in enumerate(wanted_records):
             producer.produce(name, value=value, partition=partition, on_delivery=delivered)
             if count % 10_000 == 0:
                 producer.poll(0)
         if producer.flush(max(1.0, deadline - time.monotonic())) != 0:
-            raise RuntimeError("records still unacknowledged after 300 s")
+            raise RuntimeError("records still unacknowledged after 600 s")
         wanted_records, failed = sorted(failed, key=lambda record: (record[0], record[1])), []
         if wanted_records:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{len(wanted_records)} records could not be written in 300 s")
+                raise RuntimeError(f"{len(wanted_records)} records could not be written in 600 s")
             time.sleep(1)
 
 
