@@ -17,7 +17,10 @@ in the daemon, on a fake clock. CPU seconds (``time.process_time``) of one round
 - ``after an idle refresh``: a broker offset refresh that finds every offset where it was (what the cluster
   module stores every offset-refresh while nothing is produced), then a round 5 s later: the big groups'
   topic lags, so its new samples count and those groups are evaluated from their windows again; the
-  caught-up topics keep their version.
+  caught-up topics keep their version;
+- ``record-time wants``: storage's search for the record timestamps the groups' commits want
+  (``StorageState.record_time_wants``, after every refresh in the daemon): the first, after an idle refresh,
+  and after a refresh in which the big groups' topic grew by one record a partition.
 
 The smallest of ``--repeat`` runs of each is printed. ``--memory`` instead measures what the evaluator keeps
 after its first round (its bases: ``tracemalloc``, which slows the round many times over).
@@ -40,6 +43,7 @@ from burrowpy.evaluator.group import GroupEvaluation, assess_group
 from burrowpy.httpserver.ui.trends import every_group_evaluation
 from burrowpy.protocol import FetchConsumer, SetBrokerOffset, SetConsumerOffsets
 from burrowpy.storage.inmemory import InMemoryStorage
+from burrowpy.storage.state import StorageState
 
 CLUSTER = "local"
 INTERVALS = 10
@@ -109,6 +113,11 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
         await work()
         figures[name] = time.process_time() - started
 
+    def wants_timed(name: str, state: StorageState) -> None:
+        started = time.process_time()
+        state.record_time_wants(CLUSTER)
+        figures[name] = time.process_time() - started
+
     async def fresh(group: str) -> GroupEvaluation:
         topics_of_group = await ctx.fetch(FetchConsumer(CLUSTER, group, ctx.new_reply()))
         return assess_group(CLUSTER, group, topics_of_group, clock.now)
@@ -139,6 +148,15 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
         _, evaluations = await every_group_evaluation(ctx)
         if len(evaluations) != len(plan) or sum(e.status.name == "ERR" for e in evaluations) != args.big_groups:
             raise RuntimeError("the fleet was not evaluated as planned")
+        # What storage's workers do after each refresh: the record timestamps the groups' commits want.
+        wants_timed("record-time wants, first", state)
+        refresh()
+        wants_timed("record-time wants, after an idle refresh", state)
+        for topic, (partitions, records) in list(topics.items()):
+            if records:  # the big groups' topic: one record more in every partition
+                topics[topic] = (partitions, records + 1)
+        refresh()
+        wants_timed("record-time wants, after the big topic grew", state)
     finally:
         await evaluator.stop()
         await storage.stop()

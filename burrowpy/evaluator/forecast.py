@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 CAUGHT_UP = "caught_up"
 CATCHING_UP = "catching_up"
@@ -127,6 +127,37 @@ def forecast_from_rates(current_lag: int, consume: tuple[float, float] | None,
     if net_rate > 0:
         return Forecast(CATCHING_UP, round(current_lag / net_rate, 3))
     return Forecast(FALLING_BEHIND, None, round(-net_rate, 3))
+
+
+# forecasts_from_rate_columns' codes: caught up, no forecast, keeping pace, catching up, falling behind.
+_BY_CODE = (_CAUGHT_UP, None, _KEEPING_PACE)
+
+
+def forecasts_from_rate_columns(np: Any, current_lags: Sequence[int], consume: tuple[Any, Any, Any],
+                                produce: tuple[Any, Any, Any]) -> list[Forecast | None]:
+    """:func:`forecast_from_rates` of many partitions at once: each series as arrays of (per second, over
+    seconds, known), where known is False for a partition whose rate is None. The same float operations in the
+    same order, so the same figures."""
+    consume_rate, _, consume_known = consume
+    produce_rate, produce_span, produce_known = produce
+    lags = np.array(current_lags, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        net_rate = consume_rate - produce_rate
+        noise = (PACE_TOLERANCE * np.maximum(np.abs(consume_rate), np.abs(produce_rate))
+                 + np.sqrt(np.abs(produce_rate) / produce_span))
+        catch_up_seconds = lags / net_rate
+    behind = lags > 0
+    known = behind & consume_known & produce_known
+    pace = known & (np.abs(net_rate) <= noise)
+    catching = known & ~pace & (net_rate > 0)
+    falling = known & ~pace & ~catching
+    codes = np.where(behind, np.where(pace, 2, 1), 0)
+    forecasts: list[Forecast | None] = list(map(_BY_CODE.__getitem__, codes.tolist()))
+    for index, seconds in zip(np.flatnonzero(catching).tolist(), catch_up_seconds[catching].tolist(), strict=True):
+        forecasts[index] = Forecast(CATCHING_UP, round(seconds, 3))
+    for index, growth in zip(np.flatnonzero(falling).tolist(), (-net_rate[falling]).tolist(), strict=True):
+        forecasts[index] = Forecast(FALLING_BEHIND, None, round(growth, 3))
+    return forecasts
 
 
 def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:

@@ -29,7 +29,7 @@ from burrowpy.evaluator.forecast import (
     ForecastBasis,
     forecast_at,
     forecast_basis,
-    forecast_from_rates,
+    forecasts_from_rate_columns,
     group_forecast,
 )
 from burrowpy.evaluator.rules import NEVER, group_status_of, window_verdict
@@ -511,8 +511,8 @@ class _ColumnsClock:
             forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
                          for forecast in self.forecasts]
         else:
-            forecasts = list(map(forecast_from_rates, self.current_lags, _rates_at(np, self.consume, self.start, now_ms),
-                                 _rates_at(np, self.produce, self.start, now_ms)))
+            forecasts = forecasts_from_rate_columns(np, self.current_lags, _rates_at(np, self.consume, self.start, now_ms),
+                                                    _rates_at(np, self.produce, self.start, now_ms))
         return seconds, forecasts  # type: ignore[return-value]
 
 
@@ -637,13 +637,11 @@ def _series_columns(np: Any, values: Any, times: Any, start: Any) -> tuple[Any, 
     return first, newest, beat, grown
 
 
-def _rates_at(np: Any, series: Any, start: Any, now_ms: float) -> list[tuple[float, float] | None]:
-    """``forecast.rate_at`` of each row of :func:`_series_columns`' arrays."""
+def _rates_at(np: Any, series: Any, start: Any, now_ms: float) -> tuple[Any, Any, Any]:
+    """``forecast.rate_at`` of each row of :func:`_series_columns`' arrays: (per second, over seconds, known)."""
     first, newest, beat, grown = series
     end = np.where(now_ms - newest > beat, now_ms, newest)
     known = (newest > first) & (end > start)
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = grown * 1000.0 / (end - start)
-    spans = (end - start) / 1000.0
-    return [(rate, span) if ok else None
-            for rate, span, ok in zip(rates.tolist(), spans.tolist(), known.tolist(), strict=True)]
+    return rates, (end - start) / 1000.0, known

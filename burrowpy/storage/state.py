@@ -82,8 +82,52 @@ class TopicVersions:
         self.record_times = 0  # the record timestamps kept for the topic's partitions
 
 
+class WantsWalk:
+    """What :meth:`StorageState.record_time_wants` found at its last call, and the inputs it was found from.
+
+    A topic's wants and known timestamps depend on its newest broker offsets (``TopicVersions.newest``), the
+    timestamps given for it (``touched``) and the commits of the groups that consume it (a group's ``version``
+    and topics): a topic none of these moved for is not gone through again.
+    """
+
+    __slots__ = ("topics", "groups", "wanted", "touched")
+
+    def __init__(self) -> None:
+        self.topics: dict[str, int] = {}  # the newest broker offsets' version at the last walk
+        self.groups: dict[str, tuple[int, tuple[str, ...]]] = {}  # (version, topics) at the last walk
+        self.wanted: dict[str, set[tuple[str, int, int]]] = {}  # by topic, only topics that want something
+        self.touched: set[str] = set()  # topics given record timestamps since the last walk
+
+    def changed_topics(self, cluster: ClusterEntry) -> set[str]:
+        # A topic deleted is also left by every group that had it, which the groups' versions tell.
+        dirty = set(self.touched)
+        for topic, versions in cluster.versions.items():
+            if self.topics.get(topic) != versions.newest:
+                dirty.add(topic)
+        groups = cluster.groups
+        for name, (version, topics) in self.groups.items():
+            group = groups.get(name)
+            if group is None or group.version != version:
+                dirty.update(topics)
+        for name, group in groups.items():
+            seen = self.groups.get(name)
+            if seen is None or seen[0] != group.version:
+                dirty.update(group.topics)
+        return dirty
+
+    def walked(self, cluster: ClusterEntry, wanted: dict[str, set[tuple[str, int, int]]]) -> None:
+        self.touched.clear()
+        self.topics = {topic: versions.newest for topic, versions in cluster.versions.items()}
+        self.groups = {name: (group.version, tuple(group.topics)) for name, group in cluster.groups.items()}
+        for topic, wants in wanted.items():
+            if wants:
+                self.wanted[topic] = wants
+            else:
+                self.wanted.pop(topic, None)
+
+
 class ClusterEntry:
-    __slots__ = ("brokers", "groups", "record_times", "versions")
+    __slots__ = ("brokers", "groups", "record_times", "versions", "wants")
 
     def __init__(self) -> None:
         self.brokers: dict[str, list[BrokerRing]] = {}
@@ -92,6 +136,7 @@ class ClusterEntry:
         # (topic, partition) -> {offset: timestamp ms of the record there, None when it is gone}: the
         # records at groups' committed offsets, for lag in seconds. Only offsets some group sits at are kept.
         self.record_times: dict[tuple[str, int], dict[int, int | None]] = {}
+        self.wants = WantsWalk()
 
 
 class StorageState:
@@ -139,35 +184,43 @@ class StorageState:
         """The committed offsets whose record timestamp is wanted (behind the broker, not known yet).
 
         Known timestamps no group sits at any more are forgotten on the way, which bounds the cache by
-        the number of group partitions.
+        the number of group partitions. Only the topics whose inputs changed since the last call are gone
+        through again (:class:`WantsWalk`): the others' wants and known timestamps are still what they were.
         """
         cluster = self.clusters.get(cluster_name)
         if cluster is None:
             return None
-        wanted: set[tuple[str, int, int]] = set()
-        kept: dict[tuple[str, int], dict[int, int | None]] = {}
-        known = cluster.record_times
-        for group in cluster.groups.values():
-            for topic, entries in group.topics.items():
-                rings = cluster.brokers.get(topic)
-                if rings is None:
-                    continue
-                for partition, entry in enumerate(entries):
-                    committed = entry.ring.newest_offset() if entry.ring is not None else None
-                    if committed is None or partition >= len(rings):
+        walk = cluster.wants
+        dirty = walk.changed_topics(cluster)
+        if dirty:
+            wanted: dict[str, set[tuple[str, int, int]]] = {topic: set() for topic in dirty}
+            kept: dict[tuple[str, int], dict[int, int | None]] = {}
+            known = cluster.record_times
+            for group in cluster.groups.values():
+                for topic, entries in group.topics.items():
+                    if topic not in dirty:
                         continue
-                    broker_offset = rings[partition].newest()
-                    if broker_offset is None or committed >= broker_offset:
+                    rings = cluster.brokers.get(topic)
+                    if rings is None:
                         continue
-                    times = known.get((topic, partition))
-                    if times is not None and committed in times:
-                        kept.setdefault((topic, partition), {})[committed] = times[committed]
-                    else:
-                        wanted.add((topic, partition, committed))
-        for topic in {key[0] for key, times in known.items() if kept.get(key) != times}:
-            self._record_times_changed(cluster, topic)
-        cluster.record_times = kept
-        return sorted(wanted)
+                    for partition, entry in enumerate(entries):
+                        committed = entry.ring.newest_offset() if entry.ring is not None else None
+                        if committed is None or partition >= len(rings):
+                            continue
+                        broker_offset = rings[partition].newest()
+                        if broker_offset is None or committed >= broker_offset:
+                            continue
+                        times = known.get((topic, partition))
+                        if times is not None and committed in times:
+                            kept.setdefault((topic, partition), {})[committed] = times[committed]
+                        else:
+                            wanted[topic].add((topic, partition, committed))
+            for topic in {key[0] for key, times in known.items() if key[0] in dirty and kept.get(key) != times}:
+                self._record_times_changed(cluster, topic)
+            kept.update((key, times) for key, times in known.items() if key[0] not in dirty)
+            cluster.record_times = kept
+            walk.walked(cluster, wanted)
+        return sorted(want for wants in walk.wanted.values() for want in wants)
 
     @staticmethod
     def _record_times_changed(cluster: ClusterEntry, topic: str) -> None:
@@ -183,6 +236,7 @@ class StorageState:
             cluster.record_times.setdefault((topic, partition), {})[offset] = timestamp
         for topic in {topic for topic, *_ in request.times}:
             self._record_times_changed(cluster, topic)
+            cluster.wants.touched.add(topic)
         return None
 
     def _broker_position(self, cluster: ClusterEntry, topic: str, partition: int) -> tuple[int, int] | str:

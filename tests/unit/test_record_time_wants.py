@@ -1,0 +1,115 @@
+"""Storage's record-timestamp wants, worked out again only for the topics whose inputs changed, are those of a
+walk through every group partition: random broker refreshes, commits, owners, timestamps, deletes and expiries
+against the real storage state, and after each step the wants, the known timestamps kept and the topics whose
+known timestamps changed are compared with a walk that starts from nothing."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from burrowpy.protocol import (
+    SetBrokerOffset,
+    SetConsumerOffset,
+    SetConsumerOwner,
+    SetDeleteGroup,
+    SetDeletePartitionOffsets,
+    SetDeleteTopic,
+    SetRecordTimes,
+)
+from burrowpy.storage.state import StorageState, WantsWalk
+
+START_S = 1_700_000_000
+CLUSTER = "c"
+TOPICS = ("a", "b", "c")
+GROUPS = ("g1", "g2", "g3")
+
+topic = st.sampled_from(TOPICS)
+group = st.sampled_from(GROUPS)
+steps = st.one_of(
+    st.tuples(st.just("broker"), topic, st.integers(0, 3), st.sampled_from([0, 0, 1, 5])),
+    st.tuples(st.just("commit"), group, topic, st.integers(0, 3), st.integers(0, 12)),
+    st.tuples(st.just("owner"), group, topic, st.integers(0, 3)),
+    st.tuples(st.just("times"), st.sampled_from([*TOPICS, "elsewhere"]), st.integers(0, 3), st.integers(0, 12),
+              st.sampled_from([None, 5, 9])),
+    st.tuples(st.just("delete topic"), topic),
+    st.tuples(st.just("delete group"), group, st.sampled_from(["", *TOPICS])),
+    st.tuples(st.just("forget"), group, topic, st.integers(0, 3)),
+    st.tuples(st.just("tick"), st.sampled_from([1, 60, 200])),
+    st.tuples(st.just("walk")),
+)
+
+
+def from_nothing(state: StorageState) -> tuple[list, dict, set[str]]:
+    """What a first walk of a copy of the state finds: every topic gone through."""
+    fresh = copy.deepcopy(state)
+    cluster = fresh.clusters[CLUSTER]
+    cluster.wants = WantsWalk()
+    cluster.wants.touched.update(key[0] for key in cluster.record_times)
+    return walk(fresh)
+
+
+def walk(state: StorageState) -> tuple[list, dict, set[str]]:
+    cluster = state.clusters[CLUSTER]
+    before = {name: versions.record_times for name, versions in cluster.versions.items()}
+    wants = state.record_time_wants(CLUSTER)
+    changed = {name for name, versions in cluster.versions.items() if before.get(name) != versions.record_times}
+    return wants, copy.deepcopy(cluster.record_times), changed
+
+
+@settings(max_examples=200, deadline=None)
+@given(changes=st.lists(steps, min_size=1, max_size=40))
+# Caught up, then behind once the broker offset moves: no group changed, the topic's offsets did.
+@example(changes=[("commit", "g1", "a", 0, 10), ("walk",), ("broker", "a", 0, 1), ("walk",)])
+# A record timestamp given, then a group leaves the topic: its commit is no longer sat at.
+@example(changes=[("commit", "g1", "a", 0, 4), ("commit", "g1", "b", 0, 4), ("walk",), ("times", "a", 0, 4, 9),
+                  ("walk",), ("delete group", "g1", "a"), ("walk",)])
+# A group that starts committing to one more topic.
+@example(changes=[("commit", "g1", "a", 0, 4), ("walk",), ("commit", "g1", "b", 0, 4), ("walk",)])
+def test_wants_from_the_changed_topics_are_those_of_a_whole_walk(changes):
+    state = StorageState([CLUSTER], intervals=3, expire_group_s=300)
+    now_s = START_S
+    newest = dict.fromkeys(((name, p) for name in TOPICS for p in range(2)), 10)
+    counts = dict.fromkeys(TOPICS, 2)
+    order = 0
+    for name in TOPICS:
+        for p in range(2):
+            state.add_broker_offset(SetBrokerOffset(CLUSTER, name, p, 2, 10, now_s * 1000))
+    for change in changes:
+        kind = change[0]
+        if kind == "broker":  # a refresh of the topic, one partition grown, the topic perhaps with one more
+            _, name, p, grown = change
+            counts[name] = max(counts[name], p + 1)
+            newest[name, p] = newest.get((name, p), 0) + grown
+            for partition in range(counts[name]):
+                offset = newest.setdefault((name, partition), 0)
+                state.add_broker_offset(SetBrokerOffset(CLUSTER, name, partition, counts[name], offset,
+                                                        now_s * 1000))
+        elif kind == "commit":
+            order += 1
+            state.add_consumer_offset(SetConsumerOffset(CLUSTER, change[1], change[2], change[3], change[4], order,
+                                                        now_s * 1000), now_s)
+        elif kind == "owner":
+            state.add_consumer_owner(SetConsumerOwner(CLUSTER, change[1], change[2], change[3], "o", "o-id"), now_s)
+        elif kind == "times":
+            state.set_record_times(SetRecordTimes(CLUSTER, [change[1:]]))
+        elif kind == "delete topic":
+            state.delete_topic(SetDeleteTopic(CLUSTER, change[1]))
+            counts[change[1]] = 0
+            for p in range(4):
+                newest.pop((change[1], p), None)
+        elif kind == "delete group":
+            state.delete_group(SetDeleteGroup(CLUSTER, change[1], change[2]))
+        elif kind == "forget":
+            state.delete_partition_offsets(SetDeletePartitionOffsets(CLUSTER, change[1], change[2], change[3]))
+        elif kind == "tick":  # groups nobody committed to for expire-group are purged when fetched
+            now_s += change[1]
+            for name in GROUPS:
+                state.consumer(CLUSTER, name, now_s)
+        if kind == "walk" or len(changes) < 8:
+            expected = from_nothing(state)
+            assert walk(state) == expected
+    expected = from_nothing(state)
+    assert walk(state) == expected
