@@ -105,7 +105,7 @@ def marker_groups(partitions: int) -> list[str]:
 def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: int = 100) -> None:
     """Create ``topics`` (name: partitions, records per partition) and the marker topic, ``batch`` topics per
     CreateTopics request, then write the records to every partition (and one to the marker topic)."""
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -147,7 +147,10 @@ def prepare_topics(bootstrap: str, topics: dict[str, tuple[int, int]], batch: in
     deadline = time.monotonic() + 600
     while wanted_records:
         for count, (name, partition, value) in enumerate(wanted_records):
-            producer.produce(name, value=value, partition=partition, on_delivery=delivered)
+            try:
+                producer.produce(name, value=value, partition=partition, on_delivery=delivered)
+            except KafkaException:  # the producer's own metadata lacks the topic or partition yet
+                failed.append((name, partition, value))
             if count % 10_000 == 0:
                 producer.poll(0)
         if producer.flush(max(1.0, deadline - time.monotonic())) != 0:
