@@ -507,13 +507,14 @@ class _ColumnsClock:
         seconds: list[float | None] = [round(value, 3) if code else None for code, value in
                                        zip(codes.tolist(), (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(),
                                            strict=True)]
+        forecasts: list[Forecast | None]
         if self.forecasts is not None:
-            forecasts = [forecast_at(forecast, now_ms) if forecast.__class__ is ForecastBasis else forecast
+            forecasts = [forecast_at(forecast, now_ms) if isinstance(forecast, ForecastBasis) else forecast
                          for forecast in self.forecasts]
         else:
             forecasts = forecasts_from_rate_columns(np, self.current_lags, _rates_at(np, self.consume, self.start, now_ms),
                                                     _rates_at(np, self.produce, self.start, now_ms))
-        return seconds, forecasts  # type: ignore[return-value]
+        return seconds, forecasts
 
 
 def _packed(parts: Sequence[ConsumerPartition]) -> TopicSnapshot | None:
