@@ -3,8 +3,11 @@ a generated fleet.
 
     .venv/bin/python bench/monitor_fleet_daemon.py [--groups 2000] [--partitions 50000] [--big-groups 10]
                                                    [--refreshes 6] [--live 60] [--kafka-heap 3g]
+                                                   [--kafka-nodes 1] [--keep DIR]
 
-One run, one Kafka (a single KRaft node from the test peers), one fleet, both monitors configured alike
+One run, one Kafka (a single KRaft node from the test peers, or ``--kafka-nodes`` of them with one replica per
+partition: a node keeps every partition's log file open, and the full fleet needs more descriptors than one
+process may have here; this machine's full-scale run used four), one fleet, both monitors configured alike
 (``MonitorSettings``: a 10-commit window, offset-refresh 10 s, expire-cache 1 s):
 
 1. Fleet. ``--groups`` groups: ``--big-groups`` of them consume one topic of ``--big-partitions``
