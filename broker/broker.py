@@ -58,8 +58,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("broker")
 
-# Kafka's offsets.commit.timeout.ms: how long a group coordinator's write waits for the ISR in a cluster.
-OFFSETS_COMMIT_TIMEOUT = 5.0
+# In a cluster, how long the coordinators' writes (their logs, the transaction markers) wait for the ISR: Kafka's
+# offsets.commit.timeout.ms default (a fixed wait here: that key is on the README's list of inert configs).
+COORDINATOR_WRITE_TIMEOUT = 5.0
 
 
 # What ApiVersions advertises: every version in each range is served (kafkajs ignores minimums, so no
@@ -513,6 +514,15 @@ class Broker:
                 if leader_epoch is not None and leader_epoch != epoch:
                     raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                      f"{topic}-{partition}: leader epoch {epoch} here, not {leader_epoch}")
+                if topic in INTERNAL_TOPICS and self.replica_manager is not None:
+                    # the coordinators write with acks=all, so as a producer's acks=all batch, their write is
+                    # refused while the ISR is below the topic's min.insync.replicas (Kafka's check before it
+                    # appends); the coordinators answer their clients COORDINATOR_NOT_AVAILABLE, and they retry
+                    isr = self.cluster_view.partition_leader(topic, partition)[3]
+                    if len(isr) < plog.config.min_insync_replicas:
+                        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                         f"{topic}-{partition}: {len(isr)} in-sync replicas, min.insync.replicas "
+                                         f"is {plog.config.min_insync_replicas}")
                 try:
                     result = plog.append(batch, leader_epoch=epoch, now_ms=int(self.clock() * 1000),
                                          from_coordinator=from_coordinator, roll_off_thread=True)
@@ -536,7 +546,7 @@ class Broker:
             # the coordinators' writes (and transaction markers anywhere) are acknowledged by the ISR, as
             # Kafka's coordinators write with acks=all
             if (topic in INTERNAL_TOPICS or from_coordinator) and not await self.replica_manager.wait_for_isr(
-                    topic, partition, result.last_offset + 1, OFFSETS_COMMIT_TIMEOUT):
+                    topic, partition, result.last_offset + 1, COORDINATOR_WRITE_TIMEOUT):
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition}: the ISR did not confirm")
         return result
 

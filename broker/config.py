@@ -187,6 +187,9 @@ BROKER_KEYS: dict[str, tuple[str, Any]] = {
     "transaction.state.log.num.partitions": ("int", 50),
     "transaction.state.log.replication.factor": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),
+    # `__transaction_state`'s min.insync.replicas, set as it is created (Kafka's default 2; at most the replication
+    # factor it is created with, which this broker caps at the live brokers): the coordinator's writes need that ISR
+    "transaction.state.log.min.isr": ("int", 2),
     "transaction.max.timeout.ms": ("int", 900000),
     "transactional.id.expiration.ms": ("int", 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
@@ -620,7 +623,7 @@ class BrokerConfig:
                     "controller.quota.window.size.seconds", "replication.quota.window.num",
                     "replication.quota.window.size.seconds", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "max.request.partition.size.limit",
-                    "leader.imbalance.check.interval.seconds"):
+                    "leader.imbalance.check.interval.seconds", "transaction.state.log.min.isr"):
             least = 0 if key.startswith(("max.", "log.max.")) and key != "max.request.partition.size.limit" else 1
             if settings[key] < least:
                 raise section.error(key, f"must be at least {least}")

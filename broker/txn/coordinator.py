@@ -179,13 +179,23 @@ class TransactionCoordinator:
         if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None:
             await self._ensure_loaded()
 
-    def _topic_configs(self) -> dict[str, object]:
-        return {"cleanup.policy": "compact", "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"]}
+    def _topic_configs(self, replication: int) -> dict[str, object]:
+        """`__transaction_state`'s configs as Kafka creates it: compacted, in segments of
+        ``transaction.state.log.segment.bytes``, its min.insync.replicas ``transaction.state.log.min.isr``. That
+        minimum is kept within the ``replication`` the topic gets: this broker creates the topic with the live
+        brokers when there are fewer than ``transaction.state.log.replication.factor`` (Kafka waits for them), and
+        a minimum above the replicas would refuse every transaction for good."""
+        min_isr = self.broker.config["transaction.state.log.min.isr"]
+        if min_isr > replication and self.clustered:  # a single node's one replica is no news
+            log.warning("transaction.state.log.min.isr is more than __transaction_state's replicas; the topic gets "
+                        "their number", min_isr=min_isr, replication_factor=replication)
+        return {"cleanup.policy": "compact", "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"],
+                "min.insync.replicas": min(min_isr, replication)}
 
     def _ensure_topic(self) -> None:
         """Single node: create `__transaction_state` before its first record."""
         if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
-            self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, self._topic_configs())
+            self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, self._topic_configs(1))
 
     def request_topic(self) -> None:
         """In a cluster, the first lookup of a transaction coordinator has the controller create
@@ -193,13 +203,13 @@ class TransactionCoordinator:
         if self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None or (
                 self._creating is not None and not self._creating.done()):
             return
-        replication = min(self.broker.config["transaction.state.log.replication.factor"],
-                          len(self.broker.cluster_view.live_brokers()))
+        replication = max(min(self.broker.config["transaction.state.log.replication.factor"],
+                              len(self.broker.cluster_view.live_brokers())), 1)
 
         async def create() -> None:
             try:
                 await self.broker.topic_admin.create_topic(TRANSACTIONS_TOPIC, self.partition_count,
-                                                           self._topic_configs(), max(replication, 1))
+                                                           self._topic_configs(replication), replication)
             except KafkaError as exc:
                 if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     log.warning("creating __transaction_state failed", error=exc.code.name)

@@ -711,3 +711,54 @@ def test_monitor_counts_under_replicated_and_offline_partitions_of_a_stopped_bro
         wait_until(lambda: cluster_health_counts(Scrape(monitor.port)) == dict.fromkeys(
             ("under_replicated", "under_min_isr", "offline"), 0), 30, interval=0.5,
             message="the counts back to 0")
+
+
+def test_transaction_coordinator_writes_need_the_transaction_log_min_isr(cluster):
+    """`__transaction_state` is created with min.insync.replicas = transaction.state.log.min.isr (Kafka's default
+    2); the coordinator writes to it as an acks=all producer does, so while the ISR of the id's partition is below
+    that minimum, InitProducerId is answered COORDINATOR_NOT_AVAILABLE (Kafka's mapping of NOT_ENOUGH_REPLICAS)
+    and nothing is written; once the ISR is whole again the same request succeeds."""
+    from broker.protocol.api import ApiKey
+
+    transactional_id, state_topic = "min-isr-txn", "__transaction_state"
+
+    def describe(node_id: int) -> str | None:
+        answer = request(cluster, node_id, ApiKey.DESCRIBE_CONFIGS, {"resources": [{
+            "resource_type": 2, "resource_name": state_topic, "configuration_keys": ["min.insync.replicas"]}]})
+        result = answer["results"][0]
+        return result["configs"][0]["value"] if result["error_code"] == 0 else None
+
+    def set_min_isr(value: str | None) -> None:
+        answer = request(cluster, cluster.running()[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [{
+            "resource_type": 2, "resource_name": state_topic,
+            "configs": [{"name": "min.insync.replicas", "config_operation": 0 if value else 1, "value": value}]}],
+            "validate_only": False})
+        assert answer["responses"][0]["error_code"] == 0, answer
+
+    def init_producer_id() -> int:
+        coordinator = transaction_coordinator(cluster, transactional_id)
+        answer = request(cluster, coordinator, ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        return answer["error_code"]
+
+    coordinator = transaction_coordinator(cluster, transactional_id)  # the first lookup creates the topic
+    wait_until(lambda: describe(coordinator) == "2", 20, message="__transaction_state with min.insync.replicas 2")
+    wait_until(lambda: init_producer_id() == 0, 30, message="InitProducerId with the whole ISR")
+    set_min_isr("3")
+    victim = next(i for i in cluster.running() if i != coordinator)
+    try:
+        wait_until(lambda: describe(coordinator) == "3", 20, message="the coordinator to see min.insync.replicas 3")
+        assert init_producer_id() == 0  # three in sync: at the minimum
+        cluster.kill(victim)
+        wait_until(lambda: all(victim not in part["isr_nodes"] for part in cluster.partitions(state_topic).values()),
+                   30, message="the killed broker to leave the transaction log's ISR")
+        assert init_producer_id() == 15  # COORDINATOR_NOT_AVAILABLE: two in sync, three needed
+        cluster.restart(victim)
+        cluster.wait_healthy()
+        wait_until(lambda: init_producer_id() == 0, 30, message="InitProducerId once the ISR is whole again")
+    finally:
+        if victim not in cluster.running():
+            cluster.restart(victim)
+        set_min_isr(None)
+        cluster.wait_healthy()

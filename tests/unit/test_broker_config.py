@@ -255,6 +255,15 @@ def test_connection_and_memory_limits_are_checked(tmp_path):
         load(tmp_path, "max.connections: -1\n")
 
 
+def test_the_transaction_log_min_isr_is_read_and_checked(tmp_path):
+    config = load(tmp_path, "transaction.state.log.min.isr: 3\n")
+    assert config["transaction.state.log.min.isr"] == 3
+    assert not config.inert
+    assert load(tmp_path, "")["transaction.state.log.min.isr"] == 2  # Kafka's default
+    with pytest.raises(ConfigError, match="transaction.state.log.min.isr: must be at least 1"):
+        load(tmp_path, "transaction.state.log.min.isr: 0\n")
+
+
 def _write(tmp_path, text: str):
     path = tmp_path / "server.yaml"
     path.write_text(text)

@@ -106,7 +106,7 @@ INERT: dict[str, str] = {
         "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
         # transactional writes are always verified (KIP-890)
         "transaction.partition.verification.enable",
-        "transaction.state.log.min.isr", "offsets.commit.timeout.ms",
+        "offsets.commit.timeout.ms",
         "delete.records.purgatory.purge.interval.requests", "fetch.purgatory.purge.interval.requests",
         "producer.purgatory.purge.interval.requests",
     ], AS_CLIENT),
