@@ -7,7 +7,7 @@ aggregates of those partition statuses.
 
 Output, under the output directory:
 - ``partition_status``: cluster, group, topic, partition, timestamp (the evaluation point, ms),
-  status, current_lag, complete;
+  status, current_lag, complete, lag_seconds;
 - ``group_status``: cluster, group, timestamp, status (OK, WARN or ERR), totallag;
 - ``lag_report``: one row per group, see ``LAG_REPORT_COLUMNS``;
 - ``report.md`` and ``report.svg``: the short human report.
@@ -45,6 +45,7 @@ PARTITION_STATUS_COLUMNS = (
     "status",
     "current_lag",
     "complete",
+    "lag_seconds",
 )
 GROUP_STATUS_COLUMNS = ("cluster", "group", "timestamp", "status", "totallag")
 LAG_REPORT_COLUMNS = (
@@ -242,15 +243,18 @@ def evaluate_history(
     points_s = evaluation_points(first_ms, last_ms, step_s)
     output = str(output_path).rstrip("/")
 
-    partitions = partition_evaluations(events, points_s, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    partitions = partition_evaluations(events, points_s, settings)
     groups = None
     try:
         # The row counts are taken while each output is written: a count() of its own would be one more
-        # Spark job over the cache, with its own generated code to compile.
+        # Spark job, with its own generated code to compile.
         partition_rows, group_rows = Observation("partition_rows"), Observation("group_rows")
         partitions.select(*PARTITION_STATUS_COLUMNS).observe(partition_rows, F.count(F.lit(1)).alias("rows")) \
             .write.mode("overwrite").parquet(f"{output}/partition_status")
-        groups = group_evaluations(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        # The group figures are read back from what was written (a columnar scan of the columns they need),
+        # rather than from a cache of every partition status, which cost more to build than the file to read.
+        written = spark.read.parquet(f"{output}/partition_status")
+        groups = group_evaluations(written).persist(StorageLevel.MEMORY_AND_DISK)
         groups.select(*GROUP_STATUS_COLUMNS).observe(group_rows, F.count(F.lit(1)).alias("rows")) \
             .write.mode("overwrite").parquet(f"{output}/group_status")
         report = lag_report(groups, step_s)
@@ -284,4 +288,3 @@ def evaluate_history(
     finally:
         if groups is not None:
             groups.unpersist()
-        partitions.unpersist()

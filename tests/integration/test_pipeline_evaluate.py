@@ -111,6 +111,14 @@ def test_outputs_and_lag_report(spark, history, tmp_path):
     assert 1500 < lagging["worst_lag_seconds"] <= 1860
     assert report["group-00003-stalling"]["seconds_stall"] > 0
     assert report["group-00004-rewinding"]["seconds_rewind"] > 0
+    # each partition status carries its lag in seconds; a group's worst is the largest of its partitions'
+    worst: dict[str, float] = {}
+    for row in read_output(tmp_path / "partition_status"):
+        if row["lag_seconds"] is not None:
+            worst[row["group"]] = max(worst.get(row["group"], 0.0), row["lag_seconds"])
+    assert worst["group-00001-lagging"] == lagging["worst_lag_seconds"]
+    assert {group: row["worst_lag_seconds"] for group, row in report.items()} == {
+        group: worst.get(group) for group in report}
     text = (tmp_path / "report.md").read_text()
     assert "group-00003-stalling" in text and "(report.svg)" in text
     assert (tmp_path / "report.svg").read_text().startswith("<svg")
