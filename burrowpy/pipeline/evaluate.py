@@ -102,10 +102,10 @@ def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple
     rows = len(columns["group"])
     return pa.table(
         {
-            "cluster": pa.array([cluster] * rows, pa.string()),
+            "cluster": pa.repeat(pa.scalar(cluster, pa.string()), rows),
             "group": pa.array(columns["group"], pa.string()),
-            "topic": pa.array([topic] * rows, pa.string()),
-            "partition": pa.array([partition] * rows, pa.int32()),
+            "topic": pa.repeat(pa.scalar(topic, pa.string()), rows),
+            "partition": pa.repeat(pa.scalar(partition, pa.int32()), rows),
             "timestamp": pa.array(columns["timestamp"], pa.int64()),
             "status": pa.array(columns["status"], pa.string()),
             "current_lag": pa.array(columns["current_lag"], pa.int64()),
