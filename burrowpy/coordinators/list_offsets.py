@@ -50,8 +50,9 @@ def _string(text: str) -> bytes:
 
 
 def encode_latest_offsets(version: int, correlation_id: int, client_id: str | None,
-                          topics: Sequence[tuple[str, Sequence[int]]]) -> bytes:
-    """A ListOffsets request frame (without its size prefix) asking the latest offset of each partition."""
+                          topics: Sequence[tuple[str, Sequence[int]]], timestamp: int = LATEST) -> bytes:
+    """A ListOffsets request frame (without its size prefix) asking the latest offset of each partition (or,
+    with ``timestamp`` -2, the earliest)."""
     parts = [_REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id),
              _INT16.pack(-1) if client_id is None else _string(client_id),
              _INT32.pack(-1)]  # replica id: a consumer's
@@ -63,10 +64,10 @@ def encode_latest_offsets(version: int, correlation_id: int, client_id: str | No
         parts.append(_INT32.pack(len(partitions)))
         if version >= 4:
             pack = _PARTITION_V4.pack
-            parts.extend(pack(partition, -1, LATEST) for partition in partitions)
+            parts.extend(pack(partition, -1, timestamp) for partition in partitions)
         else:
             pack = _PARTITION_V1.pack
-            parts.extend(pack(partition, LATEST) for partition in partitions)
+            parts.extend(pack(partition, timestamp) for partition in partitions)
     return b"".join(parts)
 
 
@@ -153,10 +154,11 @@ class LatestOffsetsRequest:
     aiokafka's struct (:func:`answered_topics` reads either).
 
     The same request is sent at every refresh until the partitions change: the body of each version is
-    encoded once and kept."""
+    encoded once and kept. With ``timestamp`` -2 it asks for the earliest offsets instead."""
 
-    def __init__(self, topics: Sequence[tuple[str, Sequence[int]]]) -> None:
+    def __init__(self, topics: Sequence[tuple[str, Sequence[int]]], timestamp: int = LATEST) -> None:
         self.topics = topics
+        self.timestamp = timestamp
         self._bodies: dict[tuple[int, str | None], bytes] = {}
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> Any:
@@ -164,7 +166,7 @@ class LatestOffsetsRequest:
         if version is None:
             from aiokafka.protocol.offset import OffsetRequest
 
-            return OffsetRequest(-1, 0, [(topic, [(partition, LATEST) for partition in partitions])
+            return OffsetRequest(-1, 0, [(topic, [(partition, self.timestamp) for partition in partitions])
                                          for topic, partitions in self.topics]).prepare(versions)
         return _Prepared(version, self)
 
@@ -173,7 +175,7 @@ class LatestOffsetsRequest:
         key = (version, client_id)
         body = self._bodies.get(key)
         if body is None:
-            body = self._bodies[key] = encode_latest_offsets(version, 0, client_id, self.topics)
+            body = self._bodies[key] = encode_latest_offsets(version, 0, client_id, self.topics, self.timestamp)
         return _REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id) + body[_REQUEST_HEAD.size:]
 
 
