@@ -10,7 +10,8 @@ and a request arriving then waited for all of it. The bound compares with the re
 the same run: the CPU time the event loop's thread spends from the start of a refresh until storage has taken in
 every offset it read (the loop runs nothing else meanwhile but the probe's answers). No answer may wait for as
 much as a quarter of it (nor :data:`NOISE_MS`, the machine's own share): with 20,000 partitions the unsliced
-refresh cost the loop 165-245 ms and held answers for 120-190 ms, while the sliced one costs 30-40 ms."""
+refresh cost the loop 165-245 ms and held answers for 120-190 ms, while the sliced one costs 30-95 ms and holds
+them 11-23 ms."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ TOPICS = 40
 PARTITIONS_PER_TOPIC = 500  # 20,000 in all
 REFRESHES = 5
 # What an answer may wait whatever the refresh costs: the probe, the broker answering the refresh and the
-# monitor share two cores, so an answer sometimes waits for the scheduler (up to 19 ms seen with the sliced
-# refresh, whose whole cost is then 30-40 ms; the unsliced one held answers 120-190 ms).
-NOISE_MS = 30.0
+# monitor share two cores, and the test process's collector runs when it will, so an answer sometimes waits
+# for them (up to 23 ms seen with the sliced refresh, whose whole cost is then 30-95 ms; the unsliced one held
+# answers 120-190 ms).
+NOISE_MS = 40.0
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +54,7 @@ def fleet_broker(tmp_path_factory) -> Iterator[BrokerProcess]:
             for future in futures.values():
                 future.result(120)
         yield broker
+        broker.kill()  # its data is thrown away: closing 20,000 partitions' files would take seconds
 
 
 def config(bootstrap: str, port: int) -> dict[str, Any]:
