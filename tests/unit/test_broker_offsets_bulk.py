@@ -97,3 +97,26 @@ def test_history_keeps_a_row_per_partition(tmp_path):
     assert bulk._columns == single._columns and bulk.buffered_rows == 3
     single.close()
     bulk.close()
+
+
+async def test_the_workers_together_handle_a_bounded_number_of_requests_per_turn():
+    """Every worker with a backlog runs a pass in each turn of the event loop: the passes are a shared budget
+    (``_TURN``), so a refresh of thousands of partitions is spread over turns, with the sockets read between."""
+    from burrowpy.storage.inmemory import _TURN
+
+    storage = InMemoryStorage("s", Section("test", "storage.s", {"intervals": 2}), [CLUSTER], Clock(),
+                              structlog.get_logger())  # the default 20 workers
+    await storage.start()
+    try:
+        for topic in range(400):
+            for partition in range(10):
+                storage.submit(SetBrokerOffset(CLUSTER, f"t{topic}", partition, 10, 5, NOW_MS))
+        left = [storage.pending()]
+        while left[-1]:
+            await asyncio.sleep(0)
+            left.append(storage.pending())
+    finally:
+        await storage.stop()
+    handled = [before - after for before, after in zip(left, left[1:], strict=False)]
+    assert left[0] == 4000 and sum(handled) == 4000
+    assert max(handled) <= _TURN, handled
