@@ -1,7 +1,9 @@
 """How long the idle monitor holds its event loop at fleet scale: the longest stretches of work, and their owners.
 
     .venv/bin/python bench/monitor_loop_stalls.py [--groups 2000] [--partitions 50000] [--big-groups 10]
-                                                  [--seconds 30] [--top 12]
+                                                  [--seconds 30] [--top 12] [--broker-dir DIR]
+
+Run it with ``PYTHONPATH=<tree>`` to measure that tree's code (else the installed checkout's is imported).
 
 The fleet of ``bench/monitor_fleet_daemon.py`` (its ``Fleet``: groups each on a topic of their own, caught up,
 and ``--big-groups`` in ERR on one 1,000-partition topic, every partition committed ten times) on our own broker
