@@ -339,6 +339,31 @@ class SetBrokerOffset:
 
 
 @dataclass(slots=True)
+class SetBrokerOffsets:
+    """The latest offsets of partitions of one topic read at one time (from one ListOffsets answer): means
+    what a :class:`SetBrokerOffset` per partition, in this order, means. The cluster module's refresh hands a
+    topic over in a few such requests instead of one per partition; storage takes each in one step."""
+
+    cluster: str
+    topic: str
+    partition_count: int
+    partitions: list[int]
+    offsets: list[int]  # by index, as partitions
+    timestamp: int  # ms
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def one(self, index: int) -> SetBrokerOffset:
+        """The request of one of the partitions, by index."""
+        return SetBrokerOffset(self.cluster, self.topic, self.partitions[index], self.partition_count,
+                               self.offsets[index], self.timestamp)
+
+    def each(self) -> Iterator[SetBrokerOffset]:
+        return (self.one(index) for index in range(len(self.partitions)))
+
+
+@dataclass(slots=True)
 class SetConsumerOffset:
     cluster: str
     group: str

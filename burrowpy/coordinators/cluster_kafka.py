@@ -1,7 +1,8 @@
 """The `kafka` cluster module: broker offsets by polling, as Burrow's cluster module does.
 
 Every ``offset-refresh`` seconds it asks each partition leader for the latest offset of its partitions
-(one ListOffsets per broker) and sends SetBrokerOffset to storage. Every ``topic-refresh`` seconds the
+(one ListOffsets per broker, :mod:`~burrowpy.coordinators.list_offsets`) and sends each topic's offsets to
+storage (SetBrokerOffsets of up to 50 partitions: what a SetBrokerOffset per partition means). Every ``topic-refresh`` seconds the
 next poll first refreshes metadata; topics that disappeared are deleted from storage. With
 ``groups-reaper-refresh`` > 0, groups that Kafka no longer lists are deleted from storage.
 
@@ -27,6 +28,7 @@ from burrowpy.config import Section, http_urls
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
 from burrowpy.coordinators.kafka_client import client_settings
+from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, TopicOffsets, answered_topics
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.coordinators.share_groups import ShareGroupReader
 from burrowpy.coordinators.topic_health import ClusterHealth, TopicHealthReader
@@ -36,10 +38,17 @@ from burrowpy.protocol import (
     FetchRecordTimeWants,
     FetchTopicRates,
     SetBrokerOffset,
+    SetBrokerOffsets,
     SetDeleteGroup,
     SetDeleteTopic,
     SetRecordTimes,
 )
+
+# Partitions of the ListOffsets answers handed to storage between two yields to the event loop.
+REFRESH_SLICE = 2000
+# Partitions of a topic per storage request: storage handles a request in one step, and about a thousand
+# partitions' worth of requests in one turn of the event loop (``storage.inmemory._TURN``).
+STORAGE_CHUNK = 50
 
 KEYS = ("class-name", "servers", "client-profile", "offset-refresh", "topic-refresh", "groups-reaper-refresh",
         "time-lag-reads", "share-group-intervals", "broker-metrics", "topic-health-refresh", *probe.KEYS)
@@ -75,6 +84,8 @@ class KafkaCluster:
         self._admin: Any = None
         self._tasks: list[asyncio.Task] = []
         self._refresh_metadata = True
+        self._requests: dict[int, LatestOffsetsRequest] = {}  # the ListOffsets of each leader, for these leaders:
+        self._requests_for: dict[tuple[str, int], int] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"class-name": "kafka", "servers": self.servers, "client-profile": self.profile.to_json(),
@@ -208,37 +219,62 @@ class KafkaCluster:
         self._refresh_metadata = False
 
     async def poll_once(self) -> None:
-        """Refresh metadata if due, then send one ListOffsets (latest) per leader broker."""
-        from aiokafka.protocol.offset import OffsetRequest
-
+        """Refresh metadata if due, then send one ListOffsets (latest) per leader broker, and hand each topic of
+        the answers to storage in requests of :data:`STORAGE_CHUNK` partitions. The answers are read a topic at a time, giving the event loop
+        to others every :data:`REFRESH_SLICE` partitions or so: at fleet scale they list tens of thousands."""
         if self._refresh_metadata:
             await self.refresh_metadata()
-        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
-        for (topic, partition), leader in self.leaders.items():
-            by_leader[leader][topic].append((partition, -1))
-        results = await asyncio.gather(*(
-            self._client.send(leader, OffsetRequest(-1, 0, [(t, parts) for t, parts in topics.items()]))
-            for leader, topics in by_leader.items()), return_exceptions=True)
+        requests = self._offset_requests()
+        results = await asyncio.gather(*(self._client.send(leader, request) for leader, request in requests.items()),
+                                       return_exceptions=True)
         now_ms = int(self.ctx.clock.time() * 1000)
-        for leader, response in zip(by_leader, results, strict=True):
+        handed = 0
+        for leader, response in zip(requests, results, strict=True):
             if isinstance(response, BaseException):
                 self.log.warning("ListOffsets failed", broker=leader, error=repr(response))
                 self._refresh_metadata = True
                 continue
-            for topic, partitions in response.topics:
-                for partition, error_code, *info in partitions:
-                    if error_code:
-                        self.log.warning("partition offset error", topic=topic, partition=partition,
-                                         error_code=error_code)
-                        self._refresh_metadata = True
-                        continue
-                    offset = (info[0][0] if info[0] else None) if response.API_VERSION == 0 else info[1]
-                    if offset is None or offset < 0:
-                        continue
-                    self.log_ends[(topic, partition)] = offset
-                    self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
-                                                    partition_count=self.topics.get(topic, partition + 1),
-                                                    offset=offset, timestamp=now_ms))
+            for answer in answered_topics(response):
+                self._store_offsets(answer, now_ms)
+                handed += len(answer.partitions) + 1
+                if handed >= REFRESH_SLICE:
+                    handed = 0
+                    await asyncio.sleep(0)
+
+    def _offset_requests(self) -> dict[int, LatestOffsetsRequest]:
+        """One request per leader for the partitions it leads; the same ones until the leaders change."""
+        if self._requests_for is not self.leaders:
+            by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+            for (topic, partition), leader in self.leaders.items():
+                by_leader[leader][topic].append(partition)
+            self._requests = {leader: LatestOffsetsRequest(list(topics.items())) for leader, topics in by_leader.items()}
+            self._requests_for = self.leaders
+        return self._requests
+
+    def _store_offsets(self, answer: TopicOffsets, now_ms: int) -> None:
+        topic = answer.topic
+        for partition, error_code in answer.errors:
+            self.log.warning("partition offset error", topic=topic, partition=partition, error_code=error_code)
+            self._refresh_metadata = True
+        partitions, offsets = answer.partitions, answer.offsets
+        if any(offset < 0 for offset in offsets):
+            kept = [(partition, offset) for partition, offset in zip(partitions, offsets, strict=True) if offset >= 0]
+            partitions, offsets = [p for p, _ in kept], [o for _, o in kept]
+        if not partitions:
+            return
+        log_ends = self.log_ends
+        for partition, offset in zip(partitions, offsets, strict=True):
+            log_ends[(topic, partition)] = offset
+        count = self.topics.get(topic)
+        if count is None:  # not in the metadata: each partition counts as the topic's last (as Burrow does)
+            for partition, offset in zip(partitions, offsets, strict=True):
+                self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
+                                                partition_count=partition + 1, offset=offset, timestamp=now_ms))
+            return
+        for start in range(0, len(partitions), STORAGE_CHUNK):
+            self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,
+                                             partitions=partitions[start:start + STORAGE_CHUNK],
+                                             offsets=offsets[start:start + STORAGE_CHUNK], timestamp=now_ms))
 
     async def read_record_times(self) -> None:
         """Read the record timestamps storage wants for lag in seconds, after a poll."""

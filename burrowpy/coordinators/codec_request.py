@@ -7,14 +7,23 @@ the TLS and SASL settings of the module's client profile, and its version negoti
 is our codec's decoded dict.
 
     answer = await client.send(node_id, CodecRequest(ApiKey.METADATA, body, min_version=10))
+
+A large answer (the Metadata or DescribeLogDirs of tens of thousands of partitions) takes the codec a good part
+of a second to decode, which aiokafka's connection would do on the event loop as the frame arrives. With
+``decode_later`` the answer is a :class:`LaterAnswer` holding the frame, which the caller decodes, in a thread
+if it likes (``await asyncio.to_thread(answer.decode)``): the loop then waits at most a switch interval of the
+interpreter (5 ms) whenever it has work, instead of the whole decode.
 """
 
 from __future__ import annotations
 
 import io
+import struct
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, decode_response, encode_request
+
+_CORRELATION_ID = struct.Struct(">i")
 
 
 class NoCommonVersion(Exception):
@@ -24,10 +33,11 @@ class NoCommonVersion(Exception):
 class CodecRequest:
     """An aiokafka request (its ``prepare`` interface) built from our codec's schemas."""
 
-    def __init__(self, api_key: int, body: dict[str, Any], *, min_version: int = 0) -> None:
+    def __init__(self, api_key: int, body: dict[str, Any], *, min_version: int = 0, decode_later: bool = False) -> None:
         self.api_key = api_key
         self.body = body
         self.min_version = min_version
+        self.decode_later = decode_later
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> _PreparedRequest:
         ours = SCHEMA_VERSIONS[self.api_key]
@@ -36,7 +46,19 @@ class CodecRequest:
         high = min(ours[1], theirs[1]) if theirs else -1
         if high < low:
             raise NoCommonVersion(f"API {self.api_key}: the broker supports {theirs}, we need {low}-{ours[1]}")
-        return _PreparedRequest(self.api_key, high, self.body)
+        return _PreparedRequest(self.api_key, high, self.body, self.decode_later)
+
+
+class LaterAnswer:
+    """The frame of an answer, decoded when asked (:meth:`decode`: our codec's dict)."""
+
+    __slots__ = ("api_key", "api_version", "frame")
+
+    def __init__(self, api_key: int, api_version: int, frame: bytes) -> None:
+        self.api_key, self.api_version, self.frame = api_key, api_version, frame
+
+    def decode(self) -> dict[str, Any]:
+        return decode_response(self.api_key, self.api_version, self.frame)[1]
 
 
 class _Header:
@@ -55,10 +77,12 @@ class _ResponseHeader:
 class _PreparedRequest:
     """One request at one version: aiokafka encodes it, then hands the answer frame back for decoding."""
 
-    def __init__(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+    def __init__(self, api_key: int, version: int, body: dict[str, Any], decode_later: bool) -> None:
         self.api_key = api_key
         self.api_version = version
         self.body = body
+        self.decode_later = decode_later
+        self._frame = b""
         self._correlation_id = 0
         self._client_id: str | None = None
         self._answer: dict[str, Any] | None = None
@@ -73,9 +97,14 @@ class _PreparedRequest:
         return frame[4:]  # aiokafka writes the size prefix itself
 
     def parse_response_header(self, response: io.BytesIO) -> _ResponseHeader:
+        if self.decode_later:
+            self._frame = response.getvalue()
+            return _ResponseHeader(_CORRELATION_ID.unpack_from(self._frame)[0])  # first in every header version
         correlation_id, self._answer = decode_response(self.api_key, self.api_version, response.getvalue())
         return _ResponseHeader(correlation_id)
 
-    def decode(self, _response: io.BytesIO) -> dict[str, Any]:
+    def decode(self, _response: io.BytesIO) -> dict[str, Any] | LaterAnswer:
+        if self.decode_later:
+            return LaterAnswer(self.api_key, self.api_version, self._frame)
         assert self._answer is not None, "the response header is parsed first"
         return self._answer

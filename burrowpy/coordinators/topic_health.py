@@ -25,10 +25,12 @@ from typing import Any
 
 from broker.protocol.api import ApiKey
 from burrowpy.coordinators.codec_request import CodecRequest
+from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, answered_topics
 
 TOPIC_RESOURCE = 2  # DescribeConfigs resource type of a topic
 MIN_ISR = "min.insync.replicas"
 EARLIEST = -2  # ListOffsets timestamp of the log start offset
+SLICE = 2000  # partitions gone through between two yields to the event loop
 REQUEST_TIMEOUT_S = 10.0  # a broker that does not answer (paused, partitioned) costs a reading this much
 
 
@@ -136,7 +138,12 @@ class TopicHealthReader:
         min_isr, sizes, earliest = await asyncio.gather(
             self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
         topics: dict[str, list[PartitionHealth]] = {}
+        done = 0
         for name, partitions in layout.items():
+            done += len(partitions)
+            if done >= SLICE:  # the loop to others between slices of a fleet's partitions
+                done = 0
+                await asyncio.sleep(0)
             rows = topics[name] = []
             for partition in partitions:
                 key = (name, partition["partition_index"])
@@ -148,7 +155,12 @@ class TopicHealthReader:
         return ClusterHealth(now_ms, live, topics, min_isr)
 
     async def _send(self, node: int, request: CodecRequest) -> dict[str, Any]:
-        return await asyncio.wait_for(self._client.send(node, request), REQUEST_TIMEOUT_S)
+        # decoded in a thread: at fleet scale the Metadata and DescribeLogDirs answers take the codec a good part
+        # of a second, which would hold the event loop
+        request.decode_later = True
+        answer = await asyncio.wait_for(self._client.send(node, request), REQUEST_TIMEOUT_S)
+        decoded: dict[str, Any] = await asyncio.to_thread(answer.decode)
+        return decoded
 
     async def _metadata(self) -> dict[str, Any]:
         """Metadata of every topic from the first known broker that answers."""
@@ -198,7 +210,12 @@ class TopicHealthReader:
                     self._log.warning("log dir unreadable", broker=node, log_dir=log_dir["log_dir"],
                                       error_code=log_dir["error_code"])
                     continue
+                done = 0
                 for topic in log_dir["topics"]:
+                    done += len(topic["partitions"])
+                    if done >= SLICE:
+                        done = 0
+                        await asyncio.sleep(0)
                     for partition in topic["partitions"]:
                         if not partition.get("is_future_key"):  # a move's target copy is not the replica yet
                             sizes[(topic["name"], partition["partition_index"])][node] = partition["partition_size"]
@@ -212,19 +229,23 @@ class TopicHealthReader:
                 if partition["leader_id"] in live:
                     by_leader[partition["leader_id"]][name].append(partition["partition_index"])
         leaders = sorted(by_leader)
-        answers = await asyncio.gather(*(self._send(leader, CodecRequest(ApiKey.LIST_OFFSETS, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": name, "partitions": [{"partition_index": index, "timestamp": EARLIEST}
-                                                     for index in indexes]}
-                       for name, indexes in sorted(by_leader[leader].items())]}, min_version=1))
-            for leader in leaders), return_exceptions=True)
+        # the cluster module's ListOffsets, read a topic at a time (the codec's took a fleet's in one stretch)
+        answers = await asyncio.gather(*(asyncio.wait_for(self._client.send(leader, LatestOffsetsRequest(
+            sorted(by_leader[leader].items()), EARLIEST)), REQUEST_TIMEOUT_S) for leader in leaders),
+            return_exceptions=True)
         earliest: dict[tuple[str, int], int] = {}
+        done = 0
         for leader, answer in zip(leaders, answers, strict=True):
             if isinstance(answer, BaseException):
                 self._log.warning("ListOffsets (earliest) failed", broker=leader, error=repr(answer))
                 continue
-            for topic in answer["topics"]:
-                for partition in topic["partitions"]:
-                    if not partition["error_code"] and partition["offset"] >= 0:
-                        earliest[(topic["name"], partition["partition_index"])] = partition["offset"]
+            for topic in answered_topics(answer):
+                name = topic.topic
+                for index, offset in zip(topic.partitions, topic.offsets, strict=True):
+                    if offset >= 0:
+                        earliest[(name, index)] = offset
+                done += len(topic.partitions)
+                if done >= SLICE:
+                    done = 0
+                    await asyncio.sleep(0)
         return earliest

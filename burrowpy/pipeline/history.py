@@ -29,7 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from burrowpy.protocol import SetBrokerOffset, SetConsumerOffset, SetConsumerOffsets, SetRecordTimes
+from burrowpy.protocol import (
+    SetBrokerOffset,
+    SetBrokerOffsets,
+    SetConsumerOffset,
+    SetConsumerOffsets,
+    SetRecordTimes,
+)
 
 KIND_BROKER = "broker"
 KIND_COMMIT = "commit"
@@ -127,8 +133,9 @@ class HistoryWriter:
         return len(self._columns["kind"])
 
     def record(self, request: object) -> None:
-        """Take in one storage request; anything but SetBrokerOffset, SetConsumerOffset(s) and SetRecordTimes
-        is ignored (so are records that were gone when read). A run of commits gives a row per commit."""
+        """Take in one storage request; anything but SetBrokerOffset(s), SetConsumerOffset(s) and SetRecordTimes
+        is ignored (so are records that were gone when read). A run of commits gives a row per commit, a
+        topic's broker offsets a row per partition."""
         if self._closed:
             raise ValueError("HistoryWriter is closed")
         if isinstance(request, SetConsumerOffsets):
@@ -157,6 +164,10 @@ class HistoryWriter:
                 request.timestamp,
                 None,
             )
+        elif isinstance(request, SetBrokerOffsets):
+            for partition, offset in zip(request.partitions, request.offsets, strict=True):
+                self._append(KIND_BROKER, request.cluster, None, request.topic, partition, offset, request.timestamp,
+                             None)
         elif isinstance(request, SetRecordTimes):
             for topic, partition, offset, record_time in request.times:
                 if record_time is not None:

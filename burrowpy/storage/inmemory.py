@@ -37,6 +37,7 @@ from burrowpy.protocol import (
     FetchTopicRates,
     FetchTopics,
     SetBrokerOffset,
+    SetBrokerOffsets,
     SetConsumerOffset,
     SetConsumerOffsets,
     SetConsumerOwner,
@@ -50,11 +51,15 @@ from burrowpy.storage.state import StorageState
 CONFIG_KEYS = ("class-name", "intervals", "expire-group", "workers", "queue-depth", "min-distance",
                "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
 
-# Requests a worker handles before giving the event loop to others (HTTP, the Kafka readers); a run of
-# commits counts as many requests as it has commits.
-_BATCH = 512
+# Requests all the workers together handle in one turn of the event loop, before it reads its sockets again
+# (HTTP, the Kafka readers): a worker's pass is this many shared out, at least _LEAST_PASS. Every worker with a
+# backlog runs a pass in each turn, so with a pass of 512 and 20 workers a broker-offset refresh of 10,000
+# partitions was handled in one turn. A run of commits counts as many requests as it has commits, a topic's
+# broker offsets as many as it has partitions.
+_TURN = 1024
+_LEAST_PASS = 32
 
-_TOPIC_SCOPED = (SetBrokerOffset, SetDeleteTopic, FetchTopic, FetchTopicRates, FetchConsumersForTopic)
+_TOPIC_SCOPED = (SetBrokerOffset, SetBrokerOffsets, SetDeleteTopic, FetchTopic, FetchTopicRates, FetchConsumersForTopic)
 _CLUSTER_WIDE = (FetchClusters, FetchConsumers, FetchTopics, FetchRecordTimeWants, SetRecordTimes)
 
 # Drop reasons worth a warning (Burrow warns about these); every other drop is routine and logged at debug.
@@ -72,8 +77,10 @@ class _Barrier:
 
 
 def _weight(request: Any) -> int:
-    """What a request counts for in a worker's pass and in ``pending``: a run of commits its commits."""
-    return len(request) if type(request) is SetConsumerOffsets else 1
+    """What a request counts for in a worker's pass and in ``pending``: a run of commits its commits, a topic's
+    broker offsets its partitions."""
+    kind = type(request)
+    return len(request) if kind is SetConsumerOffsets or kind is SetBrokerOffsets else 1
 
 
 class _Worker:
@@ -117,6 +124,7 @@ class InMemoryStorage:
         self._running = False
         self._handlers: dict[type, Callable[[Any], object]] = {
             SetBrokerOffset: self._set_broker_offset,
+            SetBrokerOffsets: self._set_broker_offsets,
             SetConsumerOwner: self._set_consumer_owner,
             SetDeleteTopic: self._set_delete_topic,
             SetDeleteGroup: self._set_delete_group,
@@ -263,6 +271,7 @@ class InMemoryStorage:
         handlers = self._handlers
         add_consumer_offset = self.state.add_consumer_offset
         add_consumer_offsets = self.state.add_consumer_offsets
+        pass_size = max(_LEAST_PASS, _TURN // len(self._workers))
         while True:
             if not backlog:
                 worker.room.set()
@@ -275,7 +284,7 @@ class InMemoryStorage:
             # one instant anyway. Commits, nearly all requests while __consumer_offsets is read (in runs),
             # go straight to the state rather than through the handler table.
             now_s = int(self._clock.time())
-            budget = _BATCH
+            budget = pass_size
             while backlog and budget > 0:
                 request = backlog.popleft()
                 try:
@@ -290,14 +299,14 @@ class InMemoryStorage:
                         for index, reason in add_consumer_offsets(request, now_s):
                             self._dropped(reason, request.commit(index))
                     else:
-                        budget -= 1
+                        budget -= _weight(request)
                         handlers[kind](request)
                 except Exception as exc:  # a bug must cost one request (or run), never the worker
                     self._log.exception("storage request failed", request=repr(request))
                     reply = getattr(request, "reply", None)
                     if isinstance(reply, asyncio.Future) and not reply.done():
                         reply.set_exception(exc)
-            worker.weight -= _BATCH - budget
+            worker.weight -= pass_size - budget
             if len(backlog) < self.queue_depth:
                 worker.room.set()
             await asyncio.sleep(0)
@@ -314,6 +323,10 @@ class InMemoryStorage:
 
     def _set_broker_offset(self, request: SetBrokerOffset) -> None:
         self._dropped(self.state.add_broker_offset(request), request)
+
+    def _set_broker_offsets(self, request: SetBrokerOffsets) -> None:
+        for index, reason in self.state.add_broker_offsets(request):
+            self._dropped(reason, request.one(index))
 
     def _set_consumer_owner(self, request: SetConsumerOwner) -> None:
         self._dropped(self.state.add_consumer_owner(request, int(self._clock.time())), request)

@@ -29,6 +29,7 @@ from burrowpy.protocol import (
     ClearConsumerOwners,
     ConsumerTopics,
     SetBrokerOffset,
+    SetBrokerOffsets,
     SetConsumerOffset,
     SetConsumerOffsets,
     SetConsumerOwner,
@@ -177,6 +178,46 @@ class StorageState:
         rings[request.partition].add(request.offset, request.timestamp)
         versions.samples = next(_VERSIONS)
         return None
+
+    def add_broker_offsets(self, request: SetBrokerOffsets) -> list[tuple[int, str]]:
+        """:meth:`add_broker_offset` of each partition of the request, in order, with the topic's lookups done
+        once; the (index, reason) of each partition dropped. The topic's versions take one new number each
+        (only their equality is ever compared), not one per partition."""
+        cluster = self.clusters.get(request.cluster)
+        if cluster is None:
+            return [(index, "unknown cluster") for index in range(len(request.partitions))]
+        dropped: list[tuple[int, str]] = []
+        count = request.partition_count
+        timestamp = request.timestamp
+        rings = cluster.brokers.get(request.topic)
+        newest_moved = added = False
+        for index, (partition, offset) in enumerate(zip(request.partitions, request.offsets, strict=True)):
+            if partition < 0:
+                dropped.append((index, "negative partition"))
+                continue
+            known = len(rings) if rings is not None else 0
+            if partition >= (known if known > count else count):
+                dropped.append((index, "partition beyond the topic's partition count"))
+                continue
+            if rings is None:
+                rings = cluster.brokers[request.topic] = []
+                cluster.versions[request.topic] = TopicVersions()
+            if partition < len(rings):
+                ring = rings[partition]
+                if not newest_moved and (ring.newest() != offset or len(rings) < count):
+                    newest_moved = True
+            else:
+                newest_moved = True
+            while len(rings) < count:
+                rings.append(BrokerRing(self.intervals))
+            rings[partition].add(offset, timestamp)
+            added = True
+        if added:
+            versions = cluster.versions[request.topic]
+            if newest_moved:
+                versions.newest = next(_VERSIONS)
+            versions.samples = next(_VERSIONS)
+        return dropped
 
     # --- record timestamps (lag in seconds) -------------------------------------------------------------
 

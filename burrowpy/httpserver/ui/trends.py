@@ -23,14 +23,22 @@ SAMPLE_INTERVAL = 5.0
 RETENTION = 3600.0
 
 
+# Groups whose evaluations are asked for at once. All of a fleet's at once would make thousands of tasks ready
+# in one turn of the event loop, which runs them all before it reads a socket again; in slices of this many,
+# a request arriving meanwhile waits for one slice's work at most.
+EVALUATION_SLICE = 50
+
+
 async def every_group_evaluation(ctx: ApplicationContext) -> tuple[list[str], list[GroupEvaluation]]:
     """The clusters, and the evaluation of every group storage knows in them, ordered by cluster and group."""
     clusters = sorted(await ctx.fetch(FetchClusters(reply=ctx.new_reply())) or [])
     found: list[GroupEvaluation] = []
     for cluster in clusters:
         groups = sorted(await ctx.fetch(FetchConsumers(cluster=cluster, reply=ctx.new_reply())) or [])
-        evaluations = await asyncio.gather(*(ctx.evaluator.evaluation(cluster, group) for group in groups))
-        found.extend(evaluation for evaluation in evaluations if evaluation.status != Status.NOTFOUND)
+        for start in range(0, len(groups), EVALUATION_SLICE):
+            evaluations = await asyncio.gather(*(ctx.evaluator.evaluation(cluster, group)
+                                                 for group in groups[start:start + EVALUATION_SLICE]))
+            found.extend(evaluation for evaluation in evaluations if evaluation.status != Status.NOTFOUND)
     return clusters, found
 
 

@@ -1,0 +1,243 @@
+"""How long the idle monitor holds its event loop at fleet scale: the longest stretches of work, and their owners.
+
+    .venv/bin/python bench/monitor_loop_stalls.py [--groups 2000] [--partitions 50000] [--big-groups 10]
+                                                  [--seconds 30] [--top 12] [--broker-dir DIR]
+
+Run it with ``PYTHONPATH=<tree>`` to measure that tree's code (else the installed checkout's is imported).
+
+The fleet of ``bench/monitor_fleet_daemon.py`` (its ``Fleet``: groups each on a topic of their own, caught up,
+and ``--big-groups`` in ERR on one 1,000-partition topic, every partition committed ten times) on our own broker
+(``burrowpy broker``, a process of its own), read by the whole monitor running in this process
+(``burrowpy.daemon.Monitor``, configured as ``burrowpy serve`` would be: the kafka cluster and consumer modules,
+offset-refresh 10 s, the dashboard's trend sampler every 5 s, the HTTP server). Once every commit is in
+storage and a refresh has passed, for ``--seconds`` nothing commits and nobody asks, and:
+
+- a ticker asks the loop to wake it every millisecond (``call_later``): how late each wake-up is, which is how
+  long a request arriving at that moment would wait before the loop even reads it (the longest, p99.9, p99);
+- every callback the loop runs is timed (``asyncio.events.Handle._run`` wrapped): the longest ones, each named
+  by the coroutine of its task (a task step is one stretch of work between two awaits); within them, the
+  answers aiokafka's connections decode (``AIOKafkaConnection._handle_frame``, named ``decode`` and the
+  request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
+  run inside whatever callback allocated last;
+- CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from harness import BrokerProcess  # noqa: E402
+from monitor_fleet_daemon import INTERVALS, Fleet  # noqa: E402
+from monitor_ingest import OFFSETS_PARTITIONS, fill, prepare_topics  # noqa: E402
+
+from burrowpy.config import parse_config  # noqa: E402
+from burrowpy.daemon import Monitor, tune_garbage_collector  # noqa: E402
+from burrowpy.protocol import FetchConsumers  # noqa: E402
+
+OFFSET_REFRESH = 10
+TICK_S = 0.001
+
+
+def describe(handle: asyncio.Handle) -> str:
+    """What a callback is: the coroutine of the task it steps, else the function's qualified name."""
+    callback = getattr(handle, "_callback", None)
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coro = owner.get_coro()
+        return getattr(coro, "__qualname__", repr(coro))
+    return getattr(callback, "__qualname__", repr(callback))
+
+
+class LoopTimer:
+    """Times every callback the loop runs (``Handle._run``), keeping the longest per kind and overall."""
+
+    def __init__(self) -> None:
+        self.longest: list[tuple[float, str]] = []
+        self.by_kind: dict[str, list[float]] = defaultdict(list)
+        self.recording = False
+        self._original: Any = None
+        self._handle_frame: Any = None
+        self._gc_pass: Any = None
+
+    def install(self) -> None:
+        from aiokafka.conn import AIOKafkaConnection
+
+        original = self._original = asyncio.events.Handle._run
+        timer = self
+        handle_frame = self._handle_frame = AIOKafkaConnection._handle_frame
+
+        def timed_frame(connection: Any, frame: Any) -> None:
+            if not timer.recording or not connection._requests:
+                handle_frame(connection, frame)
+                return
+            request = connection._requests[0][1]
+            started = time.perf_counter()
+            handle_frame(connection, frame)
+            elapsed = time.perf_counter() - started
+            if elapsed > 0.002:
+                timer.by_kind[f"decode {type(request).__name__}"].append(elapsed)
+
+        AIOKafkaConnection._handle_frame = timed_frame  # type: ignore[method-assign]
+        collecting: list[float] = []
+
+        def gc_pass(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collecting[:] = [time.perf_counter()]
+            elif collecting and timer.recording:
+                elapsed = time.perf_counter() - collecting[0]
+                if elapsed > 0.002:
+                    timer.by_kind[f"gc generation {info['generation']}"].append(elapsed)
+
+        self._gc_pass = gc_pass
+        gc.callbacks.append(gc_pass)
+
+        def timed_run(handle: asyncio.Handle) -> None:
+            if not timer.recording:
+                original(handle)
+                return
+            started = time.perf_counter()
+            original(handle)
+            elapsed = time.perf_counter() - started
+            if elapsed > 0.002:
+                kind = describe(handle)
+                timer.by_kind[kind].append(elapsed)
+
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        from aiokafka.conn import AIOKafkaConnection
+
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+        AIOKafkaConnection._handle_frame = self._handle_frame  # type: ignore[method-assign]
+        gc.callbacks.remove(self._gc_pass)
+
+
+async def ticker(lateness: list[float], stop: asyncio.Event) -> None:
+    """Wake every ``TICK_S``; record how late each wake-up was."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        woken = loop.create_future()
+        due = loop.time() + TICK_S
+        loop.call_at(due, woken.set_result, None)
+        await woken
+        lateness.append(loop.time() - due)
+
+
+def config(bootstrap: str, port: int) -> dict[str, Any]:
+    return {
+        "general": {"pidfile": ""},
+        "logging": {"level": "error"},
+        "httpserver": {"default": {"address": f"127.0.0.1:{port}"}},
+        "storage": {"default": {"class-name": "inmemory", "intervals": INTERVALS}},
+        "evaluator": {"default": {"class-name": "caching", "expire-cache": 1}},
+        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": OFFSET_REFRESH,
+                              "topic-refresh": 60}},
+        "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap]}},
+    }
+
+
+async def measure(bootstrap: str, fleet: Fleet, seconds: float) -> dict[str, Any]:
+    from harness import free_port
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    monitor = Monitor(parse_config(config(bootstrap, free_port()), "burrowpy.yaml", {}), structlog.get_logger())
+    timer = LoopTimer()
+    timer.install()
+    lateness: list[float] = []
+    stop = asyncio.Event()
+    started = time.monotonic()
+    await monitor.start()
+    try:
+        ctx = monitor.ctx
+        wanted = set(fleet.groups) | set(fleet.markers)
+        while True:
+            listed = await ctx.fetch(FetchConsumers(cluster="local", reply=ctx.new_reply())) or []
+            if wanted <= set(listed):
+                break
+            if time.monotonic() - started > 600:
+                raise RuntimeError(f"{len(wanted - set(listed))} groups still unread after 600 s")
+            await asyncio.sleep(0.5)
+        read_s = time.monotonic() - started
+        print(f"every commit read: {read_s:.1f} s after start", flush=True)
+        await asyncio.sleep(OFFSET_REFRESH + 1)  # a refresh with every commit in storage, and a sampler round
+        tick = asyncio.create_task(ticker(lateness, stop))
+        timer.recording = True
+        cpu = time.process_time()
+        await asyncio.sleep(seconds)
+        cpu = time.process_time() - cpu
+        timer.recording = False
+        stop.set()
+        await tick
+    finally:
+        timer.uninstall()
+        await monitor.stop()
+    lateness.sort()
+    kinds = sorted(((max(times), len(times), sum(times), kind) for kind, times in timer.by_kind.items()),
+                   reverse=True)
+    return {"read_s": read_s, "cpu_per_refresh_s": cpu / (seconds / OFFSET_REFRESH), "ticks": len(lateness),
+            "late_max_ms": lateness[-1] * 1000, "late_p999_ms": lateness[int(0.999 * len(lateness))] * 1000,
+            "late_p99_ms": lateness[int(0.99 * len(lateness))] * 1000,
+            "late_p50_ms": lateness[len(lateness) // 2] * 1000, "kinds": kinds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--groups", type=int, default=2000)
+    parser.add_argument("--partitions", type=int, default=50_000)
+    parser.add_argument("--big-groups", type=int, default=10)
+    parser.add_argument("--big-partitions", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=30.0, help="idle seconds measured")
+    parser.add_argument("--top", type=int, default=12, help="kinds of callback listed")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--broker-dir", type=Path, help="keep the broker's data here; a directory that holds it "
+                        "from an earlier run with the same fleet is used as it is (the fleet is not made again)")
+    args = parser.parse_args()
+    tune_garbage_collector()  # as burrowpy serve does
+    fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
+    print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
+    print(f"fleet: {len(fleet.groups):,} groups, {fleet.partitions:,} partitions, load {os.getloadavg()[0]:.2f}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="loop-stalls-") as tmp:
+        directory = args.broker_dir or Path(tmp)
+        made = (directory / "data").exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        broker = BrokerProcess(directory / "data", extra_config={
+            "max.partitions": fleet.partitions + 1000, "offsets.topic.num.partitions": OFFSETS_PARTITIONS})
+        broker.launch()
+        try:
+            broker.wait_ready(timeout=600)  # a broker of 50,000 partitions loads them first
+            if not made:
+                began = time.monotonic()
+                prepare_topics(broker.bootstrap, fleet.topics)
+                asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, args.connections, fleet.markers))
+                print(f"fleet made on the broker: {time.monotonic() - began:.1f} s", flush=True)
+            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds))
+        finally:
+            broker.stop()
+    print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "
+          f"{figures['cpu_per_refresh_s']:.3f} s; loop wake-ups ({figures['ticks']:,}) late by p50 "
+          f"{figures['late_p50_ms']:.1f} / p99 {figures['late_p99_ms']:.1f} / p99.9 {figures['late_p999_ms']:.1f} / "
+          f"max {figures['late_max_ms']:.1f} ms")
+    print("longest callbacks over 2 ms, by what they run (longest, count, total):")
+    for longest, count, total, kind in figures["kinds"][:args.top]:
+        print(f"  {longest * 1000:8.1f} ms  {count:6d}  {total:7.3f} s  {kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

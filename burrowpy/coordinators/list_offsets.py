@@ -1,0 +1,223 @@
+"""The cluster module's ListOffsets (latest offset of every partition a broker leads), encoded and decoded by hand.
+
+At fleet scale one broker's answer lists tens of thousands of partitions. aiokafka decodes it into generic
+structs (a tuple per field, per partition) inside its connection's reader, in one stretch on the event loop:
+a 50,000-partition answer held the loop for a good part of a second. :class:`LatestOffsetsRequest` goes over
+the same aiokafka connection (its ``prepare`` interface, as :mod:`~burrowpy.coordinators.codec_request`'s
+requests do) but takes the answer frame as it is: :func:`decode_latest_offsets` reads it one topic at a time
+(each partition's fixed-size fields with one ``struct.iter_unpack``), so the caller can give the loop to
+others between topics.
+
+Versions 1 to 5 (the ones aiokafka's ``OffsetRequest`` sends, all of them without flexible fields); the
+highest that both sides support is used. A broker that knows only version 0 (Kafka before 0.10.1) is asked
+through aiokafka's own request (:data:`None` from :func:`latest_offsets_version`).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+LIST_OFFSETS = 2  # API key
+LOWEST, HIGHEST = 1, 5
+LATEST = -1  # the timestamp that asks for the log end offset
+READ_UNCOMMITTED = 0
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_REQUEST_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id
+_PARTITION_V1 = struct.Struct(">iq")  # partition, timestamp
+_PARTITION_V4 = struct.Struct(">iiq")  # partition, current leader epoch, timestamp
+_ANSWER_V1 = struct.Struct(">ihqq")  # partition, error code, timestamp, offset
+_ANSWER_V4 = struct.Struct(">ihqqi")  # partition, error code, timestamp, offset, leader epoch
+
+
+def latest_offsets_version(versions: dict[int, tuple[int, int]]) -> int | None:
+    """The version to ask with, given a broker's ApiVersions; None when it supports none of 1 to 5."""
+    theirs = versions.get(LIST_OFFSETS)
+    if theirs is None:
+        return None
+    low, high = max(LOWEST, theirs[0]), min(HIGHEST, theirs[1])
+    return high if low <= high else None
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return _INT16.pack(len(data)) + data
+
+
+def encode_latest_offsets(version: int, correlation_id: int, client_id: str | None,
+                          topics: Sequence[tuple[str, Sequence[int]]], timestamp: int = LATEST) -> bytes:
+    """A ListOffsets request frame (without its size prefix) asking the latest offset of each partition (or,
+    with ``timestamp`` -2, the earliest)."""
+    parts = [_REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id),
+             _INT16.pack(-1) if client_id is None else _string(client_id),
+             _INT32.pack(-1)]  # replica id: a consumer's
+    if version >= 2:
+        parts.append(bytes([READ_UNCOMMITTED]))
+    parts.append(_INT32.pack(len(topics)))
+    for topic, partitions in topics:
+        parts.append(_string(topic))
+        parts.append(_INT32.pack(len(partitions)))
+        if version >= 4:
+            pack = _PARTITION_V4.pack
+            parts.extend(pack(partition, -1, timestamp) for partition in partitions)
+        else:
+            pack = _PARTITION_V1.pack
+            parts.extend(pack(partition, timestamp) for partition in partitions)
+    return b"".join(parts)
+
+
+@dataclass(slots=True)
+class TopicOffsets:
+    """One topic of an answer: the partitions answered without error and their offsets, and the others."""
+
+    topic: str
+    partitions: list[int]
+    offsets: list[int]
+    errors: list[tuple[int, int]]  # (partition, error code)
+
+
+def decode_latest_offsets(version: int, frame: bytes) -> Iterator[TopicOffsets]:
+    """The topics of a ListOffsets answer frame (correlation id first), one at a time, in the answer's order.
+    Raises ValueError for a frame that does not hold what its counts say."""
+    try:
+        pos = 4 + (4 if version >= 2 else 0)  # correlation id, throttle time
+        (topic_count,) = _INT32.unpack_from(frame, pos)
+        pos += 4
+        layout = _ANSWER_V4 if version >= 4 else _ANSWER_V1
+        size = layout.size
+        for _ in range(topic_count):
+            (length,) = _INT16.unpack_from(frame, pos)
+            pos += 2
+            if length < 0 or pos + length > len(frame):
+                raise ValueError("topic name beyond the frame")
+            topic = frame[pos:pos + length].decode()
+            pos += length
+            (count,) = _INT32.unpack_from(frame, pos)
+            pos += 4
+            end = pos + count * size
+            if count < 0 or end > len(frame):
+                raise ValueError(f"{count} partitions of {topic} beyond the frame")
+            partitions: list[int] = []
+            offsets: list[int] = []
+            errors: list[tuple[int, int]] = []
+            for fields in layout.iter_unpack(frame[pos:end]):
+                if fields[1]:
+                    errors.append((fields[0], fields[1]))
+                else:
+                    partitions.append(fields[0])
+                    offsets.append(fields[3])
+            pos = end
+            yield TopicOffsets(topic, partitions, offsets, errors)
+    except struct.error as exc:
+        raise ValueError(f"truncated ListOffsets answer: {exc}") from None
+    if pos != len(frame):
+        raise ValueError(f"{len(frame) - pos} bytes after the ListOffsets answer")
+
+
+class _ResponseHeader:
+    __slots__ = ("correlation_id",)
+
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+
+
+class _Header:
+    """What aiokafka writes before the body: nothing, the header is encoded with the body."""
+
+    @staticmethod
+    def encode() -> bytes:
+        return b""
+
+
+class LatestOffsetsAnswer:
+    """The undecoded answer of one broker: :meth:`topics` decodes it."""
+
+    __slots__ = ("version", "frame")
+
+    def __init__(self, version: int, frame: bytes) -> None:
+        self.version = version
+        self.frame = frame
+
+    def topics(self) -> Iterator[TopicOffsets]:
+        return decode_latest_offsets(self.version, self.frame)
+
+
+class LatestOffsetsRequest:
+    """An aiokafka request (``prepare``) for the latest offsets of ``topics`` (name, partitions) at the
+    version :func:`latest_offsets_version` picks; its answer is a :class:`LatestOffsetsAnswer`. A broker
+    that supports none of versions 1 to 5 is asked with aiokafka's ``OffsetRequest``, whose answer is
+    aiokafka's struct (:func:`answered_topics` reads either).
+
+    The same request is sent at every refresh until the partitions change: the body of each version is
+    encoded once and kept. With ``timestamp`` -2 it asks for the earliest offsets instead."""
+
+    def __init__(self, topics: Sequence[tuple[str, Sequence[int]]], timestamp: int = LATEST) -> None:
+        self.topics = topics
+        self.timestamp = timestamp
+        self._bodies: dict[tuple[int, str | None], bytes] = {}
+
+    def prepare(self, versions: dict[int, tuple[int, int]]) -> Any:
+        version = latest_offsets_version(versions)
+        if version is None:
+            from aiokafka.protocol.offset import OffsetRequest
+
+            return OffsetRequest(-1, 0, [(topic, [(partition, self.timestamp) for partition in partitions])
+                                         for topic, partitions in self.topics]).prepare(versions)
+        return _Prepared(version, self)
+
+    def frame(self, version: int, correlation_id: int, client_id: str | None) -> bytes:
+        """The request frame (without its size prefix): the kept body behind a new header."""
+        key = (version, client_id)
+        body = self._bodies.get(key)
+        if body is None:
+            body = self._bodies[key] = encode_latest_offsets(version, 0, client_id, self.topics, self.timestamp)
+        return _REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id) + body[_REQUEST_HEAD.size:]
+
+
+def answered_topics(answer: Any) -> Iterator[TopicOffsets]:
+    """The topics of an answer to :class:`LatestOffsetsRequest`: ours, or aiokafka's struct (version 0)."""
+    if isinstance(answer, LatestOffsetsAnswer):
+        yield from answer.topics()
+        return
+    for topic, partitions in answer.topics:
+        found = TopicOffsets(topic, [], [], [])
+        for partition, error_code, *info in partitions:
+            if error_code:
+                found.errors.append((partition, error_code))
+                continue
+            offset = (info[0][0] if info[0] else None) if answer.API_VERSION == 0 else info[1]
+            if offset is not None:
+                found.partitions.append(partition)
+                found.offsets.append(offset)
+        yield found
+
+
+class _Prepared:
+    def __init__(self, version: int, request: LatestOffsetsRequest) -> None:
+        self.api_key = LIST_OFFSETS
+        self.api_version = version
+        self._request = request
+        self._correlation_id = 0
+        self._client_id: str | None = None
+        self._frame = b""
+        self.RESPONSE_TYPE = self  # aiokafka decodes the answer through RESPONSE_TYPE.decode
+
+    def build_request_header(self, correlation_id: int, client_id: str | None) -> _Header:
+        self._correlation_id, self._client_id = correlation_id, client_id
+        return _Header()
+
+    def encode(self) -> bytes:
+        return self._request.frame(self.api_version, self._correlation_id, self._client_id)
+
+    def parse_response_header(self, response: io.BytesIO) -> _ResponseHeader:
+        self._frame = response.getvalue()
+        (correlation_id,) = _INT32.unpack_from(self._frame, 0)
+        return _ResponseHeader(correlation_id)
+
+    def decode(self, _response: io.BytesIO) -> LatestOffsetsAnswer:
+        return LatestOffsetsAnswer(self.api_version, self._frame)
