@@ -10,12 +10,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import pytest
+from file_audit import file_changes
 from log_harness import BASE_TS, Clock, all_records, batch, config
 
 from broker.errors import ErrorCode, KafkaError
@@ -25,48 +22,6 @@ from broker.protocol.records import HEADER_SIZE, BatchHeader, patched_header
 
 SMALL = config(segment_bytes=300, index_interval_bytes=1)
 RECORD = batch(2, value=b"x" * 30)  # two fit a segment
-
-_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-# os.ftruncate raises os.truncate, os.unlink os.remove, os.replace os.rename
-_CHANGING = {"os.truncate", "os.rename", "os.remove", "os.mkdir", "os.rmdir", "os.chmod"}
-_WATCHED: dict[int, Callable[[str, object], None]] = {}
-
-
-def _audit(event: str, args: tuple) -> None:
-    seen = _WATCHED.get(threading.get_ident())
-    if seen is None:
-        return
-    if event == "open":
-        if isinstance(args[2], int) and args[2] & _WRITING or isinstance(args[1], str) and set(args[1]) & set("wax+"):
-            seen(event, args[0])
-    elif event in _CHANGING:
-        seen(event, args[0])
-
-
-sys.addaudithook(_audit)
-
-
-@contextmanager
-def file_changes(before: Callable[[str, object], None] | None = None) -> Iterator[list[tuple[str, object]]]:
-    """The file system changes this thread makes meanwhile (an open for writing, a truncation, a rename, a
-    removal), each handed to ``before`` before it is made."""
-    changes: list[tuple[str, object]] = []
-    me = threading.get_ident()
-
-    def seen(event: str, path: object) -> None:
-        changes.append((event, path))
-        if before is not None:
-            del _WATCHED[me]  # what ``before`` changes itself is not watched
-            try:
-                before(event, path)
-            finally:
-                _WATCHED[me] = seen
-
-    _WATCHED[me] = seen
-    try:
-        yield changes
-    finally:
-        _WATCHED.pop(me, None)
 
 
 class Jobs(list):
