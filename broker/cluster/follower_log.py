@@ -58,7 +58,9 @@ def cut_divergent_tail(plog: PartitionLog, asked_epoch: int, asked_epoch_start: 
     if offset < plog.log_end_offset:
         log.info("truncating divergent log tail", directory=plog.directory, from_offset=plog.log_end_offset,
                  to_offset=offset, epoch=asked_epoch)
-        plog.truncate_to(offset, roll_off_thread=True)  # a log emptied rolls on the roller: the event loop goes on
+        # its file work (a roll of a log emptied, or the cut) on the roller: the event loop goes on, the partition's
+        # appends getting RollPending until it is done
+        plog.truncate_to(offset, roll_off_thread=True)
     # A round that cut nothing older cannot make the next answer differ: stop rather than loop.
     return agreed or plog.latest_epoch >= asked_epoch
 
@@ -69,8 +71,9 @@ def append_leader_batches(plog: PartitionLog, records: bytes, fetch_offset: int)
     The leader answers from the start of the batch holding ``fetch_offset``, so earlier records of that
     batch may be here already. ``fetch_offset`` may lie past our log end (the leader's log starts there);
     the log then has a gap. A batch starting inside our last batch means that batch was cut differently
-    on the leader: ours goes. A batch that needs a roll starts it off the caller's thread and ends the
-    appending (:class:`broker.log.partition.RollPending`): the batches from it on come again in the next fetch.
+    on the leader: ours goes, its file work off the caller's thread, and the appending ends there
+    (:class:`broker.log.partition.RollPending`), the batches coming again in the next fetch from the new log end. A
+    batch that needs a roll starts it off the caller's thread and ends the appending in the same way.
     """
     view = memoryview(records)
     for pos, header in iter_batches(view):

@@ -31,10 +31,23 @@ class LogDurability(PartitionState):
 
     def _write_later(self, path: str, data: bytes) -> None:
         """Replace the checkpoint ``path`` with ``data``, fsynced, on the background; the caller holds the lock.
-        Of several contents given, the newest stays, whichever thread writes it."""
+        Of several contents given, the newest stays, whichever thread writes it. The leader epochs' waits while a
+        truncation's file work is pending: on disk before the data is cut, a crash would find the old tail's records
+        without their epochs."""
         self._write_sequence += 1
+        if self._file_work and path == self._epochs.path:
+            self._held_writes[path] = (self._write_sequence, data)
+            return
         self._pending_writes[path] = (self._write_sequence, data)
         self._schedule_durability()
+
+    def _release_held_writes(self) -> None:
+        """The checkpoints held while a truncation's file work was pending, to be written; the caller holds the
+        lock."""
+        if self._held_writes:
+            self._pending_writes.update(self._held_writes)
+            self._held_writes = {}
+            self._schedule_durability()
 
     def _request_flush(self) -> concurrent.futures.Future[None]:
         """fsync the active segment (and rolled ones not yet synced) on the background; the caller holds the

@@ -26,7 +26,7 @@ import os
 import struct
 import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from broker.log.descriptors import DescriptorAccount
 
@@ -50,6 +50,17 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
     written = os.write(fd, data)
     while written < len(data):  # a regular file writes short only when something is wrong
         written += os.write(fd, data[written:])
+
+
+def replace_entries(path: str, entries: bytes) -> None:
+    """Make the index file ``path`` hold exactly ``entries`` (a segment cut short keeps its first entries), on a
+    descriptor of the caller's own. A crash in the middle leaves fewer entries, which is still a right index."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if entries:
+            _write_all(fd, entries)
+    finally:
+        os.close(fd)
 
 
 def append_entries(path: str, entries: bytes) -> None:
@@ -171,6 +182,24 @@ class OffsetIndex(_IndexFile):
         self._positions.append(position)
         self._add(relative, position)
 
+    def cut_at(self, position: int) -> None:
+        """Forget the entries at or past file ``position`` (in memory: the file is the caller's, with
+        :meth:`packed`)."""
+        keep = bisect_left(self._positions, position)
+        del self._relative_offsets[keep:]
+        del self._positions[keep:]
+        self._pending.clear()
+
+    def entry_before(self, position: int) -> tuple[int, int] | None:
+        """The last entry (absolute offset, position) before file ``position``."""
+        i = bisect_left(self._positions, position)
+        return (self.base_offset + self._relative_offsets[i - 1], self._positions[i - 1]) if i else None
+
+    def packed(self) -> bytes:
+        """Every entry as the file holds it."""
+        return b"".join(_OFFSET_ENTRY.pack(rel, pos) for rel, pos in zip(self._relative_offsets, self._positions,
+                                                                          strict=True))
+
     def lookup(self, offset: int) -> int:
         """Position of the last indexed batch starting at or before ``offset`` (0 if none)."""
         i = bisect_right(self._relative_offsets, offset - self.base_offset)
@@ -235,6 +264,22 @@ class TimeIndex(_IndexFile):
         self._timestamps.append(timestamp)
         self._relative_offsets.append(relative)
         self._add(timestamp, relative)
+
+    def cut_below(self, next_offset: int) -> None:
+        """Forget the entries of offsets ``next_offset`` and later (in memory, as :meth:`OffsetIndex.cut_at`)."""
+        keep = bisect_left(self._relative_offsets, next_offset - self.base_offset)
+        del self._timestamps[keep:]
+        del self._relative_offsets[keep:]
+        self._pending.clear()
+
+    def entry_at_or_before(self, offset: int) -> tuple[int, int] | None:
+        """The last entry (timestamp, absolute offset) whose offset is ``offset`` or below."""
+        i = bisect_right(self._relative_offsets, offset - self.base_offset)
+        return (self._timestamps[i - 1], self.base_offset + self._relative_offsets[i - 1]) if i else None
+
+    def packed(self) -> bytes:
+        return b"".join(_TIME_ENTRY.pack(ts, rel) for ts, rel in zip(self._timestamps, self._relative_offsets,
+                                                                      strict=True))
 
     def lookup(self, timestamp: int) -> int:
         """Offset from which to scan for the first batch reaching ``timestamp`` (the segment base if none)."""

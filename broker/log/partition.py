@@ -66,6 +66,22 @@ only and never written to, and rolls from it: the roller writes the log's new ch
 segments' files and makes the new segment's, in that order, so that a crash finds either the old log or the new
 start.
 
+Truncation
+----------
+A follower's truncation that keeps records (``truncate_to`` with ``roll_off_thread``, as the fetcher asks) changes
+the log in memory at once, under the lock: the later segments leave the list, the segment holding the cut gets its
+new end, indexes and statistics (:meth:`LogSegment.cut`, which reads only past its last index entry kept), the
+leader epochs and aborted transactions past the end go, and every reader sees the shorter log. The file work goes to
+the roller, as a roll's does, the partition's appends getting RollPending meanwhile: the later segments' files are
+renamed, newest first, the cut segment's log file and indexes cut, the producer state replayed from the files through
+descriptors of the roller's own (the snapshots past the end removed, the transaction indexes rewritten) and made the
+log's, and only then the leader epochs' checkpoint written, which is held until the data is cut. A crash at any
+point leaves the old log or a shorter prefix of it, down to the new end, each with its epochs: only records of the
+old log, which the follower compares with its leader again. Truncations asked while the roller is at it follow it
+without waiting; a truncation that empties the log waits for it (it would retire the same segments). A failed file
+work is made again before anything else changes the log: by the next append (RollPending), or on the thread of a
+truncation, retention or close() that meets it; compaction skips the partition until it is done.
+
 The parts
 ---------
 The log is built in layers, each a module of :mod:`broker.log`: the state they share
@@ -103,11 +119,11 @@ from broker.log.partition_state import (
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
 )
-from broker.log.producer_state import write_snapshot
+from broker.log.producer_state import ProducerStateManager, snapshot_offsets, snapshot_path, write_snapshot
 from broker.log.reads import LogReads
-from broker.log.recovery import LogRecovery
-from broker.log.segment import LogSegment
-from broker.log.txn_index import write_entries
+from broker.log.recovery import LogRecovery, SegmentReader
+from broker.log.segment import LogSegment, SegmentCut
+from broker.log.txn_index import AbortedTransactions, write_entries
 from broker.protocol.record_walk import RecordChecks, validate_records
 from broker.protocol.records import (
     ATTR_COMPRESSION_MASK,
@@ -130,6 +146,10 @@ log = structlog.get_logger("broker.log")
 
 def _roll_failed(directory: str, exc: OSError) -> KafkaError:
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot roll a segment in {directory}: {exc}")
+
+
+def _truncation_failed(directory: str, exc: OSError) -> KafkaError:
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot truncate the log in {directory}: {exc}")
 
 
 class RollPending(Exception):
@@ -310,6 +330,10 @@ class PartitionLog(LogRecovery, LogReads):
                 raise RollPending(self._rolling)
             self._wait_for_roll()
             self._check_open()
+        if self._file_work:  # a truncation whose file work failed: made again before anything else changes
+            if roll_off_thread:
+                raise RollPending(self._start_cuts())
+            self._run_cuts_here()
 
     def _maybe_roll(self, size: int, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
                     roll_off_thread: bool) -> None:
@@ -418,6 +442,9 @@ class PartitionLog(LogRecovery, LogReads):
                 self._write_recovery_point(*point)
                 for segment in retiring:  # done again, harmlessly, if this roll fails and is made again
                     self._discard(segment)
+                # the old log's producer snapshots (the new one at the base is written after the roll)
+                unlink_quietly(*(snapshot_path(self.directory, at) for at in snapshot_offsets(self.directory)
+                                 if at >= base_offset))
             return self._new_segment(base_offset, now_ms)
 
         return work
@@ -503,37 +530,139 @@ class PartitionLog(LogRecovery, LogReads):
         At or below the log start the log is emptied and restarts at ``offset``; if the batch holding
         ``offset`` began below the log start, the log is emptied and restarts at the log start. A restart
         rolls to a new segment (:meth:`_restart_at`): with ``roll_off_thread`` (the event loop's truncations) on
-        the roller, the partition's appends getting RollPending until it is done.
+        the roller, the partition's appends getting RollPending until it is done. Any other truncation changes the
+        log in memory at once and leaves its file work to :meth:`_cut_files`: with ``roll_off_thread`` on the
+        roller, the appends getting RollPending meanwhile (see "Truncation" in the module docstring).
         """
         with self._lock:
-            self._settle_roll()
-            if offset >= self.log_end_offset:
-                return
+            while True:
+                self._check_open()
+                if offset >= self.log_end_offset:
+                    return
+                later = 0
+                while later + 1 < len(self._segments) and self._segments[-1 - later].base_offset > offset:
+                    later += 1
+                target = self._segments[-1 - later]
+                restart = offset <= self.log_start_offset or target.end_after_cut(offset) < self.log_start_offset
+                # a roll under way is waited for, and a truncation's file work unless this one can follow it
+                if self._rolling is not None and (restart or not roll_off_thread or not self._cutting):
+                    self._wait_for_roll()
+                    continue
+                break
             self.structure_version += 1
-            if offset <= self.log_start_offset:
-                self._restart_at(offset)
-            else:
-                while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                    self._discard(self._segments.pop())
-                    self._bases.pop()
-                active = self._segments[-1]
-                active.truncate_to(offset)
-                if self.log_end_offset < self.log_start_offset:
-                    self._restart_at(self.log_start_offset)
-                else:
-                    # the shorter length and the removed segments must not come back after a power loss: fsynced
-                    # on the background, as a flush is, so that the follower's event loop does not wait for it
-                    self._truncated = True
-                    self._request_flush()
-                    self._epochs.truncate_from_end(self.log_end_offset)
-            self._producers.clear()
-            self._rebuild_producer_state()
-            self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            if self._segments[-1].planned:
+            if restart:
+                self._supersede_cuts()
+                self._restart_at(offset if offset <= self.log_start_offset else self.log_start_offset)
+                self._producers.clear()  # an empty log: the roll's file work removes the snapshots past its start
+                self.high_watermark = min(self.high_watermark, self.log_end_offset)
                 if roll_off_thread:
                     self._start_roll(self._now_ms(), self.log_end_offset)
                 else:
                     self._roll(self._now_ms(), self.log_end_offset)
+                return
+            discarded = self._segments[len(self._segments) - later :]
+            del self._segments[len(self._segments) - later :]
+            del self._bases[len(self._bases) - later :]
+            cut = target.cut(offset)
+            end = self.log_end_offset
+            self._aborted.drop_from(end)  # the rest of the producer state follows with the file work
+            self.high_watermark = min(self.high_watermark, end)
+            readers = [SegmentReader(segment) for segment in self._segments]
+            self._file_work.append(partial(self._cut_files, discarded, cut, readers, end, self.log_start_offset))
+            self._epochs.truncate_from_end(end)  # its checkpoint is held until the data is cut
+            if roll_off_thread:
+                self._start_cuts()
+            elif self._rolling is None:
+                self._run_cuts_here()
+
+    def _cut_files(self, discarded: list[LogSegment], cut: SegmentCut | None, readers: list[SegmentReader],
+                   end: int, log_start: int) -> None:
+        """A truncation's file work, without the lock (or under it, on the caller's thread); each step can be made
+        again if one fails. The segments past the cut are renamed, newest first, then the segment holding the cut is
+        cut: a crash at any point leaves the old log or a shorter one, never a gap, and each state holds only records
+        of the old log, which the follower compares with its leader again. The producer state is replayed from the
+        files (the snapshots past the end removed, the transaction indexes rewritten) and made the log's."""
+        for segment in reversed(discarded):
+            self._discard(segment)
+        if cut is not None:
+            cut.write()
+        producers, aborted = ProducerStateManager(), AbortedTransactions()
+        try:
+            rewrites = self._replay_producer_state(readers, end, log_start, producers, aborted)
+        finally:
+            for reader in readers:
+                reader.close()
+        for path, entries in rewrites:
+            write_entries(path, entries)
+        with self._lock:
+            if self._closed:
+                return
+            self._producers.take(producers)
+            self._producers.remove_before(self.log_start_offset)  # DeleteRecords may have moved it meanwhile
+            aborted.drop_before(self._segments[0].base_offset)
+            self._aborted.replace(aborted.entries())
+            # the shorter length and the removed segments must not come back after a power loss: fsynced on the
+            # background, as a flush is, so that the follower's event loop does not wait for it
+            self._truncated = True
+            self._request_flush()
+
+    def _start_cuts(self) -> concurrent.futures.Future[None]:
+        """Have the roller make the pending truncations' file work (unless it is at it); its future. The caller
+        holds the lock; no roll is under way."""
+        if self._rolling is None:
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._rolling, self._cutting = done, True
+            self._roll_in(partial(self._run_cuts, done))
+        assert self._rolling is not None
+        return self._rolling
+
+    def _run_cuts(self, done: concurrent.futures.Future[None]) -> None:
+        """The roller's part: every pending truncation's file work, in order, those asked meanwhile too."""
+        failure: BaseException | None = None
+        while True:
+            with self._lock:
+                if failure is not None or self._closed or not self._file_work:
+                    self._rolling, self._cutting = None, False
+                    if not self._file_work or self._closed:
+                        self._release_held_writes()
+                    self._roll_finished.notify_all()
+                    closed = self._closed
+                    break
+                job = self._file_work[0]
+            try:
+                job()
+            except OSError as exc:
+                failure = _truncation_failed(self.directory, exc)
+            except BaseException as exc:
+                failure = exc
+            else:
+                with self._lock:
+                    self._file_work.pop(0)
+        if failure is None or closed:
+            done.set_result(None)
+        else:
+            done.set_exception(failure)
+            if not isinstance(failure, KafkaError):
+                raise failure
+
+    def _run_cuts_here(self) -> None:
+        """The pending truncations' file work on this thread; the caller holds the lock and no roll is under way."""
+        while self._file_work:
+            try:
+                self._file_work[0]()
+            except OSError as exc:
+                raise _truncation_failed(self.directory, exc) from exc
+            self._file_work.pop(0)
+        self._release_held_writes()
+
+    def _supersede_cuts(self) -> None:
+        """A restart replaces the truncations whose file work failed: its roll renames the segments they took out
+        too. The caller holds the lock; no roll is under way."""
+        for job in self._file_work:
+            assert isinstance(job, partial)
+            self._retiring += job.args[0]
+        self._file_work.clear()
+        self._release_held_writes()
 
     def _restart_at(self, offset: int) -> None:
         """Take every segment out of the log; it continues, empty, at ``offset``, on a planned segment (memory
@@ -552,6 +681,8 @@ class PartitionLog(LogRecovery, LogReads):
         first, on this thread: the old segments it has not renamed would otherwise be opened, trusted, next time."""
         with self._lock:
             self._wait_for_roll()
+            if not self._closed and self._file_work:
+                self._run_cuts_here()
             if not self._closed and self._segments[-1].planned:
                 self._roll(self._now_ms(), self.log_end_offset)
             super().close()
@@ -631,6 +762,8 @@ class PartitionLog(LogRecovery, LogReads):
         """What the cleaner works on: (structure version, non-active segments, producer last offsets)."""
         with self._lock:
             self._check_open()
+            if self._cutting or self._file_work:  # the producer state follows a truncation's file work: next pass
+                return self.structure_version, [], {}
             # Segments holding a record of an open transaction wait: whether it commits decides what stays.
             unstable = self._producers.first_unstable_offset()
             segments = [segment for segment in self._segments[:-1]

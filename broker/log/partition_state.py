@@ -65,6 +65,12 @@ class PartitionState:
         # segment is active, or failed with KAFKA_STORAGE_ERROR
         self._rolling: concurrent.futures.Future[None] | None = None
         self._roll_finished = threading.Condition(self._lock)
+        # the file work of follower truncations that did not empty the log, oldest first, until each is done: run by
+        # one runner at a time off the caller's thread (then _cutting, and _rolling its future), or on the caller's
+        self._file_work: list[Callable[[], None]] = []
+        self._cutting = False
+        # the leader epochs' checkpoint while a truncation's file work is pending: written once the data is cut
+        self._held_writes: dict[str, tuple[int, bytes]] = {}
         self._pending_writes: dict[str, tuple[int, bytes]] = {}  # path -> (sequence number, content)
         self._write_sequence = 0
         self._written: dict[str, int] = {}  # path -> sequence number of the content on disk

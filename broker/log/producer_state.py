@@ -187,6 +187,10 @@ class ProducerStateManager:
         self._producers.clear()
         self._open_txns.clear()
 
+    def take(self, other: ProducerStateManager) -> None:
+        """Become ``other`` (a state rebuilt aside), which is not used afterwards."""
+        self._producers, self._open_txns = other._producers, other._open_txns
+
     # --- snapshots -------------------------------------------------------------------------------------
 
     def to_json(self) -> bytes:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from broker.log.config import INT64_MAX
 from broker.log.durability import LogDurability
@@ -20,6 +22,7 @@ from broker.log.partition_state import (
 )
 from broker.log.producer_state import (
     CompletedTxn,
+    ProducerStateManager,
     load_latest_snapshot,
 )
 from broker.log.segment import (
@@ -28,11 +31,70 @@ from broker.log.segment import (
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
+    BatchScan,
     LogSegment,
+    pread_exact,
     segment_file,
 )
-from broker.log.txn_index import AbortedTxn, append_entry, read_entries, write_entries
-from broker.protocol.records import read_marker
+from broker.log.txn_index import AbortedTransactions, AbortedTxn, append_entry, read_entries, write_entries
+from broker.protocol.records import BatchHeader, read_marker
+
+
+class ReplayedSegment(Protocol):
+    """What a producer-state replay reads of a segment (a :class:`LogSegment`, or a :class:`SegmentReader`)."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def txn_index_path(self) -> str: ...
+
+    def batches(self) -> Iterator[tuple[int, BatchHeader]]: ...
+
+    def read(self, position: int, length: int) -> bytes: ...
+
+
+class SegmentReader:
+    """A segment's data as it was when the log's lock was held, read through a descriptor of its own (the
+    segment's may be closed meanwhile by the budget of open files). A segment gone from the log meanwhile (renamed
+    by retention or DeleteRecords) reads as empty: its records are below the log start the caller applies."""
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.base_offset = segment.base_offset
+        self.next_offset = segment.next_offset
+        self.txn_index_path = segment.txn_index_path
+        self._path = segment.log_path
+        self._size = segment.size
+        self._fd = -1
+
+    def batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Opens the file on first use (a replay reads only the segments after its snapshot)."""
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self._path, os.O_RDONLY)
+            except FileNotFoundError:
+                return iter(())
+        return iter(BatchScan(self._fd, 0, self._size, self.base_offset, min_offset=-1))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def read(self, position: int, length: int) -> bytes:
+        return pread_exact(self._fd, length, position)
+
+
+def _aborted_entry(completed: CompletedTxn | None, producers: ProducerStateManager) -> AbortedTxn | None:
+    """The entry of a transaction a marker ended, if it was aborted."""
+    if completed is None or completed.committed:
+        return None
+    unstable = producers.first_unstable_offset()
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.marker_offset,
+                      completed.marker_offset + 1 if unstable is None else unstable)
 
 
 class LogRecovery(LogDurability):
@@ -97,36 +159,48 @@ class LogRecovery(LogDurability):
     def _rebuild_producer_state(self) -> None:
         """Newest snapshot at or below the log end, then replay the batch headers after it; aborted
         transactions come from the segments' ``.txnindex`` files up to the snapshot and from the
-        replayed markers after it."""
-        end = self.log_end_offset
-        since = load_latest_snapshot(self.directory, self._producers, end)
-        replay_from = self.log_start_offset if since is None else since
-        on_disk = {segment.base_offset: read_entries(segment.txn_index_path) for segment in self._segments}
-        self._aborted.replace([entry for entries in on_disk.values() for entry in entries])
-        self._aborted.drop_from(replay_from)
-        for segment in self._segments:
+        replayed markers after it. On this thread, under the lock."""
+        rewrites = self._replay_producer_state(self._segments, self.log_end_offset, self.log_start_offset,
+                                               self._producers, self._aborted)
+        for path, entries in rewrites:
+            write_entries(path, entries)
+
+    def _replay_producer_state(self, segments: Sequence[ReplayedSegment], end: int, log_start: int,
+                               producers: ProducerStateManager, aborted: AbortedTransactions,
+                               ) -> list[tuple[str, list[AbortedTxn]]]:
+        """What :meth:`_rebuild_producer_state` does, into ``producers`` and ``aborted``, for ``segments`` (the
+        log's, or readers of its files off the lock: :class:`SegmentReader`); the ``.txnindex`` files to rewrite,
+        for the caller. Snapshots past ``end`` are removed."""
+        since = load_latest_snapshot(self.directory, producers, end)
+        replay_from = log_start if since is None else since
+        on_disk = {segment.base_offset: read_entries(segment.txn_index_path) for segment in segments}
+        aborted.replace([entry for entries in on_disk.values() for entry in entries])
+        aborted.drop_from(replay_from)
+        for segment in segments:
             if segment.next_offset <= replay_from:
                 continue
             for position, header in segment.batches():
                 if header.base_offset >= replay_from:
                     marker = read_marker(segment.read(position, header.size)) if header.is_control else None
-                    self._note_completed(self._producers.update(header, marker), persist=False)
-        self._producers.remove_before(self.log_start_offset)
+                    entry = _aborted_entry(producers.update(header, marker), producers)
+                    if entry is not None:
+                        aborted.add(entry)
+        producers.remove_before(log_start)
         # the files of the replayed segments now say what the replay found (a crash may have lost entries)
-        for i, segment in enumerate(self._segments):
-            if segment.next_offset > replay_from or i + 1 == len(self._segments):
-                upper = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else INT64_MAX
-                entries = self._aborted.between(segment.base_offset, upper)
+        rewrites = []
+        for i, segment in enumerate(segments):
+            if segment.next_offset > replay_from or i + 1 == len(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else INT64_MAX
+                entries = aborted.between(segment.base_offset, upper)
                 if entries != on_disk[segment.base_offset]:
-                    write_entries(segment.txn_index_path, entries)
+                    rewrites.append((segment.txn_index_path, entries))
+        return rewrites
 
     def _note_completed(self, completed: CompletedTxn | None, *, persist: bool = True) -> None:
         """Index a transaction the last appended marker ended, if it was aborted."""
-        if completed is None or completed.committed:
+        entry = _aborted_entry(completed, self._producers)
+        if entry is None:
             return
-        unstable = self._producers.first_unstable_offset()
-        entry = AbortedTxn(completed.producer_id, completed.first_offset, completed.marker_offset,
-                           completed.marker_offset + 1 if unstable is None else unstable)
         self._aborted.add(entry)
         if persist:
             append_entry(self._segments[-1].txn_index_path, entry)

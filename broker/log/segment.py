@@ -17,7 +17,7 @@ import structlog
 from broker.errors import ErrorCode, KafkaError
 from broker.log.descriptors import DescriptorAccount
 from broker.log.files import release_space_after, reserve_space, unlink_quietly
-from broker.log.index import OffsetIndex, TimeIndex, append_entries
+from broker.log.index import OffsetIndex, TimeIndex, append_entries, replace_entries
 from broker.protocol.records import HEADER_SIZE, INT32_MAX, NO_TIMESTAMP, BatchHeader, crc_of
 
 _SCAN_CHUNK = 1 << 16
@@ -148,6 +148,30 @@ class SealedTail:
                 _release_reserved(fd, self.reserved_from, self.log_path)
             finally:
                 os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentCut:
+    """The file work of a segment cut short in memory (:meth:`LogSegment.cut`): the log file to its new size, then
+    the indexes to the entries kept. Through descriptors of its own, by path, as :class:`SealedTail`; each step can
+    be made again. A crash before the log file is cut leaves the segment whole; after it, recovery finds index
+    entries past the end (rebuilt, as :meth:`OffsetIndex.is_sane` refuses them) or fewer of them (still right)."""
+
+    log_path: str
+    size: int
+    index_path: str
+    index_entries: bytes
+    time_index_path: str
+    time_index_entries: bytes
+
+    def write(self) -> None:
+        fd = os.open(self.log_path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, self.size)  # frees what was reserved past it too
+        finally:
+            os.close(fd)
+        replace_entries(self.index_path, self.index_entries)
+        replace_entries(self.time_index_path, self.time_index_entries)
 
 
 @dataclass(slots=True)
@@ -429,14 +453,61 @@ class LogSegment:
         self.release_descriptor()
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch holding ``offset`` or later; the indexes are rebuilt."""
+        """Remove every batch holding ``offset`` or later, on this thread (:meth:`cut` and its file work)."""
+        cut = self.cut(offset)
+        if cut is not None:
+            cut.write()
+
+    def cut(self, offset: int) -> SegmentCut | None:
+        """Remove every batch holding ``offset`` or later in memory, and hand the file work to the caller (None:
+        nothing to remove). Reads only the batches after the last index entry kept (``index.interval.bytes``), not
+        the segment: the kept entries hold the largest timestamp up to there (see :meth:`_account`), so the
+        statistics come out as a scan of the whole segment would make them."""
+        plan = self._plan_cut(offset)
+        if plan is None:
+            return None
+        position, kept, start, next_offset, max_timestamp, offset_of_max = plan
+        self.offset_index.cut_at(position)
+        # the time entries added with the offset entries kept, as a rebuild makes them (a sealed segment's last one
+        # goes too; the next seal adds it again)
+        self.time_index.cut_below(self.base_offset if kept is None else kept + 1)
+        self.size = position
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index_entry = position - start
+        self._reserved = False
+        if position < HEADER_SIZE:
+            self.rolling_base_ms = None
+        return SegmentCut(self.log_path, position, self.offset_index.path, self.offset_index.packed(),
+                          self.time_index.path, self.time_index.packed())
+
+    def end_after_cut(self, offset: int) -> int:
+        """Where the segment would end after :meth:`cut` at ``offset``, without cutting."""
+        plan = self._plan_cut(offset)
+        return self.next_offset if plan is None else plan[3]
+
+    def _plan_cut(self, offset: int) -> tuple[int, int | None, int, int, int, int] | None:
+        """The cut at ``offset``: (file position, the offset of the last index entry kept, where the scan for the
+        statistics starts, next offset, max timestamp, its offset); None if no batch holds ``offset`` or a later
+        one."""
         found = self.find_batch(offset)
         if found is None:
-            return
-        os.ftruncate(self.fd, found[0])  # frees what was reserved past it too
-        self.size = found[0]
-        self._reserved = False
-        self.rebuild_indexes()
+            return None
+        position = found[0]
+        kept = self.offset_index.entry_before(position)
+        start, max_timestamp, offset_of_max = 0, NO_TIMESTAMP, -1
+        if kept is not None:
+            # the entry was added with the batch at its position counted: the time entries up to that batch
+            start = kept[1]
+            entry = self.time_index.entry_at_or_before(kept[0])
+            if entry is not None:
+                max_timestamp, offset_of_max = entry
+        next_offset = self.base_offset
+        for _, header in BatchScan(self.fd, start, position, self.base_offset, min_offset=-1):
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.base_offset
+            next_offset = header.next_offset
+        return position, None if kept is None else kept[0], start, next_offset, max_timestamp, offset_of_max
 
     # --- reading ---------------------------------------------------------------------------------------
 

@@ -162,6 +162,7 @@ class TransactionCoordinator:
         self._loaded = False  # single node: every partition loaded (or none to load)
         self._owned: set[int] = set()  # the `__transaction_state` partitions this broker coordinates (cluster)
         self._creating: asyncio.Task | None = None
+        self._making: asyncio.Future[Any] | None = None  # single node: the topic being created on a thread
 
     async def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                            committed: bool) -> ErrorCode:
@@ -192,10 +193,23 @@ class TransactionCoordinator:
         return {"cleanup.policy": "compact", "segment.bytes": self.broker.config["transaction.state.log.segment.bytes"],
                 "min.insync.replicas": min(min_isr, replication)}
 
-    def _ensure_topic(self) -> None:
-        """Single node: create `__transaction_state` before its first record."""
-        if not self.clustered and self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is None:
-            self.broker.create_topic(TRANSACTIONS_TOPIC, self.partition_count, self._topic_configs(1))
+    async def _ensure_topic(self) -> None:
+        """Single node: create `__transaction_state` before its first record, on a thread: its partitions'
+        directories and files (50 by default) wait on the file system's journal, and on the event loop every
+        connection waited with them. The writes asked meanwhile wait for the same creation; the topic is seen only
+        once every partition is made (:meth:`LogManager.create_topic`). A creation that failed is tried again by
+        the next write."""
+        if self.clustered or self.broker.logs.topics.get(TRANSACTIONS_TOPIC) is not None:
+            return
+        if self._making is None:
+            self._making = asyncio.ensure_future(asyncio.to_thread(
+                self.broker.create_topic, TRANSACTIONS_TOPIC, self.partition_count, self._topic_configs(1)))
+        making = self._making
+        try:
+            await asyncio.shield(making)
+        finally:
+            if making.done() and self._making is making:
+                self._making = None  # made (the topic is there) or failed (made again next time)
 
     def request_topic(self) -> None:
         """In a cluster, the first lookup of a transaction coordinator has the controller create
@@ -292,7 +306,7 @@ class TransactionCoordinator:
 
     async def _write(self, meta: TxnMetadata | None, transactional_id: str) -> ErrorCode:
         """Append a state change (None: a tombstone) to the id's `__transaction_state` partition."""
-        self._ensure_topic()
+        await self._ensure_topic()
         value = None if meta is None else record_value(meta)
         batch = build_batch([Record(offset=0, timestamp=self._now_ms(), key=record_key(transactional_id),
                                     value=value)])

@@ -201,8 +201,13 @@ def test_a_batch_cut_differently_on_the_leader_replaces_ours(replicas):
     leader, follower, _ = replicas
     write(leader, 0, 2, 4)
     write(follower, 0, 2, 2)
-    # The follower asks from its log end (4), which the leader answers from its batch at 2.
-    assert append_leader_batches(follower.log, leader.log.read(4, 1 << 30), 4)
+    # The follower asks from its log end (4), which the leader answers from its batch at 2: ours goes, its file work
+    # on the roller, and the appending ends there (RollPending), as at a roll; the next fetch asks from 2.
+    with pytest.raises(RollPending) as pending:
+        append_leader_batches(follower.log, leader.log.read(4, 1 << 30), 4)
+    pending.value.rolled.result(timeout=10)
+    assert follower.log.log_end_offset == 2
+    assert append_leader_batches(follower.log, leader.log.read(2, 1 << 30), 2)
     assert follower.log.log_end_offset == 6
     assert follower.log.read(2, 1 << 30) == leader.log.read(2, 1 << 30)
 

@@ -4,10 +4,12 @@ on a clock the test moves."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from file_audit import file_changes
 
 from broker.broker import Broker, ProducerIdAllocator
 from broker.config import BrokerConfig
@@ -225,3 +227,20 @@ async def test_list_and_describe_show_kafkas_names(broker, clock):
     # Kafka's handleDescribeTransactions: an empty id is an invalid request, an unknown one is not found
     assert [d["error_code"] for d in await coordinator.describe(["", "nobody"])] == [
         ErrorCode.INVALID_REQUEST, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND]
+
+
+async def test_the_first_transactional_write_creates_the_topic_off_the_event_loop(broker):
+    """On a single node `__transaction_state` comes with its first record: its partitions' files are made on a
+    thread, the writes asked meanwhile wait for the same creation, and the topic is seen whole or not at all."""
+    coordinator: TransactionCoordinator = broker.transactions
+    assert broker.logs.topics.get(TRANSACTIONS_TOPIC) is None
+    with file_changes() as changes:  # this thread's: the event loop's
+        answers = await asyncio.gather(*(coordinator.init_producer_id(tid, TIMEOUT_MS, -1, -1, FENCED)
+                                         for tid in ("t1", "t2", "t3")))
+    assert [error for error, _, _ in answers] == [ErrorCode.NONE] * 3
+    topic = broker.logs.topics[TRANSACTIONS_TOPIC]
+    assert topic.partition_count == 3
+    # the appends of the records open the partitions' files, which exist by then; none is made here
+    assert not [change for change in changes if change[0] in ("create", "os.mkdir")]
+    assert {state for tid in ("t1", "t2", "t3") for state in states_written(broker, tid)} == {TxnState.EMPTY}
+
