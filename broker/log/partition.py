@@ -86,8 +86,8 @@ The parts
 ---------
 The log is built in layers, each a module of :mod:`broker.log`: the state they share
 (:mod:`broker.log.partition_state`), durability (:mod:`broker.log.durability`), opening and recovery
-(:mod:`broker.log.recovery`) and reads (:mod:`broker.log.reads`); appends, removing data and compaction's
-swap are here.
+(:mod:`broker.log.recovery`), segments leaving the log and compaction's swap (:mod:`broker.log.compaction_swap`)
+and reads (:mod:`broker.log.reads`); appends, rolls, truncation and retention are here.
 
 Thread safety: every public method holds the log's lock, so the compaction and retention threads can change
 segments (briefly) while the event loop appends and reads.
@@ -96,7 +96,6 @@ segments (briefly) while the event loop appends and reads.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import os
 import random
 import time
@@ -107,11 +106,12 @@ from functools import partial
 import structlog
 
 from broker.errors import ErrorCode, KafkaError
-from broker.log.background import FLUSHER, ROLLER, run_later
+from broker.log.background import FLUSHER, ROLLER
+from broker.log.compaction_swap import LogSegments
 from broker.log.config import LogConfig
 from broker.log.descriptors import DescriptorBudget
 from broker.log.epoch_cache import LeaderEpochCache
-from broker.log.files import fsync_directory, unlink_quietly, write_atomically
+from broker.log.files import unlink_quietly
 from broker.log.partition_state import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
@@ -121,7 +121,7 @@ from broker.log.partition_state import (
 )
 from broker.log.producer_state import ProducerStateManager, snapshot_offsets, snapshot_path, write_snapshot
 from broker.log.reads import LogReads
-from broker.log.recovery import LogRecovery, SegmentReader
+from broker.log.recovery import SegmentReader
 from broker.log.segment import LogSegment, SegmentCut
 from broker.log.txn_index import AbortedTransactions, write_entries
 from broker.protocol.record_walk import RecordChecks, validate_records
@@ -172,7 +172,7 @@ class AppendResult:
     durable: concurrent.futures.Future[None] | None = None
 
 
-class PartitionLog(LogRecovery, LogReads):
+class PartitionLog(LogSegments, LogReads):
     """One partition's log in ``directory``; see the module docstring for layout and guarantees.
 
     ``high_watermark`` is a plain attribute. With ``auto_high_watermark`` (a single node) every append
@@ -506,14 +506,6 @@ class PartitionLog(LogRecovery, LogReads):
         self._epochs.truncate_from_start(offset)
         self._producers.remove_before(offset)
 
-    def _discard(self, segment: LogSegment) -> None:
-        """A segment out of the log: its files are renamed ``*.deleted`` now and removed on the background
-        thread ``file.delete.delay.ms`` later (as Kafka does), so that the event loop does not wait for the
-        kernel to free a gigabyte and a fetch that found the segment a moment ago can still read it."""
-        renamed = segment.retire()
-        if renamed:
-            run_later(partial(unlink_quietly, *renamed), self.config.file_delete_delay_ms / 1000, self._background)
-
     def _delete_first_segment(self) -> None:
         segment = self._segments.pop(0)
         self._bases.pop(0)
@@ -755,87 +747,3 @@ class PartitionLog(LogRecovery, LogReads):
                 return False
             self._delete_first_segment()
             return True
-
-    # --- compaction support ------------------------------------------------------------------------------
-
-    def cleaning_snapshot(self) -> tuple[int, list[LogSegment], dict[int, int]]:
-        """What the cleaner works on: (structure version, non-active segments, producer last offsets)."""
-        with self._lock:
-            self._check_open()
-            if self._cutting or self._file_work:  # the producer state follows a truncation's file work: next pass
-                return self.structure_version, [], {}
-            # Segments holding a record of an open transaction wait: whether it commits decides what stays.
-            unstable = self._producers.first_unstable_offset()
-            segments = [segment for segment in self._segments[:-1]
-                        if unstable is None or segment.next_offset <= unstable]
-            return self.structure_version, segments, self._producers.last_offsets()
-
-    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
-        """A segment built aside (``*.cleaned`` files) to replace segments starting at ``base_offset``."""
-        return LogSegment.create(
-            self.directory,
-            base_offset,
-            self.config.index_interval_bytes,
-            self._now_ms(),
-            suffix=CLEANED_SUFFIX,
-            account=self._descriptors,
-        )
-
-    def replace_segments(self, version: int, old: list[LogSegment], cleaned: LogSegment) -> int | None:
-        """Swap a cleaned segment in for ``old`` (consecutive, not active); return the new structure
-        version, or None if the log changed since ``version`` (nothing is swapped then).
-
-        Crash safety: ``<base>.cleaning`` records the range being replaced once the cleaned files are
-        durable; the old files are then deleted and the cleaned ones renamed. On open, a ``.cleaning``
-        file means the swap is finished; without one, ``*.cleaned`` files are discarded.
-        """
-        # The cleaned files are the cleaner's alone until the swap, and the fsyncs (the cleaned files, the marker,
-        # the renames) happen outside the log's lock: under it they held up every append and read of the
-        # partition, the event loop's among them. The lock is held for the check and the renames only.
-        cleaned.close_for_appends()
-        cleaned.flush()
-        cleaned.close()
-        with self._lock:
-            span = self._swap_span(version, old)
-            if span is None:
-                return None
-            aborted = self._aborted.between(old[0].base_offset, span[1])
-        base = old[0].base_offset
-        write_entries(cleaned.txn_index_path, aborted)
-        marker = self._path(f"{base:020d}{CLEANING_SUFFIX}")
-        write_atomically(marker, json.dumps({"end": span[1]}).encode())
-        with self._lock:
-            # the log may have changed while the marker was written (retention, truncation): checked again
-            span = self._swap_span(version, old)
-            if span is None:
-                os.unlink(marker)
-                fsync_directory(self.directory)
-                return None
-            for segment in old:
-                self._discard(segment)  # renamed now, removed on the background as retention's are
-            self._complete_swap(base)
-            new = LogSegment.open(self.directory, base, self.config.index_interval_bytes, self._now_ms(),
-                                  self._descriptors)
-            first = span[0]
-            self._segments[first : first + len(old)] = [new]
-            self._bases = [segment.base_offset for segment in self._segments]
-            self.structure_version += 1
-            swapped = self.structure_version
-        fsync_directory(self.directory)  # the renames are durable before the marker goes
-        os.unlink(marker)
-        fsync_directory(self.directory)
-        return swapped
-
-    def _swap_span(self, version: int, old: list[LogSegment]) -> tuple[int, int] | None:
-        """Where ``old`` sits in the log (its index) and the base offset after it, if the log is still at
-        ``version`` and holds them, consecutive and not active; the caller holds the lock."""
-        if self._closed or version != self.structure_version:
-            return None
-        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
-        if (
-            first is None
-            or first + len(old) >= len(self._segments)
-            or any(self._segments[first + k] is not segment for k, segment in enumerate(old))
-        ):
-            return None
-        return first, self._segments[first + len(old)].base_offset

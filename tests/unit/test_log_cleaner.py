@@ -321,12 +321,12 @@ def test_reads_are_bounded_by_the_io_buffer(tmp_path):
 def test_the_swap_makes_its_files_durable_outside_the_logs_lock(tmp_path, monkeypatch):
     """The directory fsyncs of a swap (~20 ms each on a loaded disk) leave the log's lock free: appends and
     reads of the partition, the event loop's among them, do not wait for them."""
-    from broker.log import partition as partition_module
+    from broker.log import compaction_swap as swap_module
 
     log = compacted_log(tmp_path)
     write_history(log, rounds=30, keys=3)
     lock_free_during_fsync: list[bool] = []
-    real_fsync_directory = partition_module.fsync_directory
+    real_fsync_directory = swap_module.fsync_directory
     cleaning_thread = threading.current_thread()
 
     def watched(directory: str) -> None:
@@ -346,7 +346,7 @@ def test_the_swap_makes_its_files_durable_outside_the_logs_lock(tmp_path, monkey
         other.join()
         real_fsync_directory(directory)
 
-    monkeypatch.setattr(partition_module, "fsync_directory", watched)
+    monkeypatch.setattr(swap_module, "fsync_directory", watched)
     assert clean_partition(log, BASE_TS)
     monkeypatch.undo()
     assert lock_free_during_fsync and all(lock_free_during_fsync)
