@@ -19,7 +19,14 @@ storage and a refresh has passed, for ``--seconds`` nothing commits and nobody a
   answers aiokafka's connections decode (``AIOKafkaConnection._handle_frame``, named ``decode`` and the
   request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
   run inside whatever callback allocated last;
-- CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period.
+- CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period;
+- with ``--census``, after the idle period: the objects the collector tracks, by generation and by type (the
+  most numerous), and how long a full pass (``gc.collect(2)``) takes then, three times.
+
+As ``burrowpy serve`` does, the live objects are frozen out of the collector's full passes
+(``burrowpy.daemon.GarbageFreezer``), here just before the idle period (serve: a minute after the start, then
+every 15 minutes); that refreeze's own full pass is timed and printed. ``--no-freeze`` leaves the collector as
+it was before the freezer.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from monitor_fleet_daemon import INTERVALS, Fleet  # noqa: E402
 from monitor_ingest import OFFSETS_PARTITIONS, fill, prepare_topics  # noqa: E402
 
 from burrowpy.config import parse_config  # noqa: E402
-from burrowpy.daemon import Monitor, tune_garbage_collector  # noqa: E402
+from burrowpy.daemon import GarbageFreezer, Monitor, tune_garbage_collector  # noqa: E402
 from burrowpy.protocol import FetchConsumers  # noqa: E402
 
 OFFSET_REFRESH = 10
@@ -151,7 +158,29 @@ def config(bootstrap: str, port: int) -> dict[str, Any]:
     }
 
 
-async def measure(bootstrap: str, fleet: Fleet, seconds: float) -> dict[str, Any]:
+def census(top: int) -> list[str]:
+    """The collector's tracked objects by generation and by type, then three timed full passes."""
+    lines = ["tracked objects by generation: " + " / ".join(
+        f"{len(gc.get_objects(generation)):,}" for generation in range(3))]
+    if hasattr(gc, "get_freeze_count"):
+        lines.append(f"frozen (gc.freeze, not walked): {gc.get_freeze_count():,}")
+    kinds: dict[str, int] = defaultdict(int)
+    for obj in gc.get_objects():
+        kinds[f"{type(obj).__module__}.{type(obj).__qualname__}"] += 1
+    lines.append(f"most numerous of {sum(kinds.values()):,} tracked:")
+    for kind, count in sorted(kinds.items(), key=lambda item: -item[1])[:top]:
+        lines.append(f"  {count:9,d}  {kind}")
+    del kinds
+    passes = []
+    for _ in range(3):
+        started = time.perf_counter()
+        gc.collect(2)
+        passes.append((time.perf_counter() - started) * 1000)
+    lines.append("gc.collect(2): " + " / ".join(f"{ms:.0f}" for ms in passes) + " ms")
+    return lines
+
+
+async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True) -> dict[str, Any]:
     from harness import free_port
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
@@ -175,6 +204,12 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float) -> dict[str, Any
         read_s = time.monotonic() - started
         print(f"every commit read: {read_s:.1f} s after start", flush=True)
         await asyncio.sleep(OFFSET_REFRESH + 1)  # a refresh with every commit in storage, and a sampler round
+        freezer = GarbageFreezer(structlog.get_logger(), first_s=0)
+        refreeze_ms: float | None = None
+        if freeze:
+            began = time.perf_counter()
+            freezer.refreeze()  # what serve's freezer does a minute after the start, then every 15 minutes
+            refreeze_ms = (time.perf_counter() - began) * 1000
         tick = asyncio.create_task(ticker(lateness, stop))
         timer.recording = True
         cpu = time.process_time()
@@ -183,8 +218,10 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float) -> dict[str, Any
         timer.recording = False
         stop.set()
         await tick
+        counted = census(top) if top else []
     finally:
         timer.uninstall()
+        gc.unfreeze()
         await monitor.stop()
     lateness.sort()
     kinds = sorted(((max(times), len(times), sum(times), kind) for kind, times in timer.by_kind.items()),
@@ -192,7 +229,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float) -> dict[str, Any
     return {"read_s": read_s, "cpu_per_refresh_s": cpu / (seconds / OFFSET_REFRESH), "ticks": len(lateness),
             "late_max_ms": lateness[-1] * 1000, "late_p999_ms": lateness[int(0.999 * len(lateness))] * 1000,
             "late_p99_ms": lateness[int(0.99 * len(lateness))] * 1000,
-            "late_p50_ms": lateness[len(lateness) // 2] * 1000, "kinds": kinds}
+            "late_p50_ms": lateness[len(lateness) // 2] * 1000, "kinds": kinds, "census": counted,
+            "refreeze_ms": refreeze_ms}
 
 
 def main() -> int:
@@ -204,6 +242,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="idle seconds measured")
     parser.add_argument("--top", type=int, default=12, help="kinds of callback listed")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--no-freeze", action="store_true", help="do not freeze the live objects out of the "
+                        "collector's full passes (as burrowpy serve did before its GarbageFreezer)")
+    parser.add_argument("--census", type=int, default=0, metavar="TOP", help="after the idle period, count the "
+                        "collector's tracked objects (the TOP most numerous types) and time full passes")
     parser.add_argument("--broker-dir", type=Path, help="keep the broker's data here; a directory that holds it "
                         "from an earlier run with the same fleet is used as it is (the fleet is not made again)")
     args = parser.parse_args()
@@ -226,16 +268,20 @@ def main() -> int:
                 prepare_topics(broker.bootstrap, fleet.topics)
                 asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, args.connections, fleet.markers))
                 print(f"fleet made on the broker: {time.monotonic() - began:.1f} s", flush=True)
-            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds))
+            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze))
         finally:
             broker.stop()
     print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "
           f"{figures['cpu_per_refresh_s']:.3f} s; loop wake-ups ({figures['ticks']:,}) late by p50 "
           f"{figures['late_p50_ms']:.1f} / p99 {figures['late_p99_ms']:.1f} / p99.9 {figures['late_p999_ms']:.1f} / "
           f"max {figures['late_max_ms']:.1f} ms")
+    if figures["refreeze_ms"] is not None:
+        print(f"refreeze before the idle period (unfreeze, full pass, freeze): {figures['refreeze_ms']:.0f} ms")
     print("longest callbacks over 2 ms, by what they run (longest, count, total):")
     for longest, count, total, kind in figures["kinds"][:args.top]:
         print(f"  {longest * 1000:8.1f} ms  {count:6d}  {total:7.3f} s  {kind}")
+    for line in figures["census"]:
+        print(line)
     return 0
 
 

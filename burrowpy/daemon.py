@@ -17,6 +17,7 @@ import gc
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -43,6 +44,64 @@ GC_THRESHOLDS = (10_000, 10, 10)
 def tune_garbage_collector() -> None:
     """Set the daemon's collector thresholds (:data:`GC_THRESHOLDS`) for this process."""
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+# A full (generation 2) pass walks every container object the process tracks: at fleet scale (2,000 groups,
+# 50,750 partitions) some 700,000, mostly the long-lived per-partition state (storage's entries and rings with
+# their arrays, aiokafka's partition metadata, topic health's readings), which takes 250-950 ms of the event
+# loop, a couple of times a minute when idle (bench/README.md, "The event loop at fleet scale"). The daemon
+# moves what is alive into the collector's permanent generation (gc.freeze), which passes do not walk; objects
+# there are still freed by reference counting when let go, so only cyclic garbage could stay. None stays for
+# ever: every GC_FREEZE_PERIOD_S the frozen objects are given back (gc.unfreeze), one full pass collects what
+# has become cyclic garbage since, and the survivors are frozen again. That pass is the one full-length stall
+# left, once a period instead of every half minute; the first freeze comes once the state has been read.
+GC_FREEZE_FIRST_S = 60.0
+GC_FREEZE_PERIOD_S = 900.0
+
+
+class GarbageFreezer:
+    """Keeps the monitor's long-lived objects out of the collector's full passes (see :data:`GC_FREEZE_PERIOD_S`).
+
+    The whole process is affected (the collector is the interpreter's): :meth:`stop` gives the frozen objects
+    back. Used by ``burrowpy serve``, not by :class:`Monitor`, so that programs embedding the monitor decide.
+    """
+
+    def __init__(self, logger: Any, first_s: float = GC_FREEZE_FIRST_S,
+                 period_s: float = GC_FREEZE_PERIOD_S) -> None:
+        self._log = logger
+        self.first_s = first_s
+        self.period_s = period_s
+        self.refreezes = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def refreeze(self) -> None:
+        """Unfreeze, collect everything (what became cyclic garbage while frozen included), freeze the rest."""
+        started = time.perf_counter()
+        gc.unfreeze()
+        collected = gc.collect()
+        gc.freeze()
+        self.refreezes += 1
+        self._log.debug("garbage collector: live objects frozen", collected=collected,
+                        frozen=gc.get_freeze_count(), ms=round((time.perf_counter() - started) * 1000, 1))
+
+    async def _run(self) -> None:
+        await asyncio.sleep(self.first_s)
+        while True:
+            self.refreeze()
+            await asyncio.sleep(self.period_s)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="garbage-freezer")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        gc.unfreeze()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -298,8 +357,11 @@ async def _serve(config: Config, log_control: LogControl) -> int:
     except Exception as exc:
         print(f"burrowpy serve: failed to start: {exc}", file=sys.stderr)
         return 1
+    freezer = GarbageFreezer(log)
+    freezer.start()
     await stopping.wait()
     log.info("shutdown triggered")
+    await freezer.stop()
     await monitor.stop()
     log.info("stopped burrowpy")
     return 0
