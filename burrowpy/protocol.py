@@ -342,11 +342,13 @@ class SetBrokerOffset:
 class SetBrokerOffsets:
     """The latest offsets of partitions of one topic read at one time (from one ListOffsets answer): means
     what a :class:`SetBrokerOffset` per partition, in this order, means. The cluster module's refresh hands a
-    topic over in a few such requests instead of one per partition; storage takes each in one step."""
+    topic over in a few such requests instead of one per partition; storage takes each in one step. A
+    ``partition_count`` of None is a topic the metadata does not list: each partition then counts as the
+    topic's last (its count is ``partition + 1``), as Burrow does."""
 
     cluster: str
     topic: str
-    partition_count: int
+    partition_count: int | None
     partitions: list[int]
     offsets: list[int]  # by index, as partitions
     timestamp: int  # ms
@@ -356,8 +358,9 @@ class SetBrokerOffsets:
 
     def one(self, index: int) -> SetBrokerOffset:
         """The request of one of the partitions, by index."""
-        return SetBrokerOffset(self.cluster, self.topic, self.partitions[index], self.partition_count,
-                               self.offsets[index], self.timestamp)
+        partition = self.partitions[index]
+        count = partition + 1 if self.partition_count is None else self.partition_count
+        return SetBrokerOffset(self.cluster, self.topic, partition, count, self.offsets[index], self.timestamp)
 
     def each(self) -> Iterator[SetBrokerOffset]:
         return (self.one(index) for index in range(len(self.partitions)))

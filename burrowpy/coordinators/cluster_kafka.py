@@ -37,7 +37,6 @@ from burrowpy.protocol import (
     FetchConsumers,
     FetchRecordTimeWants,
     FetchTopicRates,
-    SetBrokerOffset,
     SetBrokerOffsets,
     SetDeleteGroup,
     SetDeleteTopic,
@@ -265,12 +264,7 @@ class KafkaCluster:
         log_ends = self.log_ends
         for partition, offset in zip(partitions, offsets, strict=True):
             log_ends[(topic, partition)] = offset
-        count = self.topics.get(topic)
-        if count is None:  # not in the metadata: each partition counts as the topic's last (as Burrow does)
-            for partition, offset in zip(partitions, offsets, strict=True):
-                self.ctx.submit(SetBrokerOffset(cluster=self.name, topic=topic, partition=partition,
-                                                partition_count=partition + 1, offset=offset, timestamp=now_ms))
-            return
+        count = self.topics.get(topic)  # None: not in the metadata, each partition counts as the topic's last
         for start in range(0, len(partitions), STORAGE_CHUNK):
             self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,
                                              partitions=partitions[start:start + STORAGE_CHUNK],

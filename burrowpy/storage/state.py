@@ -187,7 +187,8 @@ class StorageState:
         if cluster is None:
             return [(index, "unknown cluster") for index in range(len(request.partitions))]
         dropped: list[tuple[int, str]] = []
-        count = request.partition_count
+        given = request.partition_count
+        count = -1 if given is None else given
         timestamp = request.timestamp
         rings = cluster.brokers.get(request.topic)
         newest_moved = added = False
@@ -195,6 +196,8 @@ class StorageState:
             if partition < 0:
                 dropped.append((index, "negative partition"))
                 continue
+            if given is None:  # a topic the metadata does not list: the partition counts as its last
+                count = partition + 1
             known = len(rings) if rings is not None else 0
             if partition >= (known if known > count else count):
                 dropped.append((index, "partition beyond the topic's partition count"))

@@ -38,7 +38,7 @@ def versions(state: StorageState) -> dict[str, tuple[int, int]]:
 
 REFRESH = st.tuples(
     st.sampled_from(["a", "b"]),  # topic
-    st.integers(0, 6),  # partition count
+    st.one_of(st.none(), st.integers(0, 6)),  # partition count; None: a topic the metadata does not list
     st.lists(st.tuples(st.integers(-1, 8), st.integers(0, 3)), max_size=8),  # (partition, offset)
     st.sampled_from([CLUSTER, CLUSTER, "unknown"]),
 )
@@ -55,7 +55,8 @@ def test_one_request_per_topic_is_one_per_partition(refreshes, intervals):
         dropped = bulk.add_broker_offsets(request)
         expected = []
         for index, (partition, offset) in enumerate(entries):
-            reason = single.add_broker_offset(SetBrokerOffset(cluster, topic, partition, count, offset, timestamp))
+            one_count = partition + 1 if count is None else count  # unlisted: each partition counts as the last
+            reason = single.add_broker_offset(SetBrokerOffset(cluster, topic, partition, one_count, offset, timestamp))
             if reason is not None:
                 expected.append((index, reason))
         assert dropped == expected
