@@ -50,8 +50,9 @@ CHUNK = 256 * 1024
 # A record whose body is larger is walked field by field from the stream instead of being gathered whole.
 BIG_RECORD = 1024 * 1024
 # An uncompressed batch of at least this many records has its fields read with numpy, not one by one
-# (below it numpy's fixed cost, about 100 us a batch, outweighs what it saves).
-VECTOR_MIN_RECORDS = 256
+# (below it numpy's fixed cost, about 80-120 us a batch, outweighs what it saves: 128 records of 100 B or
+# 1 KiB take 120 us with numpy and 150-160 us walked, 96 records about as long either way; bench/HISTORY.md).
+VECTOR_MIN_RECORDS = 128
 _GZIP_ANY_HEADER = 32 + zlib.MAX_WBITS
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16
@@ -301,23 +302,17 @@ def _checked_at_once(batch: Buffer, end: int, walk: _Walk) -> int | None:
     topic's checks, or None for any other batch, which the record-by-record walk then refuses in detail.
 
     The chain of record lengths is followed by guessing runs of one length and checking them at once
-    (:func:`_record_ends`); every record's fields are then read at once, one field after the other, with
-    numpy: a fraction of the walk's cost for a batch of many records.
+    (:func:`_record_ends`), which also gives where each record's fields start; every record's fields are then
+    read at once, one field after the other, with numpy: a fraction of the walk's cost for a batch of many
+    records.
     """
     count = walk.count
     data = np.frombuffer(batch, np.uint8, end)
-    record_ends = _record_ends(batch, data, end, count)
-    if record_ends is None:
-        return None
-    starts = np.empty_like(record_ends)
-    starts[0] = HEADER_SIZE
-    starts[1:] = record_ends[:-1]
-    found = _varints_at(data, starts)
+    found = _record_ends(batch, data, end, count)
     if found is None:
         return None
-    lengths, at = found
-    if np.count_nonzero(lengths < 0):
-        return None
+    # the lengths are not negative: the chain and the guesses both refuse a batch with one
+    record_ends, at = found
     found = _varints_at(data, at + 1)  # past the attributes byte
     if found is None:
         return None
@@ -396,55 +391,65 @@ def _chained_ends(batch: Buffer, pos: int, end: int, count: int) -> np.ndarray |
 _SHORT_RUN = 16
 
 
-def _record_ends(batch: Buffer, data: np.ndarray, end: int, count: int) -> np.ndarray | None:
-    """Where each of the batch's ``count`` records ends, or None unless the chain of record lengths holds
-    exactly ``count`` records and ends at ``end``.
+def _record_ends(batch: Buffer, data: np.ndarray, end: int, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where each of the batch's ``count`` records ends and where its fields start (past its length), or None
+    unless the chain of record lengths holds exactly ``count`` records and ends at ``end``.
 
     Following the chain in Python, record by record, was most of the broker's CPU per produced record of
     100 B (bench/README.md, "CPU per record"). Records mostly come in runs of one length (fixed-size values,
     and the varints of offset and timestamp deltas growing a byte now and then), so the next records are
     guessed to have the length of the one at hand and every guess is checked at once, with numpy: a guessed
-    record counts only if its length field leads exactly to the next guessed record, and the first that does
-    not is where the next guess starts. A batch whose lengths keep changing goes back to the chain.
+    record counts only if its length field is byte for byte the one at hand (so it has that length and leads
+    exactly to the next guessed record), and the first that is not is where the next guess starts. Comparing
+    the length's bytes costs a third of decoding every guessed length (bench/HISTORY.md, "The 1 KiB produce
+    rows per core"). A batch whose lengths keep changing goes back to the chain.
     """
-    pieces = []
-    pos, found, window, short = HEADER_SIZE, 0, 256, 0
+    end_pieces, field_pieces = [], []
+    pos, found, window, short = HEADER_SIZE, 0, 1024, 0
     while pos < end:
         if short == 3:
             rest = _chained_ends(batch, pos, end, count - found)
             if rest is None:
                 return None
-            pieces.append(rest)
+            starts = np.empty_like(rest)
+            starts[0] = pos
+            starts[1:] = rest[:-1]
+            read = _varints_at(data, starts)
+            if read is None:
+                return None
+            end_pieces.append(rest)
+            field_pieces.append(read[1])
             found, pos = count, end
             break
         try:
             length, after = _read_varint(batch, pos)
         except (IndexError, KafkaError):
             return None
-        stride = after - pos + length
+        width = after - pos
+        stride = width + length
         guesses = min(window, (end - pos) // stride, count - found) if length >= 0 else 0
         if guesses < 1:
             return None  # a negative length, a record past the end, or more records than counted
-        ends = pos + stride * np.arange(1, guesses + 1, dtype=np.int64)
-        read = _varints_at(data, ends - stride)
-        if read is None:
-            short = 3  # a guess landed on a varint too long to be a length: the chain will say
-            continue
-        wrong = np.flatnonzero(read[1] + read[0] != ends)
-        confirmed = int(wrong[0]) if len(wrong) else guesses
-        if confirmed == 0:  # the record at pos is its own first guess: only a varint read otherwise fails it
-            short = 3
-            continue
-        pieces.append(ends[:confirmed])
+        starts = pos + stride * np.arange(guesses, dtype=np.int64)
+        # every guessed record lies within the batch (guesses <= (end - pos) // stride), its length field too
+        same = data.take(starts) == batch[pos]
+        for byte in range(1, width):
+            same &= data.take(starts + byte) == batch[pos + byte]
+        # the record at pos is its own first guess: at least one is confirmed
+        confirmed = guesses if same.all() else int(same.argmin())
+        end_pieces.append(starts[:confirmed] + stride)
+        field_pieces.append(starts[:confirmed] + width)
         found += confirmed
-        pos = int(ends[confirmed - 1])
+        pos += stride * confirmed
         if confirmed == guesses:
             window *= 2
         elif confirmed < _SHORT_RUN:
             short += 1
     if pos != end or found != count:
         return None
-    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+    if len(end_pieces) == 1:
+        return end_pieces[0], field_pieces[0]
+    return np.concatenate(end_pieces), np.concatenate(field_pieces)
 
 
 def _varints_at(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -376,3 +376,54 @@ def test_plain_batches_of_one_record_size_are_read_with_numpy_alone(count, size)
     batch = build_batch([Record(i, NOW + i, None, b"v" * size) for i in range(count)])
     header = validate_batch(batch)
     assert record_walk._checked_at_once(batch, header.size, record_walk._Walk(header, OPEN)) == NOW + count - 1
+
+
+def _chain(body: bytes) -> tuple[list[int], list[int]]:
+    """Where each record of ``body`` (a batch's record bytes) ends and where its fields start past its length,
+    following the lengths one by one."""
+    ends, fields, pos = [], [], 0
+    while pos < len(body):
+        length, after = record_walk._read_varint(body, pos)
+        fields.append(HEADER_SIZE + after)
+        pos = after + length
+        ends.append(HEADER_SIZE + pos)
+    return ends, fields
+
+
+def _padded(records: list[Record], every: int) -> bytes:
+    """The records' bytes with every ``every``-th record's length written one byte longer than it need be
+    (a continuation byte then a zero: the same length, which Kafka's varint reader takes)."""
+    body = plain_records(records)
+    out, pos, index = bytearray(), 0, 0
+    while pos < len(body):
+        length, after = record_walk._read_varint(body, pos)
+        field = bytearray(body[pos:after])
+        if index % every == every - 1:
+            field[-1] |= 0x80
+            field.append(0)
+        out += field + body[after:after + length]
+        pos, index = after + length, index + 1
+    return bytes(out)
+
+
+@pytest.mark.parametrize("sizes", ["one", "runs", "every", "padded"])
+def test_record_lengths_guessed_in_runs_say_where_each_records_fields_start(sizes):
+    # _record_ends gives both where each record ends and where its fields start (past its length), as the
+    # chain of lengths followed one by one gives them; "padded": a length now and then written with a needless
+    # continuation byte, which has the value of its run's lengths but not their bytes, so the run stops there
+    def size(i: int) -> int:
+        return {"every": 100 + i * 7919 % 50, "runs": 100 + i // 300}.get(sizes, 1000)
+
+    records = [Record(i, NOW + i, None, b"v" * size(i)) for i in range(2_000)]
+    body = _padded(records, 150) if sizes == "padded" else plain_records(records)
+    batch = relabel(build_batch(records), body=body)
+    data = record_walk.np.frombuffer(batch, record_walk.np.uint8)
+    found = record_walk._record_ends(batch, data, len(batch), len(records))
+    assert found is not None
+    ends, fields = _chain(body)
+    assert found[0].tolist() == ends
+    assert found[1].tolist() == fields
+    header = validate_batch(batch)
+    assert record_walk._checked_at_once(batch, header.size, record_walk._Walk(header, OPEN)) == NOW + 1_999
+    with vectors_from(2**31):
+        assert walk(batch) == NOW + 1_999
