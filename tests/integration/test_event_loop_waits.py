@@ -295,6 +295,53 @@ def test_segment_rolls(broker):
     assert_prompt(latencies, idle, f"{rolls} segment rolls", bound_ms=2 * P99_BOUND_MS)
 
 
+def test_deleting_a_topic_of_1000_partitions_then_making_it_again(broker):
+    """DeleteTopics closes every log of the topic and renames every partition directory out of the way (Kafka's
+    "-delete" directories): for 1,000 partitions of a few segments each, 0.1-0.3 s that every connection waited on
+    the event loop. The answer still comes once the directories are renamed, and a topic of the same name made
+    right after starts empty and works."""
+    topic = "deleted-and-again"
+    partitions = 1000
+    make_topic(broker.bootstrap, topic, partitions, {"segment.bytes": "1024"})
+    # a batch of ~570 bytes per record: three of them make two or three segments per partition
+    produce(broker.bootstrap, topic, partitions, 3, settings={"linger.ms": 0, "batch.num.messages": 1},
+            value=b"old" * 160)
+    data = broker.data_dir / "logs"
+    assert sum(len(list(data.glob(f"{topic}-{p}/*.log"))) for p in range(partitions)) >= 2 * partitions
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    idle = baseline(broker.port)
+    with probing(broker.port) as probe:
+        started = time.monotonic()
+        admin.delete_topics([topic])[topic].result(30)
+        took_ms = (time.monotonic() - started) * 1000
+        latencies = probe.stop()
+    # answered once every directory is renamed out of the way
+    assert not [p for p in range(partitions) if (data / f"{topic}-{p}").exists()]
+    # On the event loop, the deletion stopped the probe's answers for most of the DeleteTopics' own time; off it,
+    # the probe waits a few milliseconds at most (the deleting thread shares the interpreter lock). Bounded by half
+    # the deletion's time, which a loaded machine stretches as much as it would stretch a stall.
+    report = (f"another client's answers during a DeleteTopics of {partitions} partitions ({took_ms:.0f} ms): "
+              f"{summary(latencies)}; idle: {summary(idle)}")
+    print(report)
+    assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
+
+    make_topic(broker.bootstrap, topic, 3)
+    produce(broker.bootstrap, topic, 3, 2, value=b"new")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "again", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        consumed: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(consumed) < 6 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                consumed.append((message.partition(), message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert sorted(consumed) == [(p, offset, b"new") for p in range(3) for offset in range(2)]
+
+
 @contextlib.contextmanager
 def busy_disk(directory: Path) -> Iterator[None]:
     """The disk of ``directory`` kept busy meanwhile, as a broker's own producers keep it: 128 MiB written and
