@@ -34,7 +34,7 @@ from broker.handlers.services import Services
 from broker.log.background import wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
-from broker.log.manager import LogManager
+from broker.log.manager import LogManager, Topic
 from broker.log.partition import RollPending
 from broker.metrics import BrokerMetrics, MetricsServer
 from broker.protocol.api import ApiKey
@@ -470,14 +470,27 @@ class Broker:
         log.info("topic created", topic=name, partitions=partitions, configs=configs)
         return topic
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
+        """Delete the topic's logs on this node (a single node's topic deletion): out of every table at once
+        (:meth:`remove_topic`), its files on a thread; returns once they are renamed out of the way."""
+        await asyncio.to_thread(self.delete_topic_files, self.remove_topic(name))
+
+    def remove_topic(self, name: str) -> Topic:
+        """The topic out of the logs' table, its metrics forgotten and the fetches waiting on its partitions woken
+        (they find it gone): memory only, for the event loop. Its logs and directories are left to
+        :meth:`delete_topic_files`, on a thread; a topic of the same name made meanwhile waits for them."""
         assert self.logs is not None
-        partitions = self.logs.topics[name].partition_count
-        self.logs.delete_topic(name)
+        topic = self.logs.remove_topic(name)
         self.metrics.forget_topic(name)
-        for index in range(partitions):
+        for index in range(topic.partition_count):
             self.notify_appended(name, index)
-        log.info("topic deleted", topic=name)
+        return topic
+
+    def delete_topic_files(self, topic: Topic) -> None:
+        """Blocking: the removed topic's logs closed, its directories renamed (:meth:`LogManager.delete_files`)."""
+        assert self.logs is not None
+        self.logs.delete_files(topic)
+        log.info("topic deleted", topic=topic.name)
 
     def add_partitions(self, name: str, count: int) -> None:
         assert self.logs is not None
@@ -621,7 +634,7 @@ class LocalTopicAdmin:
         return topic.topic_id
 
     async def delete_topic(self, name: str) -> None:
-        self.broker.delete_topic(name)
+        await self.broker.delete_topic(name)
 
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
         await asyncio.to_thread(self.broker.add_partitions, name, total)

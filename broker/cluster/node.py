@@ -61,7 +61,7 @@ from broker.security.scram import ScramCredential, ScramStore
 from broker.topics import OFFSETS_TOPIC, offsets_topic_configs
 
 if TYPE_CHECKING:
-    from broker.log.manager import LogManager
+    from broker.log.manager import LogManager, Topic
 
 # how many partitions a new topic's reconciling changes the role of between two turns of the event loop
 ROLE_CHANGES_AT_ONCE = 50
@@ -104,7 +104,8 @@ class ClusterHost(ReplicaHost, Protocol):
     @property
     def scram(self) -> ScramStore: ...
 
-    def delete_topic(self, name: str) -> None: ...
+    def remove_topic(self, name: str) -> Topic: ...
+    def delete_topic_files(self, topic: Topic) -> None: ...
 
 
 class ClusterNode:
@@ -458,6 +459,8 @@ class ClusterNode:
             self._delete_local_topic(name, partitions)
         for change in changes:
             topic = change.topic
+            if topic.name in self._local_changes:
+                continue  # deleted just now (created again under a new id): made once its old files are renamed
             try:
                 if change.create:
                     self._change_local_topic(topic.name, partial(logs.create_topic, topic.name, len(topic.partitions),
@@ -512,11 +515,25 @@ class ClusterNode:
             await asyncio.shield(change)
 
     def _delete_local_topic(self, name: str, partitions: int) -> None:
+        """The topic out of the local tables at once, its files on a thread (a log closed and a directory renamed
+        per partition, which for a topic of 1,000 partitions held every connection of the broker on the event
+        loop); the name is busy until they are renamed, then reconciled again (created anew if the metadata has
+        it under a new id)."""
         for index in range(partitions):
             if (name, index) in self._roles:
                 self._change_role((name, index), None)
-        self.broker.delete_topic(name)
+        topic = self.broker.remove_topic(name)
         self._configs_applied.pop(name, None)
+        self._local_changes[name] = asyncio.create_task(self._delete_local_files(topic), name=f"local-topic-{name}")
+
+    async def _delete_local_files(self, topic: Topic) -> None:
+        try:
+            await asyncio.to_thread(self.broker.delete_topic_files, topic)
+        except (KafkaError, OSError) as exc:
+            # the next creation of the name, or the logs' close, tries the renames again
+            log.error("cannot delete a topic's files", topic=topic.name, error=str(exc))
+        del self._local_changes[topic.name]
+        self.reconcile()
 
     def _change_role(self, tp: tuple[str, int], role: Role | None) -> None:
         topic, partition = tp
@@ -583,6 +600,7 @@ class ClusterTopicAdmin:
 
     async def delete_topic(self, name: str) -> None:
         await self.node.propose({"op": "delete_topic", "name": name}, retry=False)
+        await self.node.local_topic_settled(name)  # its files renamed out of the way here
 
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
         await self.node.propose({"op": "create_partitions", "name": name, "count": total,

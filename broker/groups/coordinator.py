@@ -164,8 +164,10 @@ class GroupCoordinator:
         partitions this broker leads."""
         topic = self.broker.logs.topics.get(OFFSETS_TOPIC)
         if load_all_partitions and topic is None:
-            topic = self.broker.create_topic(OFFSETS_TOPIC, self.config.offsets_partitions,
-                                             offsets_topic_configs(self.broker.config))
+            # on a thread: its partitions' directories and files (50 by default) wait on the file system's journal,
+            # and the event loop serves meanwhile (the metrics endpoint, started first; other brokers of the process)
+            topic = await asyncio.to_thread(self.broker.create_topic, OFFSETS_TOPIC, self.config.offsets_partitions,
+                                            offsets_topic_configs(self.broker.config))
         elif load_all_partitions and topic.partition_count != self.config.offsets_partitions:
             # Groups live where the existing topic put them; hashing by another count would lose them.
             log.warning("__consumer_offsets has a different partition count than configured; using it",

@@ -124,6 +124,8 @@ class LogManager:
         self._disk_usage = disk_usage
         self._defaults = {name: format_value(value) for name, value in parse_configs(defaults).items()}
         self._topics: dict[str, Topic] = {}
+        # topics out of the table whose logs and directories :meth:`delete_files` has not retired yet, by name
+        self._leaving: dict[str, Topic] = {}
         self.topics: Mapping[str, Topic] = MappingProxyType(self._topics)
         # counts the topics created, deleted and grown, after each change: what was derived from the topics
         # and their partition counts (Metadata's answers) can be kept while it stays the same
@@ -240,6 +242,9 @@ class LogManager:
         """A new topic; its id is fresh unless given (a cluster's metadata assigns it)."""
         with self._changes:
             config = self.validate_topic(name, partitions, configs)
+            leaving = self._leaving.get(name)
+            if leaving is not None:  # deleted, its directories not renamed yet: renamed first, on this thread
+                self._retire(leaving)
             overrides = {key: format_value(value) for key, value in parse_configs(configs).items()}
             topic = Topic(name, topic_id or uuid.uuid4().bytes, overrides, config)
             self._save_topic(topic, partitions)
@@ -250,18 +255,47 @@ class LogManager:
             return topic
 
     def delete_topic(self, name: str) -> None:
-        with self._changes, self._lock:
+        """Both halves of a deletion on this thread: :meth:`remove_topic`, then :meth:`delete_files`."""
+        self.delete_files(self.remove_topic(name))
+
+    def remove_topic(self, name: str) -> Topic:
+        """The first half of a deletion, memory only (the event loop's): the topic leaves the table at once, so that
+        no request finds it any more, and its logs and directories wait for :meth:`delete_files`, which the caller
+        runs on a thread (a log closed and a directory renamed per partition: a topic of 1,000 partitions held
+        every connection of the broker for as long on the event loop). Until they are renamed, a topic of the same
+        name is not made: :meth:`create_topic` makes the renames first if it comes before them."""
+        with self._lock:
             topic = self._topics.pop(name, None)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-            doomed = []
-            for index, partition_log in enumerate(topic.partitions):
-                partition_log.close_without_checkpoint()
-                target = os.path.join(self.data_dir, f"{uuid.uuid4().hex}{DELETED_SUFFIX}")
-                os.replace(self._partition_dir(name, index), target)
-                doomed.append(target)
-            remove_later(self._topic_file(topic))
+            self._leaving[name] = topic
             self.generation += 1
+        return topic
+
+    def delete_files(self, topic: Topic) -> None:
+        """The second half of a deletion (:meth:`remove_topic`), blocking: every log of the topic closed and its
+        directory renamed out of the way, the topic file removed; the renamed directories are removed
+        ``file.delete.delay.ms`` later. Nothing to do if a creation of the same name (or close) made it first."""
+        with self._changes:
+            self._retire(topic)
+
+    def _retire(self, topic: Topic) -> None:
+        """The caller holds ``_changes``: no partition is added meanwhile, and a creation of the same name waits."""
+        with self._lock:
+            if self._leaving.get(topic.name) is not topic:
+                return
+        doomed = []
+        for index, partition_log in enumerate(topic.partitions):
+            partition_log.close_without_checkpoint()
+            target = os.path.join(self.data_dir, f"{uuid.uuid4().hex}{DELETED_SUFFIX}")
+            try:
+                os.replace(self._partition_dir(topic.name, index), target)
+            except FileNotFoundError:
+                continue  # renamed by an earlier try that failed further on
+            doomed.append(target)
+        remove_later(self._topic_file(topic))
+        with self._lock:
+            del self._leaving[topic.name]  # only now: a failed rename is tried again before the name is reused
         # removed on the logs' background thread: removing a gigabyte takes the kernel a good part of a second
         for path in doomed:
             run_later(partial(shutil.rmtree, path, ignore_errors=True), topic.config.file_delete_delay_ms / 1000)
@@ -279,8 +313,10 @@ class LogManager:
             # opened first, then added at once: the event loop reads the partitions meanwhile
             added = [self._open_log(name, p, topic.config) for p in range(topic.partition_count, total)]
             with self._lock:
-                topic.partitions.extend(added)
+                topic.partitions.extend(added)  # a topic removed meanwhile: delete_files retires them with it
                 self.generation += 1
+                if self._topics.get(name) is not topic:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} was deleted meanwhile")
 
     def _get_topic(self, name: str) -> Topic:
         topic = self._topics.get(name)
@@ -453,6 +489,8 @@ class LogManager:
         with self._changes, self._lock:  # a topic being made is closed with the others
             if self._closed:
                 return
+            for leaving in list(self._leaving.values()):  # deleted: its deletion is finished first
+                self._retire(leaving)
             self._closed = True
             for partition_log in self._all_logs():
                 partition_log.close()

@@ -172,6 +172,16 @@ class BrokerCluster:
                 return answer["topics"][0]
         return asyncio.run(ask())
 
+    def delete_topic(self, node_id: int, name: str) -> dict[str, Any]:
+        """DeleteTopics sent to this very broker (real clients send it to the controller)."""
+        async def ask() -> dict[str, Any]:
+            connection = await KafkaConnection.connect(self.brokers[node_id].bootstrap, timeout=30)
+            async with connection:
+                answer = await connection.request(ApiKey.DELETE_TOPICS, {
+                    "topic_names": [name], "timeout_ms": 30000}, version=5)
+                return answer["responses"][0]
+        return asyncio.run(ask())
+
     def controller(self, node_id: int | None = None) -> int:
         return self.metadata(node_id or self.running()[0])["controller_id"]
 

@@ -13,6 +13,7 @@ machine. Answer times are measured by a probe process of its own (``loop_probe.p
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -49,7 +50,8 @@ from harness import BURROWPY, ROOT, BrokerProcess, free_port, secret_file, wait_
 from loop_probe import baseline, percentile, probing, summary
 from sasl_support import start_sasl_broker
 
-from broker.broker import ProducerIdAllocator
+from broker.broker import Broker, ProducerIdAllocator
+from broker.config import BrokerConfig
 from burrowpy.httpauth import hash_password
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts answer times
@@ -293,6 +295,113 @@ def test_segment_rolls(broker):
     # extends a segment file updates its inode, which on this busy disk now and then waits for the journal too
     # (up to ~0.1 s with no roll at all), hence the wider bound.
     assert_prompt(latencies, idle, f"{rolls} segment rolls", bound_ms=2 * P99_BOUND_MS)
+
+
+def test_deleting_a_topic_of_1000_partitions_then_making_it_again(broker):
+    """DeleteTopics closes every log of the topic and renames every partition directory out of the way (Kafka's
+    "-delete" directories): for 1,000 partitions of a few segments each, 0.1-0.3 s that every connection waited on
+    the event loop. The answer still comes once the directories are renamed, and a topic of the same name made
+    right after starts empty and works."""
+    topic = "deleted-and-again"
+    partitions = 1000
+    make_topic(broker.bootstrap, topic, partitions, {"segment.bytes": "1024"})
+    # a batch of ~570 bytes per record: three of them make two or three segments per partition
+    produce(broker.bootstrap, topic, partitions, 3, settings={"linger.ms": 0, "batch.num.messages": 1},
+            value=b"old" * 160)
+    data = broker.data_dir / "logs"
+    assert sum(len(list(data.glob(f"{topic}-{p}/*.log"))) for p in range(partitions)) >= 2 * partitions
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    idle = baseline(broker.port)
+    with probing(broker.port) as probe:
+        started = time.monotonic()
+        admin.delete_topics([topic])[topic].result(30)
+        took_ms = (time.monotonic() - started) * 1000
+        latencies = probe.stop()
+    # answered once every directory is renamed out of the way
+    assert not [p for p in range(partitions) if (data / f"{topic}-{p}").exists()]
+    # On the event loop, the deletion stopped the probe's answers for most of the DeleteTopics' own time; off it,
+    # the probe waits a few milliseconds at most (the deleting thread shares the interpreter lock). Bounded by half
+    # the deletion's time, which a loaded machine stretches as much as it would stretch a stall.
+    report = (f"another client's answers during a DeleteTopics of {partitions} partitions ({took_ms:.0f} ms): "
+              f"{summary(latencies)}; idle: {summary(idle)}")
+    print(report)
+    assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
+
+    make_topic(broker.bootstrap, topic, 3)
+    produce(broker.bootstrap, topic, 3, 2, value=b"new")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "again", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        consumed: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(consumed) < 6 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                consumed.append((message.partition(), message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert sorted(consumed) == [(p, offset, b"new") for p in range(3) for offset in range(2)]
+
+
+def test_a_single_nodes_consumer_offsets_is_made_off_the_event_loop_at_start(tmp_path):
+    """A single node creates `__consumer_offsets` as it starts (offsets.topic.num.partitions of them), before its
+    listeners take connections, but its event loop serves meanwhile: the metrics endpoint started first, and here
+    another broker of the same process, whose ApiVersions answers waited for the whole creation before (500
+    partitions: most of the start's own time). Bounded by half the start's time, which a loaded machine stretches
+    as much as it would stretch a stall; the new broker's groups then work."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    def run(coroutine, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout)
+
+    started: list[Broker] = []
+    try:
+        first = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(tmp_path / "first")))
+        run(first.start())
+        started.append(first)
+        second = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(tmp_path / "second"),
+                                          overrides={"offsets.topic.num.partitions": 500,
+                                                     "group.initial.rebalance.delay.ms": 0}))
+        idle = baseline(first.port)
+        with probing(first.port) as probe:
+            began = time.monotonic()
+            run(second.start())
+            took_ms = (time.monotonic() - began) * 1000
+            latencies = probe.stop()
+        started.append(second)
+        assert second.logs is not None and second.logs.topics["__consumer_offsets"].partition_count == 500
+        report = (f"another broker's answers while this one started and made 500 partitions of __consumer_offsets "
+                  f"({took_ms:.0f} ms): {summary(latencies)}; idle: {summary(idle)}")
+        print(report)
+        assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
+
+        bootstrap = f"127.0.0.1:{second.port}"
+        make_topic(bootstrap, "after-start", 2)
+        produce(bootstrap, "after-start", 2, 3)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "after-start",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["after-start"])
+            consumed = 0
+            deadline = time.monotonic() + 30
+            while consumed < 6 and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    consumed += 1
+            assert consumed == 6
+            committed = consumer.commit(asynchronous=False)
+            assert committed is not None and {tp.offset for tp in committed} == {3}
+        finally:
+            consumer.close()
+    finally:
+        for broker in reversed(started):
+            run(broker.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(30)
+        loop.close()
 
 
 @contextlib.contextmanager

@@ -60,7 +60,7 @@ def test_created_grown_and_deleted_topics_show_in_the_next_answer(broker_factory
     broker.add_partitions("orders", 3)
     assert every_topic(loop, broker) == {"orders": 3, "payments": 2}
     assert every_topic(loop, broker, version=1) == {"orders": 3, "payments": 2}  # each version its own
-    broker.delete_topic("payments")
+    loop.run_until_complete(broker.delete_topic("payments"))
     assert every_topic(loop, broker) == {"orders": 3}
 
 

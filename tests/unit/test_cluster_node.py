@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from file_audit import file_changes
+from log_harness import batch
 
 from broker.broker import Broker, ProducerIdAllocator
 from broker.cluster.config import ClusterConfig
@@ -100,6 +102,28 @@ async def test_topics_are_created_led_reconfigured_and_deleted_as_the_metadata_s
     await create(node, "orders", [[ME]], "22" * 16)  # the same name again, a new topic
     assert broker.logs.topics["orders"].topic_id == bytes.fromhex("22" * 16)
     assert node.partition_leader("orders", 0) == (ME, 0, [ME], [ME])
+
+
+async def test_a_deleted_topics_files_go_off_the_event_loop_before_its_name_is_made_again(node):
+    """The metadata's deletion takes the topic out of the local tables at once; its logs are closed and its
+    directories renamed on a thread (for 1,000 partitions, 0.1 s and more of the event loop), and a topic of the same
+    name the metadata creates meanwhile is made once they are out of the way."""
+    broker = node.broker
+    await create(node, "orders", [[ME]] * 20, "11" * 16)
+    broker.logs.get_log("orders", 3).append(batch(3))
+    data = Path(broker.logs.data_dir)
+    with file_changes() as changes:  # this thread's: the event loop's
+        apply(node, op="delete_topic", name="orders")
+        assert "orders" not in broker.logs.topics
+        apply(node, op="create_topic", name="orders", topic_id="22" * 16, partitions=2, replication_factor=1,
+              configs={}, assignments=[[ME], [ME]])
+    assert not changes
+    await node.local_topic_settled("orders")
+    assert sorted(path.name for path in data.glob("orders-*")) == ["orders-0", "orders-1"]
+    assert len([path for path in data.iterdir() if path.name.endswith("-delete")]) == 20
+    again = broker.logs.topics["orders"]
+    assert again.topic_id == bytes.fromhex("22" * 16) and again.partitions[0].log_end_offset == 0
+    assert node.partition_leader("orders", 1) == (ME, 0, [ME], [ME])
 
 
 async def test_transaction_coordination_follows_the_leadership_of_the_state_partitions(node):

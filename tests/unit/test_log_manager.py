@@ -267,6 +267,23 @@ def test_delete_and_recreate_topic(manager):
     assert manager.get_log("gone", 0).log_end_offset == 0
 
 
+def test_a_topic_removed_from_the_table_is_renamed_away_before_its_name_is_made_again(manager):
+    """A deletion's halves: the topic leaves the table at once (the event loop's), its files go on a thread; a
+    creation of the same name that comes between renames them first, and the deletion's own half finds nothing
+    left to do."""
+    manager.create_topic("between", 2, {})
+    manager.get_log("between", 1).append(batch(3))
+    removed = manager.remove_topic("between")
+    assert "between" not in manager.topics and not removed.partitions[0].closed
+    assert os.path.isdir(os.path.join(manager.data_dir, "between-1"))  # not yet renamed
+    again = manager.create_topic("between", 2, {})
+    assert removed.partitions[1].closed and len(deleted_directories(manager.data_dir)) == 2
+    assert again.partitions[1].log_end_offset == 0
+    manager.delete_files(removed)
+    assert len(deleted_directories(manager.data_dir)) == 2 and manager.topics["between"] is again
+    assert not again.partitions[1].closed
+
+
 def test_a_deleted_topics_files_go_after_its_file_delete_delay_ms(manager):
     manager.create_topic("brief", 2, {"file.delete.delay.ms": "300"})
     manager.create_topic("at-once", 1, {"file.delete.delay.ms": "0"})
