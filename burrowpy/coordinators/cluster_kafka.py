@@ -27,7 +27,8 @@ from typing import Any
 from burrowpy.config import Section, http_urls
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
-from burrowpy.coordinators.kafka_client import client_settings
+from burrowpy.coordinators.codec_request import every_topic_metadata
+from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, client_settings
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, TopicOffsets, answered_topics
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.coordinators.share_groups import ShareGroupReader
@@ -94,7 +95,8 @@ class KafkaCluster:
     async def start(self) -> None:
         from aiokafka import AIOKafkaClient
 
-        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
+        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings,
+                                      metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)
         await self._client.bootstrap()
         if self.time_lag_reads:
             self._record_times = RecordTimeReader(self._client, self.log, self.time_lag_reads)
@@ -196,26 +198,24 @@ class KafkaCluster:
     # --- work -----------------------------------------------------------------------------------------
 
     async def refresh_metadata(self) -> None:
-        cluster = await self._client.fetch_all_metadata()
-        topics: dict[str, int] = {}
-        leaders: dict[tuple[str, int], int] = {}
-        from aiokafka.structs import TopicPartition
-
-        for topic in cluster.topics(exclude_internal_topics=False):
-            partitions = cluster.partitions_for_topic(topic) or set()
-            topics[topic] = len(partitions)
-            for partition in partitions:
-                leader = cluster.leader_for_partition(TopicPartition(topic, partition))
-                if leader is None or leader < 0:
-                    self.log.warning("partition has no leader", topic=topic, partition=partition)
-                    continue
-                leaders[(topic, partition)] = leader
+        """Every topic's partition count and leaders, read and gone through off the event loop (at fleet scale
+        the answer lists tens of thousands of partitions). aiokafka's own metadata, which it refreshes only when a
+        connection breaks (:data:`~burrowpy.coordinators.kafka_client.BROKERS_ONLY_METADATA_AGE_MS`), is
+        refreshed too when the brokers read here are not the ones it knows: it holds their addresses."""
+        metadata = await every_topic_metadata(self._client)
+        topics, leaders, leaderless = await asyncio.to_thread(partition_leaders, metadata, self.leaders)
+        for topic, partition in leaderless:
+            self.log.warning("partition has no leader", topic=topic, partition=partition)
         for gone in sorted(set(self.topics) - set(topics)):
             self.log.info("topic deleted", topic=gone)
             self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
             self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
         self.topics, self.leaders = topics, leaders
         self._refresh_metadata = False
+        read = {(broker["node_id"], broker["host"], broker["port"]) for broker in metadata["brokers"]}
+        if read != {(broker.nodeId, broker.host, broker.port) for broker in self._client.cluster.brokers()}:
+            self.log.info("brokers changed", brokers=sorted(read))
+            await self._client.force_metadata_update()
 
     async def poll_once(self) -> None:
         """Refresh metadata if due, then send one ListOffsets (latest) per leader broker, and hand each topic of
@@ -301,3 +301,25 @@ class KafkaCluster:
             if group not in listed and group != own:
                 self.log.info("reaping group Kafka no longer lists", group=group)
                 self.ctx.submit(SetDeleteGroup(cluster=self.name, group=group))
+
+
+def partition_leaders(metadata: dict[str, Any], previous: dict[tuple[str, int], int]
+                      ) -> tuple[dict[str, int], dict[tuple[str, int], int], list[tuple[str, int]]]:
+    """From a Metadata answer: each topic's partition count, each partition's leader, and the partitions without
+    one. A topic answered with an error is left out, as if absent (it is being created or deleted). Leaders
+    equal to ``previous`` are ``previous`` itself, whose ListOffsets requests are then kept, not made again."""
+    topics: dict[str, int] = {}
+    leaders: dict[tuple[str, int], int] = {}
+    leaderless: list[tuple[str, int]] = []
+    for topic in metadata["topics"]:
+        if topic["error_code"]:
+            continue
+        name = topic["name"]
+        topics[name] = len(topic["partitions"])
+        for partition in topic["partitions"]:
+            key = (name, partition["partition_index"])
+            if partition["leader_id"] < 0:
+                leaderless.append(key)
+            else:
+                leaders[key] = partition["leader_id"]
+    return topics, previous if leaders == previous else leaders, leaderless

@@ -17,11 +17,13 @@ interpreter (5 ms) whenever it has work, instead of the whole decode.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import random
 import struct
 from typing import Any
 
-from broker.protocol.api import SCHEMA_VERSIONS, decode_response, encode_request
+from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
 
 _CORRELATION_ID = struct.Struct(">i")
 
@@ -108,3 +110,31 @@ class _PreparedRequest:
             return LaterAnswer(self.api_key, self.api_version, self._frame)
         assert self._answer is not None, "the response header is parsed first"
         return self._answer
+
+
+REQUEST_TIMEOUT_S = 10.0  # a broker that does not answer (paused, partitioned) costs a reading this much
+
+
+async def send_decoded(client: Any, node: int, request: CodecRequest,
+                       timeout_s: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    """Send ``request`` to ``node`` and decode the answer in a thread: at fleet scale a Metadata or DescribeLogDirs
+    answer takes the codec a good part of a second, which would hold the event loop."""
+    request.decode_later = True
+    answer = await asyncio.wait_for(client.send(node, request), timeout_s)
+    decoded: dict[str, Any] = await asyncio.to_thread(answer.decode)
+    return decoded
+
+
+async def every_topic_metadata(client: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    """Metadata of every topic (and the live brokers) from the first of the client's known brokers that answers,
+    decoded off the event loop."""
+    nodes = [broker.nodeId for broker in client.cluster.brokers()]
+    random.shuffle(nodes)
+    failure: BaseException | None = None
+    for node in nodes:
+        try:
+            return await send_decoded(client, node, CodecRequest(ApiKey.METADATA, {
+                "topics": None, "allow_auto_topic_creation": False}, min_version=1), timeout_s)
+        except Exception as exc:
+            failure = exc
+    raise RuntimeError(f"no broker answered Metadata: {failure!r}")

@@ -30,7 +30,7 @@ from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
 from burrowpy.coordinators.group_members import ConsumerProtocolMembers
-from burrowpy.coordinators.kafka_client import client_settings
+from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, client_settings
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter
 from burrowpy.protocol import SetConsumerOffset
@@ -174,7 +174,8 @@ class KafkaConsumer:
     async def start(self) -> None:
         from aiokafka import AIOKafkaClient
 
-        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings)
+        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings,
+                                      metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)
         try:
             await self._client.bootstrap()
             partitions = await self._partitions()

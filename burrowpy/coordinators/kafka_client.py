@@ -9,6 +9,14 @@ from burrowpy.config import ClientProfile, Section
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka's error code: another instance created the topic first
 
+# The metadata age of the cluster and consumer modules' aiokafka clients. aiokafka refreshes its metadata that
+# often, asking for every topic when none is set and decoding the answer on the event loop: half a second at
+# 50,000 partitions. Those modules read the topics themselves (decoded in a thread,
+# :func:`~burrowpy.coordinators.codec_request.every_topic_metadata`; the consumer module asks aiokafka when an
+# offsets partition's leader fails) and want aiokafka's metadata for the brokers' addresses, which aiokafka
+# refreshes when a connection breaks and the cluster module when the brokers it reads change. So a day.
+BROKERS_ONLY_METADATA_AGE_MS = 24 * 3600 * 1000
+
 SASL_MECHANISMS = {"PLAIN": "PLAIN", "SCRAM-SHA-256": "SCRAM-SHA-256", "SCRAM-SHA-512": "SCRAM-SHA-512"}
 
 

@@ -24,14 +24,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.protocol.api import ApiKey
-from burrowpy.coordinators.codec_request import CodecRequest
+from burrowpy.coordinators.codec_request import (
+    REQUEST_TIMEOUT_S,
+    CodecRequest,
+    every_topic_metadata,
+    send_decoded,
+)
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, answered_topics
 
 TOPIC_RESOURCE = 2  # DescribeConfigs resource type of a topic
 MIN_ISR = "min.insync.replicas"
 EARLIEST = -2  # ListOffsets timestamp of the log start offset
 SLICE = 2000  # partitions gone through between two yields to the event loop
-REQUEST_TIMEOUT_S = 10.0  # a broker that does not answer (paused, partitioned) costs a reading this much
 
 
 @dataclass(frozen=True)
@@ -155,25 +159,10 @@ class TopicHealthReader:
         return ClusterHealth(now_ms, live, topics, min_isr)
 
     async def _send(self, node: int, request: CodecRequest) -> dict[str, Any]:
-        # decoded in a thread: at fleet scale the Metadata and DescribeLogDirs answers take the codec a good part
-        # of a second, which would hold the event loop
-        request.decode_later = True
-        answer = await asyncio.wait_for(self._client.send(node, request), REQUEST_TIMEOUT_S)
-        decoded: dict[str, Any] = await asyncio.to_thread(answer.decode)
-        return decoded
+        return await send_decoded(self._client, node, request)
 
     async def _metadata(self) -> dict[str, Any]:
-        """Metadata of every topic from the first known broker that answers."""
-        nodes = [broker.nodeId for broker in self._client.cluster.brokers()]
-        random.shuffle(nodes)
-        failure: BaseException | None = None
-        for node in nodes:
-            try:
-                return await self._send(node, CodecRequest(ApiKey.METADATA, {
-                    "topics": None, "allow_auto_topic_creation": False}, min_version=1))
-            except Exception as exc:
-                failure = exc
-        raise RuntimeError(f"no broker answered Metadata: {failure!r}")
+        return await every_topic_metadata(self._client)
 
     async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:
         if not topics or not live:
