@@ -291,12 +291,17 @@ async def live_phase(bootstrap: str, fleet: Fleet, monitors: list[MonitorProcess
     return json.loads(output), cpu, sent[0] / elapsed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fleet's shape (:meth:`Fleet.generate`), the same options in every bench that builds it."""
     parser.add_argument("--groups", type=int, default=2000)
     parser.add_argument("--partitions", type=int, default=50_000, help="partitions of all the groups' topics")
-    parser.add_argument("--big-groups", type=int, default=10, help="groups in ERR whose status is timed")
+    parser.add_argument("--big-groups", type=int, default=10, help="groups in ERR, on one large topic")
     parser.add_argument("--big-partitions", type=int, default=1000, help="partitions of the big groups' topic")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    fleet_arguments(parser)
     parser.add_argument("--connections", type=int, default=16, help="connections committing")
     parser.add_argument("--refreshes", type=int, default=6, help="idle offset-refresh periods whose CPU is counted")
     parser.add_argument("--live", type=float, default=60.0, help="seconds of live ingest while timing requests")

@@ -36,6 +36,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 
 import structlog
+from monitor_fleet_daemon import fleet_arguments
 
 from burrowpy.config import Section
 from burrowpy.evaluator.caching import CachingEvaluator
@@ -165,10 +166,7 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--groups", type=int, default=2000)
-    parser.add_argument("--partitions", type=int, default=50_000)
-    parser.add_argument("--big-groups", type=int, default=10)
-    parser.add_argument("--big-partitions", type=int, default=1000)
+    fleet_arguments(parser)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--memory", action="store_true", help="measure what the evaluator keeps instead")
     args = parser.parse_args()

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 from harness import BrokerProcess  # noqa: E402
-from monitor_fleet_daemon import INTERVALS, Fleet  # noqa: E402
+from monitor_fleet_daemon import INTERVALS, Fleet, fleet_arguments  # noqa: E402
 from monitor_ingest import OFFSETS_PARTITIONS, fill, prepare_topics  # noqa: E402
 
 from burrowpy.config import parse_config  # noqa: E402
@@ -235,10 +235,7 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--groups", type=int, default=2000)
-    parser.add_argument("--partitions", type=int, default=50_000)
-    parser.add_argument("--big-groups", type=int, default=10)
-    parser.add_argument("--big-partitions", type=int, default=1000)
+    fleet_arguments(parser)
     parser.add_argument("--seconds", type=float, default=30.0, help="idle seconds measured")
     parser.add_argument("--top", type=int, default=12, help="kinds of callback listed")
     parser.add_argument("--connections", type=int, default=16)
