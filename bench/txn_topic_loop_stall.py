@@ -17,8 +17,9 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from topic_files_loop_stall import stalled
 
 from broker import broker as broker_module
 from broker.broker import Broker, ProducerIdAllocator
@@ -36,26 +37,14 @@ async def one_run(data_dir: Path) -> tuple[float, float]:
     coordinator = TransactionCoordinator(broker)
     broker.transactions = coordinator
     await coordinator.start()
-    longest = 0.0
-    running = True
+    answers: list[ErrorCode] = []
 
-    async def tick() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while running:
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
+    async def init() -> None:
+        error, _, _ = await coordinator.init_producer_id("t", 10_000, -1, -1, ErrorCode.PRODUCER_FENCED)
+        answers.append(error)
 
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.01)
-    longest = 0.0
-    began = time.perf_counter()
-    error, _, _ = await coordinator.init_producer_id("t", 10_000, -1, -1, ErrorCode.PRODUCER_FENCED)
-    took = time.perf_counter() - began
-    running = False
-    await ticker
+    longest, took = await stalled(init, ticker=True)
+    error = answers[0]
     assert error == ErrorCode.NONE
     broker.logs.close()
     return longest, took
