@@ -70,6 +70,17 @@ def config(bootstrap: str, port: int) -> dict[str, Any]:
     }
 
 
+def assert_no_answer_waited_for_a_quarter(costs_s: list[float], latencies: list[float], what: str) -> None:
+    """No answer waited a quarter of what the work costs (the median of ``costs_s``), nor :data:`NOISE_MS`."""
+    cost_ms = statistics.median(costs_s) * 1000
+    print(f"{what} CPU {[round(c * 1000, 1) for c in costs_s]} ms; probe {summary(latencies)}")
+    assert cost_ms > 30, f"the fleet is too small for the {what} to cost anything measurable"
+    bound_ms = max(cost_ms / 4, NOISE_MS)
+    assert max(latencies) < bound_ms, (
+        f"an answer waited {max(latencies):.1f} ms (bound {bound_ms:.1f} ms); a {what} costs {cost_ms:.1f} ms of "
+        f"CPU ({summary(latencies)})")
+
+
 async def test_a_request_is_answered_while_a_large_refresh_is_handled(fleet_broker):
     port = free_port()
     monitor = Monitor(parse_config(config(fleet_broker.bootstrap, port), "burrowpy.yaml", {}), structlog.get_logger())
@@ -97,13 +108,7 @@ async def test_a_request_is_answered_while_a_large_refresh_is_handled(fleet_brok
         latencies = await asyncio.to_thread(probe.stop)
     finally:
         await monitor.stop()
-    refresh_cpu_ms = statistics.median(refreshes) * 1000
-    print(f"refresh CPU {[round(r * 1000, 1) for r in refreshes]} ms; probe {summary(latencies)}")
-    assert refresh_cpu_ms > 30, "the fleet is too small for the refresh to cost anything measurable"
-    bound_ms = max(refresh_cpu_ms / 4, NOISE_MS)
-    assert max(latencies) < bound_ms, (
-        f"an answer waited {max(latencies):.1f} ms (bound {bound_ms:.1f} ms); a refresh costs the loop "
-        f"{refresh_cpu_ms:.1f} ms ({summary(latencies)})")
+    assert_no_answer_waited_for_a_quarter(refreshes, latencies, "refresh")
 
 
 async def test_a_request_is_answered_while_the_metadata_of_a_large_fleet_is_read(fleet_broker):
@@ -141,10 +146,4 @@ async def test_a_request_is_answered_while_the_metadata_of_a_large_fleet_is_read
     finally:
         gc.unfreeze()
         await monitor.stop()
-    refresh_cpu_ms = statistics.median(refreshes) * 1000
-    print(f"metadata refresh CPU {[round(r * 1000, 1) for r in refreshes]} ms; probe {summary(latencies)}")
-    assert refresh_cpu_ms > 30, "the fleet is too small for the metadata refresh to cost anything measurable"
-    bound_ms = max(refresh_cpu_ms / 4, NOISE_MS)
-    assert max(latencies) < bound_ms, (
-        f"an answer waited {max(latencies):.1f} ms (bound {bound_ms:.1f} ms); a metadata refresh costs "
-        f"{refresh_cpu_ms:.1f} ms of CPU ({summary(latencies)})")
+    assert_no_answer_waited_for_a_quarter(refreshes, latencies, "metadata refresh")
