@@ -131,7 +131,7 @@ class TopicHealthReader:
                 self._log.info(f"{what} answers for every topic again")
 
     async def read(self, now_ms: int) -> ClusterHealth:
-        metadata = await self._metadata()
+        metadata = await every_topic_metadata(self._client)
         live = frozenset(broker["node_id"] for broker in metadata["brokers"])
         layout: dict[str, list[dict[str, Any]]] = {}
         for topic in metadata["topics"]:
@@ -158,19 +158,14 @@ class TopicHealthReader:
                                             tuple(partition.get("offline_replicas") or ()), earliest.get(key), size))
         return ClusterHealth(now_ms, live, topics, min_isr)
 
-    async def _send(self, node: int, request: CodecRequest) -> dict[str, Any]:
-        return await send_decoded(self._client, node, request)
-
-    async def _metadata(self) -> dict[str, Any]:
-        return await every_topic_metadata(self._client)
-
     async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:
         if not topics or not live:
             return {}
         try:
-            answer = await self._send(random.choice(sorted(live)), CodecRequest(ApiKey.DESCRIBE_CONFIGS, {
+            request = CodecRequest(ApiKey.DESCRIBE_CONFIGS, {
                 "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
-                               "configuration_keys": [MIN_ISR]} for topic in topics]}))
+                               "configuration_keys": [MIN_ISR]} for topic in topics]})
+            answer = await send_decoded(self._client, random.choice(sorted(live)), request)
         except Exception as exc:
             self._log.warning("reading min.insync.replicas failed", error=repr(exc))
             return {}
@@ -186,7 +181,8 @@ class TopicHealthReader:
     async def _sizes(self, live: frozenset[int]) -> dict[tuple[str, int], dict[int, int]]:
         """Each partition's replica sizes by broker."""
         nodes = sorted(live)
-        answers = await asyncio.gather(*(self._send(node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}))
+        answers = await asyncio.gather(*(send_decoded(self._client, node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS,
+                                                                                       {"topics": None}))
                                          for node in nodes), return_exceptions=True)
         sizes: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
         for node, answer in zip(nodes, answers, strict=True):
