@@ -72,9 +72,7 @@ def set_affinity(broker: Broker, cpus: set[int]) -> None:
     inherit it from the thread that starts them."""
     for pid in bench.each_pid(broker.pid):
         for process in (pid, *bench.descendants(pid)):
-            for task in Path(f"/proc/{process}/task").iterdir():
-                with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
-                    os.sched_setaffinity(int(task.name), cpus)
+            bench.pin_threads(process, cpus)
 
 
 class Recorder:

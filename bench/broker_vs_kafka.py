@@ -168,6 +168,13 @@ def stat_fields(pid: int) -> list[str]:
     return text[text.rindex(")") + 2:].split()
 
 
+def pin_threads(pid: int, cpus: set[int]) -> None:
+    """Keep every thread of a process to ``cpus``; threads it starts later inherit it from the one starting them."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
+            os.sched_setaffinity(int(task.name), cpus)
+
+
 def descendants(pid: int) -> list[int]:
     """The live processes started by ``pid``, their children and so on."""
     children: dict[int, list[int]] = {}

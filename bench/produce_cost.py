@@ -35,12 +35,6 @@ SETTINGS = {"socket.send.buffer.bytes": 102400, "socket.receive.buffer.bytes": 1
             "log.segment.delete.delay.ms": 0, "group.initial.rebalance.delay.ms": 0}
 
 
-def pin(pid: int, cpus: set[int]) -> None:
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(task.name), cpus)
-
-
 def user_system_faults(pid: int) -> tuple[float, float, int]:
     """User and system CPU seconds of a process so far (its own threads), and its page faults (minor and
     major)."""
@@ -93,14 +87,14 @@ def main() -> int:
         node = running.enter_context(BrokerProcess(Path(tmp) / "broker", extra_config=SETTINGS))
         assert node.proc is not None
         pid = node.proc.pid
-        pin(pid, {0})
+        bench.pin_threads(pid, {0})
         if args.beside_kafka:
             from kafka_harness import KafkaServer
 
             kafka = running.enter_context(KafkaServer(Path(tmp) / "kafka", config=SETTINGS))
             assert kafka.process is not None
             for process in (kafka.process.pid, *bench.descendants(kafka.process.pid)):
-                pin(process, {0})
+                bench.pin_threads(process, {0})
         os.sched_setaffinity(0, everywhere - {0})
         records = bench.records_file(Path(tmp), args.size, args.records)
         figures = []
