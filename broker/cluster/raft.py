@@ -21,7 +21,9 @@ The Raft journal and snapshots live in ``data_dir``, so a restarted node replays
 even reaches its peers. All Raft traffic is encrypted and authenticated with the cluster secret's "raft"
 key (:mod:`keys`; pysyncobj's ``password``, Fernet): a node without the secret cannot join, read, or inject
 anything. pysyncobj pickles its messages, so whoever has the secret can run code on every node. When
-the brokers reach each other over TLS, Raft's connections go inside TLS as well (:mod:`raft_tls`).
+the brokers reach each other over TLS, Raft's connections go inside TLS as well (:mod:`raft_tls`). What a
+connection may make a node read and hold before and after it has shown the secret is bounded
+(:mod:`raft_guard`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import structlog
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.monotonic import monotonic as pysyncobj_clock
 
+from broker.cluster import raft_guard
 from broker.cluster.keys import derive_key
 from broker.cluster.raft_tls import RaftTlsTunnels, tunnelled_transport
 from broker.log.files import reserve_space
@@ -132,12 +135,9 @@ class _SyncObjRunner(SyncObj):
     """pysyncobj's object: its one replicated method applies a command on the Raft thread."""
 
     def __init__(self, node: RaftNode, self_address: str, peer_addresses: list[str], conf: SyncObjConf,
-                 transport_class: type | None = None) -> None:
+                 transport_class: type) -> None:
         self._node = node
-        if transport_class is None:
-            super().__init__(self_address, peer_addresses, conf)
-        else:
-            super().__init__(self_address, peer_addresses, conf, transportClass=transport_class)
+        super().__init__(self_address, peer_addresses, conf, transportClass=transport_class)
 
     @replicated
     def apply_command(self, command: Command) -> Any:
@@ -248,12 +248,13 @@ class RaftNode:
             onReady=lambda: self._to_loop(self._became_ready),
         )
         self._conf = conf
-        transport = None
+        transport: type = raft_guard.GuardedTransport
         if self._tls is not None:
             self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
             await self._tunnels.start()
             conf.bindAddress = self._tunnels.internal
             transport = tunnelled_transport(self._tunnels.local_port)
+        raft_guard.install()
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)
         if self._join:

@@ -30,6 +30,8 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
+from broker.cluster.raft_guard import GuardedTransport
+
 log = structlog.get_logger("broker.cluster.raft_tls")
 
 _CHUNK = 1 << 16
@@ -162,10 +164,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 def tunnelled_transport(local_port: Callable[[str], int | None]) -> type[TCPTransport]:
-    """pysyncobj's TCP transport, connecting to each peer through its loopback tunnel port (``local_port`` of
-    its address, None while there is none yet)."""
+    """pysyncobj's TCP transport (:class:`GuardedTransport`), connecting to each peer through its loopback tunnel
+    port (``local_port`` of its address, None while there is none yet)."""
 
-    class TunnelledTransport(TCPTransport):
+    class TunnelledTransport(GuardedTransport):
         def _connectIfNecessarySingle(self, node):  # noqa: N802 (pysyncobj's name)
             # pysyncobj's own logic (transport.py), with the tunnel's address in place of the peer's
             if node in self._connections and self._connections[node].state != CONNECTION_STATE.DISCONNECTED:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import socket
 import stat
+import struct
 import time
 
 import pytest
 from harness import free_port, poll_until
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
+from broker.cluster import raft_guard
 from broker.cluster.keys import derive_key
 from broker.cluster.metadata import ClusterMetadata
 from broker.cluster.raft import ProposalFailed, RaftNode, RaftTiming
@@ -298,3 +301,77 @@ async def test_a_voter_added_without_waiting_for_its_commit_is_in_effect_before_
     for node in nodes:  # (a broker learns a new voter's address from the metadata: set_raft_voter)
         node.learn_address(4, addresses[4])
     await poll_until(lambda: all(sorted(n.voters()) == [1, 2, 3, 4] for n in nodes), message="every voter to have 4")
+
+
+def stream_at(address: str, head: bytes, limit: int, seconds: float) -> tuple[int, bool]:
+    """Send ``head`` and then junk to a Raft port, as fast as it is taken, until ``limit`` bytes, ``seconds``, or the
+    node closes the connection: (bytes sent, closed by the node)."""
+    host, port = address.rsplit(":", 1)
+    junk = bytes(range(256)) * 256
+    sent = 0
+    deadline = time.monotonic() + seconds
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.sendall(head)
+            while sent < limit and time.monotonic() < deadline:
+                sent += sock.send(junk)
+        except (ConnectionResetError, BrokenPipeError):
+            return sent, True
+        except TimeoutError:
+            pass
+        with contextlib.suppress(OSError):
+            sock.settimeout(2.0)
+            return sent, sock.recv(1) == b""  # refused: the node closed its end
+        return sent, False
+
+
+async def test_a_stream_announcing_a_huge_frame_is_cut_off_and_the_quorum_goes_on(three):
+    """Anyone who reaches a Raft port, secret or not, announcing a 2 GiB frame and streaming bytes at it: each
+    node closes the connection after the four bytes of the length (pysyncobj alone buffered every byte, copying
+    all it held at each read, and the quorum stopped committing)."""
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    huge = struct.pack("i", 0x7FFFFFFF)
+    results = await asyncio.gather(*(asyncio.to_thread(stream_at, address, huge, 64 << 20, 5.0)
+                                      for address in addresses.values()))
+    assert all(closed for _, closed in results), results
+    # what was sent before the close is what the sockets' buffers took, not what a node read and kept
+    assert all(sent < 16 << 20 for sent, _ in results), results
+    started = time.monotonic()
+    assert (await leader.propose(register(5), timeout=2.0))["error_code"] == 0
+    assert time.monotonic() - started < 2.0
+    await poll_until(lambda: all(5 in n.state.brokers for n in nodes), message="every copy applied")
+
+
+async def test_silent_connections_are_bounded_and_closed_once_their_time_to_prove_is_up(three, monkeypatch):
+    """Connections that never send a byte: beyond UNPROVEN_PER_ADDRESS from one address each is closed as it
+    is accepted, and the rest when their time to prove the secret is up (pysyncobj kept every one for good, one
+    descriptor each, until the process had none left)."""
+    monkeypatch.setattr(raft_guard, "PROOF_SECONDS", 1.0)
+    nodes, addresses = three
+    leader = await leader_of(nodes)
+    host, port = addresses[leader.node_id].rsplit(":", 1)
+    opened = [socket.create_connection((host, int(port))) for _ in range(raft_guard.UNPROVEN_PER_ADDRESS + 24)]
+    try:
+        for sock in opened:
+            sock.setblocking(False)
+
+        def closed_by_node() -> int:
+            count = 0
+            for sock in opened:
+                try:
+                    count += sock.recv(1) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    count += 1
+            return count
+
+        # the ones past the bound go at once, well before the time to prove is up
+        await poll_until(lambda: closed_by_node() >= 24, timeout=0.9, message="the connections past the bound")
+        await poll_until(lambda: closed_by_node() == len(opened), timeout=5.0, message="every silent connection")
+    finally:
+        for sock in opened:
+            sock.close()
+    assert (await leader.propose(register(6), timeout=5.0))["error_code"] == 0
