@@ -285,9 +285,10 @@ class BrokerProcess:
             cmd += ["--config", str(config)]
         cmd += list(self.args)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed when the process is reaped)
-        # this checkout's code first, as in the test's own process: the editable install names one checkout,
-        # and a broker started from another (a git worktree) would otherwise run that one's code
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        # the code the caller's PYTHONPATH names first (a bench measuring another commit's tree), then this
+        # checkout's, as in the test's own process: the editable install names one checkout, and a broker
+        # started from another (a git worktree) would otherwise run that one's code
+        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **self.env},
                                      start_new_session=self.new_session)
