@@ -239,7 +239,8 @@ class ClusterNode:
             backoff_ms = self.broker.config["controlled.shutdown.retry.backoff.ms"]
             if await self._handed_over(attempts, backoff_ms / 1000):
                 if self.raft.is_leader:
-                    await self._commit_to_followers(backoff_ms / 1000)
+                    # bounded by an election's time: when the whole cluster stops at once, no quorum commits it
+                    await self._commit_to_followers(min(backoff_ms / 1000, self.raft.timing.election_timeout_max))
                 log.info("controlled shutdown: leaderships handed over", node_id=self.node_id,
                          seconds=round(asyncio.get_running_loop().time() - began, 3))
             else:
