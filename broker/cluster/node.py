@@ -231,6 +231,11 @@ class ClusterNode:
         self._leaving = True
         if self.gossip is not None:
             await self.gossip.stop(leave=True)
+        if self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is None:
+            # between two Raft leaders (the last one, the controller, may have just stopped, its own fence taken to
+            # this broker already): the next one is waited for, two elections' time at most; without a quorum
+            # none comes and the broker stops at once after that
+            await self.raft.leader_elected(2 * self.raft.timing.election_timeout_max)
         others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
         if (self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is not None and others
                 and self.node_id in self.metadata.brokers):

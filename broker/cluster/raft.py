@@ -389,6 +389,15 @@ class RaftNode:
         await self._change_membership("removeNodeFromCluster", address, lambda: node_id not in self.voters(),
                                       time.monotonic() + timeout)
 
+    async def leader_elected(self, timeout: float) -> bool:
+        """Wait (within ``timeout`` seconds) until this node knows a Raft leader; whether it does."""
+        deadline = time.monotonic() + timeout
+        while self.leader_id is None:
+            if self._sync is None or time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.timing.heartbeat_interval / 2)
+        return True
+
     async def followers_have_log(self, timeout: float) -> bool:
         """As the leader: wait until every follower it is connected to has acknowledged its whole log as it is now
         (an entry appended after a commit takes that commit to each follower that acknowledges it); whether they
