@@ -231,6 +231,11 @@ class ClusterNode:
         self._leaving = True
         if self.gossip is not None:
             await self.gossip.stop(leave=True)
+        if self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is None:
+            # between two Raft leaders (the last one, the controller, may have just stopped, its own fence taken to
+            # this broker already): the next one is waited for, two elections' time at most; without a quorum
+            # none comes and the broker stops at once after that
+            await self.raft.leader_elected(2 * self.raft.timing.election_timeout_max)
         others = [b for b in self.metadata.live_broker_ids() if b != self.node_id]
         if (self.broker.config["controlled.shutdown.enable"] and self.raft.leader_id is not None and others
                 and self.node_id in self.metadata.brokers):
@@ -238,6 +243,9 @@ class ClusterNode:
             attempts = self.broker.config["controlled.shutdown.max.retries"]
             backoff_ms = self.broker.config["controlled.shutdown.retry.backoff.ms"]
             if await self._handed_over(attempts, backoff_ms / 1000):
+                if self.raft.is_leader:
+                    # bounded by an election's time: when the whole cluster stops at once, no quorum commits it
+                    await self._commit_to_followers(min(backoff_ms / 1000, self.raft.timing.election_timeout_max))
                 log.info("controlled shutdown: leaderships handed over", node_id=self.node_id,
                          seconds=round(asyncio.get_running_loop().time() - began, 3))
             else:
@@ -281,6 +289,26 @@ class ClusterNode:
             except TimeoutError:
                 continue
         return False
+
+    async def _commit_to_followers(self, timeout: float) -> None:
+        """The controller (the Raft leader) is stopping, its fence committed and applied here; but a follower learns
+        of a commit only from the leader's next append, which pysyncobj sends up to a heartbeat later and a leader
+        stopping at once may never send. The other brokers then named this one the leader of its partitions until
+        a new Raft leader, an election timeout later, committed an entry of its own term (the rolling restart's
+        hand-over check failed so, 0.5 s after the exit). A barrier appended now, after the fence's commit, carries
+        that commit to each follower that acknowledges it: this waits (within ``timeout`` s) for every follower
+        connected to have acknowledged it."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            await self.raft.propose({"op": "barrier"}, timeout)
+            told = await self.raft.followers_have_log(max(deadline - asyncio.get_running_loop().time(), 0.0))
+        except ProposalFailed as exc:
+            told, reason = False, str(exc)
+        else:
+            reason = "not acknowledged in time"
+        if not told:
+            log.info("controlled shutdown: the followers may not have the fence's commit yet", node_id=self.node_id,
+                     reason=reason)
 
     async def _wait_fenced(self) -> None:
         while self.metadata.broker_epoch(self.node_id) is not None:  # fenced, or unregistered

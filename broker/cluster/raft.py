@@ -390,6 +390,35 @@ class RaftNode:
         await self._change_membership("removeNodeFromCluster", address, lambda: node_id not in self.voters(),
                                       time.monotonic() + timeout)
 
+    async def leader_elected(self, timeout: float) -> bool:
+        """Wait (within ``timeout`` seconds) until this node knows a Raft leader; whether it does."""
+        deadline = time.monotonic() + timeout
+        while self.leader_id is None:
+            if self._sync is None or time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.timing.heartbeat_interval / 2)
+        return True
+
+    async def followers_have_log(self, timeout: float) -> bool:
+        """As the leader: wait until every follower it is connected to has acknowledged its whole log as it is now
+        (an entry appended after a commit takes that commit to each follower that acknowledges it); whether they
+        all did within ``timeout`` seconds. False at once if this node does not lead."""
+        deadline = time.monotonic() + timeout
+        sync = self._sync
+        if sync is None or not self.is_leader:
+            return False
+        end = sync._SyncObj__getCurrentLogIndex()
+        while True:
+            sync = self._sync
+            if sync is None or not self.is_leader:
+                return False
+            matched = dict(sync._SyncObj__raftMatchIndex)  # a dict copy under the GIL: a consistent reading
+            if all(index >= end for node, index in matched.items() if sync.isNodeConnected(node)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.timing.heartbeat_interval / 2)
+
     async def hand_over_leadership(self, timeout: float = 10.0) -> int:
         """Make a caught-up voter the leader instead of this node; its id, once this node knows it."""
         deadline = time.monotonic() + timeout

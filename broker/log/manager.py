@@ -135,6 +135,12 @@ class LogManager:
         # ``_lock`` is held only around the topics' table, since the event loop takes it too (the periodic
         # flush, the high watermark checkpoint) and waited seconds behind a topic of 400 partitions being made.
         self._changes = threading.Lock()
+        # Serializes the high watermark checkpoint's writers (the periodic one on a thread, close's last one): the
+        # marks are taken under ``_lock`` and written and fsynced outside it, so that the event loop, which takes
+        # ``_lock`` to look a topic up or remove one, never waits for the disk; ``_checkpointed`` and the file
+        # change together under this lock, and once close has written its checkpoint no other is written.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoints_over = False
         self._closed = False
         os.makedirs(os.path.join(self.data_dir, TOPICS_DIR), exist_ok=True)
         self._lock_file = self._lock_data_dir()
@@ -465,27 +471,38 @@ class LogManager:
     def checkpoint_high_watermarks(self) -> None:
         """Save every replicated log's high watermark (when one moved since the last save), so that a restarted
         broker serves what the ISR had committed without waiting for it again. The ISR held everything below a
-        saved mark, so an old or lost checkpoint only means a lower high watermark after a restart."""
+        saved mark, so an old or lost checkpoint only means a lower high watermark after a restart. Blocking (an
+        fsync), but ``_lock`` is held only while the marks are taken, not while they are written."""
         if self._auto_high_watermark:
+            return
+        with self._checkpoint_lock:
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        """The caller holds ``_checkpoint_lock``."""
+        if self._checkpoints_over:
             return
         with self._lock:
             if self._closed:
                 return
             marks = {_checkpoint_key(topic, index): partition_log.high_watermark
                      for topic in self._topics.values() for index, partition_log in enumerate(topic.partitions)}
-            if marks == self._checkpointed:
-                return
-            path = os.path.join(self.data_dir, HIGH_WATERMARKS_FILE)
-            try:
-                write_atomically(path, json.dumps(marks).encode())
-            except OSError as exc:
-                # tried again at the next checkpoint; meanwhile a restart would start from the older marks
-                log.error("cannot checkpoint high watermarks", path=path, error=str(exc))
-                return
-            self._checkpointed = marks
+        if marks == self._checkpointed:
+            return
+        path = os.path.join(self.data_dir, HIGH_WATERMARKS_FILE)
+        try:
+            write_atomically(path, json.dumps(marks).encode())
+        except OSError as exc:
+            # tried again at the next checkpoint; meanwhile a restart would start from the older marks
+            log.error("cannot checkpoint high watermarks", path=path, error=str(exc))
+            return
+        self._checkpointed = marks
 
     def close(self) -> None:
-        self.checkpoint_high_watermarks()
+        if not self._auto_high_watermark:
+            with self._checkpoint_lock:  # after any checkpoint under way, and the last one
+                self._write_checkpoint()
+                self._checkpoints_over = True
         with self._changes, self._lock:  # a topic being made is closed with the others
             if self._closed:
                 return

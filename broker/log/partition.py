@@ -78,9 +78,14 @@ descriptors of the roller's own (the snapshots past the end removed, the transac
 log's, and only then the leader epochs' checkpoint written, which is held until the data is cut. A crash at any
 point leaves the old log or a shorter prefix of it, down to the new end, each with its epochs: only records of the
 old log, which the follower compares with its leader again. Truncations asked while the roller is at it follow it
-without waiting; a truncation that empties the log waits for it (it would retire the same segments). A failed file
-work is made again before anything else changes the log: by the next append (RollPending), or on the thread of a
-truncation, retention or close() that meets it; compaction skips the partition until it is done.
+without waiting, the one that empties the log too: it restarts the log in memory at once (the truncations queued
+behind the one the roller is at are superseded, their segments retired with the rest) and queues its roll behind
+that one (:meth:`_roll_restart`), which the roller makes once the cut is written and the cut's replayed producer
+state is left aside (the restart emptied it). The files then go through the states of a cut (the old log or a
+shorter prefix), then of a restart's roll (that prefix or the new start), one after the other, as they would had
+the restart waited. A failed file work is made again before anything else changes the log: by the next append
+(RollPending), or on the thread of a truncation, retention or close() that meets it; compaction skips the
+partition until it is done.
 
 The parts
 ---------
@@ -193,6 +198,7 @@ class PartitionLog(LogSegments, LogReads):
         super().__init__(directory, config, clock, auto_high_watermark, background, descriptors)
         self._roll_in = roll_in  # runs the file work of rolls asked with roll_off_thread
         self._retiring: list[LogSegment] = []  # segments a restart took out of the log, until its roll renames them
+        self._restarts = 0  # how many times the log was emptied (a truncation's file work started before keeps its state)
         self._epochs = LeaderEpochCache(self.directory, write=self._write_later)
         self._open()
 
@@ -432,7 +438,9 @@ class PartitionLog(LogSegments, LogReads):
         tail = old.seal()
         restart = None
         if old.planned:
-            restart = dict(self._pending_writes), self._note_recovery_point(base_offset), list(self._retiring)
+            # the background job's checkpoints too, taken but perhaps not written yet: on disk before the renames
+            restart = ({**self._in_flight, **self._pending_writes}, self._note_recovery_point(base_offset),
+                       list(self._retiring))
 
         def work() -> LogSegment:
             tail.write()
@@ -537,17 +545,22 @@ class PartitionLog(LogSegments, LogReads):
                 target = self._segments[-1 - later]
                 restart = offset <= self.log_start_offset or target.end_after_cut(offset) < self.log_start_offset
                 # a roll under way is waited for, and a truncation's file work unless this one can follow it
-                if self._rolling is not None and (restart or not roll_off_thread or not self._cutting):
+                if self._rolling is not None and (not roll_off_thread or not self._cutting):
                     self._wait_for_roll()
                     continue
                 break
             self.structure_version += 1
             if restart:
-                self._supersede_cuts()
+                # behind the roller's truncation file work (its first job, perhaps under way without the lock), or
+                # superseding what failed of it
+                queued = self._rolling is not None
+                self._supersede_cuts(keep=1 if queued else 0)
                 self._restart_at(offset if offset <= self.log_start_offset else self.log_start_offset)
                 self._producers.clear()  # an empty log: the roll's file work removes the snapshots past its start
                 self.high_watermark = min(self.high_watermark, self.log_end_offset)
-                if roll_off_thread:
+                if queued:
+                    self._file_work.append(self._roll_restart)  # the roller's loop takes it after the cut
+                elif roll_off_thread:
                     self._start_roll(self._now_ms(), self.log_end_offset)
                 else:
                     self._roll(self._now_ms(), self.log_end_offset)
@@ -560,7 +573,8 @@ class PartitionLog(LogSegments, LogReads):
             self._aborted.drop_from(end)  # the rest of the producer state follows with the file work
             self.high_watermark = min(self.high_watermark, end)
             readers = [SegmentReader(segment) for segment in self._segments]
-            self._file_work.append(partial(self._cut_files, discarded, cut, readers, end, self.log_start_offset))
+            self._file_work.append(partial(self._cut_files, discarded, cut, readers, end, self.log_start_offset,
+                                           self._restarts))
             self._epochs.truncate_from_end(end)  # its checkpoint is held until the data is cut
             if roll_off_thread:
                 self._start_cuts()
@@ -568,12 +582,13 @@ class PartitionLog(LogSegments, LogReads):
                 self._run_cuts_here()
 
     def _cut_files(self, discarded: list[LogSegment], cut: SegmentCut | None, readers: list[SegmentReader],
-                   end: int, log_start: int) -> None:
+                   end: int, log_start: int, restarts: int) -> None:
         """A truncation's file work, without the lock (or under it, on the caller's thread); each step can be made
         again if one fails. The segments past the cut are renamed, newest first, then the segment holding the cut is
         cut: a crash at any point leaves the old log or a shorter one, never a gap, and each state holds only records
         of the old log, which the follower compares with its leader again. The producer state is replayed from the
-        files (the snapshots past the end removed, the transaction indexes rewritten) and made the log's."""
+        files (the snapshots past the end removed, the transaction indexes rewritten) and made the log's, unless the
+        log was emptied since the truncation was asked (``restarts``): the restart's empty state stays."""
         for segment in reversed(discarded):
             self._discard(segment)
         if cut is not None:
@@ -589,10 +604,11 @@ class PartitionLog(LogSegments, LogReads):
         with self._lock:
             if self._closed:
                 return
-            self._producers.take(producers)
-            self._producers.remove_before(self.log_start_offset)  # DeleteRecords may have moved it meanwhile
-            aborted.drop_before(self._segments[0].base_offset)
-            self._aborted.replace(aborted.entries())
+            if self._restarts == restarts:
+                self._producers.take(producers)
+                self._producers.remove_before(self.log_start_offset)  # DeleteRecords may have moved it meanwhile
+                aborted.drop_before(self._segments[0].base_offset)
+                self._aborted.replace(aborted.entries())
             # the shorter length and the removed segments must not come back after a power loss: fsynced on the
             # background, as a flush is, so that the follower's event loop does not wait for it
             self._truncated = True
@@ -647,20 +663,46 @@ class PartitionLog(LogSegments, LogReads):
             self._file_work.pop(0)
         self._release_held_writes()
 
-    def _supersede_cuts(self) -> None:
-        """A restart replaces the truncations whose file work failed: its roll renames the segments they took out
-        too. The caller holds the lock; no roll is under way."""
-        for job in self._file_work:
-            assert isinstance(job, partial)
-            self._retiring += job.args[0]
-        self._file_work.clear()
-        self._release_held_writes()
+    def _supersede_cuts(self, keep: int = 0) -> None:
+        """A restart replaces the truncations whose file work failed, or is queued behind the roller's: its roll
+        renames the segments they took out too. The caller holds the lock; no roll is under way, or ``keep`` is 1:
+        the roller's first job, perhaps under way, stays, and so do the checkpoints held for it."""
+        for job in self._file_work[keep:]:
+            if isinstance(job, partial):  # else an earlier restart's roll, which this one's replaces
+                self._retiring += job.args[0]
+        del self._file_work[keep:]
+        if not keep:
+            self._release_held_writes()
+
+    def _roll_restart(self) -> None:
+        """The file work of a restart queued behind a truncation's (:meth:`truncate_to`): the roll of the planned
+        segment it left, as :meth:`_roll_job` makes it, unless a later restart's made it already. Made on the roller
+        after the truncations before it, or on a thread that meets it failed; made again if it fails."""
+        with self._lock:
+            old = self._segments[-1]
+            if self._closed or not old.planned:
+                return
+            self._release_held_writes()  # the restart's leader epochs, held behind the cut: written before the renames
+            base_offset = self.log_end_offset
+            work = self._roll_work(old, base_offset, self._now_ms())
+        try:
+            new = work()
+        except OSError as exc:
+            raise _roll_failed(self.directory, exc) from exc
+        with self._lock:
+            if self._closed or self._segments[-1] is not old:
+                new.delete()  # closed (its topic deleted) meanwhile: no files left behind
+                return
+            snapshot = self._install_roll(old, new, base_offset)
+        self._delete_if_empty(old)
+        self._write_roll_snapshot(base_offset, snapshot)
 
     def _restart_at(self, offset: int) -> None:
         """Take every segment out of the log; it continues, empty, at ``offset``, on a planned segment (memory
         only) that the caller rolls. The roll's file work retires the old segments' files, after the log's new
         checkpoints (:meth:`_roll_work`)."""
         self._retiring += [segment for segment in self._segments if not segment.planned]
+        self._restarts += 1
         self._aborted.replace([])
         self._segments = [LogSegment.plan(self.directory, offset, self.config.index_interval_bytes, self._now_ms())]
         self._bases = [offset]

@@ -195,3 +195,25 @@ def test_a_hand_over_no_controller_can_approve_is_waited_for_its_retries_and_bac
     assert 5.0 <= took < 15, took
     cluster.restart(controller)
     cluster.wait_healthy(60)
+
+
+def test_a_stopping_controller_takes_its_fence_to_the_other_brokers_before_it_exits(tmp_path: Path):
+    """The controller (the Raft leader) fences itself when told to stop, and its followers learn of that commit only
+    from a later append of its own: stopping as soon as it applied the fence, it left them naming it the leader of
+    its partitions until a new Raft leader, an election timeout later, committed an entry of its own term (the
+    rolling restart's hand-over check failed so when the new election took over 0.5 s). Here an election takes at
+    least 3 s: the other brokers see the leaderships moved within check_handed_over's 0.5 s only if the stopping
+    controller took the commit to them (a barrier appended after the fence) before it stopped."""
+    slow_elections = {**TIMINGS, "raft": {**FAST_CLUSTER["raft"], "election_timeout_min_ms": 3000,
+                                          "election_timeout_max_ms": 4000}}
+    cluster = BrokerCluster(tmp_path / "slow-elections", timings=slow_elections,
+                            settings={"auto.leader.rebalance.enable": False, **SHUTDOWN_RETRIES})
+    try:
+        cluster.start()
+        create_topic(cluster, "fenced", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+        cluster.wait_healthy()
+        controller = cluster.controller()
+        controlled_stop(cluster, controller)
+        check_handed_over(cluster, controller)
+    finally:
+        cluster.stop()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import threading
+from collections.abc import Callable
 
 import pytest
 from file_audit import file_changes
@@ -194,3 +196,132 @@ def test_a_truncation_that_empties_the_log_changes_no_file_on_the_calling_thread
     log.close()
     reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
     assert [r.offset for r in all_records(reopened)] == [0, 1]
+
+
+def without_waiting(call: Callable[[], object], timeout: float = 5.0) -> list[tuple[str, object]]:
+    """Run ``call`` on a thread of its own, as the event loop would; the file changes it made there. Fails if it has
+    not returned within ``timeout`` (it waits for the roller)."""
+    made: list[list[tuple[str, object]]] = []
+
+    def run() -> None:
+        with file_changes() as changes:
+            call()
+        made.append(changes)
+
+    thread = threading.Thread(target=run, daemon=True)  # left waiting on a failure: the roller's end wakes it
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "the call waited for the roller"
+    assert made, "the call failed"
+    return made[0]
+
+
+def four_segments_of_a_producer(directory) -> tuple[PartitionLog, Jobs, Jobs]:
+    """As :func:`four_segments`, the batches an idempotent producer's (id 7): the log has a producer state."""
+    roller, flusher = Jobs(), Jobs()
+    log = PartitionLog(directory, SMALL, Clock(), background=flusher.append, roll_in=roller.append)
+    for i in range(8):
+        log.append(batch(2, value=b"x" * 30, producer=(7, 0, 2 * i)), leader_epoch=i // 2 + 1)
+    assert log.segment_count == 4 and log.log_end_offset == 16
+    log.flush()
+    flusher.run()
+    return log, roller, flusher
+
+
+def test_a_truncation_that_empties_the_log_while_the_roller_cuts_it_queues_behind_the_cut(tmp_path):
+    """The fetcher's next round empties the log while the roller is still cutting it for the round before: the
+    calling thread neither waits for the cut nor changes a file; the log is empty at once, and the roller makes the
+    restart's roll once the cut is written, the cut's replayed producer state left aside."""
+    log, roller, flusher = four_segments_of_a_producer(tmp_path / "p")
+    log.truncate_to(6, roll_off_thread=True)
+    assert len(roller) == 1
+    seen: list[tuple[list[tuple[str, object]], int, int]] = []
+
+    def at_the_cuts_first_change(event: str, path: object) -> None:  # the cut under way, without the lock
+        if not seen:
+            changes = without_waiting(lambda: log.truncate_to(0, roll_off_thread=True))
+            with pytest.raises(RollPending):
+                log.append(RECORD, roll_off_thread=True)
+            seen.append((changes, log.log_end_offset, len(all_records(log))))
+
+    with file_changes(at_the_cuts_first_change):
+        roller.run()
+    assert seen == [([], 0, 0)]
+    assert len(roller) == 0 and not log._file_work and log._rolling is None  # one job made both
+    after = files(tmp_path / "p")
+    assert [name for name in after if name.endswith((".log", ".snapshot"))] == [
+        f"{0:020d}.log", f"{0:020d}.snapshot"]
+    assert log._producers.get(7) is None  # the restart's empty state, not the cut's replay
+    flusher.run()
+    assert log.leader_epoch_entries() == []
+    assert log.append(RECORD, roll_off_thread=True, leader_epoch=9).base_offset == 0
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
+    assert [r.offset for r in all_records(reopened)] == [0, 1]
+    assert reopened.leader_epoch_entries() == [(9, 0)] and reopened._producers.get(7) is None
+    reopened.close()
+
+
+def test_a_crash_while_a_restart_queued_behind_a_cut_is_made_recovers_a_run_of_the_old_log(tmp_path):
+    """Each file change of the cut and then of the queued restart's roll, as a crash at that moment leaves the
+    directory: the log recovered holds a run of the old log's records with their epochs (a prefix, while the cut is
+    made), never longer than the state before, and ends empty."""
+    log, roller, flusher = four_segments_of_a_producer(tmp_path / "p")
+    old = all_records(log)
+    old_epochs = log.leader_epoch_entries()
+    log.truncate_to(6, roll_off_thread=True)
+    crashes = []
+
+    def crash(event: str, path: object) -> None:
+        if not crashes:
+            without_waiting(lambda: log.truncate_to(0, roll_off_thread=True))
+        crashes.append((event, path, shutil.copytree(tmp_path / "p", tmp_path / f"crash-{len(crashes)}")))
+
+    with file_changes(crash):
+        roller.run()
+    with file_changes(crash):
+        flusher.run()
+    crashes.append(("after", None, shutil.copytree(tmp_path / "p", tmp_path / "after")))
+    assert len(crashes) > 10
+    ends = []
+    for event, path, copy in crashes:
+        recovered = PartitionLog(copy, SMALL, Clock())
+        records = all_records(recovered)
+        start = records[0].offset if records else recovered.log_end_offset
+        assert records == old[start:recovered.log_end_offset], (event, path)
+        assert all(entry in old_epochs for entry in recovered.leader_epoch_entries()[1:]), (event, path)
+        ends.append(recovered.log_end_offset if records else 0)
+        recovered.close()
+    assert ends[0] == 16 and ends == sorted(ends, reverse=True) and ends[-1] == 0, ends
+
+
+def test_a_queued_restart_whose_roll_fails_is_made_again_before_the_next_append(tmp_path):
+    log, roller, _ = four_segments_of_a_producer(tmp_path / "p")
+    log.truncate_to(6, roll_off_thread=True)
+    cutting = log._rolling
+    queued: list[bool] = []
+
+    def fail_the_restarts_roll(event: str, path: object) -> None:
+        if not queued:
+            without_waiting(lambda: log.truncate_to(0, roll_off_thread=True))
+            queued.append(True)
+        elif "recovery-point" in str(path):  # the restart's roll writes it before renaming the old segments
+            raise OSError(28, "No space left on device")
+
+    with file_changes(fail_the_restarts_roll):
+        roller.run()
+    assert cutting is not None
+    with pytest.raises(KafkaError) as failed:
+        cutting.result(0)
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert (log.log_end_offset, all_records(log)) == (0, [])
+    with pytest.raises(RollPending) as again:  # the retry of the append asks for the restart's roll again
+        log.append(RECORD, roll_off_thread=True)
+    roller.run()
+    again.value.rolled.result(0)
+    assert [name for name in files(tmp_path / "p") if name.endswith(".log")] == [f"{0:020d}.log"]
+    assert log.append(RECORD, roll_off_thread=True).base_offset == 0
+    log.close()
+    reopened = PartitionLog(tmp_path / "p", SMALL, Clock())
+    assert [r.offset for r in all_records(reopened)] == [0, 1]
+    reopened.close()

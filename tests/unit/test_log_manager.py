@@ -440,3 +440,91 @@ def test_the_flush_and_the_checkpoint_do_not_wait_for_a_topic_being_made(tmp_pat
         assert len(waits) > 1 and max(waits) < took / 4, (max(waits), took, len(waits))
     finally:
         logs.close()
+
+
+class HeldWrites:
+    """Fault injection at the checkpoint's write (``write_atomically`` as the manager calls it): each write waits,
+    once it has begun, until the test lets it go, then writes for real."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import broker.log.manager as manager_module
+
+        self._write = manager_module.write_atomically
+        self.begun = threading.Semaphore(0)
+        self.release = threading.Event()
+        self.written: list[dict[str, int]] = []
+        monkeypatch.setattr(manager_module, "write_atomically", self)
+
+    def __call__(self, path: str, data: bytes, **kwargs: bool) -> None:
+        self.begun.release()
+        assert self.release.wait(30), "the test never let the write go"
+        self._write(path, data, **kwargs)
+        self.written.append(json.loads(data))
+
+
+def test_a_lookup_or_removal_of_a_topic_does_not_wait_for_the_checkpoints_write(tmp_path, monkeypatch):
+    """The checkpoint runs on a thread and fsyncs its file; the event loop takes the topics' lock to remove a topic
+    or add one to the table. With the write held (as a slow disk would hold it), both go on at once: the lock is
+    held only while the marks are taken. The marks written are those taken, and saved as the checkpointed ones."""
+    logs = LogManager(tmp_path / "data", BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    writes = HeldWrites(monkeypatch)
+    try:
+        for name in ("orders", "doomed"):
+            logs.create_topic(name, 1, {}).partitions[0].append(batch(3))
+        logs.get_log("orders", 0).high_watermark = 2
+        checkpoint = threading.Thread(target=logs.checkpoint_high_watermarks)
+        checkpoint.start()
+        assert writes.begun.acquire(timeout=30)
+        removed = threading.Event()
+        remover = threading.Thread(target=lambda: (logs.remove_topic("doomed"), removed.set()))
+        remover.start()
+        assert removed.wait(10), "remove_topic waited for the checkpoint's write"
+        assert "doomed" not in logs.topics and logs.get_log("orders", 0) is not None
+        assert checkpoint.is_alive()  # the write is still held: the removal did not wait for it
+        writes.release.set()
+        checkpoint.join(30)
+        remover.join(30)
+        orders = _checkpoint_key_of(logs, "orders")
+        assert writes.written[0][orders] == 2 and len(writes.written[0]) == 2  # taken before the removal
+        assert logs._checkpointed == writes.written[0]
+        logs.delete_files(logs._leaving["doomed"])
+    finally:
+        writes.release.set()
+        logs.close()
+
+
+def test_closes_checkpoint_is_written_after_one_under_way(tmp_path, monkeypatch):
+    """A periodic checkpoint holds older marks while its write is held; close, meanwhile, waits for it and then
+    writes the newer marks, which are the file's last contents (an older write landing after close's would
+    bring the restarted broker back to older high watermarks); no checkpoint is written after close's."""
+    data_dir = tmp_path / "data"
+    logs = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    writes = HeldWrites(monkeypatch)
+    try:
+        logs.create_topic("orders", 1, {}).partitions[0].append(batch(3))
+        logs.get_log("orders", 0).high_watermark = 1
+        checkpoint = threading.Thread(target=logs.checkpoint_high_watermarks)
+        checkpoint.start()
+        assert writes.begun.acquire(timeout=30)
+        logs.get_log("orders", 0).high_watermark = 3
+        closer = threading.Thread(target=logs.close)
+        closer.start()
+        # close's own write does not begin while the older one is held
+        assert not writes.begun.acquire(timeout=0.5)
+        writes.release.set()
+        checkpoint.join(30)
+        closer.join(30)
+        assert not closer.is_alive()
+        assert [marks[_checkpoint_key_of(logs, "orders")] for marks in writes.written] == [1, 3]
+        logs.checkpoint_high_watermarks()  # after close: nothing more
+        assert len(writes.written) == 2
+    finally:
+        writes.release.set()
+        logs.close()
+    reopened = LogManager(data_dir, BROKER_DEFAULTS, clock=Clock(), auto_high_watermark=False)
+    assert reopened.get_log("orders", 0).high_watermark == 3
+    reopened.close()
+
+
+def _checkpoint_key_of(logs: LogManager, name: str) -> str:
+    return f"{logs.topics[name].topic_id.hex()}-0"
