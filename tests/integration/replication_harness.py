@@ -36,6 +36,7 @@ from broker.cluster.keys import derive_key  # noqa: E402
 from broker.cluster.replication import ReplicaManager  # noqa: E402
 from broker.cluster.view import SingleNodeView, replica_leader_epoch  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
+from broker.log.background import wait_durable  # noqa: E402
 from broker.protocol.records import decode_records_any  # noqa: E402
 
 SECRET = "replication test secret"  # the static cluster's: its brokers prove themselves to each other with it
@@ -164,7 +165,10 @@ async def _serve_commands(broker: StaticClusterBroker) -> None:
         op = command.pop("op")
         try:
             if op == "create_topic":
-                broker.create_topic(command["topic"], command.get("partitions", 1), command.get("configs", {}))
+                topic = broker.create_topic(command["topic"], command.get("partitions", 1), command.get("configs", {}))
+                # as a broker's CreateTopics answers: once the topic's file is durable (it is written off the
+                # event loop), so that a node killed right after finds the topic at its restart
+                await wait_durable(topic.saved, f"topic {command['topic']}")
                 answer: dict[str, Any] = {}
             elif op == "lead":
                 broker.lead(**command)
