@@ -138,3 +138,57 @@ async def every_topic_metadata(client: Any, timeout_s: float = REQUEST_TIMEOUT_S
         except Exception as exc:
             failure = exc
     raise RuntimeError(f"no broker answered Metadata: {failure!r}")
+
+
+class MetadataReading:
+    """One whole-cluster Metadata answer (decoded) and when its request was started (the event loop's clock)."""
+
+    __slots__ = ("metadata", "serial", "started")
+
+    def __init__(self, serial: int, started: float, metadata: dict[str, Any]) -> None:
+        self.serial, self.started, self.metadata = serial, started, metadata
+
+
+class MetadataReader:
+    """The whole-cluster Metadata readings of one cluster, shared by the modules that need them (the cluster module's
+    refresh and topic health): at fleet scale each one is a decode of tens of thousands of partitions.
+
+    Readings are numbered in the order they are started. :meth:`read` hands back one started after a given reading
+    (the latest if it is, else the one in flight if it is, else a new one), or the one in flight or a new one; two
+    callers that ask at the same time share one request. :attr:`latest` is the newest reading that succeeded."""
+
+    def __init__(self, client: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+        self.latest: MetadataReading | None = None
+        self.started = 0  # readings started so far; the next one's serial is this plus one
+        self._pending: asyncio.Future[MetadataReading] | None = None
+
+    async def read(self, after: int | None = None) -> MetadataReading:
+        """A reading whose serial is above ``after`` (readings started after the ``after``-th), or with ``after``
+        None the one in flight or a new one."""
+        latest, pending = self.latest, self._pending
+        if after is not None and latest is not None and latest.serial > after:
+            return latest
+        if pending is not None and (after is None or self.started > after):
+            return await asyncio.shield(pending)
+        return await self._new_reading()
+
+    async def _new_reading(self) -> MetadataReading:
+        self.started += 1
+        serial, started = self.started, asyncio.get_running_loop().time()
+        pending = self._pending = asyncio.get_running_loop().create_future()
+        try:
+            reading = MetadataReading(serial, started, await every_topic_metadata(self._client, self._timeout_s))
+        except BaseException as exc:
+            # those who joined get an error, not a cancellation of their own when this caller is cancelled
+            pending.set_exception(exc if isinstance(exc, Exception) else RuntimeError(f"Metadata reading ended: {exc!r}"))
+            pending.exception()  # retrieved: no "never retrieved" warning when no one else waited on it
+            raise
+        finally:
+            if self._pending is pending:
+                self._pending = None
+        pending.set_result(reading)
+        if self.latest is None or serial > self.latest.serial:
+            self.latest = reading
+        return reading
