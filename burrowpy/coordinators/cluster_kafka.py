@@ -88,7 +88,7 @@ class KafkaCluster:
         self._refresh_metadata = True  # the next poll reads metadata: a reading started after the ``_due_after``-th
         self._due_after = 0
         self._metadata: MetadataReader | None = None  # the cluster's Metadata readings, shared with topic health
-        self._applied: MetadataReading | None = None  # the reading topics and leaders come from
+        self._applied_started: float | None = None  # when the reading topics and leaders come from was started
         self._requests: dict[int, LatestOffsetsRequest] = {}  # the ListOffsets of each leader, for these leaders:
         self._requests_for: dict[tuple[str, int], int] | None = None
 
@@ -201,8 +201,8 @@ class KafkaCluster:
         time) before, as when the cluster module read it every ``topic-refresh`` seconds itself."""
         loop = asyncio.get_running_loop()
         while True:
-            applied = self._applied
-            wait = self.topic_refresh if applied is None else applied.started + self.topic_refresh - loop.time()
+            applied = self._applied_started
+            wait = self.topic_refresh if applied is None else applied + self.topic_refresh - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue  # a newer reading may have been taken meanwhile
@@ -224,7 +224,7 @@ class KafkaCluster:
         (one topic health started counts), gone through off the event loop (at fleet scale the answer lists tens of
         thousands of partitions)."""
         assert self._metadata is not None
-        await self._apply(await self._metadata.read(self._due_after))
+        await self._apply(await self._metadata.take(self._due_after))
 
     async def _apply(self, reading: MetadataReading) -> None:
         """Topics and leaders from ``reading``. aiokafka's own metadata, which it refreshes only when a connection
@@ -239,7 +239,7 @@ class KafkaCluster:
             self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
             self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
         self.topics, self.leaders = topics, leaders
-        self._refresh_metadata, self._applied = False, reading
+        self._refresh_metadata, self._applied_started = False, reading.started
         read = {(broker["node_id"], broker["host"], broker["port"]) for broker in metadata["brokers"]}
         if read != {(broker.nodeId, broker.host, broker.port) for broker in self._client.cluster.brokers()}:
             self.log.info("brokers changed", brokers=sorted(read))
@@ -250,11 +250,10 @@ class KafkaCluster:
         the answers to storage in requests of :data:`STORAGE_CHUNK` partitions. The answers are read a topic at a time, giving the event loop
         to others every :data:`REFRESH_SLICE` partitions or so: at fleet scale they list tens of thousands."""
         assert self._metadata is not None
-        latest = self._metadata.latest
         if self._refresh_metadata:
             await self.refresh_metadata()
-        elif latest is not None and (self._applied is None or latest.serial > self._applied.serial):
-            await self._apply(latest)
+        elif (unseen := self._metadata.take_unseen()) is not None:
+            await self._apply(unseen)
         requests = self._offset_requests()
         results = await asyncio.gather(*(self._client.send(leader, request) for leader, request in requests.items()),
                                        return_exceptions=True)

@@ -150,29 +150,47 @@ class MetadataReading:
 
 
 class MetadataReader:
-    """The whole-cluster Metadata readings of one cluster, shared by the modules that need them (the cluster module's
-    refresh and topic health): at fleet scale each one is a decode of tens of thousands of partitions.
+    """The whole-cluster Metadata readings of one cluster, shared by the modules that need them: topic health
+    (:meth:`read`) and the cluster module (:meth:`take`, :meth:`take_unseen`). At fleet scale each one is the
+    decode of tens of thousands of partitions.
 
-    Readings are numbered in the order they are started. :meth:`read` hands back one started after a given reading
-    (the latest if it is, else the one in flight if it is, else a new one), or the one in flight or a new one; two
-    callers that ask at the same time share one request. :attr:`latest` is the newest reading that succeeded."""
+    Readings are numbered in the order they are started, and two callers asking at the same time share one
+    request. The newest reading the cluster module has not taken yet is kept until it takes it (the next poll),
+    and no longer: the decoded answer is hundreds of thousands of objects, which the garbage collector's passes
+    would walk as long as they are kept."""
 
     def __init__(self, client: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._client = client
         self._timeout_s = timeout_s
-        self.latest: MetadataReading | None = None
         self.started = 0  # readings started so far; the next one's serial is this plus one
         self._pending: asyncio.Future[MetadataReading] | None = None
+        self._unseen: MetadataReading | None = None  # the newest reading the cluster module has not taken
 
-    async def read(self, after: int | None = None) -> MetadataReading:
-        """A reading whose serial is above ``after`` (readings started after the ``after``-th), or with ``after``
-        None the one in flight or a new one."""
-        latest, pending = self.latest, self._pending
-        if after is not None and latest is not None and latest.serial > after:
-            return latest
-        if pending is not None and (after is None or self.started > after):
-            return await asyncio.shield(pending)
+    async def read(self) -> MetadataReading:
+        """The reading in flight, or a new one."""
+        if self._pending is not None:
+            return await asyncio.shield(self._pending)
         return await self._new_reading()
+
+    async def take(self, after: int) -> MetadataReading:
+        """For the cluster module: a reading started after the ``after``-th, the one not taken yet if it is, else
+        the one in flight if it is, else a new one."""
+        unseen = self._unseen
+        if unseen is not None and unseen.serial > after:
+            self._unseen = None
+            return unseen
+        if self._pending is not None and self.started > after:
+            reading = await asyncio.shield(self._pending)
+        else:
+            reading = await self._new_reading()
+        if self._unseen is not None and self._unseen.serial <= reading.serial:
+            self._unseen = None
+        return reading
+
+    def take_unseen(self) -> MetadataReading | None:
+        """For the cluster module: the newest reading it has not taken, if any (then let go here)."""
+        unseen, self._unseen = self._unseen, None
+        return unseen
 
     async def _new_reading(self) -> MetadataReading:
         self.started += 1
@@ -189,6 +207,6 @@ class MetadataReader:
             if self._pending is pending:
                 self._pending = None
         pending.set_result(reading)
-        if self.latest is None or serial > self.latest.serial:
-            self.latest = reading
+        if self._unseen is None or serial > self._unseen.serial:
+            self._unseen = reading
         return reading
