@@ -145,6 +145,44 @@ async def ticker(lateness: list[float], stop: asyncio.Event) -> None:
         lateness.append(loop.time() - due)
 
 
+class MetadataCost:
+    """The CPU time of the whole-cluster Metadata readings: each answer's decode (our codec, in a thread: topic
+    health's and the cluster module's readings) and the cluster module's pass over it (``partition_leaders``, in a
+    thread), counted while :attr:`recording`. Thread CPU time of the threads doing them, so other work of the
+    process at the same time is not in it."""
+
+    def __init__(self) -> None:
+        self.recording = False
+        self.decodes: list[float] = []
+        self.passes: list[float] = []
+
+    def install(self) -> None:
+        from broker.protocol.api import ApiKey
+        from burrowpy.coordinators import cluster_kafka, codec_request
+
+        decode, leaders = codec_request.LaterAnswer.decode, cluster_kafka.partition_leaders
+        cost = self
+
+        def timed_decode(answer: codec_request.LaterAnswer) -> dict[str, Any]:
+            began = time.thread_time()
+            try:
+                return decode(answer)
+            finally:
+                if cost.recording and answer.api_key == ApiKey.METADATA:
+                    cost.decodes.append(time.thread_time() - began)
+
+        def timed_leaders(*args: Any) -> Any:
+            began = time.thread_time()
+            try:
+                return leaders(*args)
+            finally:
+                if cost.recording:
+                    cost.passes.append(time.thread_time() - began)
+
+        codec_request.LaterAnswer.decode = timed_decode  # type: ignore[method-assign, assignment]
+        cluster_kafka.partition_leaders = timed_leaders  # type: ignore[assignment]
+
+
 def config(bootstrap: str, port: int) -> dict[str, Any]:
     return {
         "general": {"pidfile": ""},
@@ -187,6 +225,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
     monitor = Monitor(parse_config(config(bootstrap, free_port()), "burrowpy.yaml", {}), structlog.get_logger())
     timer = LoopTimer()
     timer.install()
+    metadata_cost = MetadataCost()
+    metadata_cost.install()
     lateness: list[float] = []
     stop = asyncio.Event()
     started = time.monotonic()
@@ -211,11 +251,11 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             freezer.refreeze()  # what serve's freezer does a minute after the start, then every 15 minutes
             refreeze_ms = (time.perf_counter() - began) * 1000
         tick = asyncio.create_task(ticker(lateness, stop))
-        timer.recording = True
+        timer.recording = metadata_cost.recording = True
         cpu = time.process_time()
         await asyncio.sleep(seconds)
         cpu = time.process_time() - cpu
-        timer.recording = False
+        timer.recording = metadata_cost.recording = False
         stop.set()
         await tick
         counted = census(top) if top else []
@@ -230,7 +270,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             "late_max_ms": lateness[-1] * 1000, "late_p999_ms": lateness[int(0.999 * len(lateness))] * 1000,
             "late_p99_ms": lateness[int(0.99 * len(lateness))] * 1000,
             "late_p50_ms": lateness[len(lateness) // 2] * 1000, "kinds": kinds, "census": counted,
-            "refreeze_ms": refreeze_ms}
+            "refreeze_ms": refreeze_ms, "metadata_decodes": metadata_cost.decodes,
+            "metadata_passes": metadata_cost.passes}
 
 
 def main() -> int:
@@ -272,6 +313,11 @@ def main() -> int:
           f"{figures['cpu_per_refresh_s']:.3f} s; loop wake-ups ({figures['ticks']:,}) late by p50 "
           f"{figures['late_p50_ms']:.1f} / p99 {figures['late_p99_ms']:.1f} / p99.9 {figures['late_p999_ms']:.1f} / "
           f"max {figures['late_max_ms']:.1f} ms")
+    decodes, passes = figures["metadata_decodes"], figures["metadata_passes"]
+    per_minute = 60 / args.seconds
+    print(f"whole-cluster Metadata: {len(decodes)} answers decoded ({sum(decodes):.3f} s CPU), "
+          f"{len(passes)} cluster-module passes ({sum(passes):.3f} s CPU); per minute "
+          f"{(sum(decodes) + sum(passes)) * per_minute:.3f} s CPU")
     if figures["refreeze_ms"] is not None:
         print(f"refreeze before the idle period (unfreeze, full pass, freeze): {figures['refreeze_ms']:.0f} ms")
     print("longest callbacks over 2 ms, by what they run (longest, count, total):")

@@ -2,8 +2,10 @@
 
 Every ``offset-refresh`` seconds it asks each partition leader for the latest offset of its partitions
 (one ListOffsets per broker, :mod:`~burrowpy.coordinators.list_offsets`) and sends each topic's offsets to
-storage (SetBrokerOffsets of up to 50 partitions: what a SetBrokerOffset per partition means). Every ``topic-refresh`` seconds the
-next poll first refreshes metadata; topics that disappeared are deleted from storage. With
+storage (SetBrokerOffsets of up to 50 partitions: what a SetBrokerOffset per partition means). Its topics and leaders
+come from the cluster's whole-cluster Metadata readings (:class:`~burrowpy.coordinators.codec_request.MetadataReader`,
+shared with topic health): a poll takes any reading newer than its own, and one ``topic-refresh`` seconds after the
+one it holds was started, makes a new one if none came meanwhile; topics that disappeared are deleted from storage. With
 ``groups-reaper-refresh`` > 0, groups that Kafka no longer lists are deleted from storage.
 
 Not Burrow's: after each poll it reads the timestamps of the records groups sit at, for lag in seconds
@@ -27,7 +29,7 @@ from typing import Any
 from burrowpy.config import Section, http_urls
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
-from burrowpy.coordinators.codec_request import every_topic_metadata
+from burrowpy.coordinators.codec_request import MetadataReader, MetadataReading
 from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, client_settings
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, TopicOffsets, answered_topics
 from burrowpy.coordinators.record_times import RecordTimeReader
@@ -83,7 +85,10 @@ class KafkaCluster:
         self._client: Any = None
         self._admin: Any = None
         self._tasks: list[asyncio.Task] = []
-        self._refresh_metadata = True
+        self._refresh_metadata = True  # the next poll reads metadata: a reading started after the ``_due_after``-th
+        self._due_after = 0
+        self._metadata: MetadataReader | None = None  # the cluster's Metadata readings, shared with topic health
+        self._applied_started: float | None = None  # when the reading topics and leaders come from was started
         self._requests: dict[int, LatestOffsetsRequest] = {}  # the ListOffsets of each leader, for these leaders:
         self._requests_for: dict[tuple[str, int], int] | None = None
 
@@ -98,6 +103,7 @@ class KafkaCluster:
         self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings,
                                       metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)
         await self._client.bootstrap()
+        self._metadata = MetadataReader(self._client)
         if self.time_lag_reads:
             self._record_times = RecordTimeReader(self._client, self.log, self.time_lag_reads)
         if self.broker_metrics:
@@ -108,7 +114,7 @@ class KafkaCluster:
         self._tasks.append(asyncio.create_task(self._offset_loop(), name=f"cluster-{self.name}-offsets"))
         self._tasks.append(asyncio.create_task(self._topic_timer(), name=f"cluster-{self.name}-topics"))
         if self.health_refresh:
-            self._tasks.append(asyncio.create_task(self._health_loop(TopicHealthReader(self._client, self.log)),
+            self._tasks.append(asyncio.create_task(self._health_loop(TopicHealthReader(self._client, self.log, self._metadata)),
                                                    name=f"cluster-{self.name}-health"))
         if self.probe_settings is not None:
             self.probe = probe.EndToEndProbe(self.name, self.servers, self.settings, self.probe_settings,
@@ -158,7 +164,7 @@ class KafkaCluster:
                 await self.poll_once()
             except Exception as exc:
                 self.log.warning("offset refresh failed", error=repr(exc))
-                self._refresh_metadata = True
+                self._metadata_due()
                 continue
             try:
                 await self.read_record_times()
@@ -182,10 +188,26 @@ class KafkaCluster:
                 self.log.warning("reading topic health failed", error=repr(exc))
             await asyncio.sleep(self.health_refresh)
 
+    def _metadata_due(self) -> None:
+        """The next poll reads metadata: a reading started from now on (the one in flight was asked before)."""
+        assert self._metadata is not None
+        self._refresh_metadata, self._due_after = True, self._metadata.started
+
     async def _topic_timer(self) -> None:
+        """Metadata is due ``topic-refresh`` seconds after the reading the topics and leaders come from was started.
+        Topic health's readings count: a poll takes a reading newer than its own (:meth:`poll_once`), so with
+        ``topic-health-refresh`` below ``topic-refresh`` the cluster module makes none of its own. Either way the
+        metadata a poll goes by was asked at most ``topic-refresh`` + ``offset-refresh`` seconds (and a poll's
+        time) before, as when the cluster module read it every ``topic-refresh`` seconds itself."""
+        loop = asyncio.get_running_loop()
         while True:
+            applied = self._applied_started
+            wait = self.topic_refresh if applied is None else applied + self.topic_refresh - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue  # a newer reading may have been taken meanwhile
+            self._metadata_due()
             await asyncio.sleep(self.topic_refresh)
-            self._refresh_metadata = True
 
     async def _reaper_loop(self) -> None:
         while True:
@@ -198,11 +220,17 @@ class KafkaCluster:
     # --- work -----------------------------------------------------------------------------------------
 
     async def refresh_metadata(self) -> None:
-        """Every topic's partition count and leaders, read and gone through off the event loop (at fleet scale
-        the answer lists tens of thousands of partitions). aiokafka's own metadata, which it refreshes only when a
-        connection breaks (:data:`~burrowpy.coordinators.kafka_client.BROKERS_ONLY_METADATA_AGE_MS`), is
-        refreshed too when the brokers read here are not the ones it knows: it holds their addresses."""
-        metadata = await every_topic_metadata(self._client)
+        """Every topic's partition count and leaders, from a Metadata reading started since metadata was due
+        (one topic health started counts), gone through off the event loop (at fleet scale the answer lists tens of
+        thousands of partitions)."""
+        assert self._metadata is not None
+        await self._apply(await self._metadata.take(self._due_after))
+
+    async def _apply(self, reading: MetadataReading) -> None:
+        """Topics and leaders from ``reading``. aiokafka's own metadata, which it refreshes only when a connection
+        breaks (:data:`~burrowpy.coordinators.kafka_client.BROKERS_ONLY_METADATA_AGE_MS`), is refreshed too when
+        the brokers read here are not the ones it knows: it holds their addresses."""
+        metadata = reading.metadata
         topics, leaders, leaderless = await asyncio.to_thread(partition_leaders, metadata, self.leaders)
         for topic, partition in leaderless:
             self.log.warning("partition has no leader", topic=topic, partition=partition)
@@ -211,18 +239,21 @@ class KafkaCluster:
             self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
             self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
         self.topics, self.leaders = topics, leaders
-        self._refresh_metadata = False
+        self._refresh_metadata, self._applied_started = False, reading.started
         read = {(broker["node_id"], broker["host"], broker["port"]) for broker in metadata["brokers"]}
         if read != {(broker.nodeId, broker.host, broker.port) for broker in self._client.cluster.brokers()}:
             self.log.info("brokers changed", brokers=sorted(read))
             await self._client.force_metadata_update()
 
     async def poll_once(self) -> None:
-        """Refresh metadata if due, then send one ListOffsets (latest) per leader broker, and hand each topic of
+        """Refresh metadata if due (or take a newer reading topic health made), then send one ListOffsets (latest) per leader broker, and hand each topic of
         the answers to storage in requests of :data:`STORAGE_CHUNK` partitions. The answers are read a topic at a time, giving the event loop
         to others every :data:`REFRESH_SLICE` partitions or so: at fleet scale they list tens of thousands."""
+        assert self._metadata is not None
         if self._refresh_metadata:
             await self.refresh_metadata()
+        elif (unseen := self._metadata.take_unseen()) is not None:
+            await self._apply(unseen)
         requests = self._offset_requests()
         results = await asyncio.gather(*(self._client.send(leader, request) for leader, request in requests.items()),
                                        return_exceptions=True)
@@ -231,7 +262,7 @@ class KafkaCluster:
         for leader, response in zip(requests, results, strict=True):
             if isinstance(response, BaseException):
                 self.log.warning("ListOffsets failed", broker=leader, error=repr(response))
-                self._refresh_metadata = True
+                self._metadata_due()
                 continue
             for answer in answered_topics(response):
                 self._store_offsets(answer, now_ms)
@@ -254,7 +285,7 @@ class KafkaCluster:
         topic = answer.topic
         for partition, error_code in answer.errors:
             self.log.warning("partition offset error", topic=topic, partition=partition, error_code=error_code)
-            self._refresh_metadata = True
+            self._metadata_due()
         partitions, offsets = answer.partitions, answer.offsets
         if any(offset < 0 for offset in offsets):
             kept = [(partition, offset) for partition, offset in zip(partitions, offsets, strict=True) if offset >= 0]

@@ -138,3 +138,75 @@ async def every_topic_metadata(client: Any, timeout_s: float = REQUEST_TIMEOUT_S
         except Exception as exc:
             failure = exc
     raise RuntimeError(f"no broker answered Metadata: {failure!r}")
+
+
+class MetadataReading:
+    """One whole-cluster Metadata answer (decoded) and when its request was started (the event loop's clock)."""
+
+    __slots__ = ("metadata", "serial", "started")
+
+    def __init__(self, serial: int, started: float, metadata: dict[str, Any]) -> None:
+        self.serial, self.started, self.metadata = serial, started, metadata
+
+
+class MetadataReader:
+    """The whole-cluster Metadata readings of one cluster, shared by the modules that need them: topic health
+    (:meth:`read`) and the cluster module (:meth:`take`, :meth:`take_unseen`). At fleet scale each one is the
+    decode of tens of thousands of partitions.
+
+    Readings are numbered in the order they are started, and two callers asking at the same time share one
+    request. The newest reading the cluster module has not taken yet is kept until it takes it (the next poll),
+    and no longer: the decoded answer is hundreds of thousands of objects, which the garbage collector's passes
+    would walk as long as they are kept."""
+
+    def __init__(self, client: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+        self.started = 0  # readings started so far; the next one's serial is this plus one
+        self._pending: asyncio.Future[MetadataReading] | None = None
+        self._unseen: MetadataReading | None = None  # the newest reading the cluster module has not taken
+
+    async def read(self) -> MetadataReading:
+        """The reading in flight, or a new one."""
+        if self._pending is not None:
+            return await asyncio.shield(self._pending)
+        return await self._new_reading()
+
+    async def take(self, after: int) -> MetadataReading:
+        """For the cluster module: a reading started after the ``after``-th, the one not taken yet if it is, else
+        the one in flight if it is, else a new one."""
+        unseen = self._unseen
+        if unseen is not None and unseen.serial > after:
+            self._unseen = None
+            return unseen
+        if self._pending is not None and self.started > after:
+            reading = await asyncio.shield(self._pending)
+        else:
+            reading = await self._new_reading()
+        if self._unseen is not None and self._unseen.serial <= reading.serial:
+            self._unseen = None
+        return reading
+
+    def take_unseen(self) -> MetadataReading | None:
+        """For the cluster module: the newest reading it has not taken, if any (then let go here)."""
+        unseen, self._unseen = self._unseen, None
+        return unseen
+
+    async def _new_reading(self) -> MetadataReading:
+        self.started += 1
+        serial, started = self.started, asyncio.get_running_loop().time()
+        pending = self._pending = asyncio.get_running_loop().create_future()
+        try:
+            reading = MetadataReading(serial, started, await every_topic_metadata(self._client, self._timeout_s))
+        except BaseException as exc:
+            # those who joined get an error, not a cancellation of their own when this caller is cancelled
+            pending.set_exception(exc if isinstance(exc, Exception) else RuntimeError(f"Metadata reading ended: {exc!r}"))
+            pending.exception()  # retrieved: no "never retrieved" warning when no one else waited on it
+            raise
+        finally:
+            if self._pending is pending:
+                self._pending = None
+        pending.set_result(reading)
+        if self._unseen is None or serial > self._unseen.serial:
+            self._unseen = reading
+        return reading

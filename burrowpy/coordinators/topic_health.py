@@ -27,7 +27,7 @@ from broker.protocol.api import ApiKey
 from burrowpy.coordinators.codec_request import (
     REQUEST_TIMEOUT_S,
     CodecRequest,
-    every_topic_metadata,
+    MetadataReader,
     send_decoded,
 )
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, answered_topics
@@ -115,8 +115,11 @@ class ClusterHealth:
 
 
 class TopicHealthReader:
-    def __init__(self, client: Any, log: Any) -> None:
+    def __init__(self, client: Any, log: Any, metadata: MetadataReader | None = None) -> None:
+        """``metadata``: the cluster's shared Metadata readings (the cluster module's refresh takes them too); a
+        reading asks for a new one, or joins one in flight, started at most one request's time before."""
         self._client = client
+        self._metadata = metadata if metadata is not None else MetadataReader(client)
         self._log = log
         self._told: dict[str, dict[str, int]] = {}  # per-topic errors last logged, by what was asked
 
@@ -131,7 +134,7 @@ class TopicHealthReader:
                 self._log.info(f"{what} answers for every topic again")
 
     async def read(self, now_ms: int) -> ClusterHealth:
-        metadata = await every_topic_metadata(self._client)
+        metadata = (await self._metadata.read()).metadata
         live = frozenset(broker["node_id"] for broker in metadata["brokers"])
         layout: dict[str, list[dict[str, Any]]] = {}
         for topic in metadata["topics"]:

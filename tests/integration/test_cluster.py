@@ -724,6 +724,53 @@ def test_monitor_counts_under_replicated_and_offline_partitions_of_a_stopped_bro
             message="the counts back to 0")
 
 
+
+def test_monitor_reaches_a_broker_it_did_not_know_at_its_start_without_a_failed_request(cluster, tmp_path):
+    """The monitor's aiokafka client refreshes its broker list only when a connection breaks or when the cluster
+    module's Metadata reading lists other brokers than it knows ("brokers changed",
+    burrowpy.coordinators.cluster_kafka): a broker that was down when the monitor started, and so is not in the
+    client's list, comes back and leads partitions (its preferred ones of __consumer_offsets, and those of a new
+    topic). The monitor reports their offsets, and its first ListOffsets to that broker already goes through:
+    without the refresh, aiokafka would find the broker unknown, fail that request and refresh only then."""
+    from monitor_support import broker_offsets
+
+    cluster.wait_healthy()
+    late = cluster.ids[-1]
+    cluster.kill(late)
+    survivor = cluster.ids[0]
+
+    def without_the_late_broker() -> bool:
+        view = cluster.metadata(survivor)
+        return (late not in [b["node_id"] for b in view["brokers"]]
+                and all(part["leader_id"] != late for topic in view["topics"] for part in topic["partitions"]))
+
+    wait_until(without_the_late_broker, 30, interval=0.2, message=f"broker {late} out of the metadata")
+    settings = MonitorSettings(cluster.brokers[survivor].bootstrap, offset_refresh=1, topic_refresh=1,
+                               expire_cache=1, topic_health_refresh=0)
+    with BurrowpyProcess(tmp_path / "burrowpy", settings) as monitor:
+        wait_until(lambda: broker_offsets(monitor, "__consumer_offsets") is not None, 30, interval=0.2,
+                   message="the monitor to read __consumer_offsets")
+        cluster.restart(late)
+        cluster.wait_healthy()
+        topic = f"late-broker-{uuid.uuid4().hex[:8]}"
+        assert cluster.create_topic(survivor, topic, 6, 1)["error_code"] == 0
+        led = wait_until(lambda: (found := [p for p, info in cluster.partitions(topic).items()
+                                            if info["leader_id"] == late]) and found, 30, interval=0.2,
+                         message=f"partitions of {topic} led by broker {late}")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+        for partition in led:
+            for number in range(5 + partition):
+                producer.produce(topic, b"record %d" % number, partition=partition)
+        assert producer.flush(30) == 0
+        del producer
+        wait_until(lambda: (offsets := broker_offsets(monitor, topic)) is not None and len(offsets) == 6
+                   and all(offsets[p] == 5 + p for p in led), 30, interval=0.2,
+                   message=f"the offsets of broker {late}'s partitions in the monitor")
+        log = monitor.log_path.read_text()
+    assert "brokers changed" in log
+    assert "ListOffsets failed" not in log, [line for line in log.splitlines() if "ListOffsets failed" in line]
+    cluster.wait_healthy()
+
 def test_transaction_coordinator_writes_need_the_transaction_log_min_isr(cluster):
     """`__transaction_state` is created with min.insync.replicas = transaction.state.log.min.isr (Kafka's default
     2); the coordinator writes to it as an acks=all producer does, so while the ISR of the id's partition is below

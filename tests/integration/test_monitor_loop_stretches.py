@@ -139,7 +139,7 @@ async def test_a_request_is_answered_while_the_metadata_of_a_large_fleet_is_read
         deadline = time.monotonic() + 60
         while len(refreshes) < REFRESHES:
             assert time.monotonic() < deadline, f"{len(refreshes)} metadata refreshes in 60 s"
-            cluster._refresh_metadata = True  # the next poll (every second) reads the metadata again
+            cluster._metadata_due()  # the next poll (every second) reads the metadata again
             await asyncio.sleep(0.1)
         latencies = await asyncio.to_thread(probe.stop)
         assert cluster.topics == topics_before  # the same reading as at the start
