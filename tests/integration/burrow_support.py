@@ -172,6 +172,19 @@ class MonitorProcess(abc.ABC):
         self.stop()
 
 
+def in_process_config(bootstrap: str, port: int, **cluster: Any) -> dict[str, Any]:
+    """A config of ``burrowpy serve`` for a Monitor run in the test's own process: one kafka cluster module
+    ("local", its ``cluster`` settings added), no record-time reads, no dashboard sampling, errors logged only."""
+    return {
+        "logging": {"level": "error"},
+        "httpserver": {"default": {"address": f"127.0.0.1:{port}"}},
+        "storage": {"default": {"class-name": "inmemory"}},
+        "evaluator": {"default": {"class-name": "caching"}},
+        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "time-lag-reads": 0, **cluster}},
+        "dashboard": {"sample-interval": 0},
+    }
+
+
 def toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import structlog
+from burrow_support import in_process_config
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import BrokerProcess, free_port
 from loop_probe import Probe, summary
@@ -59,15 +60,7 @@ def fleet_broker(tmp_path_factory) -> Iterator[BrokerProcess]:
 
 
 def config(bootstrap: str, port: int) -> dict[str, Any]:
-    return {
-        "logging": {"level": "error"},
-        "httpserver": {"default": {"address": f"127.0.0.1:{port}"}},
-        "storage": {"default": {"class-name": "inmemory"}},
-        "evaluator": {"default": {"class-name": "caching"}},
-        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1,
-                              "topic-refresh": 600, "topic-health-refresh": 0, "time-lag-reads": 0}},
-        "dashboard": {"sample-interval": 0},
-    }
+    return in_process_config(bootstrap, port, **{"offset-refresh": 1, "topic-refresh": 600, "topic-health-refresh": 0})
 
 
 def assert_no_answer_waited_for_a_quarter(costs_s: list[float], latencies: list[float], what: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import structlog
+from burrow_support import in_process_config
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import free_port, unique_name
 
@@ -28,16 +29,8 @@ WATCHED_S = 8.0
 
 
 def config(bootstrap: str, port: int) -> dict[str, Any]:
-    return {
-        "logging": {"level": "error"},
-        "httpserver": {"default": {"address": f"127.0.0.1:{port}"}},
-        "storage": {"default": {"class-name": "inmemory"}},
-        "evaluator": {"default": {"class-name": "caching"}},
-        "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": OFFSET_REFRESH,
-                              "topic-refresh": TOPIC_REFRESH, "topic-health-refresh": HEALTH_REFRESH,
-                              "time-lag-reads": 0}},
-        "dashboard": {"sample-interval": 0},
-    }
+    return in_process_config(bootstrap, port, **{"offset-refresh": OFFSET_REFRESH, "topic-refresh": TOPIC_REFRESH,
+                                                 "topic-health-refresh": HEALTH_REFRESH})
 
 
 async def test_topic_healths_readings_serve_the_cluster_modules_refresh_no_staler(broker):

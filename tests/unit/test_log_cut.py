@@ -82,26 +82,37 @@ def test_a_truncation_that_keeps_records_changes_no_file_on_the_calling_thread(t
     assert reopened.leader_epoch_entries() == [(1, 0), (2, 4), (7, 6)]
 
 
+def recovered_at_each_change(tmp_path, roller, flusher, at_first=None) -> list[tuple[str, object, PartitionLog, list]]:
+    """The roller's and then the flusher's file work (the epochs' checkpoint, the fsyncs) run, the directory copied
+    at each file change as a crash at that moment leaves it, and once more at the end (``at_first`` runs at the
+    first change); each copy opened: (the change, its path, the log recovered, its records)."""
+    copies: list[tuple[str, object, object]] = []
+
+    def crash(event: str, path: object) -> None:
+        if not copies and at_first is not None:
+            at_first()
+        copies.append((event, path, shutil.copytree(tmp_path / "p", tmp_path / f"crash-{len(copies)}")))
+
+    with file_changes(crash):
+        roller.run()
+    with file_changes(crash):
+        flusher.run()
+    copies.append(("after", None, shutil.copytree(tmp_path / "p", tmp_path / "after")))
+    assert len(copies) > 10
+    opened = []
+    for event, path, copy in copies:
+        recovered = PartitionLog(copy, SMALL, Clock())
+        opened.append((event, path, recovered, all_records(recovered)))
+    return opened
+
+
 def test_a_crash_at_any_point_of_a_truncations_file_work_recovers_a_prefix_of_the_old_log(tmp_path):
     log, roller, flusher = four_segments(tmp_path / "p")
     old = all_records(log)
     old_epochs = log.leader_epoch_entries()
     log.truncate_to(6, roll_off_thread=True)
-    crashes = []
-
-    def crash(event: str, path: object) -> None:  # the directory as a crash at this moment leaves it
-        crashes.append((event, path, shutil.copytree(tmp_path / "p", tmp_path / f"crash-{len(crashes)}")))
-
-    with file_changes(crash):
-        roller.run()
-    with file_changes(crash):
-        flusher.run()  # the epochs' checkpoint, the fsyncs
-    crashes.append(("after", None, shutil.copytree(tmp_path / "p", tmp_path / "after")))
-    assert len(crashes) > 10
     ends = []
-    for event, path, copy in crashes:
-        recovered = PartitionLog(copy, SMALL, Clock())
-        records = all_records(recovered)
+    for event, path, recovered, records in recovered_at_each_change(tmp_path, roller, flusher):
         end = recovered.log_end_offset
         assert records == old[:end] and end >= 6, (event, path)
         assert recovered.leader_epoch_entries() == [entry for entry in old_epochs if entry[1] < end], (event, path)
@@ -270,23 +281,12 @@ def test_a_crash_while_a_restart_queued_behind_a_cut_is_made_recovers_a_run_of_t
     old = all_records(log)
     old_epochs = log.leader_epoch_entries()
     log.truncate_to(6, roll_off_thread=True)
-    crashes = []
-
-    def crash(event: str, path: object) -> None:
-        if not crashes:
-            without_waiting(lambda: log.truncate_to(0, roll_off_thread=True))
-        crashes.append((event, path, shutil.copytree(tmp_path / "p", tmp_path / f"crash-{len(crashes)}")))
-
-    with file_changes(crash):
-        roller.run()
-    with file_changes(crash):
-        flusher.run()
-    crashes.append(("after", None, shutil.copytree(tmp_path / "p", tmp_path / "after")))
-    assert len(crashes) > 10
     ends = []
-    for event, path, copy in crashes:
-        recovered = PartitionLog(copy, SMALL, Clock())
-        records = all_records(recovered)
+
+    def emptied() -> None:  # at the cut's first file change, a truncation that empties the log
+        without_waiting(lambda: log.truncate_to(0, roll_off_thread=True))
+
+    for event, path, recovered, records in recovered_at_each_change(tmp_path, roller, flusher, emptied):
         start = records[0].offset if records else recovered.log_end_offset
         assert records == old[start:recovered.log_end_offset], (event, path)
         assert all(entry in old_epochs for entry in recovered.leader_epoch_entries()[1:]), (event, path)
