@@ -60,7 +60,8 @@ _FRAMES_TO_PROVE = 2
 _LENGTH = struct.Struct("i")  # pysyncobj's frame length: a native signed int
 _AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK)
 _PRIVATE = ("_TcpConnection__socket", "_TcpConnection__recvBufferSize", "_TcpConnection__lastReadTime")
-_OVERRIDDEN = ("_TcpConnection__tryReadBuffer", "_TcpConnection__processRead", "_TcpConnection__processParseMessage")
+_OVERRIDDEN = ("_TcpConnection__tryReadBuffer", "_TcpConnection__processParseMessage")  # the only caller of its
+# __processRead is __tryReadBuffer, replaced here
 
 
 class _Throttled:
@@ -134,9 +135,6 @@ class GuardedConnection(TcpConnection):
                 break
             budget -= taken
         self._TcpConnection__lastReadTime = pysyncobj_clock()
-
-    def _TcpConnection__processRead(self) -> bool:  # noqa: N802
-        return self._read_once() > 0
 
     def _read_once(self) -> int:
         """One read into the buffer: the bytes read, 0 when there were none or the connection closed."""
