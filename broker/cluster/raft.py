@@ -253,7 +253,7 @@ class RaftNode:
             self._tunnels = RaftTlsTunnels(self.listen, list(self.peers.values()), *self._tls)
             await self._tunnels.start()
             conf.bindAddress = self._tunnels.internal
-            transport = tunnelled_transport(self._tunnels.local_port)
+            transport = tunnelled_transport(self._tunnels)
         raft_guard.install()
         # Constructed on the loop's thread: pysyncobj's tick thread stops when its creator thread ends.
         self._sync = _SyncObjRunner(self, self.listen, list(self.peers.values()), conf, transport)

@@ -21,8 +21,9 @@ stopped committing, and memory grew with every byte sent.
   pysyncobj kept a silent connection open for good, so enough of them took every descriptor the process may
   have, and with them Kafka's listener and the logs' files);
 * an address may hold at most :data:`UNPROVEN_PER_ADDRESS` connections that have not proven themselves; more
-  are closed as they are accepted. (Behind Raft over TLS every connection arrives from the tunnel on loopback,
-  so there the bound is one for all the peers together.)
+  are closed as they are accepted. (Behind Raft over TLS every connection arrives from the tunnel on loopback:
+  the tunnel tells which address each one was relayed from, :meth:`GuardedTransport.origin`, and bounds the
+  connections of each address before their TLS handshake.)
 
 :func:`install` puts the connection in place of pysyncobj's connection class, for the connections pysyncobj
 accepts and those it opens (its modules name the class directly), and a node's transport is a
@@ -82,7 +83,7 @@ class _Throttled:
         self._last, self._skipped = now, 0
 
 
-_refusals = _Throttled()
+refusals = _Throttled()  # shared with the TLS tunnel (raft_tls)
 
 
 class GuardedConnection(TcpConnection):
@@ -123,7 +124,7 @@ class GuardedConnection(TcpConnection):
     def refuse(self, reason: str, **fields: Any) -> None:
         """Close the connection, saying why (throttled)."""
         peer = self.peer()
-        _refusals.warn("raft connection closed", reason=reason, peer=f"{peer[0]}:{peer[1]}" if peer else None,
+        refusals.warn("raft connection closed", reason=reason, peer=f"{peer[0]}:{peer[1]}" if peer else None,
                        proven=self.proven, **fields)
         self.disconnect()
 
@@ -214,6 +215,10 @@ class GuardedTransport(TCPTransport):
             if isinstance(conn, GuardedConnection) and conn.overdue():
                 conn.refuse("no proof of the cluster secret in time", seconds=PROOF_SECONDS)
 
+    def origin(self, peer: tuple[str, int]) -> str:
+        """The address a connection from ``peer`` counts against: its own (a relay says otherwise)."""
+        return peer[0]
+
     def _onNewIncomingConnection(self, conn: TcpConnection) -> None:  # noqa: N802
         super()._onNewIncomingConnection(conn)
         if not isinstance(conn, GuardedConnection):
@@ -221,9 +226,10 @@ class GuardedTransport(TCPTransport):
         peer = conn.peer()
         if peer is None:
             return
+        origin = self.origin(peer)
         unproven = sum(1 for other in self._unknownConnections
                        if isinstance(other, GuardedConnection) and not other.proven and (p := other.peer()) is not None
-                       and p[0] == peer[0])
+                       and self.origin(p) == origin)
         if unproven > UNPROVEN_PER_ADDRESS:
             conn.refuse("too many connections without proof from one address", bound=UNPROVEN_PER_ADDRESS)
 

@@ -14,6 +14,16 @@ it rather than into it:
 
 Peers keep their names (addresses) and pysyncobj's own encryption (the cluster secret's raft key) stays on inside
 the tunnel. The relays run on the broker's event loop.
+
+What a stranger's connections may cost (:mod:`raft_guard` bounds them at pysyncobj's port, where every relayed
+connection comes from loopback):
+
+* an address may have at most ``raft_guard.UNPROVEN_PER_ADDRESS`` connections that are still within their time
+  to prove themselves (the TLS handshake, :data:`HANDSHAKE_SECONDS`, then the secret, ``PROOF_SECONDS``);
+  more are closed as they are accepted, before their handshake;
+* each relayed connection leaves from a loopback port the tunnel chose before connecting, and tells the guard
+  which address it stands for (:meth:`RaftTlsTunnels.origin`), so one address's unproven connections do not
+  count against the others' (a stranger holding its share must not keep a peer's reconnection out).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import Callable
+import time
 from functools import partial
 
 import structlog
@@ -30,11 +40,14 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
+from broker.cluster import raft_guard
 from broker.cluster.raft_guard import GuardedTransport
 
 log = structlog.get_logger("broker.cluster.raft_tls")
 
 _CHUNK = 1 << 16
+HANDSHAKE_SECONDS = 10.0
+_LOOPBACK = "127.0.0.1"
 
 
 def _loopback_port() -> int:
@@ -64,12 +77,17 @@ class RaftTlsTunnels:
         # peers whose tunnel is being opened, and the tasks opening them
         self._opening: set[str] = set()
         self._openers: set[asyncio.Task] = set()
+        # per address, its inbound connections still within their time to prove themselves (-> when opened)
+        self._unsettled: dict[str, dict[object, float]] = {}
+        # loopback port a relay to pysyncobj leaves from -> the address it was accepted from (read by pysyncobj's
+        # thread: one dict lookup at a time)
+        self._relayed_from: dict[int, str] = {}
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         host, port = _split(self.listen)
-        self._servers.append(await asyncio.start_server(self._inbound, host, port, ssl=self.server_context,
-                                                        reuse_address=True, ssl_handshake_timeout=10.0))
+        # TLS is started by :meth:`_inbound`, once the connection is admitted
+        self._servers.append(await asyncio.start_server(self._inbound, host, port, reuse_address=True))
         for peer in self.peers:
             await self._open(peer)
         log.info("raft traffic goes over TLS", listen=self.listen, internal=self.internal)
@@ -116,15 +134,78 @@ class RaftTlsTunnels:
                 await asyncio.wait_for(server.wait_closed(), 2)
         self._servers.clear()
 
+    def origin(self, peer: tuple[str, int]) -> str:
+        """The address a connection pysyncobj accepted from ``peer`` stands for: where its relay's connection was
+        accepted from, or its own address (not one of the relays)."""
+        if peer[0] == _LOOPBACK:
+            return self._relayed_from.get(peer[1], peer[0])
+        return peer[0]
+
+    def _admit(self, address: str, token: object) -> bool:
+        """Count a new connection from ``address`` among its unsettled ones, unless it has its share already."""
+        now = time.monotonic()
+        window = HANDSHAKE_SECONDS + raft_guard.PROOF_SECONDS
+        held = self._unsettled.setdefault(address, {})
+        for key, opened in list(held.items()):
+            if now - opened > window:
+                del held[key]  # proven by now, or closed by the guard
+        if len(held) >= raft_guard.UNPROVEN_PER_ADDRESS:
+            return False
+        held[token] = now
+        return True
+
+    def _settle(self, address: str, token: object) -> None:
+        held = self._unsettled.get(address)
+        if held is not None:
+            held.pop(token, None)
+            if not held:
+                del self._unsettled[address]
+
     async def _inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A peer's TLS connection, relayed to pysyncobj's loopback port."""
-        host, port = _split(self.internal)
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
-        except OSError:
-            writer.close()
+        """A peer's connection: its TLS handshake, then relayed to pysyncobj's loopback port."""
+        peer = writer.get_extra_info("peername")
+        address = peer[0] if isinstance(peer, tuple) else "?"
+        token = object()
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._admit(address, token):
+            raft_guard.refusals.warn("raft connection closed", reason="too many connections without proof from "
+                                     "one address", peer=address, bound=raft_guard.UNPROVEN_PER_ADDRESS)
+            writer.transport.abort()
             return
-        await self._relay(reader, writer, upstream_reader, upstream_writer)
+        self._pipes.add(task)  # cancelled by :meth:`stop` from now on, in its handshake too
+        try:
+            try:
+                await writer.start_tls(self.server_context, ssl_handshake_timeout=HANDSHAKE_SECONDS)
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
+                log.debug("raft TLS handshake failed", peer=address, error=repr(exc))
+                writer.transport.abort()
+                return
+            await self._relay_inbound(address, reader, writer)
+        finally:
+            self._pipes.discard(task)
+            self._settle(address, token)
+
+    async def _relay_inbound(self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = _split(self.internal)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        source: int | None = None
+        try:
+            try:
+                sock.bind((_LOOPBACK, 0))
+                source = sock.getsockname()[1]
+                self._relayed_from[source] = address  # before pysyncobj can accept it
+                await asyncio.get_running_loop().sock_connect(sock, (host, port))
+                upstream_reader, upstream_writer = await asyncio.open_connection(sock=sock)
+            except OSError:
+                sock.close()
+                writer.close()
+                return
+            await self._relay(reader, writer, upstream_reader, upstream_writer)
+        finally:
+            if source is not None:
+                self._relayed_from.pop(source, None)
 
     async def _outbound(self, peer: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """pysyncobj connecting to ``peer``: relayed to the peer's Raft address over TLS."""
@@ -163,11 +244,16 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def tunnelled_transport(local_port: Callable[[str], int | None]) -> type[TCPTransport]:
+def tunnelled_transport(tunnels: RaftTlsTunnels) -> type[TCPTransport]:
     """pysyncobj's TCP transport (:class:`GuardedTransport`), connecting to each peer through its loopback tunnel
-    port (``local_port`` of its address, None while there is none yet)."""
+    port (:meth:`RaftTlsTunnels.local_port`, None while there is none yet), and counting each accepted
+    connection against the address its relay was accepted from."""
+    local_port = tunnels.local_port
 
     class TunnelledTransport(GuardedTransport):
+        def origin(self, peer: tuple[str, int]) -> str:
+            return tunnels.origin(peer)
+
         def _connectIfNecessarySingle(self, node):  # noqa: N802 (pysyncobj's name)
             # pysyncobj's own logic (transport.py), with the tunnel's address in place of the peer's
             if node in self._connections and self._connections[node].state != CONNECTION_STATE.DISCONNECTED:

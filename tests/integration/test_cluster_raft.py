@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import shutil
 import socket
+import ssl
 import stat
 import struct
 import time
@@ -14,6 +15,7 @@ import time
 import pytest
 from harness import free_port, poll_until
 from pysyncobj import SyncObj, SyncObjConf, replicated
+from tls_certs import CertificateAuthority
 
 from broker.cluster import raft_guard
 from broker.cluster.keys import derive_key
@@ -375,3 +377,77 @@ async def test_silent_connections_are_bounded_and_closed_once_their_time_to_prov
         for sock in opened:
             sock.close()
     assert (await leader.propose(register(6), timeout=5.0))["error_code"] == 0
+
+
+def tls_contexts(directory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A broker's server and client contexts for Raft over TLS, the client certificate not asked for: anyone may
+    complete the handshake, as on an inter-broker listener with ssl.client.auth=none."""
+    ca = CertificateAuthority(directory)
+    issued = ca.issue("broker", hosts=("127.0.0.1",))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(issued.certificate, issued.key)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(ca.path)
+    return server, client
+
+
+def make_tls_node(node_id: int, addresses: dict[int, str], tmp_path, tls) -> RaftNode:
+    return RaftNode(node_id, addresses[node_id], addresses, SECRET, tmp_path / f"raft-{node_id}", ClusterMetadata,
+                    ClusterMetadata.from_snapshot, timing=TIMING, listener=Recorder(), tls=tls)
+
+
+def tls_handshakes_from(source: str, address: str, count: int, context: ssl.SSLContext) -> list[ssl.SSLSocket | None]:
+    """``count`` connections from the loopback address ``source`` to a Raft address over TLS, each through its
+    handshake and then silent: the socket, or None where the node closed it before the handshake completed."""
+    host, port = address.rsplit(":", 1)
+    held: list[ssl.SSLSocket | None] = []
+    for _ in range(count):
+        raw = socket.create_connection((host, int(port)), timeout=5.0, source_address=(source, 0))
+        try:
+            held.append(context.wrap_socket(raw, server_hostname=host))
+        except (OSError, ssl.SSLError):
+            raw.close()
+            held.append(None)
+    return held
+
+
+async def test_over_tls_a_strangers_silent_connections_do_not_keep_a_peer_out(tmp_path, monkeypatch):
+    """Raft inside TLS: every connection reaches pysyncobj from the tunnel, on loopback. A stranger (from
+    127.0.0.2, no secret) holding each node's whole share of unproven connections must not keep a restarted
+    peer from reconnecting (counted as one address with the peers', it did until its connections' time to prove
+    was up); past its share, its connections are closed before their TLS handshake."""
+    monkeypatch.setattr(raft_guard, "PROOF_SECONDS", 6.0)
+    tls = tls_contexts(tmp_path / "tls")
+    addresses = {i: f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    nodes = [make_tls_node(i, addresses, tmp_path, tls) for i in (1, 2, 3)]
+    held: list[ssl.SSLSocket | None] = []
+    try:
+        for node in nodes:
+            await node.start()
+        leader = await leader_of(nodes)
+        assert (await leader.propose(register(1), timeout=5.0))["error_code"] == 0
+        # pysyncobj connects from the larger address to the smaller: the last node reaches both others through
+        # their tunnels, which the stranger fills
+        leaving = max(nodes, key=lambda n: n.listen)
+        await leaving.stop()
+        rest = [n for n in nodes if n is not leaving]
+        share = raft_guard.UNPROVEN_PER_ADDRESS
+        for node in rest:
+            opened = await asyncio.to_thread(tls_handshakes_from, "127.0.0.2", node.listen, share + 4, tls[1])
+            assert all(sock is not None for sock in opened[:share]), opened
+            assert all(sock is None for sock in opened[share:]), opened  # refused before their handshake
+            held += opened
+        started = time.monotonic()
+        assert (await (await leader_of(rest)).propose(register(2), timeout=5.0))["error_code"] == 0
+        restarted = make_tls_node(leaving.node_id, addresses, tmp_path, tls)
+        nodes[nodes.index(leaving)] = restarted
+        await restarted.start()
+        await poll_until(lambda: sorted(restarted.state.brokers) == [1, 2], timeout=4.0,
+                         message="the restarted peer caught up while the stranger's connections are held")
+        assert time.monotonic() - started < raft_guard.PROOF_SECONDS
+    finally:
+        for sock in held:
+            if sock is not None:
+                sock.close()
+        for node in nodes:
+            await node.stop()
