@@ -390,46 +390,55 @@ class RaftNode:
         await self._change_membership("removeNodeFromCluster", address, lambda: node_id not in self.voters(),
                                       time.monotonic() + timeout)
 
-    async def leader_elected(self, timeout: float) -> bool:
-        """Wait (within ``timeout`` seconds) until this node knows a Raft leader; whether it does."""
+    async def _until(self, ready: Callable[[], bool], timeout: float, *, give_up: Callable[[], bool] = lambda: False,
+                     every: float | None = None) -> bool:
+        """Poll ``ready`` (every half heartbeat, or ``every`` seconds) until it holds: True; False as soon as
+        ``give_up()`` says so or Raft is stopped, or once ``timeout`` seconds have passed."""
         deadline = time.monotonic() + timeout
-        while self.leader_id is None:
+        while True:
+            if give_up():
+                return False
+            if ready():
+                return True
             if self._sync is None or time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(self.timing.heartbeat_interval / 2)
-        return True
+            await asyncio.sleep(every or self.timing.heartbeat_interval / 2)
+
+    async def leader_elected(self, timeout: float) -> bool:
+        """Wait (within ``timeout`` seconds) until this node knows a Raft leader; whether it does."""
+        return await self._until(lambda: self.leader_id is not None, timeout)
 
     async def followers_have_log(self, timeout: float) -> bool:
         """As the leader: wait until every follower it is connected to has acknowledged its whole log as it is now
         (an entry appended after a commit takes that commit to each follower that acknowledges it); whether they
         all did within ``timeout`` seconds. False at once if this node does not lead."""
-        deadline = time.monotonic() + timeout
         sync = self._sync
         if sync is None or not self.is_leader:
             return False
         end = sync._SyncObj__getCurrentLogIndex()
-        while True:
+
+        def acknowledged() -> bool:
             sync = self._sync
-            if sync is None or not self.is_leader:
-                return False
+            assert sync is not None  # give_up was asked first
             matched = dict(sync._SyncObj__raftMatchIndex)  # a dict copy under the GIL: a consistent reading
-            if all(index >= end for node, index in matched.items() if sync.isNodeConnected(node)):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(self.timing.heartbeat_interval / 2)
+            return all(index >= end for node, index in matched.items() if sync.isNodeConnected(node))
+
+        return await self._until(acknowledged, timeout, give_up=lambda: self._sync is None or not self.is_leader)
 
     async def hand_over_leadership(self, timeout: float = 10.0) -> int:
         """Make a caught-up voter the leader instead of this node; its id, once this node knows it."""
-        deadline = time.monotonic() + timeout
-        while self.is_leader or self.leader_id is None:
+        def handed_over() -> bool:
+            if not self.is_leader and self.leader_id is not None:
+                return True
             sync = self._sync
-            if sync is None or time.monotonic() >= deadline:
-                raise ProposalFailed("leadership not handed over in time")
-            if self.is_leader:
+            if self.is_leader and sync is not None:
                 # pysyncobj picks the most caught-up connected voter, and refuses while none has the whole log
                 sync.transferLeadership()
-            await asyncio.sleep(self.timing.heartbeat_interval)
+            return False
+
+        if not await self._until(handed_over, timeout, every=self.timing.heartbeat_interval):
+            raise ProposalFailed("leadership not handed over in time")
+        assert self.leader_id is not None
         return self.leader_id
 
     async def _change_membership(self, method: str, address: str, done: Callable[[], bool], deadline: float, *,
@@ -462,13 +471,10 @@ class RaftNode:
         """Wait until ``done()`` says a membership change is in effect here, or ``change`` (its commit) settles
         first; its outcome, once it comes, is only logged."""
         change.add_done_callback(_log_late_failure)
-        while not done():
-            if change.done():
-                change.result()  # refused before it was in effect: its ProposalFailed
-                return
-            if time.monotonic() >= deadline:
-                raise ProposalFailed("the voter change was not in effect in time")
-            await asyncio.sleep(self.timing.heartbeat_interval / 2)
+        if not await self._until(lambda: done() or change.done(), deadline - time.monotonic()):
+            raise ProposalFailed("the voter change was not in effect in time")
+        if not done():
+            change.result()  # refused before it was in effect: its ProposalFailed
 
     # --- the Raft thread ---------------------------------------------------------------------------------
 
