@@ -405,12 +405,14 @@ class Broker:
             await self.metrics_server.stop()
         if self.groups is not None:
             await self.groups.stop()
-        if self.logs is not None:
-            self.logs.close()
         for waiters in self._waiters.values():
             for fut in waiters:
                 if not fut.done():
                     fut.cancel()
+        if self.logs is not None:
+            # every log's fsyncs (segment, producer snapshot, recovery point, directory): off the event loop,
+            # which may serve others meanwhile (another broker of the process, the demo's monitor)
+            await asyncio.to_thread(self.logs.close)
         log.info("broker stopped", node_id=self.node_id)
 
     def _every(self, seconds: float | Callable[[], float], job: Callable[[], Awaitable[None]]) -> None:

@@ -53,6 +53,7 @@ from sasl_support import start_sasl_broker
 
 from broker.broker import Broker, ProducerIdAllocator
 from broker.config import BrokerConfig
+from broker.log.partition_state import CLEAN_SHUTDOWN_FILE
 from burrowpy.httpauth import hash_password
 
 pytestmark = [pytest.mark.integration, pytest.mark.alone]  # asserts answer times
@@ -345,71 +346,117 @@ def test_deleting_a_topic_of_1000_partitions_then_making_it_again(broker):
     assert sorted(consumed) == [(p, offset, b"new") for p in range(3) for offset in range(2)]
 
 
-def test_a_single_nodes_consumer_offsets_is_made_off_the_event_loop_at_start(tmp_path):
+class InProcessBrokers:
+    """Brokers of this test's process, on one event loop running in a thread of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.runner = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runner.start()
+        self.started: list[Broker] = []
+
+    def run(self, coroutine, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def start(self, directory: Path, overrides: dict | None = None) -> Broker:
+        broker = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(directory),
+                                          overrides=overrides or {}))
+        self.run(broker.start())
+        self.started.append(broker)
+        return broker
+
+    def stop(self, broker: Broker) -> None:
+        self.started.remove(broker)
+        self.run(broker.stop())
+
+    def close(self) -> None:
+        for broker in reversed(self.started):
+            self.run(broker.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.runner.join(30)
+        self.loop.close()
+
+
+@pytest.fixture
+def in_process() -> Iterator[InProcessBrokers]:
+    brokers = InProcessBrokers()
+    try:
+        yield brokers
+    finally:
+        gc.unfreeze()  # (a test that failed while the collector was frozen)
+        brokers.close()
+
+
+def test_a_single_nodes_consumer_offsets_is_made_off_the_event_loop_at_start(tmp_path, in_process):
     """A single node creates `__consumer_offsets` as it starts (offsets.topic.num.partitions of them), before its
     listeners take connections, but its event loop serves meanwhile: the metrics endpoint started first, and here
     another broker of the same process, whose ApiVersions answers waited for the whole creation before (500
     partitions: most of the start's own time). Bounded by half the start's time, which a loaded machine stretches
     as much as it would stretch a stall; the new broker's groups then work."""
-    loop = asyncio.new_event_loop()
-    runner = threading.Thread(target=loop.run_forever, daemon=True)
-    runner.start()
+    run = in_process.run
+    first = in_process.start(tmp_path / "first")
+    second = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(tmp_path / "second"),
+                                      overrides={"offsets.topic.num.partitions": 500,
+                                                 "group.initial.rebalance.delay.ms": 0}))
+    idle = baseline(first.port)
+    # The collector's passes, which the creating thread's new objects set off, walk everything this test
+    # process holds (the alone part runs many tests in one process: 230 ms passes seen), not what a broker
+    # process of its own would hold: what is alive now is kept out of them, as a fresh process has nothing.
+    gc.collect()
+    gc.freeze()
+    with probing(first.port) as probe:
+        began = time.monotonic()
+        run(second.start())
+        took_ms = (time.monotonic() - began) * 1000
+        latencies = probe.stop()
+    in_process.started.append(second)
+    gc.unfreeze()
+    assert second.logs is not None and second.logs.topics["__consumer_offsets"].partition_count == 500
+    report = (f"another broker's answers while this one started and made 500 partitions of __consumer_offsets "
+              f"({took_ms:.0f} ms): {summary(latencies)}; idle: {summary(idle)}")
+    print(report)
+    assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
 
-    def run(coroutine, timeout: float = 60):
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout)
-
-    started: list[Broker] = []
+    bootstrap = f"127.0.0.1:{second.port}"
+    make_topic(bootstrap, "after-start", 2)
+    produce(bootstrap, "after-start", 2, 3)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "after-start",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        first = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(tmp_path / "first")))
-        run(first.start())
-        started.append(first)
-        second = Broker(BrokerConfig.load(None, listen="127.0.0.1:0", data_dir=str(tmp_path / "second"),
-                                          overrides={"offsets.topic.num.partitions": 500,
-                                                     "group.initial.rebalance.delay.ms": 0}))
-        idle = baseline(first.port)
-        # The collector's passes, which the creating thread's new objects set off, walk everything this test
-        # process holds (the alone part runs many tests in one process: 230 ms passes seen), not what a broker
-        # process of its own would hold: what is alive now is kept out of them, as a fresh process has nothing.
-        gc.collect()
-        gc.freeze()
-        with probing(first.port) as probe:
-            began = time.monotonic()
-            run(second.start())
-            took_ms = (time.monotonic() - began) * 1000
-            latencies = probe.stop()
-        started.append(second)
-        gc.unfreeze()
-        assert second.logs is not None and second.logs.topics["__consumer_offsets"].partition_count == 500
-        report = (f"another broker's answers while this one started and made 500 partitions of __consumer_offsets "
-                  f"({took_ms:.0f} ms): {summary(latencies)}; idle: {summary(idle)}")
-        print(report)
-        assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
-
-        bootstrap = f"127.0.0.1:{second.port}"
-        make_topic(bootstrap, "after-start", 2)
-        produce(bootstrap, "after-start", 2, 3)
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "after-start",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        try:
-            consumer.subscribe(["after-start"])
-            consumed = 0
-            deadline = time.monotonic() + 30
-            while consumed < 6 and time.monotonic() < deadline:
-                message = consumer.poll(0.2)
-                if message is not None and message.error() is None:
-                    consumed += 1
-            assert consumed == 6
-            committed = consumer.commit(asynchronous=False)
-            assert committed is not None and {tp.offset for tp in committed} == {3}
-        finally:
-            consumer.close()
+        consumer.subscribe(["after-start"])
+        consumed = 0
+        deadline = time.monotonic() + 30
+        while consumed < 6 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                consumed += 1
+        assert consumed == 6
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and {tp.offset for tp in committed} == {3}
     finally:
-        gc.unfreeze()  # (a failed start)
-        for broker in reversed(started):
-            run(broker.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        runner.join(30)
-        loop.close()
+        consumer.close()
+
+
+def test_a_broker_closes_its_logs_off_the_event_loop_as_it_stops(tmp_path, in_process):
+    """Stopping a broker closes every log (an fsync of each active segment, its producer snapshot, recovery
+    point and directory): 500 partitions took the loop for the whole close, and another broker of the same
+    process answered nothing meanwhile. Bounded as the start above."""
+    first = in_process.start(tmp_path / "first")
+    second = in_process.start(tmp_path / "second", {"offsets.topic.num.partitions": 500})
+    idle = baseline(first.port)
+    gc.collect()
+    gc.freeze()  # (see the test above)
+    with probing(first.port) as probe:
+        began = time.monotonic()
+        in_process.stop(second)
+        took_ms = (time.monotonic() - began) * 1000
+        latencies = probe.stop()
+    gc.unfreeze()
+    report = (f"another broker's answers while this one stopped with 500 partitions ({took_ms:.0f} ms): "
+              f"{summary(latencies)}; idle: {summary(idle)}")
+    print(report)
+    assert max(latencies) < took_ms / 2 + percentile(idle, 0.99), report
+    assert all((log / CLEAN_SHUTDOWN_FILE).exists() for log in (tmp_path / "second").glob("__consumer_offsets-*"))
 
 
 @contextlib.contextmanager
