@@ -22,15 +22,21 @@ sizes on disk (:mod:`burrowpy.coordinators.topic_health`) into ``health``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from typing import Any
 
+from broker.protocol.api import ApiKey
 from burrowpy.config import Section, http_urls
 from burrowpy.context import ApplicationContext
 from burrowpy.coordinators import probe
-from burrowpy.coordinators.codec_request import MetadataReader, MetadataReading
-from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, client_settings
+from burrowpy.coordinators.codec_request import (
+    CodecRequest,
+    MetadataReader,
+    MetadataReading,
+    follow_brokers,
+    send_decoded,
+)
+from burrowpy.coordinators.kafka_client import brokers_only_client, client_settings
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, TopicOffsets, answered_topics
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.coordinators.share_groups import ShareGroupReader
@@ -69,6 +75,7 @@ class KafkaCluster:
         self.offset_refresh = section.get_int("offset-refresh", 10, minimum=1)
         self.topic_refresh = section.get_int("topic-refresh", 60, minimum=1)
         self.reaper_refresh = section.get_int("groups-reaper-refresh", 0, minimum=0)
+        self.reaper_failures = 0  # rounds of the groups reaper that deleted nothing: the cluster did not answer
         self.time_lag_reads = section.get_int("time-lag-reads", 1000, minimum=0)
         self.probe_settings = probe.ProbeSettings.from_section(name, section)
         self.probe: probe.EndToEndProbe | None = None
@@ -83,7 +90,6 @@ class KafkaCluster:
         self.topics: dict[str, int] = {}  # topic -> partition count
         self.leaders: dict[tuple[str, int], int] = {}
         self._client: Any = None
-        self._admin: Any = None
         self._tasks: list[asyncio.Task] = []
         self._refresh_metadata = True  # the next poll reads metadata: a reading started after the ``_due_after``-th
         self._due_after = 0
@@ -98,10 +104,7 @@ class KafkaCluster:
                 **({"probe": True, **self.probe_settings.to_json()} if self.probe_settings is not None else {})}
 
     async def start(self) -> None:
-        from aiokafka import AIOKafkaClient
-
-        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings,
-                                      metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)
+        self._client = brokers_only_client(self.servers, self.settings)
         await self._client.bootstrap()
         self._metadata = MetadataReader(self._client)
         if self.time_lag_reads:
@@ -121,10 +124,6 @@ class KafkaCluster:
                                              self.ctx.clock, self.log)
             self._tasks.append(asyncio.create_task(self.probe.run(self._client), name=f"cluster-{self.name}-probe"))
         if self.reaper_refresh > 0:
-            from aiokafka.admin import AIOKafkaAdminClient
-
-            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, **self.settings)
-            await self._admin.start()
             self._tasks.append(asyncio.create_task(self._reaper_loop(), name=f"cluster-{self.name}-reaper"))
         self.log.info("started", servers=self.servers)
 
@@ -135,9 +134,6 @@ class KafkaCluster:
         self._tasks.clear()
         if self.probe is not None:
             await self.probe.stop()
-        if self._admin is not None:
-            with contextlib.suppress(Exception):
-                await self._admin.close()
         if self._client is not None:
             await self._client.close()
         if self._metrics_scraper is not None:
@@ -215,6 +211,7 @@ class KafkaCluster:
             try:
                 await self.reap_groups()
             except Exception as exc:
+                self.reaper_failures += 1
                 self.log.warning("groups reaper failed", error=repr(exc))
 
     # --- work -----------------------------------------------------------------------------------------
@@ -240,10 +237,8 @@ class KafkaCluster:
             self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
         self.topics, self.leaders = topics, leaders
         self._refresh_metadata, self._applied_started = False, reading.started
-        read = {(broker["node_id"], broker["host"], broker["port"]) for broker in metadata["brokers"]}
-        if read != {(broker.nodeId, broker.host, broker.port) for broker in self._client.cluster.brokers()}:
-            self.log.info("brokers changed", brokers=sorted(read))
-            await self._client.force_metadata_update()
+        if await follow_brokers(self._client, metadata["brokers"]):
+            self.log.info("brokers changed", brokers=sorted(broker["node_id"] for broker in metadata["brokers"]))
 
     async def poll_once(self) -> None:
         """Refresh metadata if due (or take a newer reading topic health made), then send one ListOffsets (latest) per leader broker, and hand each topic of
@@ -324,8 +319,25 @@ class KafkaCluster:
         return self.health.topic_json(topic, [self.log_ends.get((topic, index)) for index in range(count)],
                                       await self.produce_rates(topic))
 
+    async def listed_groups(self) -> set[str]:
+        """Every group the cluster lists (ListGroups to each broker: a broker lists the groups it coordinates).
+        Raises when a broker does not answer or answers an error: its groups would look gone."""
+        nodes = [broker.nodeId for broker in self._client.cluster.brokers()]
+        if not nodes:
+            raise RuntimeError("no broker known")
+        answers = await asyncio.gather(*(send_decoded(self._client, node, CodecRequest(ApiKey.LIST_GROUPS, {}))
+                                         for node in nodes))
+        listed: set[str] = set()
+        for node, answer in zip(nodes, answers, strict=True):
+            if answer["error_code"]:
+                raise RuntimeError(f"broker {node} answered ListGroups with error code {answer['error_code']}")
+            listed.update(group["group_id"] for group in answer["groups"])
+        return listed
+
     async def reap_groups(self) -> None:
-        listed = {group for group, _protocol in await self._admin.list_consumer_groups()}
+        """Delete from storage the groups the cluster no longer lists (but this module's own), as Burrow's groups
+        reaper does: a group deleted while the monitor could not read its tombstone."""
+        listed = await self.listed_groups()
         known = await self.ctx.fetch(FetchConsumers(cluster=self.name, reply=self.ctx.new_reply())) or []
         own = f"burrow-{self.name}"
         for group in known:

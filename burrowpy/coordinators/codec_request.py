@@ -128,16 +128,36 @@ async def send_decoded(client: Any, node: int, request: CodecRequest,
 async def every_topic_metadata(client: Any, timeout_s: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
     """Metadata of every topic (and the live brokers) from the first of the client's known brokers that answers,
     decoded off the event loop."""
+    return await _metadata(client, None, timeout_s)
+
+
+async def topics_metadata(client: Any, topics: list[str], timeout_s: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    """Metadata of ``topics`` (and the live brokers), never creating one that does not exist, as
+    :func:`every_topic_metadata`."""
+    return await _metadata(client, [{"name": topic} for topic in topics], timeout_s)
+
+
+async def _metadata(client: Any, topics: list[dict[str, Any]] | None, timeout_s: float) -> dict[str, Any]:
     nodes = [broker.nodeId for broker in client.cluster.brokers()]
     random.shuffle(nodes)
     failure: BaseException | None = None
     for node in nodes:
         try:
             return await send_decoded(client, node, CodecRequest(ApiKey.METADATA, {
-                "topics": None, "allow_auto_topic_creation": False}, min_version=1), timeout_s)
+                "topics": topics, "allow_auto_topic_creation": False}, min_version=1), timeout_s)
         except Exception as exc:
             failure = exc
     raise RuntimeError(f"no broker answered Metadata: {failure!r}")
+
+
+async def follow_brokers(client: Any, brokers: list[dict[str, Any]]) -> bool:
+    """When a Metadata answer's ``brokers`` are not those the aiokafka client knows (by id, host and port), have it
+    refresh them, since it connects by them; whether they differed."""
+    read = {(broker["node_id"], broker["host"], broker["port"]) for broker in brokers}
+    if read == {(broker.nodeId, broker.host, broker.port) for broker in client.cluster.brokers()}:
+        return False
+    await client.force_metadata_update()
+    return True
 
 
 class MetadataReading:

@@ -28,9 +28,15 @@ from typing import Any
 from broker.protocol.api import ApiKey
 from burrowpy.config import Section
 from burrowpy.context import ApplicationContext
-from burrowpy.coordinators.codec_request import CodecRequest, NoCommonVersion
+from burrowpy.coordinators.codec_request import (
+    CodecRequest,
+    NoCommonVersion,
+    follow_brokers,
+    send_decoded,
+    topics_metadata,
+)
 from burrowpy.coordinators.group_members import ConsumerProtocolMembers
-from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, client_settings
+from burrowpy.coordinators.kafka_client import brokers_only_client, client_settings
 from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter
 from burrowpy.protocol import SetConsumerOffset
@@ -156,6 +162,7 @@ class KafkaConsumer:
         self._topic_ids_asked: set[bytes] = set()
         self._topic_ids: asyncio.Task | None = None
         self._client: Any = None
+        self._leaders: dict[int, int] = {}  # the offsets topic's partitions -> their leaders (-1: none)
         self._tasks: list[asyncio.Task] = []
         self._backfill: asyncio.Task | None = None
         self.section = section
@@ -172,10 +179,7 @@ class KafkaConsumer:
         return self._backfill is not None and not self._backfill.done()
 
     async def start(self) -> None:
-        from aiokafka import AIOKafkaClient
-
-        self._client = AIOKafkaClient(bootstrap_servers=self.servers, **self.settings,
-                                      metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)
+        self._client = brokers_only_client(self.servers, self.settings)
         try:
             await self._client.bootstrap()
             partitions = await self._partitions()
@@ -234,23 +238,25 @@ class KafkaConsumer:
     # --- metadata and offsets -------------------------------------------------------------------------
 
     async def _refresh_metadata(self) -> None:
-        """Fresh metadata of every topic (asking for the offsets topic alone could auto-create it)."""
-        if not await self._client.force_metadata_update():
-            raise RuntimeError(f"no metadata from {self.servers}")
+        """The offsets topic's partitions and leaders, asked for by name (never creating the topic) and decoded off
+        the event loop, and the brokers aiokafka connects to, when they changed."""
+        answer = await topics_metadata(self._client, [self.offsets_topic])
+        self._leaders = {partition["partition_index"]: partition["leader_id"]
+                         for topic in answer["topics"] if topic["name"] == self.offsets_topic and topic["error_code"] == 0
+                         for partition in topic["partitions"]}
+        await follow_brokers(self._client, answer["brokers"])
 
     async def _partitions(self) -> list[int]:
         await self._refresh_metadata()
-        return sorted(self._client.cluster.partitions_for_topic(self.offsets_topic) or ())
+        return sorted(self._leaders)
 
     def _by_leader(self, partitions: list[int]) -> tuple[dict[int, list[int]], list[int]]:
         """The partitions grouped by leader node, and those whose leader is unknown."""
-        from aiokafka.structs import TopicPartition
-
         by_leader: dict[int, list[int]] = defaultdict(list)
         leaderless = []
         for partition in partitions:
-            leader = self._client.cluster.leader_for_partition(TopicPartition(self.offsets_topic, partition))
-            if leader is None or leader < 0:
+            leader = self._leaders.get(partition, -1)
+            if leader < 0:
                 leaderless.append(partition)
             else:
                 by_leader[leader].append(partition)
@@ -440,7 +446,7 @@ class KafkaConsumer:
                                                  "include_cluster_authorized_operations": False,
                                                  "include_topic_authorized_operations": False}, min_version=10)
         try:
-            answer = await self._client.send(self._client.get_random_node(), request)
+            answer = await send_decoded(self._client, self._client.get_random_node(), request)
         except NoCommonVersion as exc:
             self.log.warning("the cluster names no topic ids (Metadata v10+); owners of consumer-protocol "
                              "groups cannot be shown", reason=str(exc))

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 from burrowpy.config import ClientProfile, Section
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka's error code: another instance created the topic first
 
-# The metadata age of the cluster and consumer modules' aiokafka clients. aiokafka refreshes its metadata that
-# often, asking for every topic when none is set and decoding the answer on the event loop: half a second at
-# 50,000 partitions. Those modules read the topics themselves (decoded in a thread,
-# :func:`~burrowpy.coordinators.codec_request.every_topic_metadata`; the consumer module asks aiokafka when an
-# offsets partition's leader fails) and want aiokafka's metadata for the brokers' addresses, which aiokafka
-# refreshes when a connection breaks and the cluster module when the brokers it reads change. So a day.
+# The metadata age of the cluster and consumer modules' aiokafka clients (:func:`brokers_only_client`), which
+# want aiokafka's metadata for the brokers' addresses only: aiokafka refreshes it when a connection breaks, and
+# those modules when the brokers they read change. So a day.
 BROKERS_ONLY_METADATA_AGE_MS = 24 * 3600 * 1000
 
 SASL_MECHANISMS = {"PLAIN": "PLAIN", "SCRAM-SHA-256": "SCRAM-SHA-256", "SCRAM-SHA-512": "SCRAM-SHA-512"}
@@ -67,3 +65,38 @@ async def stop_clients(*clients: Any) -> None:
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.stop()
+
+
+class _NoTopic(list):
+    """An empty topic list that is true. aiokafka's metadata refresh asks for every topic when its list of topics
+    is false; this one it sends as an empty array, which (Metadata v1+) asks for none."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+@functools.cache
+def _brokers_only_class() -> type:
+    from aiokafka import AIOKafkaClient
+
+    if not callable(getattr(AIOKafkaClient, "_metadata_update", None)):
+        raise RuntimeError("this aiokafka release refreshes its metadata otherwise (no _metadata_update): "
+                           "burrowpy/coordinators/kafka_client.py must be brought up to date")
+
+    class BrokersOnlyClient(AIOKafkaClient):  # type: ignore[misc]
+        async def _metadata_update(self, cluster_metadata: Any, topics: Any) -> bool:
+            if topics is not None and not topics:  # its own refresh, no topic set: the brokers alone
+                topics = _NoTopic()
+            return bool(await super()._metadata_update(cluster_metadata, topics))
+
+    return BrokersOnlyClient
+
+
+def brokers_only_client(servers: list[str], settings: dict[str, Any]) -> Any:
+    """An aiokafka client (for :class:`~burrowpy.coordinators.codec_request.CodecRequest` and aiokafka's requests)
+    whose metadata holds the brokers and no topic. aiokafka refreshes its metadata at its start, every
+    ``metadata_max_age_ms`` and after every broken connection, asking for every topic when none is set: at fleet
+    scale each refresh decoded tens of thousands of partitions on the event loop (half a second at 50,000), and
+    the client kept them all, which the modules never read: they read topics in our codec, off the event loop
+    (:mod:`~burrowpy.coordinators.codec_request`). ``fetch_all_metadata`` still reads every topic."""
+    return _brokers_only_class()(bootstrap_servers=servers, **settings, metadata_max_age_ms=BROKERS_ONLY_METADATA_AGE_MS)

@@ -21,7 +21,7 @@ from broker.protocol.api import ApiKey
 from burrowpy.config import parse_config
 from burrowpy.daemon import Monitor
 from burrowpy.pipeline.history import read_history
-from burrowpy.protocol import FetchConsumer, FetchTopic
+from burrowpy.protocol import FetchConsumer, FetchConsumers, FetchTopic, SetConsumerOffset
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -54,9 +54,11 @@ async def eventually(condition: Callable[[], Awaitable[bool]], timeout: float = 
 class InProcessMonitor:
     """The monitor's storage, cluster module and consumer module on one broker, in this event loop."""
 
-    def __init__(self, bootstrap: str, history: Path | None = None, **consumer_options: object) -> None:
+    def __init__(self, bootstrap: str, history: Path | None = None, cluster_options: dict | None = None,
+                 **consumer_options: object) -> None:
         doc = {"httpserver": {"default": {"address": "127.0.0.1:0"}},
-               "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1}},
+               "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": 1,
+                                     **(cluster_options or {})}},
                "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap],
                                       **consumer_options}}}
         if history is not None:
@@ -179,3 +181,69 @@ async def test_a_replaced_log_is_read_again_from_its_start(tmp_path: Path):
             await eventually(lambda: monitor.has(after, 0, 1), timeout=60, what="the commit in the replaced log")
     finally:
         broker.stop()
+
+
+async def test_the_modules_aiokafka_clients_hold_the_brokers_and_no_topic(bootstrap):
+    """The consumer and cluster modules' aiokafka clients know the brokers, which they connect by, and no topic, also
+    after aiokafka's own refresh (which it makes after every broken connection): each of those asked for every topic,
+    which at fleet scale was the decode of tens of thousands of partitions on the event loop, kept for nothing. The
+    modules read topics themselves, and ``fetch_all_metadata`` (the probe's) still reads them all."""
+    async with InProcessMonitor(bootstrap) as monitor:
+        await commit(bootstrap, "brokers-only", {0: 1})
+        await eventually(lambda: monitor.has("brokers-only", 0, 1), what="the first commit")
+        clients = [monitor.consumer._client, monitor.monitor.ctx.modules["cluster"]["local"]._client]
+        for client in clients:
+            assert await client.force_metadata_update()
+            assert client.cluster.brokers()
+            assert client.cluster.topics(exclude_internal_topics=False) == set()
+        assert TOPIC in (await clients[1].fetch_all_metadata()).topics()
+        await commit(bootstrap, "brokers-only", {0: 2})
+        await eventually(lambda: monitor.has("brokers-only", 0, 2), what="a commit read after the refreshes")
+        assert await monitor.topic_partitions(TOPIC) == PARTITIONS
+
+
+async def test_the_groups_reaper_deletes_the_groups_kafka_no_longer_lists(tmp_path: Path):
+    """``groups-reaper-refresh``: a group in storage that the cluster does not list (its deletion's tombstone never
+    read: compacted away while the monitor was down, say; here handed to storage directly) is deleted within a
+    refresh or two; the groups the cluster lists, and the module's own, stay. While a broker does not answer
+    ListGroups nothing is deleted (its groups would look gone)."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        await create_topic(broker.bootstrap)
+        await commit(broker.bootstrap, "listed", {0: 3})
+        async with InProcessMonitor(broker.bootstrap, cluster_options={"groups-reaper-refresh": 1}) as monitor:
+            ctx = monitor.monitor.ctx
+
+            async def groups() -> set[str]:
+                return set(await ctx.fetch(FetchConsumers(cluster="local", reply=ctx.new_reply())) or [])
+
+            async def ghost() -> None:
+                ctx.submit(SetConsumerOffset(cluster="local", group="ghost", topic=TOPIC, partition=0, offset=1,
+                                             order=1, timestamp=int(time.time() * 1000)))
+
+            await eventually(lambda: monitor.has("listed", 0, 3), what="the listed group's commit")
+            await ghost()
+            await eventually(lambda: monitor.has("ghost", 0, 1), what="the ghost in storage")
+            await eventually(lambda: _lacks(groups(), "ghost"), timeout=10, what="the ghost reaped")
+            assert {"listed", "burrow-local"} <= await groups()
+
+            broker.stop()
+            await ghost()
+            cluster = ctx.modules["cluster"]["local"]
+            failed = cluster.reaper_failures
+
+            async def two_rounds_failed() -> bool:
+                return cluster.reaper_failures >= failed + 2
+
+            await eventually(two_rounds_failed, what="two reaper rounds without the broker")
+            assert {"ghost", "listed", "burrow-local"} <= await groups()
+            broker.start()
+            await eventually(lambda: _lacks(groups(), "ghost"), timeout=30, what="the ghost reaped after the broker's return")
+            assert "listed" in await groups()
+    finally:
+        broker.stop()
+
+
+async def _lacks(groups: Awaitable[set[str]], group: str) -> bool:
+    return group not in await groups
