@@ -437,7 +437,9 @@ def test_the_flush_and_the_checkpoint_do_not_wait_for_a_topic_being_made(tmp_pat
         maker.join()
         took = time.monotonic() - started
         assert logs.topics["wide"].partition_count == 400
-        assert len(waits) > 1 and max(waits) < took / 4, (max(waits), took, len(waits))
+        # before, one wait took nearly the whole time; now each is a flush and a checkpoint (an fsync, which a
+        # loaded disk stretches to a third of a second): half the time tells the two apart on a loaded machine
+        assert len(waits) > 1 and max(waits) < took / 2, (max(waits), took, len(waits))
     finally:
         logs.close()
 
