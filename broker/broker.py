@@ -31,7 +31,7 @@ from broker.errors import ErrorCode, KafkaError
 from broker.framing import MemoryBudget
 from broker.handlers.metadata_cache import MetadataCache
 from broker.handlers.services import Services
-from broker.log.background import wait_durable, write_later
+from broker.log.background import settled, wait_durable, write_later
 from broker.log.cleaner import CleanerSettings, Throttler
 from broker.log.files import write_atomically
 from broker.log.manager import LogManager, Topic
@@ -544,7 +544,7 @@ class Broker:
                     break
                 except RollPending as pending:
                     # the roll's files are made off the event loop; the batches waiting go in their order
-                    await asyncio.wrap_future(pending.rolled)
+                    await settled(pending.rolled)
         except KafkaError as exc:
             if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 self.storage_failed(topic, partition, exc)
@@ -641,13 +641,13 @@ class LocalTopicAdmin:
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
         await asyncio.to_thread(self.broker.add_partitions, name, total)
         assert self.broker.logs is not None
-        await wait_durable(self.broker.logs.topics[name].saved, f"topic {name}")
+        await wait_durable(self.broker.logs.topic(name).saved, f"topic {name}")
 
     async def alter_configs(self, name: str, updates: dict[str, Any], *, replace: bool,
                             validate_only: bool) -> None:
         assert self.broker.logs is not None
         self.broker.logs.alter_topic_configs(name, updates, replace=replace, validate_only=validate_only)
-        await wait_durable(self.broker.logs.topics[name].saved, f"topic {name}")
+        await wait_durable(self.broker.logs.topic(name).saved, f"topic {name}")
 
     async def alter_broker_configs(self, scope: str, layer: dict[str, str]) -> None:
         """Make ``layer`` the dynamic broker configs of ``scope`` ("" for the cluster default)."""

@@ -518,7 +518,7 @@ class ClusterNode:
         logs = self.broker.logs
         try:
             await asyncio.to_thread(change)
-            await wait_durable(logs.topics[name].saved, f"topic {name}")
+            await wait_durable(logs.topic(name).saved, f"topic {name}")
         except (KafkaError, OSError) as exc:
             # tried again at the next metadata change, as a change that failed on the event loop was
             del self._local_changes[name]

@@ -96,7 +96,7 @@ def _config_entries(ctx: RequestContext, topic: str, keys: list[str] | None, syn
                     documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
     """A topic's configs as Kafka describes them: the topic's override, else the broker configs that
     provide its default (this broker's dynamic value, the cluster default, the YAML, Kafka's default)."""
-    found = ctx.services.logs.topics[topic]
+    found = ctx.services.logs.topic(topic)
     dynamic = ctx.services.dynamic_configs
     entries: list[DescribeConfigsResponseResourceResult] = []
     for name in sorted(CONFIG_DEFS):
@@ -175,9 +175,14 @@ async def _create_one(ctx: RequestContext, topic: dict[str, Any], validate_only:
             result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not validate_only:
             result["topic_id"] = topic_id
-            result["configs"] = [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                                  "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                                 for e in _config_entries(ctx, name, None, False, False)]
+            try:
+                entries = _config_entries(ctx, name, None, False, False)
+            except KafkaError as exc:  # made, then deleted by another client before this answer: made all the same
+                result["topic_config_error_code"] = exc.code
+            else:
+                result["configs"] = [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                                      "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                                     for e in entries]
     except KafkaError as exc:
         result["error_code"], result["error_message"] = exc.code, exc.message
     return result
@@ -393,7 +398,7 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                 continue
             if kind != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
-            await _known_topic(services, name)
+            known = await _known_topic(services, name)
             if incremental:
                 updates: dict[str, str | None] = {}
                 for config in resource["configs"]:
@@ -403,7 +408,7 @@ async def _alter(ctx: RequestContext, request: dict[str, Any], incremental: bool
                     elif op == OP_DELETE:
                         updates[config["name"]] = None
                     elif op in (OP_APPEND, OP_SUBTRACT):
-                        current = updates.get(config["name"], services.logs.topics[name].overrides.get(config["name"]))
+                        current = updates.get(config["name"], known.overrides.get(config["name"]))
                         updates[config["name"]] = _list_operation(config["name"], op, current, config["value"])
                     else:
                         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")

@@ -44,14 +44,17 @@ async def api_versions(ctx: RequestContext, request: dict[str, Any]) -> ApiVersi
             "api_keys": [{"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in versions]}
 
 
-def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded:
-    """One topic's answer, encoded; ``live``: the ids of the live brokers (offline replicas are the others).
+def _topic_entry(ctx: RequestContext, name: str, live: frozenset[int], operations: bool = False) -> Encoded | None:
+    """One topic's answer, encoded (None when the topic is gone: deleted by another request while this one waited);
+    ``live``: the ids of the live brokers (offline replicas are the others).
 
     The encoding is kept per topic and version and used again while what it says is unchanged (its
     id, its partitions' leaders, epochs, replicas and ISRs, the live brokers, the operations field), so a
     Metadata of many topics does not build and encode every unchanged one again."""
     services = ctx.services
-    topic = services.logs.topics[name]
+    topic = services.logs.topics.get(name)
+    if topic is None:
+        return None
     topic_id = getattr(topic, "topic_id", None) or ZERO_UUID
     leaders = tuple(ctx.services.cluster.partition_leader(name, index) for index in range(topic.partition_count))
     if not ctx.services.cluster.caught_up:
@@ -95,7 +98,8 @@ def _every_topic(ctx: RequestContext, live: frozenset[int], operations: bool,
     key = (ctx.api_version, operations, cache.generation(), live, asker)
     kept = cache.topic_list(key)
     if kept is None:
-        kept = [_topic_entry(ctx, name, live, operations) for name in sorted(services.logs.topics) if described(name)]
+        kept = [entry for name in sorted(services.logs.topics)
+                if described(name) and (entry := _topic_entry(ctx, name, live, operations)) is not None]
         cache.keep_topic_list(key, kept)
     return list(kept)
 
@@ -155,7 +159,9 @@ async def metadata(ctx: RequestContext, request: dict[str, Any]) -> MetadataResp
                     if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or name not in services.logs.topics:
                         topics.append(_error_topic(name, exc.code))
                         continue
-            topics.append(_topic_entry(ctx, name, live, operations))
+            entry = _topic_entry(ctx, name, live, operations)
+            # a topic deleted since it was found (or made) above, while this request waited
+            topics.append(entry if entry is not None else _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     cluster_operations = 8 <= ctx.api_version <= 10 and request["include_cluster_authorized_operations"]
     brokers = ctx.services.cluster.live_brokers(ctx.listener)
     return {"throttle_time_ms": 0, "cluster_id": services.cluster_id,

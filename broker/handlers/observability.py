@@ -97,8 +97,8 @@ async def describe_log_dirs(ctx: RequestContext, request: dict[str, Any]) -> Des
 def _producers_of(ctx: RequestContext, name: str, index: int) -> DescribeProducersResponsePartitionResponse:
     answer: DescribeProducersResponsePartitionResponse = {"partition_index": index, "error_code": 0,
                                                           "error_message": None, "active_producers": []}
-    topic = ctx.services.logs.topics[name]
-    if not 0 <= index < topic.partition_count:
+    topic = ctx.services.logs.topics.get(name)  # (deleted meanwhile by another thread's change: unknown)
+    if topic is None or not 0 <= index < topic.partition_count:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     elif not _hosted(ctx, name, index):
         answer["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -140,11 +140,10 @@ async def describe_producers(ctx: RequestContext, request: dict[str, Any]) -> De
 # --- DescribeTopicPartitions -------------------------------------------------------------------------------
 
 
-def _partition_entries(ctx: RequestContext, name: str, start: int, most: int,
+def _partition_entries(ctx: RequestContext, name: str, count: int, start: int, most: int,
                        live: frozenset[int]) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
-    """The partitions of a topic from ``start``, at most ``most`` of them, and the index of the first left out
-    (-1 when none was)."""
-    count = ctx.services.logs.topics[name].partition_count
+    """The partitions of a topic of ``count`` partitions from ``start``, at most ``most`` of them, and the index
+    of the first left out (-1 when none was)."""
     upper = min(count, start + most)
     entries: list[DescribeTopicPartitionsResponsePartition] = []
     for index in range(start, upper):
@@ -202,7 +201,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: dict[str, Any]
                 topics.append(_unknown_topic(name))
             continue
         start = cursor["partition_index"] if cursor is not None and name == after else 0
-        partitions, left_out = _partition_entries(ctx, name, start, remaining, live)
+        partitions, left_out = _partition_entries(ctx, name, topic.partition_count, start, remaining, live)
         topics.append({"error_code": 0, "name": name, "topic_id": topic.topic_id or ZERO_UUID,
                        "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                        "topic_authorized_operations": operations_field(ctx, True, ResourceType.TOPIC, name)})

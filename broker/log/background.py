@@ -153,12 +153,27 @@ def run_later(job: Callable[[], None], delay_s: float, submit: Submit = FLUSHER.
     _TIMERS.add(delay_s, job, submit)
 
 
+async def settled(future: concurrent.futures.Future[None]) -> None:
+    """Wait for a background job's future, which other requests may be waiting on too (a roll, a log's fsyncs, a
+    topic file). A waiter that is cancelled (its client gone) leaves the future alone: ``asyncio.wrap_future``
+    alone cancels the future it wraps with its waiter, which failed every other waiter at once, and the job's
+    thread then failed to set the result it had worked for (skipping what came after, a roll's snapshot)."""
+    waiting = asyncio.wrap_future(future)
+    waiting.add_done_callback(_observed)
+    await asyncio.shield(waiting)
+
+
+def _observed(waiting: asyncio.Future[None]) -> None:
+    if not waiting.cancelled():
+        waiting.exception()  # taken: an outcome whose waiters all left is not reported as never retrieved
+
+
 async def wait_durable(future: concurrent.futures.Future[None] | None, what: str) -> None:
     """Wait for a log's background fsyncs (:meth:`PartitionLog.pending_durability`); a disk error is Kafka's
     KAFKA_STORAGE_ERROR."""
     if future is None:
         return
     try:
-        await asyncio.wrap_future(future)
+        await settled(future)
     except OSError as exc:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: cannot write to disk: {exc}") from None

@@ -324,11 +324,16 @@ class LogManager:
                 if self._topics.get(name) is not topic:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} was deleted meanwhile")
 
-    def _get_topic(self, name: str) -> Topic:
+    def topic(self, name: str) -> Topic:
+        """The topic ``name``; KafkaError UNKNOWN_TOPIC_OR_PARTITION when there is none. A request that found a
+        topic and then waited (a creation, a write) looks it up again with this: another client may have deleted it
+        meanwhile."""
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         return topic
+
+    _get_topic = topic
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         found = self._topics.get(topic)
