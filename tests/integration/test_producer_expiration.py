@@ -47,7 +47,9 @@ async def test_a_producer_idle_past_producer_id_expiration_ms_is_forgotten(broke
             "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
             version=4)
         assert ids["error_code"] == 0, ids
-        batch = build_batch([Record(0, 0, None, b"once")], producer_id=ids["producer_id"],
+        # stamped now: a producer's idle time runs from its last batch's timestamp (as in Kafka), and a batch
+        # stamped 0 was idle for decades, forgotten at the first check even under the default of a day
+        batch = build_batch([Record(0, int(time.time() * 1000), None, b"once")], producer_id=ids["producer_id"],
                             producer_epoch=ids["producer_epoch"], base_sequence=0)
         assert await _produce(connection, topic, batch) == 0
         # the default (a day): a retry of the same batch is a duplicate, answered with its first offset
