@@ -41,6 +41,10 @@ from burrowpy.protocol import (
 # for the dashboard's sampling rounds (every 5 s by default) to find it, short enough that the bases of
 # groups nobody asks about any more do not stay in memory.
 BASIS_KEPT = 120.0
+# Expired results and unused bases are swept out at most this often (seconds), or every expire-cache if longer: a
+# sweep goes through every group's entries, and what it forgets is never answered from anyway (expiry is checked
+# on each use).
+SWEEP_EVERY = 10.0
 
 CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
                "max-lag-seconds-groups")
@@ -251,4 +255,4 @@ class CachingEvaluator:
         unused_since = now - max(self.expire_cache, BASIS_KEPT)
         for key in [key for key, (_, _, used) in self._bases.items() if used <= unused_since]:
             del self._bases[key]
-        self._next_sweep = now + max(self.expire_cache, 1)
+        self._next_sweep = now + max(self.expire_cache, SWEEP_EVERY)
