@@ -207,13 +207,15 @@ class CachingEvaluator:
                                                                           for known in kept], reply))
             answers = await reply
             now = self._clock.time()
-            for group, known, answer, future in zip(groups, kept, answers, futures, strict=True):
+            for index, (group, known, future) in enumerate(zip(groups, kept, futures, strict=True)):
+                answer, answers[index] = answers[index], None  # storage's copy let go once evaluated, not at the end
                 if future.done():
                     continue
                 try:
                     future.set_result(self._evaluated(cluster, group, known, answer, now))
                 except Exception as exc:  # that group's callers are told; the other groups are not held up
                     future.set_exception(exc)
+                del answer
         except asyncio.CancelledError:
             for future in futures:
                 future.cancel()
