@@ -20,6 +20,8 @@ storage and a refresh has passed, for ``--seconds`` nothing commits and nobody a
   request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
   run inside whatever callback allocated last;
 - CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period;
+- with ``--cpu-only``, no ticker and no callback timing (their own CPU is 0.3-0.5 s per refresh period): the
+  CPU seconds are then the monitor's alone;
 - with ``--census``, after the idle period: the objects the collector tracks, by generation and by type (the
   most numerous), and how long a full pass (``gc.collect(2)``) takes then, three times.
 
@@ -218,13 +220,15 @@ def census(top: int) -> list[str]:
     return lines
 
 
-async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True) -> dict[str, Any]:
+async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True,
+                  ticking: bool = True) -> dict[str, Any]:
     from harness import free_port
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     monitor = Monitor(parse_config(config(bootstrap, free_port()), "burrowpy.yaml", {}), structlog.get_logger())
     timer = LoopTimer()
-    timer.install()
+    if ticking:
+        timer.install()
     metadata_cost = MetadataCost()
     metadata_cost.install()
     lateness: list[float] = []
@@ -250,7 +254,7 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             began = time.perf_counter()
             freezer.refreeze()  # what serve's freezer does a minute after the start, then every 15 minutes
             refreeze_ms = (time.perf_counter() - began) * 1000
-        tick = asyncio.create_task(ticker(lateness, stop))
+        tick = asyncio.create_task(ticker(lateness, stop) if ticking else stop.wait())
         timer.recording = metadata_cost.recording = True
         cpu = time.process_time()
         await asyncio.sleep(seconds)
@@ -260,10 +264,12 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         await tick
         counted = census(top) if top else []
     finally:
-        timer.uninstall()
+        if ticking:
+            timer.uninstall()
         gc.unfreeze()
         await monitor.stop()
     lateness.sort()
+    lateness = lateness or [0.0]
     kinds = sorted(((max(times), len(times), sum(times), kind) for kind, times in timer.by_kind.items()),
                    reverse=True)
     return {"read_s": read_s, "cpu_per_refresh_s": cpu / (seconds / OFFSET_REFRESH), "ticks": len(lateness),
@@ -284,6 +290,8 @@ def main() -> int:
                         "collector's full passes (as burrowpy serve did before its GarbageFreezer)")
     parser.add_argument("--census", type=int, default=0, metavar="TOP", help="after the idle period, count the "
                         "collector's tracked objects (the TOP most numerous types) and time full passes")
+    parser.add_argument("--cpu-only", action="store_true", help="no ticker and no callback timing, which cost "
+                        "0.3-0.5 s of CPU per refresh period themselves: the monitor's own CPU")
     parser.add_argument("--broker-dir", type=Path, help="keep the broker's data here; a directory that holds it "
                         "from an earlier run with the same fleet is used as it is (the fleet is not made again)")
     args = parser.parse_args()
@@ -306,7 +314,8 @@ def main() -> int:
                 prepare_topics(broker.bootstrap, fleet.topics)
                 asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, args.connections, fleet.markers))
                 print(f"fleet made on the broker: {time.monotonic() - began:.1f} s", flush=True)
-            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze))
+            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze,
+                                        not args.cpu_only))
         finally:
             broker.stop()
     print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +46,8 @@ class Evaluator(Protocol):
     async def evaluate(self, cluster: str, group: str, showall: bool) -> ConsumerGroupStatus: ...
 
     async def evaluation(self, cluster: str, group: str) -> GroupEvaluation: ...
+
+    async def evaluations(self, cluster: str, groups: Sequence[str]) -> list[GroupEvaluation]: ...
 
 
 class HistoryRecorder(Protocol):

@@ -530,6 +530,19 @@ class FetchConsumerIfChanged:
 
 
 @dataclass(slots=True)
+class FetchConsumersIfChanged:
+    """FetchConsumerIfChanged of many groups of one cluster in one request (the trend sampler's rounds): the reply
+    is the list of each group's answer, in the order of ``groups``, each given the version in ``known`` at the same
+    index. Storage answers each group on the worker of that group, after every request about it submitted before,
+    as it answers FetchConsumerIfChanged."""
+
+    cluster: str
+    groups: list[str]
+    known: list[Any]
+    reply: asyncio.Future
+
+
+@dataclass(slots=True)
 class FetchConsumersForTopic:
     cluster: str
     topic: str

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from itertools import repeat
 from typing import Any
 
 from broker.protocol.api import ApiKey
@@ -282,15 +283,17 @@ class KafkaCluster:
             self.log.warning("partition offset error", topic=topic, partition=partition, error_code=error_code)
             self._metadata_due()
         partitions, offsets = answer.partitions, answer.offsets
-        if any(offset < 0 for offset in offsets):
+        if offsets and min(offsets) < 0:
             kept = [(partition, offset) for partition, offset in zip(partitions, offsets, strict=True) if offset >= 0]
             partitions, offsets = [p for p, _ in kept], [o for _, o in kept]
         if not partitions:
             return
-        log_ends = self.log_ends
-        for partition, offset in zip(partitions, offsets, strict=True):
-            log_ends[(topic, partition)] = offset
+        self.log_ends.update(zip(zip(repeat(topic), partitions), offsets, strict=True))
         count = self.topics.get(topic)  # None: not in the metadata, each partition counts as the topic's last
+        if len(partitions) <= STORAGE_CHUNK:  # most topics: the answer's lists as they are, no copies
+            self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,
+                                             partitions=partitions, offsets=offsets, timestamp=now_ms))
+            return
         for start in range(0, len(partitions), STORAGE_CHUNK):
             self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,
                                              partitions=partitions[start:start + STORAGE_CHUNK],

@@ -114,6 +114,10 @@ class ClusterHealth:
         }
 
 
+def _partition_index(partition: dict[str, Any]) -> int:
+    return partition["partition_index"]  # type: ignore[no-any-return]
+
+
 class TopicHealthReader:
     def __init__(self, client: Any, log: Any, metadata: MetadataReader | None = None) -> None:
         """``metadata``: the cluster's shared Metadata readings (the cluster module's refresh takes them too); a
@@ -139,13 +143,19 @@ class TopicHealthReader:
         layout: dict[str, list[dict[str, Any]]] = {}
         for topic in metadata["topics"]:
             if not topic["error_code"]:
-                layout[topic["name"]] = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+                partitions = topic["partitions"]
+                # Brokers list a topic's partitions in order: sorted only when they are not.
+                if [partition["partition_index"] for partition in partitions] != list(range(len(partitions))):
+                    partitions = sorted(partitions, key=_partition_index)
+                layout[topic["name"]] = partitions
         self._tell_changed("Metadata", {topic["name"]: topic["error_code"] for topic in metadata["topics"]
                                         if topic["error_code"]})
         min_isr, sizes, earliest = await asyncio.gather(
             self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
         topics: dict[str, list[PartitionHealth]] = {}
         done = 0
+        sizes_of, earliest_of = sizes.get, earliest.get
+        size: int | None
         for name, partitions in layout.items():
             done += len(partitions)
             if done >= SLICE:  # the loop to others between slices of a fleet's partitions
@@ -155,10 +165,16 @@ class TopicHealthReader:
             for partition in partitions:
                 key = (name, partition["partition_index"])
                 leader = partition["leader_id"]
-                replica_sizes = sizes.get(key, {})
-                size = replica_sizes.get(leader, max(replica_sizes.values(), default=None))
+                replica_sizes = sizes_of(key)
+                if replica_sizes is None:
+                    size = None
+                else:  # the leader's replica, else the largest one reported
+                    size = replica_sizes.get(leader)
+                    if size is None:
+                        size = max(replica_sizes.values(), default=None)
+                offline = partition.get("offline_replicas")
                 rows.append(PartitionHealth(leader, tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"]),
-                                            tuple(partition.get("offline_replicas") or ()), earliest.get(key), size))
+                                            tuple(offline) if offline else (), earliest_of(key), size))
         return ClusterHealth(now_ms, live, topics, min_isr)
 
     async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:

@@ -12,7 +12,10 @@ Past ``expire-cache`` the group is evaluated again at the new time, but from its
 not read the clock) when storage says that nothing it was made from has changed since: then storage copies
 nothing and the windows are not gone through again, while the figures that move with the clock (STOP, lag
 in seconds, forecasts) are those of a fresh evaluation. The dashboard's trend sampler asks for every group
-every few seconds; an idle fleet's groups are thus evaluated from their windows once per change.
+every few seconds; an idle fleet's groups are thus evaluated from their windows once per change. It asks through
+:meth:`CachingEvaluator.evaluations`, which puts the groups it has no result for in one storage request
+(FetchConsumersIfChanged) rather than a task and a request each: that round trip per group was most of what a
+round cost an idle fleet.
 
 Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
 names containing a space work.
@@ -22,16 +25,26 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from broker.config_loading import Section
 from burrowpy.evaluator.group import GroupBasis, GroupEvaluation, group_basis, not_found
-from burrowpy.protocol import ConsumerGroupStatus, EvaluatorRequest, FetchConsumerIfChanged
+from burrowpy.protocol import (
+    ConsumerGroupStatus,
+    EvaluatorRequest,
+    FetchConsumerIfChanged,
+    FetchConsumersIfChanged,
+)
 
 # A group's basis is kept this long (seconds) after it was last used, or expire-cache if longer: long enough
 # for the dashboard's sampling rounds (every 5 s by default) to find it, short enough that the bases of
 # groups nobody asks about any more do not stay in memory.
 BASIS_KEPT = 120.0
+# Expired results and unused bases are swept out at most this often (seconds), or every expire-cache if longer: a
+# sweep goes through every group's entries, and what it forgets is never answered from anyway (expiry is checked
+# on each use).
+SWEEP_EVERY = 10.0
 
 CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
                "max-lag-seconds-groups")
@@ -73,7 +86,8 @@ class CachingEvaluator:
         self._cache: dict[tuple[str, str], tuple[float, GroupEvaluation]] = {}
         # (cluster, group) -> (storage's version of the group's data, its basis, when last used)
         self._bases: dict[tuple[str, str], tuple[Any, GroupBasis, float]] = {}
-        self._evaluating: dict[tuple[str, str], asyncio.Task[GroupEvaluation]] = {}
+        # (cluster, group) -> the evaluation under way: a task of its own, or a future of a batch (evaluations)
+        self._evaluating: dict[tuple[str, str], asyncio.Future[GroupEvaluation]] = {}
         self._answering: set[asyncio.Task[Any]] = set()
         self._next_sweep = 0.0
 
@@ -123,6 +137,42 @@ class CachingEvaluator:
             evaluation = await asyncio.shield(task)
         return evaluation
 
+    async def evaluations(self, cluster: str, groups: Sequence[str]) -> list[GroupEvaluation]:
+        """:meth:`evaluation` of each group, in order. The groups with neither a result nor an evaluation under way
+        are asked of storage in one request (FetchConsumersIfChanged) and evaluated as :meth:`evaluation` would,
+        each shared with its concurrent callers the same way."""
+        now = self._clock.time()
+        loop = asyncio.get_running_loop()
+        found: list[GroupEvaluation | asyncio.Future[GroupEvaluation]] = []
+        asked: list[str] = []
+        futures: list[asyncio.Future[GroupEvaluation]] = []
+        evaluating = self._evaluating
+        for group in groups:
+            key = (cluster, group)
+            cached = self._cache.get(key)
+            if cached is not None and cached[0] > now:
+                found.append(cached[1])
+                continue
+            future = evaluating.get(key)
+            if future is None:
+                future = evaluating[key] = loop.create_future()
+                future.add_done_callback(lambda _, key=key: evaluating.pop(key, None))  # type: ignore[misc]
+                asked.append(group)
+                futures.append(future)
+            found.append(future)
+        if asked:
+            task = asyncio.create_task(self._evaluate_fresh_many(cluster, asked, futures))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+        results: list[GroupEvaluation] = []
+        for item in found:
+            if isinstance(item, asyncio.Future):
+                # Shielded as in evaluation; most are done by the time the first is, and are read as they are.
+                results.append(item.result() if item.done() else await asyncio.shield(item))
+            else:
+                results.append(item)
+        return results
+
     def submit(self, request: EvaluatorRequest) -> None:
         """Channel-style entry point: answer ``request.reply`` with the group's status."""
         task = asyncio.create_task(self._answer(request))
@@ -140,13 +190,46 @@ class CachingEvaluator:
             request.reply.set_result(status)
 
     async def _evaluate_fresh(self, cluster: str, group: str) -> GroupEvaluation:
-        key = (cluster, group)
-        known = self._bases.get(key)
+        known = self._bases.get((cluster, group))
         reply = asyncio.get_running_loop().create_future()
         # Evaluations of one group do not overlap (see evaluation), so the basis is still the one asked with.
         self._storage.submit(FetchConsumerIfChanged(cluster, group, known[0] if known is not None else None, reply))
         answer = await reply
-        now = self._clock.time()
+        return self._evaluated(cluster, group, known, answer, self._clock.time())
+
+    async def _evaluate_fresh_many(self, cluster: str, groups: list[str],
+                                   futures: list[asyncio.Future[GroupEvaluation]]) -> None:
+        """:meth:`_evaluate_fresh` of each group, from one storage request; each result set on its future."""
+        try:
+            kept = [self._bases.get((cluster, group)) for group in groups]
+            reply = asyncio.get_running_loop().create_future()
+            self._storage.submit(FetchConsumersIfChanged(cluster, groups, [known[0] if known is not None else None
+                                                                          for known in kept], reply))
+            answers = await reply
+            now = self._clock.time()
+            for index, (group, known, future) in enumerate(zip(groups, kept, futures, strict=True)):
+                answer, answers[index] = answers[index], None  # storage's copy let go once evaluated, not at the end
+                if future.done():
+                    continue
+                try:
+                    future.set_result(self._evaluated(cluster, group, known, answer, now))
+                except Exception as exc:  # that group's callers are told; the other groups are not held up
+                    future.set_exception(exc)
+                del answer
+        except asyncio.CancelledError:
+            for future in futures:
+                future.cancel()
+            raise
+        except Exception as exc:
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+
+    def _evaluated(self, cluster: str, group: str, known: tuple[Any, GroupBasis, float] | None, answer: Any,
+                   now: float) -> GroupEvaluation:
+        """The group's evaluation at ``now`` from storage's answer to FetchConsumerIfChanged with ``known``'s
+        version, kept in the cache; the basis kept for the next."""
+        key = (cluster, group)
         if answer is None:
             self._bases.pop(key, None)
             evaluation = not_found(cluster, group)
@@ -174,4 +257,4 @@ class CachingEvaluator:
         unused_since = now - max(self.expire_cache, BASIS_KEPT)
         for key in [key for key, (_, _, used) in self._bases.items() if used <= unused_since]:
             del self._bases[key]
-        self._next_sweep = now + max(self.expire_cache, 1)
+        self._next_sweep = now + max(self.expire_cache, SWEEP_EVERY)

@@ -32,6 +32,7 @@ from burrowpy.protocol import (
     FetchConsumerIfChanged,
     FetchConsumers,
     FetchConsumersForTopic,
+    FetchConsumersIfChanged,
     FetchRecordTimeWants,
     FetchTopic,
     FetchTopicRates,
@@ -76,11 +77,28 @@ class _Barrier:
         self.reply = reply
 
 
+class _GroupsPart:
+    """The groups of a FetchConsumersIfChanged that one worker answers (those whose requests it handles): each answer
+    goes to its place in ``answers``, shared by the request's parts; the last part done replies with them."""
+
+    __slots__ = ("request", "reply", "indexes", "answers", "left")
+
+    def __init__(self, request: FetchConsumersIfChanged, indexes: list[int], answers: list[Any],
+                 left: list[int]) -> None:
+        self.request = request
+        self.reply = request.reply  # where a failure is told (_run_worker)
+        self.indexes = indexes
+        self.answers = answers
+        self.left = left  # [parts of the request not answered yet]
+
+
 def _weight(request: Any) -> int:
     """What a request counts for in a worker's pass and in ``pending``: a run of commits its commits, a topic's
-    broker offsets its partitions."""
+    broker offsets its partitions, a part of a FetchConsumersIfChanged its groups."""
     kind = type(request)
-    return len(request) if kind is SetConsumerOffsets or kind is SetBrokerOffsets else 1
+    if kind is SetConsumerOffsets or kind is SetBrokerOffsets:
+        return len(request)
+    return len(request.indexes) if kind is _GroupsPart else 1
 
 
 class _Worker:
@@ -142,6 +160,7 @@ class InMemoryStorage:
                                                                            int(self._clock.time()))),
             FetchConsumerIfChanged: lambda r: _resolve(r.reply, self.state.consumer_if_changed(
                 r.cluster, r.group, int(self._clock.time()), r.known)),
+            _GroupsPart: self._groups_part,
             _Barrier: lambda r: _resolve(r.reply, None),
         }
 
@@ -192,6 +211,9 @@ class InMemoryStorage:
 
     def submit(self, request: Any) -> None:
         """Queue a request without waiting. Fetch requests get their answer through ``request.reply``."""
+        if type(request) is FetchConsumersIfChanged:
+            self._submit_groups(request)
+            return
         worker = self._worker_for(request)
         if worker is None:
             return
@@ -199,6 +221,29 @@ class InMemoryStorage:
         worker.weight += _weight(request)
         if not worker.wakeup.is_set():
             worker.wakeup.set()
+
+    def _submit_groups(self, request: FetchConsumersIfChanged) -> None:
+        """Queue a FetchConsumersIfChanged as one part per worker, each holding the groups of that worker: a
+        group is answered after the requests about it submitted before, as FetchConsumerIfChanged is."""
+        if not self._running:
+            raise RuntimeError(f"storage {self.name} is not running")
+        workers = self._workers
+        count = len(workers)
+        cluster = request.cluster
+        parts: dict[int, list[int]] = {}
+        for index, group in enumerate(request.groups):
+            parts.setdefault(xxhash.xxh64_intdigest((cluster + group).encode()) % count, []).append(index)
+        if not parts:
+            _resolve(request.reply, [])
+            return
+        answers: list[Any] = [None] * len(request.groups)
+        left = [len(parts)]
+        for number, indexes in parts.items():
+            worker = workers[number]
+            worker.backlog.append(_GroupsPart(request, indexes, answers, left))
+            worker.weight += len(indexes)
+            if not worker.wakeup.is_set():
+                worker.wakeup.set()
 
     def submit_many(self, requests: Iterable[Any]) -> None:
         """``submit`` each request, in order. Cheaper for runs of requests about one group, which is how a
@@ -320,6 +365,17 @@ class InMemoryStorage:
             self._log.warning("dropped", reason=reason, request=request)
         else:
             self._log.debug("dropped", reason=reason, request=request)
+
+    def _groups_part(self, part: _GroupsPart) -> None:
+        request = part.request
+        cluster, groups, known, answers = request.cluster, request.groups, request.known, part.answers
+        now_s = int(self._clock.time())
+        if_changed = self.state.consumer_if_changed
+        for index in part.indexes:
+            answers[index] = if_changed(cluster, groups[index], now_s, known[index])
+        part.left[0] -= 1
+        if not part.left[0]:
+            _resolve(request.reply, answers)
 
     def _set_broker_offset(self, request: SetBrokerOffset) -> None:
         self._dropped(self.state.add_broker_offset(request), request)

@@ -176,6 +176,21 @@ class BrokerRing:
         samples.append(offset)
         samples.append(timestamp_ms)
 
+    def add_moved(self, offset: int, timestamp_ms: int = 0) -> bool:
+        """:meth:`add`, and whether the newest offset is not what it was (or there was none)."""
+        samples = self._samples
+        if samples:
+            moved = offset != samples[-2]
+            if moved:
+                self.since = timestamp_ms
+            if len(samples) == 2 * self.intervals:
+                del samples[:2]
+        else:
+            moved = True
+        samples.append(offset)
+        samples.append(timestamp_ms)
+        return moved
+
     def values(self) -> list[int]:
         """The stored offsets, oldest to newest."""
         return self._samples[0::2].tolist()

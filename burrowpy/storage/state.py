@@ -191,6 +191,20 @@ class StorageState:
         count = -1 if given is None else given
         timestamp = request.timestamp
         rings = cluster.brokers.get(request.topic)
+        partitions = request.partitions
+        if (rings is not None and given is not None and len(rings) >= given and partitions
+                and min(partitions) >= 0 and max(partitions) < len(rings)):
+            # Every refresh but a topic's first and its growth: a known topic, each partition one it has. What the
+            # loop below does then, without its tests of each partition: none is dropped and no ring is added.
+            newest_moved = False
+            for partition, offset in zip(partitions, request.offsets, strict=True):
+                if rings[partition].add_moved(offset, timestamp):
+                    newest_moved = True
+            versions = cluster.versions[request.topic]
+            if newest_moved:
+                versions.newest = next(_VERSIONS)
+            versions.samples = next(_VERSIONS)
+            return dropped
         newest_moved = added = False
         for index, (partition, offset) in enumerate(zip(request.partitions, request.offsets, strict=True)):
             if partition < 0:

@@ -4,7 +4,8 @@ The caching evaluator keeps each group's basis (everything its evaluation takes 
 clock) and evaluates it again at a later time when storage says nothing it was made from has changed. Random
 windows, changes and clocks, against the real inmemory storage: after every step the evaluator's answer is
 compared with :func:`assess_group` of a fresh storage answer at the same time, and a step that changed nothing
-the group's evaluation reads must have reused the basis.
+the group's evaluation reads must have reused the basis. The same again through ``evaluations`` (the trend
+sampler's: the group asked with another in one storage request).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ steps = st.one_of(
 )
 
 
-async def run(changes: list[tuple], allowed_lag: int, max_lag_seconds: float) -> None:
+async def run(changes: list[tuple], allowed_lag: int, max_lag_seconds: float, batched: bool = False) -> None:
     clock = FakeClock()
     storage = InMemoryStorage("s", Section("b.yaml", "storage.s", {"intervals": 4}), [CLUSTER], clock,
                               structlog.get_logger())
@@ -103,7 +104,11 @@ async def run(changes: list[tuple], allowed_lag: int, max_lag_seconds: float) ->
             else:
                 storage.submit(SetDeletePartitionOffsets(CLUSTER, GROUP, *change[1]))
             await storage.flush()
-            evaluation = await evaluator.evaluation(CLUSTER, GROUP)
+            if batched:  # as the trend sampler asks: with other groups, in one storage request
+                evaluation, absent = await evaluator.evaluations(CLUSTER, [GROUP, "absent"])
+                assert absent.status is Status.NOTFOUND
+            else:
+                evaluation = await evaluator.evaluation(CLUSTER, GROUP)
             topics = storage.state.consumer(CLUSTER, GROUP, int(clock.now))
             if topics is None:
                 assert evaluation.status is Status.NOTFOUND
@@ -120,6 +125,7 @@ async def run(changes: list[tuple], allowed_lag: int, max_lag_seconds: float) ->
         await storage.stop()
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["alone", "batched"])
 @pytest.mark.parametrize("columns_from", [1, 10**9], ids=["arrays", "partition-by-partition"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(steps, min_size=1, max_size=25), allowed_lag=st.sampled_from([0, 0, 5]),
@@ -132,7 +138,7 @@ async def run(changes: list[tuple], allowed_lag: int, max_lag_seconds: float) ->
 # Behind, but neither stopping (caught up within the window) nor with a forecast yet: lag in seconds still grows.
 @example(changes=[("catch up", ("b", 0), 0), ("catch up", ("b", 1), 0), ("broker", ("b", 0), 7), ("tick", 100.0)],
          allowed_lag=0, max_lag_seconds=0.0)
-def test_an_evaluation_from_the_kept_basis_is_a_fresh_one(monkeypatch, columns_from, changes, allowed_lag,
+def test_an_evaluation_from_the_kept_basis_is_a_fresh_one(monkeypatch, columns_from, batched, changes, allowed_lag,
                                                           max_lag_seconds):
     monkeypatch.setattr(group_module, "COLUMNS_FROM", columns_from)
-    asyncio.run(run(changes, allowed_lag, max_lag_seconds))
+    asyncio.run(run(changes, allowed_lag, max_lag_seconds, batched))

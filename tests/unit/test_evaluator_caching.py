@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import structlog
@@ -176,6 +177,25 @@ async def test_concurrent_requests_share_one_evaluation(evaluator):
     assert all(result.maxlag is results[0].maxlag for result in filtered)
 
 
+async def test_many_groups_at_once_are_each_groups_own_evaluation(storage, evaluator, clock):
+    """evaluations (the trend sampler's, one storage request for the groups): in order, each the one evaluation
+    gives, kept as long, shared with concurrent callers, and a commit after the expiry seen (OK to ERR)."""
+    first = await evaluator.evaluations("local", ["g", "g2", "absent"])
+    assert [e.status for e in first] == [Status.OK, Status.ERR, Status.NOTFOUND]
+    assert [await evaluator.evaluation("local", group) for group in ("g", "g2", "absent")] == first
+    assert first[0].result(True) == dataclasses.replace(await evaluator.evaluate("my cluster", "g", True), cluster="local")
+    storage.submit(SetConsumerOffset("local", "g", "t", 0, 10, 100, int(clock.now) * 1000))
+    await storage.flush()
+    clock.now += 29
+    assert (await evaluator.evaluations("local", ["g"]))[0] is first[0]
+    clock.now += 1
+    batch, alone, again = await asyncio.gather(evaluator.evaluations("local", ["g", "g2"]),
+                                               evaluator.evaluation("local", "g"), evaluator.evaluations("local", ["g"]))
+    assert batch[0] is alone is again[0] and batch[0] is not first[0]
+    assert batch[0].status is Status.ERR and batch[0].result(True).partitions[0].status is Status.REWIND
+    assert batch[1].result(True) == first[1].result(True)  # g2 unchanged: the same answer, evaluated again
+
+
 async def test_channel_style_requests_are_answered(evaluator):
     reply = asyncio.get_running_loop().create_future()
     evaluator.submit(EvaluatorRequest("local", "g", True, reply))
@@ -191,6 +211,8 @@ async def test_storage_failures_are_raised_not_cached(clock):
     await evaluator.start()
     with pytest.raises(RuntimeError, match="not running"):
         await evaluator.evaluate("local", "g", True)
+    with pytest.raises(RuntimeError, match="not running"):
+        await evaluator.evaluations("local", ["g", "h"])
     reply = asyncio.get_running_loop().create_future()
     evaluator.submit(EvaluatorRequest("local", "g", True, reply))
     with pytest.raises(RuntimeError):

@@ -36,8 +36,8 @@ async def every_group_evaluation(ctx: ApplicationContext) -> tuple[list[str], li
     for cluster in clusters:
         groups = sorted(await ctx.fetch(FetchConsumers(cluster=cluster, reply=ctx.new_reply())) or [])
         for start in range(0, len(groups), EVALUATION_SLICE):
-            evaluations = await asyncio.gather(*(ctx.evaluator.evaluation(cluster, group)
-                                                 for group in groups[start:start + EVALUATION_SLICE]))
+            # One storage request a slice (the evaluator's evaluations), not a task and a request a group.
+            evaluations = await ctx.evaluator.evaluations(cluster, groups[start:start + EVALUATION_SLICE])
             found.extend(evaluation for evaluation in evaluations if evaluation.status != Status.NOTFOUND)
     return clusters, found
 
