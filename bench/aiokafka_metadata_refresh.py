@@ -22,7 +22,6 @@ import gc
 import os
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -32,9 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import BrokerProcess  # noqa: E402
-from monitor_fleet_daemon import INTERVALS, Fleet, fleet_arguments  # noqa: E402
-from monitor_ingest import OFFSETS_PARTITIONS, fill, prepare_topics  # noqa: E402
+from monitor_fleet_daemon import Fleet, fleet_arguments, fleet_on_our_broker  # noqa: E402
 
 from burrowpy.coordinators.kafka_client import BROKERS_ONLY_METADATA_AGE_MS, brokers_only_client  # noqa: E402
 
@@ -76,21 +73,8 @@ def main() -> int:
     fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
     print(f"fleet: {len(fleet.groups):,} groups, {fleet.partitions:,} partitions, load {os.getloadavg()[0]:.2f}",
           flush=True)
-    with tempfile.TemporaryDirectory(prefix="aiokafka-metadata-") as tmp:
-        directory = args.broker_dir or Path(tmp)
-        made = (directory / "data").exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        broker = BrokerProcess(directory / "data", extra_config={
-            "max.partitions": fleet.partitions + 1000, "offsets.topic.num.partitions": OFFSETS_PARTITIONS})
-        broker.launch()
-        try:
-            broker.wait_ready(timeout=600)
-            if not made:
-                prepare_topics(broker.bootstrap, fleet.topics)
-                asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, 16, fleet.markers))
-            figures = asyncio.run(measure(broker.bootstrap, args.refreshes))
-        finally:
-            broker.stop()
+    with fleet_on_our_broker(fleet, args.broker_dir) as broker:
+        figures = asyncio.run(measure(broker.bootstrap, args.refreshes))
     print(f"load {os.getloadavg()[0]:.2f} after")
     for name, figure in figures.items():
         times = figure["times_s"]

@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +72,7 @@ from burrow_support import (  # noqa: E402
     MonitorSettings,
     current_burrow_version,
 )
+from harness import BrokerProcess  # noqa: E402
 from kafka_harness import JVM_OPTS, KafkaCluster, KafkaServer  # noqa: E402
 from monitor_ingest import (  # noqa: E402
     BURROWS,
@@ -289,6 +291,30 @@ async def live_phase(bootstrap: str, fleet: Fleet, monitors: list[MonitorProcess
     elapsed = time.monotonic() - began
     cpu = {monitor.name: cpu_seconds(monitor.pid) - cpu_before[monitor.name] for monitor in monitors}
     return json.loads(output), cpu, sent[0] / elapsed
+
+
+@contextlib.contextmanager
+def fleet_on_our_broker(fleet: Fleet, directory: Path | None, connections: int = 16) -> Iterator[BrokerProcess]:
+    """Our broker, a process of its own, holding ``fleet`` (topics made, every group's commits written): in
+    ``directory`` when given, which an earlier run with the same fleet leaves ready (its data is used as it is),
+    else in a temporary directory. Stopped on the way out."""
+    with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
+        where = directory or Path(tmp)
+        made = (where / "data").exists()
+        where.mkdir(parents=True, exist_ok=True)
+        broker = BrokerProcess(where / "data", extra_config={
+            "max.partitions": fleet.partitions + 1000, "offsets.topic.num.partitions": OFFSETS_PARTITIONS})
+        broker.launch()
+        try:
+            broker.wait_ready(timeout=600)  # a broker of 50,000 partitions loads them first
+            if not made:
+                began = time.monotonic()
+                prepare_topics(broker.bootstrap, fleet.topics)
+                asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, connections, fleet.markers))
+                print(f"fleet made on the broker: {time.monotonic() - began:.1f} s", flush=True)
+            yield broker
+        finally:
+            broker.stop()
 
 
 def fleet_arguments(parser: argparse.ArgumentParser) -> None:

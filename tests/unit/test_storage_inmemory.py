@@ -172,60 +172,59 @@ async def test_unknown_cluster_topic_or_group_answers_none(storage):
     assert await ask(storage, FetchConsumersForTopic, "nowhere", "t") is None
 
 
-async def test_requests_of_one_group_are_handled_in_submission_order():
+@pytest.fixture
+async def eight_workers():
+    """Storage of eight workers whose topic t has a broker offset of 10,000; and the clock's now in ms."""
     storage = build(workers=8)
     await storage.start()
     try:
         storage.submit(SetBrokerOffset("local", "t", 0, 1, 10_000, 0))
         await storage.flush()
-        now_ms = int(FakeClock().now) * 1000
-        for group in ("a", "b", "c", "d"):
-            for order in range(1, 31):
-                if order == 21:
-                    storage.submit(SetDeleteGroup("local", group))
-                storage.submit(SetConsumerOffset("local", group, "t", 0, order * 10, order, now_ms))
-            storage.submit(SetConsumerOwner("local", group, "t", 0, f"host-{group}", ""))
-            storage.submit(ClearConsumerOwners("local", group))
-            storage.submit(SetConsumerOwner("local", group, "t", 0, f"owner-{group}", ""))
-        for group in ("a", "b", "c", "d"):
-            [partition] = (await ask(storage, FetchConsumer, "local", group))["t"]
-            # In order, every commit after the delete is an append (so it has a lag) and the delete
-            # came before the last ten.
-            assert [(o.order, o.lag) for o in partition.offsets] == [
-                (n, 10_000 - n * 10) for n in range(21, 31)
-            ]
-            assert partition.owner == f"owner-{group}"
+        yield storage, int(FakeClock().now) * 1000
     finally:
         await storage.stop()
 
 
-async def test_many_groups_in_one_request_are_each_answered_after_what_was_submitted_about_them():
+async def test_requests_of_one_group_are_handled_in_submission_order(eight_workers):
+    storage, now_ms = eight_workers
+    for group in ("a", "b", "c", "d"):
+        for order in range(1, 31):
+            if order == 21:
+                storage.submit(SetDeleteGroup("local", group))
+            storage.submit(SetConsumerOffset("local", group, "t", 0, order * 10, order, now_ms))
+        storage.submit(SetConsumerOwner("local", group, "t", 0, f"host-{group}", ""))
+        storage.submit(ClearConsumerOwners("local", group))
+        storage.submit(SetConsumerOwner("local", group, "t", 0, f"owner-{group}", ""))
+    for group in ("a", "b", "c", "d"):
+        [partition] = (await ask(storage, FetchConsumer, "local", group))["t"]
+        # In order, every commit after the delete is an append (so it has a lag) and the delete
+        # came before the last ten.
+        assert [(o.order, o.lag) for o in partition.offsets] == [
+            (n, 10_000 - n * 10) for n in range(21, 31)
+        ]
+        assert partition.owner == f"owner-{group}"
+
+
+async def test_many_groups_in_one_request_are_each_answered_after_what_was_submitted_about_them(eight_workers):
     """FetchConsumersIfChanged (the trend sampler's) is split among the workers of its groups: each group's answer
     has every commit submitted before it, with no flush between (more commits than a worker handles in one turn of
     the loop), and a version given back copies only the groups that changed since."""
-    storage = build(workers=8)
-    await storage.start()
-    try:
-        storage.submit(SetBrokerOffset("local", "t", 0, 1, 10_000, 0))
-        await storage.flush()
-        now_ms = int(FakeClock().now) * 1000
-        groups = [f"group-{n}" for n in range(24)]
-        for n, group in enumerate(groups):
-            for order in range(1, 200 + n):
-                storage.submit(SetConsumerOffset("local", group, "t", 0, order * 10, order, now_ms))
-        answers = await ask(storage, FetchConsumersIfChanged, "local", [*groups, "absent"], [None] * 25)
-        assert answers[-1] is None
-        for n, (_, topics) in enumerate(answers[:-1]):
-            [partition] = topics["t"]
-            assert [o.offset for o in partition.offsets if o is not None][-1] == (199 + n) * 10
-        storage.submit(SetConsumerOffset("local", "group-7", "t", 0, 9000, 900, now_ms))
-        again = await ask(storage, FetchConsumersIfChanged, "local", groups, [version for version, _ in answers[:-1]])
-        assert [n for n, (_, topics) in enumerate(again) if topics is not None] == [7]
-        [partition] = again[7][1]["t"]
-        assert partition.offsets[-1].offset == 9000
-        assert await ask(storage, FetchConsumersIfChanged, "local", [], []) == []
-    finally:
-        await storage.stop()
+    storage, now_ms = eight_workers
+    groups = [f"group-{n}" for n in range(24)]
+    for n, group in enumerate(groups):
+        for order in range(1, 200 + n):
+            storage.submit(SetConsumerOffset("local", group, "t", 0, order * 10, order, now_ms))
+    answers = await ask(storage, FetchConsumersIfChanged, "local", [*groups, "absent"], [None] * 25)
+    assert answers[-1] is None
+    for n, (_, topics) in enumerate(answers[:-1]):
+        [partition] = topics["t"]
+        assert [o.offset for o in partition.offsets if o is not None][-1] == (199 + n) * 10
+    storage.submit(SetConsumerOffset("local", "group-7", "t", 0, 9000, 900, now_ms))
+    again = await ask(storage, FetchConsumersIfChanged, "local", groups, [version for version, _ in answers[:-1]])
+    assert [n for n, (_, topics) in enumerate(again) if topics is not None] == [7]
+    [partition] = again[7][1]["t"]
+    assert partition.offsets[-1].offset == 9000
+    assert await ask(storage, FetchConsumersIfChanged, "local", [], []) == []
 
 
 async def test_topic_requests_keep_their_order(storage):
