@@ -86,3 +86,57 @@ def test_the_freezer_refreezes_on_its_schedule_and_stop_gives_everything_back() 
     frozen, after_stop = asyncio.run(run())
     assert frozen > 0
     assert after_stop == 0
+
+
+def test_objects_made_after_a_refreeze_are_frozen_by_the_next_young_freeze() -> None:
+    """What the monitor makes between refreezes (topic health's readings, the evaluator's bases) is frozen at the
+    next young freeze, so the automatic full passes do not walk it."""
+    freezer = GarbageFreezer(structlog.get_logger())
+    freezer.refreeze()
+    entry = PartitionEntry()
+    entry.ring = CommitRing(10)
+    assert walked(entry) and walked(entry.ring)
+
+    freezer.freeze_young()
+
+    assert not walked(entry) and not walked(entry.ring)
+    assert freezer.young_freezes == 1
+
+
+def test_a_young_freeze_collects_the_young_cyclic_garbage_instead_of_freezing_it() -> None:
+    freezer = GarbageFreezer(structlog.get_logger())
+    freezer.refreeze()
+    cycle = Cycle()
+    gone = weakref.ref(cycle)
+    del cycle
+    assert gone() is not None  # only the collector frees it
+
+    freezer.freeze_young()
+
+    assert gone() is None
+
+
+def test_the_freezer_freezes_the_young_generations_between_its_refreezes() -> None:
+    async def run() -> tuple[int, int, bool]:
+        freezer = GarbageFreezer(structlog.get_logger(), first_s=0, period_s=0.3, young_period_s=0.05)
+        freezer.start()
+        deadline = time.monotonic() + 10
+        while freezer.refreezes < 1:
+            assert time.monotonic() < deadline, "no refreeze in 10 s"
+            await asyncio.sleep(0.005)
+        made_after, young_before = Cycle(), freezer.young_freezes
+        while freezer.young_freezes <= young_before:
+            assert time.monotonic() < deadline, "no young freeze in 10 s"
+            await asyncio.sleep(0.005)
+        frozen_young = not walked(made_after)
+        while freezer.refreezes < 2:
+            assert time.monotonic() < deadline, "no second refreeze in 10 s"
+            await asyncio.sleep(0.005)
+        young_freezes = freezer.young_freezes
+        await freezer.stop()
+        return freezer.refreezes, young_freezes, frozen_young
+
+    refreezes, young_freezes, frozen_young = asyncio.run(run())
+    assert frozen_young
+    # 0.3 s between refreezes, 0.05 s between young freezes: five young freezes, then the next refreeze
+    assert (refreezes, young_freezes) == (2, 5)
