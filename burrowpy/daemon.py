@@ -62,10 +62,12 @@ GC_FREEZE_PERIOD_S = 900.0
 # (every 30 s), the evaluator's bases of the groups that committed (the trend sampler asks for every group every
 # 5 s). Each survives the young passes into generation 2, and the automatic full pass that their number sets off
 # (CPython: once the objects moved there since the last full pass are a quarter of those it kept) walks every one
-# of them: at fleet scale under live ingest, 280-380 ms of CPU about once a minute. So every
-# GC_YOUNG_FREEZE_PERIOD_S the young generations are collected (a generation-1 pass, which frees their cyclic
-# garbage) and their survivors frozen too (gc.freeze: moving lists, no walk), and a full pass walks only what was
-# made since. What they hold that becomes cyclic garbage later waits for the next refreeze, as the state does.
+# of them: at fleet scale under live ingest, 280-470 ms of CPU about every 40 s. So every GC_YOUNG_FREEZE_PERIOD_S
+# the collector's next pass of generation 1 or 2 is followed at once by a freeze (gc.freeze: moving lists, no
+# walk): that pass has just collected the young generations' cyclic garbage and moved their survivors to
+# generation 2, which is frozen with them, and a full pass walks only what was made since. No pass of its own:
+# a generation-1 pass is due every ten young ones anyway (a few seconds under ingest). What the frozen objects
+# hold that becomes cyclic garbage later waits for the next refreeze, as the state does.
 GC_YOUNG_FREEZE_PERIOD_S = 30.0
 
 
@@ -84,12 +86,14 @@ class GarbageFreezer:
         self.young_period_s = young_period_s  # 0: no freezing of the young generations between refreezes
         self.refreezes = 0
         self.young_freezes = 0
+        self._young_due = False
         self.last_refreeze_ms = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def refreeze(self) -> None:
         """Unfreeze, collect everything (what became cyclic garbage while frozen included), freeze the rest."""
         started = time.perf_counter()
+        self._young_due = False  # everything is frozen at the end
         gc.unfreeze()
         collected = gc.collect()
         gc.freeze()
@@ -99,15 +103,18 @@ class GarbageFreezer:
                         frozen=gc.get_freeze_count(), ms=round(self.last_refreeze_ms, 1))
 
     def freeze_young(self) -> None:
-        """Collect the young generations (0 and 1: their cyclic garbage freed), then freeze what survived and
-        what generation 2 got since the last freeze, so that full passes do not walk it (see
-        :data:`GC_YOUNG_FREEZE_PERIOD_S`)."""
-        started = time.perf_counter()
-        collected = gc.collect(1)
-        gc.freeze()
-        self.young_freezes += 1
-        self._log.debug("garbage collector: young survivors frozen", collected=collected,
-                        frozen=gc.get_freeze_count(), ms=round((time.perf_counter() - started) * 1000, 1))
+        """Freeze generation 2 as the collector's next pass of generation 1 or 2 ends, with that pass's survivors
+        (its cyclic garbage collected), so that full passes do not walk them (see :data:`GC_YOUNG_FREEZE_PERIOD_S`).
+        Makes no pass of its own."""
+        if self._after_pass not in gc.callbacks:
+            gc.callbacks.append(self._after_pass)
+        self._young_due = True
+
+    def _after_pass(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and self._young_due and info["generation"] >= 1:
+            self._young_due = False
+            gc.freeze()  # the young generations are (nearly) empty: what the pass kept is in generation 2
+            self.young_freezes += 1
 
     async def _run(self) -> None:
         await asyncio.sleep(self.first_s)
@@ -131,6 +138,9 @@ class GarbageFreezer:
                 await task
             except asyncio.CancelledError:
                 pass
+        self._young_due = False
+        if self._after_pass in gc.callbacks:
+            gc.callbacks.remove(self._after_pass)
         gc.unfreeze()
 
 
