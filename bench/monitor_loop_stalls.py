@@ -387,7 +387,9 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         metadata_cost.recording = False
         idle = await window.close()
         if live is not None:
+            frozen_before = gc.get_freeze_count()
             live_figures = await live_ingest(bootstrap, port, fleet, timer=timer, **live)
+            frozen_after = gc.get_freeze_count()
         counted = census(top) if top else []  # after the live period if there is one
     finally:
         timer.uninstall()
@@ -396,6 +398,7 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         await monitor.stop()
     if live_figures is not None:
         live_figures["young_freezes"] = getattr(freezer, "young_freezes", 0)
+        live_figures["frozen"] = (frozen_before, frozen_after)
     return {"read_s": read_s, "cpu_per_refresh_s": idle["cpu_s"] / (seconds / OFFSET_REFRESH) if seconds else 0.0,
             "idle": idle, "census": counted, "refreeze_ms": refreeze_ms, "metadata_decodes": metadata_cost.decodes,
             "metadata_passes": metadata_cost.passes, "live": live_figures}
@@ -407,6 +410,14 @@ def print_kinds(kinds: list[tuple[float, float, int, float, float, str]], top: i
     for longest, longest_cpu, count, total, total_cpu, kind in kinds[:top]:
         print(f"  {longest_cpu * 1000:8.1f} ms CPU ({longest * 1000:7.1f} wall)  {count:6d}  {total_cpu:7.3f} s CPU "
               f"({total:7.3f} wall)  {kind}")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far (VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def gc_line(figures: dict[str, Any]) -> str:
@@ -494,7 +505,9 @@ def main() -> int:
         print(f"live ingest {live_figures['seconds']:.0f} s{' (pinned)' if args.pin else ''}, "
               f"{live_figures['commits_per_s']:,.0f} commits/s, load {os.getloadavg()[0]:.2f} after: monitor CPU "
               f"{live_figures['cpu_s'] / live_figures['seconds']:.0%} of a core; {late(live_figures)}; the freezer "
-              f"froze the young generations {live_figures['young_freezes']} times")
+              f"froze the young generations {live_figures['young_freezes']} times; frozen objects "
+              f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after; peak RSS "
+              f"{peak_rss_mib():,.0f} MiB")
         for kind in ("status", "lag"):
             answers = live_figures[f"{kind}_ms"]
             print(f"/{kind} of a {fleet.groups[fleet.big[0]][1]:,}-partition group ({answers['count']} answers): "

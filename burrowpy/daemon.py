@@ -66,9 +66,10 @@ GC_FREEZE_PERIOD_S = 900.0
 # the collector's next pass of generation 1 or 2 is followed at once by a freeze (gc.freeze: moving lists, no
 # walk): that pass has just collected the young generations' cyclic garbage and moved their survivors to
 # generation 2, which is frozen with them, and a full pass walks only what was made since. No pass of its own:
-# a generation-1 pass is due every ten young ones anyway (a few seconds under ingest). What the frozen objects
-# hold that becomes cyclic garbage later waits for the next refreeze, as the state does.
-GC_YOUNG_FREEZE_PERIOD_S = 30.0
+# a generation-1 pass is due every ten young ones anyway (a few seconds under ingest), so the period costs
+# nothing and is short: with 30 s a full pass still came before the first freeze and walked 360 ms. What the
+# frozen objects hold that becomes cyclic garbage later waits for the next refreeze, as the state does.
+GC_YOUNG_FREEZE_PERIOD_S = 10.0
 
 
 class GarbageFreezer:
