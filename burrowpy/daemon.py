@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import math
 import os
 import signal
 import sys
@@ -58,18 +57,6 @@ def tune_garbage_collector() -> None:
 # left, once a period instead of every half minute; the first freeze comes once the state has been read.
 GC_FREEZE_FIRST_S = 60.0
 GC_FREEZE_PERIOD_S = 900.0
-# Between two refreezes the monitor keeps making long-lived objects: topic health's reading of every partition
-# (every 30 s), the evaluator's bases of the groups that committed (the trend sampler asks for every group every
-# 5 s). Each survives the young passes into generation 2, and the automatic full pass that their number sets off
-# (CPython: once the objects moved there since the last full pass are a quarter of those it kept) walks every one
-# of them: at fleet scale under live ingest, 280-470 ms of CPU about every 40 s. So every GC_YOUNG_FREEZE_PERIOD_S
-# the collector's next pass of generation 1 or 2 is followed at once by a freeze (gc.freeze: moving lists, no
-# walk): that pass has just collected the young generations' cyclic garbage and moved their survivors to
-# generation 2, which is frozen with them, and a full pass walks only what was made since. No pass of its own:
-# a generation-1 pass is due every ten young ones anyway (a few seconds under ingest), so the period costs
-# nothing and is short: with 30 s a full pass still came before the first freeze and walked 360 ms. What the
-# frozen objects hold that becomes cyclic garbage later waits for the next refreeze, as the state does.
-GC_YOUNG_FREEZE_PERIOD_S = 10.0
 
 
 class GarbageFreezer:
@@ -80,53 +67,28 @@ class GarbageFreezer:
     """
 
     def __init__(self, logger: Any, first_s: float = GC_FREEZE_FIRST_S,
-                 period_s: float = GC_FREEZE_PERIOD_S, young_period_s: float = GC_YOUNG_FREEZE_PERIOD_S) -> None:
+                 period_s: float = GC_FREEZE_PERIOD_S) -> None:
         self._log = logger
         self.first_s = first_s
         self.period_s = period_s
-        self.young_period_s = young_period_s  # 0: no freezing of the young generations between refreezes
         self.refreezes = 0
-        self.young_freezes = 0
-        self._young_due = False
-        self.last_refreeze_ms = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def refreeze(self) -> None:
         """Unfreeze, collect everything (what became cyclic garbage while frozen included), freeze the rest."""
         started = time.perf_counter()
-        self._young_due = False  # everything is frozen at the end
         gc.unfreeze()
         collected = gc.collect()
         gc.freeze()
         self.refreezes += 1
-        self.last_refreeze_ms = (time.perf_counter() - started) * 1000
         self._log.debug("garbage collector: live objects frozen", collected=collected,
-                        frozen=gc.get_freeze_count(), ms=round(self.last_refreeze_ms, 1))
-
-    def freeze_young(self) -> None:
-        """Freeze generation 2 as the collector's next pass of generation 1 or 2 ends, with that pass's survivors
-        (its cyclic garbage collected), so that full passes do not walk them (see :data:`GC_YOUNG_FREEZE_PERIOD_S`).
-        Makes no pass of its own."""
-        if self._after_pass not in gc.callbacks:
-            gc.callbacks.append(self._after_pass)
-        self._young_due = True
-
-    def _after_pass(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and self._young_due and info["generation"] >= 1:
-            self._young_due = False
-            gc.freeze()  # the young generations are (nearly) empty: what the pass kept is in generation 2
-            self.young_freezes += 1
+                        frozen=gc.get_freeze_count(), ms=round((time.perf_counter() - started) * 1000, 1))
 
     async def _run(self) -> None:
         await asyncio.sleep(self.first_s)
-        young = self.young_period_s
-        freezes_between = max(0, math.ceil(self.period_s / young) - 1) if young > 0 else 0
         while True:
             self.refreeze()
-            for _ in range(freezes_between):
-                await asyncio.sleep(young)
-                self.freeze_young()
-            await asyncio.sleep(self.period_s - freezes_between * young)
+            await asyncio.sleep(self.period_s)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="garbage-freezer")
@@ -139,9 +101,6 @@ class GarbageFreezer:
                 await task
             except asyncio.CancelledError:
                 pass
-        self._young_due = False
-        if self._after_pass in gc.callbacks:
-            gc.callbacks.remove(self._after_pass)
         gc.unfreeze()
 
 

@@ -28,8 +28,6 @@ def unfrozen() -> Iterator[None]:
     gc.unfreeze()
     yield
     gc.unfreeze()  # the collector is the whole test process's
-    gc.callbacks[:] = [callback for callback in gc.callbacks
-                       if not isinstance(getattr(callback, "__self__", None), GarbageFreezer)]
 
 
 def walked(obj: object) -> bool:
@@ -88,69 +86,3 @@ def test_the_freezer_refreezes_on_its_schedule_and_stop_gives_everything_back() 
     frozen, after_stop = asyncio.run(run())
     assert frozen > 0
     assert after_stop == 0
-
-
-def test_objects_made_after_a_refreeze_are_frozen_after_the_next_young_pass() -> None:
-    """What the monitor makes between refreezes (topic health's readings, the evaluator's bases) is frozen once a
-    young freeze is due and the collector's next generation-1 pass has ended, so the full passes do not walk it."""
-    freezer = GarbageFreezer(structlog.get_logger())
-    freezer.refreeze()
-    entry = PartitionEntry()
-    entry.ring = CommitRing(10)
-    freezer.freeze_young()
-    gc.collect(0)  # a pass of the youngest generation alone is not the one
-    assert walked(entry) and walked(entry.ring)
-    assert freezer.young_freezes == 0
-
-    gc.collect(1)
-
-    assert not walked(entry) and not walked(entry.ring)
-    assert freezer.young_freezes == 1
-    later = PartitionEntry()
-    gc.collect(1)  # one freeze per freeze_young
-    assert walked(later)
-    assert freezer.young_freezes == 1
-
-
-def test_the_young_cyclic_garbage_is_collected_not_frozen() -> None:
-    freezer = GarbageFreezer(structlog.get_logger())
-    freezer.refreeze()
-    cycle = Cycle()
-    gone = weakref.ref(cycle)
-    del cycle
-    freezer.freeze_young()
-
-    gc.collect(1)
-
-    assert freezer.young_freezes == 1
-    assert gone() is None
-
-
-def test_the_freezer_freezes_the_young_generations_between_its_refreezes() -> None:
-    async def run() -> tuple[int, int, bool, bool]:
-        freezer = GarbageFreezer(structlog.get_logger(), first_s=0, period_s=0.3, young_period_s=0.05)
-        freezer.start()
-        deadline = time.monotonic() + 10
-        while freezer.refreezes < 1:
-            assert time.monotonic() < deadline, "no refreeze in 10 s"
-            await asyncio.sleep(0.005)
-        made_after, young_before = Cycle(), freezer.young_freezes
-        while freezer.young_freezes <= young_before:
-            assert time.monotonic() < deadline, "no young freeze in 10 s"
-            gc.collect(1)  # the passes the monitor's allocations would set off
-            await asyncio.sleep(0.005)
-        frozen_young = not walked(made_after)
-        while freezer.refreezes < 2:
-            assert time.monotonic() < deadline, "no second refreeze in 10 s"
-            gc.collect(1)
-            await asyncio.sleep(0.005)
-        young_freezes = freezer.young_freezes
-        await freezer.stop()
-        return freezer.refreezes, young_freezes, frozen_young, freezer._after_pass in gc.callbacks
-
-    refreezes, young_freezes, frozen_young, still_called = asyncio.run(run())
-    assert frozen_young
-    # 0.3 s between refreezes, 0.05 s between young freezes: five due before the second refreeze, each done at the
-    # next pass (two due before one pass would make one freeze)
-    assert refreezes == 2 and 1 <= young_freezes <= 5
-    assert not still_called  # stop takes its callback out of the collector's
