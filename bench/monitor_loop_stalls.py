@@ -24,7 +24,8 @@ storage and a refresh has passed, for ``--seconds`` nothing commits and nobody a
   request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
   run inside whatever callback allocated last; every collector pass's CPU is also summed by generation;
 - CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period;
-- with ``--census``, after the idle period (or the live one): the objects the collector tracks, by generation and by type (the
+- with ``--census``, after the idle period (or the live one, then also the kinds of the cyclic garbage a full
+  pass finds): the objects the collector tracks, by generation and by type (the
   most numerous), and how long a full pass (``gc.collect(2)``) takes then, three times.
 
 With ``--live SECONDS``, after the idle period, as many seconds of live ingest (``monitor_fleet_daemon``'s live
@@ -390,6 +391,17 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             frozen_before = gc.get_freeze_count()
             live_figures = await live_ingest(bootstrap, port, fleet, timer=timer, **live)
             frozen_after = gc.get_freeze_count()
+            # what of it was cyclic garbage, kept frozen (or unwalked) until the freezer's next refreeze
+            gc.unfreeze()
+            if top:
+                gc.set_debug(gc.DEBUG_SAVEALL)  # the garbage found is kept in gc.garbage, to be counted
+            garbage_after = gc.collect()
+            gc.set_debug(0)
+            garbage_kinds: dict[str, int] = defaultdict(int)
+            for obj in gc.garbage:
+                garbage_kinds[f"{type(obj).__module__}.{type(obj).__qualname__}"] += 1
+            gc.garbage.clear()
+            gc.freeze()
         counted = census(top) if top else []  # after the live period if there is one
     finally:
         timer.uninstall()
@@ -398,7 +410,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         await monitor.stop()
     if live_figures is not None:
         live_figures["young_freezes"] = getattr(freezer, "young_freezes", 0)
-        live_figures["frozen"] = (frozen_before, frozen_after)
+        live_figures["frozen"] = (frozen_before, frozen_after, garbage_after)
+        live_figures["garbage_kinds"] = sorted(garbage_kinds.items(), key=lambda item: -item[1])[:top]
     return {"read_s": read_s, "cpu_per_refresh_s": idle["cpu_s"] / (seconds / OFFSET_REFRESH) if seconds else 0.0,
             "idle": idle, "census": counted, "refreeze_ms": refreeze_ms, "metadata_decodes": metadata_cost.decodes,
             "metadata_passes": metadata_cost.passes, "live": live_figures}
@@ -506,7 +519,8 @@ def main() -> int:
               f"{live_figures['commits_per_s']:,.0f} commits/s, load {os.getloadavg()[0]:.2f} after: monitor CPU "
               f"{live_figures['cpu_s'] / live_figures['seconds']:.0%} of a core; {late(live_figures)}; the freezer "
               f"froze the young generations {live_figures['young_freezes']} times; frozen objects "
-              f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after; peak RSS "
+              f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after, of which a refreeze then "
+              f"finds {live_figures['frozen'][2]:,} cyclic garbage; peak RSS "
               f"{peak_rss_mib():,.0f} MiB")
         for kind in ("status", "lag"):
             answers = live_figures[f"{kind}_ms"]
@@ -515,6 +529,10 @@ def main() -> int:
                   f"max {answers['max']:.1f} ms")
         print_kinds(live_figures["kinds"], args.top)
         print(gc_line(live_figures))
+        if live_figures["garbage_kinds"]:
+            print("the cyclic garbage found after the live period, the most numerous kinds:")
+            for kind, count in live_figures["garbage_kinds"]:
+                print(f"  {count:9,d}  {kind}")
     return 0
 
 
