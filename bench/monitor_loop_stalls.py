@@ -173,7 +173,7 @@ class LoopTimer:
                 timer.by_kind[kind].append(elapsed)
                 timer.cpu_by_kind[kind].append(time.thread_time() - cpu)
 
-        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign, assignment]
 
     def uninstall(self) -> None:
         from aiokafka.conn import AIOKafkaConnection
