@@ -1,7 +1,9 @@
-"""How long the idle monitor holds its event loop at fleet scale: the longest stretches of work, and their owners.
+"""How long the monitor holds its event loop at fleet scale, idle and under live ingest: the longest stretches of
+work, and their owners.
 
     .venv/bin/python bench/monitor_loop_stalls.py [--groups 2000] [--partitions 50000] [--big-groups 10]
                                                   [--seconds 30] [--top 12] [--broker-dir DIR]
+                                                  [--live SECONDS] [--commit-interval 5] [--pin]
 
 Run it with ``PYTHONPATH=<tree>`` to measure that tree's code (else the installed checkout's is imported).
 
@@ -14,21 +16,35 @@ storage and a refresh has passed, for ``--seconds`` nothing commits and nobody a
 
 - a ticker asks the loop to wake it every millisecond (``call_later``): how late each wake-up is, which is how
   long a request arriving at that moment would wait before the loop even reads it (the longest, p99.9, p99);
-- every callback the loop runs is timed (``asyncio.events.Handle._run`` wrapped): the longest ones, each named
+- every callback the loop runs is timed (``asyncio.events.Handle._run`` wrapped), in wall time and in the loop
+  thread's CPU time (``time.thread_time``: a stretch much longer than its CPU waited for the core, another
+  process's, or for the GIL, another thread's): those over 2 ms, the most CPU-costly kinds first, each named
   by the coroutine of its task (a task step is one stretch of work between two awaits); within them, the
   answers aiokafka's connections decode (``AIOKafkaConnection._handle_frame``, named ``decode`` and the
   request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
-  run inside whatever callback allocated last;
+  run inside whatever callback allocated last; every collector pass's CPU is also summed by generation;
 - CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period;
-- with ``--cpu-only``, no ticker and no callback timing (their own CPU is 0.3-0.5 s per refresh period): the
-  CPU seconds are then the monitor's alone;
-- with ``--census``, after the idle period: the objects the collector tracks, by generation and by type (the
+- with ``--cpu-only``, no ticker and no callback timing in the idle period (their own CPU is 0.3-0.5 s per
+  refresh period): the CPU seconds are then the monitor's alone;
+- with ``--census``, after the idle period (or the live one, then also the kinds of the cyclic garbage a full
+  pass finds): the objects the collector tracks, by generation and by type (the
   most numerous), and how long a full pass (``gc.collect(2)``) takes then, three times.
 
+With ``--live SECONDS``, after the idle period, as many seconds of live ingest (``monitor_fleet_daemon``'s live
+phase): every fleet group but the big ones commits all its partitions every ``--commit-interval`` seconds,
+through broker/client.py from a process of its own, while a client in another process asks each big group's
+``/status`` and ``/lag`` in turn over HTTP, every request a cache miss (a group is asked again only after
+expire-cache has passed); the answers' p50 / p99 / p99.9 / max are printed with the loop's wake-up lateness and
+its longest callbacks by owner over the same seconds. ``--seconds 0`` skips the idle period.
+
+With ``--pin`` this process (the monitor and its threads) runs on CPU 0 alone, and the broker, the committing
+process and the HTTP client on CPU 1 (``sched_setaffinity``, every thread), so the figures are the monitor's
+code's rather than the scheduler's sharing of two cores between them.
+
 As ``burrowpy serve`` does, the live objects are frozen out of the collector's full passes
-(``burrowpy.daemon.GarbageFreezer``), here just before the idle period (serve: a minute after the start, then
-every 15 minutes); that refreeze's own full pass is timed and printed. ``--no-freeze`` leaves the collector as
-it was before the freezer.
+(``burrowpy.daemon.GarbageFreezer``, started as serve starts it): its first refreeze just before the idle period
+(serve: a minute after the start), then on its schedule (a freeze of the young generations every 30 s); that
+refreeze's own full pass is printed. ``--no-freeze`` leaves the collector as it was before the freezer.
 """
 
 from __future__ import annotations
@@ -36,10 +52,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import shlex
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -50,9 +66,7 @@ import structlog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from harness import BrokerProcess  # noqa: E402
-from monitor_fleet_daemon import INTERVALS, Fleet, fleet_arguments  # noqa: E402
-from monitor_ingest import OFFSETS_PARTITIONS, fill, prepare_topics  # noqa: E402
+from monitor_fleet_daemon import INTERVALS, Fleet, fleet_arguments, fleet_on_our_broker  # noqa: E402
 
 from burrowpy.config import parse_config  # noqa: E402
 from burrowpy.daemon import GarbageFreezer, Monitor, tune_garbage_collector  # noqa: E402
@@ -60,6 +74,29 @@ from burrowpy.protocol import FetchConsumers  # noqa: E402
 
 OFFSET_REFRESH = 10
 TICK_S = 0.001
+EXPIRE_CACHE_S = 1
+MONITOR_CPU, LOAD_CPU = 0, 1  # with --pin
+
+# The live ingest's committing clients, a process of their own: monitor_fleet_daemon's live_commits for SECONDS.
+COMMITTER = r"""
+import asyncio, json, sys
+paths, bootstrap, shape, seconds, interval, connections = json.loads(sys.argv[1])
+sys.path[:0] = paths
+from monitor_fleet_daemon import Fleet, live_commits
+
+async def main() -> int:
+    stop, sent = asyncio.Event(), [0]
+    committing = asyncio.create_task(live_commits(bootstrap, Fleet.generate(*shape), interval, connections, stop,
+                                                  sent))
+    await asyncio.wait([committing], timeout=seconds)
+    stop.set()  # the committers end after their current commit, or now if they sleep until their next
+    await asyncio.wait([committing], timeout=1)
+    committing.cancel()
+    await asyncio.gather(committing, return_exceptions=True)
+    return sent[0]
+
+print(asyncio.run(main()), flush=True)
+"""
 
 
 def describe(handle: asyncio.Handle) -> str:
@@ -78,6 +115,10 @@ class LoopTimer:
     def __init__(self) -> None:
         self.longest: list[tuple[float, str]] = []
         self.by_kind: dict[str, list[float]] = defaultdict(list)
+        # the thread CPU time of each of those (same order): a stretch much longer than its CPU waited for the
+        # GIL (a thread of this process) or for the core (another process)
+        self.cpu_by_kind: dict[str, list[float]] = defaultdict(list)
+        self.gc_cpu: dict[int, list[float]] = {0: [], 1: [], 2: []}  # every pass's thread CPU, by generation
         self.recording = False
         self._original: Any = None
         self._handle_frame: Any = None
@@ -95,22 +136,26 @@ class LoopTimer:
                 handle_frame(connection, frame)
                 return
             request = connection._requests[0][1]
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             handle_frame(connection, frame)
             elapsed = time.perf_counter() - started
             if elapsed > 0.002:
                 timer.by_kind[f"decode {type(request).__name__}"].append(elapsed)
+                timer.cpu_by_kind[f"decode {type(request).__name__}"].append(time.thread_time() - cpu)
 
         AIOKafkaConnection._handle_frame = timed_frame  # type: ignore[method-assign]
         collecting: list[float] = []
 
         def gc_pass(phase: str, info: dict[str, int]) -> None:
             if phase == "start":
-                collecting[:] = [time.perf_counter()]
+                collecting[:] = [time.perf_counter(), time.thread_time()]
             elif collecting and timer.recording:
+                timer.gc_cpu[info["generation"]].append(time.thread_time() - collecting[1])
                 elapsed = time.perf_counter() - collecting[0]
                 if elapsed > 0.002:
                     timer.by_kind[f"gc generation {info['generation']}"].append(elapsed)
+                    timer.cpu_by_kind[f"gc generation {info['generation']}"].append(
+                        time.thread_time() - collecting[1])
 
         self._gc_pass = gc_pass
         gc.callbacks.append(gc_pass)
@@ -119,14 +164,15 @@ class LoopTimer:
             if not timer.recording:
                 original(handle)
                 return
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             original(handle)
             elapsed = time.perf_counter() - started
             if elapsed > 0.002:
                 kind = describe(handle)
                 timer.by_kind[kind].append(elapsed)
+                timer.cpu_by_kind[kind].append(time.thread_time() - cpu)
 
-        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign, assignment]
 
     def uninstall(self) -> None:
         from aiokafka.conn import AIOKafkaConnection
@@ -185,13 +231,92 @@ class MetadataCost:
         cluster_kafka.partition_leaders = timed_leaders  # type: ignore[assignment]
 
 
+def pin(pid: int, cpu: int) -> None:
+    """Run every thread of process ``pid`` on ``cpu`` alone (threads it starts later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), {cpu})
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+
+
+def percentiles_ms(samples: list[float]) -> dict[str, float]:
+    """p50 / p99 / p99.9 / max of times in seconds, in ms."""
+    ordered = sorted(samples)
+    at = lambda share: ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000  # noqa: E731
+    return {"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": ordered[-1] * 1000, "count": len(ordered)}
+
+
+class Window:
+    """What the loop did over a span: its wake-ups' lateness (the ticker), its longest callbacks by owner
+    (:class:`LoopTimer`) and this process's CPU."""
+
+    def __init__(self, timer: LoopTimer, ticking: bool = True) -> None:
+        """``ticking`` False: the CPU alone (no ticker, and the callbacks not timed)."""
+        self.timer = timer
+        self.ticking = ticking
+        self.lateness: list[float] = []
+        self._stop = asyncio.Event()
+        self._tick: asyncio.Task[None] | None = None
+        self._cpu = 0.0
+        self._began = 0.0
+
+    def open(self) -> None:
+        self.timer.by_kind.clear()
+        self.timer.cpu_by_kind.clear()
+        for passes in self.timer.gc_cpu.values():
+            passes.clear()
+        self._tick = asyncio.create_task(ticker(self.lateness, self._stop) if self.ticking else self._stop.wait())
+        self.timer.recording = self.ticking
+        self._cpu, self._began = time.process_time(), time.monotonic()
+
+    async def close(self) -> dict[str, Any]:
+        cpu, seconds = time.process_time() - self._cpu, time.monotonic() - self._began
+        self.timer.recording = False
+        self._stop.set()
+        assert self._tick is not None
+        await self._tick
+        kinds = sorted(((max(times), max(self.timer.cpu_by_kind[kind]), len(times), sum(times),
+                         sum(self.timer.cpu_by_kind[kind]), kind) for kind, times in self.timer.by_kind.items()),
+                       key=lambda row: row[1], reverse=True)
+        return {"seconds": seconds, "cpu_s": cpu, "late_ms": percentiles_ms(self.lateness) if self.lateness else None, "kinds": kinds,
+                "gc": {generation: list(cpu) for generation, cpu in self.timer.gc_cpu.items()}}
+
+
+async def live_ingest(bootstrap: str, port: int, fleet: Fleet, shape: tuple[int, int, int, int], seconds: float,
+                      interval: float, connections: int, pinned: bool, timer: LoopTimer) -> dict[str, Any]:
+    """``seconds`` of live commits from one process while a client process times the big groups' answers."""
+    from monitor_fleet_daemon import CLIENT
+
+    prefix = ["taskset", "-c", str(LOAD_CPU)] if pinned else []
+    paths = [str(ROOT / "bench"), str(ROOT / "tests" / "integration")]
+    committer = await asyncio.create_subprocess_exec(
+        *prefix, sys.executable, "-c", COMMITTER,
+        json.dumps([paths, bootstrap, shape, seconds, interval, connections]), stdout=asyncio.subprocess.PIPE)
+    window = Window(timer)
+    window.open()
+    partitions = fleet.groups[fleet.big[0]][1]
+    client = await asyncio.create_subprocess_exec(
+        *prefix, sys.executable, "-c", CLIENT, json.dumps({"burrowpy": port}), ",".join(fleet.big), str(partitions),
+        str(seconds), str(EXPIRE_CACHE_S + 0.1), stdout=asyncio.subprocess.PIPE)
+    answers, _ = await client.communicate()
+    sent, _ = await committer.communicate()
+    figures = await window.close()
+    if client.returncode or committer.returncode:
+        raise RuntimeError(f"the HTTP client (exit status {client.returncode}) or the committer "
+                           f"({committer.returncode}) failed")
+    times = json.loads(answers)["burrowpy"]
+    return figures | {"commits_per_s": int(sent) / figures["seconds"],
+                      "status_ms": percentiles_ms(times["status"]), "lag_ms": percentiles_ms(times["lag"])}
+
+
 def config(bootstrap: str, port: int) -> dict[str, Any]:
     return {
         "general": {"pidfile": ""},
         "logging": {"level": "error"},
         "httpserver": {"default": {"address": f"127.0.0.1:{port}"}},
         "storage": {"default": {"class-name": "inmemory", "intervals": INTERVALS}},
-        "evaluator": {"default": {"class-name": "caching", "expire-cache": 1}},
+        "evaluator": {"default": {"class-name": "caching", "expire-cache": EXPIRE_CACHE_S}},
         "cluster": {"local": {"class-name": "kafka", "servers": [bootstrap], "offset-refresh": OFFSET_REFRESH,
                               "topic-refresh": 60}},
         "consumer": {"local": {"class-name": "kafka", "cluster": "local", "servers": [bootstrap]}},
@@ -221,20 +346,24 @@ def census(top: int) -> list[str]:
 
 
 async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True,
-                  ticking: bool = True) -> dict[str, Any]:
+                  live: dict[str, Any] | None = None, ticking: bool = True) -> dict[str, Any]:
+    """The idle period's figures (and with ``live``, the keyword arguments of :func:`live_ingest` but the ones
+    given here, the live period's after it); ``ticking`` False: the idle period's CPU alone (``--cpu-only``)."""
     from harness import free_port
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    monitor = Monitor(parse_config(config(bootstrap, free_port()), "burrowpy.yaml", {}), structlog.get_logger())
+    port = free_port()
+    monitor = Monitor(parse_config(config(bootstrap, port), "burrowpy.yaml", {}), structlog.get_logger())
     timer = LoopTimer()
-    if ticking:
+    timed = ticking or live is not None  # (the wrapped callbacks cost CPU even when not recording)
+    if timed:
         timer.install()
     metadata_cost = MetadataCost()
     metadata_cost.install()
-    lateness: list[float] = []
-    stop = asyncio.Event()
+    freezer = GarbageFreezer(structlog.get_logger(), first_s=0)
     started = time.monotonic()
     await monitor.start()
+    live_figures = None
     try:
         ctx = monitor.ctx
         wanted = set(fleet.groups) | set(fleet.markers)
@@ -248,36 +377,80 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         read_s = time.monotonic() - started
         print(f"every commit read: {read_s:.1f} s after start", flush=True)
         await asyncio.sleep(OFFSET_REFRESH + 1)  # a refresh with every commit in storage, and a sampler round
-        freezer = GarbageFreezer(structlog.get_logger(), first_s=0)
         refreeze_ms: float | None = None
         if freeze:
-            began = time.perf_counter()
-            freezer.refreeze()  # what serve's freezer does a minute after the start, then every 15 minutes
-            refreeze_ms = (time.perf_counter() - began) * 1000
-        tick = asyncio.create_task(ticker(lateness, stop) if ticking else stop.wait())
-        timer.recording = metadata_cost.recording = True
-        cpu = time.process_time()
+            # serve's freezer: its first refreeze now (serve: a minute after the start), then on its schedule
+            freezer.start()
+            while freezer.refreezes < 1:
+                await asyncio.sleep(0.01)
+            refreeze_ms = getattr(freezer, "last_refreeze_ms", None)  # (not timed by the freezer before w10/1)
+        window = Window(timer, ticking)
+        window.open()
+        metadata_cost.recording = True
         await asyncio.sleep(seconds)
-        cpu = time.process_time() - cpu
-        timer.recording = metadata_cost.recording = False
-        stop.set()
-        await tick
-        counted = census(top) if top else []
+        metadata_cost.recording = False
+        idle = await window.close()
+        if live is not None:
+            frozen_before = gc.get_freeze_count()
+            live_figures = await live_ingest(bootstrap, port, fleet, timer=timer, **live)
+            frozen_after = gc.get_freeze_count()
+            # what of it was cyclic garbage, kept frozen (or unwalked) until the freezer's next refreeze
+            gc.unfreeze()
+            if top:
+                gc.set_debug(gc.DEBUG_SAVEALL)  # the garbage found is kept in gc.garbage, to be counted
+            garbage_after = gc.collect()
+            gc.set_debug(0)
+            garbage_kinds: dict[str, int] = defaultdict(int)
+            for obj in gc.garbage:
+                garbage_kinds[f"{type(obj).__module__}.{type(obj).__qualname__}"] += 1
+            gc.garbage.clear()
+            gc.freeze()
+        counted = census(top) if top else []  # after the live period if there is one
     finally:
-        if ticking:
+        if timed:
             timer.uninstall()
+        await freezer.stop()
         gc.unfreeze()
         await monitor.stop()
-    lateness.sort()
-    lateness = lateness or [0.0]
-    kinds = sorted(((max(times), len(times), sum(times), kind) for kind, times in timer.by_kind.items()),
-                   reverse=True)
-    return {"read_s": read_s, "cpu_per_refresh_s": cpu / (seconds / OFFSET_REFRESH), "ticks": len(lateness),
-            "late_max_ms": lateness[-1] * 1000, "late_p999_ms": lateness[int(0.999 * len(lateness))] * 1000,
-            "late_p99_ms": lateness[int(0.99 * len(lateness))] * 1000,
-            "late_p50_ms": lateness[len(lateness) // 2] * 1000, "kinds": kinds, "census": counted,
-            "refreeze_ms": refreeze_ms, "metadata_decodes": metadata_cost.decodes,
-            "metadata_passes": metadata_cost.passes}
+    if live_figures is not None:
+        live_figures["young_freezes"] = getattr(freezer, "young_freezes", 0)
+        live_figures["frozen"] = (frozen_before, frozen_after, garbage_after)
+        live_figures["garbage_kinds"] = sorted(garbage_kinds.items(), key=lambda item: -item[1])[:top]
+    return {"read_s": read_s, "cpu_per_refresh_s": idle["cpu_s"] / (seconds / OFFSET_REFRESH) if seconds else 0.0,
+            "idle": idle, "census": counted, "refreeze_ms": refreeze_ms, "metadata_decodes": metadata_cost.decodes,
+            "metadata_passes": metadata_cost.passes, "live": live_figures}
+
+
+def print_kinds(kinds: list[tuple[float, float, int, float, float, str]], top: int) -> None:
+    print("callbacks over 2 ms, by what they run, the most CPU-costly first: the longest one's thread CPU and the "
+          "longest wall time, count, total CPU and wall time:")
+    for longest, longest_cpu, count, total, total_cpu, kind in kinds[:top]:
+        print(f"  {longest_cpu * 1000:8.1f} ms CPU ({longest * 1000:7.1f} wall)  {count:6d}  {total_cpu:7.3f} s CPU "
+              f"({total:7.3f} wall)  {kind}")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far (VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def gc_line(figures: dict[str, Any]) -> str:
+    """Every collector pass of the window by generation: count, thread CPU in all and of the longest."""
+    passes = figures["gc"]
+    return "collector passes (all): " + "; ".join(
+        f"generation {generation}: {len(cpu)}, {sum(cpu) * 1000:.0f} ms CPU, longest {max(cpu, default=0) * 1000:.1f}"
+        for generation, cpu in sorted(passes.items()))
+
+
+def late(figures: dict[str, Any]) -> str:
+    late_ms = figures["late_ms"]
+    if late_ms is None:
+        return "loop wake-ups not timed (--cpu-only)"
+    return (f"loop wake-ups ({late_ms['count']:,}) late by p50 {late_ms['p50']:.1f} / p99 {late_ms['p99']:.1f} / "
+            f"p99.9 {late_ms['p999']:.1f} / max {late_ms['max']:.1f} ms")
 
 
 def main() -> int:
@@ -294,46 +467,65 @@ def main() -> int:
                         "0.3-0.5 s of CPU per refresh period themselves: the monitor's own CPU")
     parser.add_argument("--broker-dir", type=Path, help="keep the broker's data here; a directory that holds it "
                         "from an earlier run with the same fleet is used as it is (the fleet is not made again)")
+    parser.add_argument("--live", type=float, default=0.0, metavar="SECONDS",
+                        help="after the idle period, seconds of live ingest while a client times the big groups' "
+                             "/status and /lag")
+    parser.add_argument("--commit-interval", type=float, default=5.0,
+                        help="seconds between a group's live commits")
+    parser.add_argument("--pin", action="store_true", help=f"the monitor (this process) on CPU {MONITOR_CPU} alone; "
+                        f"the broker, the committing clients and the HTTP client on CPU {LOAD_CPU}")
     args = parser.parse_args()
     tune_garbage_collector()  # as burrowpy serve does
     fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
     print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
     print(f"fleet: {len(fleet.groups):,} groups, {fleet.partitions:,} partitions, load {os.getloadavg()[0]:.2f}",
           flush=True)
-    with tempfile.TemporaryDirectory(prefix="loop-stalls-") as tmp:
-        directory = args.broker_dir or Path(tmp)
-        made = (directory / "data").exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        broker = BrokerProcess(directory / "data", extra_config={
-            "max.partitions": fleet.partitions + 1000, "offsets.topic.num.partitions": OFFSETS_PARTITIONS})
-        broker.launch()
-        try:
-            broker.wait_ready(timeout=600)  # a broker of 50,000 partitions loads them first
-            if not made:
-                began = time.monotonic()
-                prepare_topics(broker.bootstrap, fleet.topics)
-                asyncio.run(fill(broker.bootstrap, fleet.groups, INTERVALS, args.connections, fleet.markers))
-                print(f"fleet made on the broker: {time.monotonic() - began:.1f} s", flush=True)
-            figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze,
-                                        not args.cpu_only))
-        finally:
-            broker.stop()
-    print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "
-          f"{figures['cpu_per_refresh_s']:.3f} s; loop wake-ups ({figures['ticks']:,}) late by p50 "
-          f"{figures['late_p50_ms']:.1f} / p99 {figures['late_p99_ms']:.1f} / p99.9 {figures['late_p999_ms']:.1f} / "
-          f"max {figures['late_max_ms']:.1f} ms")
-    decodes, passes = figures["metadata_decodes"], figures["metadata_passes"]
-    per_minute = 60 / args.seconds
-    print(f"whole-cluster Metadata: {len(decodes)} answers decoded ({sum(decodes):.3f} s CPU), "
-          f"{len(passes)} cluster-module passes ({sum(passes):.3f} s CPU); per minute "
-          f"{(sum(decodes) + sum(passes)) * per_minute:.3f} s CPU")
+    live = None
+    if args.live:
+        live = {"shape": (args.groups, args.partitions, args.big_groups, args.big_partitions), "seconds": args.live,
+                "interval": args.commit_interval, "connections": args.connections, "pinned": args.pin}
+    with fleet_on_our_broker(fleet, args.broker_dir, args.connections) as broker:
+        if args.pin:
+            assert broker.proc is not None
+            pin(broker.proc.pid, LOAD_CPU)
+            pin(os.getpid(), MONITOR_CPU)
+        figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze,
+                                      live, not args.cpu_only))
+    if args.seconds:
+        print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "
+              f"{figures['cpu_per_refresh_s']:.3f} s; {late(figures['idle'])}")
+        decodes, passes = figures["metadata_decodes"], figures["metadata_passes"]
+        per_minute = 60 / args.seconds
+        print(f"whole-cluster Metadata: {len(decodes)} answers decoded ({sum(decodes):.3f} s CPU), "
+              f"{len(passes)} cluster-module passes ({sum(passes):.3f} s CPU); per minute "
+              f"{(sum(decodes) + sum(passes)) * per_minute:.3f} s CPU")
+    if args.seconds:
+        print_kinds(figures["idle"]["kinds"], args.top)
+        print(gc_line(figures["idle"]))
     if figures["refreeze_ms"] is not None:
-        print(f"refreeze before the idle period (unfreeze, full pass, freeze): {figures['refreeze_ms']:.0f} ms")
-    print("longest callbacks over 2 ms, by what they run (longest, count, total):")
-    for longest, count, total, kind in figures["kinds"][:args.top]:
-        print(f"  {longest * 1000:8.1f} ms  {count:6d}  {total:7.3f} s  {kind}")
+        print(f"the first refreeze (unfreeze, full pass, freeze): {figures['refreeze_ms']:.0f} ms")
     for line in figures["census"]:
         print(line)
+    live_figures = figures["live"]
+    if live_figures is not None:
+        print(f"live ingest {live_figures['seconds']:.0f} s{' (pinned)' if args.pin else ''}, "
+              f"{live_figures['commits_per_s']:,.0f} commits/s, load {os.getloadavg()[0]:.2f} after: monitor CPU "
+              f"{live_figures['cpu_s'] / live_figures['seconds']:.0%} of a core; {late(live_figures)}; the freezer "
+              f"froze the young generations {live_figures['young_freezes']} times; frozen objects "
+              f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after, of which a refreeze then "
+              f"finds {live_figures['frozen'][2]:,} cyclic garbage; peak RSS "
+              f"{peak_rss_mib():,.0f} MiB")
+        for kind in ("status", "lag"):
+            answers = live_figures[f"{kind}_ms"]
+            print(f"/{kind} of a {fleet.groups[fleet.big[0]][1]:,}-partition group ({answers['count']} answers): "
+                  f"p50 {answers['p50']:.1f} / p99 {answers['p99']:.1f} / p99.9 {answers['p999']:.1f} / "
+                  f"max {answers['max']:.1f} ms")
+        print_kinds(live_figures["kinds"], args.top)
+        print(gc_line(live_figures))
+        if live_figures["garbage_kinds"]:
+            print("the cyclic garbage found after the live period, the most numerous kinds:")
+            for kind, count in live_figures["garbage_kinds"]:
+                print(f"  {count:9,d}  {kind}")
     return 0
 
 

@@ -139,11 +139,15 @@ class _EachClock:
 class TopicEvaluation:
     """One topic's partitions, evaluated: codes and figures per partition, objects made on demand."""
 
-    __slots__ = ("basis", "topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built")
+    # The basis's make, not the basis: a clock-free basis keeps its one evaluation (TopicBasis._fixed), and an
+    # evaluation holding its basis made a reference cycle of the two, which only the collector's full passes
+    # freed: under ingest thousands of bases a minute, the most of what those passes walked (bench/README.md,
+    # "Under live ingest: where the wait comes from").
+    __slots__ = ("make", "topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built")
 
     def __init__(self, basis: TopicBasis, codes: list[int], seconds: list[float | None],
                  forecasts: list[Forecast | None]) -> None:
-        self.basis = basis
+        self.make = basis.make
         self.topic = basis.topic
         self.codes = codes
         self.lags = basis.lags
@@ -158,7 +162,7 @@ class TopicEvaluation:
         built = self._built
         missing = [index for index in indexes if built[index] is None]
         if missing:
-            self.basis.make(self, missing, built)
+            self.make(self, missing, built)
         return cast("list[PartitionStatus]", [built[index] for index in indexes])  # make filled the missing
 
 

@@ -127,7 +127,7 @@ def test_each_status_from_the_columns():
     ]
     with columns_from(1):
         evaluated = assess_group("c", "g", {"t": parts}, NOW)
-    assert evaluated.topics[0].basis.make.__qualname__.startswith("_columns_basis")  # the arrays' path
+    assert evaluated.topics[0].make.__qualname__.startswith("_columns_basis")  # the arrays' path
     assert [p.status for p in evaluated.result().partitions] == [
         Status.OK, Status.WARN, Status.STALL, Status.REWIND, Status.STOP, Status.OK, Status.WARN]
     assert evaluated.status is Status.ERR
