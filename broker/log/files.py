@@ -6,9 +6,14 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 
 TEMP_SUFFIX = ".tmp"
 PRIVATE_MODE = 0o600
+# Writers of one file take turns (a lock per stripe of file names): two threads writing the same file at once
+# shared its temporary file, and the second's rename failed once the first had taken it (a producer snapshot
+# written by a roll's last step on the roller while the log closed).
+_WRITE_TURNS = tuple(threading.Lock() for _ in range(64))
 
 
 def fsync_directory(directory: str) -> None:
@@ -27,6 +32,13 @@ def write_atomically(path: str, data: bytes, *, durable: bool = True, private: b
     that are only hints (losing the update merely costs extra recovery work) skip that. ``private`` files
     (credentials, ACLs) are readable by their owner only, from the moment they exist.
     """
+    with _WRITE_TURNS[hash(path) % len(_WRITE_TURNS)]:
+        _write_and_rename(path, data, durable=durable, private=private)
+    if durable:
+        fsync_directory(os.path.dirname(path) or ".")
+
+
+def _write_and_rename(path: str, data: bytes, *, durable: bool, private: bool) -> None:
     temp = path + TEMP_SUFFIX
     if private:
         # A temporary file left by a crash keeps its old mode, and whoever opened it then could read on.
@@ -40,8 +52,6 @@ def write_atomically(path: str, data: bytes, *, durable: bool = True, private: b
             f.flush()
             os.fsync(f.fileno())
     os.replace(temp, path)
-    if durable:
-        fsync_directory(os.path.dirname(path) or ".")
 
 
 def read_int(path: str) -> int | None:
