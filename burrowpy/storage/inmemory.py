@@ -215,10 +215,13 @@ class InMemoryStorage:
             self._submit_groups(request)
             return
         worker = self._worker_for(request)
-        if worker is None:
-            return
+        if worker is not None:
+            self._queue(worker, request, _weight(request))
+
+    @staticmethod
+    def _queue(worker: _Worker, request: Any, weight: int) -> None:
         worker.backlog.append(request)
-        worker.weight += _weight(request)
+        worker.weight += weight
         if not worker.wakeup.is_set():
             worker.wakeup.set()
 
@@ -227,23 +230,17 @@ class InMemoryStorage:
         group is answered after the requests about it submitted before, as FetchConsumerIfChanged is."""
         if not self._running:
             raise RuntimeError(f"storage {self.name} is not running")
-        workers = self._workers
-        count = len(workers)
         cluster = request.cluster
         parts: dict[int, list[int]] = {}
         for index, group in enumerate(request.groups):
-            parts.setdefault(xxhash.xxh64_intdigest((cluster + group).encode()) % count, []).append(index)
+            parts.setdefault(self._worker_number(cluster + group), []).append(index)
         if not parts:
             _resolve(request.reply, [])
             return
         answers: list[Any] = [None] * len(request.groups)
         left = [len(parts)]
         for number, indexes in parts.items():
-            worker = workers[number]
-            worker.backlog.append(_GroupsPart(request, indexes, answers, left))
-            worker.weight += len(indexes)
-            if not worker.wakeup.is_set():
-                worker.wakeup.set()
+            self._queue(self._workers[number], _GroupsPart(request, indexes, answers, left), len(indexes))
 
     def submit_many(self, requests: Iterable[Any]) -> None:
         """``submit`` each request, in order. Cheaper for runs of requests about one group, which is how a
@@ -309,7 +306,11 @@ class InMemoryStorage:
             if isinstance(reply, asyncio.Future):
                 _resolve(reply, None)
             return None
-        return workers[xxhash.xxh64_intdigest(key.encode()) % len(workers)]
+        return workers[self._worker_number(key)]
+
+    def _worker_number(self, key: str) -> int:
+        """The worker of a group's or a topic's requests (``key``: the cluster's name and the group's or topic's)."""
+        return xxhash.xxh64_intdigest(key.encode()) % len(self._workers)
 
     async def _run_worker(self, worker: _Worker) -> None:
         backlog = worker.backlog

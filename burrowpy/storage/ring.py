@@ -168,13 +168,7 @@ class BrokerRing:
         self.since: int | None = None
 
     def add(self, offset: int, timestamp_ms: int = 0) -> None:
-        samples = self._samples
-        if samples and offset != samples[-2]:
-            self.since = timestamp_ms
-        if len(samples) == 2 * self.intervals:
-            del samples[:2]
-        samples.append(offset)
-        samples.append(timestamp_ms)
+        self.add_moved(offset, timestamp_ms)
 
     def add_moved(self, offset: int, timestamp_ms: int = 0) -> bool:
         """:meth:`add`, and whether the newest offset is not what it was (or there was none)."""
