@@ -14,7 +14,9 @@ millisecond on) so that no figure is the one before:
 - ``objects``: ``GroupEvaluation.result(showall)`` (the ``PartitionStatus`` objects);
 - ``json``: ``status_json`` of that result;
 - ``answer``: what the HTTP API's ``_status`` runs on a miss once it has the evaluation (its encoded body), and
-  ``miss``: ``evaluation`` and ``answer`` together, the loop's CPU for one cache-miss answer.
+  ``miss``: ``evaluation`` and ``answer`` together, the loop's CPU for one cache-miss answer;
+- ``after_change``: ``group_basis``, ``evaluation`` and ``answer`` of a new basis each time, the first answer after
+  the group's data changed (a basis is made again, and whatever is kept with one made again too).
 
 Medians and p90 over ``--repeat`` repetitions are printed (ms), with the basis's own cost (``group_basis``, once
 per change of the group's data) for scale.
@@ -110,7 +112,8 @@ async def main() -> None:
                                "group_basis": summary(basis_times)}
     clock = now_ms / 1000.0 + 0.3719  # a clock's fraction: lags in seconds to the millisecond
     for showall, name in ((False, "status"), (True, "lag")):
-        steps: dict[str, list[float]] = {"evaluation": [], "objects": [], "json": [], "answer": [], "miss": []}
+        steps: dict[str, list[float]] = {"evaluation": [], "objects": [], "json": [], "answer": [], "miss": [],
+                                         "after_change": []}
         for _ in range(args.repeat):
             for fresh in (False, True):
                 clock += 0.001
@@ -124,6 +127,11 @@ async def main() -> None:
                     objects, status = timed(lambda: evaluation.result(showall))  # noqa: B023
                     steps["objects"].append(objects)
                     steps["json"].append(timed(lambda: status_json(status))[0])  # noqa: B023
+        for _ in range(max(10, args.repeat // 10)):
+            clock += 0.001
+            started = time.thread_time()
+            answer_body(group_basis(topics).at(CLUSTER, GROUP, clock), showall)
+            steps["after_change"].append(time.thread_time() - started)
         assert evaluation.status.name == "ERR" and len(evaluation.result(False).partitions) == args.partitions
         results[name] = {step: summary(samples) for step, samples in steps.items()}
         gc.collect()

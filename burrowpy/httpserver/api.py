@@ -23,7 +23,7 @@ from burrowpy.evaluator.share import ShareGroupWindows, rule_settings
 from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
-from burrowpy.httpserver.status_json import status_json
+from burrowpy.httpserver.status_json import evaluation_json
 from burrowpy.httpserver.ui import browser_entry, mount_dashboard
 from burrowpy.httpserver.ui.trends import GroupTrends
 from burrowpy.protocol import (
@@ -309,11 +309,11 @@ def encoded_status(evaluation: GroupEvaluation, showall: bool) -> gojson.RawJSON
     # Every request for the group within expire-cache shares one evaluation, and so one encoding.
     body = evaluation.answers.get(showall)
     if body is None:
-        status = evaluation.result(showall)
         try:
-            body = evaluation.answers[showall] = gojson.RawJSON(status_json(status))
+            body = evaluation.answers[showall] = gojson.RawJSON(evaluation_json(evaluation, showall))
         except (TypeError, ValueError):
-            body = status.to_json()  # refused again by json_response, which answers as for any such body
+            # Refused again by json_response, which answers as for any such body.
+            body = evaluation.result(showall).to_json()
     return body  # type: ignore[no-any-return]
 
 
