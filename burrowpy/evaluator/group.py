@@ -27,6 +27,7 @@ from typing import Any, cast
 from burrowpy.evaluator.forecast import (
     Forecast,
     ForecastBasis,
+    each_rounded,
     forecast_at,
     forecast_basis,
     forecasts_from_rate_columns,
@@ -538,9 +539,10 @@ class _ColumnsClock:
         np = self.np
         codes = self.method_codes
         age = now_ms - np.where(codes == 1, now_ms, self.appended)  # caught up: the record is appended now
-        seconds: list[float | None] = [round(value, 3) if code else None for code, value in
-                                       zip(codes.tolist(), (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(),
-                                           strict=True)]
+        seconds: list[float | None] = each_rounded(np, np.where(age > 0.0, age, 0.0) / 1000.0, float)
+        if not codes.all():
+            for index in np.flatnonzero(codes == 0).tolist():
+                seconds[index] = None  # no figure
         forecasts: list[Forecast | None]
         if self.forecasts is not None:
             forecasts = [forecast_at(forecast, now_ms) if isinstance(forecast, ForecastBasis) else forecast
