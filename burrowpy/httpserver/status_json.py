@@ -11,7 +11,9 @@ always what it would write, and what it refuses is still refused.
 what a partition shows that no clock moves (its topic, number, owner, client id, first and last commit, lag,
 complete, lag-in-seconds method) is encoded once per evaluation basis and kept with it
 (:class:`burrowpy.evaluator.group.PartitionFields`), and an answer puts each listed partition's kept pieces
-between the figures of this evaluation (its status, lag in seconds, forecast), one join for the whole list.
+between the figures of this evaluation (its status, lag in seconds, forecast), one join for the whole list. The
+pieces are made when an answer lists at least a quarter of a topic's partitions (``/lag``, or ``/status`` of a
+topic in trouble); fewer (``maxlag``, a few problems) are written from their objects, as :func:`status_json` does.
 """
 
 from __future__ import annotations
@@ -156,6 +158,10 @@ def _kept_pieces(topic: TopicEvaluation) -> tuple[list[str], list[str], list[str
 
 def _topic_pieces(topic: TopicEvaluation, indexes: list[int] | None) -> list[str]:
     """The listed partitions of a topic (every one for None) as pieces to join, each after a comma."""
+    if topic.fields.encoded is None and indexes is not None and 4 * len(indexes) < len(topic.codes):
+        # A few of the topic's partitions (maxlag, a /status listing some problems): their objects, rather than
+        # every partition's pieces made (and kept) for them.
+        return ["," + partition_json(partition) for partition in topic.partitions(indexes)]
     heads, middles, tails = _kept_pieces(topic)
     codes, seconds, forecasts = topic.codes, topic.seconds, topic.forecasts
     if indexes is not None:

@@ -157,3 +157,19 @@ def test_the_columns_writer_writes_a_group_not_found_and_one_topic_in_ten_partit
     for showall in (False, True):
         assert evaluation_json(evaluation, showall) == gojson.dumps(evaluation.result(showall).to_json())
     assert evaluation.topics[0].fields.encoded is not None  # kept with the basis for its next evaluations
+
+
+def test_an_answer_listing_few_of_a_topics_partitions_keeps_no_pieces():
+    """/status of a healthy group lists none but maxlag: written from that one object, nothing made for the other
+    partitions; /lag lists them all and keeps the pieces for the next evaluations."""
+    window = array("q")
+    for order in range(10):
+        window.extend((1000 + order * 100, (NOW - 100 + order * 10) * 1000, NOW * 1000, 0, order))
+    parts = [ConsumerPartition(CommitWindow(window, 10), [1900 + n], n, f"host-{n}", "c", [NOW * 1000])
+             for n in range(60)]
+    evaluation = group.assess_group("c", "g", {"t": parts}, NOW + 0.5)
+    assert evaluation.status == Status.OK and evaluation.maxlag_at is not None
+    assert evaluation_json(evaluation, False) == gojson.dumps(evaluation.result(False).to_json())
+    assert evaluation.topics[0].fields.encoded is None
+    assert evaluation_json(evaluation, True) == gojson.dumps(evaluation.result(True).to_json())
+    assert evaluation.topics[0].fields.encoded is not None
