@@ -151,7 +151,8 @@ def _kept_pieces(topic: TopicEvaluation) -> tuple[list[str], list[str], list[str
                  for number, (owner, client_id) in enumerate(zip(owners, client_ids, strict=True))]
         middles = [_MIDDLE % (_offset(start), _offset(end), _value(lag), _value(complete))
                    for start, end, lag, complete in zip(starts, ends, topic.lags, completes, strict=True)]
-        tails = [_TAIL % _text(method) for method in topic.methods]
+        tail_of = {method: _TAIL % _text(method) for method in set(topic.methods)}  # a few methods: shared texts
+        tails = list(map(tail_of.__getitem__, topic.methods))
         kept = fields.encoded = (heads, middles, tails)
     return kept
 
