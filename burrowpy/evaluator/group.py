@@ -125,16 +125,22 @@ class PartitionFields:
     """What a topic's partitions show in an answer that no clock moves, for a writer that encodes an answer
     from the evaluation's columns rather than from status objects (``burrowpy.httpserver.status_json``).
 
-    ``read()`` gives every partition's owner, client id, complete, first and last commit (as the status
+    :meth:`read` gives every partition's owner, client id, complete, first and last commit (as the status
     objects have them); ``encoded`` is the writer's to keep what it made of them (and of the basis's topic,
     lags and methods), shared by every evaluation of one basis and let go with it. Neither holds the basis.
+    A module function and its arguments rather than a closure: a basis is made for every group that committed,
+    and each closure is a function and cells more for the collector's young passes to walk.
     """
 
-    __slots__ = ("read", "encoded")
+    __slots__ = ("_read", "_args", "encoded")
 
-    def __init__(self, read: Callable[[], PartitionColumns]) -> None:
-        self.read = read
+    def __init__(self, read: Callable[..., PartitionColumns], *args: Any) -> None:
+        self._read = read
+        self._args = args
         self.encoded: Any = None
+
+    def read(self) -> PartitionColumns:
+        return self._read(*self._args)
 
 
 class _EachClock:
@@ -382,27 +388,33 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
                                       partition.broker_times)
         forecasts.append(forecast)
 
-    def commits(index: int) -> tuple[ConsumerOffset | None, ConsumerOffset | None]:
-        where = at[index]
-        if isinstance(where, int):
-            values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
-            return commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
-        return where
-
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
         codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
         for index in indexes:
-            start, end = commits(index)
+            start, end = _each_commits(at, bounds, index)
             built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], lags[index], completes[index],
                                            start, end, owners[index], client_ids[index],
                                            seconds[index], methods[index], *(forecasts[index] or _NO_FORECAST))
 
-    def read() -> PartitionColumns:
-        starts, ends = zip(*map(commits, range(len(at))), strict=True)
-        return owners, client_ids, completes, list(starts), list(ends)
-
     return TopicBasis(topic, codes, stops, lags, methods, sum(1 for complete in completes if complete == 1.0),
-                      make, PartitionFields(read), _EachClock(appended, methods, forecasts))
+                      make, PartitionFields(_each_fields, owners, client_ids, completes, at, bounds),
+                      _EachClock(appended, methods, forecasts))
+
+
+def _each_commits(at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]], bounds: array[int], index: int
+                  ) -> tuple[ConsumerOffset | None, ConsumerOffset | None]:
+    """A partition's first and last commit as :func:`_each_basis` keeps them."""
+    where = at[index]
+    if isinstance(where, int):
+        values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
+        return commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
+    return where
+
+
+def _each_fields(owners: list[str], client_ids: list[str], completes: list[float],
+                 at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]], bounds: array[int]) -> PartitionColumns:
+    starts, ends = zip(*[_each_commits(at, bounds, index) for index in range(len(at))], strict=True)
+    return owners, client_ids, completes, list(starts), list(ends)
 
 
 # --- all partitions of a topic at once ---------------------------------------------------------------
@@ -508,11 +520,14 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
                                            client_ids[index], seconds[index], methods[index],
                                            *(forecasts[index] or _NO_FORECAST))
 
-    def read() -> PartitionColumns:
-        return (owners, client_ids, [1.0] * total, list(map(commit_from_values, bounds[:, 0, :].tolist())),
-                list(map(commit_from_values, bounds[:, 1, :].tolist())))
+    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make,
+                      PartitionFields(_columns_fields, owners, client_ids, bounds), clock)
 
-    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make, PartitionFields(read), clock)
+
+def _columns_fields(owners: list[str], client_ids: list[str], bounds: Any) -> PartitionColumns:
+    """:class:`PartitionFields` of :func:`_columns_basis` (every window full: complete 1)."""
+    return (owners, client_ids, [1.0] * len(owners), list(map(commit_from_values, bounds[:, 0, :].tolist())),
+            list(map(commit_from_values, bounds[:, 1, :].tolist())))
 
 
 class _ColumnsClock:
