@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 CAUGHT_UP = "caught_up"
@@ -153,11 +153,23 @@ def forecasts_from_rate_columns(np: Any, current_lags: Sequence[int], consume: t
     falling = known & ~pace & ~catching
     codes = np.where(behind, np.where(pace, 2, 1), 0)
     forecasts: list[Forecast | None] = list(map(_BY_CODE.__getitem__, codes.tolist()))
-    for index, seconds in zip(np.flatnonzero(catching).tolist(), catch_up_seconds[catching].tolist(), strict=True):
-        forecasts[index] = Forecast(CATCHING_UP, round(seconds, 3))
-    for index, growth in zip(np.flatnonzero(falling).tolist(), (-net_rate[falling]).tolist(), strict=True):
-        forecasts[index] = Forecast(FALLING_BEHIND, None, round(growth, 3))
+    for index, forecast in zip(np.flatnonzero(catching).tolist(), each_rounded(
+            np, catch_up_seconds[catching], lambda seconds: Forecast(CATCHING_UP, seconds)), strict=True):
+        forecasts[index] = forecast
+    for index, forecast in zip(np.flatnonzero(falling).tolist(), each_rounded(
+            np, -net_rate[falling], lambda growth: Forecast(FALLING_BEHIND, None, growth)), strict=True):
+        forecasts[index] = forecast
     return forecasts
+
+
+def each_rounded(np: Any, values: Any, make: Callable[[float], Any]) -> list[Any]:
+    """``[make(round(value, 3)) for value in values.tolist()]`` (a 1-d array), with each distinct value rounded and
+    made once (the partitions of a topic often share their figures) and so shared by the partitions that have it."""
+    if len(values) < 16:
+        return [make(round(value, 3)) for value in values.tolist()]
+    distinct, where = np.unique(values, return_inverse=True)
+    made = [make(round(value, 3)) for value in distinct.tolist()]
+    return list(map(made.__getitem__, where.tolist()))
 
 
 def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
@@ -171,12 +183,13 @@ def group_forecast(forecasts: Iterable[Forecast | None]) -> Forecast | None:
     slowest: Forecast | None = None
     slowest_rank = -1
     growth = 0.0
+    slowness = _SLOWNESS
     for forecast in forecasts:
-        state = forecast.state if forecast is not None else None
-        rank = _SLOWNESS[state]
-        if state == FALLING_BEHIND:
-            growth += _growth(forecast)
-        if rank > slowest_rank or (rank == slowest_rank and state == CATCHING_UP
+        state = forecast[0] if forecast is not None else None
+        rank = slowness[state]
+        if rank == 4:  # falling behind: its growth, summed in order (the same float sum as ever)
+            growth += forecast[2]  # type: ignore[index, operator]  # a falling-behind one has it
+        if rank > slowest_rank or (rank == slowest_rank and rank == 1
                                    and _catch_up_seconds(forecast) > _catch_up_seconds(slowest)):
             slowest, slowest_rank = forecast, rank
     if slowest is not None and slowest.state == FALLING_BEHIND:
@@ -227,11 +240,6 @@ def _value_at(when: float, values: Sequence[int], times: Sequence[int], count: i
         return values[index]
     share = (when - before_time) / (after_time - before_time)
     return values[index - 1] + share * (values[index] - values[index - 1])
-
-
-def _growth(forecast: Forecast | None) -> float:
-    assert forecast is not None and forecast.falling_behind_per_second is not None  # a falling-behind one has it
-    return forecast.falling_behind_per_second
 
 
 def _catch_up_seconds(forecast: Forecast | None) -> float:

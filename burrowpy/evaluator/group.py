@@ -27,6 +27,7 @@ from typing import Any, cast
 from burrowpy.evaluator.forecast import (
     Forecast,
     ForecastBasis,
+    each_rounded,
     forecast_at,
     forecast_basis,
     forecasts_from_rate_columns,
@@ -70,12 +71,12 @@ class TopicBasis:
     seconds and the forecasts are finished from at a time (:meth:`at`).
     """
 
-    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "clock", "_fixed")
+    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "fields", "clock", "_fixed")
 
     def __init__(self, topic: str, codes: list[int], stops: list[tuple[int, int]], lags: list[int],
                  methods: list[str | None], complete_count: int,
                  make: Callable[[TopicEvaluation, list[int], list[PartitionStatus | None]], None],
-                 clock: _EachClock | _ColumnsClock) -> None:
+                 fields: PartitionFields, clock: _EachClock | _ColumnsClock) -> None:
         self.topic = topic
         self.codes = codes  # while not stopped, before the max-lag-seconds WARN
         self.stops = stops  # (index, time in ms after which it has stopped) of each partition that can stop
@@ -83,6 +84,7 @@ class TopicBasis:
         self.methods = methods
         self.complete_count = complete_count
         self.make = make  # fills in the status objects of these partitions from an evaluation of the topic
+        self.fields = fields
         self.clock = clock
         self._fixed: TopicEvaluation | None = None
 
@@ -116,6 +118,31 @@ class TopicBasis:
         return evaluation
 
 
+PartitionColumns = tuple[list[str], list[str], list[float], list[ConsumerOffset | None], list[ConsumerOffset | None]]
+
+
+class PartitionFields:
+    """What a topic's partitions show in an answer that no clock moves, for a writer that encodes an answer
+    from the evaluation's columns rather than from status objects (``burrowpy.httpserver.status_json``).
+
+    :meth:`read` gives every partition's owner, client id, complete, first and last commit (as the status
+    objects have them); ``encoded`` is the writer's to keep what it made of them (and of the basis's topic,
+    lags and methods), shared by every evaluation of one basis and let go with it. Neither holds the basis.
+    A module function and its arguments rather than a closure: a basis is made for every group that committed,
+    and each closure is a function and cells more for the collector's young passes to walk.
+    """
+
+    __slots__ = ("_read", "_args", "encoded")
+
+    def __init__(self, read: Callable[..., PartitionColumns], *args: Any) -> None:
+        self._read = read
+        self._args = args
+        self.encoded: Any = None
+
+    def read(self) -> PartitionColumns:
+        return self._read(*self._args)
+
+
 class _EachClock:
     """Lag in seconds and the forecasts of a topic's partitions, one by one (:func:`_each_basis`)."""
 
@@ -143,11 +170,13 @@ class TopicEvaluation:
     # evaluation holding its basis made a reference cycle of the two, which only the collector's full passes
     # freed: under ingest thousands of bases a minute, the most of what those passes walked (bench/README.md,
     # "Under live ingest: where the wait comes from").
-    __slots__ = ("make", "topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count", "_built")
+    __slots__ = ("make", "fields", "topic", "codes", "lags", "seconds", "methods", "forecasts", "complete_count",
+                 "_built")
 
     def __init__(self, basis: TopicBasis, codes: list[int], seconds: list[float | None],
                  forecasts: list[Forecast | None]) -> None:
         self.make = basis.make
+        self.fields = basis.fields
         self.topic = basis.topic
         self.codes = codes
         self.lags = basis.lags
@@ -170,7 +199,7 @@ class GroupEvaluation:
     """The outcome of one evaluation of a group, from which each kind of answer is built once."""
 
     __slots__ = ("cluster", "group", "status", "complete", "partition_count", "totallag", "max_lag_seconds",
-                 "forecast", "topics", "_maxlag", "_results", "answers")
+                 "forecast", "topics", "maxlag_at", "_results", "answers")
 
     def __init__(self, cluster: str, group: str, status: Status, complete: float,
                  topics: list[TopicEvaluation] | None = None, partition_count: int = 0,
@@ -182,7 +211,7 @@ class GroupEvaluation:
         self.complete = complete
         self.topics = topics or []
         self.partition_count = partition_count
-        self._maxlag = maxlag
+        self.maxlag_at = maxlag  # (topic evaluation, partition) of the largest current lag
         self.totallag = totallag
         self.max_lag_seconds = max_lag_seconds
         self.forecast = forecast
@@ -202,7 +231,7 @@ class GroupEvaluation:
             for topic in self.topics:
                 partitions += topic.partitions(range(len(topic.codes)) if showall else
                                                [index for index, code in enumerate(topic.codes) if code > _OK])
-            maxlag = self._maxlag[0].partitions((self._maxlag[1],))[0] if self._maxlag is not None else None
+            maxlag = self.maxlag_at[0].partitions((self.maxlag_at[1],))[0] if self.maxlag_at is not None else None
             forecast = self.forecast or _NO_FORECAST
             result = self._results[showall] = ConsumerGroupStatus(
                 self.cluster, self.group, self.status, self.complete, partitions, self.partition_count, maxlag,
@@ -362,20 +391,30 @@ def _each_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int
     def make(evaluation: TopicEvaluation, indexes: list[int], built: list[PartitionStatus | None]) -> None:
         codes, seconds, forecasts = evaluation.codes, evaluation.seconds, evaluation.forecasts
         for index in indexes:
-            where = at[index]
-            start: ConsumerOffset | None
-            end: ConsumerOffset | None
-            if isinstance(where, int):
-                values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
-                start, end = commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
-            else:
-                start, end = where
+            start, end = _each_commits(at, bounds, index)
             built[index] = PartitionStatus(topic, index, _BY_CODE[codes[index]], lags[index], completes[index],
                                            start, end, owners[index], client_ids[index],
                                            seconds[index], methods[index], *(forecasts[index] or _NO_FORECAST))
 
     return TopicBasis(topic, codes, stops, lags, methods, sum(1 for complete in completes if complete == 1.0),
-                      make, _EachClock(appended, methods, forecasts))
+                      make, PartitionFields(_each_fields, owners, client_ids, completes, at, bounds),
+                      _EachClock(appended, methods, forecasts))
+
+
+def _each_commits(at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]], bounds: array[int], index: int
+                  ) -> tuple[ConsumerOffset | None, ConsumerOffset | None]:
+    """A partition's first and last commit as :func:`_each_basis` keeps them."""
+    where = at[index]
+    if isinstance(where, int):
+        values = bounds[where:where + 2 * COMMIT_STRIDE].tolist()
+        return commit_from_values(values[:COMMIT_STRIDE]), commit_from_values(values[COMMIT_STRIDE:])
+    return where
+
+
+def _each_fields(owners: list[str], client_ids: list[str], completes: list[float],
+                 at: list[int | tuple[ConsumerOffset | None, ConsumerOffset | None]], bounds: array[int]) -> PartitionColumns:
+    starts, ends = zip(*[_each_commits(at, bounds, index) for index in range(len(at))], strict=True)
+    return owners, client_ids, completes, list(starts), list(ends)
 
 
 # --- all partitions of a topic at once ---------------------------------------------------------------
@@ -481,7 +520,14 @@ def _columns_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: 
                                            client_ids[index], seconds[index], methods[index],
                                            *(forecasts[index] or _NO_FORECAST))
 
-    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make, clock)
+    return TopicBasis(topic, codes.tolist(), stops, current_lags, methods, total, make,
+                      PartitionFields(_columns_fields, owners, client_ids, bounds), clock)
+
+
+def _columns_fields(owners: list[str], client_ids: list[str], bounds: Any) -> PartitionColumns:
+    """:class:`PartitionFields` of :func:`_columns_basis` (every window full: complete 1)."""
+    return (owners, client_ids, [1.0] * len(owners), list(map(commit_from_values, bounds[:, 0, :].tolist())),
+            list(map(commit_from_values, bounds[:, 1, :].tolist())))
 
 
 class _ColumnsClock:
@@ -508,9 +554,10 @@ class _ColumnsClock:
         np = self.np
         codes = self.method_codes
         age = now_ms - np.where(codes == 1, now_ms, self.appended)  # caught up: the record is appended now
-        seconds: list[float | None] = [round(value, 3) if code else None for code, value in
-                                       zip(codes.tolist(), (np.where(age > 0.0, age, 0.0) / 1000.0).tolist(),
-                                           strict=True)]
+        seconds: list[float | None] = each_rounded(np, np.where(age > 0.0, age, 0.0) / 1000.0, float)
+        if not codes.all():
+            for index in np.flatnonzero(codes == 0).tolist():
+                seconds[index] = None  # no figure
         forecasts: list[Forecast | None]
         if self.forecasts is not None:
             forecasts = [forecast_at(forecast, now_ms) if isinstance(forecast, ForecastBasis) else forecast

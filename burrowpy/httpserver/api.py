@@ -18,11 +18,12 @@ from typing import Any
 from aiohttp import web
 
 from burrowpy.context import ApplicationContext
+from burrowpy.evaluator.group import GroupEvaluation
 from burrowpy.evaluator.share import ShareGroupWindows, rule_settings
 from burrowpy.httpauth import HttpAuthProfile, LoginThrottle, auth_middleware
 from burrowpy.httpserver import gojson
 from burrowpy.httpserver.metrics import render_metrics
-from burrowpy.httpserver.status_json import status_json
+from burrowpy.httpserver.status_json import evaluation_json
 from burrowpy.httpserver.ui import browser_entry, mount_dashboard
 from burrowpy.httpserver.ui.trends import GroupTrends
 from burrowpy.protocol import (
@@ -208,15 +209,7 @@ class BurrowApi:
         evaluation = await self.ctx.evaluator.evaluation(request.match_info["cluster"], request.match_info["group"])
         # Burrow answers an unknown group with the NOTFOUND status body, 404, and error false.
         code = 404 if evaluation.status == Status.NOTFOUND else 200
-        # Every request for the group within expire-cache shares one evaluation, and so one encoding.
-        body = evaluation.answers.get(showall)
-        if body is None:
-            status = evaluation.result(showall)
-            try:
-                body = evaluation.answers[showall] = gojson.RawJSON(status_json(status))
-            except (TypeError, ValueError):
-                body = status.to_json()  # refused again by json_response, which answers as for any such body
-        return ok(request, "consumer status returned", http_status=code, status=body)
+        return ok(request, "consumer status returned", http_status=code, status=encoded_status(evaluation, showall))
 
     async def consumer_status(self, request: web.Request) -> web.Response:
         return await self._status(request, showall=False)
@@ -309,6 +302,19 @@ class BurrowApi:
             if kind != "cluster":
                 table.append(("GET", f"/v3/config/{kind}/{{name}}", self._config_detail(kind)))
         return table
+
+
+def encoded_status(evaluation: GroupEvaluation, showall: bool) -> gojson.RawJSON | dict[str, Any]:
+    """The ``status`` object of ``/status`` (``showall`` False) or ``/lag`` of an evaluation, encoded."""
+    # Every request for the group within expire-cache shares one evaluation, and so one encoding.
+    body = evaluation.answers.get(showall)
+    if body is None:
+        try:
+            body = evaluation.answers[showall] = gojson.RawJSON(evaluation_json(evaluation, showall))
+        except (TypeError, ValueError):
+            # Refused again by json_response, which answers as for any such body.
+            body = evaluation.result(showall).to_json()
+    return body  # type: ignore[no-any-return]
 
 
 def _decode_level(body: str) -> str | None:

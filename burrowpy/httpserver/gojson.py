@@ -165,6 +165,9 @@ def format_float32(value: float) -> str:
 
 
 def _format_float32(value: float) -> str:
+    text = _short_decimal(value)
+    if text is not None:
+        return text
     if 0 < abs(value) < 1e21:  # the usual magnitudes: numpy's shortest float32 digits (Dragon4), in C
         global _numpy
         if _numpy is None:
@@ -175,6 +178,33 @@ def _format_float32(value: float) -> str:
         if 1e-6 <= abs(float(single)) < 1e21:  # Go's positional range, judged on the float32 as below
             return _numpy.format_float_positional(single, unique=True, trim="-")
     return _format_float32_digits(value)
+
+
+def _short_decimal(value: float) -> str | None:
+    """:func:`format_float32` of a float whose own shortest decimal (``repr``) is the float32's too, in Go's
+    notation; None when that is not sure (then the general way decides).
+
+    ``repr(value)`` reads back as ``value``, so it lies in the interval of reals that round to ``float32(value)``,
+    which is at most ``u`` wide (``u``: twice the float32 spacing at ``value``'s binary exponent). Any other decimal
+    with as few significant digits (or fewer) lies at least ``q`` from it, ``q`` the unit of its last digit, when
+    it is not below the power of ten under ``value``; when it is, ``value`` would have to be that power of ten
+    itself (it is a multiple of ``q`` above it, and closer than ``u`` < ``q``), a single digit, and the decimals
+    of one digit below it lie a tenth of it away. So when ``q`` exceeds ``u`` no other decimal that short reads
+    back as the float32: ``repr``'s digits are its shortest, which Go and numpy write. That covers the lags in
+    seconds (three decimals) below 8,192 s, and most figures of a few digits.
+    """
+    magnitude = abs(value)
+    if not 1e-4 <= magnitude < 1e15:  # repr is positional here, as Go is for float32s from 1e-6 to 1e21
+        return None
+    text = float.__repr__(value)
+    point = text.find(".")
+    if point < 0:  # never in this range; the general way for safety
+        return None
+    if text.endswith(".0"):
+        text, unit = text[:point], 1.0  # Go writes 12, not 12.0; the unit 1 is at most the last digit's
+    else:
+        unit = 10.0 ** (point + 1 - len(text))
+    return text if unit > math.ldexp(1.0, math.frexp(magnitude)[1] - 23) else None
 
 
 def _format_float32_digits(value: float) -> str:

@@ -40,3 +40,26 @@ def test_a_clock_free_basis_let_go_leaves_no_cyclic_garbage() -> None:
     finally:
         gc.enable()
     assert found == 0, f"{found} objects of cyclic garbage"
+
+
+def test_a_basis_let_go_with_its_answer_pieces_kept_leaves_no_cyclic_garbage() -> None:
+    """The pieces of JSON an answer keeps with a basis (PartitionFields) hold neither the basis nor its evaluations."""
+    from burrowpy.httpserver.status_json import evaluation_json
+
+    parts = [ConsumerPartition(part.offsets, [1900], 1900, f"host-{n}", "c", [NOW * 1000]) for n, part in
+             enumerate(caught_up(3))]  # with their broker offsets' times, which the array path needs
+    for make in (group._each_basis, lambda topic, parts, lag, minimum: group._columns_basis(topic, parts, lag)):
+        gc.collect()
+        gc.disable()
+        try:
+            topic = make("t", parts, 0, 0.0)
+            assert topic is not None
+            basis = group.GroupBasis([topic])
+            evaluation = basis.at("c", "g", NOW)
+            assert '"partition":2' in evaluation_json(evaluation, True)
+            assert basis.topics[0].fields.encoded is not None  # kept: else this proves nothing
+            del basis, evaluation
+            found = gc.collect()
+        finally:
+            gc.enable()
+        assert found == 0, f"{found} objects of cyclic garbage"

@@ -107,6 +107,30 @@ def test_the_numpy_float32_path_writes_what_the_digit_search_writes(value):
     assert format_float32(value) == expected
 
 
+# Decimals of every magnitude from 1e-4 to 1e15 with 0 to 8 decimals: many are shorter than float32 can tell apart.
+short_decimals = st.builds(lambda whole, fraction, power, digits: round((whole + fraction / 10**7) * 10.0**power, digits),
+                           st.integers(-(2**24), 2**24), st.integers(0, 10**7), st.integers(-10, 8), st.integers(0, 8))
+near_powers_of_ten = st.builds(lambda power, steps: math.nextafter(10.0 ** power, math.inf) if steps == 0 else
+                               10.0 ** power * (1 + steps * 2.0 ** -24), st.integers(-4, 14), st.integers(-3, 3))
+
+
+@settings(deadline=None, max_examples=1000)
+@given(short_decimals | near_powers_of_ten | st.floats(min_value=1e-5, max_value=1e16)
+       | st.builds(lambda ms: round(ms / 1000.0, 3), st.integers(0, 10**10)))
+def test_a_float_whose_repr_is_short_is_written_from_it_as_the_digit_search_writes_it(value):
+    text = gojson._short_decimal(value)
+    if text is not None:
+        assert text == gojson._format_float32_digits(value)
+
+
+def test_lags_in_seconds_below_8192_s_are_written_from_their_repr():
+    """The fast way is the one taken for the figures it is for (else the test above proves little)."""
+    for ms in (1, 999, 120_593, 999_999, 1_000_000, 4_095_999, 8_191_999):
+        assert gojson._short_decimal(round(ms / 1000.0, 3)) == gojson._format_float32_digits(ms / 1000.0)
+    assert gojson._short_decimal(0.1) == "0.1" and gojson._short_decimal(-12.0) == "-12"
+    assert gojson._short_decimal(1 / 3) is None and gojson._short_decimal(16_777_217.0) is None
+
+
 class Level(IntEnum):
     LOW = 1
 

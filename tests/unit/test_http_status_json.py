@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from array import array
 from enum import IntEnum
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from burrowpy.evaluator import group
 from burrowpy.httpserver import gojson
-from burrowpy.httpserver.status_json import status_json
-from burrowpy.protocol import ConsumerGroupStatus, ConsumerOffset, PartitionStatus, Status
+from burrowpy.httpserver.status_json import evaluation_json, status_json
+from burrowpy.protocol import (
+    NO_LAG,
+    CommitWindow,
+    ConsumerGroupStatus,
+    ConsumerOffset,
+    ConsumerPartition,
+    PartitionStatus,
+    Status,
+)
+from tests.examples import examples
 
 texts = st.text(max_size=12)  # Go's escapes (<, >, &, U+2028) and control characters among them
 floats = st.none() | st.floats(min_value=-1e30, max_value=1e30, allow_nan=False) | st.sampled_from([0.0, -0.0, 1.0, 0.1])
@@ -59,3 +71,105 @@ def test_float_texts_are_remembered_within_a_bound(monkeypatch):
     assert len(gojson._FLOAT_TEXT) <= 3
     with pytest.raises(ValueError):
         gojson.format_float32(float("nan"))
+
+
+# --- written from the evaluation's columns (status_json.evaluation_json) ------------------------------
+
+NOW = 1_700_000_000
+odd_texts = st.text(max_size=8) | st.sampled_from(["", "<a&b>", "\u2028\u2029", "ünïcødé", "\"q\"\\", "\x00\x1f"])
+
+
+@st.composite
+def group_partitions(draw, intervals, samples, packed, full):
+    """One partition as storage hands it over: a packed window (full or not) or a list of commits (lags None
+    among them), broker offsets around the newest commit, owners and client ids that need escapes."""
+    offset = draw(st.integers(0, 2**40))
+    timestamp = (NOW - 3_000) * 1000 + draw(st.integers(0, 600_000))
+    stored = intervals if full or draw(st.booleans()) else draw(st.integers(0, intervals))
+    commits = []
+    for order in range(stored):
+        offset = max(0, offset + draw(st.integers(-300, 600)))
+        timestamp += draw(st.integers(0, 120_000))
+        lag = draw(st.one_of(st.none(), st.integers(0, 5), st.integers(0, 10_000)))
+        commits.append(ConsumerOffset(offset, timestamp, timestamp + 7, lag, order))
+    window: Any
+    if packed:
+        slots = array("q")
+        for commit in commits:
+            slots.extend((*commit[:3], NO_LAG if commit.lag is None else commit.lag, commit.order))
+        window = CommitWindow(slots, intervals)
+    else:
+        window = [None] * (intervals - stored) + commits
+    broker = sorted(max(0, offset + draw(st.integers(-400, 800))) for _ in range(samples))
+    read_at = (NOW - 200) * 1000
+    times = []
+    for _ in broker:
+        read_at += draw(st.integers(0, 40_000))
+        times.append(read_at)
+    current_lag = max(0, broker[-1] - offset) if broker else draw(st.integers(0, 50))
+    return ConsumerPartition(window, broker, current_lag, draw(odd_texts), draw(odd_texts), times,
+                             draw(st.none() | st.integers((NOW - 900) * 1000, NOW * 1000)),
+                             draw(st.none() | st.integers((NOW - 900) * 1000, (NOW + 5) * 1000)))
+
+
+@st.composite
+def groups(draw):
+    intervals = draw(st.integers(1, 10))
+    samples = draw(st.integers(0, 4))
+    packed = draw(st.booleans())
+    full = draw(st.booleans())  # every window full: what the array path takes
+    topics = {}
+    for name in draw(st.lists(odd_texts, min_size=1, max_size=3, unique=True)):
+        count = draw(st.integers(1, 12))
+        topics[name] = draw(st.lists(group_partitions(intervals, samples, packed, full), min_size=count, max_size=count))
+    return topics
+
+
+@settings(max_examples=examples(400, 80), deadline=None)
+@given(groups(), st.sampled_from([1, 10**9]), st.lists(st.integers(0, 4_000), min_size=1, max_size=3),
+       st.sampled_from([0, 5]), st.sampled_from([0.0, 30.0]), st.booleans())
+def test_the_columns_writer_writes_what_the_general_encoder_writes(topics, columns_from, laters, allowed,
+                                                                   max_lag_seconds, status_first):
+    """Both ways through the rules (all partitions at once, or one by one), several evaluations of one basis (the
+    pieces kept with it are written again at each), /status and /lag in either order."""
+    saved = group.COLUMNS_FROM
+    group.COLUMNS_FROM = columns_from
+    try:
+        basis = group.group_basis(topics, allowed)
+    finally:
+        group.COLUMNS_FROM = saved
+    for later in laters:
+        evaluation = basis.at("cluster <&>", "grøup\u2028", NOW + later + 0.3719, max_lag_seconds)
+        for showall in (False, True) if status_first else (True, False):
+            assert evaluation_json(evaluation, showall) == gojson.dumps(evaluation.result(showall).to_json())
+
+
+def test_the_columns_writer_writes_a_group_not_found_and_one_topic_in_ten_partitions():
+    evaluation = group.not_found("c", "g")
+    assert evaluation_json(evaluation, False) == gojson.dumps(evaluation.result(False).to_json())
+    window = array("q")
+    for order in range(10):
+        window.extend((1000 + order * 100, (NOW - 100 + order * 10) * 1000, NOW * 1000, 5000 - order * 100, order))
+    parts = [ConsumerPartition(CommitWindow(window, 10), [6000], 4100, f"host-{n}", "c", [NOW * 1000])
+             for n in range(60)]
+    evaluation = group.assess_group("c", "g", {"t": parts}, NOW + 0.5)
+    assert evaluation.topics[0].fields.encoded is None
+    for showall in (False, True):
+        assert evaluation_json(evaluation, showall) == gojson.dumps(evaluation.result(showall).to_json())
+    assert evaluation.topics[0].fields.encoded is not None  # kept with the basis for its next evaluations
+
+
+def test_an_answer_listing_few_of_a_topics_partitions_keeps_no_pieces():
+    """/status of a healthy group lists none but maxlag: written from that one object, nothing made for the other
+    partitions; /lag lists them all and keeps the pieces for the next evaluations."""
+    window = array("q")
+    for order in range(10):
+        window.extend((1000 + order * 100, (NOW - 100 + order * 10) * 1000, NOW * 1000, 0, order))
+    parts = [ConsumerPartition(CommitWindow(window, 10), [1900 + n], n, f"host-{n}", "c", [NOW * 1000])
+             for n in range(60)]
+    evaluation = group.assess_group("c", "g", {"t": parts}, NOW + 0.5)
+    assert evaluation.status == Status.OK and evaluation.maxlag_at is not None
+    assert evaluation_json(evaluation, False) == gojson.dumps(evaluation.result(False).to_json())
+    assert evaluation.topics[0].fields.encoded is None
+    assert evaluation_json(evaluation, True) == gojson.dumps(evaluation.result(True).to_json())
+    assert evaluation.topics[0].fields.encoded is not None
