@@ -51,12 +51,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import gc
 import json
 import os
+import re
 import shlex
 import sys
+import tempfile
 import time
+import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 from monitor_fleet_daemon import INTERVALS, Fleet, fleet_arguments, fleet_on_our_broker  # noqa: E402
 
+from burrowpy import daemon  # noqa: E402
 from burrowpy.config import parse_config  # noqa: E402
 from burrowpy.daemon import GarbageFreezer, Monitor, tune_garbage_collector  # noqa: E402
 from burrowpy.protocol import FetchConsumers  # noqa: E402
@@ -345,8 +350,133 @@ def census(top: int) -> list[str]:
     return lines
 
 
+class MallocHeap(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (every arena summed)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+class MemoryReport:
+    """``--memory``: the process's memory at each phase of the run (:meth:`phase`), and what ``malloc_trim(0)``
+    gives back at each.
+
+    For each phase: VmRSS now and VmHWM since the previous phase (the peak is reset after each reading by writing
+    5 to ``/proc/self/clear_refs``), anonymous and file-backed resident memory (``smaps_rollup``), glibc's heaps
+    (``malloc_info``: the arenas, each thread that allocates has one, their size from the system and what of it
+    is free; and the blocks of 128 KiB or more malloc maps on their own), and the memory Python's allocators hold
+    (``sys._debugmallocstats`` is too long; ``tracemalloc`` with ``--tracemalloc N``: the current and peak traced
+    memory, and the N largest allocation sites by file:line, which costs a lot of CPU and memory itself).
+    """
+
+    def __init__(self, trace_frames: int, top: int, trim: bool) -> None:
+        self.libc = ctypes.CDLL("libc.so.6")
+        self.libc.fopen.restype = ctypes.c_void_p
+        self.libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        self.libc.fclose.argtypes = [ctypes.c_void_p]
+        self.libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        self.libc.mallinfo2.restype = MallocHeap
+        self.top = top
+        self.trim = trim
+        self.rows: list[dict[str, Any]] = []
+        self.tops: list[tuple[str, list[str]]] = []
+        self._start_snapshot: tracemalloc.Snapshot | None = None
+        self._highest_snapshot: tracemalloc.Snapshot | None = None
+        self._highest = 0
+        if trace_frames:
+            tracemalloc.start(trace_frames)
+
+    @staticmethod
+    def _status() -> dict[str, int]:
+        fields = {}
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads"):
+                fields[key] = int(value.split()[0])
+        return fields
+
+    def _heaps(self) -> tuple[int, int, int, int]:
+        """glibc's arenas: (count, bytes from the system, bytes free in them, bytes of separately mapped blocks)."""
+        with tempfile.NamedTemporaryFile(suffix=".xml") as file:
+            handle = self.libc.fopen(file.name.encode(), b"w")
+            self.libc.malloc_info(0, handle)
+            self.libc.fclose(handle)
+            text = Path(file.name).read_text()
+        heaps = text.count("<heap nr=")
+        tail = text[text.rindex("</heap>"):]  # the totals over every heap
+        system = int(re.search(r'<system type="current" size="(\d+)"', tail)[1])  # type: ignore[index]
+        free = sum(int(size) for size in re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"', tail))
+        mapped = int(re.search(r'<total type="mmap" count="\d+" size="(\d+)"', tail)[1])  # type: ignore[index]
+        return heaps, system, free, mapped
+
+    def phase(self, name: str) -> None:
+        """Read everything now, as phase ``name`` (its peak: since the previous phase); with ``trim``, also
+        what ``malloc_trim(0)`` then gives back (the reading itself is before the trim)."""
+        status = self._status()
+        heaps, system, free, mapped = self._heaps()
+        row: dict[str, Any] = {"phase": name, "rss": status["VmRSS"] / 1024, "hwm": status["VmHWM"] / 1024,
+                               "anon": status["RssAnon"] / 1024, "file": status["RssFile"] / 1024,
+                               "threads": status["Threads"], "arenas": heaps, "malloc_system": system / 2**20,
+                               "malloc_free": free / 2**20, "malloc_mapped": mapped / 2**20}
+        if tracemalloc.is_tracing():
+            current, peak = tracemalloc.get_traced_memory()
+            row["traced"], row["traced_peak"] = current / 2**20, peak / 2**20
+            snapshot = tracemalloc.take_snapshot().filter_traces(
+                [tracemalloc.Filter(False, tracemalloc.__file__)])
+            self.tops.append((name, [f"{stat.size / 2**20:8.1f} MiB {stat.count:9,d}  {stat.traceback[0]}"
+                                     for stat in snapshot.statistics("lineno")[:self.top]]))
+            if self._highest_snapshot is not None and self._start_snapshot is not None:
+                grew = self._highest_snapshot.compare_to(self._start_snapshot, "lineno")
+                self.tops.append((f"{name}: its highest sample ({self._highest / 2**20:.1f} MiB traced) against its "
+                                  f"start, the largest growth", [
+                                      f"{stat.size_diff / 2**20:+8.1f} MiB {stat.count_diff:+9,d}  {stat.traceback[0]}"
+                                      for stat in grew[:self.top]]))
+            self._start_snapshot = snapshot
+            self._highest, self._highest_snapshot = tracemalloc.get_traced_memory()[0], None
+            del snapshot
+            tracemalloc.reset_peak()
+        if self.trim:
+            self.libc.malloc_trim(0)
+            row["rss_trimmed"] = self._status()["VmRSS"] / 1024
+        self.rows.append(row)
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on: the next phase's peak
+
+    async def watch_peaks(self, every_s: float = 0.05, step: int = 4 << 20) -> None:
+        """With tracemalloc: every ``every_s`` of the loop, a snapshot whenever the traced memory is ``step`` above
+        the highest seen in this phase; each phase's highest is compared with the phase's start by file:line
+        (:meth:`phase`), which names what a transient peak held. Polled from the loop, so it sees what is held
+        across awaits (a fetch's answer, a decoded Metadata answer, an HTTP answer being written), not what one
+        callback allocates and frees."""
+        while True:
+            await asyncio.sleep(every_s)
+            current, _ = tracemalloc.get_traced_memory()
+            if current > self._highest + step:
+                self._highest = current
+                self._highest_snapshot = tracemalloc.take_snapshot()
+
+    def print(self) -> None:
+        print("memory by phase (MiB; peak: VmHWM since the phase before; malloc: glibc's arenas from the system, "
+              "free in them, and blocks mapped on their own; trimmed: VmRSS after malloc_trim(0)):")
+        traced = any("traced" in row for row in self.rows)
+        print(f"  {'phase':<28} {'RSS':>7} {'peak':>7} {'anon':>7} {'file':>6} {'thr':>4} {'arenas':>6} "
+              f"{'malloc':>7} {'free':>7} {'mapped':>7} {'trimmed':>8}" + (f" {'traced':>7} {'peak':>7}" if traced else ""))
+        for row in self.rows:
+            line = (f"  {row['phase']:<28} {row['rss']:7.1f} {row['hwm']:7.1f} {row['anon']:7.1f} {row['file']:6.1f} "
+                    f"{row['threads']:4d} {row['arenas']:6d} {row['malloc_system']:7.1f} {row['malloc_free']:7.1f} "
+                    f"{row['malloc_mapped']:7.1f} {row.get('rss_trimmed', 0):8.1f}")
+            if "traced" in row:
+                line += f" {row['traced']:7.1f} {row['traced_peak']:7.1f}"
+            print(line)
+        print(f"peak RSS over the run: {max(row['hwm'] for row in self.rows):.1f} MiB")
+        for name, lines in self.tops:
+            print(f"tracemalloc, the largest allocation sites at '{name}' (size, blocks, where):")
+            for line in lines:
+                print("  " + line)
+
+
 async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True,
-                  live: dict[str, Any] | None = None, ticking: bool = True) -> dict[str, Any]:
+                  live: dict[str, Any] | None = None, ticking: bool = True,
+                  memory: MemoryReport | None = None) -> dict[str, Any]:
     """The idle period's figures (and with ``live``, the keyword arguments of :func:`live_ingest` but the ones
     given here, the live period's after it); ``ticking`` False: the idle period's CPU alone (``--cpu-only``)."""
     from harness import free_port
@@ -362,7 +492,10 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
     metadata_cost.install()
     freezer = GarbageFreezer(structlog.get_logger(), first_s=0)
     started = time.monotonic()
+    watching = asyncio.create_task(memory.watch_peaks()) if memory and tracemalloc.is_tracing() else None
     await monitor.start()
+    if memory:
+        memory.phase("monitor started")
     live_figures = None
     try:
         ctx = monitor.ctx
@@ -376,7 +509,11 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             await asyncio.sleep(0.5)
         read_s = time.monotonic() - started
         print(f"every commit read: {read_s:.1f} s after start", flush=True)
+        if memory:
+            memory.phase("every commit read")
         await asyncio.sleep(OFFSET_REFRESH + 1)  # a refresh with every commit in storage, and a sampler round
+        if memory:
+            memory.phase("a refresh later")
         refreeze_ms: float | None = None
         if freeze:
             # serve's freezer: its first refreeze now (serve: a minute after the start), then on its schedule
@@ -390,9 +527,13 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
         await asyncio.sleep(seconds)
         metadata_cost.recording = False
         idle = await window.close()
+        if memory:
+            memory.phase(f"idle {seconds:.0f} s")
         if live is not None:
             frozen_before = gc.get_freeze_count()
             live_figures = await live_ingest(bootstrap, port, fleet, timer=timer, **live)
+            if memory:
+                memory.phase(f"live {live['seconds']:.0f} s")
             frozen_after = gc.get_freeze_count()
             # what of it was cyclic garbage, kept frozen (or unwalked) until the freezer's next refreeze
             gc.unfreeze()
@@ -407,6 +548,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             gc.freeze()
         counted = census(top) if top else []  # after the live period if there is one
     finally:
+        if watching is not None:
+            watching.cancel()
         if timed:
             timer.uninstall()
         await freezer.stop()
@@ -474,9 +617,25 @@ def main() -> int:
                         help="seconds between a group's live commits")
     parser.add_argument("--pin", action="store_true", help=f"the monitor (this process) on CPU {MONITOR_CPU} alone; "
                         f"the broker, the committing clients and the HTTP client on CPU {LOAD_CPU}")
+    parser.add_argument("--no-tune-malloc", action="store_true", help="leave glibc malloc as it is (burrowpy serve "
+                        "sets its mmap threshold and arena count: burrowpy.daemon.tune_malloc)")
+    parser.add_argument("--memory", action="store_true", help="the process's memory at each phase: RSS, peak, "
+                        "glibc's arenas (MemoryReport)")
+    parser.add_argument("--memory-trim", action="store_true", help="with --memory, malloc_trim(0) after each "
+                        "phase's reading, and the RSS after it (the phases after are then of a trimmed process)")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="TOP", help="with --memory, trace Python's "
+                        "allocations (from the start: costly) and list the TOP largest sites at each phase")
     args = parser.parse_args()
+    memory = MemoryReport(1 if args.tracemalloc else 0, args.tracemalloc, args.memory_trim) if args.memory else None
+    if memory:
+        memory.phase("imports (bench and burrowpy)")
     tune_garbage_collector()  # as burrowpy serve does
+    if not args.no_tune_malloc:
+        tuned = getattr(daemon, "tune_malloc", None)  # (a tree before it: not tuned)
+        print(f"malloc tuned as burrowpy serve tunes it: {bool(tuned and tuned())}")
     fleet = Fleet.generate(args.groups, args.partitions, args.big_groups, args.big_partitions)
+    if memory:
+        memory.phase("the bench's fleet generated")
     print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}")
     print(f"fleet: {len(fleet.groups):,} groups, {fleet.partitions:,} partitions, load {os.getloadavg()[0]:.2f}",
           flush=True)
@@ -490,7 +649,9 @@ def main() -> int:
             pin(broker.proc.pid, LOAD_CPU)
             pin(os.getpid(), MONITOR_CPU)
         figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze,
-                                      live, not args.cpu_only))
+                                      live, not args.cpu_only, memory))
+    if memory:
+        memory.print()
     if args.seconds:
         print(f"idle {args.seconds:.0f} s, load {os.getloadavg()[0]:.2f} after: CPU per offset refresh "
               f"{figures['cpu_per_refresh_s']:.3f} s; {late(figures['idle'])}")
@@ -514,7 +675,7 @@ def main() -> int:
               f"froze the young generations {live_figures['young_freezes']} times; frozen objects "
               f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after, of which a refreeze then "
               f"finds {live_figures['frozen'][2]:,} cyclic garbage; peak RSS "
-              f"{peak_rss_mib():,.0f} MiB")
+              f"{peak_rss_mib():,.0f} MiB{' (since the last phase of --memory)' if memory else ''}")
         for kind in ("status", "lag"):
             answers = live_figures[f"{kind}_ms"]
             print(f"/{kind} of a {fleet.groups[fleet.big[0]][1]:,}-partition group ({answers['count']} answers): "

@@ -46,6 +46,37 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+# glibc's malloc serves a request of more than its mmap threshold (128 KiB at first) with a mapping of its own,
+# given back to the system when freed; but the first time such a block is freed it raises the threshold to that
+# block's size (up to 32 MiB), and from then on blocks that large come from the heap, whose memory it gives back
+# only from the top. The monitor's large blocks are transients (a fetch response of the offsets topic, a
+# whole-cluster Metadata or DescribeLogDirs answer, a JSON answer listing a thousand partitions): from the heap,
+# each left its pages there behind the small objects allocated after it, and at fleet scale the arenas held
+# 20-43 MiB free (bench/README.md, "The whole monitor's memory at fleet scale"). A fixed threshold keeps every
+# block above it a mapping of its own, given back when freed. Each thread that allocates gets an arena of its
+# own as well (the loop, the threads that decode answers): two are enough, the interpreter's lock lets one
+# thread run Python at a time.
+MALLOC_MMAP_THRESHOLD = 256 << 10
+MALLOC_ARENA_MAX = 2
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8  # mallopt's parameters (glibc's malloc.h)
+
+
+def tune_malloc() -> bool:
+    """Set glibc malloc's mmap threshold and arena count (:data:`MALLOC_MMAP_THRESHOLD`, :data:`MALLOC_ARENA_MAX`)
+    for this process, unless its environment sets them (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_ARENA_MAX``); False
+    where there is no glibc malloc (another C library: nothing is done)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallopt") or not hasattr(libc, "malloc_trim"):  # malloc_trim: glibc's alone
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENA_MAX)
+    return True
+
+
 # A full (generation 2) pass walks every container object the process tracks: at fleet scale (2,000 groups,
 # 50,750 partitions) some 700,000, mostly the long-lived per-partition state (storage's entries and rings with
 # their arrays, aiokafka's partition metadata, topic health's readings), which takes 250-950 ms of the event
@@ -297,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
     from burrowpy.logging import LogControl, redirect_stdout
 
     tune_garbage_collector()
+    tune_malloc()
     try:
         config = load_config(find_config(args))
     except ConfigError as exc:

@@ -45,7 +45,12 @@ KEYS = ("class-name", "cluster", "servers", "client-profile", "offsets-topic", "
         "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
 
 FETCH_MAX_WAIT_MS = 500  # how long a leader may hold a fetch when nothing new is there
-FETCH_MAX_BYTES = 16 << 20  # one response
+# One response. It is held three times over while it is read: aiokafka's stream buffer, the frame taken from it,
+# and each partition's records copied out of that; at 16 MiB, reading a fleet's backlog (50,000 partitions) held
+# 48 MiB for each leader at once, and what malloc and Python's allocator kept of those transients stayed resident
+# (bench/README.md, "The whole monitor's memory at fleet scale"). A leader sends whole record batches, so the
+# response is a few batches of the partitions asked; a batch larger than this still comes whole when first.
+FETCH_MAX_BYTES = 4 << 20
 READ_COMMITTED = 1  # isolation level: records of aborted transactions are flagged by the broker
 PARTITION_MAX_BYTES = 1 << 20  # one partition of a response: about 15,000 commits
 RETRY_BACKOFF_S = 1.0
@@ -133,7 +138,7 @@ class Reading:
 
     def too_small(self, partition: int) -> None:
         """The partition's fetch held only part of a batch: ask for more next time."""
-        self.max_bytes[partition] = min(2 * self.fetch_size(partition), FETCH_MAX_BYTES)
+        self.max_bytes[partition] = min(2 * self.fetch_size(partition), max(FETCH_MAX_BYTES, PARTITION_MAX_BYTES))
 
     def back_off(self, partition: int, now: float) -> None:
         self.retry_at[partition] = now + RETRY_BACKOFF_S

@@ -38,7 +38,7 @@ EARLIEST = -2  # ListOffsets timestamp of the log start offset
 SLICE = 2000  # partitions gone through between two yields to the event loop
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionHealth:
     leader: int  # -1 without a leader
     replicas: tuple[int, ...]
@@ -154,7 +154,13 @@ class TopicHealthReader:
             self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
         topics: dict[str, list[PartitionHealth]] = {}
         done = 0
-        sizes_of, earliest_of = sizes.get, earliest.get
+        # One tuple of each replica list, ISR and offline list however many partitions share it: a cluster has few
+        # distinct ones (a fleet of 50,000 partitions on one broker has one), and two tuples of its own per
+        # partition were most of a reading's memory with the rows' dicts (before slots).
+        shared: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
+        share = shared.setdefault
+        no_sizes: dict[int, dict[int, int]] = {}
+        no_earliest: dict[int, int] = {}
         size: int | None
         for name, partitions in layout.items():
             done += len(partitions)
@@ -162,19 +168,22 @@ class TopicHealthReader:
                 done = 0
                 await asyncio.sleep(0)
             rows = topics[name] = []
+            topic_sizes, topic_earliest = sizes.get(name, no_sizes), earliest.get(name, no_earliest)
             for partition in partitions:
-                key = (name, partition["partition_index"])
+                index = partition["partition_index"]
                 leader = partition["leader_id"]
-                replica_sizes = sizes_of(key)
+                replica_sizes = topic_sizes.get(index)
                 if replica_sizes is None:
                     size = None
                 else:  # the leader's replica, else the largest one reported
                     size = replica_sizes.get(leader)
                     if size is None:
                         size = max(replica_sizes.values(), default=None)
+                replicas, isr = tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"])
                 offline = partition.get("offline_replicas")
-                rows.append(PartitionHealth(leader, tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"]),
-                                            tuple(offline) if offline else (), earliest_of(key), size))
+                rows.append(PartitionHealth(leader, share(replicas, replicas), share(isr, isr),
+                                            share(tuple(offline), tuple(offline)) if offline else (),
+                                            topic_earliest.get(index), size))
         return ClusterHealth(now_ms, live, topics, min_isr)
 
     async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:
@@ -197,13 +206,13 @@ class TopicHealthReader:
                                                for result in answer["results"] if result["error_code"]})
         return found
 
-    async def _sizes(self, live: frozenset[int]) -> dict[tuple[str, int], dict[int, int]]:
-        """Each partition's replica sizes by broker."""
+    async def _sizes(self, live: frozenset[int]) -> dict[str, dict[int, dict[int, int]]]:
+        """Each partition's replica sizes by broker, by topic and partition index."""
         nodes = sorted(live)
         answers = await asyncio.gather(*(send_decoded(self._client, node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS,
                                                                                        {"topics": None}))
                                          for node in nodes), return_exceptions=True)
-        sizes: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+        sizes: dict[str, dict[int, dict[int, int]]] = defaultdict(dict)
         for node, answer in zip(nodes, answers, strict=True):
             if isinstance(answer, BaseException) or answer.get("error_code"):
                 self._log.warning("DescribeLogDirs failed", broker=node,
@@ -220,13 +229,19 @@ class TopicHealthReader:
                     if done >= SLICE:
                         done = 0
                         await asyncio.sleep(0)
+                    topic_sizes = sizes[topic["name"]]
                     for partition in topic["partitions"]:
                         if not partition.get("is_future_key"):  # a move's target copy is not the replica yet
-                            sizes[(topic["name"], partition["partition_index"])][node] = partition["partition_size"]
+                            index = partition["partition_index"]
+                            by_node = topic_sizes.get(index)
+                            if by_node is None:
+                                topic_sizes[index] = {node: partition["partition_size"]}
+                            else:
+                                by_node[node] = partition["partition_size"]
         return sizes
 
     async def _earliest(self, layout: Mapping[str, list[dict[str, Any]]],
-                        live: frozenset[int]) -> dict[tuple[str, int], int]:
+                        live: frozenset[int]) -> dict[str, dict[int, int]]:
         by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for name, partitions in layout.items():
             for partition in partitions:
@@ -237,17 +252,17 @@ class TopicHealthReader:
         answers = await asyncio.gather(*(asyncio.wait_for(self._client.send(leader, LatestOffsetsRequest(
             sorted(by_leader[leader].items()), EARLIEST)), REQUEST_TIMEOUT_S) for leader in leaders),
             return_exceptions=True)
-        earliest: dict[tuple[str, int], int] = {}
+        earliest: dict[str, dict[int, int]] = {}
         done = 0
         for leader, answer in zip(leaders, answers, strict=True):
             if isinstance(answer, BaseException):
                 self._log.warning("ListOffsets (earliest) failed", broker=leader, error=repr(answer))
                 continue
             for topic in answered_topics(answer):
-                name = topic.topic
+                topic_earliest = earliest.setdefault(topic.topic, {})
                 for index, offset in zip(topic.partitions, topic.offsets, strict=True):
                     if offset >= 0:
-                        earliest[(name, index)] = offset
+                        topic_earliest[index] = offset
                 done += len(topic.partitions)
                 if done >= SLICE:
                     done = 0

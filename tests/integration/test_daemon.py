@@ -190,3 +190,47 @@ def test_serve_sets_the_daemons_garbage_collector_thresholds(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["1", *map(str, GC_THRESHOLDS)], done.stderr
+
+
+BURST = r"""
+import argparse, sys
+from pathlib import Path
+from burrowpy import daemon
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+status = daemon.run(argparse.Namespace(config=sys.argv[1], config_dir=None))
+first = bytearray(1 << 20)  # (untuned glibc: freeing a mapped block raises its mmap threshold to that size)
+del first
+before = rss_mib()
+large, kept = [], []
+for _ in range(64):  # a burst of large transient blocks (fetch responses), each followed by a small survivor
+    block = bytearray(1 << 20)
+    for at in range(0, len(block), 4096):  # every page touched
+        block[at] = 1
+    large.append(block)
+    kept.append(bytearray(4096))
+during = rss_mib()
+del large, block
+print(status, round(during - before), round(rss_mib() - before))
+"""
+
+
+def test_serve_tunes_malloc_so_a_burst_of_large_blocks_is_given_back(tmp_path):
+    """`burrowpy serve` fixes glibc's mmap threshold (daemon.tune_malloc): 64 MiB of 1 MiB blocks allocated between
+    small survivors and freed are given back to the system, not kept in the heap behind the survivors. In a child
+    process (malloc's settings are the process's), without the MALLOC_* variables that would override them."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MALLOC_")}
+    done = subprocess.run([sys.executable, "-c", BURST, str(tmp_path / "missing.yaml")], capture_output=True,
+                          text=True, timeout=60, env=env)
+    status, during, after = (int(word) for word in done.stdout.split())
+    assert status == 1 and during >= 60, done.stdout + done.stderr  # the burst was resident
+    assert after < 8, done.stdout  # and given back

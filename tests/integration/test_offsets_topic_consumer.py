@@ -10,6 +10,7 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -28,19 +29,20 @@ PARTITIONS = 3
 OFFSETS_PARTITIONS = 50  # the broker's offsets.topic.num.partitions default
 
 
-async def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
+async def commit(bootstrap: str, group: str, offsets: dict[int, int], topic: str = TOPIC, metadata: str = "") -> None:
     async with await KafkaConnection.connect(bootstrap, client_id="offsets-topic-test") as connection:
         body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "committed_offset": o,
-                                                           "committed_metadata": ""} for p, o in offsets.items()]}]}
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                           "committed_metadata": metadata}
+                                                          for p, o in offsets.items()]}]}
         answer = await connection.request(ApiKey.OFFSET_COMMIT, body)
     assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {0}
 
 
-async def create_topic(bootstrap: str, partitions: int = PARTITIONS) -> None:
+async def create_topic(bootstrap: str, partitions: int = PARTITIONS, topic: str = TOPIC) -> None:
     async with await KafkaConnection.connect(bootstrap, client_id="offsets-topic-test") as connection:
         answer = await connection.request(ApiKey.CREATE_TOPICS, {
-            "topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 30000})
+            "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 30000})
     assert answer["topics"][0]["error_code"] == 0, answer
 
 
@@ -179,6 +181,38 @@ async def test_a_replaced_log_is_read_again_from_its_start(tmp_path: Path):
             await eventually(new_topic_known, timeout=60, what="the re-created topic in the monitor")
             await commit(broker.bootstrap, after, {0: 1})
             await eventually(lambda: monitor.has(after, 0, 1), timeout=60, what="the commit in the replaced log")
+    finally:
+        broker.stop()
+
+
+async def test_a_backlog_is_read_in_responses_of_at_most_fetch_max_bytes(tmp_path: Path, monkeypatch):
+    """The consumer module holds at most 4 MiB of one leader's undecoded records at a time: a backlog of
+    about 10 MB on one broker (24 groups, each one commit of 100 partitions with 4 KB of metadata, about 400 KB in
+    its offsets-topic partition) comes in several responses, each read whole."""
+    from burrowpy.coordinators.consumer_kafka import KafkaConsumer
+
+    held_at_most = 4 << 20  # (16 MiB before: the whole backlog in one response)
+
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        await create_topic(broker.bootstrap, 100, "bulky")
+        groups = [f"bulky-{n}" for n in range(24)]
+        for group in groups:
+            await commit(broker.bootstrap, group, dict.fromkeys(range(100), 7), "bulky", "m" * 4000)
+        fetch, responses = KafkaConsumer._fetch, []
+
+        async def fetch_observed(*args: Any) -> list:
+            answers = await fetch(*args)
+            responses.append(sum(len(records) for _, _, records, _ in answers))
+            return answers
+
+        monkeypatch.setattr(KafkaConsumer, "_fetch", fetch_observed)
+        async with InProcessMonitor(broker.bootstrap) as monitor:
+            for group in groups:
+                await eventually(lambda group=group: monitor.has(group, 99, 7), what=f"{group}'s commit")
+        assert sum(responses) > 2 * held_at_most  # the backlog: more than two responses' worth
+        assert 0 < max(responses) <= held_at_most, responses
     finally:
         broker.stop()
 

@@ -36,3 +36,12 @@ def test_topic_json_sums_only_when_every_partition_is_known():
     assert (body["size_bytes"], body["produce_rate"], body["min_insync_replicas"]) == (None, 4.0, None)
     assert [(p["high_watermark"], p["size_bytes"]) for p in body["partitions"]] == [(7, 10), (None, None)]
     assert health.topic_json("other", [], []) is None
+
+
+def test_a_partitions_row_has_no_dict_of_its_own():
+    """A reading holds a row per partition (50,000 at fleet scale): slots, not an instance dict per row."""
+    import sys
+
+    row = PartitionHealth(1, (1, 2), (1, 2), (), 0, 100)
+    assert not hasattr(row, "__dict__")
+    assert sys.getsizeof(row) <= 96
