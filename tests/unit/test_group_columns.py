@@ -24,8 +24,7 @@ from burrowpy.protocol import (
 )
 from burrowpy.storage.state import StorageState
 from tests.examples import examples
-
-NOW = 1_700_000_000
+from tests.partition_histories import NOW, broker_history
 
 
 @contextmanager
@@ -58,14 +57,7 @@ def partitions(draw, intervals, broker_samples):
         lag = draw(st.one_of(st.just(NO_LAG), st.integers(0, 5), st.integers(0, 10_000)))
         slots.extend((offset, timestamp, timestamp + 7, lag, order))
     samples = broker_samples if broker_samples is not None else draw(st.integers(0, 4))
-    # Broker offsets around the newest commit (so every way to a lag in seconds is taken), never falling.
-    broker = sorted(max(0, offset + draw(st.integers(-400, 800))) for _ in range(samples))
-    read_at = (NOW - 200) * 1000
-    times = []
-    for _ in broker:
-        read_at += draw(st.integers(0, 40_000))
-        times.append(read_at)
-    current_lag = max(0, broker[-1] - offset) if broker else draw(st.integers(0, 50))
+    broker, times, current_lag = broker_history(draw, offset, samples)
     record_time = draw(st.one_of(st.none(), st.integers((NOW - 900) * 1000, (NOW + 5) * 1000)))
     since = draw(st.one_of(st.none(), st.integers((NOW - 900) * 1000, NOW * 1000)))
     return ConsumerPartition(CommitWindow(slots, intervals), broker, current_lag,

@@ -23,6 +23,7 @@ from burrowpy.protocol import (
     Status,
 )
 from tests.examples import examples
+from tests.partition_histories import NOW, broker_history
 
 texts = st.text(max_size=12)  # Go's escapes (<, >, &, U+2028) and control characters among them
 floats = st.none() | st.floats(min_value=-1e30, max_value=1e30, allow_nan=False) | st.sampled_from([0.0, -0.0, 1.0, 0.1])
@@ -75,7 +76,6 @@ def test_float_texts_are_remembered_within_a_bound(monkeypatch):
 
 # --- written from the evaluation's columns (status_json.evaluation_json) ------------------------------
 
-NOW = 1_700_000_000
 odd_texts = st.text(max_size=8) | st.sampled_from(["", "<a&b>", "\u2028\u2029", "ünïcødé", "\"q\"\\", "\x00\x1f"])
 
 
@@ -100,13 +100,7 @@ def group_partitions(draw, intervals, samples, packed, full):
         window = CommitWindow(slots, intervals)
     else:
         window = [None] * (intervals - stored) + commits
-    broker = sorted(max(0, offset + draw(st.integers(-400, 800))) for _ in range(samples))
-    read_at = (NOW - 200) * 1000
-    times = []
-    for _ in broker:
-        read_at += draw(st.integers(0, 40_000))
-        times.append(read_at)
-    current_lag = max(0, broker[-1] - offset) if broker else draw(st.integers(0, 50))
+    broker, times, current_lag = broker_history(draw, offset, samples)
     return ConsumerPartition(window, broker, current_lag, draw(odd_texts), draw(odd_texts), times,
                              draw(st.none() | st.integers((NOW - 900) * 1000, NOW * 1000)),
                              draw(st.none() | st.integers((NOW - 900) * 1000, (NOW + 5) * 1000)))
