@@ -132,8 +132,9 @@ def test_retention_deleting_segments(broker):
     assert segments >= 5 * partitions
     idle = baseline(broker.port)
     with probing(broker.port) as probe:
-        admin.alter_configs([ConfigResource("topic", topic, set_config={"retention.ms": "3600000"})])[
-            ConfigResource("topic", topic)].result(30)
+        resource = ConfigResource("topic", topic, incremental_configs=[ConfigEntry(
+            "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
 
         def all_deleted() -> bool:
             return all(len(list(data.glob(f"{topic}-{p}/*.log"))) == 1 for p in range(partitions))
