@@ -180,9 +180,8 @@ class TopicHealthReader:
                     if size is None:
                         size = max(replica_sizes.values(), default=None)
                 replicas, isr = tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"])
-                offline = partition.get("offline_replicas")
-                rows.append(PartitionHealth(leader, share(replicas, replicas), share(isr, isr),
-                                            share(tuple(offline), tuple(offline)) if offline else (),
+                offline = tuple(partition.get("offline_replicas") or ())
+                rows.append(PartitionHealth(leader, share(replicas, replicas), share(isr, isr), share(offline, offline),
                                             topic_earliest.get(index), size))
         return ClusterHealth(now_ms, live, topics, min_isr)
 
