@@ -602,7 +602,8 @@ class Broker:
             self._waiters[key].add(fut)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(fut, timeout)
+                async with asyncio.timeout(timeout):
+                    await fut
         finally:
             for key in partitions:
                 waiters = self._waiters.get(key)

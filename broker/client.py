@@ -75,7 +75,8 @@ class KafkaConnection:
     async def open(self) -> None:
         context = self.security.ssl_context if self.security else None
         try:
-            self._reader, self._writer = await asyncio.wait_for(self._open_streams(context), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                self._reader, self._writer = await self._open_streams(context)
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise ClientError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         answer = await self.request(ApiKey.API_VERSIONS, {}, version=0)
@@ -184,9 +185,11 @@ class KafkaConnection:
             try:
                 self._writer.write(frame)
                 await self._writer.drain()
-                size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    size_bytes = await self._reader.readexactly(4)
                 (size,) = _SIZE.unpack(size_bytes)
-                payload = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    payload = await self._reader.readexactly(size)
             except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
                 await self.close()
                 raise ClientError(f"request to {self.host}:{self.port} failed: {exc!r}") from None

@@ -334,7 +334,8 @@ class KafkaServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                async with asyncio.timeout(2):
+                    await self._server.wait_closed()
         self._server = None
 
     async def _serve_connection(self, reader: FrameReader, writer: asyncio.StreamWriter) -> None:

@@ -195,7 +195,8 @@ class Controller:
                     deadlines.append(grace_end)
                 timeout = max(0.05, min(deadlines) - now) if deadlines else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
 
     async def _step(self) -> None:
         now = self.clock()

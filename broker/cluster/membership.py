@@ -569,7 +569,8 @@ class GossipNode:
             delay = self.protocol.next_deadline() - time.monotonic()
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
             self._send(self.protocol.tick(time.monotonic()))
             self._deliver_events()
 

@@ -284,7 +284,8 @@ class ClusterNode:
         for _ in range(attempts):
             self.controller.wake()
             try:
-                await asyncio.wait_for(self._wait_fenced(), backoff_s)
+                async with asyncio.timeout(backoff_s):
+                    await self._wait_fenced()
                 return True
             except TimeoutError:
                 continue

@@ -326,7 +326,8 @@ class RaftNode:
 
         start(on_raft_thread)
         try:
-            return await asyncio.wait_for(answer, timeout)
+            async with asyncio.timeout(timeout):
+                return await answer
         except TimeoutError:
             raise ProposalFailed(f"not committed within {timeout} s") from None
 

@@ -131,7 +131,8 @@ class RaftTlsTunnels:
         await asyncio.gather(*self._pipes, return_exceptions=True)
         for server in self._servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2)
+                async with asyncio.timeout(2):
+                    await server.wait_closed()
         self._servers.clear()
 
     def origin(self, peer: tuple[str, int]) -> str:
@@ -211,8 +212,9 @@ class RaftTlsTunnels:
         """pysyncobj connecting to ``peer``: relayed to the peer's Raft address over TLS."""
         host, port = _split(peer)
         try:
-            upstream_reader, upstream_writer = await asyncio.wait_for(asyncio.open_connection(
-                host, port, ssl=self.client_context, server_hostname=host), 10)
+            async with asyncio.timeout(10):
+                upstream_reader, upstream_writer = await asyncio.open_connection(
+                    host, port, ssl=self.client_context, server_hostname=host)
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             log.debug("raft peer not reachable over TLS", peer=peer, error=repr(exc))
             writer.close()

@@ -194,9 +194,9 @@ class LeaderFetcher:
         if waits and min(waits) <= 0:
             return True
         self._changed.clear()
-        timeout = min(waits) if waits else None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(min(waits) if waits else None):
+                await self._changed.wait()
         return False
 
     def _ready(self) -> list[FollowedPartition]:
@@ -303,7 +303,8 @@ class LeaderFetcher:
             if held:  # as Kafka's fetcher with nothing to ask for: wait its backoff, then look at the rate again
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), settings["replica.fetch.backoff.ms"] / 1000)
+                    async with asyncio.timeout(settings["replica.fetch.backoff.ms"] / 1000):
+                        await self._changed.wait()
             return
         response = await connection.request(ApiKey.FETCH, {
             "replica_id": self.manager.node_id,
@@ -710,7 +711,8 @@ class ReplicaManager:
         waiter = _IsrWaiter(required_offset, asyncio.get_running_loop().create_future())
         self._waiters.setdefault(tp, []).append(waiter)
         try:
-            return await asyncio.wait_for(waiter.future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await waiter.future
         except TimeoutError:
             return False
         finally:

@@ -271,7 +271,8 @@ class GroupCoordinator:
             deadline = self.machine.next_deadline()
             timeout = None if deadline is None else max(deadline - self._now_ms(), 0) / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             try:
                 self.machine.tick()
             except Exception:

@@ -38,7 +38,8 @@ def mutation_quota(ctx: RequestContext, strict_since: int) -> MutationQuota:
 
 async def _resolves(name: str) -> bool:
     try:
-        await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(name, None), RESOLVE_SECONDS)
+        async with asyncio.timeout(RESOLVE_SECONDS):
+            await asyncio.get_running_loop().getaddrinfo(name, None)
         return True
     except (OSError, UnicodeError):  # TimeoutError is an OSError
         return False

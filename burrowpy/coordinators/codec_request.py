@@ -120,7 +120,8 @@ async def send_decoded(client: Any, node: int, request: CodecRequest,
     """Send ``request`` to ``node`` and decode the answer in a thread: at fleet scale a Metadata or DescribeLogDirs
     answer takes the codec a good part of a second, which would hold the event loop."""
     request.decode_later = True
-    answer = await asyncio.wait_for(client.send(node, request), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        answer = await client.send(node, request)
     decoded: dict[str, Any] = await asyncio.to_thread(answer.decode)
     return decoded
 

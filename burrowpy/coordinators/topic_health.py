@@ -248,9 +248,12 @@ class TopicHealthReader:
                     by_leader[partition["leader_id"]][name].append(partition["partition_index"])
         leaders = sorted(by_leader)
         # the cluster module's ListOffsets, read a topic at a time (the codec's took a fleet's in one stretch)
-        answers = await asyncio.gather(*(asyncio.wait_for(self._client.send(leader, LatestOffsetsRequest(
-            sorted(by_leader[leader].items()), EARLIEST)), REQUEST_TIMEOUT_S) for leader in leaders),
-            return_exceptions=True)
+        async def ask(leader: int) -> Any:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                return await self._client.send(leader, LatestOffsetsRequest(sorted(by_leader[leader].items()),
+                                                                             EARLIEST))
+
+        answers = await asyncio.gather(*(ask(leader) for leader in leaders), return_exceptions=True)
         earliest: dict[str, dict[int, int]] = {}
         done = 0
         for leader, answer in zip(leaders, answers, strict=True):

@@ -22,6 +22,7 @@ or register ``coordinator.metrics`` with the HTTP server's registry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -252,7 +253,8 @@ class NotifierCoordinator:
         request = make_request(reply)
         self.ctx.storage.submit(request)
         try:
-            return await asyncio.wait_for(reply, STORAGE_REPLY_TIMEOUT)
+            async with asyncio.timeout(STORAGE_REPLY_TIMEOUT):
+                return await reply
         except TimeoutError:
             self.logger.warning("storage did not answer the group list request", request=type(request).__name__,
                                 timeout_seconds=STORAGE_REPLY_TIMEOUT)
@@ -298,10 +300,9 @@ class NotifierCoordinator:
                 await asyncio.gather(*(self.evaluate_group(cluster, group) for cluster, group in due))
             delay = self._seconds_until_next_due(self.ctx.clock.time())
             if delay > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                except TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
 
     async def evaluate_group(self, cluster: str, group: str) -> None:
         """Evaluate one group and send whatever the decision rules call for."""

@@ -168,8 +168,8 @@ class KafkaNotifierLock:
         """Commit offset 0 of the lock partition: the coordinator accepts a commit only from a member of the
         group's current generation that owns the partition, so its answer is a fresh proof of ownership."""
         try:
-            await asyncio.wait_for(self._consumer.commit({TopicPartition(self.topic, 0): 0}),
-                                   self.session_timeout / 3)
+            async with asyncio.timeout(self.session_timeout / 3):
+                await self._consumer.commit({TopicPartition(self.topic, 0): 0})
         except (KafkaError, TimeoutError) as exc:
             self.logger.warning("the group coordinator did not confirm this instance as the sender; not sending "
                                 "until it does", error=repr(exc))

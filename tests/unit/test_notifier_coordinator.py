@@ -227,3 +227,22 @@ async def test_a_stalled_share_group_opens_an_incident_rendered_as_a_share_group
     assert (call.action, call.group, call.status) == (Action.OPEN, "jobs", "ERR")
     assert call.text.startswith("Subject: [burrowpy] Kafka share group lag alert: jobs on local is ERR")
     assert "STALL work:0 lag 60" in call.text
+
+
+async def test_stop_right_after_a_refresh_woke_the_evaluation_loop_stops_it(monitor):
+    """The refresh wakes the evaluation loop and the stop cancels it in the same step of the event loop. Python
+    3.11's ``asyncio.wait_for`` then returned the wake-up and dropped the cancel, and the loop ran on: ``stop``
+    waited for it for ever (a CI run hung there until the suite's timeout)."""
+    coordinator = NotifierCoordinator(monitor, notifiers(alerts={"class-name": "null"}), group_refresh=3600)
+    await coordinator.start()
+    await eventually(lambda: coordinator.groups.get("local") is not None)  # the first refresh is done
+    for _ in range(3):
+        await asyncio.sleep(0)  # the evaluation loop parks in its wait for a wake-up
+    await coordinator.refresh_groups()  # sets the wake-up: no await between it and the cancels of stop
+    stopping = asyncio.ensure_future(coordinator.stop())
+    done, _ = await asyncio.wait([stopping], timeout=5)
+    if not done:
+        for task in coordinator._loops:
+            task.cancel()  # let the test end; the failure is the hang
+        await asyncio.wait([stopping], timeout=5)
+    assert done, "the notifier coordinator did not stop within 5 s: a cancel was lost"
