@@ -128,13 +128,17 @@ def replay_rows(arrays: HistoryArrays, start: int, stop: int, points_s: list[int
     newest_broker_at_commit = broker_off[newest_broker_index[accepted]]
 
     # Rank every commit by (group, order); a group's ranks are one block, above every earlier group's.
-    by_rank = np.lexsort((commit_order, group))
+    by_rank = _sort_by_group_and(group, commit_order)
+    if by_rank is None:
+        by_rank = np.lexsort((commit_order, group))
     if bool(((group[by_rank][1:] == group[by_rank][:-1]) & (commit_order[by_rank][1:] == commit_order[by_rank][:-1])).any()):
         return None
     rank_of = np.empty(len(by_rank), dtype=np.int64)
     rank_of[by_rank] = np.arange(len(by_rank))
     # Arrival (replay) order within each group: by time, then order, then offset.
-    arrival = np.lexsort((commit_off, commit_order, commit_ts, group))
+    arrival = _sort_by_group_and(group, commit_ts, distinct=True)
+    if arrival is None:
+        arrival = np.lexsort((commit_off, commit_order, commit_ts, group))
     ranks = rank_of[arrival]
     arrival_ts = commit_ts[arrival]
     arrival_group = group[arrival]
@@ -150,7 +154,7 @@ def replay_rows(arrays: HistoryArrays, start: int, stop: int, points_s: list[int
     ts_by_rank = commit_ts[by_rank]
 
     # The (group, point) pairs with at least one commit arrived: how many arrived by then.
-    groups_present = np.unique(arrival_group)
+    groups_present = arrival_group[np.flatnonzero(np.diff(arrival_group, prepend=-1))]  # sorted: its distinct
     points = np.asarray(points_s, dtype=np.int64)
     points_ms = points * 1000
     base = int(min(commit_ts.min(), points_ms[0])) - 1
@@ -240,6 +244,22 @@ def replay_rows(arrays: HistoryArrays, start: int, stop: int, points_s: list[int
         "complete": complete,
         "lag_seconds": lag_seconds,
     }
+
+
+def _sort_by_group_and(group: Any, values: Any, distinct: bool = False) -> Any:
+    """The permutation that sorts by (group, value), as ``np.lexsort((values, group))`` gives it, from one
+    sort of one packed key; None when the values span too wide a range to pack (and, with ``distinct``, when
+    two rows have the same group and value, whose order lexsort would decide by further keys)."""
+    if not len(values):
+        return np.arange(0)
+    low = int(values.min())
+    if int(values.max()) - low >= 1 << _GROUP_SHIFT:
+        return None
+    key = (group << _GROUP_SHIFT) | (values - low)
+    permutation = np.argsort(key, kind="stable")
+    if distinct and bool((np.diff(key[permutation]) == 0).any()):
+        return None
+    return permutation
 
 
 def empty_codes() -> dict[str, Any]:
