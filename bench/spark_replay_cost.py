@@ -1,6 +1,9 @@
 """Benchmark: what one Spark task's Python side costs per partition, in this process (no Spark, no JVM).
 
-    .venv/bin/python bench/spark_replay_cost.py [--partitions 200] [--runs 5] [--profile]
+    PYTHONPATH=<tree> .venv/bin/python bench/spark_replay_cost.py [--partitions 200] [--runs 5] [--profile]
+
+(PYTHONPATH: the tree whose pipeline is timed; a tree from before w12/2 has no ``replay_arrow_batches`` and
+times the rest.)
 
 The history is the synthetic one of ``bench/spark_evaluate.py`` at its 10M-commit shape (20 groups on
 each topic of 50 partitions, 100 commits per partition, broker samples every 30 s, 101 evaluation points),
@@ -35,7 +38,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from burrowpy.pipeline.columnar import replay_columns
-from burrowpy.pipeline.evaluate import replay_arrow_batches, replay_arrow_group
+from burrowpy.pipeline.evaluate import replay_arrow_group
+
+try:
+    from burrowpy.pipeline.evaluate import replay_arrow_batches
+except ImportError:  # a tree from before w12/2 (PYTHONPATH=<tree>): its per-partition body only
+    replay_arrow_batches = None
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points
 from burrowpy.pipeline.synthetic import SyntheticSpec, synthetic_tables
 
@@ -103,14 +111,17 @@ def main() -> int:
         for _, table in parts:
             replay_columns(table, points, settings)
 
-    batched_rows = sum(batch.num_rows for batch in replay_arrow_batches(points, settings, iter(stream)))
-    assert batched_rows == rows_out, (batched_rows, rows_out)
-    batched_s = timed(batched, args.runs)
+    rows: list[tuple[str, list[float]]] = []
+    if replay_arrow_batches is not None:
+        batched_rows = sum(batch.num_rows for batch in replay_arrow_batches(points, settings, iter(stream)))
+        assert batched_rows == rows_out, (batched_rows, rows_out)
+        rows.append(("replay_arrow_batches (the partitions in 10,000-row batches in and out)",
+                     timed(batched, args.runs)))
     whole_s = timed(whole, args.runs)
     numpy_s = timed(numpy_only, args.runs)
-    for label, spent in (("replay_arrow_batches (the partitions in 10,000-row batches in and out)", batched_s),
-                         ("replay_arrow_group (a call per partition, Arrow in, Arrow out)", whole_s),
-                         ("replay_columns (Arrow in, numpy out)", numpy_s)):
+    rows += [("replay_arrow_group (a call per partition, Arrow in, Arrow out)", whole_s),
+             ("replay_columns (Arrow in, numpy out)", numpy_s)]
+    for label, spent in rows:
         best, median = min(spent), statistics.median(spent)
         print(f"{label}: best {best:.3f} CPU s, median {median:.3f} ({best / len(parts) * 1e3:.2f} ms a partition, "
               f"{best / len(parts) * PARTITIONS_OF_10M:.1f} CPU s for the 10M history's {PARTITIONS_OF_10M:,})",
@@ -120,7 +131,7 @@ def main() -> int:
 
     if args.profile:
         profiler = cProfile.Profile()
-        profiler.runcall(batched)
+        profiler.runcall(batched if replay_arrow_batches is not None else whole)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     return 0
 
