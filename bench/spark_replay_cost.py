@@ -7,9 +7,9 @@ times the rest.)
 
 The history is the synthetic one of ``bench/spark_evaluate.py`` at its 10M-commit shape (20 groups on
 each topic of 50 partitions, 100 commits per partition, broker samples every 30 s, 101 evaluation points),
-generated in memory for just enough topics. Each (cluster, topic, partition) is handed over as Spark's
-``applyInArrow`` hands it: an Arrow table of every history column, the rows in no particular order
-(shuffled, seeded). Timed, CPU seconds (``time.process_time``) over ``--partitions`` partitions, best and
+generated in memory for just enough topics. Each (cluster, topic, partition) is an Arrow table of the
+history columns, its rows in no particular order (shuffled, seeded), as Spark's ``applyInArrow`` handed it over
+before w12/2; for ``replay_arrow_batches`` the same tables one after another in 10,000-row record batches. Timed, CPU seconds (``time.process_time``) over ``--partitions`` partitions, best and
 median of ``--runs``:
 
 - ``replay_arrow_batches``: the ``mapInArrow`` body the Spark job runs since w12/2: the partitions' rows

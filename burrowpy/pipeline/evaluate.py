@@ -1,8 +1,9 @@
 """The batch job: a recorded history evaluated at regular points in time, on Spark.
 
-Each (cluster, topic, partition) is one ``applyInArrow`` group: its broker samples and every group's
-commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at every
-evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
+The rows of each (cluster, topic, partition) are brought together in one Spark task, which hands all of its
+partitions to one Python call (``mapInArrow``, ``replay_arrow_batches``): each partition's broker samples and
+every group's commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at
+every evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
 aggregates of those partition statuses.
 
 Output, under the output directory:
@@ -88,7 +89,8 @@ class EvaluationSummary:
 
 
 def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple, table: Any) -> Any:
-    """``applyInArrow`` body: one (cluster, topic, partition)'s history rows -> its evaluations.
+    """One (cluster, topic, partition)'s history rows -> its evaluations (``replay_arrow_batches`` gives the same
+    for many partitions at once).
 
     Arrow in and out. The columnar replay takes the histories it covers; any other partition is replayed
     event by event through the storage rings (the definition both are tested against).
