@@ -32,6 +32,7 @@ import pstats
 import statistics
 import sys
 import time
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from burrowpy.pipeline.columnar import replay_columns
 from burrowpy.pipeline.evaluate import replay_arrow_group
-
-try:
-    from burrowpy.pipeline.evaluate import replay_arrow_batches
-except ImportError:  # a tree from before w12/2 (PYTHONPATH=<tree>): its per-partition body only
-    replay_arrow_batches = None
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points
 from burrowpy.pipeline.synthetic import SyntheticSpec, synthetic_tables
+
+# A tree from before w12/2 (PYTHONPATH=<tree>) has only the per-partition body.
+replay_arrow_batches: Any = getattr(import_module("burrowpy.pipeline.evaluate"), "replay_arrow_batches", None)
 
 PARTITIONS_OF_10M = 5_450
 
