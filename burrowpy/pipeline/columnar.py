@@ -42,53 +42,103 @@ _OK, _WARN, _STOP, _STALL, _REWIND = (_CODE[s] for s in (Status.OK, Status.WARN,
                                                            Status.REWIND))
 
 
+class HistoryArrays:
+    """History rows (an Arrow table with ``kind``, ``timestamp``, ``offset``, ``order`` and ``group``) as
+    numpy arrays, read once for a table that may hold many partitions: ``kind`` as a code (broker, commit,
+    other), ``group`` as an index into ``group_names`` (-1 for none), ``order`` with none as 0."""
+
+    __slots__ = ("kind", "timestamp", "offset", "order", "group", "group_names")
+
+    def __init__(self, table: Any) -> None:
+        import pyarrow.compute as pc
+
+        kind = table.column("kind")
+        is_broker = pc.fill_null(pc.equal(kind, KIND_BROKER), False).to_numpy(zero_copy_only=False)
+        is_commit = pc.fill_null(pc.equal(kind, KIND_COMMIT), False).to_numpy(zero_copy_only=False)
+        self.kind = np.where(is_broker, _KIND_BROKER, np.where(is_commit, _KIND_COMMIT, _KIND_OTHER))
+        self.timestamp = _int64(table.column("timestamp"))
+        self.offset = _int64(table.column("offset"))
+        self.order = _int64(pc.fill_null(table.column("order"), 0))
+        encoded = table.column("group").combine_chunks().dictionary_encode()
+        self.group = _int64(pc.fill_null(encoded.indices, -1))
+        self.group_names = encoded.dictionary  # an Arrow array: names are taken from it, never made in Python
+
+
+_KIND_BROKER, _KIND_COMMIT, _KIND_OTHER = 0, 1, 2
+# Group indices are shifted by this many bits above a timestamp in one sort key (see ``replay_rows``).
+_GROUP_SHIFT = 42
+
+
+def _int64(column: Any) -> Any:
+    return np.asarray(column.to_numpy(), dtype=np.int64) if column.null_count == 0 else \
+        np.asarray(column.to_numpy(zero_copy_only=False)).astype(np.int64)
+
+
 def replay_columns(table: Any, points_s: list[int], settings: ReplaySettings) -> dict[str, Any] | None:
     """Every evaluation of one (cluster, topic, partition)'s history rows (an Arrow table with ``kind``,
     ``timestamp``, ``offset``, ``order`` and ``group``; broker and valid commit rows only) as columns:
     ``group``, ``timestamp``, ``status``, ``current_lag``, ``complete``, ``lag_seconds`` (NaN for none).
     None when the history is not one this path covers (see the module's docstring)."""
-    import pyarrow.compute as pc
-
     if settings.min_distance_s != 0:
         return None
-    kind = table.column("kind")
-    is_broker = pc.equal(kind, KIND_BROKER)
-    is_commit = pc.equal(kind, KIND_COMMIT)
-    if (pc.sum(pc.or_(is_broker, is_commit).cast("int64")).as_py() or 0) != table.num_rows:
-        return None  # record rows
-    brokers = table.filter(is_broker)
-    commits = table.filter(is_commit)
+    arrays = HistoryArrays(table)
+    codes = replay_rows(arrays, 0, table.num_rows, points_s, settings)
+    if codes is None:
+        return None
+    names = np.array(arrays.group_names.to_pylist(), dtype=object)
+    columns = dict(codes)
+    columns["group"] = names[codes["group"]] if len(names) else np.array([], dtype=object)
+    columns["status"] = STATUS_NAMES[codes["status"]]
+    return columns
 
-    broker_ts = brokers.column("timestamp").to_numpy()
-    broker_off = brokers.column("offset").to_numpy()
+
+def replay_rows(arrays: HistoryArrays, start: int, stop: int, points_s: list[int],
+                settings: ReplaySettings) -> dict[str, Any] | None:
+    """``replay_columns`` of rows ``start:stop`` of ``arrays`` (one partition's), with ``group`` as indices
+    into ``arrays.group_names`` and ``status`` as indices into ``STATUS_NAMES``."""
+    if settings.min_distance_s != 0:
+        return None
+    kind = arrays.kind[start:stop]
+    is_broker = kind == _KIND_BROKER
+    is_commit = kind == _KIND_COMMIT
+    if int(is_broker.sum()) + int(is_commit.sum()) != len(kind):
+        return None  # record rows
+
+    timestamp, offset = arrays.timestamp[start:stop], arrays.offset[start:stop]
+    broker_ts = timestamp[is_broker]
+    broker_off = offset[is_broker]
     order = np.lexsort((broker_off, broker_ts))  # replay order: by time, then offset
     broker_ts, broker_off = broker_ts[order], broker_off[order]
     if len(broker_off) > 1 and bool((broker_off[1:] < broker_off[:-1]).any()):
         return None
 
-    encoded = commits.column("group").combine_chunks().dictionary_encode()
-    group_names = encoded.dictionary.to_pylist()
-    group = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    commit_ts = commits.column("timestamp").to_numpy()
-    commit_off = commits.column("offset").to_numpy()
-    commit_order = commits.column("order").to_numpy()
+    group = arrays.group[start:stop][is_commit]
+    if len(group) and (int(group.min()) < 0 or int(group.max()) >= 1 << (62 - _GROUP_SHIFT)):
+        return None  # a commit without a group, or too many groups for the sort key below
+    commit_ts = timestamp[is_commit]
+    commit_off = offset[is_commit]
+    commit_order = arrays.order[start:stop][is_commit]
 
     # Storage drops a commit that comes before any broker offset of its partition.
     newest_broker_index = np.searchsorted(broker_ts, commit_ts, side="right") - 1
     accepted = newest_broker_index >= 0
     group, commit_ts, commit_off, commit_order = (a[accepted] for a in (group, commit_ts, commit_off, commit_order))
     if not len(commit_ts):
-        return empty_columns()
+        return empty_codes()
     newest_broker_at_commit = broker_off[newest_broker_index[accepted]]
 
     # Rank every commit by (group, order); a group's ranks are one block, above every earlier group's.
-    by_rank = np.lexsort((commit_order, group))
+    by_rank = _sort_by_group_and(group, commit_order)
+    if by_rank is None:
+        by_rank = np.lexsort((commit_order, group))
     if bool(((group[by_rank][1:] == group[by_rank][:-1]) & (commit_order[by_rank][1:] == commit_order[by_rank][:-1])).any()):
         return None
     rank_of = np.empty(len(by_rank), dtype=np.int64)
     rank_of[by_rank] = np.arange(len(by_rank))
     # Arrival (replay) order within each group: by time, then order, then offset.
-    arrival = np.lexsort((commit_off, commit_order, commit_ts, group))
+    arrival = _sort_by_group_and(group, commit_ts, distinct=True)
+    if arrival is None:
+        arrival = np.lexsort((commit_off, commit_order, commit_ts, group))
     ranks = rank_of[arrival]
     arrival_ts = commit_ts[arrival]
     arrival_group = group[arrival]
@@ -104,11 +154,11 @@ def replay_columns(table: Any, points_s: list[int], settings: ReplaySettings) ->
     ts_by_rank = commit_ts[by_rank]
 
     # The (group, point) pairs with at least one commit arrived: how many arrived by then.
-    groups_present = np.unique(arrival_group)
+    groups_present = arrival_group[np.flatnonzero(np.diff(arrival_group, prepend=-1))]  # sorted: its distinct
     points = np.asarray(points_s, dtype=np.int64)
     points_ms = points * 1000
     base = int(min(commit_ts.min(), points_ms[0])) - 1
-    shift = np.int64(1) << np.int64(42)
+    shift = np.int64(1) << np.int64(_GROUP_SHIFT)
     keys = arrival_group * shift + (arrival_ts - base)
     group_start = np.searchsorted(arrival_group, groups_present, side="left")
     group_end = np.searchsorted(arrival_group, groups_present, side="right")
@@ -186,20 +236,35 @@ def replay_columns(table: Any, points_s: list[int], settings: ReplaySettings) ->
             newest_offset[lagging], now_ms[lagging], row_brokers[lagging], broker_off, broker_ts,
             settings.lag_lookup_size,
         )
-    names = np.array(group_names, dtype=object)
     return {
-        "group": names[groups_present[row_group_slot]],
+        "group": groups_present[row_group_slot],
         "timestamp": now_ms,
-        "status": STATUS_NAMES[status],
+        "status": status,
         "current_lag": current_lag,
         "complete": complete,
         "lag_seconds": lag_seconds,
     }
 
 
-def empty_columns() -> dict[str, Any]:
-    return {"group": np.array([], dtype=object), "timestamp": np.array([], dtype=np.int64),
-            "status": np.array([], dtype=object), "current_lag": np.array([], dtype=np.int64),
+def _sort_by_group_and(group: Any, values: Any, distinct: bool = False) -> Any:
+    """The permutation that sorts by (group, value), as ``np.lexsort((values, group))`` gives it, from one
+    sort of one packed key; None when the values span too wide a range to pack (and, with ``distinct``, when
+    two rows have the same group and value, whose order lexsort would decide by further keys)."""
+    if not len(values):
+        return np.arange(0)
+    low = int(values.min())
+    if int(values.max()) - low >= 1 << _GROUP_SHIFT:
+        return None
+    key = (group << _GROUP_SHIFT) | (values - low)
+    permutation = np.argsort(key, kind="stable")
+    if distinct and bool((np.diff(key[permutation]) == 0).any()):
+        return None
+    return permutation
+
+
+def empty_codes() -> dict[str, Any]:
+    return {"group": np.array([], dtype=np.int64), "timestamp": np.array([], dtype=np.int64),
+            "status": np.array([], dtype=np.int64), "current_lag": np.array([], dtype=np.int64),
             "complete": np.array([]), "lag_seconds": np.array([])}
 
 

@@ -1,8 +1,9 @@
 """The batch job: a recorded history evaluated at regular points in time, on Spark.
 
-Each (cluster, topic, partition) is one ``applyInArrow`` group: its broker samples and every group's
-commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at every
-evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
+The rows of each (cluster, topic, partition) are brought together in one Spark task, which hands all of its
+partitions to one Python call (``mapInArrow``, ``replay_arrow_batches``): each partition's broker samples and
+every group's commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at
+every evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
 aggregates of those partition statuses.
 
 Output, under the output directory:
@@ -23,7 +24,7 @@ from typing import Any
 from burrowpy.evaluator.rules import GROUP_STATUS_OF_PARTITION
 from burrowpy.protocol import Status
 
-from .columnar import replay_columns
+from .columnar import STATUS_NAMES, HistoryArrays, replay_columns, replay_rows
 from .history import HISTORY_SPARK_SCHEMA, KIND_BROKER, KIND_COMMIT, KIND_RECORD
 from .replay import (
     ReplaySettings,
@@ -88,17 +89,24 @@ class EvaluationSummary:
 
 
 def replay_arrow_group(points_s: list[int], settings: ReplaySettings, key: tuple, table: Any) -> Any:
-    """``applyInArrow`` body: one (cluster, topic, partition)'s history rows -> its evaluations.
+    """One (cluster, topic, partition)'s history rows -> its evaluations (``replay_arrow_batches`` gives the same
+    for many partitions at once).
 
     Arrow in and out. The columnar replay takes the histories it covers; any other partition is replayed
     event by event through the storage rings (the definition both are tested against).
     """
-    import pyarrow as pa
-
-    cluster, topic, partition = (value.as_py() for value in key)
     columns = replay_columns(table, points_s, settings)
     if columns is None:
         columns = event_replay_columns(table, points_s, settings)
+    return event_replay_table(key, columns)
+
+
+def event_replay_table(key: tuple, columns: dict[str, Any]) -> Any:
+    """One partition's evaluation columns (group and status as names) as an Arrow table of
+    PARTITION_EVALUATION_SCHEMA; ``key`` holds its cluster, topic and partition as Arrow scalars."""
+    import pyarrow as pa
+
+    cluster, topic, partition = (None if value is None else value.as_py() for value in key)
     rows = len(columns["group"])
     return pa.table(
         {
@@ -143,11 +151,21 @@ def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
     return spark.read.schema(HISTORY_SPARK_SCHEMA).parquet(str(input_path))
 
 
-def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
-    """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA)."""
+# Rows of history gathered before a Spark task's partitions are replayed: the Arrow columns are read into
+# numpy once for all of them (a partition's rows never straddle two such chunks).
+CHUNK_ROWS = 200_000
 
-    def replay(key, table):  # no annotations: Spark would try to read a UDF type from them
-        return replay_arrow_group(points_s, settings, key, table)
+
+def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
+    """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA).
+
+    The rows of each (cluster, topic, partition) are brought into one Spark partition and sorted by it, and
+    each Spark task's rows stream through one Python call (``mapInArrow``): a call per Spark partition, not
+    per history partition, and the Arrow answer built for many partitions at once."""
+    from pyspark.sql import functions as F
+
+    def replay(batches):  # no annotations: Spark would try to read a UDF type from them
+        return replay_arrow_batches(points_s, settings, batches)
 
     # Commit rows without a group or order, and rows of unknown kinds, are not history; broker and record
     # rows are kept whatever their group and order say.
@@ -156,9 +174,105 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
         | (events.kind == KIND_RECORD)
         | ((events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull())
     )
-    return valid.groupBy("cluster", "topic", "partition").applyInArrow(
-        replay, schema=PARTITION_EVALUATION_SCHEMA
+    keys = ("cluster", "topic", "partition")
+    # The hash first: the sort compares one long for almost every pair of rows, rather than the cluster's
+    # name (the same in every row of most histories) and the topic's.
+    return (
+        valid.select("kind", *keys, "group", "offset", "timestamp", "order")
+        .repartition(*keys)
+        .sortWithinPartitions(F.xxhash64(*keys), *keys)
+        .mapInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
     )
+
+
+def replay_arrow_batches(points_s: list[int], settings: ReplaySettings, batches: Any,
+                         chunk_rows: int = CHUNK_ROWS) -> Any:
+    """``mapInArrow`` body: history record batches whose rows are grouped by (cluster, topic, partition)
+    (each partition's rows consecutive) -> record batches of their evaluations (PARTITION_EVALUATION_SCHEMA).
+
+    Batches are gathered until ``chunk_rows``; the chunk's whole partitions are evaluated together and the
+    last one, which may go on in the next batch, is kept for the next chunk."""
+    import pyarrow as pa
+
+    pending: list[Any] = []
+    pending_rows = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        if pending_rows < chunk_rows:
+            continue
+        table = pa.Table.from_batches(pending)
+        starts = partition_starts(table)
+        last = int(starts[-1])
+        if last == 0:
+            continue  # one partition so far: keep gathering
+        yield from evaluate_chunk(table.slice(0, last), starts[:-1], points_s, settings).to_batches()
+        rest = table.slice(last)
+        pending, pending_rows = rest.to_batches(), rest.num_rows
+    if pending_rows:
+        table = pa.Table.from_batches(pending)
+        yield from evaluate_chunk(table, partition_starts(table), points_s, settings).to_batches()
+
+
+def partition_starts(table: Any) -> Any:
+    """The first row of each run of rows of one (cluster, topic, partition) (the rows grouped by it; a null
+    key is a key like any other, as in a Spark grouping)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    rows = table.num_rows
+    changed = np.zeros(rows, dtype=bool)
+    changed[0] = True
+    if rows > 1:
+        for name in ("cluster", "topic", "partition"):
+            column = table.column(name)
+            after, before = column.slice(1), column.slice(0, rows - 1)
+            differs = pc.or_(pc.fill_null(pc.not_equal(after, before), False),
+                             pc.xor(pc.is_null(after), pc.is_null(before)))
+            changed[1:] |= differs.to_numpy(zero_copy_only=False)
+    return np.flatnonzero(changed)
+
+
+def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: ReplaySettings) -> Any:
+    """The evaluations of the partitions of ``table`` beginning at rows ``starts`` (an Arrow table)."""
+    import numpy as np
+    import pyarrow as pa
+
+    arrays = HistoryArrays(table) if settings.min_distance_s == 0 else None
+    ends = np.append(starts[1:], table.num_rows)
+    pieces: list[dict[str, Any]] = []
+    key_rows: list[Any] = []
+    other_tables = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        codes = replay_rows(arrays, start, end, points_s, settings) if arrays is not None else None
+        if codes is None:
+            part = table.slice(start, end - start)
+            key = tuple(part.column(name)[0] for name in ("cluster", "topic", "partition"))
+            other_tables.append(event_replay_table(key, event_replay_columns(part, points_s, settings)))
+            continue
+        pieces.append(codes)
+        key_rows.append(np.full(len(codes["group"]), start, dtype=np.int64))
+    tables = other_tables
+    if pieces:
+        assert arrays is not None
+        columns = {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
+        key_row = pa.array(np.concatenate(key_rows))
+        tables = [pa.table({
+            "cluster": table.column("cluster").take(key_row).cast(pa.string()),
+            "group": arrays.group_names.take(pa.array(columns["group"])).cast(pa.string()),
+            "topic": table.column("topic").take(key_row).cast(pa.string()),
+            "partition": table.column("partition").take(key_row).cast(pa.int32()),
+            "timestamp": pa.array(columns["timestamp"], pa.int64()),
+            "status": pa.array(STATUS_NAMES.tolist(), pa.string()).take(pa.array(columns["status"])),
+            "current_lag": pa.array(columns["current_lag"], pa.int64()),
+            "complete": pa.array(columns["complete"], pa.float64()),
+            "lag_seconds": pa.array(columns["lag_seconds"], pa.float64(), from_pandas=True),  # NaN: none
+        }), *other_tables]
+    if not tables:
+        return event_replay_table((None, None, None), {name: [] for name in PARTITION_STATUS_COLUMNS})
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def group_evaluations(partitions: Any) -> Any:

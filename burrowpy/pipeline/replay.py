@@ -1,7 +1,7 @@
 """Replaying a history through the monitor's own storage ring and rules.
 
-This is the pure core of the batch job (no Spark, no IO) and its definition. The Spark job runs, once per
-(cluster, topic, partition) inside ``applyInArrow``, the same replay as array operations
+This is the pure core of the batch job (no Spark, no IO) and its definition. The Spark job runs, for each
+(cluster, topic, partition) in its tasks' ``mapInArrow`` calls, the same replay as array operations
 (``columnar.replay_columns``, held equal to this by the parity tests) or, for histories that path does not
 cover, ``replay_partition``; ``replay_history`` runs this replay over a whole history in one process, which
 is what the parity test and the benchmark compare Spark with.
