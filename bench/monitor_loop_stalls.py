@@ -43,8 +43,11 @@ code's rather than the scheduler's sharing of two cores between them.
 
 As ``burrowpy serve`` does, the live objects are frozen out of the collector's full passes
 (``burrowpy.daemon.GarbageFreezer``, started as serve starts it): its first refreeze just before the idle period
-(serve: a minute after the start), then on its schedule (a freeze of the young generations every 30 s); that
-refreeze's own full pass is printed. ``--no-freeze`` leaves the collector as it was before the freezer.
+(serve: a minute after the start), then on its schedule; that refreeze's own full pass is printed. ``--no-freeze``
+leaves the collector as it was before the freezer. Then, as serve runs it (from its start), the young collector
+(``burrowpy.daemon.YoungCollector``, in a tree that has it): young passes paced on the loop, their survivors frozen;
+``--young off`` leaves it out, ``--young pace`` paces without freezing, ``--young freeze`` is serve's. After the live
+period the objects generation 2 holds (promoted since the refreeze: what full passes would walk) are printed.
 """
 
 from __future__ import annotations
