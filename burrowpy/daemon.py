@@ -148,7 +148,8 @@ class GarbageFreezer:
 # generation-1 passes walked 70 ms of them. So what survives a paced pass is frozen at once (gc.freeze, as the
 # GarbageFreezer freezes the state, a constant-time move): no pass walks it again, reference counting frees it when
 # let go, and only what becomes cyclic garbage after surviving a pass waits for the freezer's next refreeze (at
-# fleet scale, under ingest, a few thousand objects a minute: bench/README.md, "The collector's young passes paced").
+# fleet scale, under ingest, 6 objects a minute once the cluster module's requests were no longer reference cycles;
+# 16,000 before: bench/README.md, "The collector's young passes paced").
 YOUNG_PASS_TARGET_S = 0.001
 YOUNG_INTERVAL_MIN_S = 0.01
 YOUNG_INTERVAL_MAX_S = 0.1
