@@ -43,8 +43,11 @@ code's rather than the scheduler's sharing of two cores between them.
 
 As ``burrowpy serve`` does, the live objects are frozen out of the collector's full passes
 (``burrowpy.daemon.GarbageFreezer``, started as serve starts it): its first refreeze just before the idle period
-(serve: a minute after the start), then on its schedule (a freeze of the young generations every 30 s); that
-refreeze's own full pass is printed. ``--no-freeze`` leaves the collector as it was before the freezer.
+(serve: a minute after the start), then on its schedule; that refreeze's own full pass is printed. ``--no-freeze``
+leaves the collector as it was before the freezer. Then, as serve runs it (from its start), the young collector
+(``burrowpy.daemon.YoungCollector``, in a tree that has it): young passes paced on the loop, their survivors frozen;
+``--young off`` leaves it out, ``--young pace`` paces without freezing, ``--young freeze`` is serve's. After the live
+period the objects generation 2 holds (promoted since the refreeze: what full passes would walk) are printed.
 """
 
 from __future__ import annotations
@@ -476,7 +479,7 @@ class MemoryReport:
 
 async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, freeze: bool = True,
                   live: dict[str, Any] | None = None, ticking: bool = True,
-                  memory: MemoryReport | None = None) -> dict[str, Any]:
+                  memory: MemoryReport | None = None, young: str = "serve") -> dict[str, Any]:
     """The idle period's figures (and with ``live``, the keyword arguments of :func:`live_ingest` but the ones
     given here, the live period's after it); ``ticking`` False: the idle period's CPU alone (``--cpu-only``)."""
     from harness import free_port
@@ -491,6 +494,11 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
     metadata_cost = MetadataCost()
     metadata_cost.install()
     freezer = GarbageFreezer(structlog.get_logger(), first_s=0)
+    young_kind = getattr(daemon, "YoungCollector", None)  # (a tree before it: none)
+    if young_kind is None or young == "off":
+        young_collector = None
+    else:
+        young_collector = young_kind(freeze_survivors=young == "freeze") if young != "serve" else young_kind()
     started = time.monotonic()
     watching = asyncio.create_task(memory.watch_peaks()) if memory and tracemalloc.is_tracing() else None
     await monitor.start()
@@ -520,6 +528,8 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             freezer.start()
             while freezer.refreezes < 1:
                 await asyncio.sleep(0.01)
+        if young_collector is not None:  # serve starts it with the freezer
+            young_collector.start()
             refreeze_ms = getattr(freezer, "last_refreeze_ms", None)  # (not timed by the freezer before w10/1)
         window = Window(timer, ticking)
         window.open()
@@ -535,6 +545,7 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             if memory:
                 memory.phase(f"live {live['seconds']:.0f} s")
             frozen_after = gc.get_freeze_count()
+            oldest_after = len(gc.get_objects(generation=2))  # promoted since the freeze, walked by full passes
             # what of it was cyclic garbage, kept frozen (or unwalked) until the freezer's next refreeze
             gc.unfreeze()
             if top:
@@ -552,11 +563,16 @@ async def measure(bootstrap: str, fleet: Fleet, seconds: float, top: int = 0, fr
             watching.cancel()
         if timed:
             timer.uninstall()
+        if young_collector is not None:
+            await young_collector.stop()
         await freezer.stop()
         gc.unfreeze()
         await monitor.stop()
     if live_figures is not None:
         live_figures["young_freezes"] = getattr(freezer, "young_freezes", 0)
+        live_figures["young_collector"] = (None if young_collector is None else
+                                           (young, young_collector.passes, young_collector.interval_s))
+        live_figures["oldest_after"] = oldest_after
         live_figures["frozen"] = (frozen_before, frozen_after, garbage_after)
         live_figures["garbage_kinds"] = sorted(garbage_kinds.items(), key=lambda item: -item[1])[:top]
     return {"read_s": read_s, "cpu_per_refresh_s": idle["cpu_s"] / (seconds / OFFSET_REFRESH) if seconds else 0.0,
@@ -615,6 +631,9 @@ def main() -> int:
                              "/status and /lag")
     parser.add_argument("--commit-interval", type=float, default=5.0,
                         help="seconds between a group's live commits")
+    parser.add_argument("--young", choices=("serve", "off", "pace", "freeze"), default="serve",
+                        help="the young collector (burrowpy.daemon.YoungCollector, if the tree has it): as burrowpy "
+                        "serve runs it, none, pacing alone, or pacing with the survivors frozen")
     parser.add_argument("--pin", action="store_true", help=f"the monitor (this process) on CPU {MONITOR_CPU} alone; "
                         f"the broker, the committing clients and the HTTP client on CPU {LOAD_CPU}")
     parser.add_argument("--no-tune-malloc", action="store_true", help="leave glibc malloc as it is (burrowpy serve "
@@ -649,7 +668,7 @@ def main() -> int:
             pin(broker.proc.pid, LOAD_CPU)
             pin(os.getpid(), MONITOR_CPU)
         figures = asyncio.run(measure(broker.bootstrap, fleet, args.seconds, args.census, not args.no_freeze,
-                                      live, not args.cpu_only, memory))
+                                      live, not args.cpu_only, memory, args.young))
     if memory:
         memory.print()
     if args.seconds:
@@ -676,6 +695,11 @@ def main() -> int:
               f"{live_figures['frozen'][0]:,} before, {live_figures['frozen'][1]:,} after, of which a refreeze then "
               f"finds {live_figures['frozen'][2]:,} cyclic garbage; peak RSS "
               f"{peak_rss_mib():,.0f} MiB{' (since the last phase of --memory)' if memory else ''}")
+        collector = live_figures["young_collector"]
+        print("young collector: " + ("none" if collector is None else
+                                     f"{collector[0]}, {collector[1]:,} paced passes, interval at the end "
+                                     f"{collector[2] * 1000:.0f} ms") +
+              f"; generation 2 after the live period (not frozen): {live_figures['oldest_after']:,} objects")
         for kind in ("status", "lag"):
             answers = live_figures[f"{kind}_ms"]
             print(f"/{kind} of a {fleet.groups[fleet.big[0]][1]:,}-partition group ({answers['count']} answers): "

@@ -135,6 +135,77 @@ class GarbageFreezer:
         gc.unfreeze()
 
 
+# CPython (3.11) starts a young (generation 0) pass when the tracked objects allocated minus those deallocated since
+# the last pass exceed the first threshold. Under live ingest the monitor frees old objects as fast as it makes new
+# ones (storage's replaced entries, the bases the trend sampler renews, topic health's readings), and the old ones
+# freed (frozen or in generation 2) count against the new: the young generation grew to 100,000-200,000 objects
+# before its pass came, a pass of 40-90 ms of the loop's CPU (bench/README.md, "What the long young passes walk").
+# The young collector paces those passes by time instead: the loop runs one (gc.collect(0)) every interval, and the
+# interval follows what the passes cost, shorter when a pass took more than YOUNG_PASS_TARGET_S (the young
+# generation grows fast), longer when less, between YOUNG_INTERVAL_MIN_S and YOUNG_INTERVAL_MAX_S (a pass over next
+# to nothing costs a microsecond). Pacing alone moves the length to generation 1: each paced pass counts towards
+# generation 1's threshold and its survivors pile up there (the ingest's objects live seconds, until replaced), and
+# generation-1 passes walked 70 ms of them. So what survives a paced pass is frozen at once (gc.freeze, as the
+# GarbageFreezer freezes the state, a constant-time move): no pass walks it again, reference counting frees it when
+# let go, and only what becomes cyclic garbage after surviving a pass waits for the freezer's next refreeze (at
+# fleet scale, under ingest, 6 objects a minute once the cluster module's requests were no longer reference cycles;
+# 16,000 before: bench/README.md, "The collector's young passes paced").
+YOUNG_PASS_TARGET_S = 0.001
+YOUNG_INTERVAL_MIN_S = 0.01
+YOUNG_INTERVAL_MAX_S = 0.1
+
+
+class YoungCollector:
+    """Runs the collector's young passes on the event loop every :attr:`interval_s`, adapted to what they cost
+    (see :data:`YOUNG_PASS_TARGET_S`), and freezes what survives them.
+
+    ``freeze_survivors`` False leaves the survivors in generation 1 (measured, not used: see above). Frozen
+    survivors are the :class:`GarbageFreezer`'s to give back, at its next refreeze or when it stops; used by
+    ``burrowpy serve`` with it, not by :class:`Monitor`.
+    """
+
+    def __init__(self, target_s: float = YOUNG_PASS_TARGET_S, min_interval_s: float = YOUNG_INTERVAL_MIN_S,
+                 max_interval_s: float = YOUNG_INTERVAL_MAX_S, freeze_survivors: bool = True) -> None:
+        self.target_s = target_s
+        self.min_interval_s = min_interval_s
+        self.max_interval_s = max_interval_s
+        self.freeze_survivors = freeze_survivors
+        self.interval_s = max_interval_s
+        self.passes = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def collect(self) -> float:
+        """One young pass (and the survivors frozen, with ``freeze_survivors``); the interval adapted to its
+        cost, which is returned (the loop thread's CPU seconds)."""
+        started = time.thread_time()
+        gc.collect(0)
+        if self.freeze_survivors:
+            gc.freeze()
+        spent = time.thread_time() - started
+        self.passes += 1
+        # halve the interval at most, double it at most: one pass of an unusual size does not swing it far
+        factor = min(2.0, max(0.5, self.target_s / spent)) if spent > 0 else 2.0
+        self.interval_s = min(self.max_interval_s, max(self.min_interval_s, self.interval_s * factor))
+        return spent
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            self.collect()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="young-collector")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", metavar="FILE",
@@ -391,8 +462,11 @@ async def _serve(config: Config, log_control: LogControl) -> int:
         return 1
     freezer = GarbageFreezer(log)
     freezer.start()
+    young = YoungCollector()
+    young.start()
     await stopping.wait()
     log.info("shutdown triggered")
+    await young.stop()
     await freezer.stop()
     await monitor.stop()
     log.info("stopped burrowpy")

@@ -205,7 +205,14 @@ class _Prepared:
         self._correlation_id = 0
         self._client_id: str | None = None
         self._frame = b""
-        self.RESPONSE_TYPE = self  # aiokafka decodes the answer through RESPONSE_TYPE.decode
+
+    @property
+    def RESPONSE_TYPE(self) -> _Prepared:  # noqa: N802 - aiokafka's name
+        """This object: aiokafka decodes the answer through ``request.RESPONSE_TYPE.decode``. A property, not an
+        attribute set to ``self``, which made every request a reference cycle that only the collector frees (with
+        its body and the answer's frame): under ingest they waited for a pass of the older generations, or with
+        the young collector's freezing for the next refreeze."""
+        return self
 
     def build_request_header(self, correlation_id: int, client_id: str | None) -> _Header:
         self._correlation_id, self._client_id = correlation_id, client_id

@@ -234,3 +234,45 @@ def test_serve_tunes_malloc_so_a_burst_of_large_blocks_is_given_back(tmp_path):
     status, during, after = (int(word) for word in done.stdout.split())
     assert status == 1 and during >= 60, done.stdout + done.stderr  # the burst was resident
     assert after < 8, done.stdout  # and given back
+
+
+YOUNG = r"""
+import argparse, gc, os, signal, sys, threading, time
+from burrowpy import daemon
+
+frozen = []
+
+def watch() -> None:
+    # the freezer's first refreeze comes a minute after the start: anything frozen sooner is the young collector's
+    deadline = time.monotonic() + 30
+    while not gc.get_freeze_count() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    frozen.append(gc.get_freeze_count())
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=watch, daemon=True).start()
+status = daemon.run(argparse.Namespace(config=sys.argv[1], config_dir=None))
+print(status, frozen[0], gc.get_freeze_count())
+"""
+
+
+def test_serve_runs_the_young_collector_and_gives_its_frozen_objects_back_when_stopped(tmp_path):
+    """`burrowpy serve` paces the collector's young passes and freezes their survivors (daemon.YoungCollector):
+    objects are frozen within seconds of the start, before the freezer's first refreeze, and none is left frozen once
+    serve has stopped on SIGTERM. In a child process (the collector is the process's)."""
+    import os
+    import subprocess
+    import sys
+
+    from harness import ROOT, free_port
+
+    (tmp_path / "burrowpy.yaml").write_text(
+        f'logging: {{filename: burrowpy.log}}\nhttpserver: {{default: {{address: "127.0.0.1:{free_port()}"}}}}\n'
+        'storage: {default: {intervals: 10}}\n')
+    done = subprocess.run([sys.executable, "-c", YOUNG, str(tmp_path / "burrowpy.yaml")], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))})  # this checkout's code
+    status, frozen, left = (int(word) for word in done.stdout.split())
+    assert status == 0, done.stdout + done.stderr
+    assert frozen > 0, done.stdout  # frozen within 30 s of the start
+    assert left == 0
