@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -90,12 +91,35 @@ GC_FREEZE_FIRST_S = 60.0
 GC_FREEZE_PERIOD_S = 900.0
 
 
-class GarbageFreezer:
+class _LoopTask:
+    """A task of the daemon's own on the event loop: :meth:`start` runs :meth:`_run`, :meth:`stop` cancels it and
+    waits for it to end."""
+
+    task_name = ""
+    _task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.task_name)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class GarbageFreezer(_LoopTask):
     """Keeps the monitor's long-lived objects out of the collector's full passes (see :data:`GC_FREEZE_PERIOD_S`).
 
     The whole process is affected (the collector is the interpreter's): :meth:`stop` gives the frozen objects
     back. Used by ``burrowpy serve``, not by :class:`Monitor`, so that programs embedding the monitor decide.
     """
+
+    task_name = "garbage-freezer"
 
     def __init__(self, logger: Any, first_s: float = GC_FREEZE_FIRST_S,
                  period_s: float = GC_FREEZE_PERIOD_S) -> None:
@@ -103,7 +127,6 @@ class GarbageFreezer:
         self.first_s = first_s
         self.period_s = period_s
         self.refreezes = 0
-        self._task: asyncio.Task[None] | None = None
 
     def refreeze(self) -> None:
         """Unfreeze, collect everything (what became cyclic garbage while frozen included), freeze the rest."""
@@ -121,17 +144,8 @@ class GarbageFreezer:
             self.refreeze()
             await asyncio.sleep(self.period_s)
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="garbage-freezer")
-
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await super().stop()
         gc.unfreeze()
 
 
@@ -155,7 +169,7 @@ YOUNG_INTERVAL_MIN_S = 0.01
 YOUNG_INTERVAL_MAX_S = 0.1
 
 
-class YoungCollector:
+class YoungCollector(_LoopTask):
     """Runs the collector's young passes on the event loop every :attr:`interval_s`, adapted to what they cost
     (see :data:`YOUNG_PASS_TARGET_S`), and freezes what survives them.
 
@@ -163,6 +177,8 @@ class YoungCollector:
     survivors are the :class:`GarbageFreezer`'s to give back, at its next refreeze or when it stops; used by
     ``burrowpy serve`` with it, not by :class:`Monitor`.
     """
+
+    task_name = "young-collector"
 
     def __init__(self, target_s: float = YOUNG_PASS_TARGET_S, min_interval_s: float = YOUNG_INTERVAL_MIN_S,
                  max_interval_s: float = YOUNG_INTERVAL_MAX_S, freeze_survivors: bool = True) -> None:
@@ -172,7 +188,6 @@ class YoungCollector:
         self.freeze_survivors = freeze_survivors
         self.interval_s = max_interval_s
         self.passes = 0
-        self._task: asyncio.Task[None] | None = None
 
     def collect(self) -> float:
         """One young pass (and the survivors frozen, with ``freeze_survivors``); the interval adapted to its
@@ -193,17 +208,6 @@ class YoungCollector:
             await asyncio.sleep(self.interval_s)
             self.collect()
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="young-collector")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,12 +20,10 @@ from __future__ import annotations
 import asyncio
 import io
 import random
-import struct
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
-
-_CORRELATION_ID = struct.Struct(">i")
+from burrowpy.coordinators.prepared_request import CORRELATION_ID, PreparedRequest, ResponseHeader
 
 
 class NoCommonVersion(Exception):
@@ -63,54 +61,25 @@ class LaterAnswer:
         return decode_response(self.api_key, self.api_version, self.frame)[1]
 
 
-class _Header:
-    """What aiokafka writes before the body: nothing, since our encoder writes the header with the body."""
-
-    @staticmethod
-    def encode() -> bytes:
-        return b""
-
-
-class _ResponseHeader:
-    def __init__(self, correlation_id: int) -> None:
-        self.correlation_id = correlation_id
-
-
-class _PreparedRequest:
+class _PreparedRequest(PreparedRequest):
     """One request at one version: aiokafka encodes it, then hands the answer frame back for decoding."""
 
     def __init__(self, api_key: int, version: int, body: dict[str, Any], decode_later: bool) -> None:
-        self.api_key = api_key
-        self.api_version = version
+        super().__init__(api_key, version)
         self.body = body
         self.decode_later = decode_later
-        self._frame = b""
-        self._correlation_id = 0
-        self._client_id: str | None = None
         self._answer: dict[str, Any] | None = None
-
-    @property
-    def RESPONSE_TYPE(self) -> _PreparedRequest:  # noqa: N802 - aiokafka's name
-        """This object: aiokafka decodes the answer through ``request.RESPONSE_TYPE.decode``. A property, not an
-        attribute set to ``self``, which made every request a reference cycle that only the collector frees (with
-        its body and the answer's frame): under ingest they waited for a pass of the older generations, or with
-        the young collector's freezing for the next refreeze."""
-        return self
-
-    def build_request_header(self, correlation_id: int, client_id: str | None) -> _Header:
-        self._correlation_id, self._client_id = correlation_id, client_id
-        return _Header()
 
     def encode(self) -> bytes:
         frame = encode_request(self.api_key, self.api_version, self._correlation_id, self._client_id, self.body)
         return frame[4:]  # aiokafka writes the size prefix itself
 
-    def parse_response_header(self, response: io.BytesIO) -> _ResponseHeader:
+    def parse_response_header(self, response: io.BytesIO) -> ResponseHeader:
         if self.decode_later:
             self._frame = response.getvalue()
-            return _ResponseHeader(_CORRELATION_ID.unpack_from(self._frame)[0])  # first in every header version
+            return ResponseHeader(CORRELATION_ID.unpack_from(self._frame)[0])  # first in every header version
         correlation_id, self._answer = decode_response(self.api_key, self.api_version, response.getvalue())
-        return _ResponseHeader(correlation_id)
+        return ResponseHeader(correlation_id)
 
     def decode(self, _response: io.BytesIO) -> dict[str, Any] | LaterAnswer:
         if self.decode_later:

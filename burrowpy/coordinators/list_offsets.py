@@ -21,6 +21,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from burrowpy.coordinators.prepared_request import PreparedRequest, ResponseHeader
+
 LIST_OFFSETS = 2  # API key
 LOWEST, HIGHEST = 1, 5
 LATEST = -1  # the timestamp that asks for the log end offset
@@ -119,21 +121,6 @@ def decode_latest_offsets(version: int, frame: bytes) -> Iterator[TopicOffsets]:
         raise ValueError(f"{len(frame) - pos} bytes after the ListOffsets answer")
 
 
-class _ResponseHeader:
-    __slots__ = ("correlation_id",)
-
-    def __init__(self, correlation_id: int) -> None:
-        self.correlation_id = correlation_id
-
-
-class _Header:
-    """What aiokafka writes before the body: nothing, the header is encoded with the body."""
-
-    @staticmethod
-    def encode() -> bytes:
-        return b""
-
-
 class LatestOffsetsAnswer:
     """The undecoded answer of one broker: :meth:`topics` decodes it."""
 
@@ -197,34 +184,18 @@ def answered_topics(answer: Any) -> Iterator[TopicOffsets]:
         yield found
 
 
-class _Prepared:
+class _Prepared(PreparedRequest):
     def __init__(self, version: int, request: LatestOffsetsRequest) -> None:
-        self.api_key = LIST_OFFSETS
-        self.api_version = version
+        super().__init__(LIST_OFFSETS, version)
         self._request = request
-        self._correlation_id = 0
-        self._client_id: str | None = None
-        self._frame = b""
-
-    @property
-    def RESPONSE_TYPE(self) -> _Prepared:  # noqa: N802 - aiokafka's name
-        """This object: aiokafka decodes the answer through ``request.RESPONSE_TYPE.decode``. A property, not an
-        attribute set to ``self``, which made every request a reference cycle that only the collector frees (with
-        its body and the answer's frame): under ingest they waited for a pass of the older generations, or with
-        the young collector's freezing for the next refreeze."""
-        return self
-
-    def build_request_header(self, correlation_id: int, client_id: str | None) -> _Header:
-        self._correlation_id, self._client_id = correlation_id, client_id
-        return _Header()
 
     def encode(self) -> bytes:
         return self._request.frame(self.api_version, self._correlation_id, self._client_id)
 
-    def parse_response_header(self, response: io.BytesIO) -> _ResponseHeader:
+    def parse_response_header(self, response: io.BytesIO) -> ResponseHeader:
         self._frame = response.getvalue()
         (correlation_id,) = _INT32.unpack_from(self._frame, 0)
-        return _ResponseHeader(correlation_id)
+        return ResponseHeader(correlation_id)
 
     def decode(self, _response: io.BytesIO) -> LatestOffsetsAnswer:
         return LatestOffsetsAnswer(self.api_version, self._frame)
