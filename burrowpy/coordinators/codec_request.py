@@ -127,13 +127,33 @@ async def _metadata(client: Any, topics: list[dict[str, Any]] | None, timeout_s:
     raise RuntimeError(f"no broker answered Metadata: {failure!r}")
 
 
-async def follow_brokers(client: Any, brokers: list[dict[str, Any]]) -> bool:
+# How often follow_brokers has the aiokafka client refresh its brokers, and the pause between two refreshes.
+FOLLOW_ATTEMPTS = 4
+FOLLOW_PAUSE_S = 0.1
+
+
+async def follow_brokers(client: Any, brokers: list[dict[str, Any]], attempts: int = FOLLOW_ATTEMPTS,
+                         pause_s: float = FOLLOW_PAUSE_S) -> bool:
     """When a Metadata answer's ``brokers`` are not those the aiokafka client knows (by id, host and port), have it
-    refresh them, since it connects by them; whether they differed."""
+    refresh them, since it connects by them; whether they differed.
+
+    aiokafka asks a broker of its choosing, whose view may not hold yet a broker another one already lists (in a
+    cluster each broker applies the metadata log at its own pace): a request to a broker the client does not know
+    fails at once. So the refresh is asked again, ``attempts`` times at most, until the client knows every broker
+    read here."""
     read = {(broker["node_id"], broker["host"], broker["port"]) for broker in brokers}
-    if read == {(broker.nodeId, broker.host, broker.port) for broker in client.cluster.brokers()}:
+
+    def known() -> set[tuple[int, str, int]]:
+        return {(broker.nodeId, broker.host, broker.port) for broker in client.cluster.brokers()}
+
+    if read == known():
         return False
-    await client.force_metadata_update()
+    for attempt in range(attempts):
+        if attempt:
+            await asyncio.sleep(pause_s)
+        await client.force_metadata_update()
+        if read <= known():
+            break
     return True
 
 
