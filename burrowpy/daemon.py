@@ -209,7 +209,6 @@ class YoungCollector(_LoopTask):
             self.collect()
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", metavar="FILE",

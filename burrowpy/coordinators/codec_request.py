@@ -23,7 +23,7 @@ import random
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
-from burrowpy.coordinators.prepared_request import CORRELATION_ID, PreparedRequest, ResponseHeader
+from burrowpy.coordinators.prepared_request import PreparedRequest, ResponseHeader
 
 
 class NoCommonVersion(Exception):
@@ -76,8 +76,7 @@ class _PreparedRequest(PreparedRequest):
 
     def parse_response_header(self, response: io.BytesIO) -> ResponseHeader:
         if self.decode_later:
-            self._frame = response.getvalue()
-            return ResponseHeader(CORRELATION_ID.unpack_from(self._frame)[0])  # first in every header version
+            return super().parse_response_header(response)
         correlation_id, self._answer = decode_response(self.api_key, self.api_version, response.getvalue())
         return ResponseHeader(correlation_id)
 

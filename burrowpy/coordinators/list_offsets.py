@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from burrowpy.coordinators.prepared_request import PreparedRequest, ResponseHeader
+from burrowpy.coordinators.prepared_request import PreparedRequest
 
 LIST_OFFSETS = 2  # API key
 LOWEST, HIGHEST = 1, 5
@@ -191,11 +191,6 @@ class _Prepared(PreparedRequest):
 
     def encode(self) -> bytes:
         return self._request.frame(self.api_version, self._correlation_id, self._client_id)
-
-    def parse_response_header(self, response: io.BytesIO) -> ResponseHeader:
-        self._frame = response.getvalue()
-        (correlation_id,) = _INT32.unpack_from(self._frame, 0)
-        return ResponseHeader(correlation_id)
 
     def decode(self, _response: io.BytesIO) -> LatestOffsetsAnswer:
         return LatestOffsetsAnswer(self.api_version, self._frame)

@@ -8,6 +8,7 @@ before both, then hands the answer to ``parse_response_header`` and to ``RESPONS
 
 from __future__ import annotations
 
+import io
 import struct
 
 CORRELATION_ID = struct.Struct(">i")  # the first field of every response header version
@@ -49,3 +50,9 @@ class PreparedRequest:
     def build_request_header(self, correlation_id: int, client_id: str | None) -> EmptyHeader:
         self._correlation_id, self._client_id = correlation_id, client_id
         return EmptyHeader()
+
+    def parse_response_header(self, response: io.BytesIO) -> ResponseHeader:
+        """Keep the answer's frame, for ``decode`` to read (off the loop, or a topic at a time); its correlation
+        id is the first field of every header version."""
+        self._frame = response.getvalue()
+        return ResponseHeader(CORRELATION_ID.unpack_from(self._frame)[0])

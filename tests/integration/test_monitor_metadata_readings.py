@@ -39,8 +39,8 @@ def config(bootstrap: str, port: int) -> dict[str, Any]:
 async def test_topic_healths_readings_serve_the_cluster_modules_refresh_no_staler(broker):
     """Topic health reads every second, the cluster module's topics are due every three: before, each made its own
     readings (about 1.33 a second: three more in the window); now topic health's serve both (about one a second). A
-    topic created while
-    watched is still in the cluster module's topics within topic-refresh + offset-refresh (and a reading's time)."""
+    topic created while watched is still in the cluster module's topics within topic-refresh + offset-refresh (and a
+    reading's time)."""
     topic = unique_name("readings")
     monitor = Monitor(parse_config(config(broker.bootstrap, free_port()), "burrowpy.yaml", {}), structlog.get_logger())
     await monitor.start()
