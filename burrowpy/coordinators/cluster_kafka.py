@@ -96,6 +96,11 @@ class KafkaCluster:
         self._due_after = 0
         self._metadata: MetadataReader | None = None  # the cluster's Metadata readings, shared with topic health
         self._applied_started: float | None = None  # when the reading topics and leaders come from was started
+        # the digest of the Metadata answer topics and leaders come from (an answer with the same one is not gone
+        # through again), its leaderless partitions and its brokers
+        self._applied_digest: bytes | None = None
+        self._leaderless: list[tuple[str, int]] = []
+        self._brokers: list[dict[str, Any]] = []
         self._requests: dict[int, LatestOffsetsRequest] = {}  # the ListOffsets of each leader, for these leaders:
         self._requests_for: dict[tuple[str, int], int] | None = None
 
@@ -225,21 +230,25 @@ class KafkaCluster:
         await self._apply(await self._metadata.take(self._due_after))
 
     async def _apply(self, reading: MetadataReading) -> None:
-        """Topics and leaders from ``reading``. aiokafka's own metadata, which it refreshes only when a connection
+        """Topics and leaders from ``reading`` (nothing to do when it is the answer applied last time, byte for
+        byte: at fleet scale an unchanged cluster's Metadata is tens of thousands of partitions). aiokafka's own metadata, which it refreshes only when a connection
         breaks (:data:`~burrowpy.coordinators.kafka_client.BROKERS_ONLY_METADATA_AGE_MS`), is refreshed too when
         the brokers read here are not the ones it knows: it holds their addresses."""
-        metadata = reading.metadata
-        topics, leaders, leaderless = await asyncio.to_thread(partition_leaders, metadata, self.leaders)
-        for topic, partition in leaderless:
+        if reading.digest != self._applied_digest:
+            metadata = await reading.metadata()
+            topics, leaders, leaderless = await asyncio.to_thread(partition_leaders, metadata, self.leaders)
+            for gone in sorted(set(self.topics) - set(topics)):
+                self.log.info("topic deleted", topic=gone)
+                self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
+                self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
+            self.topics, self.leaders, self._leaderless = topics, leaders, leaderless
+            self._brokers, self._applied_digest = metadata["brokers"], reading.digest
+        # else the answer applied last time, byte for byte: the same topics, leaders and brokers
+        for topic, partition in self._leaderless:
             self.log.warning("partition has no leader", topic=topic, partition=partition)
-        for gone in sorted(set(self.topics) - set(topics)):
-            self.log.info("topic deleted", topic=gone)
-            self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
-            self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
-        self.topics, self.leaders = topics, leaders
         self._refresh_metadata, self._applied_started = False, reading.started
-        if await follow_brokers(self._client, metadata["brokers"]):
-            self.log.info("brokers changed", brokers=sorted(broker["node_id"] for broker in metadata["brokers"]))
+        if await follow_brokers(self._client, self._brokers):
+            self.log.info("brokers changed", brokers=sorted(broker["node_id"] for broker in self._brokers))
 
     async def poll_once(self) -> None:
         """Refresh metadata if due (or take a newer reading topic health made), then send one ListOffsets (latest) per leader broker, and hand each topic of
@@ -278,6 +287,8 @@ class KafkaCluster:
         return self._requests
 
     def _store_offsets(self, answer: TopicOffsets, now_ms: int) -> None:
+        """Storage is handed every offset of every refresh (a broker ring records each refresh, moved or not);
+        ``log_ends`` is left as it is for a topic whose answer is the last one's, which it holds already."""
         topic = answer.topic
         for partition, error_code in answer.errors:
             self.log.warning("partition offset error", topic=topic, partition=partition, error_code=error_code)
@@ -288,7 +299,8 @@ class KafkaCluster:
             partitions, offsets = [p for p, _ in kept], [o for _, o in kept]
         if not partitions:
             return
-        self.log_ends.update(zip(zip(repeat(topic), partitions), offsets, strict=True))
+        if not answer.same_as_last:  # (a request's memo lives as long as the leaders, and so the topics, it was made for)
+            self.log_ends.update(zip(zip(repeat(topic), partitions), offsets, strict=True))
         count = self.topics.get(topic)  # None: not in the metadata, each partition counts as the topic's last
         if len(partitions) <= STORAGE_CHUNK:  # most topics: the answer's lists as they are, no copies
             self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,

@@ -75,17 +75,29 @@ def encode_latest_offsets(version: int, correlation_id: int, client_id: str | No
 
 @dataclass(slots=True)
 class TopicOffsets:
-    """One topic of an answer: the partitions answered without error and their offsets, and the others."""
+    """One topic of an answer: the partitions answered without error and their offsets, and the others. Not to
+    be changed: with a memo (:func:`decode_latest_offsets`) the same object stands for the next answers that
+    say the same; ``same_as_last`` is then True."""
 
     topic: str
     partitions: list[int]
     offsets: list[int]
     errors: list[tuple[int, int]]  # (partition, error code)
+    same_as_last: bool = False  # this topic's part of the answer is byte for byte the last answer's
 
 
-def decode_latest_offsets(version: int, frame: bytes) -> Iterator[TopicOffsets]:
+# What the last answer to a request that held a topic said of it: the topic's bytes, and what they were decoded
+# to. (The request asks of the same topics every time: its answers hold the same ones.)
+OffsetsMemo = dict[str, tuple[bytes, TopicOffsets]]
+
+
+def decode_latest_offsets(version: int, frame: bytes, memo: OffsetsMemo | None = None) -> Iterator[TopicOffsets]:
     """The topics of a ListOffsets answer frame (correlation id first), one at a time, in the answer's order.
-    Raises ValueError for a frame that does not hold what its counts say."""
+    Raises ValueError for a frame that does not hold what its counts say.
+
+    With ``memo`` (what the last answer to the same request said of each topic, updated here), a topic whose
+    bytes are the ones read last is not decoded again: its :class:`TopicOffsets` is the last one, with
+    ``same_as_last`` set. At fleet scale most topics of an answer are those of partitions nobody wrote to."""
     try:
         pos = 4 + (4 if version >= 2 else 0)  # correlation id, throttle time
         (topic_count,) = _INT32.unpack_from(frame, pos)
@@ -104,17 +116,28 @@ def decode_latest_offsets(version: int, frame: bytes) -> Iterator[TopicOffsets]:
             end = pos + count * size
             if count < 0 or end > len(frame):
                 raise ValueError(f"{count} partitions of {topic} beyond the frame")
+            body = frame[pos:end]
+            if memo is not None:
+                last = memo.get(topic)
+                if last is not None and last[0] == body:
+                    pos = end
+                    last[1].same_as_last = True
+                    yield last[1]
+                    continue
             partitions: list[int] = []
             offsets: list[int] = []
             errors: list[tuple[int, int]] = []
-            for fields in layout.iter_unpack(frame[pos:end]):
+            for fields in layout.iter_unpack(body):
                 if fields[1]:
                     errors.append((fields[0], fields[1]))
                 else:
                     partitions.append(fields[0])
                     offsets.append(fields[3])
             pos = end
-            yield TopicOffsets(topic, partitions, offsets, errors)
+            found = TopicOffsets(topic, partitions, offsets, errors)
+            if memo is not None:
+                memo[topic] = (body, found)
+            yield found
     except struct.error as exc:
         raise ValueError(f"truncated ListOffsets answer: {exc}") from None
     if pos != len(frame):
@@ -122,16 +145,18 @@ def decode_latest_offsets(version: int, frame: bytes) -> Iterator[TopicOffsets]:
 
 
 class LatestOffsetsAnswer:
-    """The undecoded answer of one broker: :meth:`topics` decodes it."""
+    """The undecoded answer of one broker: :meth:`topics` decodes it (with the memo of the request it answers:
+    the topics its last answer said the same of are not decoded again)."""
 
-    __slots__ = ("version", "frame")
+    __slots__ = ("version", "frame", "memo")
 
-    def __init__(self, version: int, frame: bytes) -> None:
+    def __init__(self, version: int, frame: bytes, memo: OffsetsMemo | None = None) -> None:
         self.version = version
         self.frame = frame
+        self.memo = memo
 
     def topics(self) -> Iterator[TopicOffsets]:
-        return decode_latest_offsets(self.version, self.frame)
+        return decode_latest_offsets(self.version, self.frame, self.memo)
 
 
 class LatestOffsetsRequest:
@@ -141,12 +166,16 @@ class LatestOffsetsRequest:
     aiokafka's struct (:func:`answered_topics` reads either).
 
     The same request is sent at every refresh until the partitions change: the body of each version is
-    encoded once and kept. With ``timestamp`` -2 it asks for the earliest offsets instead."""
+    encoded once and kept, and so is what its last answer said of each topic (:data:`OffsetsMemo`): a topic
+    whose part of the next answer is byte for byte the same is not decoded again. With ``timestamp`` -2 it
+    asks for the earliest offsets instead."""
 
     def __init__(self, topics: Sequence[tuple[str, Sequence[int]]], timestamp: int = LATEST) -> None:
         self.topics = topics
         self.timestamp = timestamp
         self._bodies: dict[tuple[int, str | None], bytes] = {}
+        # what the last answer said of each topic, by version (the answers of one version to decode against)
+        self.memos: dict[int, OffsetsMemo] = {}
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> Any:
         version = latest_offsets_version(versions)
@@ -193,4 +222,4 @@ class _Prepared(PreparedRequest):
         return self._request.frame(self.api_version, self._correlation_id, self._client_id)
 
     def decode(self, _response: io.BytesIO) -> LatestOffsetsAnswer:
-        return LatestOffsetsAnswer(self.api_version, self._frame)
+        return LatestOffsetsAnswer(self.api_version, self._frame, self._request.memos.setdefault(self.api_version, {}))

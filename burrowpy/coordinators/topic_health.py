@@ -27,10 +27,18 @@ from broker.protocol.api import ApiKey
 from burrowpy.coordinators.codec_request import (
     REQUEST_TIMEOUT_S,
     CodecRequest,
+    LaterAnswer,
     MetadataReader,
-    send_decoded,
+    MetadataReading,
+    answer_digest,
+    send_undecoded,
 )
-from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, answered_topics
+from burrowpy.coordinators.list_offsets import (
+    LIST_OFFSETS,
+    LatestOffsetsAnswer,
+    LatestOffsetsRequest,
+    answered_topics,
+)
 
 TOPIC_RESOURCE = 2  # DescribeConfigs resource type of a topic
 MIN_ISR = "min.insync.replicas"
@@ -118,14 +126,41 @@ def _partition_index(partition: dict[str, Any]) -> int:
     return partition["partition_index"]  # type: ignore[no-any-return]
 
 
+class _Shape:
+    """What topic health takes from one Metadata answer (known by its digest): the live brokers, each topic's
+    partitions (leader, replicas, ISR and offline replicas, by index; their other figures are another reading's,
+    not used) and one earliest-offsets request per leader."""
+
+    __slots__ = ("digest", "earliest", "live", "topics")
+
+    def __init__(self, digest: bytes, live: frozenset[int], topics: Mapping[str, Sequence[PartitionHealth]]) -> None:
+        self.digest, self.live, self.topics = digest, live, topics
+        by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for name, partitions in topics.items():
+            for index, partition in enumerate(partitions):
+                if partition.leader in live:
+                    by_leader[partition.leader][name].append(index)
+        self.earliest = {leader: LatestOffsetsRequest(sorted(by_leader[leader].items()), EARLIEST)
+                         for leader in sorted(by_leader)}
+
+
 class TopicHealthReader:
     def __init__(self, client: Any, log: Any, metadata: MetadataReader | None = None) -> None:
         """``metadata``: the cluster's shared Metadata readings (the cluster module's refresh takes them too); a
-        reading asks for a new one, or joins one in flight, started at most one request's time before."""
+        reading asks for a new one, or joins one in flight, started at most one request's time before.
+
+        Every reading asks the brokers again, but decodes only what changed: a Metadata answer equal to the last
+        one (by :func:`~burrowpy.coordinators.codec_request.answer_digest`) is not decoded again, its partitions
+        are the last reading's; and when every answer of a reading equals the last reading's, that reading's
+        figures are this one's (a fleet at rest answers the same megabytes every time)."""
         self._client = client
         self._metadata = metadata if metadata is not None else MetadataReader(client)
         self._log = log
         self._told: dict[str, dict[str, int]] = {}  # per-topic errors last logged, by what was asked
+        self._shape: _Shape | None = None
+        # the digests of the last reading's answers and its figures, when that reading logged no failure
+        self._last: tuple[tuple[bytes | None, ...], ClusterHealth] | None = None
+        self._failures = 0  # failures logged so far
 
     def _tell_changed(self, what: str, errors: dict[str, int]) -> None:
         """Log a request's per-topic errors when they differ from the last reading's: a topic the monitor may
@@ -137,41 +172,69 @@ class TopicHealthReader:
             else:
                 self._log.info(f"{what} answers for every topic again")
 
-    async def read(self, now_ms: int) -> ClusterHealth:
-        metadata = (await self._metadata.read()).metadata
+    async def _shape_of(self, reading: MetadataReading) -> _Shape:
+        if self._shape is not None and self._shape.digest == reading.digest:
+            return self._shape  # the answer gone through last time, byte for byte
+        metadata = await reading.metadata()
         live = frozenset(broker["node_id"] for broker in metadata["brokers"])
-        layout: dict[str, list[dict[str, Any]]] = {}
-        for topic in metadata["topics"]:
-            if not topic["error_code"]:
-                partitions = topic["partitions"]
-                # Brokers list a topic's partitions in order: sorted only when they are not.
-                if [partition["partition_index"] for partition in partitions] != list(range(len(partitions))):
-                    partitions = sorted(partitions, key=_partition_index)
-                layout[topic["name"]] = partitions
         self._tell_changed("Metadata", {topic["name"]: topic["error_code"] for topic in metadata["topics"]
                                         if topic["error_code"]})
-        min_isr, sizes, earliest = await asyncio.gather(
-            self._min_isr(sorted(layout), live), self._sizes(live), self._earliest(layout, live))
-        topics: dict[str, list[PartitionHealth]] = {}
-        done = 0
         # One tuple of each replica list, ISR and offline list however many partitions share it: a cluster has few
-        # distinct ones (a fleet of 50,000 partitions on one broker has one), and two tuples of its own per
+        # distinct ones (a fleet of 50,000 partitions on one broker has one), and two tuples of their own per
         # partition were most of a reading's memory with the rows' dicts (before slots).
         shared: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
         share = shared.setdefault
+        topics: dict[str, list[PartitionHealth]] = {}
+        done = 0
+        for topic in metadata["topics"]:
+            if topic["error_code"]:
+                continue
+            partitions = topic["partitions"]
+            # Brokers list a topic's partitions in order: sorted only when they are not.
+            if [partition["partition_index"] for partition in partitions] != list(range(len(partitions))):
+                partitions = sorted(partitions, key=_partition_index)
+            done += len(partitions)
+            if done >= SLICE:  # the loop to others between slices of a fleet's partitions
+                done = 0
+                await asyncio.sleep(0)
+            rows = topics[topic["name"]] = []
+            for partition in partitions:
+                replicas, isr = tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"])
+                offline = tuple(partition.get("offline_replicas") or ())
+                rows.append(PartitionHealth(partition["leader_id"], share(replicas, replicas), share(isr, isr),
+                                            share(offline, offline)))
+        self._shape = _Shape(reading.digest, live, topics)
+        return self._shape
+
+    async def read(self, now_ms: int) -> ClusterHealth:
+        shape = await self._shape_of(await self._metadata.read())
+        live = shape.live
+        names = sorted(shape.topics)
+        configs, log_dirs, earliest = await asyncio.gather(
+            self._ask_min_isr(names, live), self._ask_sizes(live), self._ask_earliest(shape))
+        digests = (shape.digest, *(_digest(answer) for answer in (configs, *log_dirs.values(), *earliest.values())))
+        last = self._last
+        if last is not None and None not in digests and last[0] == digests:
+            # every answer as the last reading's, which logged no failure: its figures, read now
+            return ClusterHealth(now_ms, live, last[1].topics, last[1].min_isr)
+        self._last = None
+        failures_before = self._failures
+        min_isr, sizes, earliest_offsets = await asyncio.gather(
+            self._min_isr(configs), self._sizes(log_dirs), self._earliest(earliest))
+        topics: dict[str, list[PartitionHealth]] = {}
+        done = 0
         no_sizes: dict[int, dict[int, int]] = {}
         no_earliest: dict[int, int] = {}
         size: int | None
-        for name, partitions in layout.items():
+        for name, partitions in shape.topics.items():
             done += len(partitions)
             if done >= SLICE:  # the loop to others between slices of a fleet's partitions
                 done = 0
                 await asyncio.sleep(0)
             rows = topics[name] = []
-            topic_sizes, topic_earliest = sizes.get(name, no_sizes), earliest.get(name, no_earliest)
-            for partition in partitions:
-                index = partition["partition_index"]
-                leader = partition["leader_id"]
+            topic_sizes, topic_earliest = sizes.get(name, no_sizes), earliest_offsets.get(name, no_earliest)
+            for index, partition in enumerate(partitions):
+                leader = partition.leader
                 replica_sizes = topic_sizes.get(index)
                 if replica_sizes is None:
                     size = None
@@ -179,23 +242,39 @@ class TopicHealthReader:
                     size = replica_sizes.get(leader)
                     if size is None:
                         size = max(replica_sizes.values(), default=None)
-                replicas, isr = tuple(partition["replica_nodes"]), tuple(partition["isr_nodes"])
-                offline = tuple(partition.get("offline_replicas") or ())
-                rows.append(PartitionHealth(leader, share(replicas, replicas), share(isr, isr), share(offline, offline),
-                                            topic_earliest.get(index), size))
-        return ClusterHealth(now_ms, live, topics, min_isr)
+                low = topic_earliest.get(index)
+                if partition.low_watermark == low and partition.size_bytes == size:
+                    rows.append(partition)  # (frozen: the last reading's row is this one's)
+                else:
+                    rows.append(PartitionHealth(leader, partition.replicas, partition.isr, partition.offline_replicas,
+                                                low, size))
+        health = ClusterHealth(now_ms, live, topics, min_isr)
+        if self._shape is shape:
+            shape.topics = topics  # this reading's rows: the next reading's with the same figures are them
+        if self._failures == failures_before and None not in digests:
+            self._last = (digests, health)
+        return health
 
-    async def _min_isr(self, topics: list[str], live: frozenset[int]) -> dict[str, int]:
+    # --- the requests of a reading (asked), then what their answers say (read) ---------------------------------
+
+    async def _ask_min_isr(self, topics: list[str], live: frozenset[int]) -> LaterAnswer | BaseException | None:
         if not topics or not live:
-            return {}
+            return None
         try:
             request = CodecRequest(ApiKey.DESCRIBE_CONFIGS, {
                 "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
                                "configuration_keys": [MIN_ISR]} for topic in topics]})
-            answer = await send_decoded(self._client, random.choice(sorted(live)), request)
+            return await send_undecoded(self._client, random.choice(sorted(live)), request)
         except Exception as exc:
-            self._log.warning("reading min.insync.replicas failed", error=repr(exc))
+            return exc
+
+    async def _min_isr(self, asked: LaterAnswer | BaseException | None) -> dict[str, int]:
+        if asked is None:
             return {}
+        if isinstance(asked, BaseException):
+            self._failed("reading min.insync.replicas failed", error=repr(asked))
+            return {}
+        answer = await asyncio.to_thread(asked.decode)
         found: dict[str, int] = {}
         for result in answer["results"]:
             for config in result["configs"] if not result["error_code"] else ():
@@ -205,22 +284,26 @@ class TopicHealthReader:
                                                for result in answer["results"] if result["error_code"]})
         return found
 
-    async def _sizes(self, live: frozenset[int]) -> dict[str, dict[int, dict[int, int]]]:
-        """Each partition's replica sizes by broker, by topic and partition index."""
+    async def _ask_sizes(self, live: frozenset[int]) -> dict[int, LaterAnswer | BaseException]:
         nodes = sorted(live)
-        answers = await asyncio.gather(*(send_decoded(self._client, node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS,
-                                                                                       {"topics": None}))
+        answers = await asyncio.gather(*(send_undecoded(self._client, node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS,
+                                                                                         {"topics": None}))
                                          for node in nodes), return_exceptions=True)
+        return dict(zip(nodes, answers, strict=True))
+
+    async def _sizes(self, asked: dict[int, LaterAnswer | BaseException]) -> dict[str, dict[int, dict[int, int]]]:
+        """Each partition's replica sizes by broker, by topic and partition index."""
         sizes: dict[str, dict[int, dict[int, int]]] = defaultdict(dict)
-        for node, answer in zip(nodes, answers, strict=True):
+        for node, frame in asked.items():
+            answer = frame if isinstance(frame, BaseException) else await asyncio.to_thread(frame.decode)
             if isinstance(answer, BaseException) or answer.get("error_code"):
-                self._log.warning("DescribeLogDirs failed", broker=node,
-                                  error=repr(answer) if isinstance(answer, BaseException) else answer["error_code"])
+                self._failed("DescribeLogDirs failed", broker=node,
+                             error=repr(answer) if isinstance(answer, BaseException) else answer["error_code"])
                 continue
             for log_dir in answer["results"]:
                 if log_dir["error_code"]:
-                    self._log.warning("log dir unreadable", broker=node, log_dir=log_dir["log_dir"],
-                                      error_code=log_dir["error_code"])
+                    self._failed("log dir unreadable", broker=node, log_dir=log_dir["log_dir"],
+                                 error_code=log_dir["error_code"])
                     continue
                 done = 0
                 for topic in log_dir["topics"]:
@@ -239,26 +322,24 @@ class TopicHealthReader:
                                 by_node[node] = partition["partition_size"]
         return sizes
 
-    async def _earliest(self, layout: Mapping[str, list[dict[str, Any]]],
-                        live: frozenset[int]) -> dict[str, dict[int, int]]:
-        by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for name, partitions in layout.items():
-            for partition in partitions:
-                if partition["leader_id"] in live:
-                    by_leader[partition["leader_id"]][name].append(partition["partition_index"])
-        leaders = sorted(by_leader)
-        # the cluster module's ListOffsets, read a topic at a time (the codec's took a fleet's in one stretch)
-        async def ask(leader: int) -> Any:
+    async def _ask_earliest(self, shape: _Shape) -> dict[int, Any]:
+        """Each leader's ListOffsets (earliest) answer, or what it failed with."""
+        async def ask(leader: int, request: LatestOffsetsRequest) -> Any:
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                return await self._client.send(leader, LatestOffsetsRequest(sorted(by_leader[leader].items()),
-                                                                             EARLIEST))
+                return await self._client.send(leader, request)
 
-        answers = await asyncio.gather(*(ask(leader) for leader in leaders), return_exceptions=True)
+        leaders = list(shape.earliest)
+        answers = await asyncio.gather(*(ask(leader, shape.earliest[leader]) for leader in leaders),
+                                       return_exceptions=True)
+        return dict(zip(leaders, answers, strict=True))
+
+    async def _earliest(self, asked: dict[int, Any]) -> dict[str, dict[int, int]]:
+        # the cluster module's ListOffsets, read a topic at a time (the codec's took a fleet's in one stretch)
         earliest: dict[str, dict[int, int]] = {}
         done = 0
-        for leader, answer in zip(leaders, answers, strict=True):
+        for leader, answer in asked.items():
             if isinstance(answer, BaseException):
-                self._log.warning("ListOffsets (earliest) failed", broker=leader, error=repr(answer))
+                self._failed("ListOffsets (earliest) failed", broker=leader, error=repr(answer))
                 continue
             for topic in answered_topics(answer):
                 topic_earliest = earliest.setdefault(topic.topic, {})
@@ -270,3 +351,17 @@ class TopicHealthReader:
                     done = 0
                     await asyncio.sleep(0)
         return earliest
+
+    def _failed(self, event: str, **fields: Any) -> None:
+        self._failures += 1
+        self._log.warning(event, **fields)
+
+
+def _digest(answer: Any) -> bytes | None:
+    """The digest of an answer's frame (ours, or the hand-read ListOffsets'); None for a failure or an answer in
+    aiokafka's structs (a broker knowing only ListOffsets version 0), which are not compared."""
+    if isinstance(answer, LaterAnswer):
+        return answer.digest()
+    if isinstance(answer, LatestOffsetsAnswer):
+        return answer_digest(LIST_OFFSETS, answer.version, answer.frame)
+    return None

@@ -89,3 +89,34 @@ def test_the_version_is_the_highest_both_sides_know():
     assert latest_offsets_version({LIST_OFFSETS: (1, 3)}) == 3
     assert latest_offsets_version({LIST_OFFSETS: (0, 0)}) is None  # Kafka before 0.10.1: aiokafka's request
     assert latest_offsets_version({}) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(version=VERSIONS, answers=st.lists(ANSWERS, min_size=1, max_size=4), data=st.data())
+def test_answers_read_against_the_last_ones_read_as_anew(version, answers, data):
+    """A request's memo (what the last answer holding each topic said of it): a topic whose bytes are the ones
+    read last is the TopicOffsets read then, marked same_as_last; every answer reads as it reads without a memo.
+    Later answers repeat some topics of earlier ones, as refreshes of a fleet at rest do."""
+    memo: dict = {}
+    last: dict = {}
+    for index, topics in enumerate(answers):
+        if index:  # some topics as the previous answer had them, byte for byte
+            kept = data.draw(st.lists(st.sampled_from(answers[index - 1]), unique_by=lambda t: t[0]) if answers[index - 1]
+                             else st.just([]))
+            # and some with one partition's offset moved (the same topic, other bytes)
+            kept = [(name, [(p, error, offset + 1 if offset < 2**63 - 1 else 0, epoch) if at == 0 else (p, error, offset, epoch)
+                            for at, (p, error, offset, epoch) in enumerate(partitions)])
+                    if data.draw(st.booleans()) else (name, partitions) for name, partitions in kept]
+            names = {name for name, _ in kept}
+            topics = kept + [topic for topic in topics if topic[0] not in names]
+        frame = codec_answer(version, topics)
+        read = list(decode_latest_offsets(version, frame, memo))
+        anew = list(decode_latest_offsets(version, frame))
+        assert [(t.topic, t.partitions, t.offsets, t.errors) for t in read] == \
+            [(t.topic, t.partitions, t.offsets, t.errors) for t in anew]
+        # what the frame holds of a topic (the leader epoch from version 4 on)
+        held = {name: [(p, error, offset, epoch if version >= 4 else None) for p, error, offset, epoch in partitions]
+                for name, partitions in topics}
+        for (name, _), found in zip(topics, read, strict=True):
+            assert found.same_as_last == (last.get(name) == held[name])
+        last.update(held)

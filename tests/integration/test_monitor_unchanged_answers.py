@@ -1,0 +1,104 @@
+"""A cluster at rest answers the same bytes at every reading: topic health and the cluster module's Metadata
+pass decode only answers that changed, the offset refresh only the topics whose offsets changed, and what they
+make of them is what a full reading makes.
+
+The whole monitor runs in this process (``burrowpy.daemon.Monitor``) against our broker; topic health is read
+by hand (``TopicHealthReader.read``, as the cluster module's loop reads it) between changes made with real
+clients, and every decode of an answer in our codec (``LaterAnswer.decode``) is counted, by API."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+import structlog
+from burrow_support import in_process_config
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from harness import free_port, unique_name
+
+from broker.protocol.api import ApiKey
+from burrowpy.config import parse_config
+from burrowpy.coordinators import codec_request
+from burrowpy.coordinators.topic_health import ClusterHealth, TopicHealthReader
+from burrowpy.daemon import Monitor
+
+pytestmark = pytest.mark.integration
+
+
+def figures(health: ClusterHealth) -> dict[str, Any]:
+    """What a reading says, but when it was read."""
+    return {"live": health.live_brokers, "min_isr": dict(health.min_isr),
+            "topics": {name: list(rows) for name, rows in health.topics.items()}}
+
+
+async def test_unchanged_answers_are_not_decoded_again_and_changes_are_read(broker, monkeypatch):
+    topic, other = unique_name("at-rest"), unique_name("created-later")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
+        await asyncio.to_thread(future.result, 30)
+    decodes: Counter[int] = Counter()
+    decode = codec_request.LaterAnswer.decode
+
+    def counted(answer: codec_request.LaterAnswer) -> dict[str, Any]:
+        decodes[answer.api_key] += 1
+        return decode(answer)
+
+    monkeypatch.setattr(codec_request.LaterAnswer, "decode", counted)
+    # the module's own health loop and offset polls out of the way: the test reads by hand
+    config = in_process_config(broker.bootstrap, free_port(), **{"offset-refresh": 3600, "topic-refresh": 3600,
+                                                                 "topic-health-refresh": 0})
+    monitor = Monitor(parse_config(config, "burrowpy.yaml", {}), structlog.get_logger())
+    await monitor.start()
+    try:
+        cluster = monitor.ctx.modules["cluster"]["local"]
+        reader = TopicHealthReader(cluster._client, cluster.log, cluster._metadata)
+        first = await reader.read(1000)
+        assert [row.size_bytes for row in first.topics[topic]] == [0, 0, 0]
+        decodes.clear()
+        leaders_before = cluster.leaders
+
+        # nothing changed: the brokers are asked again, nothing is decoded, the figures are the first reading's
+        second = await reader.read(2000)
+        assert second.read_at_ms == 2000 and figures(second) == figures(first)
+        await cluster.poll_once()  # takes the reading topic health made: the same answer, not gone through again
+        assert cluster.leaders is leaders_before
+        assert decodes == Counter(), decodes
+        assert [cluster.log_ends[(topic, index)] for index in range(3)] == [0, 0, 0]
+
+        # records written: the sizes and the DescribeLogDirs answer change, the Metadata answer does not
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for index in range(3):
+            producer.produce(topic, b"x" * 100, partition=index)
+        assert await asyncio.to_thread(producer.flush, 30) == 0
+        third = await reader.read(3000)
+        assert all(row.size_bytes > 0 for row in third.topics[topic]), third.topics[topic]
+        assert [row.low_watermark for row in third.topics[topic]] == [0, 0, 0]
+        assert decodes[ApiKey.METADATA] == 0 and decodes[ApiKey.DESCRIBE_LOG_DIRS] >= 1, decodes
+        # and the offset refresh reads the topic's new log ends (its part of the ListOffsets answer changed)
+        await cluster.poll_once()
+        assert [cluster.log_ends[(topic, index)] for index in range(3)] == [1, 1, 1]
+        await cluster.poll_once()  # the same answer again: the log ends stay
+        assert [cluster.log_ends[(topic, index)] for index in range(3)] == [1, 1, 1]
+
+        # the log start moved: the earliest offsets change, the rest does not
+        deleted = await asyncio.to_thread(admin.delete_records, [TopicPartition(topic, 1, 1)])
+        for future in deleted.values():
+            await asyncio.to_thread(future.result, 30)
+        fourth = await reader.read(4000)
+        assert [row.low_watermark for row in fourth.topics[topic]] == [0, 1, 0]
+        assert fourth.topics[topic][0] is third.topics[topic][0]  # an unchanged row is the last reading's
+
+        # a topic created: the Metadata answer changes, and is decoded (once, for both readers)
+        for future in admin.create_topics([NewTopic(other, 2, 1)]).values():
+            await asyncio.to_thread(future.result, 30)
+        decodes.clear()
+        fifth = await reader.read(5000)
+        assert len(fifth.topics[other]) == 2
+        await cluster.poll_once()
+        assert cluster.topics[other] == 2 and cluster.leaders is not leaders_before
+        assert decodes[ApiKey.METADATA] == 1, decodes
+    finally:
+        await monitor.stop()
