@@ -192,7 +192,8 @@ class LatestOffsetsRequest:
         body = self._bodies.get(key)
         if body is None:
             body = self._bodies[key] = encode_latest_offsets(version, 0, client_id, self.topics, self.timestamp)
-        return _REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id) + body[_REQUEST_HEAD.size:]
+        # one copy of the body (a slice, then the sum, made two: at fleet scale a megabyte and a half each)
+        return b"".join((_REQUEST_HEAD.pack(LIST_OFFSETS, version, correlation_id), memoryview(body)[_REQUEST_HEAD.size:]))
 
 
 def answered_topics(answer: Any) -> Iterator[TopicOffsets]:
