@@ -34,17 +34,19 @@ class NoCommonVersion(Exception):
 class CodecRequest:
     """An aiokafka request (its ``prepare`` interface) built from our codec's schemas."""
 
-    def __init__(self, api_key: int, body: dict[str, Any], *, min_version: int = 0, decode_later: bool = False) -> None:
+    def __init__(self, api_key: int, body: dict[str, Any], *, min_version: int = 0, max_version: int | None = None,
+                 decode_later: bool = False) -> None:
         self.api_key = api_key
         self.body = body
         self.min_version = min_version
+        self.max_version = max_version  # None: the highest both sides know
         self.decode_later = decode_later
 
     def prepare(self, versions: dict[int, tuple[int, int]]) -> _PreparedRequest:
         ours = SCHEMA_VERSIONS[self.api_key]
         theirs = versions.get(self.api_key)
         low = max(ours[0], self.min_version, theirs[0] if theirs else 0)
-        high = min(ours[1], theirs[1]) if theirs else -1
+        high = min(ours[1], theirs[1], ours[1] if self.max_version is None else self.max_version) if theirs else -1
         if high < low:
             raise NoCommonVersion(f"API {self.api_key}: the broker supports {theirs}, we need {low}-{ours[1]}")
         return _PreparedRequest(self.api_key, high, self.body, self.decode_later)

@@ -44,6 +44,10 @@ TOPIC_RESOURCE = 2  # DescribeConfigs resource type of a topic
 MIN_ISR = "min.insync.replicas"
 EARLIEST = -2  # ListOffsets timestamp of the log start offset
 SLICE = 2000  # partitions gone through between two yields to the event loop
+# DescribeLogDirs at version 3 at most (Kafka 4 knows 1 and up): version 4 adds each log dir's total and usable
+# bytes, which topic health does not read and which change at every reading (any process's writes to the disk),
+# so that no answer would be the last one's (the reading's figures are then made again, a fleet's at rest too).
+LOG_DIRS_MAX_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +290,9 @@ class TopicHealthReader:
 
     async def _ask_sizes(self, live: frozenset[int]) -> dict[int, LaterAnswer | BaseException]:
         nodes = sorted(live)
-        answers = await asyncio.gather(*(send_undecoded(self._client, node, CodecRequest(ApiKey.DESCRIBE_LOG_DIRS,
-                                                                                         {"topics": None}))
-                                         for node in nodes), return_exceptions=True)
+        answers = await asyncio.gather(*(send_undecoded(self._client, node, CodecRequest(
+            ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, max_version=LOG_DIRS_MAX_VERSION)) for node in nodes),
+            return_exceptions=True)
         return dict(zip(nodes, answers, strict=True))
 
     async def _sizes(self, asked: dict[int, LaterAnswer | BaseException]) -> dict[str, dict[int, dict[int, int]]]:

@@ -9,6 +9,7 @@ clients, and every decode of an answer in our codec (``LaterAnswer.decode``) is 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from typing import Any
 
@@ -34,7 +35,7 @@ def figures(health: ClusterHealth) -> dict[str, Any]:
             "topics": {name: list(rows) for name, rows in health.topics.items()}}
 
 
-async def test_unchanged_answers_are_not_decoded_again_and_changes_are_read(broker, monkeypatch):
+async def test_unchanged_answers_are_not_decoded_again_and_changes_are_read(broker, monkeypatch, tmp_path):
     topic, other = unique_name("at-rest"), unique_name("created-later")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(topic, 3, 1)]).values():
@@ -60,7 +61,14 @@ async def test_unchanged_answers_are_not_decoded_again_and_changes_are_read(brok
         decodes.clear()
         leaders_before = cluster.leaders
 
-        # nothing changed: the brokers are asked again, nothing is decoded, the figures are the first reading's
+        # nothing the readers use changed (the disk's free bytes did: DescribeLogDirs from version 4 on carries
+        # them, and another process writes to the disk at any time): the brokers are asked again, nothing is
+        # decoded, the figures are the first reading's
+        written = tmp_path / "disk-writer"  # the broker's data is on this disk too (tmp_path_factory)
+        with open(written, "wb") as out:
+            out.write(b"\1" * (8 << 20))
+            out.flush()
+            os.fsync(out.fileno())
         second = await reader.read(2000)
         assert second.read_at_ms == 2000 and figures(second) == figures(first)
         await cluster.poll_once()  # takes the reading topic health made: the same answer, not gone through again
