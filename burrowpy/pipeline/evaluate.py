@@ -202,12 +202,14 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
         | ((events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull())
     )
     keys = ("cluster", "topic", "partition")
-    # The hash first: the sort compares one long for almost every pair of rows, rather than the cluster's
-    # name (the same in every row of most histories) and the topic's.
+    # A hash first: the sort compares one long for almost every pair of rows, rather than the cluster's
+    # name (the same in every row of most histories) and the topic's. The hash of the topic alone keeps a
+    # topic's partitions together in a task, so that the partial group figures of a chunk of them (a group's
+    # commits are on its topics) are fewer rows than its evaluations.
     return (
         valid.select("kind", *keys, "group", "offset", "timestamp", "order")
         .repartition(*keys)
-        .sortWithinPartitions(F.xxhash64(*keys), *keys)
+        .sortWithinPartitions(F.xxhash64("cluster", "topic"), *keys)
         .mapInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
     )
 
@@ -225,10 +227,7 @@ def replay_arrow_batches(points_s: list[int], settings: ReplaySettings, batches:
 
     chunk_partials: list[Any] = []
 
-    def evaluated(chunk: Any) -> Any:
-        if partials is not None and chunk.num_rows:
-            chunk_partials.append(group_partials(chunk))
-        return chunk.to_batches()
+    sink = None if partials is None else chunk_partials
 
     pending: list[Any] = []
     pending_rows = 0
@@ -244,12 +243,13 @@ def replay_arrow_batches(points_s: list[int], settings: ReplaySettings, batches:
         last = int(starts[-1])
         if last == 0:
             continue  # one partition so far: keep gathering
-        yield from evaluated(evaluate_chunk(table.slice(0, last), starts[:-1], points_s, settings))
+        yield from evaluate_chunk(table.slice(0, last), starts[:-1], points_s, settings, sink).to_batches()
         rest = table.slice(last)
         pending, pending_rows = rest.to_batches(), rest.num_rows
     if pending_rows:
         table = pa.Table.from_batches(pending)
-        yield from evaluated(evaluate_chunk(table, partition_starts(table), points_s, settings))
+        yield from evaluate_chunk(table, partition_starts(table), points_s, settings, sink).to_batches()
+    chunk_partials = [part for part in chunk_partials if part.num_rows]
     if partials is not None and chunk_partials:
         partials(merge_group_partials(chunk_partials))
 
@@ -273,15 +273,19 @@ def partition_starts(table: Any) -> Any:
     return np.flatnonzero(changed)
 
 
-def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: ReplaySettings) -> Any:
-    """The evaluations of the partitions of ``table`` beginning at rows ``starts`` (an Arrow table)."""
+def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: ReplaySettings,
+                   partials: list[Any] | None = None) -> Any:
+    """The evaluations of the partitions of ``table`` beginning at rows ``starts`` (an Arrow table); with
+    ``partials``, their partial group figures (``group_partials``) are appended to it, in one or more tables."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     arrays = HistoryArrays(table) if settings.min_distance_s == 0 else None
     ends = np.append(starts[1:], table.num_rows)
     pieces: list[dict[str, Any]] = []
     key_rows: list[Any] = []
+    piece_starts: list[int] = []
     other_tables = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         codes = replay_rows(arrays, start, end, points_s, settings) if arrays is not None else None
@@ -289,14 +293,25 @@ def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: Repla
             part = table.slice(start, end - start)
             key = tuple(part.column(name)[0] for name in ("cluster", "topic", "partition"))
             other_tables.append(event_replay_table(key, event_replay_columns(part, points_s, settings)))
+            if partials is not None:
+                partials.append(group_partials(other_tables[-1]))
             continue
         pieces.append(codes)
         key_rows.append(np.full(len(codes["group"]), start, dtype=np.int64))
+        piece_starts.append(start)
     tables = other_tables
     if pieces:
         assert arrays is not None
         columns = {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
         key_row = pa.array(np.concatenate(key_rows))
+        if partials is not None:
+            # The figures from the codes (cluster, group, status): no strings hashed or compared.
+            clusters = pc.dictionary_encode(table.column("cluster").take(pa.array(piece_starts)),
+                                            null_encoding="encode").combine_chunks()
+            cluster_codes = np.repeat(clusters.indices.to_numpy(zero_copy_only=False),
+                                      [len(piece["group"]) for piece in pieces])
+            partials.append(coded_group_partials(cluster_codes, clusters.dictionary, columns,
+                                                 arrays.group_names))
         tables = [pa.table({
             "cluster": table.column("cluster").take(key_row).cast(pa.string()),
             "group": arrays.group_names.take(pa.array(columns["group"])).cast(pa.string()),
@@ -311,6 +326,33 @@ def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: Repla
     if not tables:
         return event_replay_table((None, None, None), {name: [] for name in PARTITION_STATUS_COLUMNS})
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+# Group rank of each partition status code (a Status value; ``columnar``'s status codes).
+RANK_OF_STATUS_CODE = [GROUP_RANK.get(status.name, int(Status.ERR)) for status in Status]
+
+
+def coded_group_partials(cluster_codes: Any, cluster_names: Any, columns: dict[str, Any], group_names: Any) -> Any:
+    """``group_partials`` of the columnar replay's evaluations ``columns`` (numpy; group as indices into
+    ``group_names``, status as Status values), each row's cluster an index into ``cluster_names``."""
+    import numpy as np
+    import pyarrow as pa
+
+    status = columns["status"]
+    figures = pa.table({
+        "cluster": pa.array(cluster_codes, pa.int32()),
+        "group": pa.array(columns["group"], pa.int32()),
+        "timestamp": pa.array(columns["timestamp"], pa.int64()),
+        "rank": pa.array(np.asarray(RANK_OF_STATUS_CODE, dtype=np.int32)[status]),
+        "totallag": pa.array(columns["current_lag"], pa.int64()),
+        "max_partition_lag": pa.array(columns["current_lag"], pa.int64()),
+        "max_lag_seconds": pa.array(columns["lag_seconds"], pa.float64(), from_pandas=True),  # NaN: none
+        **{f"any_{which.name.lower()}": pa.array((status == int(which)).astype(np.int32))
+           for which in (Status.STOP, Status.STALL, Status.REWIND)},
+    })
+    grouped = _aggregate_partials(figures)
+    return grouped.set_column(0, "cluster", cluster_names.take(grouped.column("cluster")).cast(pa.string())) \
+        .set_column(1, "group", group_names.take(grouped.column("group")).cast(pa.string()))
 
 
 def group_partials(evaluations: Any) -> Any:
@@ -359,9 +401,9 @@ def _aggregate_partials(figures: Any) -> Any:
     aggregates = [(name, how, options) for name, how in GROUP_PARTIAL_FIGURES]
     grouped = figures.group_by(list(GROUP_PARTIAL_KEYS), use_threads=False).aggregate(aggregates)
     return pa.table({
-        "cluster": grouped.column("cluster").cast(pa.string()),
-        "group": grouped.column("group").cast(pa.string()),
-        "timestamp": grouped.column("timestamp").cast(pa.int64()),
+        "cluster": grouped.column("cluster"),
+        "group": grouped.column("group"),
+        "timestamp": grouped.column("timestamp"),
         **{name: grouped.column(f"{name}_{how}") for name, how in GROUP_PARTIAL_FIGURES},
     })
 
