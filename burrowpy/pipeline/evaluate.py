@@ -4,7 +4,8 @@ The rows of each (cluster, topic, partition) are brought together in one Spark t
 partitions to one Python call (``mapInArrow``, ``replay_arrow_batches``): each partition's broker samples and
 every group's commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at
 every evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
-aggregates of those partition statuses.
+aggregates of those partition statuses: for a local output, of the partial group figures each task takes in
+the same pass (``group_partials``), so the partition statuses are not read back.
 
 Output, under the output directory:
 - ``partition_status``: cluster, group, topic, partition, timestamp (the evaluation point, ms),
