@@ -6,7 +6,8 @@ HISTORY_DIR: a history (e.g. the one ``bench/spark_evaluate.py --work DIR`` writ
 ``write_synthetic_history`` of its spec). In one SparkSession: the bounds job, the shuffle by partition to Spark's
 noop sink, the evaluation of every partition to the noop sink twice (the first pays the JIT compiler and the
 Python workers' start, the second is the stage's own cost), then the outputs of ``evaluate_history`` in its order:
-``partition_status`` written (the evaluation again plus the Parquet write), the group aggregation read back and
+``partition_status`` written (the evaluation again plus the Parquet write, and since w13/2 the tasks' partial
+group figures), the group figures combined from those partials (before w13/2: read back and aggregated) and
 written, the lag report, its ``toPandas`` and the timelines. CPU from /proc: the JVM's threads, and the Python
 workers alive at the end of the step (Spark reuses them, so that is all of them in local mode).
 PYTHONPATH picks the tree whose pipeline runs (a tree from before w12/2 has the same functions).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -81,14 +83,27 @@ def main() -> int:
         for label in ("evaluation, noop sink (first)", "evaluation, noop sink (again)"):
             evaluate.partition_evaluations(events, points, settings).write.format("noop").mode("overwrite").save()
             step(label)
-        partitions = evaluate.partition_evaluations(events, points, settings)
+        # Since w13/2 the group figures are taken in the evaluation's pass and combined from the tasks'
+        # partials; an older tree reads the partition statuses back.
+        partials_dir = f"{out}/_group_partials" if hasattr(evaluate, "combine_group_partials") else None
+        if partials_dir is not None:
+            shutil.rmtree(partials_dir, ignore_errors=True)
+            os.makedirs(partials_dir)
+            partitions = evaluate.partition_evaluations(events, points, settings, partials_dir)
+        else:
+            partitions = evaluate.partition_evaluations(events, points, settings)
         partitions.select(*evaluate.PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(
             f"{out}/partition_status")
-        step("evaluation and partition_status written")
-        groups = evaluate.group_evaluations(spark.read.parquet(f"{out}/partition_status")).persist(
-            StorageLevel.MEMORY_AND_DISK)
+        step("evaluation and partition_status written" + (" (and the group partials)" if partials_dir else ""))
+        if partials_dir is not None:
+            groups = evaluate.combine_group_partials(
+                spark.read.schema(evaluate.GROUP_PARTIAL_SCHEMA).parquet(partials_dir))
+        else:
+            groups = evaluate.group_evaluations(spark.read.parquet(f"{out}/partition_status"))
+        groups = groups.persist(StorageLevel.MEMORY_AND_DISK)
         groups.select(*evaluate.GROUP_STATUS_COLUMNS).write.mode("overwrite").parquet(f"{out}/group_status")
-        step("group aggregation read back and group_status written")
+        step("group partials combined and group_status written" if partials_dir
+             else "group aggregation read back and group_status written")
         evaluate.lag_report(groups, args.step).write.mode("overwrite").parquet(f"{out}/lag_report")
         step("lag_report written")
         rows = spark.read.parquet(f"{out}/lag_report").toPandas()

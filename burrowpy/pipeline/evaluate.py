@@ -4,7 +4,8 @@ The rows of each (cluster, topic, partition) are brought together in one Spark t
 partitions to one Python call (``mapInArrow``, ``replay_arrow_batches``): each partition's broker samples and
 every group's commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at
 every evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
-aggregates of those partition statuses.
+aggregates of those partition statuses: for a local output, of the partial group figures each task takes in
+the same pass (``group_partials``), so the partition statuses are not read back.
 
 Output, under the output directory:
 - ``partition_status``: cluster, group, topic, partition, timestamp (the evaluation point, ms),
@@ -17,6 +18,9 @@ Output, under the output directory:
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +75,24 @@ LAG_REPORT_COLUMNS = (
 # Group status rank of each partition status, for a Spark max(); rank -> group status name.
 GROUP_RANK = {status.name: int(GROUP_STATUS_OF_PARTITION[status]) for status in GROUP_STATUS_OF_PARTITION}
 GROUP_STATUS_NAMES = {int(s): s.name for s in (Status.OK, Status.WARN, Status.ERR)}
+
+# A task's partial group figures per (cluster, group, evaluation point), taken in the replay's pass
+# (``group_partials``); Spark combines them into ``group_evaluations``'s figures (``combine_group_partials``).
+GROUP_PARTIAL_SCHEMA = (
+    "cluster string, `group` string, timestamp long, rank int, totallag long, max_partition_lag long, "
+    "max_lag_seconds double, any_stop int, any_stall int, any_rewind int"
+)
+GROUP_PARTIAL_KEYS = ("cluster", "group", "timestamp")
+# (column, how partials of it combine)
+GROUP_PARTIAL_FIGURES = (
+    ("rank", "max"),
+    ("totallag", "sum"),
+    ("max_partition_lag", "max"),
+    ("max_lag_seconds", "max"),
+    ("any_stop", "max"),
+    ("any_stall", "max"),
+    ("any_rewind", "max"),
+)
 
 
 class HistoryError(ValueError):
@@ -156,16 +178,22 @@ def read_history_frame(spark: Any, input_path: str | os.PathLike) -> Any:
 CHUNK_ROWS = 200_000
 
 
-def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings) -> Any:
+def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings,
+                          partials_dir: str | None = None) -> Any:
     """Every partition of every group at every evaluation point (PARTITION_EVALUATION_SCHEMA).
 
     The rows of each (cluster, topic, partition) are brought into one Spark partition and sorted by it, and
     each Spark task's rows stream through one Python call (``mapInArrow``): a call per Spark partition, not
-    per history partition, and the Arrow answer built for many partitions at once."""
+    per history partition, and the Arrow answer built for many partitions at once.
+
+    With ``partials_dir`` (a local directory every task can write, which should be empty), each task also
+    writes there its partial group figures (``group_partials``), one Parquet file per Spark partition, when
+    the frame is computed."""
     from pyspark.sql import functions as F
 
     def replay(batches):  # no annotations: Spark would try to read a UDF type from them
-        return replay_arrow_batches(points_s, settings, batches)
+        sink = None if partials_dir is None else task_partials_writer(partials_dir)
+        return replay_arrow_batches(points_s, settings, batches, partials=sink)
 
     # Commit rows without a group or order, and rows of unknown kinds, are not history; broker and record
     # rows are kept whatever their group and order say.
@@ -175,24 +203,32 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
         | ((events.kind == KIND_COMMIT) & events["group"].isNotNull() & events["order"].isNotNull())
     )
     keys = ("cluster", "topic", "partition")
-    # The hash first: the sort compares one long for almost every pair of rows, rather than the cluster's
-    # name (the same in every row of most histories) and the topic's.
+    # A hash first: the sort compares one long for almost every pair of rows, rather than the cluster's
+    # name (the same in every row of most histories) and the topic's. The hash of the topic alone keeps a
+    # topic's partitions together in a task, so that the partial group figures of a chunk of them (a group's
+    # commits are on its topics) are fewer rows than its evaluations.
     return (
         valid.select("kind", *keys, "group", "offset", "timestamp", "order")
         .repartition(*keys)
-        .sortWithinPartitions(F.xxhash64(*keys), *keys)
+        .sortWithinPartitions(F.xxhash64("cluster", "topic"), *keys)
         .mapInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
     )
 
 
 def replay_arrow_batches(points_s: list[int], settings: ReplaySettings, batches: Any,
-                         chunk_rows: int = CHUNK_ROWS) -> Any:
+                         chunk_rows: int = CHUNK_ROWS, partials: Callable[[Any], None] | None = None) -> Any:
     """``mapInArrow`` body: history record batches whose rows are grouped by (cluster, topic, partition)
     (each partition's rows consecutive) -> record batches of their evaluations (PARTITION_EVALUATION_SCHEMA).
 
     Batches are gathered until ``chunk_rows``; the chunk's whole partitions are evaluated together and the
-    last one, which may go on in the next batch, is kept for the next chunk."""
+    last one, which may go on in the next batch, is kept for the next chunk. With ``partials``, it is
+    called once, after the last batch, with the partial group figures of all the evaluations
+    (``group_partials``; not called when there were none)."""
     import pyarrow as pa
+
+    chunk_partials: list[Any] = []
+
+    sink = None if partials is None else chunk_partials
 
     pending: list[Any] = []
     pending_rows = 0
@@ -208,12 +244,15 @@ def replay_arrow_batches(points_s: list[int], settings: ReplaySettings, batches:
         last = int(starts[-1])
         if last == 0:
             continue  # one partition so far: keep gathering
-        yield from evaluate_chunk(table.slice(0, last), starts[:-1], points_s, settings).to_batches()
+        yield from evaluate_chunk(table.slice(0, last), starts[:-1], points_s, settings, sink).to_batches()
         rest = table.slice(last)
         pending, pending_rows = rest.to_batches(), rest.num_rows
     if pending_rows:
         table = pa.Table.from_batches(pending)
-        yield from evaluate_chunk(table, partition_starts(table), points_s, settings).to_batches()
+        yield from evaluate_chunk(table, partition_starts(table), points_s, settings, sink).to_batches()
+    chunk_partials = [part for part in chunk_partials if part.num_rows]
+    if partials is not None and chunk_partials:
+        partials(merge_group_partials(chunk_partials))
 
 
 def partition_starts(table: Any) -> Any:
@@ -235,15 +274,19 @@ def partition_starts(table: Any) -> Any:
     return np.flatnonzero(changed)
 
 
-def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: ReplaySettings) -> Any:
-    """The evaluations of the partitions of ``table`` beginning at rows ``starts`` (an Arrow table)."""
+def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: ReplaySettings,
+                   partials: list[Any] | None = None) -> Any:
+    """The evaluations of the partitions of ``table`` beginning at rows ``starts`` (an Arrow table); with
+    ``partials``, their partial group figures (``group_partials``) are appended to it, in one or more tables."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     arrays = HistoryArrays(table) if settings.min_distance_s == 0 else None
     ends = np.append(starts[1:], table.num_rows)
     pieces: list[dict[str, Any]] = []
     key_rows: list[Any] = []
+    piece_starts: list[int] = []
     other_tables = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         codes = replay_rows(arrays, start, end, points_s, settings) if arrays is not None else None
@@ -251,14 +294,25 @@ def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: Repla
             part = table.slice(start, end - start)
             key = tuple(part.column(name)[0] for name in ("cluster", "topic", "partition"))
             other_tables.append(event_replay_table(key, event_replay_columns(part, points_s, settings)))
+            if partials is not None:
+                partials.append(group_partials(other_tables[-1]))
             continue
         pieces.append(codes)
         key_rows.append(np.full(len(codes["group"]), start, dtype=np.int64))
+        piece_starts.append(start)
     tables = other_tables
     if pieces:
         assert arrays is not None
         columns = {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
         key_row = pa.array(np.concatenate(key_rows))
+        if partials is not None:
+            # The figures from the codes (cluster, group, status): no strings hashed or compared.
+            clusters = pc.dictionary_encode(table.column("cluster").take(pa.array(piece_starts)),
+                                            null_encoding="encode").combine_chunks()
+            cluster_codes = np.repeat(clusters.indices.to_numpy(zero_copy_only=False),
+                                      [len(piece["group"]) for piece in pieces])
+            partials.append(coded_group_partials(cluster_codes, clusters.dictionary, columns,
+                                                 arrays.group_names))
         tables = [pa.table({
             "cluster": table.column("cluster").take(key_row).cast(pa.string()),
             "group": arrays.group_names.take(pa.array(columns["group"])).cast(pa.string()),
@@ -273,6 +327,123 @@ def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: Repla
     if not tables:
         return event_replay_table((None, None, None), {name: [] for name in PARTITION_STATUS_COLUMNS})
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+# Group rank of each partition status code (a Status value; ``columnar``'s status codes).
+RANK_OF_STATUS_CODE = [GROUP_RANK.get(status.name, int(Status.ERR)) for status in Status]
+
+
+def coded_group_partials(cluster_codes: Any, cluster_names: Any, columns: dict[str, Any], group_names: Any) -> Any:
+    """``group_partials`` of the columnar replay's evaluations ``columns`` (numpy; group as indices into
+    ``group_names``, status as Status values), each row's cluster an index into ``cluster_names``."""
+    import numpy as np
+    import pyarrow as pa
+
+    status = columns["status"]
+    figures = pa.table({
+        "cluster": pa.array(cluster_codes, pa.int32()),
+        "group": pa.array(columns["group"], pa.int32()),
+        "timestamp": pa.array(columns["timestamp"], pa.int64()),
+        "rank": pa.array(np.asarray(RANK_OF_STATUS_CODE, dtype=np.int32)[status]),
+        "totallag": pa.array(columns["current_lag"], pa.int64()),
+        "max_partition_lag": pa.array(columns["current_lag"], pa.int64()),
+        "max_lag_seconds": pa.array(columns["lag_seconds"], pa.float64(), from_pandas=True),  # NaN: none
+        **{f"any_{which.name.lower()}": pa.array((status == int(which)).astype(np.int32))
+           for which in (Status.STOP, Status.STALL, Status.REWIND)},
+    })
+    grouped = _aggregate_partials(figures)
+    return grouped.set_column(0, "cluster", cluster_names.take(grouped.column("cluster")).cast(pa.string())) \
+        .set_column(1, "group", group_names.take(grouped.column("group")).cast(pa.string()))
+
+
+def group_partials(evaluations: Any) -> Any:
+    """Partition evaluations (an Arrow table of PARTITION_EVALUATION_SCHEMA) -> their group figures per
+    (cluster, group, timestamp) (an Arrow table of GROUP_PARTIAL_SCHEMA), taken as ``group_evaluations``
+    takes them: the worst group rank of a partition status (a status without one ranks ERR), the sum and
+    the largest of current_lag, the largest lag_seconds (nulls left out; null when all are), and whether
+    a partition is in STOP, STALL, REWIND (1 or 0; null where the status is). Partials of parts of the
+    same rows combine (``merge_group_partials``, ``combine_group_partials``) into the figures of all."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    status = evaluations.column("status")
+    names = list(GROUP_RANK)
+    rank = pc.fill_null(pa.array([GROUP_RANK[name] for name in names], pa.int32()).take(
+        pc.index_in(status, value_set=pa.array(names, pa.string()))), int(Status.ERR))
+    figures = pa.table({
+        "cluster": evaluations.column("cluster"),
+        "group": evaluations.column("group"),
+        "timestamp": evaluations.column("timestamp"),
+        "rank": rank,
+        "totallag": evaluations.column("current_lag"),
+        "max_partition_lag": evaluations.column("current_lag"),
+        "max_lag_seconds": evaluations.column("lag_seconds"),
+        **{f"any_{which.name.lower()}": pc.equal(status, which.name).cast(pa.int32())
+           for which in (Status.STOP, Status.STALL, Status.REWIND)},
+    })
+    return _aggregate_partials(figures)
+
+
+def merge_group_partials(tables: list[Any]) -> Any:
+    """Partials of parts of the same evaluations (``group_partials``) -> the partials of all of them."""
+    import pyarrow as pa
+
+    if len(tables) == 1:
+        return tables[0]
+    return _aggregate_partials(pa.concat_tables(tables))
+
+
+def _aggregate_partials(figures: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # Nulls left out; null only when every value is (min_count=1), as Spark's sum and max.
+    options = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+    aggregates = [(name, how, options) for name, how in GROUP_PARTIAL_FIGURES]
+    grouped = figures.group_by(list(GROUP_PARTIAL_KEYS), use_threads=False).aggregate(aggregates)
+    return pa.table({
+        "cluster": grouped.column("cluster"),
+        "group": grouped.column("group"),
+        "timestamp": grouped.column("timestamp"),
+        **{name: grouped.column(f"{name}_{how}") for name, how in GROUP_PARTIAL_FIGURES},
+    })
+
+
+def task_partials_writer(directory: str) -> Callable[[Any], None]:
+    """A ``replay_arrow_batches`` partials sink for the Spark task it runs in: the partials become
+    ``part-NNNNN.parquet`` (the task's partition) in ``directory``, written under a name Spark's readers pass
+    over (a leading dot) and renamed when whole. A task run again (a retry, a speculative copy, the stage
+    computed again) writes the same rows under the same name, so each partition counts once."""
+
+    def write(table: Any) -> None:
+        import pyarrow.parquet as pq
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("group partials are written from a Spark task")
+        name = f"part-{context.partitionId():05d}.parquet"
+        temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}")
+        pq.write_table(table, temporary)
+        os.replace(temporary, os.path.join(directory, name))
+
+    return write
+
+
+def combine_group_partials(partials: Any) -> Any:
+    """Spark frame of GROUP_PARTIAL_SCHEMA rows -> what ``group_evaluations`` gives for the evaluations
+    the partials were taken of."""
+    from pyspark.sql import functions as F
+
+    combined = {"max": F.max, "sum": F.sum}
+    status_names = F.create_map(
+        *[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))]
+    )
+    return (
+        partials.groupBy(*GROUP_PARTIAL_KEYS)
+        .agg(*(combined[how](name).alias(name) for name, how in GROUP_PARTIAL_FIGURES))
+        .withColumn("status", status_names[F.col("rank")])
+    )
 
 
 def group_evaluations(partitions: Any) -> Any:
@@ -357,7 +528,13 @@ def evaluate_history(
     points_s = evaluation_points(first_ms, last_ms, step_s)
     output = str(output_path).rstrip("/")
 
-    partitions = partition_evaluations(events, points_s, settings)
+    # A local output: the group figures are taken in the evaluation's pass (``group_partials``) and only
+    # those partials are combined by Spark; elsewhere they are read back from what was written.
+    partials_dir = None if "://" in output else f"{output}/_group_partials"
+    if partials_dir is not None:
+        shutil.rmtree(partials_dir, ignore_errors=True)
+        os.makedirs(partials_dir)
+    partitions = partition_evaluations(events, points_s, settings, partials_dir)
     groups = None
     try:
         # The row counts are taken while each output is written: a count() of its own would be one more
@@ -365,10 +542,14 @@ def evaluate_history(
         partition_rows, group_rows = Observation("partition_rows"), Observation("group_rows")
         partitions.select(*PARTITION_STATUS_COLUMNS).observe(partition_rows, F.count(F.lit(1)).alias("rows")) \
             .write.mode("overwrite").parquet(f"{output}/partition_status")
-        # The group figures are read back from what was written (a columnar scan of the columns they need),
-        # rather than from a cache of every partition status, which cost more to build than the file to read.
-        written = spark.read.parquet(f"{output}/partition_status")
-        groups = group_evaluations(written).persist(StorageLevel.MEMORY_AND_DISK)
+        if partials_dir is not None:
+            partials = spark.read.schema(GROUP_PARTIAL_SCHEMA).parquet(partials_dir)
+            groups = combine_group_partials(partials).persist(StorageLevel.MEMORY_AND_DISK)
+        else:
+            # Read back from what was written (a columnar scan of the columns they need), rather than from
+            # a cache of every partition status, which cost more to build than the file to read.
+            written = spark.read.parquet(f"{output}/partition_status")
+            groups = group_evaluations(written).persist(StorageLevel.MEMORY_AND_DISK)
         groups.select(*GROUP_STATUS_COLUMNS).observe(group_rows, F.count(F.lit(1)).alias("rows")) \
             .write.mode("overwrite").parquet(f"{output}/group_status")
         report = lag_report(groups, step_s)
@@ -402,3 +583,5 @@ def evaluate_history(
     finally:
         if groups is not None:
             groups.unpersist()
+        if partials_dir is not None:
+            shutil.rmtree(partials_dir, ignore_errors=True)

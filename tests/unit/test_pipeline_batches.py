@@ -1,6 +1,7 @@
 """The Spark task's body (``replay_arrow_batches``): the rows of many partitions, grouped by partition and cut
 into record batches anywhere, give each partition's evaluations exactly as one call per partition does
-(``replay_arrow_group``, the columnar replay or the event-by-event one), whatever the chunk size."""
+(``replay_arrow_group``, the columnar replay or the event-by-event one), whatever the chunk size; and hand
+over the partial group figures of all of them once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from burrowpy.pipeline.evaluate import PARTITION_STATUS_COLUMNS, replay_arrow_batches, replay_arrow_group
+from burrowpy.pipeline.evaluate import (
+    PARTITION_STATUS_COLUMNS,
+    group_partials,
+    replay_arrow_batches,
+    replay_arrow_group,
+)
 from burrowpy.pipeline.history import read_history
 from burrowpy.pipeline.replay import ReplaySettings, evaluation_points
 from burrowpy.pipeline.synthetic import SyntheticSpec, write_synthetic_history
@@ -77,11 +83,18 @@ def test_batches_equal_a_call_per_partition(history, settings, batch_rows, chunk
     first, last = pc.min_max(history.column("timestamp")).values()
     points = evaluation_points(first.as_py(), last.as_py(), 60)
     stream = grouped(history, seed=batch_rows).combine_chunks().to_batches(max_chunksize=batch_rows)
-    out = list(replay_arrow_batches(points, settings, iter(stream), chunk_rows=chunk_rows))
+    handed: list[pa.Table] = []
+    out = list(replay_arrow_batches(points, settings, iter(stream), chunk_rows=chunk_rows,
+                                    partials=handed.append))
     assert all(isinstance(batch, pa.RecordBatch) for batch in out)
     got = result_rows(pa.Table.from_batches(out))
     assert got == per_partition(history, points, settings)
     assert len({row[:4] for row in got}) > 20  # partitions of every topic, many groups
+    # the group partials handed over once, taken from the codes chunk by chunk (or from the event-by-event
+    # replay's rows): those of all the evaluations yielded, taken at once from their names
+    assert len(handed) == 1
+    assert sorted(handed[0].to_pylist(), key=repr) == sorted(
+        group_partials(pa.Table.from_batches(out)).to_pylist(), key=repr)
 
 
 def test_no_rows_give_no_batches():
