@@ -20,7 +20,7 @@ Differences from Burrow, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from itertools import count
 from typing import Any
 
@@ -116,10 +116,15 @@ class WantsWalk:
                 dirty.update(group.topics)
         return dirty
 
-    def walked(self, cluster: ClusterEntry, wanted: dict[str, set[tuple[str, int, int]]]) -> None:
-        self.touched.clear()
-        self.topics = {topic: versions.newest for topic, versions in cluster.versions.items()}
-        self.groups = {name: (group.version, tuple(group.topics)) for name, group in cluster.groups.items()}
+    def inputs(self, cluster: ClusterEntry) -> tuple[dict[str, int], dict[str, tuple[int, tuple[str, ...]]]]:
+        """The inputs as they are now, for :meth:`walked` (a walk in steps takes them before its first step: what
+        changes while it goes on leaves the topics it touches to be gone through at the next walk)."""
+        return ({topic: versions.newest for topic, versions in cluster.versions.items()},
+                {name: (group.version, tuple(group.topics)) for name, group in cluster.groups.items()})
+
+    def walked(self, inputs: tuple[dict[str, int], dict[str, tuple[int, tuple[str, ...]]]],
+               wanted: dict[str, set[tuple[str, int, int]]]) -> None:
+        self.topics, self.groups = inputs
         for topic, wants in wanted.items():
             if wants:
                 self.wanted[topic] = wants
@@ -245,40 +250,72 @@ class StorageState:
         the number of group partitions. Only the topics whose inputs changed since the last call are gone
         through again (:class:`WantsWalk`): the others' wants and known timestamps are still what they were.
         """
+        steps = self.record_time_wants_in_steps(cluster_name)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def record_time_wants_in_steps(self, cluster_name: str) -> Generator[None, None,
+                                                                            list[tuple[str, int, int]] | None]:
+        """:meth:`record_time_wants` one group at a time: a step after each group gone through, the answer the
+        generator's value. Other requests may be handled between steps (storage's workers do, a walk of a
+        fleet under ingest being tens of ms): the walk goes through the groups there were at its start, as they
+        are when reached, and what changes meanwhile (commits, broker offsets, timestamps given) makes the
+        topics it touches go through the next walk again, so that walk's answer is a whole walk's."""
         cluster = self.clusters.get(cluster_name)
         if cluster is None:
             return None
         walk = cluster.wants
         dirty = walk.changed_topics(cluster)
         if dirty:
+            inputs = walk.inputs(cluster)
+            touched, walk.touched = walk.touched, set()  # given from now on: for the next walk
             wanted: dict[str, set[tuple[str, int, int]]] = {topic: set() for topic in dirty}
             kept: dict[tuple[str, int], dict[int, int | None]] = {}
             known = cluster.record_times
-            for group in cluster.groups.values():
-                for topic, entries in group.topics.items():
-                    if topic not in dirty:
-                        continue
-                    rings = cluster.brokers.get(topic)
-                    if rings is None:
-                        continue
-                    for partition, entry in enumerate(entries):
-                        committed = entry.ring.newest_offset() if entry.ring is not None else None
-                        if committed is None or partition >= len(rings):
-                            continue
-                        broker_offset = rings[partition].newest()
-                        if broker_offset is None or committed >= broker_offset:
-                            continue
-                        times = known.get((topic, partition))
-                        if times is not None and committed in times:
-                            kept.setdefault((topic, partition), {})[committed] = times[committed]
-                        else:
-                            wanted[topic].add((topic, partition, committed))
+            finished = False
+            try:
+                for group in list(cluster.groups.values()):
+                    yield
+                    self._group_wants(cluster, group, dirty, known, wanted, kept)
+                finished = True
+            finally:
+                if not finished:  # abandoned: the topics given timestamps are still to be gone through
+                    walk.touched |= touched
+            known = cluster.record_times  # (the same dict unless another walk ended meanwhile)
             for topic in {key[0] for key, times in known.items() if key[0] in dirty and kept.get(key) != times}:
                 self._record_times_changed(cluster, topic)
             kept.update((key, times) for key, times in known.items() if key[0] not in dirty)
             cluster.record_times = kept
-            walk.walked(cluster, wanted)
+            walk.walked(inputs, wanted)
         return sorted(want for wants in walk.wanted.values() for want in wants)
+
+    @staticmethod
+    def _group_wants(cluster: ClusterEntry, group: GroupEntry, dirty: set[str],
+                     known: dict[tuple[str, int], dict[int, int | None]],
+                     wanted: dict[str, set[tuple[str, int, int]]],
+                     kept: dict[tuple[str, int], dict[int, int | None]]) -> None:
+        """One group's part of a walk (record_time_wants_in_steps)."""
+        for topic, entries in group.topics.items():
+            if topic not in dirty:
+                continue
+            rings = cluster.brokers.get(topic)
+            if rings is None:
+                continue
+            for partition, entry in enumerate(entries):
+                committed = entry.ring.newest_offset() if entry.ring is not None else None
+                if committed is None or partition >= len(rings):
+                    continue
+                broker_offset = rings[partition].newest()
+                if broker_offset is None or committed >= broker_offset:
+                    continue
+                times = known.get((topic, partition))
+                if times is not None and committed in times:
+                    kept.setdefault((topic, partition), {})[committed] = times[committed]
+                else:
+                    wanted[topic].add((topic, partition, committed))
 
     @staticmethod
     def _record_times_changed(cluster: ClusterEntry, topic: str) -> None:
