@@ -353,43 +353,10 @@ async def test_a_caller_that_gave_up_does_not_break_the_worker(storage):
     assert await ask(storage, FetchClusters) == ["local"]
 
 
-async def test_a_long_backlog_is_handled_in_passes_bounded_in_time(monkeypatch):
-    """A worker's pass ends once it has worked _PASS_SECONDS (by perf_counter, faked here: each reading a
-    1.1 ms after the last, so a pass of 2 ms handles two runs of commits) even with budget left (one worker's pass
-    is 1,024 requests): a task scheduled meanwhile runs between passes, and the group's commits are all stored in
-    their order."""
-    monkeypatch.setattr(inmemory, "_PASS_SECONDS", 0.002, raising=False)
-    readings = iter(range(10**6))
-    monkeypatch.setattr(inmemory, "perf_counter", lambda: next(readings) * 0.0011, raising=False)
-    storage = build(workers=1)
-    await storage.start()
-    try:
-        storage.submit(SetBrokerOffset("local", "t", 0, 1, 1_000_000, 0))
-        await storage.flush()
-        now_ms = int(FakeClock().now) * 1000
-        for order in range(1, 1001, 2):  # runs of two commits (the time is not read after a single commit)
-            storage.submit(SetConsumerOffsets("local", "g", "t", [0, order, order, now_ms, 0, order + 1, order + 1,
-                                                                  now_ms]))
-        waiting: list[int] = []
-
-        async def watch() -> None:  # once a turn of the loop, as long as the backlog lasts
-            while not waiting or waiting[-1]:
-                waiting.append(storage.pending())
-                await asyncio.sleep(0)
-
-        await asyncio.wait_for(watch(), 5)
-        assert waiting[0] >= 996 and waiting[-1] == 0
-        assert max(before - after for before, after in zip(waiting[:-1], waiting[1:], strict=True)) <= 4, waiting
-        [partition] = (await ask(storage, FetchConsumer, "local", "g"))["t"]
-        assert [commit.offset for commit in partition.offsets] == list(range(991, 1001))
-    finally:
-        await storage.stop()
-
-
 async def test_a_walk_of_every_group_is_answered_over_passes_bounded_in_time(monkeypatch):
     """FetchRecordTimeWants goes through every group (tens of ms at fleet scale): a worker takes it a group at a
-    time, resuming it first in its next pass once the pass's time is up (perf_counter faked as above), and the
-    answer is the whole walk's."""
+    time, resuming it first in its next pass once the pass's _PASS_SECONDS are up (perf_counter faked: each reading
+    1.1 ms after the last, so a pass takes two steps), and the answer is the whole walk's."""
     monkeypatch.setattr(inmemory, "_PASS_SECONDS", 0.002, raising=False)
     readings = iter(range(10**6))
     monkeypatch.setattr(inmemory, "perf_counter", lambda: next(readings) * 0.0011, raising=False)
