@@ -21,7 +21,8 @@ storage and a refresh has passed, for ``--seconds`` nothing commits and nobody a
   process's, or for the GIL, another thread's): those over 2 ms, the most CPU-costly kinds first, each named
   by the coroutine of its task (a task step is one stretch of work between two awaits); within them, the
   answers aiokafka's connections decode (``AIOKafkaConnection._handle_frame``, named ``decode`` and the
-  request's class) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
+  request's class), the storage requests its workers handle (each public method of ``StorageState``, named
+  ``storage`` and the method) and the garbage collector's passes (``gc.callbacks``, named ``gc generation N``), which
   run inside whatever callback allocated last; every collector pass's CPU is also summed by generation;
 - CPU seconds (``time.process_time``, this process: the monitor) per offset-refresh period;
 - with ``--cpu-only``, no ticker and no callback timing in the idle period (their own CPU is 0.3-0.5 s per
@@ -131,6 +132,7 @@ class LoopTimer:
         self._original: Any = None
         self._handle_frame: Any = None
         self._gc_pass: Any = None
+        self._state_methods: dict[str, Any] = {}
 
     def install(self) -> None:
         from aiokafka.conn import AIOKafkaConnection
@@ -167,6 +169,7 @@ class LoopTimer:
 
         self._gc_pass = gc_pass
         gc.callbacks.append(gc_pass)
+        self._timed_state_methods()
 
         def timed_run(handle: asyncio.Handle) -> None:
             if not timer.recording:
@@ -182,8 +185,39 @@ class LoopTimer:
 
         asyncio.events.Handle._run = timed_run  # type: ignore[method-assign, assignment]
 
+    def _timed_state_methods(self) -> None:
+        """Storage's requests, within its workers' passes: each public method of ``StorageState`` timed, those
+        over 2 ms named ``storage METHOD`` (a pass over 2 ms without one is many requests, none of them long)."""
+        from burrowpy.storage.state import StorageState
+
+        timer = self
+        self._state_methods = {}
+        for name, method in list(vars(StorageState).items()):
+            if name.startswith("_") or not callable(method):
+                continue
+            self._state_methods[name] = method
+
+            def timed(*args: Any, _method: Any = method, _name: str = name) -> Any:
+                if not timer.recording:
+                    return _method(*args)
+                started, cpu = time.perf_counter(), time.thread_time()
+                try:
+                    return _method(*args)
+                finally:
+                    elapsed = time.perf_counter() - started
+                    if elapsed > 0.002:
+                        timer.by_kind[f"storage {_name}"].append(elapsed)
+                        timer.cpu_by_kind[f"storage {_name}"].append(time.thread_time() - cpu)
+
+            setattr(StorageState, name, timed)
+
     def uninstall(self) -> None:
         from aiokafka.conn import AIOKafkaConnection
+
+        from burrowpy.storage.state import StorageState
+
+        for name, method in self._state_methods.items():
+            setattr(StorageState, name, method)
 
         asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
         AIOKafkaConnection._handle_frame = self._handle_frame  # type: ignore[method-assign]

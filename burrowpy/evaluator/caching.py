@@ -15,7 +15,9 @@ in seconds, forecasts) are those of a fresh evaluation. The dashboard's trend sa
 every few seconds; an idle fleet's groups are thus evaluated from their windows once per change. It asks through
 :meth:`CachingEvaluator.evaluations`, which puts the groups it has no result for in one storage request
 (FetchConsumersIfChanged) rather than a task and a request each: that round trip per group was most of what a
-round cost an idle fleet.
+round cost an idle fleet. The answer's groups are then evaluated a few milliseconds of work at a time
+(``EVALUATION_STEP``), the loop handed back in between so that requests are read meanwhile, all at the clock's
+reading taken when the answer came.
 
 Unlike Burrow the cache key is the (cluster, group) pair, not ``cluster + " " + group``, so cluster
 names containing a space work.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from time import perf_counter
 from typing import Any
 
 from broker.config_loading import Section
@@ -45,6 +48,10 @@ BASIS_KEPT = 120.0
 # sweep goes through every group's entries, and what it forgets is never answered from anyway (expiry is checked
 # on each use).
 SWEEP_EVERY = 10.0
+# evaluations hands the event loop back between groups once it has evaluated groups for this long (seconds of
+# work, perf_counter's): the trend sampler's slice of 50 groups cost up to 21 ms in one stretch, during which no
+# request was read. A group's own evaluation is never split.
+EVALUATION_STEP = 0.002
 
 CONFIG_KEYS = ("class-name", "expire-cache", "minimum-complete", "allowed-lag", "max-lag-seconds",
                "max-lag-seconds-groups")
@@ -140,7 +147,8 @@ class CachingEvaluator:
     async def evaluations(self, cluster: str, groups: Sequence[str]) -> list[GroupEvaluation]:
         """:meth:`evaluation` of each group, in order. The groups with neither a result nor an evaluation under way
         are asked of storage in one request (FetchConsumersIfChanged) and evaluated as :meth:`evaluation` would,
-        each shared with its concurrent callers the same way."""
+        each shared with its concurrent callers the same way; their evaluation hands the loop back every
+        ``EVALUATION_STEP`` seconds of work."""
         now = self._clock.time()
         loop = asyncio.get_running_loop()
         found: list[GroupEvaluation | asyncio.Future[GroupEvaluation]] = []
@@ -206,7 +214,10 @@ class CachingEvaluator:
             self._storage.submit(FetchConsumersIfChanged(cluster, groups, [known[0] if known is not None else None
                                                                           for known in kept], reply))
             answers = await reply
+            # Every group at the one instant, as if evaluated in one go, though the loop is handed back between
+            # groups every EVALUATION_STEP seconds of work (perf_counter's, not the clock's).
             now = self._clock.time()
+            step_ends = perf_counter() + EVALUATION_STEP
             for index, (group, known, future) in enumerate(zip(groups, kept, futures, strict=True)):
                 answer, answers[index] = answers[index], None  # storage's copy let go once evaluated, not at the end
                 if future.done():
@@ -216,6 +227,9 @@ class CachingEvaluator:
                 except Exception as exc:  # that group's callers are told; the other groups are not held up
                     future.set_exception(exc)
                 del answer
+                if perf_counter() >= step_ends and index + 1 < len(groups):
+                    await asyncio.sleep(0)
+                    step_ends = perf_counter() + EVALUATION_STEP
         except asyncio.CancelledError:
             for future in futures:
                 future.cancel()

@@ -20,7 +20,7 @@ Differences from Burrow, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from itertools import count
 from typing import Any
 
@@ -83,6 +83,11 @@ class TopicVersions:
         self.record_times = 0  # the record timestamps kept for the topic's partitions
 
 
+# What a walk's check of which topics changed (WantsWalk.changed_topics) goes through between two steps: topics
+# or groups (a check costs ~1 us; a fleet of 2,000 groups has as many topics).
+_CHECKS_PER_STEP = 256
+
+
 class WantsWalk:
     """What :meth:`StorageState.record_time_wants` found at its last call, and the inputs it was found from.
 
@@ -99,27 +104,46 @@ class WantsWalk:
         self.wanted: dict[str, set[tuple[str, int, int]]] = {}  # by topic, only topics that want something
         self.touched: set[str] = set()  # topics given record timestamps since the last walk
 
-    def changed_topics(self, cluster: ClusterEntry) -> set[str]:
+    def changed_topics(self, cluster: ClusterEntry, touched: set[str]) -> Generator[None, None, set[str]]:
+        """The topics whose inputs moved since they were last checked (``touched``: those given timestamps), in
+        steps of ``_CHECKS_PER_STEP`` topics or groups; each input is recorded as it is checked, so one that moves
+        after its check (between steps, or while the walk goes on) is found moved by the next walk."""
         # A topic deleted is also left by every group that had it, which the groups' versions tell.
-        dirty = set(self.touched)
-        for topic, versions in cluster.versions.items():
-            if self.topics.get(topic) != versions.newest:
+        dirty = set(touched)
+        seen_topics, seen_groups, groups = self.topics, self.groups, cluster.groups
+        checked = 0
+        for topic, versions in list(cluster.versions.items()):
+            if seen_topics.get(topic) != versions.newest:
                 dirty.add(topic)
-        groups = cluster.groups
-        for name, (version, topics) in self.groups.items():
-            group = groups.get(name)
-            if group is None or group.version != version:
-                dirty.update(topics)
-        for name, group in groups.items():
-            seen = self.groups.get(name)
+                seen_topics[topic] = versions.newest
+            checked += 1
+            if not checked % _CHECKS_PER_STEP:
+                yield
+        for topic in [topic for topic in seen_topics if topic not in cluster.versions]:
+            del seen_topics[topic]
+        for name in list(seen_groups):
+            if name not in groups:
+                dirty.update(seen_groups.pop(name)[1])
+            checked += 1
+            if not checked % _CHECKS_PER_STEP:
+                yield
+        for name, group in list(groups.items()):
+            seen = seen_groups.get(name)
             if seen is None or seen[0] != group.version:
+                if seen is not None:
+                    dirty.update(seen[1])  # the topics it had (it may have left one)
                 dirty.update(group.topics)
+                seen_groups[name] = (group.version, tuple(group.topics))
+            checked += 1
+            if not checked % _CHECKS_PER_STEP:
+                yield
         return dirty
 
-    def walked(self, cluster: ClusterEntry, wanted: dict[str, set[tuple[str, int, int]]]) -> None:
-        self.touched.clear()
-        self.topics = {topic: versions.newest for topic, versions in cluster.versions.items()}
-        self.groups = {name: (group.version, tuple(group.topics)) for name, group in cluster.groups.items()}
+    def forget(self) -> None:
+        """Forget what was checked: the next walk goes through every topic (a walk given up halfway)."""
+        self.topics, self.groups = {}, {}
+
+    def walked(self, wanted: dict[str, set[tuple[str, int, int]]]) -> None:
         for topic, wants in wanted.items():
             if wants:
                 self.wanted[topic] = wants
@@ -245,40 +269,73 @@ class StorageState:
         the number of group partitions. Only the topics whose inputs changed since the last call are gone
         through again (:class:`WantsWalk`): the others' wants and known timestamps are still what they were.
         """
+        steps = self.record_time_wants_in_steps(cluster_name)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def record_time_wants_in_steps(self, cluster_name: str) -> Generator[None, None,
+                                                                            list[tuple[str, int, int]] | None]:
+        """:meth:`record_time_wants` one group at a time: a step after each group gone through, the answer the
+        generator's value. Other requests may be handled between steps (storage's workers do, a walk of a
+        fleet under ingest being tens of ms): the walk goes through the groups there were at its start, as they
+        are when reached, and what changes meanwhile (commits, broker offsets, timestamps given) makes the
+        topics it touches go through the next walk again, so that walk's answer is a whole walk's."""
         cluster = self.clusters.get(cluster_name)
         if cluster is None:
             return None
         walk = cluster.wants
-        dirty = walk.changed_topics(cluster)
-        if dirty:
-            wanted: dict[str, set[tuple[str, int, int]]] = {topic: set() for topic in dirty}
-            kept: dict[tuple[str, int], dict[int, int | None]] = {}
-            known = cluster.record_times
-            for group in cluster.groups.values():
-                for topic, entries in group.topics.items():
-                    if topic not in dirty:
-                        continue
-                    rings = cluster.brokers.get(topic)
-                    if rings is None:
-                        continue
-                    for partition, entry in enumerate(entries):
-                        committed = entry.ring.newest_offset() if entry.ring is not None else None
-                        if committed is None or partition >= len(rings):
-                            continue
-                        broker_offset = rings[partition].newest()
-                        if broker_offset is None or committed >= broker_offset:
-                            continue
-                        times = known.get((topic, partition))
-                        if times is not None and committed in times:
-                            kept.setdefault((topic, partition), {})[committed] = times[committed]
-                        else:
-                            wanted[topic].add((topic, partition, committed))
-            for topic in {key[0] for key, times in known.items() if key[0] in dirty and kept.get(key) != times}:
-                self._record_times_changed(cluster, topic)
-            kept.update((key, times) for key, times in known.items() if key[0] not in dirty)
-            cluster.record_times = kept
-            walk.walked(cluster, wanted)
+        touched, walk.touched = walk.touched, set()  # given from now on: for the next walk
+        finished = False
+        try:
+            dirty = yield from walk.changed_topics(cluster, touched)
+            if dirty:
+                wanted: dict[str, set[tuple[str, int, int]]] = {topic: set() for topic in dirty}
+                kept: dict[tuple[str, int], dict[int, int | None]] = {}
+                known = cluster.record_times
+                for group in list(cluster.groups.values()):
+                    yield
+                    self._group_wants(cluster, group, dirty, known, wanted, kept)
+                yield
+                known = cluster.record_times  # (the same dict unless another walk ended meanwhile)
+                for topic in {key[0] for key, times in known.items() if key[0] in dirty and kept.get(key) != times}:
+                    self._record_times_changed(cluster, topic)
+                kept.update((key, times) for key, times in known.items() if key[0] not in dirty)
+                cluster.record_times = kept
+                walk.walked(wanted)
+            finished = True
+        finally:
+            if not finished:  # given up halfway: what it checked is not gone through yet
+                walk.forget()
+                walk.touched |= touched
         return sorted(want for wants in walk.wanted.values() for want in wants)
+
+    @staticmethod
+    def _group_wants(cluster: ClusterEntry, group: GroupEntry, dirty: set[str],
+                     known: dict[tuple[str, int], dict[int, int | None]],
+                     wanted: dict[str, set[tuple[str, int, int]]],
+                     kept: dict[tuple[str, int], dict[int, int | None]]) -> None:
+        """One group's part of a walk (record_time_wants_in_steps)."""
+        for topic, entries in group.topics.items():
+            if topic not in dirty:
+                continue
+            rings = cluster.brokers.get(topic)
+            if rings is None:
+                continue
+            for partition, entry in enumerate(entries):
+                committed = entry.ring.newest_offset() if entry.ring is not None else None
+                if committed is None or partition >= len(rings):
+                    continue
+                broker_offset = rings[partition].newest()
+                if broker_offset is None or committed >= broker_offset:
+                    continue
+                times = known.get((topic, partition))
+                if times is not None and committed in times:
+                    kept.setdefault((topic, partition), {})[committed] = times[committed]
+                else:
+                    wanted[topic].add((topic, partition, committed))
 
     @staticmethod
     def _record_times_changed(cluster: ClusterEntry, topic: str) -> None:

@@ -9,6 +9,7 @@ import pytest
 import structlog
 
 from burrowpy.config import ConfigError, Section
+from burrowpy.evaluator import caching
 from burrowpy.evaluator.caching import CachingEvaluator
 from burrowpy.protocol import EvaluatorRequest, SetBrokerOffset, SetConsumerOffset, SetDeleteTopic, Status
 from burrowpy.storage.inmemory import InMemoryStorage
@@ -194,6 +195,37 @@ async def test_many_groups_at_once_are_each_groups_own_evaluation(storage, evalu
     assert batch[0] is alone is again[0] and batch[0] is not first[0]
     assert batch[0].status is Status.ERR and batch[0].result(True).partitions[0].status is Status.REWIND
     assert batch[1].result(True) == first[1].result(True)  # g2 unchanged: the same answer, evaluated again
+
+
+async def test_a_batch_hands_the_loop_back_between_groups_and_each_result_is_right(storage, evaluator, clock,
+                                                                                   monkeypatch):
+    """evaluations hands the loop back every EVALUATION_STEP seconds of work (here 0: after every group): a task
+    running meanwhile sees the batch part done, and every group's evaluation is the one it gets alone."""
+    groups = [f"many-{n:02d}" for n in range(24)]
+    start_ms = int(clock.now) * 1000 - 100000
+    for n, group in enumerate(groups):
+        for i in range(10 if n % 3 else 4):  # two in three complete, lagging by n; the others short of a window
+            storage.submit(SetConsumerOffset("local", group, "t", 0, 4321 - n - (9 - i) * n, 10 + i,
+                                             start_ms + i * 10000))
+    await storage.flush()
+    monkeypatch.setattr(caching, "EVALUATION_STEP", 0.0, raising=False)
+    seen: list[int] = []
+    batch = asyncio.ensure_future(evaluator.evaluations("local", [*groups, "absent"]))
+
+    async def watch() -> None:  # once a turn of the loop: how many of the batch's groups are evaluated
+        while not batch.done():
+            seen.append(sum((("local", group) in evaluator._cache) for group in groups))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(batch, watch())
+    assert any(0 < count < len(groups) for count in seen), seen
+    results = batch.result()
+    alone = CachingEvaluator("alone", evaluator_section(), storage, clock, structlog.get_logger())
+    for group, evaluation in zip([*groups, "absent"], results, strict=True):
+        assert evaluation.group == group
+        assert evaluation.result(True) == (await alone.evaluation("local", group)).result(True)
+    assert {e.status for e in results} == {Status.OK, Status.ERR, Status.NOTFOUND}
+    await alone.stop()
 
 
 async def test_channel_style_requests_are_answered(evaluator):

@@ -16,6 +16,7 @@ from burrowpy.protocol import (
     FetchConsumers,
     FetchConsumersForTopic,
     FetchConsumersIfChanged,
+    FetchRecordTimeWants,
     FetchTopic,
     FetchTopics,
     SetBrokerOffset,
@@ -26,6 +27,7 @@ from burrowpy.protocol import (
     SetDeletePartitionOffsets,
     SetDeleteTopic,
 )
+from burrowpy.storage import inmemory
 from burrowpy.storage.inmemory import InMemoryStorage
 
 
@@ -349,3 +351,36 @@ async def test_a_caller_that_gave_up_does_not_break_the_worker(storage):
     storage.submit(FetchClusters(reply))
     reply.cancel()
     assert await ask(storage, FetchClusters) == ["local"]
+
+
+async def test_a_walk_of_every_group_is_answered_over_passes_bounded_in_time(monkeypatch):
+    """FetchRecordTimeWants goes through every group (tens of ms at fleet scale): a worker takes it a group at a
+    time, resuming it first in its next pass once the pass's _PASS_SECONDS are up (perf_counter faked: each reading
+    1.1 ms after the last, so a pass takes two steps), and the answer is the whole walk's."""
+    monkeypatch.setattr(inmemory, "_PASS_SECONDS", 0.002, raising=False)
+    readings = iter(range(10**6))
+    monkeypatch.setattr(inmemory, "perf_counter", lambda: next(readings) * 0.0011, raising=False)
+    storage = build(workers=1)
+    await storage.start()
+    try:
+        groups = 30
+        for partition in range(groups):
+            storage.submit(SetBrokerOffset("local", "t", partition, groups, 100, 0))
+        now_ms = int(FakeClock().now) * 1000
+        storage.submit_many(SetConsumerOffset("local", f"g{n:02d}", "t", n, n, 1, now_ms) for n in range(groups))
+        await storage.flush()
+        reply = asyncio.get_running_loop().create_future()
+        storage.submit(FetchRecordTimeWants("local", reply))
+        after = asyncio.get_running_loop().create_future()
+        storage.submit(FetchClusters(after))  # the same worker's next request: answered after the walk
+        turns = 0
+        while not reply.done():
+            assert not after.done()
+            turns += 1
+            await asyncio.sleep(0)
+        assert turns > groups // 2
+        assert reply.result() == [("t", n, n) for n in range(groups)]
+        assert await asyncio.wait_for(after, 5) == ["local"]
+        assert storage.pending() == 0
+    finally:
+        await storage.stop()
