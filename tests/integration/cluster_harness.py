@@ -211,4 +211,34 @@ class BrokerCluster:
         return True
 
     def wait_healthy(self, timeout: float = 40.0) -> None:
-        wait_until(self.healthy, timeout, interval=0.2, message="the cluster to be healthy")
+        try:
+            wait_until(self.healthy, timeout, interval=0.2, message="the cluster to be healthy")
+        except AssertionError as exc:
+            # The brokers' logs live in the test's temporary directory, gone by the time a CI run is read: what
+            # each broker says of the cluster, and the end of its log, go into the failure itself.
+            raise AssertionError(f"{exc}\n{self.describe()}") from None
+
+    def describe(self) -> str:
+        """Each running broker's view (controller, live brokers, partitions not led or not in sync) and the last
+        warnings, Raft lines and lines not of the logger (a traceback) of its log: what a failed wait for health
+        shows."""
+        lines = []
+        for i in self.running():
+            try:
+                view = self.metadata(i)
+                lagging = sum(1 for topic in view["topics"] for part in topic["partitions"]
+                              if part["leader_id"] < 0 or sorted(part["isr_nodes"]) != sorted(part["replica_nodes"]))
+                lines.append(f"broker {i}: controller {view['controller_id']}, brokers "
+                             f"{sorted(b['node_id'] for b in view['brokers'])}, {lagging} partitions not led or "
+                             "not in sync")
+            except Exception as exc:  # a broker that does not answer is what the failure is about
+                lines.append(f"broker {i}: no metadata ({exc!r})")
+            try:
+                tail = self.brokers[i].log_path.read_text(errors="replace")[-200_000:].splitlines()[1:]
+            except OSError:
+                tail = []
+            noted = [line for line in tail
+                     if not line.startswith("{") or "raft" in line
+                     or any(f'"level": "{level}"' in line for level in ("warning", "error", "critical"))]
+            lines += [f"  {line[:300]}" for line in noted[-15:]]
+        return "\n".join(lines)
