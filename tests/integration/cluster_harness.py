@@ -49,6 +49,11 @@ def free_udp_port() -> int:
         return sock.getsockname()[1]
 
 
+def _unsettled(partition: dict[str, Any]) -> bool:
+    """A partition of a Metadata answer without a leader, or with a replica out of its ISR."""
+    return partition["leader_id"] < 0 or sorted(partition["isr_nodes"]) != sorted(partition["replica_nodes"])
+
+
 class BrokerCluster:
     def __init__(self, root: Path, size: int = 3, settings: dict[str, Any] | None = None,
                  timings: dict[str, dict[str, Any]] | None = None,
@@ -204,10 +209,8 @@ class BrokerCluster:
                 return False
             if not any(t["name"] == "__consumer_offsets" for t in view["topics"]):
                 return False
-            for topic in view["topics"]:
-                for part in topic["partitions"]:
-                    if part["leader_id"] < 0 or sorted(part["isr_nodes"]) != sorted(part["replica_nodes"]):
-                        return False
+            if any(_unsettled(part) for topic in view["topics"] for part in topic["partitions"]):
+                return False
         return True
 
     def wait_healthy(self, timeout: float = 40.0) -> None:
@@ -226,8 +229,7 @@ class BrokerCluster:
         for i in self.running():
             try:
                 view = self.metadata(i)
-                lagging = sum(1 for topic in view["topics"] for part in topic["partitions"]
-                              if part["leader_id"] < 0 or sorted(part["isr_nodes"]) != sorted(part["replica_nodes"]))
+                lagging = sum(1 for topic in view["topics"] for part in topic["partitions"] if _unsettled(part))
                 lines.append(f"broker {i}: controller {view['controller_id']}, brokers "
                              f"{sorted(b['node_id'] for b in view['brokers'])}, {lagging} partitions not led or "
                              "not in sync")
