@@ -436,14 +436,20 @@ def combine_group_partials(partials: Any) -> Any:
     from pyspark.sql import functions as F
 
     combined = {"max": F.max, "sum": F.sum}
+    return _with_group_status(
+        partials.groupBy(*GROUP_PARTIAL_KEYS)
+        .agg(*(combined[how](name).alias(name) for name, how in GROUP_PARTIAL_FIGURES))
+    )
+
+
+def _with_group_status(groups: Any) -> Any:
+    """``groups`` with its group status named (``status``) from its worst rank (``rank``)."""
+    from pyspark.sql import functions as F
+
     status_names = F.create_map(
         *[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))]
     )
-    return (
-        partials.groupBy(*GROUP_PARTIAL_KEYS)
-        .agg(*(combined[how](name).alias(name) for name, how in GROUP_PARTIAL_FIGURES))
-        .withColumn("status", status_names[F.col("rank")])
-    )
+    return groups.withColumn("status", status_names[F.col("rank")])
 
 
 def group_evaluations(partitions: Any) -> Any:
@@ -454,14 +460,10 @@ def group_evaluations(partitions: Any) -> Any:
     for name, value in GROUP_RANK.items():
         if value != int(Status.ERR):
             rank = F.when(F.col("status") == name, F.lit(value)).otherwise(rank)
-    status_names = F.create_map(
-        *[item for k, v in GROUP_STATUS_NAMES.items() for item in (F.lit(k), F.lit(v))]
-    )
-
     def any_partition(status: Status) -> Any:
         return F.max((F.col("status") == status.name).cast("int")).alias(f"any_{status.name.lower()}")
 
-    return (
+    return _with_group_status(
         partitions.groupBy("cluster", "group", "timestamp")
         .agg(
             F.max(rank).alias("rank"),
@@ -472,7 +474,6 @@ def group_evaluations(partitions: Any) -> Any:
             any_partition(Status.STALL),
             any_partition(Status.REWIND),
         )
-        .withColumn("status", status_names[F.col("rank")])
     )
 
 
