@@ -58,6 +58,11 @@ kcat consumer of 100 B records is the bound of its row: librdkafka's thread deco
 taking records run on both cores and hand every batch across, and that costs it more the sooner a broker answers
 (``bench/consumer_cost.py``); pinned, the two take turns on one core and the row measures the broker.
 
+``--pin-brokers CPU`` (with ``--alternate``, ``--versus-ours`` or ``--versus-tree``) keeps every thread of both
+brokers to that CPU and this script, and so every client, to the others: the per-core arrangement of
+``bench/broker_matrix.py`` (``pinned``), for an A/B that must hold there too. Unpinned (the default), the brokers
+and the clients share every CPU.
+
 ``--versus-ours KEY=VALUE[,...]`` measures our broker against itself with those broker settings, run by run
 as ``--alternate`` does (an A/B of a setting; the tables call the second broker "ours B"). ``--versus-tree DIR``
 does the same with the code of another checkout as "ours B" (an A/B of a change: ``git worktree add DIR`` and
@@ -494,6 +499,22 @@ def checkout(text: str) -> Path:
     return directory
 
 
+def pin_brokers(brokers: Sequence[Broker], cpu: int) -> None:
+    """``--pin-brokers``: every thread of the brokers' processes (and their children's) to ``cpu``, this script,
+    and so every client it starts from now on, to the other CPUs; threads started later inherit the affinity of
+    the thread starting them."""
+    others = set(range(os.cpu_count() or 1)) - {cpu}
+    if not others:
+        raise SystemExit("--pin-brokers needs a machine of two CPUs or more")
+    for broker in brokers:
+        for pid in each_pid(broker.pid):
+            for process in (pid, *descendants(pid)):
+                pin_threads(process, {cpu})
+    os.sched_setaffinity(0, others)
+    print(f"pinned: the brokers' threads to CPU {cpu}, this script and the clients to CPUs "
+          f"{','.join(map(str, sorted(others)))}", flush=True)
+
+
 def describe_checkout(directory: Path) -> str:
     """The commit of a checkout and its uncommitted change, so that the output says what "ours B" ran."""
     commit = subprocess.run(["git", "-C", str(directory), "log", "-1", "--format=%h %s"], capture_output=True,
@@ -721,6 +742,10 @@ def main() -> int:
     parser.add_argument("--pin-consumers", default=None, metavar="CPUS",
                         help="run each kcat consumer on these CPUs only (taskset -c CPUS, e.g. 1): its two busy "
                              "threads take turns on one core instead of handing records across two")
+    parser.add_argument("--pin-brokers", type=int, default=None, metavar="CPU",
+                        help="with --alternate (or --versus-ours / --versus-tree): keep every thread of both brokers "
+                             "to CPU, and this script and every client to the other CPUs (the per-core figures "
+                             "of bench/broker_matrix.py's pinned arrangement)")
     parser.add_argument("--producer-metrics", action="store_true",
                         help="print the Java producers' batching and waiting metrics after each produce")
     args = parser.parse_args()
@@ -730,6 +755,9 @@ def main() -> int:
         parser.error(reason)
     if args.ours_nodes < 1 or (args.ours_nodes > 1 and not args.alternate):
         parser.error("--ours-nodes wants a count of 1 or more, and more than 1 only with --alternate")
+    if args.pin_brokers is not None and not (args.alternate or args.versus_ours is not None
+                                             or args.versus_tree is not None):
+        parser.error("--pin-brokers goes with --alternate (or --versus-ours / --versus-tree)")
     if args.broker_sessions and (args.ours_nodes > 1 or not (args.alternate or args.versus_ours is not None
                                                              or args.versus_tree is not None)):
         parser.error("--broker-sessions goes with --alternate (or --versus-ours / --versus-tree), one node of ours")
@@ -781,6 +809,8 @@ def main() -> int:
                         env={"PYTHONPATH": str(args.versus_tree)} if args.versus_tree else None,
                         new_session=args.broker_sessions))
                     second = Broker("ours B", other.bootstrap, other.proc.pid, directory / "other" / "data")
+                if args.pin_brokers is not None:
+                    pin_brokers((ours_broker, second), args.pin_brokers)
                 ours, seconds = measure_alternating((ours_broker, second), rows, clients, records, args.repeat,
                                                     args.warm_up)
             print_table(rows, clients, ours, seconds, second.name)

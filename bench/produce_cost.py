@@ -2,6 +2,7 @@
 
     PYTHONPATH=<tree> .venv/bin/python bench/produce_cost.py [--size 1024] [--partitions 1] [--records 400000]
         [--runs 5] [--acks 1] [--keep-topics] [--idle-between S] [--beside-kafka] [--hold S]
+        [--producers N] [--unpinned]
 
 Starts ``burrowpy broker`` (the code Python imports: put a checkout first on ``PYTHONPATH``) with the matrix's
 settings (``bench/broker_matrix.py``: socket buffers of 102400, no delete delay), keeps every thread of it to
@@ -11,7 +12,9 @@ prints the rate and the broker's own CPU seconds per million records (utime + st
 when other work shares the machine; the rate does not), split into user and system time, with the records
 of each batch (read back from the topic's log files) and the broker's page faults a batch. ``--hold S``: then
 keep kcat producing for S seconds more, printing the broker's pid first, to profile it (``py-spy``,
-``strace -c``, ``perf``). bench/HISTORY.md, "The 1 KiB produce rows per core: where the CPU goes".
+``strace -c``, ``perf``). ``--producers N``: N kcat producers at once, each a share of the records;
+``--unpinned``: nothing pinned, the broker and the producers sharing every CPU (the matrix's unpinned rows: the
+rate then depends on how the scheduler shares the cores, the CPU per record less so). bench/HISTORY.md, "The 1 KiB produce rows per core: where the CPU goes".
 """
 
 from __future__ import annotations
@@ -54,11 +57,16 @@ def batch_sizes(data_dir: Path, topic: str) -> list[int]:
     return counts
 
 
-def produce(bootstrap: str, topic: str, acks: str, records: Path) -> float:
+def produce(bootstrap: str, topic: str, acks: str, records: Path, producers: int = 1) -> float:
+    """Seconds for ``producers`` kcat processes at once, each sending every record of ``records``."""
     started = time.monotonic()
-    with open(records, "rb") as stdin:
-        subprocess.run([bench.KCAT, "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={acks}", "-q"], stdin=stdin,
-                       check=True, stderr=subprocess.DEVNULL)
+    with contextlib.ExitStack() as files:
+        running = [subprocess.Popen([bench.KCAT, "-P", "-b", bootstrap, "-t", topic, "-X", f"acks={acks}", "-q"],
+                                    stdin=files.enter_context(open(records, "rb")), stderr=subprocess.DEVNULL)
+                   for _ in range(producers)]
+        for process in running:
+            if process.wait() != 0:
+                raise RuntimeError(f"kcat exited with {process.returncode}")
     return time.monotonic() - started
 
 
@@ -70,6 +78,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--acks", default="1")
     parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--producers", type=int, default=1,
+                        help="kcat producers at once, each sending --records / N of the records")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="the broker, this script and the producers on every CPU (the matrix's unpinned "
+                             "arrangement) rather than the broker on CPU 0 and the rest on the others")
     parser.add_argument("--idle-between", type=float, default=0.0,
                         help="seconds to leave the machine idle after each run's topic is deleted (the matrix runs "
                              "the other broker meanwhile)")
@@ -87,23 +100,27 @@ def main() -> int:
         node = running.enter_context(BrokerProcess(Path(tmp) / "broker", extra_config=SETTINGS))
         assert node.proc is not None
         pid = node.proc.pid
-        bench.pin_threads(pid, {0})
+        cpus = everywhere if args.unpinned else {0}
+        bench.pin_threads(pid, cpus)
         if args.beside_kafka:
             from kafka_harness import KafkaServer
 
             kafka = running.enter_context(KafkaServer(Path(tmp) / "kafka", config=SETTINGS))
             assert kafka.process is not None
             for process in (kafka.process.pid, *bench.descendants(kafka.process.pid)):
-                bench.pin_threads(process, {0})
-        os.sched_setaffinity(0, everywhere - {0})
-        records = bench.records_file(Path(tmp), args.size, args.records)
+                bench.pin_threads(process, cpus)
+        if not args.unpinned:
+            os.sched_setaffinity(0, everywhere - {0})
+        each = args.records // args.producers
+        records = bench.records_file(Path(tmp), args.size, each)
+        total = each * args.producers
         figures = []
         for run in range(args.runs + 1):
             topic = f"cost-{run}"
             bench.create_topic(node.bootstrap, topic, args.partitions)
             os.sync()  # as the matrix does: no dirty pages of earlier runs written back during this one
             before, (user_before, system_before, faults_before) = bench.cpu_seconds(pid), user_system_faults(pid)
-            seconds = produce(node.bootstrap, topic, args.acks, records)
+            seconds = produce(node.bootstrap, topic, args.acks, records, args.producers)
             cpu = bench.cpu_seconds(pid) - before
             user, system, faults = user_system_faults(pid)
             user, system, faults = user - user_before, system - system_before, faults - faults_before
@@ -113,14 +130,14 @@ def main() -> int:
                 bench.wait_until_gone(Path(tmp) / "broker" / "logs", topic)
             time.sleep(args.idle_between)  # a deliberate idle interval, not a wait for something
             label = "warm-up" if run == 0 else f"run {run}"
-            print(f"{label:>8}: {args.records / seconds:>10,.0f} records/s, broker {cpu / args.records * 1e6:.2f} "
-                  f"CPU s per million records (user {user / args.records * 1e6:.2f}, "
-                  f"system {system / args.records * 1e6:.2f}; {100 * cpu / seconds:.0f} % of its core); "
+            print(f"{label:>8}: {total / seconds:>10,.0f} records/s, broker {cpu / total * 1e6:.2f} "
+                  f"CPU s per million records (user {user / total * 1e6:.2f}, "
+                  f"system {system / total * 1e6:.2f}; {100 * cpu / seconds:.0f} % of a core); "
                   f"{len(batches):,} batches, {sum(batches) / max(1, len(batches)):.0f} records a batch on average, "
                   f"{faults / max(1, len(batches)):.1f} page faults a batch",
                   flush=True)
             if run:
-                figures.append(cpu / args.records * 1e6)
+                figures.append(cpu / total * 1e6)
         figures.sort()
         print(f"CPU s/M: median {figures[len(figures) // 2]:.2f}, range {figures[0]:.2f}-{figures[-1]:.2f}; "
               f"load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -129,7 +146,7 @@ def main() -> int:
             bench.create_topic(node.bootstrap, "hold", args.partitions)
             deadline = time.monotonic() + args.hold
             while time.monotonic() < deadline:
-                produce(node.bootstrap, "hold", args.acks, records)
+                produce(node.bootstrap, "hold", args.acks, records, args.producers)
     return 0
 
 
