@@ -14,7 +14,8 @@ of each batch (read back from the topic's log files) and the broker's page fault
 keep kcat producing for S seconds more, printing the broker's pid first, to profile it (``py-spy``,
 ``strace -c``, ``perf``). ``--producers N``: N kcat producers at once, each a share of the records;
 ``--unpinned``: nothing pinned, the broker and the producers sharing every CPU (the matrix's unpinned rows: the
-rate then depends on how the scheduler shares the cores, the CPU per record less so). bench/HISTORY.md, "The 1 KiB produce rows per core: where the CPU goes".
+rate then depends on how the scheduler shares the cores, the CPU per record less so). bench/HISTORY.md, "The
+1 KiB produce rows per core: where the CPU goes" and "The produced batch's `pwritev` on a writer thread".
 """
 
 from __future__ import annotations
