@@ -8,6 +8,10 @@ decoding itself, into runs of one group's commits (SetConsumerOffsets, what stor
 worker process would add to send those runs to the process that stores them, pickled, and what the reader
 would add to take them back. No process is started: each figure is one side's CPU per commit, which is what
 a split would add to that side.
+
+The last figure is a first read (a decoder of its own each time, its key cache empty) of as many commits, each
+to a partition of its own: groups of 25 partitions on a topic each, as ``bench/monitor_fleet_daemon.py``'s fleet
+(what the key cache costs while it fills, bench/README.md, "The whole monitor's memory at fleet scale").
 """
 
 from __future__ import annotations
@@ -32,6 +36,21 @@ def offsets_topic_data(commits: int, value_version: int = 3) -> bytes:
                                                                 "partition": index}), value, [])
                    for index in range(100)]
         batches.append(build_batch(records, base_offset=number * 100))
+    return b"".join(batches)
+
+
+def fleet_data(commits: int, value_version: int = 3) -> bytes:
+    """``commits`` commits, every one to a partition of its own: 25 partitions of a topic for each group."""
+    value = encode_struct("OffsetCommitValue", value_version, {"offset": 3, "leader_epoch": 0, "metadata": "",
+                                                               "commit_timestamp": 1_795_535_032_198})
+    batches = []
+    for number in range(commits // 25):
+        records = [Record(number * 25 + index, 0,
+                          encode_struct("OffsetCommitKey", 1, {"group": f"fleet-group-{number:05d}",
+                                                                "topic": f"fleet-topic-{number:05d}",
+                                                                "partition": index}), value, [])
+                   for index in range(25)]
+        batches.append(build_batch(records, base_offset=number * 25))
     return b"".join(batches)
 
 
@@ -60,6 +79,9 @@ def main() -> None:
         "runs pickled: worker dumps": best_of(5, lambda: pickle.dumps(runs, protocol=5)),
         "runs pickled: reader loads": best_of(5, lambda: pickle.loads(pickled)),
     }
+    fleet, fleet_commits = fleet_data(count, args.value_version), count // 25 * 25
+    first_read = best_of(5, lambda: OffsetsRecordDecoder("local", GroupFilter()).decode(fleet, 0))
+    figures["first read, a partition per commit"] = first_read * count / fleet_commits  # printed per commit
     print(f"{count:,} commits (values v{args.value_version}) in {len(runs):,} runs; "
           f"{len(pickled) / count:.0f} bytes per commit pickled")
     for name, seconds in figures.items():

@@ -45,7 +45,8 @@ from burrowpy.coordinators.group_members import MEMBER_EVENTS
 from burrowpy.coordinators.offsets_topic import GroupFilter, RecordSkipped, interpret
 from burrowpy.protocol import SetConsumerOffsets, SetDeletePartitionOffsets
 
-# Decoded offset-commit keys kept at most; the cache starts over when full (keys are cheap to decode again).
+# Decoded offset-commit keys kept at most (one per group and topic, see OffsetsRecordDecoder._keys); the cache
+# starts over when full (keys are cheap to decode again).
 KEY_CACHE_LIMIT = 1 << 16
 
 _ENTRY_PREFIX = struct.Struct(">qi").unpack_from  # base offset and length of a batch or message set entry
@@ -151,8 +152,13 @@ class OffsetsRecordDecoder:
         self.cluster = cluster
         self.groups = groups
         self._aborted: AbortedTransactions | None = None  # of the Fetch answer being decoded
-        # key bytes -> (group, topic, partition, accepted by the filter), for offset-commit keys only
-        self._keys: dict[bytes, tuple[str, str, int, bool]] = {}
+        # An offset-commit key's bytes but its last four (the partition) -> (group, topic, accepted by the filter):
+        # one entry per group and topic rather than per partition. At fleet scale (50,750 partitions) the cache
+        # of whole keys held 59,800 of them, 10.6 MiB (bench/README.md, "The whole monitor's memory at fleet
+        # scale"); the partition is read from the key at each record instead. Only keys that end with their
+        # partition are cached; a prefix found is then the whole key but its partition, since its two lengths
+        # fix where the partition is.
+        self._keys: dict[bytes, tuple[str, str, bool]] = {}
         self._names: dict[str, str] = {}  # one str object per group or topic name of the cached keys
 
     def decode(self, data: bytes, start: int, end: int | None = None) -> DecodedRecords:
@@ -267,8 +273,9 @@ class OffsetsRecordDecoder:
         for request in meant:
             (result.members if isinstance(request, MEMBER_EVENTS) else result.requests).append(request)
 
-    def _offset_key(self, buf: bytes, pos: int, end: int) -> tuple[str, str, int, bool] | None:
-        """The fields of an offset-commit key v0/v1 at ``buf[pos:end]``, or None when it is anything else."""
+    def _offset_key(self, buf: bytes, pos: int, end: int) -> tuple[tuple[str, str, bool], int, bool] | None:
+        """The fields of an offset-commit key v0/v1 at ``buf[pos:end]``: ((group, topic, accepted by the filter),
+        partition, whether the key ends with the partition), or None when it is anything else."""
         if end - pos < 4 or buf[pos] != 0 or buf[pos + 1] > 1:
             return None
         (group_length,) = _INT16(buf, pos + 2)
@@ -286,7 +293,7 @@ class OffsetsRecordDecoder:
         topic = str(buf[pos : pos + topic_length], "utf-8", "replace")
         topic = names.setdefault(topic, topic)
         (partition,) = _INT32(buf, pos + topic_length)
-        return group, topic, partition, self.groups.accepts(group)
+        return (group, topic, self.groups.accepts(group)), partition, pos + topic_length + 4 == end
 
     def _records(self, buf: bytes, pos: int, end: int, count: int, base_offset: int, result: DecodedRecords) -> None:
         """Parse ``count`` records of a batch from ``buf[pos:end]``; raise _UnusualFraming (or IndexError,
@@ -297,7 +304,7 @@ class OffsetsRecordDecoder:
         emit = result.requests.append
         # Locals rather than globals: this loop runs once per commit of the topic.
         read_v3, v3_size, commit_run, delete_request = _VALUE_V3, _V3_SIZE, SetConsumerOffsets, SetDeletePartitionOffsets
-        read_v4 = _VALUE_V4
+        read_v4, read_partition = _VALUE_V4, _INT32
         # The commits of one group to one topic that follow each other become one run (SetConsumerOffsets).
         # A run does not go on past this batch: a batch the generic decoder must take instead is dropped
         # whole, runs and all, by the caller.
@@ -358,20 +365,26 @@ class OffsetsRecordDecoder:
                 raise _UnusualFraming
             pos = record_end
 
-            key = buf[key_start:key_end]
-            decoded = known_key(key)
-            if decoded is None:
+            # The key but its partition (key_start is past the record's framing, so key_end - 4 is not negative;
+            # a key shorter than four bytes gives b"", never cached).
+            prefix = buf[key_start:key_end - 4]
+            named = known_key(prefix)
+            if named is not None:
+                (partition,) = read_partition(buf, key_end - 4)
+            else:
                 decoded = self._offset_key(buf, key_start, key_end)
                 if decoded is None:
-                    self._interpret(key, buf[value_start:record_end - 1] if value_length >= 0 else None, offset,
-                                    result)
+                    self._interpret(buf[key_start:key_end],
+                                    buf[value_start:record_end - 1] if value_length >= 0 else None, offset, result)
                     run_group = None
                     continue
-                if len(keys) >= KEY_CACHE_LIMIT:
-                    keys.clear()
-                    self._names.clear()
-                keys[key] = decoded
-            group, topic, partition, accepted = decoded
+                named, partition, whole = decoded
+                if whole:
+                    if len(keys) >= KEY_CACHE_LIMIT:
+                        keys.clear()
+                        self._names.clear()
+                    keys[prefix] = named
+            group, topic, accepted = named
             if not accepted:
                 continue
             if value_length <= 0:
@@ -397,7 +410,7 @@ class OffsetsRecordDecoder:
             if committed is None:
                 commit = self._commit_value(buf, value_start, record_end - 1)
                 if commit is None:
-                    self._interpret(key, buf[value_start:record_end - 1], offset, result)
+                    self._interpret(buf[key_start:key_end], buf[value_start:record_end - 1], offset, result)
                     run_group = None
                     continue
                 committed, timestamp = commit
