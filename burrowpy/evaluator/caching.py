@@ -11,8 +11,12 @@ evaluated wait for that evaluation instead of starting another.
 Past ``expire-cache`` the group is evaluated again at the new time, but from its basis (everything that does
 not read the clock) when storage says that nothing it was made from has changed since: then storage copies
 nothing and the windows are not gone through again, while the figures that move with the clock (STOP, lag
-in seconds, forecasts) are those of a fresh evaluation. The dashboard's trend sampler asks for every group
-every few seconds; an idle fleet's groups are thus evaluated from their windows once per change. It asks through
+in seconds, forecasts) are those of a fresh evaluation. A broker offset refresh that moved nothing but the
+samples of a lagging topic (the same newest offsets, read again) makes storage answer those samples alone
+(SamplesMoved): the topic's basis is made again from the columns it kept and the new samples
+(:meth:`GroupBasis.resampled`), as from a whole answer, without storage copying the commits. The dashboard's trend
+sampler asks for every group every few seconds; an idle fleet's groups are thus evaluated from their windows once
+per change. It asks through
 :meth:`CachingEvaluator.evaluations`, which puts the groups it has no result for in one storage request
 (FetchConsumersIfChanged) rather than a task and a request each: that round trip per group was most of what a
 round cost an idle fleet. The answer's groups are then evaluated a few milliseconds of work at a time
@@ -38,6 +42,7 @@ from burrowpy.protocol import (
     EvaluatorRequest,
     FetchConsumerIfChanged,
     FetchConsumersIfChanged,
+    SamplesMoved,
 )
 
 # A group's basis is kept this long (seconds) after it was last used, or expire-cache if longer: long enough
@@ -252,6 +257,9 @@ class CachingEvaluator:
             if topics is None:
                 assert known is not None  # storage leaves the partitions out only for the version it was given
                 basis = known[1]
+            elif topics.__class__ is SamplesMoved:
+                assert known is not None  # storage answers samples alone only against the version it was given
+                basis = known[1].resampled(topics)
             else:
                 basis = group_basis(topics, self.allowed_lag, self.minimum_complete)
             self._bases[key] = (version, basis, now)
