@@ -21,7 +21,6 @@ Differences from Burrow, on purpose:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from itertools import count
 from typing import Any
 
 from burrowpy.protocol import (
@@ -44,9 +43,28 @@ from burrowpy.protocol import (
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 _APPENDED = CommitOutcome.APPENDED  # a plain constant: Enum member lookups cost on the per-commit path
-# Every change to a group or to a topic's broker offsets or record times takes the next number, never used
-# before, so equal numbers mean unchanged data (see StorageState.consumer_if_changed).
-_VERSIONS = count(1)
+
+
+class _Numbers:
+    """The version numbers: every change takes the next, never used before; ``last`` is the latest taken, so a
+    ``last`` that has not moved means that nothing changed anywhere since."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __iter__(self) -> _Numbers:
+        return self
+
+    def __next__(self) -> int:
+        self.last += 1
+        return self.last
+
+
+# Every change to a group or to a topic's broker offsets or record times takes the next number, so equal numbers
+# mean unchanged data (see StorageState.consumer_if_changed).
+_VERSIONS = _Numbers()
 _DUPLICATE = "duplicate, or older than everything in a full window"
 
 
@@ -62,7 +80,7 @@ class PartitionEntry:
 
 
 class GroupEntry:
-    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up")
+    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up", "checked")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[PartitionEntry]] = {}
@@ -72,6 +90,8 @@ class GroupEntry:
         # (version, {topic: (the topic's newest-offsets version, whether every partition has caught up)}):
         # the answer holds while neither number changes (StorageState._group_version).
         self.caught_up: tuple[int, dict[str, tuple[int, bool]]] = (0, {})
+        # (_VERSIONS.last, the group's version then): the version holds while no number has been taken since.
+        self.checked: tuple[int, list[Any]] = (-1, [])
 
 
 class TopicVersions:
@@ -626,7 +646,14 @@ class StorageState:
         group = self._live_group(cluster, group_name, now_s)
         if cluster is None or group is None:
             return None
-        version = self._group_version(cluster, group)
+        checked = group.checked
+        if checked[0] == _VERSIONS.last:
+            # Nothing changed anywhere since the version was made: an idle fleet's sampler round between two
+            # refreshes goes through no group's topics.
+            version = checked[1]
+        else:
+            version = self._group_version(cluster, group)
+            group.checked = (_VERSIONS.last, version)
         if version == known:
             return version, None
         moved = self._samples_moved(cluster, group, known, version)

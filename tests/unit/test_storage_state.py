@@ -428,3 +428,29 @@ def test_a_refresh_that_moves_only_samples_answers_them_alone():
     answer = state.consumer_if_changed("local", "g", NOW, version)[1]
     assert answer.__class__ is dict and answer == state.consumer("local", "g", NOW)
     assert answer["t"].record_times == [NOW * 1000 - 60000, None, None]
+
+
+def test_a_groups_version_is_made_again_only_after_some_change(monkeypatch):
+    """consumer_if_changed goes through a group's topics for its version only when some change took a version
+    number since it last did (anywhere: another group's commit, a refresh of another topic), and gives the same
+    version object meanwhile."""
+    state = make_state()
+    made = []
+    group_version = StorageState._group_version
+    monkeypatch.setattr(StorageState, "_group_version",
+                        staticmethod(lambda cluster, group: made.append(1) or group_version(cluster, group)))
+    broker(state, 100)
+    broker(state, 5, topic="other")
+    assert commit(state, 50, 1) is None
+    version, _ = state.consumer_if_changed("local", "g", NOW, None)
+    assert state.consumer_if_changed("local", "g", NOW, version) == (version, None)
+    assert len(made) == 1
+    changes = [lambda: commit(state, 5, 1, group="h", topic="other"), lambda: broker(state, 5, topic="other"),
+               lambda: broker(state, 100)]
+    for number, change in enumerate(changes, start=2):
+        change()
+        again, _ = state.consumer_if_changed("local", "g", NOW, version)
+        assert len(made) == number
+        assert state.consumer_if_changed("local", "g", NOW, again)[0] is again
+        assert len(made) == number
+        version = again
