@@ -123,6 +123,7 @@ class CachingEvaluator:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        self._evaluating.clear()  # a batch cancelled before it began leaves its futures there
         self._cache.clear()
         self._bases.clear()
 
@@ -168,8 +169,9 @@ class CachingEvaluator:
                 continue
             future = evaluating.get(key)
             if future is None:
+                # Taken out of _evaluating by _evaluate_fresh_many once set (not by a done callback: one handle
+                # less for the loop to run per group, thousands per sampler round).
                 future = evaluating[key] = loop.create_future()
-                future.add_done_callback(lambda _, key=key: evaluating.pop(key, None))  # type: ignore[misc]
                 asked.append(group)
                 futures.append(future)
             found.append(future)
@@ -212,7 +214,9 @@ class CachingEvaluator:
 
     async def _evaluate_fresh_many(self, cluster: str, groups: list[str],
                                    futures: list[asyncio.Future[GroupEvaluation]]) -> None:
-        """:meth:`_evaluate_fresh` of each group, from one storage request; each result set on its future."""
+        """:meth:`_evaluate_fresh` of each group, from one storage request; each result set on its future, which is
+        then no longer the evaluation under way (``_evaluating``)."""
+        evaluating = self._evaluating
         try:
             kept = [self._bases.get((cluster, group)) for group in groups]
             reply = asyncio.get_running_loop().create_future()
@@ -225,12 +229,13 @@ class CachingEvaluator:
             step_ends = perf_counter() + EVALUATION_STEP
             for index, (group, known, future) in enumerate(zip(groups, kept, futures, strict=True)):
                 answer, answers[index] = answers[index], None  # storage's copy let go once evaluated, not at the end
-                if future.done():
-                    continue
-                try:
-                    future.set_result(self._evaluated(cluster, group, known, answer, now))
-                except Exception as exc:  # that group's callers are told; the other groups are not held up
-                    future.set_exception(exc)
+                if not future.done():
+                    try:
+                        future.set_result(self._evaluated(cluster, group, known, answer, now))
+                    except Exception as exc:  # that group's callers are told; the other groups are not held up
+                        future.set_exception(exc)
+                if evaluating.get(key := (cluster, group)) is future:
+                    del evaluating[key]
                 del answer
                 if perf_counter() >= step_ends and index + 1 < len(groups):
                     await asyncio.sleep(0)
@@ -243,6 +248,10 @@ class CachingEvaluator:
             for future in futures:
                 if not future.done():
                     future.set_exception(exc)
+        finally:
+            for group, future in zip(groups, futures, strict=True):
+                if evaluating.get(key := (cluster, group)) is future:
+                    del evaluating[key]
 
     def _evaluated(self, cluster: str, group: str, known: tuple[Any, GroupBasis, float] | None, answer: Any,
                    now: float) -> GroupEvaluation:

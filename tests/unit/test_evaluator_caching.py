@@ -331,3 +331,25 @@ async def test_an_idle_refresh_takes_the_new_samples_into_the_kept_basis(clock, 
     finally:
         await evaluator.stop()
         await storage.stop()
+
+
+async def test_a_batch_leaves_no_evaluation_under_way(storage, evaluator, clock):
+    """Once evaluations has answered, none of its groups is still an evaluation under way (a later call evaluates
+    them again rather than sharing a finished one), also when storage fails."""
+    clock.now += 60  # past expire-cache
+    first = await evaluator.evaluations("local", ["g", "g2", "absent"])
+    assert evaluator._evaluating == {}
+    clock.now += 60
+    again = await evaluator.evaluations("local", ["g", "g2", "absent"])
+    assert all(before is not after for before, after in zip(first, again, strict=True))
+    assert evaluator._evaluating == {}
+
+    class Failing:
+        def submit(self, request):
+            request.reply.set_exception(RuntimeError("storage is gone"))
+
+    evaluator._storage = Failing()
+    clock.now += 60
+    with pytest.raises(RuntimeError, match="storage is gone"):
+        await evaluator.evaluations("local", ["g"])
+    assert evaluator._evaluating == {}
