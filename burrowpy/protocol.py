@@ -323,6 +323,23 @@ def _starts(counts: list[int], size: int) -> list[int]:
 ConsumerTopics = dict[str, Sequence[ConsumerPartition]]
 
 
+class TopicSamples(NamedTuple):
+    """A topic's broker offset samples as :class:`TopicSnapshot` holds them (its ``broker``, ``samples`` and
+    ``broker_since``), for the partitions of one group's snapshot of it."""
+
+    broker: bytes
+    samples: list[int]
+    broker_since: list[int | None]
+
+
+class SamplesMoved(dict[str, TopicSamples]):
+    """FetchConsumerIfChanged's partitions when nothing but broker offset samples moved since the ``known``
+    version: only the samples of the topics whose samples moved (the newest broker offsets, commits, owners and
+    record timestamps are those of the known version's answer), topic -> :class:`TopicSamples`."""
+
+    __slots__ = ()
+
+
 # --- storage requests ------------------------------------------------------------------------------
 # Set requests have no reply. Fetch requests carry a future that storage resolves once, with None when
 # the cluster (or group/topic) is unknown; callers map None to 404.
@@ -521,7 +538,8 @@ class FetchConsumer:
 class FetchConsumerIfChanged:
     """FetchConsumer for an evaluator that keeps what it made of an earlier answer: the reply is None for an
     unknown group, else (version, partitions), the partitions None (not copied) when the version is still
-    ``known`` (an earlier reply's version; None the first time)."""
+    ``known`` (an earlier reply's version; None the first time), and a :class:`SamplesMoved` (only the samples
+    that moved) when nothing else did since ``known``."""
 
     cluster: str
     group: str

@@ -11,8 +11,12 @@ evaluated wait for that evaluation instead of starting another.
 Past ``expire-cache`` the group is evaluated again at the new time, but from its basis (everything that does
 not read the clock) when storage says that nothing it was made from has changed since: then storage copies
 nothing and the windows are not gone through again, while the figures that move with the clock (STOP, lag
-in seconds, forecasts) are those of a fresh evaluation. The dashboard's trend sampler asks for every group
-every few seconds; an idle fleet's groups are thus evaluated from their windows once per change. It asks through
+in seconds, forecasts) are those of a fresh evaluation. A broker offset refresh that moved nothing but the
+samples of a lagging topic (the same newest offsets, read again) makes storage answer those samples alone
+(SamplesMoved): the topic's basis is made again from the columns it kept and the new samples
+(:meth:`GroupBasis.resampled`), as from a whole answer, without storage copying the commits. The dashboard's trend
+sampler asks for every group every few seconds; an idle fleet's groups are thus evaluated from their windows once
+per change. It asks through
 :meth:`CachingEvaluator.evaluations`, which puts the groups it has no result for in one storage request
 (FetchConsumersIfChanged) rather than a task and a request each: that round trip per group was most of what a
 round cost an idle fleet. The answer's groups are then evaluated a few milliseconds of work at a time
@@ -38,6 +42,7 @@ from burrowpy.protocol import (
     EvaluatorRequest,
     FetchConsumerIfChanged,
     FetchConsumersIfChanged,
+    SamplesMoved,
 )
 
 # A group's basis is kept this long (seconds) after it was last used, or expire-cache if longer: long enough
@@ -118,6 +123,7 @@ class CachingEvaluator:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        self._evaluating.clear()  # a batch cancelled before it began leaves its futures there
         self._cache.clear()
         self._bases.clear()
 
@@ -163,8 +169,9 @@ class CachingEvaluator:
                 continue
             future = evaluating.get(key)
             if future is None:
+                # Taken out of _evaluating by _evaluate_fresh_many once set (not by a done callback: one handle
+                # less for the loop to run per group, thousands per sampler round).
                 future = evaluating[key] = loop.create_future()
-                future.add_done_callback(lambda _, key=key: evaluating.pop(key, None))  # type: ignore[misc]
                 asked.append(group)
                 futures.append(future)
             found.append(future)
@@ -207,7 +214,9 @@ class CachingEvaluator:
 
     async def _evaluate_fresh_many(self, cluster: str, groups: list[str],
                                    futures: list[asyncio.Future[GroupEvaluation]]) -> None:
-        """:meth:`_evaluate_fresh` of each group, from one storage request; each result set on its future."""
+        """:meth:`_evaluate_fresh` of each group, from one storage request; each result set on its future, which is
+        then no longer the evaluation under way (``_evaluating``)."""
+        evaluating = self._evaluating
         try:
             kept = [self._bases.get((cluster, group)) for group in groups]
             reply = asyncio.get_running_loop().create_future()
@@ -220,12 +229,13 @@ class CachingEvaluator:
             step_ends = perf_counter() + EVALUATION_STEP
             for index, (group, known, future) in enumerate(zip(groups, kept, futures, strict=True)):
                 answer, answers[index] = answers[index], None  # storage's copy let go once evaluated, not at the end
-                if future.done():
-                    continue
-                try:
-                    future.set_result(self._evaluated(cluster, group, known, answer, now))
-                except Exception as exc:  # that group's callers are told; the other groups are not held up
-                    future.set_exception(exc)
+                if not future.done():
+                    try:
+                        future.set_result(self._evaluated(cluster, group, known, answer, now))
+                    except Exception as exc:  # that group's callers are told; the other groups are not held up
+                        future.set_exception(exc)
+                if evaluating.get(key := (cluster, group)) is future:
+                    del evaluating[key]
                 del answer
                 if perf_counter() >= step_ends and index + 1 < len(groups):
                     await asyncio.sleep(0)
@@ -238,6 +248,10 @@ class CachingEvaluator:
             for future in futures:
                 if not future.done():
                     future.set_exception(exc)
+        finally:
+            for group, future in zip(groups, futures, strict=True):
+                if evaluating.get(key := (cluster, group)) is future:
+                    del evaluating[key]
 
     def _evaluated(self, cluster: str, group: str, known: tuple[Any, GroupBasis, float] | None, answer: Any,
                    now: float) -> GroupEvaluation:
@@ -252,6 +266,9 @@ class CachingEvaluator:
             if topics is None:
                 assert known is not None  # storage leaves the partitions out only for the version it was given
                 basis = known[1]
+            elif topics.__class__ is SamplesMoved:
+                assert known is not None  # storage answers samples alone only against the version it was given
+                basis = known[1].resampled(topics)
             else:
                 basis = group_basis(topics, self.allowed_lag, self.minimum_complete)
             self._bases[key] = (version, basis, now)

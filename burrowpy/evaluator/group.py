@@ -44,7 +44,9 @@ from burrowpy.protocol import (
     ConsumerPartition,
     ConsumerTopics,
     PartitionStatus,
+    SamplesMoved,
     Status,
+    TopicSamples,
     TopicSnapshot,
     commit_from_values,
 )
@@ -71,7 +73,8 @@ class TopicBasis:
     seconds and the forecasts are finished from at a time (:meth:`at`).
     """
 
-    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "fields", "clock", "_fixed")
+    __slots__ = ("topic", "codes", "stops", "lags", "methods", "complete_count", "make", "fields", "clock", "_fixed",
+                 "source")
 
     def __init__(self, topic: str, codes: list[int], stops: list[tuple[int, int]], lags: list[int],
                  methods: list[str | None], complete_count: int,
@@ -87,6 +90,17 @@ class TopicBasis:
         self.fields = fields
         self.clock = clock
         self._fixed: TopicEvaluation | None = None
+        # What the basis was made from but the broker offset samples (_topic_basis), kept for a topic that lags
+        # (storage answers such a topic's samples alone after a refresh that moved nothing else: resampled).
+        self.source: _Source | None = None
+
+    def resampled(self, samples: TopicSamples) -> TopicBasis:
+        """The basis :func:`group_basis` makes from the answer this one was made from with these samples in
+        place of its broker offset samples (storage's :class:`~burrowpy.protocol.SamplesMoved`)."""
+        source = self.source
+        if source is None:
+            raise ValueError(f"the basis of topic {self.topic!r} kept nothing to take new samples into")
+        return _topic_basis(self.topic, source.snapshot(samples), source.allowed_lag, source.minimum_complete)
 
     @property
     def clock_free(self) -> bool:
@@ -239,6 +253,29 @@ class GroupEvaluation:
         return result
 
 
+class _Source:
+    """A storage snapshot of a topic without its broker offset samples (:attr:`TopicBasis.source`), and the
+    rules' settings the basis was made with."""
+
+    __slots__ = ("intervals", "commits", "stored", "current_lags", "owners", "client_ids", "record_times",
+                 "allowed_lag", "minimum_complete")
+
+    def __init__(self, snapshot: TopicSnapshot, allowed_lag: int, minimum_complete: float) -> None:
+        self.intervals = snapshot.intervals
+        self.commits = snapshot.commits
+        self.stored = snapshot.stored
+        self.current_lags = snapshot.current_lags
+        self.owners = snapshot.owners
+        self.client_ids = snapshot.client_ids
+        self.record_times = snapshot.record_times
+        self.allowed_lag = allowed_lag
+        self.minimum_complete = minimum_complete
+
+    def snapshot(self, samples: TopicSamples) -> TopicSnapshot:
+        return TopicSnapshot(self.intervals, self.commits, self.stored, samples.broker, samples.samples,
+                             samples.broker_since, self.current_lags, self.owners, self.client_ids, self.record_times)
+
+
 class GroupBasis:
     """A group's partitions through everything that does not read the clock: :meth:`at` evaluates it at any
     time, as :func:`assess_group` would from the same storage answer."""
@@ -265,6 +302,13 @@ class GroupBasis:
         self.maxlag = maxlag  # (topic number, partition) of the largest current lag, the first on ties
         # The evaluation of a group whose every topic is clock-free, kept and shared (as TopicBasis does).
         self._fixed: GroupEvaluation | None = None
+
+    def resampled(self, moved: SamplesMoved) -> GroupBasis:
+        """The basis of the answer this one was made from with the samples of storage's ``moved`` in place: the
+        topics whose samples moved made again from their kept columns (:meth:`TopicBasis.resampled`), without
+        storage copying the commits; the others shared."""
+        return GroupBasis([topic if (samples := moved.get(topic.topic)) is None else topic.resampled(samples)
+                           for topic in self.topics])
 
     def at(self, cluster: str, group: str, now: float, max_lag_seconds: float = 0.0) -> GroupEvaluation:
         fixed = self._fixed
@@ -316,18 +360,22 @@ def assess_group(cluster: str, group: str, topics: ConsumerTopics, now: float, a
 
 def group_basis(topics: ConsumerTopics, allowed_lag: int = 0, minimum_complete: float = 0.0) -> GroupBasis:
     """:func:`assess_group` without the clock: what it evaluates a group at any time from."""
-    bases = []
-    for topic in sorted(topics):
-        parts = topics[topic]
-        if not parts:
-            continue
-        basis = None
-        if len(parts) >= COLUMNS_FROM:
-            basis = _columns_basis(topic, parts, allowed_lag)
-        if basis is None:
-            basis = _each_basis(topic, parts, allowed_lag, minimum_complete)
-        bases.append(basis)
-    return GroupBasis(bases)
+    return GroupBasis([_topic_basis(topic, topics[topic], allowed_lag, minimum_complete)
+                       for topic in sorted(topics) if topics[topic]])
+
+
+def _topic_basis(topic: str, parts: Sequence[ConsumerPartition], allowed_lag: int,
+                 minimum_complete: float) -> TopicBasis:
+    """One topic of :func:`group_basis` (a topic with partitions)."""
+    basis = None
+    if len(parts) >= COLUMNS_FROM:
+        basis = _columns_basis(topic, parts, allowed_lag)
+    if basis is None:
+        basis = _each_basis(topic, parts, allowed_lag, minimum_complete)
+    if parts.__class__ is TopicSnapshot and max(basis.lags) > 0:
+        # Storage's copy of a lagging topic: kept without its samples, which a refresh may move alone.
+        basis.source = _Source(cast("TopicSnapshot", parts), allowed_lag, minimum_complete)
+    return basis
 
 
 def evaluate_group(cluster: str, group: str, topics: ConsumerTopics, now: float, allowed_lag: int = 0,

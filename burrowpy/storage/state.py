@@ -21,13 +21,13 @@ Differences from Burrow, on purpose:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from itertools import count
 from typing import Any
 
 from burrowpy.protocol import (
     COMMIT_STRIDE,
     ClearConsumerOwners,
     ConsumerTopics,
+    SamplesMoved,
     SetBrokerOffset,
     SetBrokerOffsets,
     SetConsumerOffset,
@@ -37,14 +37,34 @@ from burrowpy.protocol import (
     SetDeletePartitionOffsets,
     SetDeleteTopic,
     SetRecordTimes,
+    TopicSamples,
     TopicSnapshot,
 )
 from burrowpy.storage.ring import BrokerRing, CommitOutcome, CommitRing
 
 _APPENDED = CommitOutcome.APPENDED  # a plain constant: Enum member lookups cost on the per-commit path
-# Every change to a group or to a topic's broker offsets or record times takes the next number, never used
-# before, so equal numbers mean unchanged data (see StorageState.consumer_if_changed).
-_VERSIONS = count(1)
+
+
+class _Numbers:
+    """The version numbers: every change takes the next, never used before; ``last`` is the latest taken, so a
+    ``last`` that has not moved means that nothing changed anywhere since."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __iter__(self) -> _Numbers:
+        return self
+
+    def __next__(self) -> int:
+        self.last += 1
+        return self.last
+
+
+# Every change to a group or to a topic's broker offsets or record times takes the next number, so equal numbers
+# mean unchanged data (see StorageState.consumer_if_changed).
+_VERSIONS = _Numbers()
 _DUPLICATE = "duplicate, or older than everything in a full window"
 
 
@@ -60,7 +80,7 @@ class PartitionEntry:
 
 
 class GroupEntry:
-    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up")
+    __slots__ = ("topics", "last_commit", "last_owner_update", "version", "caught_up", "checked")
 
     def __init__(self) -> None:
         self.topics: dict[str, list[PartitionEntry]] = {}
@@ -70,17 +90,22 @@ class GroupEntry:
         # (version, {topic: (the topic's newest-offsets version, whether every partition has caught up)}):
         # the answer holds while neither number changes (StorageState._group_version).
         self.caught_up: tuple[int, dict[str, tuple[int, bool]]] = (0, {})
+        # (_VERSIONS.last, the group's version then): the version holds while no number has been taken since.
+        self.checked: tuple[int, list[Any]] = (-1, [])
 
 
 class TopicVersions:
     """The numbers a topic's broker data takes on each change (from ``_VERSIONS``)."""
 
-    __slots__ = ("samples", "newest", "record_times")
+    __slots__ = ("samples", "newest", "record_times", "copied")
 
     def __init__(self) -> None:
         self.samples = next(_VERSIONS)  # any broker offset sample added
         self.newest = self.samples  # some partition's newest broker offset changed, or the partition count
         self.record_times = 0  # the record timestamps kept for the topic's partitions
+        # (samples version, partitions, the copy) of the last TopicSamples made (StorageState._topic_samples):
+        # the groups consuming one topic share one copy of its samples per refresh.
+        self.copied: tuple[int, int, TopicSamples] | None = None
 
 
 # What a walk's check of which topics changed (WantsWalk.changed_topics) goes through between two steps: topics
@@ -601,7 +626,7 @@ class StorageState:
         return None if cluster is None or group is None else self._consumer_topics(cluster, group)
 
     def consumer_if_changed(self, cluster_name: str, group_name: str, now_s: int,
-                            known: Any) -> tuple[Any, ConsumerTopics | None] | None:
+                            known: Any) -> tuple[Any, ConsumerTopics | SamplesMoved | None] | None:
         """:meth:`consumer` for a caller that may have evaluated the group before: (the version of everything
         an evaluation of the group reads, its partitions), and no partitions (nothing copied) when that
         version is ``known``, the one of an earlier answer. None for an unknown or expired group.
@@ -610,13 +635,63 @@ class StorageState:
         broker offsets alone: such partitions are OK, with no lag, lag in seconds 0 and caught up, whatever
         the older samples and the record timestamps; so an idle fleet's evaluations stay valid across the
         broker offset refreshes that change nothing but the samples' times.
+
+        The version of any other topic is (its newest broker offsets' version, its record timestamps', its
+        samples'). When the samples are all that moved since ``known`` (a refresh that found the same newest
+        offsets: commits, owners, newest offsets and record timestamps as they were), the answer is only the
+        samples of the topics whose samples moved (:class:`~burrowpy.protocol.SamplesMoved`), which with the
+        known answer's other columns make the snapshots a whole answer would be.
         """
         cluster = self.clusters.get(cluster_name)
         group = self._live_group(cluster, group_name, now_s)
         if cluster is None or group is None:
             return None
-        version = self._group_version(cluster, group)
-        return version, None if version == known else self._consumer_topics(cluster, group)
+        checked = group.checked
+        if checked[0] == _VERSIONS.last:
+            # Nothing changed anywhere since the version was made: an idle fleet's sampler round between two
+            # refreshes goes through no group's topics.
+            version = checked[1]
+        else:
+            version = self._group_version(cluster, group)
+            group.checked = (_VERSIONS.last, version)
+        if version == known:
+            return version, None
+        moved = self._samples_moved(cluster, group, known, version)
+        return version, moved if moved is not None else self._consumer_topics(cluster, group)
+
+    def _samples_moved(self, cluster: ClusterEntry, group: GroupEntry, known: Any,
+                       version: list[Any]) -> SamplesMoved | None:
+        """The samples of the topics whose samples alone moved from ``known`` to ``version``; None when anything
+        else moved (or ``known`` is no version of this group's)."""
+        if (known.__class__ is not list or len(known) != len(version) or known[0] != version[0]
+                or len(version) != len(group.topics) + 1):
+            return None
+        moved = SamplesMoved()
+        for (topic, entries), was, now in zip(group.topics.items(), known[1:], version[1:], strict=True):
+            if was == now:
+                continue
+            # Only a lagging topic's entry is a triple; its first two (newest offsets, record timestamps) held.
+            if was.__class__ is not tuple or now.__class__ is not tuple or was[:2] != now[:2]:
+                return None
+            moved[topic] = self._topic_samples(cluster, topic, len(entries))
+        return moved
+
+    @staticmethod
+    def _topic_samples(cluster: ClusterEntry, topic: str, count: int) -> TopicSamples:
+        """The broker samples of the first ``count`` partitions of ``topic``, as :meth:`_consumer_topics` copies
+        them into a group's snapshot; one copy per samples version, shared by the groups that ask."""
+        rings = cluster.brokers[topic]
+        versions = cluster.versions[topic]
+        copied = versions.copied
+        if copied is not None and copied[0] == versions.samples and copied[1] == count:
+            return copied[2]
+        used = rings[:count]
+        missing = count - len(used)
+        samples = TopicSamples(b"".join([ring.packed for ring in used]),
+                               [len(ring.packed) >> 1 for ring in used] + [0] * missing,
+                               [ring.since for ring in used] + [None] * missing)
+        versions.copied = (versions.samples, count, samples)
+        return samples
 
     def _live_group(self, cluster: ClusterEntry | None, group_name: str, now_s: int) -> GroupEntry | None:
         """The group, unless it is unknown or expired (then purged)."""
@@ -654,8 +729,9 @@ class StorageState:
                             caught_up = False
                             break
                 known[topic] = (versions.newest, caught_up)
-            # Two kinds of entry, which never compare equal: a number, or a pair.
-            version.append(versions.newest if caught_up else (versions.samples, versions.record_times))
+            # Two kinds of entry, which never compare equal: a number, or a triple (_samples_moved reads it).
+            version.append(versions.newest if caught_up else (versions.newest, versions.record_times,
+                                                                versions.samples))
         return version
 
     def _consumer_topics(self, cluster: ClusterEntry, group: GroupEntry) -> ConsumerTopics:

@@ -11,7 +11,15 @@ import structlog
 from burrowpy.config import ConfigError, Section
 from burrowpy.evaluator import caching
 from burrowpy.evaluator.caching import CachingEvaluator
-from burrowpy.protocol import EvaluatorRequest, SetBrokerOffset, SetConsumerOffset, SetDeleteTopic, Status
+from burrowpy.evaluator.group import assess_group, group_basis
+from burrowpy.protocol import (
+    EvaluatorRequest,
+    SetBrokerOffset,
+    SetBrokerOffsets,
+    SetConsumerOffset,
+    SetDeleteTopic,
+    Status,
+)
 from burrowpy.storage.inmemory import InMemoryStorage
 
 
@@ -266,3 +274,82 @@ async def test_allowed_lag_and_minimum_complete_come_from_config(storage, clock)
         "default", evaluator_section(**{"allowed-lag": 3000}), storage, clock, structlog.get_logger()
     )
     assert (await module.evaluate("local", "g2", True)).status is Status.OK
+
+
+@pytest.mark.parametrize("partitions", [3, 60], ids=["partition-by-partition", "arrays"])
+async def test_an_idle_refresh_takes_the_new_samples_into_the_kept_basis(clock, monkeypatch, partitions):
+    """A lagging group after a broker offset refresh that read the same newest offsets: its kept basis takes the new
+    samples (no group_basis, no whole answer from storage), with a fresh evaluation's answer; a refresh that moved a
+    newest offset makes both again."""
+    storage = InMemoryStorage("s", Section("b.yaml", "storage.s", {"intervals": 4}), ["local"], clock,
+                              structlog.get_logger())
+    evaluator = CachingEvaluator("e", evaluator_section(**{"expire-cache": 0}), storage, clock, structlog.get_logger())
+    made = []
+    whole = []
+    monkeypatch.setattr(caching, "group_basis", lambda *args: made.append(args) or group_basis(*args))
+    consumer_topics = storage.state._consumer_topics
+    monkeypatch.setattr(storage.state, "_consumer_topics", lambda *args: whole.append(args) or consumer_topics(*args))
+    await storage.start()
+    await evaluator.start()
+    offsets = [700] * partitions
+
+    def refresh() -> None:
+        nonlocal offsets
+        storage.submit(SetBrokerOffsets("local", "t", partitions, list(range(partitions)), offsets,
+                                        int(clock.now * 1000)))
+
+    async def evaluated_as_fresh() -> None:
+        evaluation = await evaluator.evaluation("local", "g")
+        fresh = assess_group("local", "g", storage.state.consumer("local", "g", int(clock.now)), clock.now)
+        whole.pop()  # the fresh answer's own
+        assert evaluation.result(True) == fresh.result(True)
+        assert (evaluation.max_lag_seconds, evaluation.forecast) == (fresh.max_lag_seconds, fresh.forecast)
+
+    try:
+        for order in range(4):  # producing 100 records and committing 100 every 10 s, 700 behind
+            offsets = [offset + 100 * bool(order) for offset in offsets]
+            refresh()
+            await storage.flush()
+            for partition in range(partitions):
+                storage.submit(SetConsumerOffset("local", "g", "t", partition, 100 * order, order + 1,
+                                                 int(clock.now * 1000)))
+            await storage.flush()
+            clock.now += 10
+        await evaluated_as_fresh()
+        assert (len(made), len(whole)) == (1, 1)
+        for _ in range(6):  # idle refreshes, the window's oldest samples leaving it
+            refresh()
+            await storage.flush()
+            clock.now += 10
+            await evaluated_as_fresh()
+        assert (len(made), len(whole)) == (1, 1)
+        offsets[1] += 1
+        refresh()
+        await storage.flush()
+        await evaluated_as_fresh()
+        assert (len(made), len(whole)) == (2, 2)
+    finally:
+        await evaluator.stop()
+        await storage.stop()
+
+
+async def test_a_batch_leaves_no_evaluation_under_way(storage, evaluator, clock):
+    """Once evaluations has answered, none of its groups is still an evaluation under way (a later call evaluates
+    them again rather than sharing a finished one), also when storage fails."""
+    clock.now += 60  # past expire-cache
+    first = await evaluator.evaluations("local", ["g", "g2", "absent"])
+    assert evaluator._evaluating == {}
+    clock.now += 60
+    again = await evaluator.evaluations("local", ["g", "g2", "absent"])
+    assert all(before is not after for before, after in zip(first, again, strict=True))
+    assert evaluator._evaluating == {}
+
+    class Failing:
+        def submit(self, request):
+            request.reply.set_exception(RuntimeError("storage is gone"))
+
+    evaluator._storage = Failing()
+    clock.now += 60
+    with pytest.raises(RuntimeError, match="storage is gone"):
+        await evaluator.evaluations("local", ["g"])
+    assert evaluator._evaluating == {}

@@ -10,13 +10,17 @@ from hypothesis import strategies as st
 
 from burrowpy.protocol import (
     ClearConsumerOwners,
+    SamplesMoved,
     SetBrokerOffset,
+    SetBrokerOffsets,
     SetConsumerOffset,
     SetConsumerOffsets,
     SetConsumerOwner,
     SetDeleteGroup,
     SetDeletePartitionOffsets,
     SetDeleteTopic,
+    SetRecordTimes,
+    TopicSamples,
     in_runs,
 )
 from burrowpy.storage.state import StorageState
@@ -382,3 +386,71 @@ def test_a_run_names_each_dropped_commit():
     assert state.add_consumer_offsets(SetConsumerOffsets("nowhere", "g", "t", [0, 1, 1, BASE_MS] * 2), NOW) == [
         (0, "unknown cluster"), (1, "unknown cluster")]
     assert [p.offsets[-1].offset for p in state.consumer("local", "g", NOW)["t"]] == [10, 12]
+
+
+def test_a_refresh_that_moves_only_samples_answers_them_alone():
+    """consumer_if_changed after a refresh that read the same newest offsets: a lagging topic's samples alone, as
+    the whole answer has them (each group's own partitions: "h" knows two of "t", "g" three); a caught-up topic
+    not at all; anything else moved (a newest offset, a record timestamp): the whole answer."""
+    state = make_state()
+
+    def refresh(topic, offsets, at_ms):
+        state.add_broker_offsets(SetBrokerOffsets("local", topic, len(offsets), list(range(len(offsets))), offsets,
+                                                  at_ms))
+
+    refresh("t", [100, 100], NOW * 1000 - 30000)
+    for partition in range(2):
+        assert commit(state, 50, 1 + partition, group="h", partition=partition) is None
+    refresh("t", [100, 100, 100], NOW * 1000 - 20000)  # a partition more: "h" does not commit to it
+    refresh("u", [7], NOW * 1000 - 20000)
+    order = 10
+    for partition in range(3):
+        order += 1
+        assert commit(state, 50 + partition, order, partition=partition) is None
+    order += 1
+    assert commit(state, 7, order, topic="u") is None  # caught up on "u"
+    known = {group: state.consumer_if_changed("local", group, NOW, None)[0] for group in ("g", "h")}
+    refresh("t", [100, 100, 100], NOW * 1000 - 10000)
+    refresh("u", [7], NOW * 1000 - 10000)
+    for group, partitions in (("g", 3), ("h", 2)):  # "g" first: "h" must not be given "g"'s copy
+        version, moved = state.consumer_if_changed("local", group, NOW, known[group])
+        assert moved.__class__ is SamplesMoved and list(moved) == ["t"]
+        whole = state.consumer("local", group, NOW)["t"]
+        assert len(whole) == partitions
+        assert moved["t"] == TopicSamples(whole.broker, whole.samples, whole.broker_since)
+        assert state.consumer_if_changed("local", group, NOW, version)[1] is None
+        known[group] = version
+    refresh("t", [100, 101, 100], NOW * 1000)  # a newest offset moved
+    version, answer = state.consumer_if_changed("local", "g", NOW, known["g"])
+    assert answer.__class__ is dict and answer == state.consumer("local", "g", NOW)
+    state.set_record_times(SetRecordTimes("local", [("t", 0, 50, NOW * 1000 - 60000)]))
+    refresh("t", [100, 101, 100], NOW * 1000 + 10000)
+    answer = state.consumer_if_changed("local", "g", NOW, version)[1]
+    assert answer.__class__ is dict and answer == state.consumer("local", "g", NOW)
+    assert answer["t"].record_times == [NOW * 1000 - 60000, None, None]
+
+
+def test_a_groups_version_is_made_again_only_after_some_change(monkeypatch):
+    """consumer_if_changed goes through a group's topics for its version only when some change took a version
+    number since it last did (anywhere: another group's commit, a refresh of another topic), and gives the same
+    version object meanwhile."""
+    state = make_state()
+    made = []
+    group_version = StorageState._group_version
+    monkeypatch.setattr(StorageState, "_group_version",
+                        staticmethod(lambda cluster, group: made.append(1) or group_version(cluster, group)))
+    broker(state, 100)
+    broker(state, 5, topic="other")
+    assert commit(state, 50, 1) is None
+    version, _ = state.consumer_if_changed("local", "g", NOW, None)
+    assert state.consumer_if_changed("local", "g", NOW, version) == (version, None)
+    assert len(made) == 1
+    changes = [lambda: commit(state, 5, 1, group="h", topic="other"), lambda: broker(state, 5, topic="other"),
+               lambda: broker(state, 100)]
+    for number, change in enumerate(changes, start=2):
+        change()
+        again, _ = state.consumer_if_changed("local", "g", NOW, version)
+        assert len(made) == number
+        assert state.consumer_if_changed("local", "g", NOW, again)[0] is again
+        assert len(made) == number
+        version = again
