@@ -26,32 +26,30 @@ from burrowpy.coordinators.offsets_fastpath import OffsetsRecordDecoder
 from burrowpy.coordinators.offsets_topic import GroupFilter
 
 
-def offsets_topic_data(commits: int, value_version: int = 3) -> bytes:
+def _commits_data(commits: int, per_batch: int, names, value_version: int) -> bytes:
+    """``commits`` offset commits in batches of ``per_batch``, one to each partition 0..per_batch-1 of the group and
+    topic ``names(batch number)`` gives."""
     value = encode_struct("OffsetCommitValue", value_version, {"offset": 3, "leader_epoch": 0, "metadata": "",
                                                                "commit_timestamp": 1_795_535_032_198})
     batches = []
-    for number in range(commits // 100):
-        records = [Record(number * 100 + index, 0,
-                          encode_struct("OffsetCommitKey", 1, {"group": f"group-{number % 100}", "topic": "ingest",
-                                                                "partition": index}), value, [])
-                   for index in range(100)]
-        batches.append(build_batch(records, base_offset=number * 100))
+    for number in range(commits // per_batch):
+        group, topic = names(number)
+        records = [Record(number * per_batch + index, 0,
+                          encode_struct("OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": index}),
+                          value, [])
+                   for index in range(per_batch)]
+        batches.append(build_batch(records, base_offset=number * per_batch))
     return b"".join(batches)
+
+
+def offsets_topic_data(commits: int, value_version: int = 3) -> bytes:
+    return _commits_data(commits, 100, lambda number: (f"group-{number % 100}", "ingest"), value_version)
 
 
 def fleet_data(commits: int, value_version: int = 3) -> bytes:
     """``commits`` commits, every one to a partition of its own: 25 partitions of a topic for each group."""
-    value = encode_struct("OffsetCommitValue", value_version, {"offset": 3, "leader_epoch": 0, "metadata": "",
-                                                               "commit_timestamp": 1_795_535_032_198})
-    batches = []
-    for number in range(commits // 25):
-        records = [Record(number * 25 + index, 0,
-                          encode_struct("OffsetCommitKey", 1, {"group": f"fleet-group-{number:05d}",
-                                                                "topic": f"fleet-topic-{number:05d}",
-                                                                "partition": index}), value, [])
-                   for index in range(25)]
-        batches.append(build_batch(records, base_offset=number * 25))
-    return b"".join(batches)
+    return _commits_data(commits, 25, lambda number: (f"fleet-group-{number:05d}", f"fleet-topic-{number:05d}"),
+                         value_version)
 
 
 def best_of(runs: int, action) -> float:
