@@ -21,9 +21,11 @@ import asyncio
 import hashlib
 import io
 import random
+import struct
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
+from broker.protocol.types import DecodeError, read_uvarint
 from burrowpy.coordinators.prepared_request import PreparedRequest, ResponseHeader
 
 
@@ -74,10 +76,83 @@ def answer_digest(api_key: int, api_version: int, frame: bytes) -> bytes:
     unchanged cluster answers Metadata or DescribeLogDirs with the same megabyte or two each time; a reader that
     keeps what it made of the last answer and its digest makes it again only when the digest differs, and keeps
     32 bytes rather than the frame. About 1 ms per megabyte."""
+    return _digest_of(api_key, api_version, memoryview(frame)[4:])
+
+
+def _digest_of(api_key: int, api_version: int, *parts: memoryview) -> bytes:
     hasher = hashlib.blake2b(digest_size=32)
     hasher.update(api_key.to_bytes(2, "big") + api_version.to_bytes(2, "big"))
-    hasher.update(memoryview(frame)[4:])
+    for part in parts:
+        hasher.update(part)
     return hasher.digest()
+
+
+_INT16 = struct.Struct(">h")
+METADATA_FLEXIBLE = 9  # the first Metadata version with compact fields and tagged fields (response header v1)
+
+
+def _controller_id_at(api_version: int, frame: bytes) -> int | None:
+    """Where a Metadata answer's controller id lies in its frame (correlation id first): after the header, the
+    throttle time (version 3 on), the brokers (id, host, port, rack) and the cluster id (version 2 on). None
+    before version 1, which has no controller id. Raises IndexError or struct.error for a frame shorter than
+    its fields say."""
+    if api_version < 1:
+        return None
+    flexible = api_version >= METADATA_FLEXIBLE
+
+    def tagged_fields(pos: int) -> int:
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+        return pos
+
+    def string(pos: int) -> int:  # nullable or not: a null's length (-1, or 0 compact) skips nothing
+        if flexible:
+            length, pos = read_uvarint(frame, pos)
+            return pos + max(length - 1, 0)
+        (length,) = _INT16.unpack_from(frame, pos)
+        return pos + 2 + max(length, 0)
+
+    pos = 4
+    if flexible:
+        pos = tagged_fields(pos)
+    if api_version >= 3:
+        pos += 4  # throttle time
+    if flexible:
+        count, pos = read_uvarint(frame, pos)
+        count -= 1
+    else:
+        (count,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+    for _ in range(max(count, 0)):
+        pos = string(pos + 4) + 4  # node id, host, port
+        pos = string(pos)  # rack
+        if flexible:
+            pos = tagged_fields(pos)
+    if api_version >= 2:
+        pos = string(pos)  # cluster id
+    if pos + 4 > len(frame):
+        raise IndexError("Metadata answer shorter than its brokers")
+    return pos
+
+
+def metadata_digest(api_version: int, frame: bytes) -> bytes:
+    """:func:`answer_digest` of a Metadata answer but its controller id: two answers with the same digest decode to
+    the same value but, perhaps, that id, which no reader here uses. A KRaft cluster's brokers cannot name the
+    controller to clients (those do not reach the controllers), and name a live broker chosen at random instead:
+    a cluster of several brokers at rest answered a different one from one reading to the next (Kafka 4.4, four
+    nodes), which made every reading's megabytes look new, to be decoded and gone through again. A frame this
+    cannot read is digested whole."""
+    try:
+        at = _controller_id_at(api_version, frame)
+    except (IndexError, struct.error, DecodeError):
+        at = None
+    view = memoryview(frame)
+    if at is None:
+        return _digest_of(ApiKey.METADATA, api_version, view[4:])
+    return _digest_of(ApiKey.METADATA, api_version, view[4:at], view[at + 4:])
 
 
 class _PreparedRequest(PreparedRequest):
@@ -192,7 +267,8 @@ async def follow_brokers(client: Any, brokers: list[dict[str, Any]], attempts: i
 
 class MetadataReading:
     """One whole-cluster Metadata answer and when its request was started (the event loop's clock). Its
-    :attr:`digest` tells whether it is the answer a reader went by last time (then nothing needs decoding);
+    :attr:`digest` (:func:`metadata_digest`: the controller id left out) tells whether it is the answer a reader
+    went by last time (then nothing needs decoding);
     :meth:`metadata` decodes it in a thread, once however many readers ask."""
 
     __slots__ = ("_answer", "_decoding", "digest", "serial", "started")
@@ -200,7 +276,7 @@ class MetadataReading:
     def __init__(self, serial: int, started: float, answer: LaterAnswer) -> None:
         self.serial, self.started = serial, started
         self._answer: LaterAnswer | None = answer
-        self.digest = answer.digest()
+        self.digest = metadata_digest(answer.api_version, answer.frame)
         self._decoding: asyncio.Future[dict[str, Any]] | None = None
 
     async def metadata(self) -> dict[str, Any]:
