@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/monitor_idle_sampling.py [--groups 2000] [--partitions 50000] [--big-groups 10]
                                                     [--big-partitions 1000] [--repeat 3] [--memory]
+                                                    [--serve-logging]
 
 The fleet of ``bench/monitor_fleet_daemon.py`` without Kafka: the groups each consume a topic of their own,
 caught up at its end, and ``--big-groups`` groups one topic of ``--big-partitions`` partitions one record
@@ -22,26 +23,33 @@ in the daemon, on a fake clock. CPU seconds (``time.process_time``) of one round
   (``StorageState.record_time_wants``, after every refresh in the daemon): the first, after an idle refresh,
   and after a refresh in which the big groups' topic grew by one record a partition.
 
-The smallest of ``--repeat`` runs of each is printed. ``--memory`` instead measures what the evaluator keeps
-after its first round (its bases: ``tracemalloc``, which slows the round many times over).
+The smallest of ``--repeat`` runs of each is printed. Storage and the evaluator log through loggers whose calls
+below error do nothing, unless ``--serve-logging``: then through ``burrowpy serve``'s (``LogControl`` at level
+info, its output discarded), whose calls below the level cost what they cost the daemon. ``--memory`` instead
+measures what the evaluator keeps after its first round (its bases: ``tracemalloc``, which slows the round many
+times over).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
+import io
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from monitor_fleet_daemon import fleet_arguments
 
-from burrowpy.config import Section
+from burrowpy.config import LoggingConfig, Section
 from burrowpy.evaluator.caching import CachingEvaluator
 from burrowpy.evaluator.group import GroupEvaluation, assess_group
 from burrowpy.httpserver.ui.trends import every_group_evaluation
+from burrowpy.logging import LogControl
 from burrowpy.protocol import FetchConsumer, SetBrokerOffset, SetConsumerOffsets
 from burrowpy.storage.inmemory import InMemoryStorage
 from burrowpy.storage.state import StorageState
@@ -76,7 +84,16 @@ class Context:
 
 async def measure(args: argparse.Namespace) -> dict[str, float]:
     clock = Clock()
-    log = structlog.get_logger()
+    with contextlib.ExitStack() as stack:
+        log = structlog.get_logger()
+        if args.serve_logging:  # serve's loggers, at its default level, writing to nowhere
+            control = LogControl(LoggingConfig(level="info"), stream=io.StringIO(), name="burrowpy.bench")
+            stack.callback(control.close)
+            log = control.logger
+        return await measure_with(args, clock, log)
+
+
+async def measure_with(args: argparse.Namespace, clock: Clock, log: Any) -> dict[str, float]:
     storage = InMemoryStorage("s", Section("bench", "storage.s", {"intervals": INTERVALS}), [CLUSTER], clock, log)
     evaluator = CachingEvaluator("e", Section("bench", "evaluator.e", {"expire-cache": 0}), storage, clock, log)
     small = args.groups - args.big_groups
@@ -169,6 +186,9 @@ def main() -> int:
     fleet_arguments(parser)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--memory", action="store_true", help="measure what the evaluator keeps instead")
+    parser.add_argument("--serve-logging", action="store_true",
+                        help="storage and the evaluator log through burrowpy serve's loggers (level info) instead "
+                             "of loggers whose calls below error do nothing")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))  # errors only
     runs = [asyncio.run(measure(args)) for _ in range(1 if args.memory else args.repeat)]

@@ -110,6 +110,20 @@ class RotatingLogFile(logging.handlers.RotatingFileHandler):
         super().close()
 
 
+class LevelCheckedLogger(structlog.stdlib.BoundLogger):
+    """structlog's standard-library logger whose debug calls below the level return at once. The base class builds
+    the event (its keys bound and given) and runs the processors, the first of which (``filter_by_level``) drops it:
+    about 5 µs a call, which the evaluator's debug line after every group's evaluation paid 4,000 times an idle
+    refresh period at fleet scale (the dashboard's two rounds of 2,000 groups). The level is read at every call,
+    as that processor reads it, so ``/v3/admin/loglevel`` still takes effect at once."""
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        logger = self._logger
+        if logger.disabled or logger.getEffectiveLevel() > logging.DEBUG:
+            return None
+        return super().debug(event, *args, **kw)
+
+
 class LogControl:
     """The log output of one daemon and its run-time level.
 
@@ -147,7 +161,7 @@ class LogControl:
             self._loggers[0],
             processors=[structlog.stdlib.filter_by_level, structlog.stdlib.add_log_level, timestamper,
                         structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-            wrapper_class=structlog.stdlib.BoundLogger,
+            wrapper_class=LevelCheckedLogger,
         )
 
     def _apply_level(self) -> None:

@@ -8,6 +8,8 @@ import json
 import logging
 import os
 
+import structlog
+
 from burrowpy.config import LoggingConfig
 from burrowpy.logging import LogControl, parse_level
 
@@ -44,6 +46,35 @@ def test_level_changes_at_run_time_by_burrows_names():
         control.logger.error("below panic")
         control.logger.critical("fatal")
         assert [line["event"] for line in json_lines(stream)] == ["after", "fatal"]
+    finally:
+        control.close()
+
+
+def test_a_debug_call_below_the_level_runs_no_processor(monkeypatch):
+    """The evaluator logs a debug line per group evaluated: below the level, the event is not even built (the
+    processors, first the level filter, are not run); at debug level, set while running, it is logged as before."""
+    filtered: list[str] = []
+    level_filter = structlog.stdlib.filter_by_level
+
+    def counted(logger: logging.Logger, method_name: str, event_dict: dict) -> dict:
+        filtered.append(method_name)
+        return level_filter(logger, method_name, event_dict)
+
+    monkeypatch.setattr(structlog.stdlib, "filter_by_level", counted)
+    stream = io.StringIO()
+    control = LogControl(LoggingConfig(level="info"), stream=stream, name="burrowpy.test_debug_cost")
+    try:
+        log = control.logger.bind(evaluator="default")
+        for group in range(3):
+            log.debug("evaluation result", group=group)
+        assert filtered == [] and stream.getvalue() == ""
+        log.info("shown")
+        assert filtered == ["info"]
+        assert control.set_level("debug")
+        log.debug("evaluation result", group=7)
+        lines = json_lines(stream)
+        assert [(line["event"], line["level"]) for line in lines] == [("shown", "info"), ("evaluation result", "debug")]
+        assert lines[1]["group"] == 7 and lines[1]["evaluator"] == "default"
     finally:
         control.close()
 
