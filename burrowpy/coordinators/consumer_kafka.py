@@ -44,7 +44,13 @@ from burrowpy.protocol import SetConsumerOffset
 KEYS = ("class-name", "cluster", "servers", "client-profile", "offsets-topic", "start-latest", "backfill-earliest",
         "group-allowlist", "group-denylist", "group-whitelist", "group-blacklist")
 
-FETCH_MAX_WAIT_MS = 500  # how long a leader may hold a fetch when nothing new is there
+# How long a leader may hold a fetch when nothing new is there. A leader answers as soon as a record arrives (the
+# fetch asks for one byte at least), so this bounds only the polls of a quiet topic, one per leader each time: at
+# 500 ms (a Java consumer's default) the idle monitor spent 0.06-0.07 s of CPU per 10 s on the polls of four Kafka
+# 4.4 leaders at fleet scale, 0.006-0.007 s at 5 s (bench/README.md, "Idle CPU per refresh on Kafka"). A fetch
+# is also one request, which the client gives up on after its request timeout: at most half of that.
+FETCH_MAX_WAIT_MS = 5000
+AIOKAFKA_REQUEST_TIMEOUT_MS = 40_000  # aiokafka's default, when the client profile sets no timeout
 # One response. It is held three times over while it is read: aiokafka's stream buffer, the frame taken from it,
 # and each partition's records copied out of that; at 16 MiB, reading a fleet's backlog (50,000 partitions) held
 # 48 MiB for each leader at once, and what malloc and Python's allocator kept of those transients stayed resident
@@ -155,6 +161,8 @@ class KafkaConsumer:
             name, section, ctx, KEYS, "kafka")
         self.profile = ctx.config.client_profile(section.get_str("client-profile", ""))
         self.settings = client_settings(self.profile, section)
+        self.fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS,
+                                     self.settings.get("request_timeout_ms", AIOKAFKA_REQUEST_TIMEOUT_MS) // 2)
         self.offsets_topic = section.get_str("offsets-topic", "__consumer_offsets")
         self.start_latest = section.get_bool("start-latest", False)
         self.backfill_earliest = section.get_bool("backfill-earliest", False)
@@ -362,7 +370,7 @@ class KafkaConsumer:
         from aiokafka.protocol.fetch import FetchRequest
 
         wanted = [(p, offset, reading.fetch_size(p)) for p, offset in offsets.items()]
-        request = FetchRequest(FETCH_MAX_WAIT_MS, 1, FETCH_MAX_BYTES, READ_COMMITTED, [(self.offsets_topic, wanted)])
+        request = FetchRequest(self.fetch_max_wait_ms, 1, FETCH_MAX_BYTES, READ_COMMITTED, [(self.offsets_topic, wanted)])
         response = await self._client.send(node, request)
         # Every version's partition entry starts with partition and error code and ends with the records;
         # the aborted transactions come after the high watermark and last stable offset (v4) and the log
