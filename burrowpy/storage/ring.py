@@ -178,16 +178,21 @@ class BrokerRing:
     def add_moved(self, offset: int, timestamp_ms: int = 0) -> bool:
         """:meth:`add`, and whether the newest offset is not what it was (or there was none)."""
         samples = self._samples
-        if samples:
+        size, full = len(samples), 2 * self.intervals
+        if size:
             moved = offset != samples[-2]
             if moved:
                 self.since = timestamp_ms
-            if len(samples) == 2 * self.intervals:
+            if size == full:
                 del samples[:2]
         else:
             moved = True
         samples.append(offset)
         samples.append(timestamp_ms)
+        if size == full - 2:
+            # Full from now on: an array of exactly its size, as a full commit ring's (appending left five values
+            # spare at ten slots, 40 of 200 bytes, 1.9 MiB for a fleet's 50,000 partitions).
+            self._samples = array("q", samples)
         return moved
 
     def values(self) -> list[int]:

@@ -112,6 +112,19 @@ def test_a_full_ring_holds_no_spare_room():
     assert [e[0] for e in stored(ring)] == [offset + 20000 for offset, _, _ in TEN]
 
 
+def test_a_full_broker_ring_holds_no_spare_room():
+    """As a commit ring's: 25 values for 20 at ten slots while appending, then the 20 values' size."""
+    exact = sys.getsizeof(array("q", [0] * 20))
+    ring = BrokerRing(10)
+    for offset in range(10):
+        ring.add(offset, 1000 * offset)
+    assert sys.getsizeof(ring.packed) == exact
+    for offset in range(10, 30):
+        ring.add(offset, 1000 * offset)
+        assert sys.getsizeof(ring.packed) == exact
+    assert ring.values() == list(range(20, 30)) and ring.times() == [1000 * offset for offset in range(20, 30)]
+
+
 def test_commit_closer_than_min_distance_replaces_the_newest():
     # Burrow's MinDistance case: the eleventh commit comes 90.001 s after the first, 1 ms after the tenth.
     base = NOW_MS - 100000
