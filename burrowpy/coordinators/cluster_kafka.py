@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from itertools import repeat
 from typing import Any
 
 from broker.protocol.api import ApiKey
@@ -39,6 +38,7 @@ from burrowpy.coordinators.codec_request import (
 )
 from burrowpy.coordinators.kafka_client import brokers_only_client, client_settings
 from burrowpy.coordinators.list_offsets import LatestOffsetsRequest, TopicOffsets, answered_topics
+from burrowpy.coordinators.partition_map import PartitionMap
 from burrowpy.coordinators.record_times import RecordTimeReader
 from burrowpy.coordinators.share_groups import ShareGroupReader
 from burrowpy.coordinators.topic_health import ClusterHealth, TopicHealthReader
@@ -87,9 +87,11 @@ class KafkaCluster:
         self._metrics_scraper: Any = None
         self.health_refresh = section.get_int("topic-health-refresh", 30, minimum=0)
         self.health: ClusterHealth | None = None  # the latest reading of the topics' health
-        self.log_ends: dict[tuple[str, int], int] = {}  # the newest broker offset of each partition
+        # the newest broker offset of each partition, and its leader (a list per topic: at fleet scale dicts keyed by
+        # (topic, partition) were ~5 MiB each)
+        self.log_ends = PartitionMap()
         self.topics: dict[str, int] = {}  # topic -> partition count
-        self.leaders: dict[tuple[str, int], int] = {}
+        self.leaders = PartitionMap()
         self._client: Any = None
         self._tasks: list[asyncio.Task] = []
         self._refresh_metadata = True  # the next poll reads metadata: a reading started after the ``_due_after``-th
@@ -102,7 +104,7 @@ class KafkaCluster:
         self._leaderless: list[tuple[str, int]] = []
         self._brokers: list[dict[str, Any]] = []
         self._requests: dict[int, LatestOffsetsRequest] = {}  # the ListOffsets of each leader, for these leaders:
-        self._requests_for: dict[tuple[str, int], int] | None = None
+        self._requests_for: PartitionMap | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"class-name": "kafka", "servers": self.servers, "client-profile": self.profile.to_json(),
@@ -239,7 +241,7 @@ class KafkaCluster:
             topics, leaders, leaderless = await asyncio.to_thread(partition_leaders, metadata, self.leaders)
             for gone in sorted(set(self.topics) - set(topics)):
                 self.log.info("topic deleted", topic=gone)
-                self.log_ends = {key: offset for key, offset in self.log_ends.items() if key[0] != gone}
+                self.log_ends.drop(gone)
                 self.ctx.submit(SetDeleteTopic(cluster=self.name, topic=gone))
             self.topics, self.leaders, self._leaderless = topics, leaders, leaderless
             self._brokers, self._applied_digest = metadata["brokers"], reading.digest
@@ -280,8 +282,10 @@ class KafkaCluster:
         """One request per leader for the partitions it leads; the same ones until the leaders change."""
         if self._requests_for is not self.leaders:
             by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-            for (topic, partition), leader in self.leaders.items():
-                by_leader[leader][topic].append(partition)
+            for topic, row in self.leaders.by_topic():
+                for partition, leader in enumerate(row):
+                    if leader is not None:
+                        by_leader[leader][topic].append(partition)
             self._requests = {leader: LatestOffsetsRequest(list(topics.items())) for leader, topics in by_leader.items()}
             self._requests_for = self.leaders
         return self._requests
@@ -300,7 +304,7 @@ class KafkaCluster:
         if not partitions:
             return
         if not answer.same_as_last:  # (a request's memo lives as long as the leaders, and so the topics, it was made for)
-            self.log_ends.update(zip(zip(repeat(topic), partitions), offsets, strict=True))
+            self.log_ends.set(topic, partitions, offsets)
         count = self.topics.get(topic)  # None: not in the metadata, each partition counts as the topic's last
         if len(partitions) <= STORAGE_CHUNK:  # most topics: the answer's lists as they are, no copies
             self.ctx.submit(SetBrokerOffsets(cluster=self.name, topic=topic, partition_count=count,
@@ -361,23 +365,26 @@ class KafkaCluster:
                 self.ctx.submit(SetDeleteGroup(cluster=self.name, group=group))
 
 
-def partition_leaders(metadata: dict[str, Any], previous: dict[tuple[str, int], int]
-                      ) -> tuple[dict[str, int], dict[tuple[str, int], int], list[tuple[str, int]]]:
+def partition_leaders(metadata: dict[str, Any], previous: PartitionMap
+                      ) -> tuple[dict[str, int], PartitionMap, list[tuple[str, int]]]:
     """From a Metadata answer: each topic's partition count, each partition's leader, and the partitions without
     one. A topic answered with an error is left out, as if absent (it is being created or deleted). Leaders
     equal to ``previous`` are ``previous`` itself, whose ListOffsets requests are then kept, not made again."""
     topics: dict[str, int] = {}
-    leaders: dict[tuple[str, int], int] = {}
+    leaders = PartitionMap()
     leaderless: list[tuple[str, int]] = []
     for topic in metadata["topics"]:
         if topic["error_code"]:
             continue
         name = topic["name"]
         topics[name] = len(topic["partitions"])
+        indexes: list[int] = []
+        led_by: list[int] = []
         for partition in topic["partitions"]:
-            key = (name, partition["partition_index"])
             if partition["leader_id"] < 0:
-                leaderless.append(key)
+                leaderless.append((name, partition["partition_index"]))
             else:
-                leaders[key] = partition["leader_id"]
+                indexes.append(partition["partition_index"])
+                led_by.append(partition["leader_id"])
+        leaders.set(name, indexes, led_by)
     return topics, previous if leaders == previous else leaders, leaderless

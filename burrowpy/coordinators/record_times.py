@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from broker.errors import ErrorCode, KafkaError
@@ -112,7 +112,7 @@ class RecordTimeReader:
         self._log = log
         self.limit = limit
 
-    async def read(self, wants: list[Want], leaders: dict[tuple[str, int], int]) -> list[Answer]:
+    async def read(self, wants: list[Want], leaders: Mapping[tuple[str, int], int]) -> list[Answer]:
         by_leader: dict[int, list[Want]] = defaultdict(list)
         for want in wants:
             leader = leaders.get((want[0], want[1]))

@@ -107,6 +107,11 @@ class CommitRing:
                     del slots[:COMMIT_STRIDE]
                 # Packed once and copied in: about half the time of extending by a tuple of ints.
                 slots.frombytes(_PACK_COMMIT(offset, timestamp_ms, now_ms, lag, order))
+                if size == (self.intervals - 1) * COMMIT_STRIDE:
+                    # Full from now on: an array of exactly its size (growing, it kept four values spare, 32 of
+                    # a 10-slot ring's 432 bytes, 1.8 MiB at fleet scale), which an oldest commit's place taken
+                    # then keeps (the array gives back nothing for 5 values deleted, needs nothing for 5 added).
+                    self._slots = array("q", slots)
             return _APPENDED
 
         full = size == self.intervals * COMMIT_STRIDE
@@ -173,16 +178,21 @@ class BrokerRing:
     def add_moved(self, offset: int, timestamp_ms: int = 0) -> bool:
         """:meth:`add`, and whether the newest offset is not what it was (or there was none)."""
         samples = self._samples
-        if samples:
+        size, full = len(samples), 2 * self.intervals
+        if size:
             moved = offset != samples[-2]
             if moved:
                 self.since = timestamp_ms
-            if len(samples) == 2 * self.intervals:
+            if size == full:
                 del samples[:2]
         else:
             moved = True
         samples.append(offset)
         samples.append(timestamp_ms)
+        if size == full - 2:
+            # Full from now on: an array of exactly its size, as a full commit ring's (appending left five values
+            # spare at ten slots, 40 of 200 bytes, 1.9 MiB for a fleet's 50,000 partitions).
+            self._samples = array("q", samples)
         return moved
 
     def values(self) -> list[int]:
