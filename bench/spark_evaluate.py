@@ -5,7 +5,9 @@ and the monitor's single-process evaluator on the same input.
                                              [--standalone-workers 1,2]
 
 Steps, all on the same history (written once into --work, default a temporary directory):
-1. generate the history (SyntheticSpec: groups sharing topics, every behaviour, some disorder);
+1. generate the history (SyntheticSpec: groups sharing topics, every behaviour, some disorder), or take the
+   one given with ``--reuse-history DIR`` (one written before, e.g. by ``write_synthetic_history`` of the same
+   spec), so that runs of two trees alternate on the same input without generating it each time;
 2. for each master, a fresh process builds its SparkSession (JVM start-up timed apart) and runs
    ``evaluate_history`` with every output written; the job time excludes the JVM start-up. Then the
    time split: three more jobs writing to Spark's noop sink time the Parquet scan, the scan and the
@@ -273,6 +275,8 @@ def main() -> int:
                         help="comma-separated worker counts: run on a Spark standalone cluster of each size")
     parser.add_argument("--work", type=Path, help="where the history and outputs go (default: a temp dir)")
     parser.add_argument("--skip-in-process", action="store_true")
+    parser.add_argument("--reuse-history", type=Path, metavar="DIR",
+                        help="evaluate this history rather than generating one (its spec is not checked)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--history", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
@@ -292,10 +296,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="burrowpy-bench-", dir=args.work) as work_dir:
         work = Path(work_dir)
         spec = spec_for(args.commits, args.partitions, args.commits_per_partition, args.groups_per_topic)
+        history = args.reuse_history or work / "history"
         started = time.perf_counter()
-        write_synthetic_history(work / "history", spec, topics_per_file=max(1, 20 // spec.groups_per_topic))
+        if args.reuse_history is None:
+            write_synthetic_history(history, spec, topics_per_file=max(1, 20 // spec.groups_per_topic))
         generate_s = time.perf_counter() - started
-        stats = history_stats(work / "history")
+        stats = history_stats(history)
         points = evaluation_points(stats["first_ms"], stats["last_ms"], args.step)
         print(
             f"history: {stats['commits']:,} commits + {stats['rows'] - stats['commits']:,} broker samples, "
@@ -307,7 +313,7 @@ def main() -> int:
 
         results = []
         for index, master in enumerate(m.strip() for m in args.masters.split(",") if m.strip()):
-            run = spark_run(master, work / "history", work / f"out-{index}", args.step,
+            run = spark_run(master, history, work / f"out-{index}", args.step,
                             shuffle_partitions=args.shuffle_partitions, conf=conf)
             results.append(run)
             cores = local_cores(master)
@@ -338,7 +344,7 @@ def main() -> int:
 
             with SparkStandalone(work / f"standalone-{count}", workers=count, memory_per_worker="3g") as cluster:
                 # two shuffle partitions per worker core, as local mode has per local core
-                run = spark_run(cluster.master_url, work / "history", work / f"out-standalone-{count}",
+                run = spark_run(cluster.master_url, history, work / f"out-standalone-{count}",
                                 args.step, env=cluster.env(), shuffle_partitions=2 * count, conf=conf)
             rate = stats["rows"] / run["job_s"]
             print(
@@ -349,7 +355,7 @@ def main() -> int:
             )
 
         if not args.skip_in_process:
-            local = in_process_runs(work / "history", points)
+            local = in_process_runs(history, points)
             print(
                 f"single process, monitor storage + evaluate_group: {local['storage_s']:.1f} s, "
                 f"{stats['commits'] / local['storage_s']:,.0f} commits/s, "

@@ -7,8 +7,8 @@ HISTORY_DIR: a history (e.g. the one ``bench/spark_evaluate.py --work DIR`` writ
 noop sink, the evaluation of every partition to the noop sink twice (the first pays the JIT compiler and the
 Python workers' start, the second is the stage's own cost), then the outputs of ``evaluate_history`` in its order:
 ``partition_status`` written (the evaluation again plus the Parquet write, and since w13/2 the tasks' partial
-group figures), the group figures combined from those partials (before w13/2: read back and aggregated) and
-written, the lag report, its ``toPandas`` and the timelines. CPU from /proc: the JVM's threads, and the Python
+group figures; since w15 the tasks write the statuses themselves with pyarrow, not Spark's writer), the group
+figures combined from those partials (before w13/2: read back and aggregated) and written, the lag report, its ``toPandas`` and the timelines. CPU from /proc: the JVM's threads, and the Python
 workers alive at the end of the step (Spark reuses them, so that is all of them in local mode).
 PYTHONPATH picks the tree whose pipeline runs (a tree from before w12/2 has the same functions).
 """
@@ -86,15 +86,20 @@ def main() -> int:
         # Since w13/2 the group figures are taken in the evaluation's pass and combined from the tasks'
         # partials; an older tree reads the partition statuses back.
         partials_dir = f"{out}/_group_partials" if hasattr(evaluate, "combine_group_partials") else None
+        # Since w15 the tasks write the partition statuses themselves (pyarrow); before, Spark's writer did.
+        by_tasks = hasattr(evaluate, "write_partition_statuses")
         if partials_dir is not None:
             shutil.rmtree(partials_dir, ignore_errors=True)
             os.makedirs(partials_dir)
-            partitions = evaluate.partition_evaluations(events, points, settings, partials_dir)
+        if by_tasks:
+            evaluate.write_partition_statuses(events, points, settings, f"{out}/partition_status", partials_dir)
         else:
-            partitions = evaluate.partition_evaluations(events, points, settings)
-        partitions.select(*evaluate.PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(
-            f"{out}/partition_status")
-        step("evaluation and partition_status written" + (" (and the group partials)" if partials_dir else ""))
+            partitions = (evaluate.partition_evaluations(events, points, settings, partials_dir)
+                          if partials_dir is not None else evaluate.partition_evaluations(events, points, settings))
+            partitions.select(*evaluate.PARTITION_STATUS_COLUMNS).write.mode("overwrite").parquet(
+                f"{out}/partition_status")
+        step("evaluation and partition_status written" + (" by the tasks" if by_tasks else " by Spark")
+             + (" (and the group partials)" if partials_dir else ""))
         if partials_dir is not None:
             groups = evaluate.combine_group_partials(
                 spark.read.schema(evaluate.GROUP_PARTIAL_SCHEMA).parquet(partials_dir))

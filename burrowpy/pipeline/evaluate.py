@@ -5,7 +5,9 @@ partitions to one Python call (``mapInArrow``, ``replay_arrow_batches``): each p
 every group's commits are replayed through the storage ring and evaluated by ``burrowpy.evaluator.rules`` at
 every evaluation point (see ``replay``). Group statuses, lag reports and the human report are Spark
 aggregates of those partition statuses: for a local output, of the partial group figures each task takes in
-the same pass (``group_partials``), so the partition statuses are not read back.
+the same pass (``group_partials``), so the partition statuses are not read back. For a local output each task
+also writes its partition statuses itself (``written_partition_evaluations``: pyarrow's Parquet writer, the
+files Spark reads back as it would its own), so that none of them becomes a row in Spark's JVM.
 
 Output, under the output directory:
 - ``partition_status``: cluster, group, topic, partition, timestamp (the evaluation point, ms),
@@ -20,7 +22,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +148,11 @@ def event_replay_table(key: tuple, columns: dict[str, Any]) -> Any:
     )
 
 
+def empty_evaluations() -> Any:
+    """An Arrow table of PARTITION_EVALUATION_SCHEMA without rows."""
+    return event_replay_table((None, None, None), {name: [] for name in PARTITION_STATUS_COLUMNS})
+
+
 def event_replay_columns(table: Any, points_s: list[int], settings: ReplaySettings) -> dict[str, list]:
     """The evaluations of ``replay_partition`` as the columns of ``replay_columns``."""
     events = column_events(
@@ -189,11 +197,63 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
     With ``partials_dir`` (a local directory every task can write, which should be empty), each task also
     writes there its partial group figures (``group_partials``), one Parquet file per Spark partition, when
     the frame is computed."""
-    from pyspark.sql import functions as F
 
     def replay(batches):  # no annotations: Spark would try to read a UDF type from them
         sink = None if partials_dir is None else task_partials_writer(partials_dir)
         return replay_arrow_batches(points_s, settings, batches, partials=sink)
+
+    return history_by_partition(events).mapInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
+
+
+def written_partition_evaluations(events: Any, points_s: list[int], settings: ReplaySettings, status_dir: str,
+                                  partials_dir: str | None = None) -> Any:
+    """``partition_evaluations`` written by the tasks themselves: each task writes its evaluations to
+    ``status_dir`` (a local directory every task can write, which should be empty) as it makes them, one
+    Parquet file per Spark partition (``write_task_statuses``, ``task_file``), and hands Spark back only
+    how many it wrote (one row of TASK_ROWS_SCHEMA, none from a task without any), so that no partition
+    status becomes a row of Spark's. ``partials_dir`` as for ``partition_evaluations``. The files are
+    written when the frame is computed."""
+    run = uuid.uuid4().hex  # in the file names, as Spark's writer puts its job's in them
+
+    def replay(batches):  # no annotations: Spark would try to read a UDF type from them
+        import pyarrow as pa
+
+        sink = None if partials_dir is None else task_partials_writer(partials_dir)
+        with task_file(status_dir, f"-{run}.snappy.parquet") as path:
+            rows = write_task_statuses(path, replay_arrow_batches(points_s, settings, batches, partials=sink))
+        if rows:
+            yield pa.record_batch([pa.array([rows], pa.int64())], names=["rows"])
+
+    return history_by_partition(events).mapInArrow(replay, schema=TASK_ROWS_SCHEMA)
+
+
+def write_partition_statuses(events: Any, points_s: list[int], settings: ReplaySettings, status_dir: str,
+                             partials_dir: str | None = None) -> int:
+    """``written_partition_evaluations`` run: ``status_dir`` (local) holds what Spark's
+    ``write.mode("overwrite").parquet`` of ``partition_evaluations`` would (what was there before removed, a
+    file with the columns and no rows when there are no rows, ``_SUCCESS`` at the end); the rows written. If
+    the job fails, ``status_dir`` is removed: no task's file is left to read as if it were the output."""
+    shutil.rmtree(status_dir, ignore_errors=True)
+    os.makedirs(status_dir)
+    try:
+        rows = sum(row["rows"] for row in written_partition_evaluations(
+            events, points_s, settings, status_dir, partials_dir).collect())
+        if not rows:
+            import pyarrow.parquet as pq
+
+            pq.write_table(empty_evaluations(), os.path.join(status_dir, "part-00000.snappy.parquet"),
+                           compression="snappy")
+        Path(status_dir, "_SUCCESS").touch()
+    except BaseException:
+        shutil.rmtree(status_dir, ignore_errors=True)
+        raise
+    return int(rows)
+
+
+def history_by_partition(events: Any) -> Any:
+    """The history rows the replay takes, each (cluster, topic, partition)'s in one Spark partition and
+    together in it."""
+    from pyspark.sql import functions as F
 
     # Commit rows without a group or order, and rows of unknown kinds, are not history; broker and record
     # rows are kept whatever their group and order say.
@@ -211,7 +271,6 @@ def partition_evaluations(events: Any, points_s: list[int], settings: ReplaySett
         valid.select("kind", *keys, "group", "offset", "timestamp", "order")
         .repartition(*keys)
         .sortWithinPartitions(F.xxhash64("cluster", "topic"), *keys)
-        .mapInArrow(replay, schema=PARTITION_EVALUATION_SCHEMA)
     )
 
 
@@ -325,7 +384,7 @@ def evaluate_chunk(table: Any, starts: Any, points_s: list[int], settings: Repla
             "lag_seconds": pa.array(columns["lag_seconds"], pa.float64(), from_pandas=True),  # NaN: none
         }), *other_tables]
     if not tables:
-        return event_replay_table((None, None, None), {name: [] for name in PARTITION_STATUS_COLUMNS})
+        return empty_evaluations()
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
@@ -409,25 +468,80 @@ def _aggregate_partials(figures: Any) -> Any:
     })
 
 
+@contextmanager
+def task_file(directory: str, suffix: str) -> Iterator[str]:
+    """The path a Spark task writes its own output file at: ``part-NNNNN`` (the task's partition) and
+    ``suffix`` in ``directory``, written under a name Spark's readers pass over (a leading dot) and renamed
+    when whole; removed if the writing fails, and not renamed if nothing was written there. A task run again
+    (a retry, a speculative copy, the stage computed again) writes the same rows under the same name, so
+    each partition counts once."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("a task's own output is written from a Spark task")
+    name = f"part-{context.partitionId():05d}{suffix}"
+    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}")
+    try:
+        yield temporary
+    except BaseException:  # a generator closed early too: no half-written file is renamed
+        with suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+    if os.path.exists(temporary):
+        os.replace(temporary, os.path.join(directory, name))
+
+
 def task_partials_writer(directory: str) -> Callable[[Any], None]:
     """A ``replay_arrow_batches`` partials sink for the Spark task it runs in: the partials become
-    ``part-NNNNN.parquet`` (the task's partition) in ``directory``, written under a name Spark's readers pass
-    over (a leading dot) and renamed when whole. A task run again (a retry, a speculative copy, the stage
-    computed again) writes the same rows under the same name, so each partition counts once."""
+    ``part-NNNNN.parquet`` in ``directory`` (``task_file``)."""
 
     def write(table: Any) -> None:
         import pyarrow.parquet as pq
-        from pyspark import TaskContext
 
-        context = TaskContext.get()
-        if context is None:
-            raise RuntimeError("group partials are written from a Spark task")
-        name = f"part-{context.partitionId():05d}.parquet"
-        temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}")
-        pq.write_table(table, temporary)
-        os.replace(temporary, os.path.join(directory, name))
+        with task_file(directory, ".parquet") as path:
+            pq.write_table(table, path)
 
     return write
+
+
+# Rows of partition statuses a task gathers into one Parquet row group of its file (a chunk's evaluations
+# are about CHUNK_ROWS rows).
+STATUS_ROW_GROUP_ROWS = 1_000_000
+# What a task that writes its partition statuses itself hands Spark back: how many it wrote.
+TASK_ROWS_SCHEMA = "rows long"
+
+
+def write_task_statuses(path: str, batches: Iterator[Any], row_group_rows: int = STATUS_ROW_GROUP_ROWS) -> int:
+    """Partition status record batches (PARTITION_EVALUATION_SCHEMA) -> a Parquet file at ``path`` as Spark's
+    writer makes it (snappy, dictionary encoding, the same columns and types when Spark reads it back),
+    written as they come, a row group each time ``row_group_rows`` have come (the last one smaller); the rows
+    written. Nothing is written when there are none."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    pending: list[Any] = []
+    pending_rows = rows = 0
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(path, batch.schema, compression="snappy")
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            rows += batch.num_rows
+            if pending_rows >= row_group_rows:
+                writer.write_table(pa.Table.from_batches(pending), row_group_size=pending_rows)
+                pending, pending_rows = [], 0
+        if pending:
+            assert writer is not None
+            writer.write_table(pa.Table.from_batches(pending), row_group_size=pending_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
 
 
 def combine_group_partials(partials: Any) -> Any:
@@ -529,24 +643,29 @@ def evaluate_history(
     points_s = evaluation_points(first_ms, last_ms, step_s)
     output = str(output_path).rstrip("/")
 
-    # A local output: the group figures are taken in the evaluation's pass (``group_partials``) and only
-    # those partials are combined by Spark; elsewhere they are read back from what was written.
+    # A local output: the partition statuses are written by the tasks themselves (``write_partition_statuses``)
+    # and the group figures are taken in the same pass (``group_partials``), only those partials combined by
+    # Spark; elsewhere Spark writes the statuses and the group figures are read back from what it wrote.
     partials_dir = None if "://" in output else f"{output}/_group_partials"
     if partials_dir is not None:
         shutil.rmtree(partials_dir, ignore_errors=True)
         os.makedirs(partials_dir)
-    partitions = partition_evaluations(events, points_s, settings, partials_dir)
     groups = None
     try:
         # The row counts are taken while each output is written: a count() of its own would be one more
         # Spark job, with its own generated code to compile.
-        partition_rows, group_rows = Observation("partition_rows"), Observation("group_rows")
-        partitions.select(*PARTITION_STATUS_COLUMNS).observe(partition_rows, F.count(F.lit(1)).alias("rows")) \
-            .write.mode("overwrite").parquet(f"{output}/partition_status")
+        group_rows = Observation("group_rows")
         if partials_dir is not None:
+            partition_count = write_partition_statuses(events, points_s, settings, f"{output}/partition_status",
+                                                       partials_dir)
             partials = spark.read.schema(GROUP_PARTIAL_SCHEMA).parquet(partials_dir)
             groups = combine_group_partials(partials).persist(StorageLevel.MEMORY_AND_DISK)
         else:
+            partition_rows = Observation("partition_rows")
+            partition_evaluations(events, points_s, settings).select(*PARTITION_STATUS_COLUMNS) \
+                .observe(partition_rows, F.count(F.lit(1)).alias("rows")) \
+                .write.mode("overwrite").parquet(f"{output}/partition_status")
+            partition_count = int(partition_rows.get["rows"])
             # Read back from what was written (a columnar scan of the columns they need), rather than from
             # a cache of every partition status, which cost more to build than the file to read.
             written = spark.read.parquet(f"{output}/partition_status")
@@ -575,7 +694,7 @@ def evaluate_history(
             points=len(points_s),
             first_point_s=points_s[0],
             last_point_s=points_s[-1],
-            partition_rows=int(partition_rows.get["rows"]),
+            partition_rows=partition_count,
             group_rows=int(group_rows.get["rows"]),
             groups=len(report_rows),
         )
