@@ -25,7 +25,13 @@ import struct
 from typing import Any
 
 from broker.protocol.api import SCHEMA_VERSIONS, ApiKey, decode_response, encode_request
-from broker.protocol.types import DecodeError, read_uvarint
+from broker.protocol.types import (
+    DecodeError,
+    read_array_length,
+    read_compact_array_length,
+    read_uvarint,
+    skip_tagged_fields,
+)
 from burrowpy.coordinators.prepared_request import PreparedRequest, ResponseHeader
 
 
@@ -94,19 +100,11 @@ METADATA_FLEXIBLE = 9  # the first Metadata version with compact fields and tagg
 def _controller_id_at(api_version: int, frame: bytes) -> int | None:
     """Where a Metadata answer's controller id lies in its frame (correlation id first): after the header, the
     throttle time (version 3 on), the brokers (id, host, port, rack) and the cluster id (version 2 on). None
-    before version 1, which has no controller id. Raises IndexError or struct.error for a frame shorter than
-    its fields say."""
+    before version 1, which has no controller id. Raises IndexError, struct.error or DecodeError for a
+    frame shorter than its fields say."""
     if api_version < 1:
         return None
     flexible = api_version >= METADATA_FLEXIBLE
-
-    def tagged_fields(pos: int) -> int:
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-        return pos
 
     def string(pos: int) -> int:  # nullable or not: a null's length (-1, or 0 compact) skips nothing
         if flexible:
@@ -117,20 +115,15 @@ def _controller_id_at(api_version: int, frame: bytes) -> int | None:
 
     pos = 4
     if flexible:
-        pos = tagged_fields(pos)
+        pos = skip_tagged_fields(frame, pos)
     if api_version >= 3:
         pos += 4  # throttle time
-    if flexible:
-        count, pos = read_uvarint(frame, pos)
-        count -= 1
-    else:
-        (count,) = struct.unpack_from(">i", frame, pos)
-        pos += 4
+    count, pos = (read_compact_array_length if flexible else read_array_length)(frame, pos)
     for _ in range(max(count, 0)):
         pos = string(pos + 4) + 4  # node id, host, port
         pos = string(pos)  # rack
         if flexible:
-            pos = tagged_fields(pos)
+            pos = skip_tagged_fields(frame, pos)
     if api_version >= 2:
         pos = string(pos)  # cluster id
     if pos + 4 > len(frame):
